@@ -1,0 +1,277 @@
+//! Executed actions and the AppAgent's multi-action runner (seed 001 "ACTION_EXECUTION"): each action
+//! becomes a [`Command`]; before each action after the first, the control is checked to still exist and
+//! be enabled; the batch stops at the first failure and the rest are recorded as skipped.
+
+use serde_json::{Map, Value, json};
+use ufo_proto::v1;
+
+use crate::dispatch::{
+    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, execute_one,
+};
+use crate::response::ActionSpec;
+use crate::target::{ControlSource, TargetInfo, TargetKind};
+
+/// How much of a read text an action's representation carries (the full value stays in the result).
+const READ_VALUE_CHARS: usize = 200;
+
+/// The first `max` characters of `text`, with "…" when cut.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// One action with its outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    /// Tool name.
+    pub function: String,
+    /// Arguments as the model gave them (ids are labels).
+    pub arguments: Map<String, Value>,
+    /// Status proposed with the action.
+    pub status: String,
+    /// The control or application acted on.
+    pub target: Option<TargetInfo>,
+    /// The executor's result.
+    pub result: CommandResult,
+}
+
+impl ActionRecord {
+    /// e.g. `click_input on [12]Export`; an action that read a text (e.g. `texts`) carries what it read,
+    /// `texts on [9]Font → "Sans 12"`, so the next prompt and the blackboard show the value itself.
+    pub fn representation(&self) -> String {
+        let mut text = match &self.target {
+            Some(t) => format!("{} on [{}]{}", self.function, t.label, t.name),
+            None if self.arguments.is_empty() => self.function.clone(),
+            None => format!(
+                "{} {}",
+                self.function,
+                Value::Object(self.arguments.clone())
+            ),
+        };
+        if let (ResultStatus::Success, Value::String(read)) =
+            (self.result.status, &self.result.result)
+            && !read.is_empty()
+        {
+            text.push_str(" → ");
+            text.push_str(&Value::String(truncate(read, READ_VALUE_CHARS)).to_string());
+        }
+        text
+    }
+
+    /// For memory items and prompts.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "function": self.function,
+            "arguments": self.arguments,
+            "status": self.status,
+            "target": self.target.as_ref().map(|t| json!({"label": t.label, "name": t.name, "type": t.control_type})),
+            "result": self.result.to_json(),
+            "representation": self.representation(),
+        })
+    }
+
+    /// As the session proto.
+    pub fn to_proto(&self) -> v1::Action {
+        let status = match self.result.status {
+            ResultStatus::Success => v1::ResultStatus::Success,
+            ResultStatus::Failure => v1::ResultStatus::Failure,
+            ResultStatus::Skipped => v1::ResultStatus::Skipped,
+            ResultStatus::None => v1::ResultStatus::None,
+        };
+        v1::Action {
+            function: self.function.clone(),
+            arguments: Some(ufo_proto::json::object_to_struct(self.arguments.clone())),
+            status: self.status.clone(),
+            result: Some(v1::Result {
+                status: status as i32,
+                error: self.result.error.clone(),
+                result: Some(ufo_proto::json::to_value(self.result.result.clone())),
+                call_id: self.result.call_id.clone(),
+                duration_us: 0,
+                images: vec![],
+                warnings: self.result.warnings.clone(),
+            }),
+            target_id: self
+                .target
+                .as_ref()
+                .map(|t| t.label.clone())
+                .unwrap_or_default(),
+            target_name: self
+                .target
+                .as_ref()
+                .map(|t| t.name.clone())
+                .unwrap_or_default(),
+            representation: self.representation(),
+        }
+    }
+}
+
+/// Turns an action on labelled controls into the executor command: the label becomes the executor id (and
+/// name); a grounding-only control is clicked by the centre of its rectangle.
+pub fn to_command(spec: &ActionSpec, target: Option<&TargetInfo>) -> Command {
+    let mut params = spec.arguments.clone();
+    if let Some(t) = target {
+        // A grounding-only control has no executor id: click the centre of its box, given as fractions
+        // of the window (what `click_on_coordinates` takes; computed when the controls were listed).
+        if t.source == ControlSource::Grounding
+            && spec.function == "click_input"
+            && let Some(Value::Array(point)) = t.extra.get("click_fraction")
+            && let [x, y] = point.as_slice()
+        {
+            let mut p = Map::new();
+            p.insert("x".into(), x.clone());
+            p.insert("y".into(), y.clone());
+            for k in ["button", "double"] {
+                if let Some(v) = spec.arguments.get(k) {
+                    p.insert(k.into(), v.clone());
+                }
+            }
+            return Command::act("click_on_coordinates", Value::Object(p));
+        }
+        params.insert("id".into(), Value::String(t.id.clone()));
+        params.insert("name".into(), Value::String(t.name.clone()));
+    }
+    let mut c = Command::act(&spec.function, Value::Object(params));
+    c.call_id = spec.function.clone();
+    c
+}
+
+fn label_of(spec: &ActionSpec) -> Option<String> {
+    match spec.arguments.get("id")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+async fn still_usable(
+    dispatcher: &dyn CommandDispatcher,
+    target: &TargetInfo,
+) -> Result<Option<String>, DispatchError> {
+    if target.source == ControlSource::Grounding {
+        return Ok(None);
+    }
+    let r = execute_one(
+        dispatcher,
+        Command::observe("get_app_window_controls_target_info", json!({})),
+    )
+    .await?;
+    let now = r
+        .result
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
+        // Positional ids can shift when the UI changes: the same id must still carry the same name.
+        .find(|c| c.id == target.id && (target.name.is_empty() || c.name == target.name));
+    Ok(match now {
+        None => Some(format!(
+            "control [{}]{} no longer exists",
+            target.label, target.name
+        )),
+        Some(c) if !c.enabled => Some(format!(
+            "control [{}]{} is disabled",
+            target.label, target.name
+        )),
+        Some(_) => None,
+    })
+}
+
+/// When controls are checked before acting on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precheck {
+    /// Never.
+    Off,
+    /// Before every action but the first (the controls were just listed).
+    AfterFirst,
+    /// Before every action (e.g. a held action approved after a wait).
+    All,
+}
+
+/// Runs `actions` in order against labelled `controls`; see the module doc for the rules.
+pub async fn run_actions(
+    dispatcher: &dyn CommandDispatcher,
+    actions: &[ActionSpec],
+    controls: &[TargetInfo],
+    precheck: Precheck,
+) -> Result<Vec<ActionRecord>, DispatchError> {
+    let mut records = Vec::with_capacity(actions.len());
+    let mut failed = false;
+    for (i, spec) in actions.iter().enumerate() {
+        let target = label_of(spec)
+            .and_then(|l| controls.iter().find(|c| c.label == l))
+            .cloned();
+        let result = if failed {
+            CommandResult::skipped("an earlier action of the batch failed")
+        } else if let (Some(label), None) = (label_of(spec), &target) {
+            CommandResult::failure(format!("control {label} is not in the control list"))
+        } else {
+            let check = match precheck {
+                Precheck::Off => false,
+                Precheck::AfterFirst => i > 0,
+                Precheck::All => true,
+            };
+            let problem = match (&target, check) {
+                (Some(t), true) => still_usable(dispatcher, t).await?,
+                _ => None,
+            };
+            match problem {
+                Some(p) => CommandResult::failure(p),
+                None => execute_one(dispatcher, to_command(spec, target.as_ref())).await?,
+            }
+        };
+        failed |= result.status == ResultStatus::Failure;
+        records.push(ActionRecord {
+            function: spec.function.clone(),
+            arguments: spec.arguments.clone(),
+            status: spec.status.clone(),
+            target,
+            result,
+        });
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(function: &str, result: CommandResult) -> ActionRecord {
+        ActionRecord {
+            function: function.to_owned(),
+            arguments: Map::new(),
+            status: "CONTINUE".to_owned(),
+            target: None,
+            result,
+        }
+    }
+
+    #[test]
+    fn a_read_text_is_part_of_the_representation() {
+        let read = record("texts", CommandResult::success(json!("Sans 12")));
+        assert_eq!(read.representation(), r#"texts → "Sans 12""#);
+    }
+
+    #[test]
+    fn object_results_failures_and_empty_reads_add_nothing() {
+        let click = record(
+            "click_input",
+            CommandResult::success(json!({"method": "action"})),
+        );
+        assert_eq!(click.representation(), "click_input");
+        let failed = record("texts", CommandResult::failure("gone"));
+        assert_eq!(failed.representation(), "texts");
+        let empty = record("texts", CommandResult::success(json!("")));
+        assert_eq!(empty.representation(), "texts");
+    }
+
+    #[test]
+    fn long_reads_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(READ_VALUE_CHARS + 5);
+        let text = record("texts", CommandResult::success(json!(long))).representation();
+        assert!(text.ends_with("…\""), "{text}");
+        assert_eq!(text.chars().filter(|c| *c == 'é').count(), READ_VALUE_CHARS);
+    }
+}

@@ -1,0 +1,122 @@
+//! The AppAgent (seed 001): its state and its processor — data collection as a `ComposedStrategy`
+//! (screenshot capture, then control info), LLM interaction, action execution, memory update; fail_fast as
+//! seed 001's table.
+
+pub mod strategies;
+
+use std::sync::Arc;
+
+use crate::memory::Memory;
+use crate::processor::{
+    BuildError, ComposedStrategy, LoggingMiddleware, MiddlewareChain, ProcessingContext,
+    ProcessingPhase, ProcessingResult, ProcessorTemplate, Provided, Strategy, StrategyRegistry,
+    Values, keys as pkeys,
+};
+use crate::target::TargetInfo;
+use crate::vision::Screenshot;
+
+use super::keys;
+use super::services::AgentServices;
+
+/// An AppAgent's durable state: one per application, cached by the HostAgent's round.
+#[derive(Debug, Clone)]
+pub struct AppAgent {
+    /// `AppAgent/<application>`.
+    pub name: String,
+    /// The application (process name) this agent drives.
+    pub app_root: String,
+    /// The window selected for it.
+    pub window: TargetInfo,
+    /// One item per step.
+    pub memory: Memory,
+    /// The last acted-on control's screenshot (next step's first image).
+    pub last_control: Option<Screenshot>,
+    /// Models, font, settings.
+    pub services: AgentServices,
+}
+
+impl AppAgent {
+    /// A fresh AppAgent for `window`.
+    pub fn new(window: TargetInfo, services: AgentServices) -> Self {
+        let app_root = window.app_root();
+        Self {
+            name: format!("AppAgent/{app_root}"),
+            app_root,
+            window,
+            memory: Memory::default(),
+            last_control: None,
+            services,
+        }
+    }
+
+    /// Action representations of earlier steps (for repeat counts in the prompt).
+    pub fn previous_actions(&self) -> Vec<String> {
+        self.memory
+            .items()
+            .iter()
+            .map(|m| m.str("action_representation").to_owned())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
+    /// The plan of the latest step.
+    pub fn previous_plan(&self) -> Vec<String> {
+        self.memory.previous_plan()
+    }
+}
+
+/// The AppAgent processor template.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AppProcessor;
+
+impl ProcessorTemplate for AppProcessor {
+    type Agent = AppAgent;
+    type Output = Values;
+
+    fn name(&self) -> &'static str {
+        "AppAgentProcessor"
+    }
+
+    fn setup_strategies(&self, s: &mut StrategyRegistry<AppAgent>) -> Result<(), BuildError> {
+        let members: Vec<Arc<dyn Strategy<AppAgent>>> = vec![
+            Arc::new(strategies::AppScreenshotCapture),
+            Arc::new(strategies::AppControlInfo),
+        ];
+        s.register(
+            ProcessingPhase::DataCollection,
+            ComposedStrategy::new("app_data_collection", true, members)?,
+        )?;
+        s.register(
+            ProcessingPhase::LlmInteraction,
+            strategies::AppLlmInteraction,
+        )?;
+        s.register(
+            ProcessingPhase::ActionExecution,
+            strategies::AppActionExecution,
+        )?;
+        s.register(ProcessingPhase::MemoryUpdate, strategies::AppMemoryUpdate)?;
+        Ok(())
+    }
+
+    fn setup_middleware(&self, chain: &mut MiddlewareChain) {
+        chain.push(Arc::new(LoggingMiddleware));
+    }
+
+    fn global_inputs(&self) -> Vec<Provided> {
+        vec![
+            pkeys::REQUEST.provided(),
+            pkeys::SESSION_STEP.provided(),
+            pkeys::ROUND.provided(),
+            pkeys::ROUND_STEP.provided(),
+            keys::DISPATCHER.provided(),
+            keys::BLACKBOARD.provided(),
+            keys::PREVIOUS_SUBTASKS.provided(),
+            keys::SUBTASK.provided(),
+            keys::HOST_MESSAGE.provided(),
+        ]
+    }
+
+    fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {
+        ctx.into_local()
+    }
+}

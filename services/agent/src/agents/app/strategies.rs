@@ -1,0 +1,534 @@
+//! AppAgent strategies (seed 001).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::AppAgent;
+use crate::agents::action::{ActionRecord, Precheck, run_actions};
+use crate::agents::keys::*;
+use crate::dispatch::{Command, ResultStatus};
+use crate::llm::{ChatRequest, ImageData, ask_json};
+use crate::memory::{BlackboardImage, MemoryItem};
+use crate::processor::{
+    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
+};
+use crate::prompts::app::{AppPromptInput, messages, with_repeat_counts};
+use crate::response::AppResponse;
+use crate::target::{ControlSource, TargetInfo, TargetKind};
+use crate::vision::annotate::Mark;
+use crate::vision::{
+    PromptImageSpec, Screenshot, crop_control, crop_pixels, downscale_png, merge_controls,
+    prompt_images,
+};
+
+/// The set-of-marks of `controls` in `clean`'s pixel coordinates (controls without a rectangle have none).
+fn marks<'a>(controls: &'a [TargetInfo], clean: &Screenshot) -> Vec<Mark<'a>> {
+    controls
+        .iter()
+        .filter_map(|c| {
+            c.rect.map(|r| Mark {
+                label: &c.label,
+                rect: clean.to_pixels(r),
+                control_type: &c.control_type,
+            })
+        })
+        .collect()
+}
+
+fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
+    StrategyError::with_source(what.to_owned(), e)
+}
+
+/// Captures the application window (and optionally the desktop and UI tree) and reads its info.
+#[derive(Debug, Clone, Copy)]
+pub struct AppScreenshotCapture;
+
+#[async_trait]
+impl Strategy<AppAgent> for AppScreenshotCapture {
+    fn name(&self) -> &str {
+        "app_screenshot_capture"
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![DISPATCHER.required("runs the capture commands")]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![
+            CLEAN_SCREENSHOT.provided(),
+            DESKTOP_SCREENSHOT.provided(),
+            UI_TREE.provided(),
+            WINDOW_INFO.provided(),
+        ]
+    }
+    async fn execute(
+        &self,
+        agent: &AppAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let settings = &agent.services.settings;
+        let mut commands = vec![
+            Command::observe("capture_window_screenshot", json!({})),
+            Command::observe("get_app_window_info", json!({})),
+        ];
+        if settings.save_full_screen {
+            commands.push(Command::observe(
+                "capture_desktop_screenshot",
+                json!({"all_screens": true}),
+            ));
+        }
+        if settings.save_ui_tree {
+            commands.push(Command::observe("get_ui_tree", json!({})));
+        }
+        let results = ctx
+            .require(DISPATCHER)?
+            .execute(commands)
+            .await
+            .map_err(|e| failed("screenshot capture failed", e))?;
+        if let Some(bad) = results.iter().find(|r| !r.is_success()) {
+            return Err(StrategyError::msg(format!(
+                "screenshot capture failed: {}",
+                bad.error
+            )));
+        }
+        let mut out = Outputs::new();
+        let clean = results
+            .first()
+            .and_then(|r| r.images.first())
+            .cloned()
+            .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
+        out.insert(CLEAN_SCREENSHOT, clean);
+        let window = results
+            .get(1)
+            .and_then(|r| TargetInfo::from_json(&r.result, TargetKind::Application))
+            .unwrap_or_else(|| agent.window.clone());
+        out.insert(WINDOW_INFO, window);
+        let mut rest = results.into_iter().skip(2);
+        if settings.save_full_screen
+            && let Some(img) = rest.next().and_then(|r| r.images.into_iter().next())
+        {
+            out.insert(DESKTOP_SCREENSHOT, img);
+        }
+        if settings.save_ui_tree
+            && let Some(r) = rest.next()
+        {
+            out.insert(UI_TREE, r.result);
+        }
+        Ok(out)
+    }
+}
+
+/// Lists the window's controls, merges the grounding source by IoU, labels them 1..N and draws the
+/// annotated screenshot.
+#[derive(Debug, Clone, Copy)]
+pub struct AppControlInfo;
+
+#[async_trait]
+impl Strategy<AppAgent> for AppControlInfo {
+    fn name(&self) -> &str {
+        "app_control_info"
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            CLEAN_SCREENSHOT.required("the image to annotate"),
+            WINDOW_INFO.required("the window the controls belong to"),
+            DISPATCHER.required("lists the controls"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![
+            CONTROLS.provided(),
+            ANNOTATED_SCREENSHOT.provided(),
+            CLEAN_PIXELS.provided(),
+        ]
+    }
+    async fn execute(
+        &self,
+        agent: &AppAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let result = crate::dispatch::execute_one(
+            ctx.require(DISPATCHER)?.as_ref(),
+            Command::observe("get_app_window_controls_target_info", json!({})),
+        )
+        .await
+        .map_err(|e| failed("control listing failed", e))?;
+        if !result.is_success() {
+            return Err(StrategyError::msg(format!(
+                "control listing failed: {}",
+                result.error
+            )));
+        }
+        let api: Vec<TargetInfo> = result
+            .result
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
+            .collect();
+        let clean = ctx.require(CLEAN_SCREENSHOT)?;
+        let grounded = match &agent.services.grounding {
+            Some(g) => match g.detect(clean).await {
+                Ok(mut list) => {
+                    for c in &mut list {
+                        c.source = ControlSource::Grounding;
+                        c.kind = TargetKind::Control;
+                    }
+                    list
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "grounding source failed; using accessibility controls only");
+                    vec![]
+                }
+            },
+            None => vec![],
+        };
+        let mut controls = merge_controls(api, grounded, agent.services.settings.iou_threshold);
+        let window = ctx.require(WINDOW_INFO)?.rect;
+        for (i, c) in controls.iter_mut().enumerate() {
+            c.label = (i + 1).to_string();
+            if let (ControlSource::Grounding, Some(r), Some(w)) = (c.source, c.rect, window)
+                && w.width() > 0
+                && w.height() > 0
+            {
+                let (x, y) = r.center();
+                let fx = (f64::from(x - w.left) / f64::from(w.width())).clamp(0.0, 1.0);
+                let fy = (f64::from(y - w.top) / f64::from(w.height())).clamp(0.0, 1.0);
+                c.extra.insert("click_fraction".into(), json!([fx, fy]));
+            }
+        }
+        let mut pixels = clean
+            .decode()
+            .map_err(|e| failed("cannot decode the screenshot", e))?;
+        // Annotate in place and put the clean pixels back afterwards: no copy of the whole screenshot.
+        let marks = marks(&controls, clean);
+        let undo = agent.services.marker.annotate_undoable(&mut pixels, &marks);
+        let annotated = clean
+            .with_pixels(&pixels)
+            .map_err(|e| failed("cannot encode the annotation", e))?;
+        undo.restore(&mut pixels);
+        drop(marks);
+        Ok(Outputs::new()
+            .with(CONTROLS, controls)
+            .with(ANNOTATED_SCREENSHOT, annotated)
+            .with(CLEAN_PIXELS, Arc::new(pixels)))
+    }
+}
+
+/// Builds the AppAgent prompt (images, control list, subtask, history, blackboard) and asks the model.
+#[derive(Debug, Clone, Copy)]
+pub struct AppLlmInteraction;
+
+#[async_trait]
+impl Strategy<AppAgent> for AppLlmInteraction {
+    fn name(&self) -> &str {
+        "app_llm_interaction"
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            CONTROLS.required("the control list"),
+            CLEAN_SCREENSHOT.required("the clean screenshot"),
+            ANNOTATED_SCREENSHOT.required("the annotated screenshot"),
+            SUBTASK.required("what to do"),
+            pkeys::REQUEST.required("the user's request"),
+            HOST_MESSAGE.optional("advice from the HostAgent"),
+            PREVIOUS_SUBTASKS.optional("finished subtasks"),
+            BLACKBOARD.optional("shared context"),
+            CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![
+            APP_RESPONSE.provided(),
+            RESPONSE_TEXT.provided(),
+            LLM_TOTALS.provided(),
+        ]
+    }
+    async fn execute(
+        &self,
+        agent: &AppAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let s = &agent.services.settings;
+        let (w, h) = s.prompt_image_max;
+        let controls = ctx.require(CONTROLS)?;
+        let mut images: Vec<(&'static str, ImageData)> = Vec::new();
+        if s.include_last_control
+            && let Some(last) = &agent.last_control
+        {
+            let small = downscale_png(last, w, h)
+                .map_err(|e| failed("cannot prepare the selected control image", e))?;
+            images.push((
+                "Control selected in the previous step",
+                small.to_image_data(),
+            ));
+        }
+        // One resize for both screenshots; the marks are drawn on the small copy (see `vision::prompt`).
+        let clean = ctx.require(CLEAN_SCREENSHOT)?;
+        let prompt = prompt_images(
+            clean,
+            ctx.get(CLEAN_PIXELS)?.map(|p| p.as_ref()),
+            ctx.require(ANNOTATED_SCREENSHOT)?,
+            &marks(controls, clean),
+            &agent.services.marker,
+            PromptImageSpec {
+                max: (w, h),
+                clean: s.include_clean,
+                annotated: s.include_annotated,
+            },
+        )
+        .map_err(|e| failed("cannot prepare the prompt screenshots", e))?;
+        if let Some(c) = prompt.clean {
+            images.push(("Clean screenshot", c.to_image_data()));
+        }
+        if let Some(a) = prompt.annotated {
+            images.push(("Annotated screenshot", a.to_image_data()));
+        }
+        let blackboard = ctx
+            .get(BLACKBOARD)?
+            .filter(|b| !b.is_empty())
+            .map(|b| b.to_prompt())
+            .unwrap_or_default();
+        let subtask = ctx.require(SUBTASK)?;
+        let knowledge = match &agent.services.knowledge {
+            Some(k) => k
+                .retrieve(subtask, &agent.app_root)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
+                    String::new()
+                }),
+            None => String::new(),
+        };
+        let previous_actions = with_repeat_counts(&agent.previous_actions());
+        let plan = agent.previous_plan();
+        let request = ChatRequest {
+            messages: messages(AppPromptInput {
+                request: ctx.require(pkeys::REQUEST)?,
+                subtask,
+                host_message: ctx.get(HOST_MESSAGE)?.map_or("", String::as_str),
+                application: &agent.app_root,
+                controls,
+                images: &images,
+                previous_actions: &previous_actions,
+                plan: &plan,
+                previous_subtasks: ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice),
+                blackboard: &blackboard,
+                knowledge: &knowledge,
+            }),
+            temperature: s.temperature,
+            max_tokens: None,
+            response_format: crate::response::app_response_format(),
+        };
+        let asked = ask_json(
+            agent.services.app_model.as_ref(),
+            &request,
+            s.max_reasks,
+            |m| {
+                let r = AppResponse::parse(&m)?;
+                for a in &r.actions {
+                    if let Some(id) = a.arguments.get("id") {
+                        let label = id.as_str().map_or_else(|| id.to_string(), str::to_owned);
+                        if !controls.iter().any(|c| c.label == label) {
+                            return Err(format!(
+                                "action {} names control {label}, which is not in the control list",
+                                a.function
+                            ));
+                        }
+                    }
+                }
+                Ok(r)
+            },
+        )
+        .await
+        .map_err(|e| failed("app llm interaction failed", e))?;
+        Ok(Outputs::new()
+            .with(APP_RESPONSE, asked.value)
+            .with(RESPONSE_TEXT, asked.text)
+            .with(LLM_TOTALS, asked.totals))
+    }
+}
+
+/// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
+/// FAIL and ERROR do not act).
+pub fn app_acts(status: &str) -> bool {
+    matches!(status, "CONTINUE" | "FINISH")
+}
+
+/// Runs the decided action(s) as one batch (see [`run_actions`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AppActionExecution;
+
+#[async_trait]
+impl Strategy<AppAgent> for AppActionExecution {
+    fn name(&self) -> &str {
+        "app_action_execution"
+    }
+    fn fail_fast(&self) -> bool {
+        false
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            APP_RESPONSE.required("the decided actions"),
+            CONTROLS.required("resolves control labels"),
+            CLEAN_SCREENSHOT.required("crops the selected control"),
+            CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
+            DISPATCHER.required("runs the actions"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![ACTIONS.provided(), SELECTED_CONTROL_SCREENSHOT.provided()]
+    }
+    async fn execute(
+        &self,
+        agent: &AppAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let response = ctx.require(APP_RESPONSE)?;
+        let s = &agent.services.settings;
+        let held = s.confirm_always || (response.status == "CONFIRM" && !s.confirm_never);
+        let acts = app_acts(&response.status) || (response.status == "CONFIRM" && s.confirm_never);
+        if held || !acts || response.actions.is_empty() {
+            return Ok(Outputs::new().with(ACTIONS, vec![]));
+        }
+        let controls = ctx.require(CONTROLS)?;
+        let records = run_actions(
+            ctx.require(DISPATCHER)?.as_ref(),
+            &response.actions,
+            controls,
+            if s.precheck_controls {
+                Precheck::AfterFirst
+            } else {
+                Precheck::Off
+            },
+        )
+        .await
+        .map_err(|e| failed("action execution failed", e))?;
+        let mut out = Outputs::new();
+        let selected = records
+            .iter()
+            .find_map(|r| r.target.as_ref().and_then(|t| t.rect));
+        // The crop only feeds the next prompt; a control outside the screenshot just has none.
+        if let Some(rect) = selected
+            && let Ok(crop) = match ctx.get(CLEAN_PIXELS)? {
+                Some(p) => crop_pixels(p, ctx.require(CLEAN_SCREENSHOT)?, rect),
+                None => crop_control(ctx.require(CLEAN_SCREENSHOT)?, rect),
+            }
+        {
+            out.insert(SELECTED_CONTROL_SCREENSHOT, crop);
+        }
+        out.insert(ACTIONS, records);
+        Ok(out)
+    }
+}
+
+/// Records the step: memory item, trajectory, and the screenshot to save when the model asked.
+#[derive(Debug, Clone, Copy)]
+pub struct AppMemoryUpdate;
+
+#[async_trait]
+impl Strategy<AppAgent> for AppMemoryUpdate {
+    fn name(&self) -> &str {
+        "app_memory_update"
+    }
+    fn fail_fast(&self) -> bool {
+        false
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            pkeys::SESSION_STEP.required("numbers the memory item"),
+            APP_RESPONSE.required("the step's decision"),
+            ACTIONS.optional("what was executed"),
+            SUBTASK.optional("the subtask"),
+            LLM_TOTALS.optional("the step's cost"),
+            CLEAN_SCREENSHOT.optional("saved when asked"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![
+            MEMORY_ITEM.provided(),
+            TRAJECTORY.provided(),
+            SAVED_IMAGE.provided(),
+        ]
+    }
+    async fn execute(
+        &self,
+        agent: &AppAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let response = ctx.require(APP_RESPONSE)?;
+        let step = *ctx.require(pkeys::SESSION_STEP)?;
+        let mut item = MemoryItem::new();
+        if let Ok(Value::Object(m)) = serde_json::to_value(response) {
+            item.extend(&m);
+        }
+        item.set("session_step", step)
+            .set("step", step)
+            .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
+            .set(
+                "round_step",
+                ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
+            )
+            .set("agent_step", agent.memory.len() as u64 + 1)
+            .set("agent_name", agent.name.clone())
+            .set("application", agent.app_root.clone())
+            .set("subtask", ctx.get(SUBTASK)?.cloned().unwrap_or_default());
+        if let Some(actions) = ctx.get(ACTIONS)? {
+            item.set(
+                "action",
+                actions
+                    .iter()
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
+            );
+            item.set(
+                "action_success",
+                actions
+                    .iter()
+                    .filter(|a| a.result.status == ResultStatus::Success)
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
+            );
+            item.set(
+                "function_call",
+                actions
+                    .iter()
+                    .map(|a| a.function.clone())
+                    .collect::<Vec<_>>(),
+            );
+            item.set(
+                "action_representation",
+                actions
+                    .iter()
+                    .map(ActionRecord::representation)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
+        if let Some(t) = ctx.get(LLM_TOTALS)? {
+            item.set("cost", t.cost);
+        }
+        let trajectory = item.select(&agent.services.settings.history_keys);
+        let mut out = Outputs::new()
+            .with(MEMORY_ITEM, item)
+            .with(TRAJECTORY, trajectory);
+        if response.save_screenshot.save
+            && let Some(shot) = ctx.get(CLEAN_SCREENSHOT)?
+        {
+            let metadata = json!({
+                "screenshot application": agent.app_root,
+                "saving reason": response.save_screenshot.reason,
+                "step": step,
+            });
+            out.insert(
+                SAVED_IMAGE,
+                BlackboardImage {
+                    metadata: metadata.as_object().cloned().unwrap_or_default(),
+                    artifact_id: String::new(),
+                    screenshot: Some(shot.clone()),
+                },
+            );
+        }
+        Ok(out)
+    }
+}

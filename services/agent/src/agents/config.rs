@@ -1,0 +1,176 @@
+//! Agent flags (env `UFO_AGENT_*`) and building [`AgentServices`] for a task from them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::services::AgentServices;
+use super::settings::{AgentSettings, PendingFallback};
+use crate::llm::LlmError;
+use crate::llm::config::LlmArgs;
+use crate::vision::{Marker, Palette, VisionError};
+
+/// Limits and switches of the HostAgent and AppAgents.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// Steps per round before it fails with "step limit reached" (a task may ask for fewer).
+    #[arg(long, env = "UFO_AGENT_MAX_STEPS", default_value_t = 30)]
+    pub max_steps: u32,
+    /// Times an AppAgent FAIL may return control to the HostAgent to re-plan, per round.
+    #[arg(long, env = "UFO_AGENT_MAX_REPLANS", default_value_t = 2)]
+    pub max_replans: u32,
+    /// Re-asks after an unparseable or invalid model reply.
+    #[arg(long, env = "UFO_AGENT_MAX_REASKS", default_value_t = 2)]
+    pub max_reasks: u32,
+    /// Memory item keys copied into blackboard trajectories.
+    #[arg(
+        long,
+        env = "UFO_AGENT_HISTORY_KEYS",
+        value_delimiter = ',',
+        default_value = "step,agent_name,subtask,observation,thought,status,action_representation,result"
+    )]
+    pub history_keys: Vec<String>,
+    /// Third-party agents offered to the HostAgent as targets.
+    #[arg(long, env = "UFO_AGENT_THIRD_PARTY_AGENTS", value_delimiter = ',')]
+    pub third_party_agents: Vec<String>,
+    /// IoU above which a grounding control duplicates an accessibility control and is dropped.
+    #[arg(long, env = "UFO_AGENT_IOU_THRESHOLD", default_value_t = 0.1)]
+    pub iou_threshold: f64,
+    /// Width prompt images are downscaled to fit.
+    #[arg(long, env = "UFO_AGENT_PROMPT_IMAGE_WIDTH", default_value_t = 1280)]
+    pub prompt_image_width: u32,
+    /// Height prompt images are downscaled to fit.
+    #[arg(long, env = "UFO_AGENT_PROMPT_IMAGE_HEIGHT", default_value_t = 1280)]
+    pub prompt_image_height: u32,
+    /// Send the last selected control's screenshot to the AppAgent's model.
+    #[arg(long, env = "UFO_AGENT_INCLUDE_LAST_CONTROL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub include_last_control: bool,
+    /// Send the clean window screenshot.
+    #[arg(long, env = "UFO_AGENT_INCLUDE_CLEAN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub include_clean: bool,
+    /// Send the annotated (set-of-marks) screenshot.
+    #[arg(long, env = "UFO_AGENT_INCLUDE_ANNOTATED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub include_annotated: bool,
+    /// AppAgents also capture the whole desktop each step.
+    #[arg(long, env = "UFO_AGENT_SAVE_FULL_SCREEN", default_value_t = false, action = clap::ArgAction::Set)]
+    pub save_full_screen: bool,
+    /// AppAgents also fetch the UI tree each step.
+    #[arg(long, env = "UFO_AGENT_SAVE_UI_TREE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub save_ui_tree: bool,
+    /// Check before each action of a batch that its control still exists and is enabled.
+    #[arg(long, env = "UFO_AGENT_PRECHECK_CONTROLS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub precheck_controls: bool,
+    /// Seconds a question waits for answers.
+    #[arg(long, env = "UFO_AGENT_PENDING_TIMEOUT_SECS", default_value_t = 600)]
+    pub pending_timeout_secs: u64,
+    /// What an unanswered question does: continue with "no answer", or fail the round.
+    #[arg(
+        long,
+        env = "UFO_AGENT_PENDING_FALLBACK",
+        value_enum,
+        default_value = "continue"
+    )]
+    pub pending_fallback: PendingFallback,
+    /// Seconds a held action waits for approval before it counts as rejected.
+    #[arg(long, env = "UFO_AGENT_CONFIRM_TIMEOUT_SECS", default_value_t = 600)]
+    pub confirm_timeout_secs: u64,
+    /// TrueType font for set-of-marks labels.
+    #[arg(long, env = "UFO_AGENT_LABEL_FONT", default_value = crate::vision::annotate::DEFAULT_FONT)]
+    pub label_font: PathBuf,
+    /// Label height in pixels.
+    #[arg(long, env = "UFO_AGENT_LABEL_PX", default_value_t = 14.0)]
+    pub label_px: f32,
+}
+
+impl AgentArgs {
+    /// The settings these flags describe.
+    pub fn settings(&self) -> AgentSettings {
+        AgentSettings {
+            max_steps: self.max_steps,
+            max_replans: self.max_replans,
+            max_reasks: self.max_reasks,
+            history_keys: self.history_keys.clone(),
+            third_party_agents: self.third_party_agents.clone(),
+            iou_threshold: self.iou_threshold,
+            prompt_image_max: (
+                self.prompt_image_width.max(1),
+                self.prompt_image_height.max(1),
+            ),
+            include_last_control: self.include_last_control,
+            include_clean: self.include_clean,
+            include_annotated: self.include_annotated,
+            save_full_screen: self.save_full_screen,
+            save_ui_tree: self.save_ui_tree,
+            precheck_controls: self.precheck_controls,
+            pending_timeout: Duration::from_secs(self.pending_timeout_secs),
+            pending_fallback: self.pending_fallback,
+            confirm_timeout: Duration::from_secs(self.confirm_timeout_secs),
+            confirm_always: false,
+            confirm_never: false,
+            temperature: None,
+        }
+    }
+
+    /// Loads the label font (once per process; share the result).
+    pub fn marker(&self) -> Result<Arc<Marker>, VisionError> {
+        Ok(Arc::new(Marker::load(
+            &self.label_font,
+            self.label_px,
+            Palette::default(),
+        )?))
+    }
+}
+
+/// Why the agents could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A model could not be configured.
+    #[error("cannot configure the model")]
+    Model(#[from] LlmError),
+    /// The label font could not be loaded.
+    #[error("cannot prepare set-of-marks annotation")]
+    Vision(#[from] VisionError),
+}
+
+/// Per-task choices (from `SubmitTaskRequest`): model overrides, temperature, confirm policy, step limit.
+#[derive(Debug, Clone, Default)]
+pub struct TaskOverrides {
+    /// HostAgent model; `None` = the configured default.
+    pub host_model: Option<String>,
+    /// AppAgent model; `None` = the configured default.
+    pub app_model: Option<String>,
+    /// Temperature; `None` = the configured default.
+    pub temperature: Option<f64>,
+    /// Hold every action (`CONFIRM_POLICY_ALWAYS`).
+    pub confirm_always: bool,
+    /// Never hold (`CONFIRM_POLICY_NEVER`).
+    pub confirm_never: bool,
+    /// Step limit; `None` or 0 = the configured default; never above it.
+    pub max_steps: Option<u32>,
+}
+
+impl AgentServices {
+    /// The services for one task.
+    pub fn for_task(
+        llm: &LlmArgs,
+        agents: &AgentArgs,
+        marker: Arc<Marker>,
+        task: &TaskOverrides,
+    ) -> Result<Self, SetupError> {
+        let mut settings = agents.settings();
+        settings.temperature = task.temperature.or(llm.llm_temperature);
+        settings.confirm_always = task.confirm_always;
+        settings.confirm_never = task.confirm_never;
+        if let Some(n) = task.max_steps.filter(|n| *n > 0) {
+            settings.max_steps = n.min(settings.max_steps);
+        }
+        Ok(Self {
+            host_model: llm.model(task.host_model.as_deref().unwrap_or(&llm.host_model))?,
+            app_model: llm.model(task.app_model.as_deref().unwrap_or(&llm.app_model))?,
+            marker,
+            grounding: None,
+            knowledge: None,
+            settings: Arc::new(settings),
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! The HostAgent (seeds 000 and 002): its state and its processor (four strategies, fail_fast exactly as
+//! seed 000's table: data collection and LLM interaction stop the pipeline, action execution and memory
+//! update are logged and tolerated).
+
+pub mod strategies;
+
+use crate::memory::Memory;
+use crate::processor::{
+    BuildError, LoggingMiddleware, MiddlewareChain, ProcessingContext, ProcessingPhase,
+    ProcessingResult, ProcessorTemplate, Provided, StrategyRegistry, Values, keys as pkeys,
+};
+
+use super::keys;
+use super::services::AgentServices;
+
+/// The HostAgent's durable state (everything else is rebuilt each step).
+#[derive(Debug, Clone)]
+pub struct HostAgent {
+    /// Always `HostAgent`.
+    pub name: String,
+    /// One item per step.
+    pub memory: Memory,
+    /// Models, font, settings.
+    pub services: AgentServices,
+}
+
+impl HostAgent {
+    /// A HostAgent with empty memory.
+    pub fn new(services: AgentServices) -> Self {
+        Self {
+            name: "HostAgent".into(),
+            memory: Memory::default(),
+            services,
+        }
+    }
+
+    /// The plan of the latest step (seed 000: "Get previous plan from memory").
+    pub fn previous_plan(&self) -> Vec<String> {
+        self.memory.previous_plan()
+    }
+}
+
+/// The HostAgent processor template.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostProcessor;
+
+impl ProcessorTemplate for HostProcessor {
+    type Agent = HostAgent;
+    type Output = Values;
+
+    fn name(&self) -> &'static str {
+        "HostAgentProcessor"
+    }
+
+    fn setup_strategies(&self, s: &mut StrategyRegistry<HostAgent>) -> Result<(), BuildError> {
+        s.register(
+            ProcessingPhase::DataCollection,
+            strategies::DesktopDataCollection,
+        )?;
+        s.register(
+            ProcessingPhase::LlmInteraction,
+            strategies::HostLlmInteraction,
+        )?;
+        s.register(
+            ProcessingPhase::ActionExecution,
+            strategies::HostActionExecution,
+        )?;
+        s.register(ProcessingPhase::MemoryUpdate, strategies::HostMemoryUpdate)?;
+        Ok(())
+    }
+
+    fn setup_middleware(&self, chain: &mut MiddlewareChain) {
+        chain.push(std::sync::Arc::new(LoggingMiddleware));
+    }
+
+    fn global_inputs(&self) -> Vec<Provided> {
+        vec![
+            pkeys::REQUEST.provided(),
+            pkeys::SESSION_STEP.provided(),
+            pkeys::ROUND.provided(),
+            pkeys::ROUND_STEP.provided(),
+            keys::DISPATCHER.provided(),
+            keys::BLACKBOARD.provided(),
+            keys::PREVIOUS_SUBTASKS.provided(),
+        ]
+    }
+
+    fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {
+        ctx.into_local()
+    }
+}

@@ -1,0 +1,377 @@
+//! HostAgent strategies (seed 000): desktop data collection, LLM interaction, action execution, memory
+//! update. Each declares what it reads and writes; none mutates the agent.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::HostAgent;
+use crate::agents::action::ActionRecord;
+use crate::agents::keys::*;
+use crate::dispatch::{Command, CommandResult, execute_one};
+use crate::llm::{ChatRequest, ask_json};
+use crate::memory::MemoryItem;
+use crate::processor::{
+    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
+};
+use crate::prompts::host::{HostPromptInput, messages};
+use crate::response::HostResponse;
+use crate::target::{TargetInfo, TargetKind, TargetRegistry};
+use crate::vision::downscale_png;
+
+fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
+    StrategyError::with_source(what.to_owned(), e)
+}
+
+/// Captures all screens, lists the application windows and registers them with the configured
+/// third-party agents (fail_fast: the LLM cannot decide without them).
+#[derive(Debug, Clone, Copy)]
+pub struct DesktopDataCollection;
+
+#[async_trait]
+impl Strategy<HostAgent> for DesktopDataCollection {
+    fn name(&self) -> &str {
+        "desktop_data_collection"
+    }
+    fn fail_fast(&self) -> bool {
+        true
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![DISPATCHER.required("runs the screenshot and window-list commands")]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![DESKTOP_SCREENSHOT.provided(), TARGET_REGISTRY.provided()]
+    }
+    async fn execute(
+        &self,
+        agent: &HostAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let dispatcher = ctx.require(DISPATCHER)?.clone();
+        let results = dispatcher
+            .execute(vec![
+                Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
+                Command::observe(
+                    "get_desktop_app_target_info",
+                    json!({"remove_empty": true, "refresh_app_windows": true}),
+                ),
+            ])
+            .await
+            .map_err(|e| failed("desktop data collection failed", e))?;
+        let [shot, windows] = results.as_slice() else {
+            return Err(StrategyError::msg(
+                "executor returned the wrong number of results",
+            ));
+        };
+        for r in [shot, windows] {
+            if !r.is_success() {
+                return Err(StrategyError::msg(format!(
+                    "desktop data collection failed: {}",
+                    r.error
+                )));
+            }
+        }
+        let screenshot =
+            shot.images.first().cloned().ok_or_else(|| {
+                StrategyError::msg("capture_desktop_screenshot returned no image")
+            })?;
+        let mut registry = TargetRegistry::new();
+        registry.register(
+            windows
+                .result
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| TargetInfo::from_json(v, TargetKind::Application)),
+        );
+        registry.register(
+            agent
+                .services
+                .settings
+                .third_party_agents
+                .iter()
+                .map(|n| TargetInfo::third_party(n)),
+        );
+        Ok(Outputs::new()
+            .with(DESKTOP_SCREENSHOT, screenshot)
+            .with(TARGET_REGISTRY, registry))
+    }
+}
+
+/// Builds the HostAgent prompt, asks the model (re-asking on invalid replies) and validates the answer.
+#[derive(Debug, Clone, Copy)]
+pub struct HostLlmInteraction;
+
+#[async_trait]
+impl Strategy<HostAgent> for HostLlmInteraction {
+    fn name(&self) -> &str {
+        "host_llm_interaction"
+    }
+    fn fail_fast(&self) -> bool {
+        true
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            TARGET_REGISTRY.required("the selectable targets"),
+            DESKTOP_SCREENSHOT.required("the desktop image"),
+            pkeys::REQUEST.required("the user's request"),
+            PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
+            BLACKBOARD.optional("shared context from earlier steps"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![
+            HOST_RESPONSE.provided(),
+            RESPONSE_TEXT.provided(),
+            LLM_TOTALS.provided(),
+        ]
+    }
+    async fn execute(
+        &self,
+        agent: &HostAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let settings = &agent.services.settings;
+        let registry = ctx.require(TARGET_REGISTRY)?;
+        let (w, h) = settings.prompt_image_max;
+        let desktop = downscale_png(ctx.require(DESKTOP_SCREENSHOT)?, w, h)
+            .map_err(|e| failed("cannot prepare the desktop screenshot", e))?
+            .to_image_data();
+        let blackboard = ctx
+            .get(BLACKBOARD)?
+            .filter(|b| !b.is_empty())
+            .map(|b| b.to_prompt())
+            .unwrap_or_default();
+        let previous: &[Value] = ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice);
+        let plan = agent.previous_plan();
+        let request = ChatRequest {
+            messages: messages(HostPromptInput {
+                request: ctx.require(pkeys::REQUEST)?,
+                targets: registry.all(),
+                desktop: Some(&desktop),
+                previous_subtasks: previous,
+                previous_plan: &plan,
+                blackboard: &blackboard,
+            }),
+            temperature: settings.temperature,
+            max_tokens: None,
+            response_format: crate::response::host_response_format(),
+        };
+        let asked = ask_json(
+            agent.services.host_model.as_ref(),
+            &request,
+            settings.max_reasks,
+            |m| {
+                let r = HostResponse::parse(&m)?;
+                if r.function == "select_application_window" {
+                    let label = r
+                        .arguments
+                        .get("id")
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+                    match label {
+                        Some(l) if registry.get(&l).is_some() => {}
+                        Some(l) => return Err(format!("there is no target with label {l}")),
+                        None => return Err("select_application_window needs arguments.id".into()),
+                    }
+                }
+                Ok(r)
+            },
+        )
+        .await
+        .map_err(|e| failed("host llm interaction failed", e))?;
+        Ok(Outputs::new()
+            .with(HOST_RESPONSE, asked.value)
+            .with(RESPONSE_TEXT, asked.text)
+            .with(LLM_TOTALS, asked.totals))
+    }
+}
+
+/// Runs the decided function: selecting an application window, assigning a third-party agent, or any
+/// other allowed function dispatched generically. Held (CONFIRM) and non-acting statuses run nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct HostActionExecution;
+
+/// Statuses for which the HostAgent runs its function now.
+pub fn host_acts(status: &str) -> bool {
+    matches!(status, "ASSIGN" | "CONTINUE")
+}
+
+/// Executes a HostAgent function (also used when a held function is approved).
+pub async fn run_host_function(
+    dispatcher: &dyn crate::dispatch::CommandDispatcher,
+    response: &HostResponse,
+    registry: &TargetRegistry,
+) -> Result<(ActionRecord, Option<TargetInfo>), crate::dispatch::DispatchError> {
+    let mut target = None;
+    let result = match response.function.as_str() {
+        "" => CommandResult::none(),
+        "select_application_window" => {
+            let label = response
+                .arguments
+                .get("id")
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .unwrap_or_default();
+            match registry.get(&label) {
+                None => CommandResult::failure(format!("there is no target with label {label}")),
+                Some(t) if t.kind == TargetKind::ThirdPartyAgent => {
+                    target = Some(t.clone());
+                    CommandResult::success(
+                        json!({"id": t.label, "name": t.name, "type": "third_party_agent"}),
+                    )
+                }
+                Some(t) => {
+                    target = Some(t.clone());
+                    execute_one(
+                        dispatcher,
+                        Command::act(
+                            "select_application_window",
+                            json!({"id": t.id, "name": t.name}),
+                        ),
+                    )
+                    .await?
+                }
+            }
+        }
+        other => {
+            execute_one(
+                dispatcher,
+                Command::act(other, Value::Object(response.arguments.clone())),
+            )
+            .await?
+        }
+    };
+    Ok((
+        ActionRecord {
+            function: response.function.clone(),
+            arguments: response.arguments.clone(),
+            status: response.status.clone(),
+            target: target.clone(),
+            result,
+        },
+        target,
+    ))
+}
+
+#[async_trait]
+impl Strategy<HostAgent> for HostActionExecution {
+    fn name(&self) -> &str {
+        "host_action_execution"
+    }
+    fn fail_fast(&self) -> bool {
+        false
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            HOST_RESPONSE.required("the decided function"),
+            TARGET_REGISTRY.required("resolves target labels"),
+            DISPATCHER.required("runs the function"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![ACTIONS.provided(), SELECTED_TARGET.provided()]
+    }
+    async fn execute(
+        &self,
+        agent: &HostAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let response = ctx.require(HOST_RESPONSE)?;
+        let hold = response.status == "CONFIRM" && !agent.services.settings.confirm_never
+            || agent.services.settings.confirm_always && !response.function.is_empty();
+        if !(host_acts(&response.status) || response.status == "CONFIRM") || hold {
+            return Ok(Outputs::new().with(ACTIONS, vec![]));
+        }
+        let dispatcher = ctx.require(DISPATCHER)?.clone();
+        let (record, target) =
+            run_host_function(dispatcher.as_ref(), response, ctx.require(TARGET_REGISTRY)?)
+                .await
+                .map_err(|e| failed("host action failed", e))?;
+        let mut out = Outputs::new();
+        if let Some(t) = target {
+            out.insert(SELECTED_TARGET, t);
+        }
+        if record.result.status == crate::dispatch::ResultStatus::Failure {
+            tracing::warn!(function = %record.function, error = %record.result.error, "host action failed");
+        }
+        out.insert(ACTIONS, vec![record]);
+        Ok(out)
+    }
+}
+
+/// Records the step: a memory item (response + step data) and the blackboard trajectory of the
+/// configured history keys. The agent applies both after the run.
+#[derive(Debug, Clone, Copy)]
+pub struct HostMemoryUpdate;
+
+#[async_trait]
+impl Strategy<HostAgent> for HostMemoryUpdate {
+    fn name(&self) -> &str {
+        "host_memory_update"
+    }
+    fn fail_fast(&self) -> bool {
+        false
+    }
+    fn dependencies(&self) -> Vec<Dependency> {
+        vec![
+            pkeys::SESSION_STEP.required("numbers the memory item"),
+            HOST_RESPONSE.required("the step's decision"),
+            ACTIONS.optional("what was executed"),
+            SELECTED_TARGET.optional("the selected application"),
+            LLM_TOTALS.optional("the step's cost"),
+        ]
+    }
+    fn provides(&self) -> Vec<Provided> {
+        vec![MEMORY_ITEM.provided(), TRAJECTORY.provided()]
+    }
+    async fn execute(
+        &self,
+        agent: &HostAgent,
+        ctx: &mut ProcessingContext,
+    ) -> Result<Outputs, StrategyError> {
+        let response = ctx.require(HOST_RESPONSE)?;
+        let mut item = MemoryItem::new();
+        if let Ok(Value::Object(m)) = serde_json::to_value(response) {
+            item.extend(&m);
+        }
+        item.set("subtask", response.current_subtask.clone())
+            .set("session_step", *ctx.require(pkeys::SESSION_STEP)?)
+            .set("step", *ctx.require(pkeys::SESSION_STEP)?)
+            .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
+            .set(
+                "round_step",
+                ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
+            )
+            .set("agent_step", agent.memory.len() as u64 + 1)
+            .set("agent_name", agent.name.clone());
+        if let Some(actions) = ctx.get(ACTIONS)? {
+            item.set(
+                "action",
+                actions
+                    .iter()
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
+            );
+            item.set(
+                "action_representation",
+                actions
+                    .iter()
+                    .map(ActionRecord::representation)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+            if let Some(a) = actions.first() {
+                item.set("function_call", a.function.clone());
+                item.set("results", a.result.result.to_string());
+            }
+        }
+        if let Some(t) = ctx.get(SELECTED_TARGET)? {
+            item.set("application", t.app_root());
+        }
+        if let Some(totals) = ctx.get(LLM_TOTALS)? {
+            item.set("cost", totals.cost);
+        }
+        let trajectory = item.select(&agent.services.settings.history_keys);
+        Ok(Outputs::new()
+            .with(MEMORY_ITEM, item)
+            .with(TRAJECTORY, trajectory))
+    }
+}

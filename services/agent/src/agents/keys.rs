@@ -1,0 +1,67 @@
+//! Typed context keys of the agents (the seeds' `depends_on`/`provides` names).
+
+use std::sync::Arc;
+
+use image::RgbaImage;
+use serde_json::{Map, Value};
+
+use super::action::ActionRecord;
+use crate::dispatch::CommandDispatcher;
+use crate::llm::Totals;
+use crate::memory::{Blackboard, BlackboardImage, MemoryItem};
+use crate::processor::Key;
+use crate::response::{AppResponse, HostResponse};
+use crate::target::{TargetInfo, TargetRegistry};
+use crate::vision::Screenshot;
+
+// Global (session-wide, read-only during a run).
+/// The desktop's command dispatcher.
+pub const DISPATCHER: Key<Arc<dyn CommandDispatcher>> = Key::new("command_dispatcher");
+/// A snapshot of the shared blackboard.
+pub const BLACKBOARD: Key<Arc<Blackboard>> = Key::new("blackboard");
+/// Finished subtasks `{subtask, status, result}`.
+pub const PREVIOUS_SUBTASKS: Key<Vec<Value>> = Key::new("previous_subtasks");
+/// The AppAgent's current subtask.
+pub const SUBTASK: Key<String> = Key::new("subtask");
+/// The HostAgent's message for the AppAgent.
+pub const HOST_MESSAGE: Key<String> = Key::new("host_message");
+
+// Local (one run).
+/// Desktop screenshot (all screens).
+pub const DESKTOP_SCREENSHOT: Key<Screenshot> = Key::new("desktop_screenshot");
+/// Windows and third-party agents with their labels.
+pub const TARGET_REGISTRY: Key<TargetRegistry> = Key::new("target_registry");
+/// The HostAgent's parsed answer.
+pub const HOST_RESPONSE: Key<HostResponse> = Key::new("host_response");
+/// The AppAgent's parsed answer.
+pub const APP_RESPONSE: Key<AppResponse> = Key::new("app_response");
+/// The raw accepted reply.
+pub const RESPONSE_TEXT: Key<String> = Key::new("response_text");
+/// Calls, tokens and cost of this step's LLM interaction.
+pub const LLM_TOTALS: Key<Totals> = Key::new("llm_cost");
+/// Executed (or skipped) actions.
+pub const ACTIONS: Key<Vec<ActionRecord>> = Key::new("action_info");
+/// The target the HostAgent selected.
+pub const SELECTED_TARGET: Key<TargetInfo> = Key::new("target");
+/// The step's memory item.
+pub const MEMORY_ITEM: Key<MemoryItem> = Key::new("memory_item");
+/// The blackboard trajectory entry (history keys of the memory item).
+pub const TRAJECTORY: Key<Map<String, Value>> = Key::new("trajectory");
+/// The application window screenshot.
+pub const CLEAN_SCREENSHOT: Key<Screenshot> = Key::new("clean_screenshot");
+/// The annotated (set-of-marks) screenshot.
+pub const ANNOTATED_SCREENSHOT: Key<Screenshot> = Key::new("annotated_screenshot");
+/// Decoded pixels of the clean screenshot (decoded once per step, reused for prompts and crops).
+pub const CLEAN_PIXELS: Key<Arc<RgbaImage>> = Key::new("clean_pixels");
+/// Decoded pixels of the annotated screenshot.
+pub const ANNOTATED_PIXELS: Key<Arc<RgbaImage>> = Key::new("annotated_pixels");
+/// The application window's info.
+pub const WINDOW_INFO: Key<TargetInfo> = Key::new("application_window_info");
+/// The UI tree (when configured).
+pub const UI_TREE: Key<Value> = Key::new("ui_tree");
+/// Labelled controls (the seeds' `annotation_dict`).
+pub const CONTROLS: Key<Vec<TargetInfo>> = Key::new("control_info");
+/// Screenshot of the control acted on.
+pub const SELECTED_CONTROL_SCREENSHOT: Key<Screenshot> = Key::new("selected_control_screenshot");
+/// A screenshot saved to the blackboard.
+pub const SAVED_IMAGE: Key<BlackboardImage> = Key::new("saved_image");

@@ -1,0 +1,22 @@
+//! The agents: the HostAgent (seeds 000, 002) and AppAgents (seed 001) as processors made of strategies
+//! on the [`crate::processor`] framework, and what they share.
+//!
+//! - [`keys`]: typed context keys (global inputs and the strategies' outputs).
+//! - [`settings`]: limits and switches (from the service configuration).
+//! - [`services`]: models, label font and settings shared by every agent of a task.
+//! - [`action`]: executed actions ([`action::ActionRecord`]) and the multi-action runner.
+//! - [`host`]: HostAgent strategies, processor and state.
+//! - [`app`]: AppAgent strategies, processor and state.
+
+pub mod action;
+pub mod app;
+pub mod config;
+pub mod host;
+pub mod keys;
+pub mod services;
+pub mod settings;
+
+pub use app::AppAgent;
+pub use host::HostAgent;
+pub use services::AgentServices;
+pub use settings::{AgentSettings, PendingFallback};

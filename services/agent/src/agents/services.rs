@@ -1,0 +1,56 @@
+//! What every agent of a task shares: the models, the label font, the optional grounding source and the
+//! settings.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::settings::AgentSettings;
+use crate::llm::ChatModel;
+use crate::target::TargetInfo;
+use crate::vision::{Marker, Screenshot};
+
+/// A visual-grounding control source (e.g. an OmniParser service): controls found in a screenshot, with
+/// screen rectangles. Errors are reported as text and make the step use accessibility controls only.
+#[async_trait]
+pub trait GroundingSource: Send + Sync {
+    /// Controls detected in `shot`.
+    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, String>;
+}
+
+/// Retrieved knowledge for a subtask (seed 001 "RAG": experience, demonstrations, documents, search),
+/// rendered as prompt text. Errors are reported as text and make the step go on without knowledge.
+#[async_trait]
+pub trait KnowledgeSource: Send + Sync {
+    /// Knowledge useful for `subtask` in `application` ("" when none).
+    async fn retrieve(&self, subtask: &str, application: &str) -> Result<String, String>;
+}
+
+/// Shared by the HostAgent and its AppAgents.
+#[derive(Clone)]
+pub struct AgentServices {
+    /// The HostAgent's model (primary + backup already combined).
+    pub host_model: Arc<dyn ChatModel>,
+    /// The AppAgents' model.
+    pub app_model: Arc<dyn ChatModel>,
+    /// Set-of-marks drawing.
+    pub marker: Arc<Marker>,
+    /// Optional second control source merged by IoU.
+    pub grounding: Option<Arc<dyn GroundingSource>>,
+    /// Optional retrieved knowledge for AppAgent prompts.
+    pub knowledge: Option<Arc<dyn KnowledgeSource>>,
+    /// Limits and switches.
+    pub settings: Arc<AgentSettings>,
+}
+
+impl std::fmt::Debug for AgentServices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentServices")
+            .field("host_model", &self.host_model.model_name())
+            .field("app_model", &self.app_model.model_name())
+            .field("grounding", &self.grounding.is_some())
+            .field("knowledge", &self.knowledge.is_some())
+            .field("settings", &self.settings)
+            .finish()
+    }
+}

@@ -1,0 +1,92 @@
+//! Agent limits and switches, built from the service configuration (every value has a documented default).
+
+use std::time::Duration;
+
+/// What happens when a question times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PendingFallback {
+    /// Record "no answer" on the blackboard and continue.
+    Continue,
+    /// End the round as failed.
+    Fail,
+}
+
+/// Limits and switches of the agents.
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// Steps per round before it fails with "step limit reached".
+    pub max_steps: u32,
+    /// Times an AppAgent FAIL may send control back to the HostAgent to re-plan in one round.
+    pub max_replans: u32,
+    /// Re-asks after an unparseable or invalid reply.
+    pub max_reasks: u32,
+    /// Memory item keys copied into blackboard trajectories.
+    pub history_keys: Vec<String>,
+    /// Third-party agents offered to the HostAgent.
+    pub third_party_agents: Vec<String>,
+    /// IoU above which a grounding control duplicates an accessibility control.
+    pub iou_threshold: f64,
+    /// Prompt images are downscaled to fit this size.
+    pub prompt_image_max: (u32, u32),
+    /// Send the last selected control's screenshot.
+    pub include_last_control: bool,
+    /// Send the clean screenshot.
+    pub include_clean: bool,
+    /// Send the annotated screenshot.
+    pub include_annotated: bool,
+    /// AppAgent also captures the desktop.
+    pub save_full_screen: bool,
+    /// AppAgent also fetches the UI tree.
+    pub save_ui_tree: bool,
+    /// Check before each action of a batch that its control still exists and is enabled.
+    pub precheck_controls: bool,
+    /// How long a question waits for answers.
+    pub pending_timeout: Duration,
+    /// What a timed-out question does.
+    pub pending_fallback: PendingFallback,
+    /// How long a held action waits for approval (then it is rejected).
+    pub confirm_timeout: Duration,
+    /// Hold every action for confirmation, not only those the model marks CONFIRM.
+    pub confirm_always: bool,
+    /// Run actions the model marks CONFIRM without holding them.
+    pub confirm_never: bool,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            max_steps: 30,
+            max_replans: 2,
+            max_reasks: 2,
+            history_keys: [
+                "step",
+                "agent_name",
+                "subtask",
+                "observation",
+                "thought",
+                "status",
+                "action_representation",
+                "result",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            third_party_agents: vec![],
+            iou_threshold: crate::vision::merge::DEFAULT_IOU_THRESHOLD,
+            prompt_image_max: (1280, 1280),
+            include_last_control: true,
+            include_clean: true,
+            include_annotated: true,
+            save_full_screen: false,
+            save_ui_tree: false,
+            precheck_controls: true,
+            pending_timeout: Duration::from_secs(600),
+            pending_fallback: PendingFallback::Continue,
+            confirm_timeout: Duration::from_secs(600),
+            confirm_always: false,
+            confirm_never: false,
+            temperature: None,
+        }
+    }
+}

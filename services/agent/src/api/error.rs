@@ -1,0 +1,98 @@
+//! REST errors: every failure is `ErrorBody {code, message}` with the status of its `ErrorCode`, including
+//! axum's own extractor rejections (see [`super::extract`]) and failures of the session service, whose
+//! internal causes are logged and never returned.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ufo_common::{ErrorBody, ErrorCode};
+
+/// A client-visible failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    /// The error class.
+    pub code: ErrorCode,
+    /// What is wrong, naming the field where there is one.
+    pub message: String,
+    /// Overrides the code's status (422 for well-formed JSON with invalid content).
+    pub status: Option<StatusCode>,
+}
+
+impl ApiError {
+    /// An error of class `code`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            status: None,
+        }
+    }
+
+    /// A bad field (400).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidArgument, message)
+    }
+
+    /// A well-formed body whose content is invalid (422).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self {
+            status: Some(StatusCode::UNPROCESSABLE_ENTITY),
+            ..Self::invalid(message)
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn http_status(&self) -> StatusCode {
+        self.status.unwrap_or_else(|| self.code.http_status())
+    }
+
+    /// The gRPC status of this error.
+    pub fn to_status(&self) -> tonic::Status {
+        self.code.status(self.message.clone())
+    }
+}
+
+impl From<tonic::Status> for ApiError {
+    /// Maps a session-service failure: client-class messages pass through (the session service names the
+    /// field and never leaks internals); server-class causes are logged and replaced.
+    fn from(status: tonic::Status) -> Self {
+        let code = ErrorCode::from_grpc(status.code());
+        match code {
+            ErrorCode::Internal => {
+                tracing::error!(grpc.code = ?status.code(), error = %status.message(), "session service failed");
+                Self::new(code, "internal error; see the agent service logs")
+            }
+            ErrorCode::Unavailable | ErrorCode::DeadlineExceeded => {
+                tracing::warn!(grpc.code = ?status.code(), error = %status.message(), "session service unreachable");
+                Self::new(ErrorCode::Unavailable, "the session service is unavailable")
+            }
+            _ => Self::new(code, status.message()),
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(error: ApiError) -> Self {
+        error.to_status()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.http_status();
+        (status, axum::Json(ErrorBody::new(self.code, self.message))).into_response()
+    }
+}
+
+/// The documented shape of [`ErrorBody`] (the shared type has no OpenAPI schema of its own).
+#[derive(Debug, utoipa::ToSchema)]
+#[schema(as = Error)]
+#[allow(dead_code)]
+pub struct ErrorSchema {
+    /// The error class, e.g. `not_found`, `invalid_argument`, `unauthenticated`.
+    #[schema(example = "not_found")]
+    code: String,
+    /// What is wrong, naming the offending field where there is one.
+    #[schema(example = "task 0195f8a0-0000-7000-8000-000000000000 not found")]
+    message: String,
+}

@@ -1,0 +1,397 @@
+//! REST response bodies and their conversions from the session service's messages.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use ufo_proto::v1 as pb;
+use utoipa::ToSchema;
+
+use super::TaskStatus;
+use crate::api::service::TaskSnapshot;
+/// Totals of a task.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct TotalsView {
+    /// Steps recorded.
+    pub steps: u64,
+    /// LLM cost in US dollars.
+    pub cost: f64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Seconds from submission to the last update.
+    pub duration_seconds: f64,
+}
+
+/// One round: the first request or a follow-up.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RoundView {
+    /// 1-based.
+    pub number: u32,
+    /// The round's request.
+    pub request: String,
+    /// pending, running, finished, failed or cancelled.
+    pub status: String,
+    /// Result or failure reason.
+    pub result: String,
+    /// Steps taken in the round.
+    pub steps: u32,
+}
+
+/// A question waiting for an answer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct QuestionView {
+    /// Index among the task's questions.
+    pub index: u64,
+    /// The question.
+    pub question: String,
+}
+
+/// An action waiting for a confirmation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HeldActionView {
+    /// The agent that proposed it.
+    pub agent_name: String,
+    /// The tool.
+    pub function: String,
+    /// Its arguments.
+    pub arguments: Json,
+    /// The control or application targeted.
+    pub target_name: String,
+    /// Why it needs a confirmation.
+    pub reason: String,
+    /// The step that proposed it.
+    pub step: u64,
+}
+
+/// Links to a task's resources.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskLinks {
+    /// This task.
+    #[serde(rename = "self")]
+    pub self_: String,
+    /// Its steps.
+    pub steps: String,
+    /// Where to answer questions.
+    pub answers: String,
+    /// Where to approve or reject a held action.
+    pub confirmation: String,
+    /// Where to add a follow-up request.
+    pub requests: String,
+    /// Where to cancel it.
+    pub cancel: String,
+}
+
+/// A task.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskView {
+    /// Task id (UUID).
+    pub id: String,
+    /// The first request.
+    pub request: String,
+    /// Status.
+    pub status: TaskStatus,
+    /// Final result or failure reason.
+    pub result: String,
+    /// Current FSM state of the active agent (e.g. `HostAgent:CONTINUE`); empty when idle.
+    pub state: String,
+    /// Rounds, in order.
+    pub rounds: Vec<RoundView>,
+    /// Questions waiting for answers.
+    pub pending_questions: Vec<QuestionView>,
+    /// The action waiting for a confirmation.
+    pub held_action: Option<HeldActionView>,
+    /// Totals.
+    pub totals: TotalsView,
+    /// A person asked to cancel.
+    pub cancel_requested: bool,
+    /// Sequence number of the newest event (resume `StreamSteps` from here + 1).
+    pub last_seq: u64,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+    /// Related resources.
+    pub links: TaskLinks,
+}
+
+/// One page of tasks.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TaskPage {
+    /// Tasks, newest first.
+    pub tasks: Vec<TaskView>,
+    /// Pass as `page_token` for the next page; empty on the last page.
+    pub next_page_token: String,
+}
+
+/// The executor's result of an action.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ActionResultView {
+    /// success, failure, skipped or none.
+    pub status: String,
+    /// Why it failed or was skipped.
+    pub error: String,
+    /// The tool's structured result.
+    pub result: Json,
+}
+
+/// One action of a step.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ActionView {
+    /// The tool.
+    pub function: String,
+    /// Its arguments.
+    pub arguments: Json,
+    /// The agent status proposed with it.
+    pub status: String,
+    /// Human-readable form.
+    pub representation: String,
+    /// Target control or application.
+    pub target_name: String,
+    /// The executor's result; absent when not executed.
+    pub result: Option<ActionResultView>,
+}
+
+/// Time spent in one processing phase.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PhaseView {
+    /// Phase name.
+    pub phase: String,
+    /// Seconds.
+    pub seconds: f64,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Why it failed.
+    pub error: String,
+}
+
+/// One recorded step.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StepView {
+    /// Global step number, 1-based.
+    pub step: u64,
+    /// Round number.
+    pub round: u32,
+    /// Step within the round.
+    pub round_step: u32,
+    /// Agent name.
+    pub agent_name: String,
+    /// host or app.
+    pub agent_kind: String,
+    /// FSM state before the step.
+    pub state_before: String,
+    /// FSM state after the step.
+    pub state_after: String,
+    /// Subtask worked on.
+    pub subtask: String,
+    /// What the model observed.
+    pub observation: String,
+    /// Its reasoning.
+    pub thought: String,
+    /// Its plan.
+    pub plan: Vec<String>,
+    /// Its comment.
+    pub comment: String,
+    /// The status it returned.
+    pub status: String,
+    /// Actions with results.
+    pub actions: Vec<ActionView>,
+    /// Per-phase timings.
+    pub phases: Vec<PhaseView>,
+    /// LLM cost in US dollars.
+    pub cost: f64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub finished_at: String,
+    /// Screenshot kinds stored for this step (`clean`, `annotated`, `desktop`).
+    pub screenshots: Vec<String>,
+}
+
+/// One page of steps.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StepPage {
+    /// Steps in order.
+    pub steps: Vec<StepView>,
+}
+
+/// `GET /healthz` and `GET /readyz`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HealthView {
+    /// `ok`.
+    pub status: String,
+}
+
+fn time(ts: Option<prost_types::Timestamp>) -> String {
+    ts.and_then(|t| {
+        chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+    })
+    .map(|t| t.to_rfc3339())
+    .unwrap_or_default()
+}
+
+fn seconds(ts: Option<prost_types::Timestamp>) -> f64 {
+    ts.map_or(0.0, |t| t.seconds as f64 + f64::from(t.nanos) / 1e9)
+}
+
+fn round_status(value: i32) -> String {
+    pb::RoundStatus::try_from(value)
+        .map(|s| {
+            s.as_str_name()
+                .trim_start_matches("ROUND_STATUS_")
+                .to_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+impl TaskView {
+    /// The REST view of a session (list pages: no rounds, questions or held action).
+    pub fn from_session(session: pb::Session) -> Self {
+        let id = session.id.clone();
+        let totals = session.totals.unwrap_or_default();
+        let base = format!("/v1/tasks/{id}");
+        Self {
+            request: session.request,
+            status: TaskStatus::from_proto(session.status),
+            result: session.result,
+            state: String::new(),
+            rounds: Vec::new(),
+            pending_questions: Vec::new(),
+            held_action: None,
+            totals: TotalsView {
+                steps: totals.steps,
+                cost: totals.cost,
+                input_tokens: totals.input_tokens,
+                output_tokens: totals.output_tokens,
+                duration_seconds: (seconds(session.updated_at) - seconds(session.created_at))
+                    .max(0.0),
+            },
+            cancel_requested: session.cancel_requested,
+            last_seq: session.last_seq,
+            created_at: time(session.created_at),
+            updated_at: time(session.updated_at),
+            links: TaskLinks {
+                steps: format!("{base}/steps"),
+                answers: format!("{base}/answers"),
+                confirmation: format!("{base}/confirmation"),
+                requests: format!("{base}/requests"),
+                cancel: format!("{base}/cancel"),
+                self_: base,
+            },
+            id,
+        }
+    }
+
+    /// The full REST view of a task.
+    pub fn from_snapshot(snapshot: TaskSnapshot) -> Self {
+        let mut view = Self::from_session(snapshot.session);
+        view.state = snapshot.state;
+        view.rounds = snapshot
+            .rounds
+            .into_iter()
+            .map(|r| RoundView {
+                number: r.number,
+                request: r.request,
+                status: round_status(r.status),
+                result: r.result,
+                steps: r.steps,
+            })
+            .collect();
+        view.pending_questions = snapshot
+            .pending
+            .into_iter()
+            .map(|q| QuestionView {
+                index: q.index,
+                question: q.question,
+            })
+            .collect();
+        view.held_action = snapshot.held.map(|h| HeldActionView {
+            arguments: serde_json::from_str(&h.arguments_json).unwrap_or(Json::Null),
+            agent_name: h.agent_name,
+            function: h.function,
+            target_name: h.target_name,
+            reason: h.reason,
+            step: h.step,
+        });
+        view
+    }
+}
+
+fn screenshot_name(kind: i32) -> Option<&'static str> {
+    match pb::ArtifactKind::try_from(kind) {
+        Ok(pb::ArtifactKind::CleanScreenshot) => Some("clean"),
+        Ok(pb::ArtifactKind::AnnotatedScreenshot) => Some("annotated"),
+        Ok(pb::ArtifactKind::DesktopScreenshot) => Some("desktop"),
+        _ => None,
+    }
+}
+
+impl From<pb::Step> for StepView {
+    fn from(s: pb::Step) -> Self {
+        Self {
+            step: s.step,
+            round: s.round,
+            round_step: s.round_step,
+            agent_name: s.agent_name,
+            agent_kind: match pb::AgentKind::try_from(s.agent_kind) {
+                Ok(pb::AgentKind::Host) => "host".into(),
+                Ok(pb::AgentKind::App) => "app".into(),
+                _ => String::new(),
+            },
+            state_before: s.state_before,
+            state_after: s.state_after,
+            subtask: s.subtask,
+            observation: s.observation,
+            thought: s.thought,
+            plan: s.plan,
+            comment: s.comment,
+            status: s.status,
+            actions: s
+                .actions
+                .into_iter()
+                .map(|a| ActionView {
+                    function: a.function,
+                    arguments: ufo_proto::json::from_optional_struct(a.arguments),
+                    status: a.status,
+                    representation: a.representation,
+                    target_name: a.target_name,
+                    result: a.result.map(|r| ActionResultView {
+                        status: pb::ResultStatus::try_from(r.status)
+                            .map(|s| {
+                                s.as_str_name()
+                                    .trim_start_matches("RESULT_STATUS_")
+                                    .to_lowercase()
+                            })
+                            .unwrap_or_default(),
+                        error: r.error,
+                        result: r.result.map_or(Json::Null, ufo_proto::json::from_value),
+                    }),
+                })
+                .collect(),
+            phases: s
+                .phases
+                .into_iter()
+                .map(|p| PhaseView {
+                    phase: p.phase,
+                    seconds: p.seconds,
+                    success: p.success,
+                    error: p.error,
+                })
+                .collect(),
+            cost: s.cost,
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            started_at: time(s.started_at),
+            finished_at: time(s.finished_at),
+            screenshots: s
+                .artifacts
+                .iter()
+                .filter_map(|a| screenshot_name(a.kind))
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The OpenAPI 3.1 document: the handlers' annotations, plus what they share and what depends on the
+//! configuration — the bearer security scheme, the `{code, message}` error responses every operation may
+//! return, and the configured caps (so a schema-valid request is never refused for exceeding a limit the
+//! document did not state).
+
+use serde_json::{Value as Json, json};
+use utoipa::OpenApi as _;
+use utoipa::openapi::OpenApi;
+
+use super::error::ErrorSchema;
+use super::model::{ScreenshotKind, TaskStatus};
+use crate::config::ApiConfig;
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "UFO agent API", description = "Submit desktop tasks, follow their steps, answer and confirm."),
+    components(schemas(ErrorSchema, ScreenshotKind, TaskStatus)),
+    security(("bearer" = [])),
+    modifiers(&Bearer)
+)]
+struct Base;
+
+struct Bearer;
+
+impl utoipa::Modify for Bearer {
+    fn modify(&self, openapi: &mut OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "an API key configured with --api-keys or --api-keys-file",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document the router starts from.
+pub fn base() -> OpenApi {
+    Base::openapi()
+}
+
+/// Error statuses by operation kind: every operation may fail auth, hit an unavailable session service or
+/// an internal error; operations with path or query parameters may get 400; bodies add 413/415/422.
+fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u16, &'static str)> {
+    let mut out = vec![
+        (500, "internal error"),
+        (503, "the session service is unavailable"),
+    ];
+    if !open {
+        out.push((401, "missing or invalid API key"));
+    }
+    if has_params {
+        out.push((400, "invalid path or query parameter"));
+    }
+    if path.contains("{id}") {
+        out.push((404, "no such task (or step, or screenshot)"));
+    }
+    if method == "post" {
+        out.extend([
+            (400, "malformed JSON"),
+            (413, "request body too large"),
+            (415, "content type is not application/json"),
+            (422, "a field is invalid (the message names it)"),
+        ]);
+        if path.contains("{id}") {
+            out.push((
+                409,
+                "the task's state does not allow this (ended, nothing pending)",
+            ));
+        }
+    }
+    if path.contains("/steps") {
+        out.push((400, "invalid step number"));
+    }
+    out
+}
+
+/// Adds the shared error responses and the configured caps; returns the JSON served at `/openapi.json`.
+pub fn finish(doc: OpenApi, limits: &ApiConfig) -> Json {
+    let mut doc = serde_json::to_value(doc).unwrap_or_else(|_| json!({}));
+    if let Some(paths) = doc.get_mut("paths").and_then(Json::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                let has_params = op
+                    .get("parameters")
+                    .and_then(Json::as_array)
+                    .is_some_and(|p| !p.is_empty());
+                let open = op
+                    .get("security")
+                    .and_then(Json::as_array)
+                    .is_some_and(|s| {
+                        s.iter()
+                            .all(|r| r.as_object().is_some_and(|o| o.is_empty()))
+                    });
+                let Some(responses) = op.get_mut("responses").and_then(Json::as_object_mut) else {
+                    continue;
+                };
+                for (status, description) in errors_for(method, path, has_params, open) {
+                    responses.entry(status.to_string()).or_insert_with(|| {
+                        json!({
+                            "description": description,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+                        })
+                    });
+                }
+            }
+        }
+    }
+    let image = json!({"schema": {"type": "string", "contentMediaType": "image/png"}});
+    if let Some(ok) =
+        doc.pointer_mut("/paths/~1v1~1tasks~1{id}~1steps~1{n}~1screenshot/get/responses/200")
+    {
+        ok["content"] = json!({
+            "image/png": image,
+            "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}},
+            "application/octet-stream": {"schema": {"type": "string"}}
+        });
+    }
+    let caps = [
+        (
+            "/components/schemas/SubmitTask/properties/request/maxLength",
+            json!(limits.max_request_chars),
+        ),
+        (
+            "/components/schemas/FollowUpBody/properties/request/maxLength",
+            json!(limits.max_request_chars),
+        ),
+        (
+            "/components/schemas/LimitsBody/properties/max_steps/maximum",
+            json!(limits.max_steps_cap),
+        ),
+        (
+            "/components/schemas/LimitsBody/properties/max_cost/maximum",
+            json!(limits.max_cost_cap),
+        ),
+        (
+            "/components/schemas/LimitsBody/properties/timeout_seconds/maximum",
+            json!(limits.timeout_cap_seconds),
+        ),
+        (
+            "/components/schemas/CancelBody/properties/reason/maxLength",
+            json!(limits.max_answer_chars),
+        ),
+        (
+            "/components/schemas/ConfirmationBody/properties/reason/maxLength",
+            json!(limits.max_answer_chars),
+        ),
+        (
+            "/components/schemas/AnswersBody/properties/answers/items/maxLength",
+            json!(limits.max_answer_chars),
+        ),
+    ];
+    for (pointer, value) in caps {
+        if let Some((parent, key)) = pointer.rsplit_once('/')
+            && let Some(obj) = doc.pointer_mut(parent).and_then(Json::as_object_mut)
+        {
+            obj.insert(key.to_owned(), value);
+        }
+    }
+    // The session service's page token is the hex form of `<micros>.<uuid>`; stating it lets clients (and
+    // schemathesis) tell a token from garbage, which the session service refuses with 400.
+    let h = "(3[0-9]|6[1-6])";
+    let token = format!("^((3[0-9]){{1,16}}2e{h}{{8}}2d{h}{{4}}2d{h}{{4}}2d{h}{{4}}2d{h}{{12}})?$");
+    if let Some(params) = doc
+        .pointer_mut("/paths/~1v1~1tasks/get/parameters")
+        .and_then(Json::as_array_mut)
+    {
+        for p in params.iter_mut().filter(|p| p["name"] == "page_token") {
+            p["schema"] = json!({"type": ["string", "null"], "pattern": token});
+        }
+    }
+    // Page sizes are u32 and clamped to the cap: state the real range (utoipa says int32).
+    for (path, name) in [
+        ("/paths/~1v1~1tasks/get/parameters", "page_size"),
+        ("/paths/~1v1~1tasks~1{id}~1steps/get/parameters", "limit"),
+    ] {
+        if let Some(params) = doc.pointer_mut(path).and_then(Json::as_array_mut) {
+            for p in params.iter_mut().filter(|p| p["name"] == name) {
+                p["schema"] =
+                    json!({"type": ["integer", "null"], "minimum": 1, "maximum": u32::MAX});
+            }
+        }
+    }
+    // Executors: an http(s) address or a registered name.
+    let mut alternatives = vec![r"https?://[A-Za-z0-9.\-]+(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?".to_owned()];
+    alternatives.extend(
+        limits
+            .executors
+            .iter()
+            .filter_map(|e| e.split_once('=').map(|(n, _)| regex_escape(n.trim()))),
+    );
+    if let Some(obj) = doc
+        .pointer_mut("/components/schemas/SubmitTask/properties/executor")
+        .and_then(Json::as_object_mut)
+    {
+        obj.insert(
+            "pattern".into(),
+            json!(format!("^({})?$", alternatives.join("|"))),
+        );
+    }
+    doc
+}
+
+fn regex_escape(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            let special = r"\.+*?()|[]{}^$-".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}

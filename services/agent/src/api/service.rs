@@ -1,0 +1,478 @@
+//! The task operations both front ends (REST and gRPC) share: validation, then reads and writes through
+//! the session service. Nothing is kept in memory, so any replica serves any request.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use tracing::instrument;
+use ufo_common::ErrorCode;
+use ufo_proto::v1::{
+    AddRoundRequest, AppendBlackboardRequest, AppendEventsRequest, Artifact, ArtifactKind, Event,
+    EventKind, GetArtifactRequest, GetBlackboardRequest, GetSessionRequest, HeldAction,
+    ListRoundsRequest, ListSessionsRequest, ListStepsRequest, PendingQuestion,
+    RequestCancelRequest, Round, Session, SessionStatus, Step, SubmitTaskRequest, Task,
+    WatchEventsRequest,
+};
+
+use super::error::ApiError;
+use super::session::SessionClient;
+use super::validate::no_nul;
+use crate::config::ApiConfig;
+use crate::runner::hitl::{self, HoldState};
+
+/// First window of newest events read to find the held action (widened fourfold as needed; not a limit:
+/// the result is exact whatever its size). A hold step writes about four events, a decision one or two.
+const HOLD_WINDOW: u64 = 16;
+
+/// Everything `GET /v1/tasks/{id}` shows, read from the session service.
+#[derive(Debug, Clone)]
+pub struct TaskSnapshot {
+    /// The session row.
+    pub session: Session,
+    /// Its rounds, in order.
+    pub rounds: Vec<Round>,
+    /// `Agent:STATE` after the newest step; empty when the task is not running.
+    pub state: String,
+    /// Questions waiting for answers.
+    pub pending: Vec<PendingQuestion>,
+    /// The action waiting for a confirmation.
+    pub held: Option<HeldAction>,
+}
+
+impl TaskSnapshot {
+    /// The gRPC view.
+    pub fn to_proto(&self) -> Task {
+        Task {
+            id: self.session.id.clone(),
+            request: self.session.request.clone(),
+            status: self.session.status,
+            totals: self.session.totals,
+            rounds: self.session.rounds,
+            state: self.state.clone(),
+            pending_questions: self.pending.clone(),
+            held_action: self.held.clone(),
+            result: self.session.result.clone(),
+            last_seq: self.session.last_seq,
+        }
+    }
+}
+
+/// Task operations on the session service.
+#[derive(Clone)]
+pub struct Tasks {
+    client: SessionClient,
+    watch_client: SessionClient,
+    limits: Arc<ApiConfig>,
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tasks").finish_non_exhaustive()
+    }
+}
+
+/// Parses a task id (a UUID).
+pub fn task_id(id: &str) -> Result<String, ApiError> {
+    uuid::Uuid::parse_str(id)
+        .map(|u| u.to_string())
+        .map_err(|_| ApiError::invalid("task_id must be a UUID"))
+}
+
+fn is_terminal(status: i32) -> bool {
+    matches!(
+        SessionStatus::try_from(status),
+        Ok(SessionStatus::Finished | SessionStatus::Failed | SessionStatus::Cancelled)
+    )
+}
+
+impl Tasks {
+    /// Operations on `client` (unary calls) and `watch_client` (streams, no per-call timeout).
+    pub fn new(client: SessionClient, watch_client: SessionClient, limits: Arc<ApiConfig>) -> Self {
+        Self {
+            client,
+            watch_client,
+            limits,
+        }
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &ApiConfig {
+        &self.limits
+    }
+
+    /// Queues a task.
+    #[instrument(skip_all, fields(owner = %owner))]
+    pub async fn submit(
+        &self,
+        owner: &str,
+        req: SubmitTaskRequest,
+    ) -> Result<TaskSnapshot, ApiError> {
+        let config = self.resolve(&req)?;
+        let session = self
+            .client
+            .clone()
+            .create_session(ufo_proto::v1::CreateSessionRequest {
+                request: req.request,
+                config: Some(config.to_struct()),
+                owner: owner.to_owned(),
+                id: uuid::Uuid::now_v7().to_string(),
+            })
+            .await?
+            .into_inner();
+        self.snapshot(session).await
+    }
+
+    async fn session(&self, id: &str) -> Result<Session, ApiError> {
+        let id = task_id(id)?;
+        Ok(self
+            .client
+            .clone()
+            .get_session(GetSessionRequest { session_id: id })
+            .await?
+            .into_inner())
+    }
+
+    /// A task's current view.
+    #[instrument(skip(self))]
+    pub async fn get(&self, id: &str) -> Result<TaskSnapshot, ApiError> {
+        let session = self.session(id).await?;
+        self.snapshot(session).await
+    }
+
+    async fn snapshot(&self, session: Session) -> Result<TaskSnapshot, ApiError> {
+        let mut client = self.client.clone();
+        let rounds = client
+            .list_rounds(ListRoundsRequest {
+                session_id: session.id.clone(),
+            })
+            .await?
+            .into_inner()
+            .rounds;
+        let active = matches!(
+            SessionStatus::try_from(session.status),
+            Ok(SessionStatus::Running | SessionStatus::Waiting)
+        );
+        let mut state = String::new();
+        let mut holds = true;
+        if active && session.totals.is_some_and(|t| t.steps > 0) {
+            let last = session.totals.map_or(0, |t| t.steps);
+            let steps = client
+                .list_steps(ListStepsRequest {
+                    session_id: session.id.clone(),
+                    from_step: last,
+                    limit: 1,
+                })
+                .await?
+                .into_inner()
+                .steps;
+            if let Some(step) = steps.first() {
+                state = format!("{}:{}", step.agent_name, step.state_after);
+                // A step without the runner's marker (written by other tools) may hold one too.
+                holds = step
+                    .extra
+                    .as_ref()
+                    .and_then(|e| e.fields.get(crate::runner::task::NEXT_KEY))
+                    .map(|v| ufo_proto::json::from_value(v.clone()))
+                    .is_none_or(|m| m["kind"] == "hold");
+            }
+        }
+        let board = client
+            .get_blackboard(GetBlackboardRequest {
+                session_id: session.id.clone(),
+            })
+            .await?
+            .into_inner();
+        let pending = if is_terminal(session.status) {
+            Vec::new()
+        } else {
+            hitl::pending_questions(&board)
+        };
+        // Only the newest step can hold an action: when the runner's marker says it did not, no event read.
+        let held = if SessionStatus::try_from(session.status) == Ok(SessionStatus::Waiting) && holds
+        {
+            self.hold_state(&session).await?.held().cloned()
+        } else {
+            None
+        };
+        Ok(TaskSnapshot {
+            session,
+            rounds,
+            state,
+            pending,
+            held,
+        })
+    }
+
+    /// The newest held action's state, from a bounded read of the newest events: a window of the last
+    /// `HOLD_WINDOW` events, widened fourfold until it holds an ACTION_HELD event (or reaches the first
+    /// event). Only the newest ACTION_HELD and the decisions after it decide what is held, so the fold of
+    /// that window is exact for [`HoldState::held`]; a task waiting on a confirmation reads a handful of
+    /// events however long its log is. (Decisions on older holds are not folded: callers use `held()` only.)
+    async fn hold_state(&self, session: &Session) -> Result<HoldState, ApiError> {
+        let last = session.last_seq;
+        let mut window = HOLD_WINDOW;
+        loop {
+            let from = last.saturating_sub(window - 1).max(1);
+            let mut state = HoldState::default();
+            let mut saw_hold = false;
+            if last > 0 {
+                let mut stream = self.watch(&session.id, from).await?;
+                while let Some(event) = stream.next().await {
+                    let event = event?;
+                    saw_hold |= event.kind == EventKind::ActionHeld as i32;
+                    state.apply(&event);
+                    if event.seq >= last {
+                        break;
+                    }
+                }
+            }
+            if saw_hold || from == 1 {
+                return Ok(state);
+            }
+            window = window.saturating_mul(4);
+        }
+    }
+
+    /// Lists tasks, newest first.
+    #[instrument(skip(self))]
+    pub async fn list(
+        &self,
+        page_size: u32,
+        page_token: String,
+        status: SessionStatus,
+    ) -> Result<(Vec<Session>, String), ApiError> {
+        let page_size = self.page(page_size);
+        let page = self
+            .client
+            .clone()
+            .list_sessions(ListSessionsRequest {
+                page_size,
+                page_token,
+                status: status as i32,
+            })
+            .await?
+            .into_inner();
+        Ok((page.sessions, page.next_page_token))
+    }
+
+    /// A task's steps from `from_step` (1-based).
+    #[instrument(skip(self))]
+    pub async fn steps(&self, id: &str, from_step: u64, limit: u32) -> Result<Vec<Step>, ApiError> {
+        let session = self.session(id).await?;
+        let limit = self.page(limit);
+        Ok(self
+            .client
+            .clone()
+            .list_steps(ListStepsRequest {
+                session_id: session.id,
+                from_step,
+                limit,
+            })
+            .await?
+            .into_inner()
+            .steps)
+    }
+
+    /// A step's artifact of `kind`.
+    #[instrument(skip(self))]
+    pub async fn artifact(
+        &self,
+        id: &str,
+        step: u64,
+        kind: ArtifactKind,
+    ) -> Result<Artifact, ApiError> {
+        let session = self.session(id).await?;
+        if step == 0 {
+            return Err(ApiError::invalid("n must be at least 1"));
+        }
+        Ok(self
+            .client
+            .clone()
+            .get_artifact(GetArtifactRequest {
+                artifact_id: String::new(),
+                session_id: session.id,
+                step,
+                kind: kind as i32,
+            })
+            .await?
+            .into_inner())
+    }
+
+    fn still_open(session: &Session) -> Result<(), ApiError> {
+        if is_terminal(session.status) {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                format!("task {} has ended", session.id),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Answers the pending questions in order (fewer answers than questions answer the first ones).
+    #[instrument(skip(self, answers))]
+    pub async fn answer(&self, id: &str, answers: Vec<String>) -> Result<TaskSnapshot, ApiError> {
+        if answers.is_empty() {
+            return Err(ApiError::unprocessable("answers must not be empty"));
+        }
+        for answer in &answers {
+            no_nul("answers", answer)?;
+        }
+        let max = self.limits.max_answer_chars;
+        if answers.iter().any(|a| a.chars().count() > max) {
+            return Err(ApiError::unprocessable(format!(
+                "answers: each answer must be at most {max} characters"
+            )));
+        }
+        let session = self.session(id).await?;
+        Self::still_open(&session)?;
+        let mut client = self.client.clone();
+        let board = client
+            .get_blackboard(GetBlackboardRequest {
+                session_id: session.id.clone(),
+            })
+            .await?
+            .into_inner();
+        let pending = hitl::pending_questions(&board);
+        if pending.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                "no question is pending",
+            ));
+        }
+        if answers.len() > self.limits.max_answers {
+            return Err(ApiError::unprocessable(format!(
+                "answers: at most {} answers per call",
+                self.limits.max_answers
+            )));
+        }
+        if answers.len() > pending.len() {
+            return Err(ApiError::unprocessable(format!(
+                "answers: {} answers for {} pending questions",
+                answers.len(),
+                pending.len()
+            )));
+        }
+        let (entries, events) = hitl::answer_writes(&pending, &answers);
+        client
+            .append_blackboard(AppendBlackboardRequest {
+                session_id: session.id.clone(),
+                entries,
+                events,
+            })
+            .await?;
+        self.get(&session.id).await
+    }
+
+    /// Approves or rejects the held action.
+    #[instrument(skip(self, reason))]
+    pub async fn confirm(
+        &self,
+        id: &str,
+        approve: bool,
+        reason: &str,
+    ) -> Result<TaskSnapshot, ApiError> {
+        if reason.chars().count() > self.limits.max_answer_chars {
+            return Err(ApiError::unprocessable(format!(
+                "reason must be at most {} characters",
+                self.limits.max_answer_chars
+            )));
+        }
+        let session = self.session(id).await?;
+        Self::still_open(&session)?;
+        let held = self
+            .hold_state(&session)
+            .await?
+            .held()
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::FailedPrecondition,
+                    "no action is held for confirmation",
+                )
+            })?;
+        self.client
+            .clone()
+            .append_events(AppendEventsRequest {
+                session_id: session.id.clone(),
+                events: vec![hitl::decision_event(held.step, approve, reason)],
+                lease_owner: String::new(),
+            })
+            .await?;
+        self.get(&session.id).await
+    }
+
+    /// Adds a follow-up request: a new round in the same session.
+    #[instrument(skip(self, request))]
+    pub async fn add_request(&self, id: &str, request: String) -> Result<TaskSnapshot, ApiError> {
+        self.check_request("request", &request)?;
+        let session = self.session(id).await?;
+        if SessionStatus::try_from(session.status) == Ok(SessionStatus::Cancelled) {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                format!("task {} was cancelled", session.id),
+            ));
+        }
+        self.client
+            .clone()
+            .add_round(AddRoundRequest {
+                session_id: session.id.clone(),
+                request,
+            })
+            .await?;
+        self.get(&session.id).await
+    }
+
+    /// Asks the task to stop.
+    #[instrument(skip(self, reason))]
+    pub async fn cancel(&self, id: &str, reason: String) -> Result<TaskSnapshot, ApiError> {
+        no_nul("reason", &reason)?;
+        if reason.chars().count() > self.limits.max_answer_chars {
+            return Err(ApiError::unprocessable(format!(
+                "reason must be at most {} characters",
+                self.limits.max_answer_chars
+            )));
+        }
+        let session = self.session(id).await?;
+        Self::still_open(&session)?;
+        let session = self
+            .client
+            .clone()
+            .request_cancel(RequestCancelRequest {
+                session_id: session.id,
+                reason,
+            })
+            .await?
+            .into_inner();
+        self.snapshot(session).await
+    }
+
+    /// The task's events from `from_seq`, replayed then live; ends after the task ends.
+    pub async fn watch(
+        &self,
+        id: &str,
+        from_seq: u64,
+    ) -> Result<tonic::Streaming<Event>, ApiError> {
+        let id = task_id(id)?;
+        Ok(self
+            .watch_client
+            .clone()
+            .watch_events(WatchEventsRequest {
+                session_id: id,
+                from_seq: from_seq.max(1),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Whether the session service answers.
+    pub async fn ready(&self) -> Result<(), ApiError> {
+        self.client
+            .clone()
+            .list_sessions(ListSessionsRequest {
+                page_size: 1,
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,252 @@
+//! Configuration of `ufo-agent`: CLI flags with environment fallbacks. Nothing else reads the environment.
+//!
+//! Every limit the API and the task runner enforce is a flag here with its default in the doc comment
+//! (which `--help` prints).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use ufo_common::telemetry::TelemetryArgs;
+
+/// The agent service.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ufo-agent", version, about)]
+pub struct Config {
+    /// Address the gRPC server (AgentService, health, reflection) binds to.
+    #[arg(long, env = "UFO_AGENT_LISTEN", default_value = "127.0.0.1:50052")]
+    pub listen: SocketAddr,
+
+    /// Address the REST API binds to.
+    #[arg(long, env = "UFO_AGENT_HTTP_LISTEN", default_value = "127.0.0.1:8080")]
+    pub http_listen: SocketAddr,
+
+    #[command(flatten)]
+    pub api: ApiConfig,
+
+    #[command(flatten)]
+    pub session: SessionConfig,
+
+    #[command(flatten)]
+    pub runner: RunnerConfig,
+
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+
+    /// LLM endpoint, models, retries and prices.
+    #[command(flatten)]
+    pub llm: crate::llm::config::LlmArgs,
+
+    /// Agent limits and switches.
+    #[command(flatten)]
+    pub agents: crate::agents::config::AgentArgs,
+}
+
+/// How the API authenticates callers and which limits it enforces.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiConfig {
+    /// API keys accepted as `Authorization: Bearer <key>`, comma-separated. Each may be `name:key`; the
+    /// name labels the tasks it submits.
+    #[arg(
+        long = "api-keys",
+        env = "UFO_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub api_keys: Vec<String>,
+
+    /// A file with one API key per line (`name:key` or `key`; `#` starts a comment).
+    #[arg(long = "api-keys-file", env = "UFO_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+
+    /// Serve without authentication. Only for a trusted local machine: without keys and without this flag
+    /// the service refuses to start.
+    #[arg(long = "insecure-no-auth", env = "UFO_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+
+    /// Largest accepted REST request body, in bytes (default 1048576: room for the longest request or 16
+    /// of the longest answers even when every character is JSON-escaped).
+    #[arg(long = "max-body-bytes", env = "UFO_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Longest accepted task or follow-up request, in characters (default 8000).
+    #[arg(
+        long = "max-request-chars",
+        env = "UFO_MAX_REQUEST_CHARS",
+        default_value_t = 8000
+    )]
+    pub max_request_chars: usize,
+
+    /// Longest accepted answer, in characters (default 4000).
+    #[arg(
+        long = "max-answer-chars",
+        env = "UFO_MAX_ANSWER_CHARS",
+        default_value_t = 4000
+    )]
+    pub max_answer_chars: usize,
+
+    /// Most answers accepted in one call (default 16).
+    #[arg(long = "max-answers", env = "UFO_MAX_ANSWERS", default_value_t = 16)]
+    pub max_answers: usize,
+
+    /// Page size of `GET /v1/tasks` when the client gives none (default 20).
+    #[arg(
+        long = "default-page-size",
+        env = "UFO_DEFAULT_PAGE_SIZE",
+        default_value_t = 20
+    )]
+    pub default_page_size: u32,
+
+    /// Largest page size of `GET /v1/tasks` and `GET /v1/tasks/{id}/steps` (default 100).
+    #[arg(
+        long = "max-page-size",
+        env = "UFO_MAX_PAGE_SIZE",
+        default_value_t = 100
+    )]
+    pub max_page_size: u32,
+
+    /// Steps a task may take when it asks for no limit (default 50).
+    #[arg(
+        long = "default-max-steps",
+        env = "UFO_DEFAULT_MAX_STEPS",
+        default_value_t = 50
+    )]
+    pub default_max_steps: u32,
+
+    /// Largest step limit a task may ask for (default 500).
+    #[arg(
+        long = "max-steps-cap",
+        env = "UFO_MAX_STEPS_CAP",
+        default_value_t = 500
+    )]
+    pub max_steps_cap: u32,
+
+    /// LLM cost a task may spend when it asks for no limit, in US dollars (default 1.0).
+    #[arg(
+        long = "default-max-cost",
+        env = "UFO_DEFAULT_MAX_COST",
+        default_value_t = 1.0
+    )]
+    pub default_max_cost: f64,
+
+    /// Largest cost limit a task may ask for, in US dollars (default 20.0).
+    #[arg(
+        long = "max-cost-cap",
+        env = "UFO_MAX_COST_CAP",
+        default_value_t = 20.0
+    )]
+    pub max_cost_cap: f64,
+
+    /// Wall-time limit of a task when it asks for none, in seconds (default 1800).
+    #[arg(
+        long = "default-timeout-seconds",
+        env = "UFO_DEFAULT_TIMEOUT_SECONDS",
+        default_value_t = 1800
+    )]
+    pub default_timeout_seconds: u32,
+
+    /// Largest wall-time limit a task may ask for, in seconds (default 86400).
+    #[arg(
+        long = "timeout-cap-seconds",
+        env = "UFO_TIMEOUT_CAP_SECONDS",
+        default_value_t = 86_400
+    )]
+    pub timeout_cap_seconds: u32,
+
+    /// Executors tasks may name instead of an address, as `name=http://host:port`, comma-separated.
+    #[arg(long = "executors", env = "UFO_EXECUTORS", value_delimiter = ',')]
+    pub executors: Vec<String>,
+
+    /// Executor used when a task names none.
+    #[arg(
+        long = "default-executor",
+        env = "UFO_DEFAULT_EXECUTOR",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub default_executor: String,
+}
+
+/// How the agent reaches the session service.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SessionConfig {
+    /// Address of the session service.
+    #[arg(
+        long = "session-url",
+        env = "UFO_SESSION_URL",
+        default_value = "http://127.0.0.1:50053"
+    )]
+    pub session_url: String,
+
+    /// Bearer token for the session service; unset sends none.
+    #[arg(
+        long = "session-token",
+        env = "UFO_SESSION_TOKEN",
+        hide_env_values = true
+    )]
+    pub session_token: Option<String>,
+
+    /// Timeout of one unary call to the session service, in milliseconds (default 10000).
+    #[arg(
+        long = "session-timeout-ms",
+        env = "UFO_SESSION_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub session_timeout_ms: u64,
+}
+
+/// The task runner: how many tasks this replica runs and how it holds them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunnerConfig {
+    /// Tasks this replica runs at once; 0 serves the API only (default 1).
+    #[arg(long = "runner-slots", env = "UFO_RUNNER_SLOTS", default_value_t = 1)]
+    pub slots: usize,
+
+    /// Worker id used for leases; unset means `<hostname-or-agent>-<pid>-<random>`.
+    #[arg(long = "worker-id", env = "UFO_WORKER_ID")]
+    pub worker_id: Option<String>,
+
+    /// Lease length, in milliseconds; renewed every third of it (default 15000).
+    #[arg(long = "lease-ms", env = "UFO_LEASE_MS", default_value_t = 15_000)]
+    pub lease_ms: u32,
+
+    /// How long an idle runner waits before asking for work again, in milliseconds (default 500).
+    #[arg(
+        long = "claim-interval-ms",
+        env = "UFO_CLAIM_INTERVAL_MS",
+        default_value_t = 500
+    )]
+    pub claim_interval_ms: u64,
+
+    /// How long a task waits for answers or a confirmation before the task fails, in seconds (default 3600).
+    #[arg(
+        long = "human-timeout-seconds",
+        env = "UFO_HUMAN_TIMEOUT_SECONDS",
+        default_value_t = 3600
+    )]
+    pub human_timeout_seconds: u64,
+
+    /// Bearer token sent to executors; unset sends none.
+    #[arg(
+        long = "executor-token",
+        env = "UFO_EXECUTOR_TOKEN",
+        hide_env_values = true
+    )]
+    pub executor_token: Option<String>,
+
+    /// Deadline of one executor command, in milliseconds (default 30000).
+    #[arg(
+        long = "executor-deadline-ms",
+        env = "UFO_EXECUTOR_DEADLINE_MS",
+        default_value_t = 30_000
+    )]
+    pub executor_deadline_ms: u32,
+
+    /// Largest gRPC message exchanged with an executor (screenshots), in bytes (default 33554432).
+    #[arg(long = "executor-max-message-bytes", env = "UFO_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 32 * 1024 * 1024)]
+    pub executor_max_message_bytes: usize,
+
+    /// On shutdown, how long the current step may run to completion before it is abandoned (not recorded;
+    /// the next runner observes again), in milliseconds (default 20000).
+    #[arg(long = "drain-ms", env = "UFO_DRAIN_MS", default_value_t = 20_000)]
+    pub drain_ms: u64,
+}

@@ -1,0 +1,122 @@
+//! The executor's gRPC client as a [`CommandDispatcher`]: commands become `ufo.v1.Command`s (parameters as
+//! `Struct`), screenshots come back as bytes with their transform. One span per batch.
+
+use async_trait::async_trait;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tracing::Instrument as _;
+use ufo_common::grpc::ClientContext;
+use ufo_proto::v1;
+use ufo_proto::v1::executor_client::ExecutorClient;
+
+use super::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, ToolType};
+use crate::vision::Screenshot;
+
+/// Dispatches to an executor over gRPC.
+#[derive(Debug, Clone)]
+pub struct GrpcDispatcher {
+    client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
+    command_deadline_ms: u32,
+}
+
+impl GrpcDispatcher {
+    /// Connects lazily to `address` (`http://host:port`), sending `token` as a bearer token when set.
+    pub fn connect_lazy(
+        address: &str,
+        token: Option<&str>,
+        command_deadline_ms: u32,
+        max_message_bytes: usize,
+    ) -> Result<Self, DispatchError> {
+        let channel = Endpoint::from_shared(address.to_owned())
+            .map_err(|e| DispatchError::Address(e.to_string()))?
+            .connect_lazy();
+        let ctx = ClientContext::new(token).map_err(|e| DispatchError::Address(e.to_string()))?;
+        let client = ExecutorClient::with_interceptor(channel, ctx)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
+        Ok(Self {
+            client,
+            command_deadline_ms,
+        })
+    }
+}
+
+fn to_proto(c: Command) -> v1::Command {
+    v1::Command {
+        tool_name: c.tool_name,
+        parameters: Some(ufo_proto::json::object_to_struct(c.parameters)),
+        tool_type: match c.tool_type {
+            ToolType::DataCollection => v1::ToolType::DataCollection,
+            ToolType::Action => v1::ToolType::Action,
+        } as i32,
+        call_id: c.call_id,
+    }
+}
+
+fn from_proto(r: v1::Result) -> CommandResult {
+    let status = match v1::ResultStatus::try_from(r.status) {
+        Ok(v1::ResultStatus::Success) => ResultStatus::Success,
+        Ok(v1::ResultStatus::Skipped) => ResultStatus::Skipped,
+        Ok(v1::ResultStatus::None) => ResultStatus::None,
+        _ => ResultStatus::Failure,
+    };
+    CommandResult {
+        status,
+        error: r.error,
+        result: r
+            .result
+            .map_or(serde_json::Value::Null, ufo_proto::json::from_value),
+        call_id: r.call_id,
+        images: r.images.into_iter().map(image).collect(),
+        warnings: r.warnings,
+    }
+}
+
+fn image(i: v1::Image) -> Screenshot {
+    let t = i.transform.unwrap_or_default();
+    Screenshot {
+        mime: if i.format == v1::ImageFormat::Jpeg as i32 {
+            "image/jpeg".into()
+        } else {
+            "image/png".into()
+        },
+        bytes: i.data.into(),
+        width: i.width,
+        height: i.height,
+        origin_x: t.origin_x,
+        origin_y: t.origin_y,
+        scale: if t.scale > 0.0 { t.scale } else { 1.0 },
+    }
+}
+
+#[async_trait]
+impl CommandDispatcher for GrpcDispatcher {
+    async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError> {
+        let sent = commands.len();
+        let tools: Vec<&str> = commands.iter().map(|c| c.tool_name.as_str()).collect();
+        let span = tracing::info_span!("executor.execute", tools = ?tools, commands = sent);
+        let request = v1::ExecuteRequest {
+            commands: commands.into_iter().map(to_proto).collect(),
+            command_deadline_ms: self.command_deadline_ms,
+            image_format: v1::ImageFormat::Png as i32,
+            jpeg_quality: 0,
+        };
+        let mut client = self.client.clone();
+        let response = client
+            .execute(request)
+            .instrument(span)
+            .await
+            .map_err(|s| DispatchError::Rpc {
+                code: format!("{:?}", s.code()),
+                message: s.message().to_owned(),
+            })?
+            .into_inner();
+        if response.results.len() != sent {
+            return Err(DispatchError::Mismatch {
+                sent,
+                got: response.results.len(),
+            });
+        }
+        Ok(response.results.into_iter().map(from_proto).collect())
+    }
+}

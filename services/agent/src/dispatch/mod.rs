@@ -1,0 +1,183 @@
+//! The command layer: agents turn decisions into [`Command`]s and a [`CommandDispatcher`] runs them on a
+//! desktop. The production dispatcher is the executor's gRPC client ([`grpc::GrpcDispatcher`]); tests at
+//! unit level use [`crate::testing::FakeDesktop`].
+
+pub mod grpc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::vision::Screenshot;
+
+/// What kind of tool a command calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolType {
+    /// Observes without changing the desktop.
+    DataCollection,
+    /// Changes the desktop.
+    Action,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// Tool name, e.g. `click_input`.
+    pub tool_name: String,
+    /// Parameters object.
+    pub parameters: Map<String, Value>,
+    /// Observe or act.
+    pub tool_type: ToolType,
+    /// Caller-chosen id echoed in the result.
+    pub call_id: String,
+}
+
+impl Command {
+    /// A data-collection command.
+    pub fn observe(tool_name: &str, parameters: Value) -> Self {
+        Self::new(tool_name, parameters, ToolType::DataCollection)
+    }
+
+    /// An action command.
+    pub fn act(tool_name: &str, parameters: Value) -> Self {
+        Self::new(tool_name, parameters, ToolType::Action)
+    }
+
+    fn new(tool_name: &str, parameters: Value, tool_type: ToolType) -> Self {
+        Self {
+            tool_name: tool_name.to_owned(),
+            parameters: match parameters {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            },
+            tool_type,
+            call_id: String::new(),
+        }
+    }
+}
+
+/// Outcome of one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultStatus {
+    /// Done.
+    Success,
+    /// Failed; the rest of the batch is skipped.
+    Failure,
+    /// Not run because an earlier command of the batch failed.
+    Skipped,
+    /// Nothing to do.
+    None,
+}
+
+/// The result of one command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommandResult {
+    /// Outcome.
+    pub status: ResultStatus,
+    /// Why it failed or was skipped.
+    pub error: String,
+    /// The tool's structured result.
+    pub result: Value,
+    /// The command's call id.
+    pub call_id: String,
+    /// Screenshots the command produced.
+    pub images: Vec<Screenshot>,
+    /// Non-fatal remarks.
+    pub warnings: Vec<String>,
+}
+
+impl CommandResult {
+    /// A successful result.
+    pub fn success(result: Value) -> Self {
+        Self {
+            status: ResultStatus::Success,
+            error: String::new(),
+            result,
+            call_id: String::new(),
+            images: vec![],
+            warnings: vec![],
+        }
+    }
+
+    /// A failed result.
+    pub fn failure(error: impl Into<String>) -> Self {
+        Self {
+            status: ResultStatus::Failure,
+            error: error.into(),
+            ..Self::success(Value::Null)
+        }
+    }
+
+    /// A skipped result.
+    pub fn skipped(reason: impl Into<String>) -> Self {
+        Self {
+            status: ResultStatus::Skipped,
+            error: reason.into(),
+            ..Self::success(Value::Null)
+        }
+    }
+
+    /// A no-op result.
+    pub fn none() -> Self {
+        Self {
+            status: ResultStatus::None,
+            ..Self::success(Value::Null)
+        }
+    }
+
+    /// Whether it succeeded.
+    pub fn is_success(&self) -> bool {
+        self.status == ResultStatus::Success
+    }
+
+    /// As JSON for memory and prompts (images are not included).
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"status": self.status, "error": self.error, "result": self.result})
+    }
+}
+
+/// Why a batch could not be dispatched at all (a failed *command* is a [`CommandResult`] instead).
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// The executor could not be reached or refused the call.
+    #[error("executor call failed: {code}: {message}")]
+    Rpc {
+        /// gRPC status code name.
+        code: String,
+        /// Status message.
+        message: String,
+    },
+    /// The executor answered with a different number of results than commands.
+    #[error("executor returned {got} results for {sent} commands")]
+    Mismatch {
+        /// Commands sent.
+        sent: usize,
+        /// Results received.
+        got: usize,
+    },
+    /// The executor address is unusable.
+    #[error("invalid executor address: {0}")]
+    Address(String),
+}
+
+/// Runs command batches on one desktop.
+///
+/// Contract: results come back one per command in order; after the first `Failure` the remaining
+/// commands are `Skipped` without running. Batches are not retried (an action may not be idempotent).
+#[async_trait]
+pub trait CommandDispatcher: Send + Sync {
+    /// Runs `commands` in order.
+    async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError>;
+}
+
+/// Runs one command and returns its result.
+pub async fn execute_one(
+    dispatcher: &dyn CommandDispatcher,
+    command: Command,
+) -> Result<CommandResult, DispatchError> {
+    let mut results = dispatcher.execute(vec![command]).await?;
+    match results.len() {
+        1 => Ok(results.remove(0)),
+        got => Err(DispatchError::Mismatch { sent: 1, got }),
+    }
+}

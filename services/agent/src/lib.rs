@@ -1,0 +1,135 @@
+//! The agent service.
+//!
+//! Layout:
+//! - [`config`]: the CLI/env configuration.
+//! - [`llm`]: the provider-neutral [`llm::ChatModel`] trait, OpenAI-compatible and Azure clients, retries,
+//!   backup model, JSON extraction and re-asking, prices and cost totals.
+//! - [`vision`]: screenshots, set-of-marks annotation, IoU merge, downscale and crop.
+//! - [`target`]: windows, third-party agents and controls, and the registry labelling them.
+//! - [`dispatch`]: commands and the [`dispatch::CommandDispatcher`] (gRPC executor client).
+//! - [`processor`]: the processor framework (phases, strategies, composition, validation, middleware) that
+//!   the HostAgent and AppAgents are built on (seeds 003 and 004).
+//! - [`agents`] / [`round`]: the HostAgent and AppAgents and the round driver that runs them step by step.
+//! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
+//! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
+//! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
+//! - [`run`]: serves REST and gRPC (with health and reflection) and runs the task runner until the
+//!   shutdown token fires.
+
+pub mod agents;
+pub mod api;
+pub mod config;
+pub mod dispatch;
+pub mod llm;
+pub mod memory;
+pub mod processor;
+pub mod prompts;
+pub mod response;
+pub mod round;
+pub mod runner;
+pub mod target;
+pub mod testing;
+pub mod vision;
+
+pub use config::Config;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use ufo_common::grpc::{introspection, serve_until};
+use ufo_proto::service_names::AGENT_SERVICE;
+use ufo_proto::v1::agent_service_server::AgentServiceServer;
+
+/// gRPC services this server exposes (for health and reflection).
+const SERVICES: &[&str] = &[AGENT_SERVICE];
+
+/// Why the service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The gRPC server failed.
+    #[error(transparent)]
+    Grpc(#[from] ufo_common::grpc::ServeError),
+    /// The REST server failed.
+    #[error("REST server failed")]
+    Http(#[source] std::io::Error),
+    /// Authentication is not configured.
+    #[error(transparent)]
+    Auth(#[from] api::auth::AuthConfigError),
+    /// The session client cannot be built.
+    #[error(transparent)]
+    Session(#[from] api::session::SessionClientError),
+}
+
+/// The bound listeners of one agent process.
+#[derive(Debug)]
+pub struct Listeners {
+    /// gRPC (AgentService, health, reflection).
+    pub grpc: TcpListener,
+    /// REST.
+    pub http: TcpListener,
+}
+
+/// Serves REST and gRPC until `shutdown` fires, then drains and returns. With a `driver` and
+/// `--runner-slots` > 0 the process also runs tasks.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    driver: Option<Arc<dyn runner::TaskDriver>>,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let keys = api::ApiKeys::from_config(&config.api)?;
+    let client = api::session::connect(&config.session)?;
+    let watch_client = api::session::connect_streaming(&config.session)?;
+    let tasks = api::Tasks::new(
+        client.clone(),
+        watch_client.clone(),
+        Arc::new(config.api.clone()),
+    );
+
+    let intro = introspection(SERVICES)
+        .await
+        .map_err(ufo_common::grpc::ServeError::from)?;
+    let mut routes = intro.routes;
+    routes.add_service(AgentServiceServer::with_interceptor(
+        api::grpc::AgentApi::new(tasks.clone()),
+        keys.clone(),
+    ));
+    let grpc = serve_until(
+        tonic::transport::Server::builder(),
+        routes.routes(),
+        listeners.grpc,
+        intro.health_reporter,
+        SERVICES,
+        shutdown.clone(),
+    );
+
+    let app = api::app(api::AppState {
+        tasks,
+        keys,
+        shutdown: shutdown.clone(),
+    });
+    let http_shutdown = shutdown.clone();
+    let http = async move {
+        axum::serve(listeners.http, app)
+            .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+            .await
+            .map_err(RunError::Http)
+    };
+
+    let runner = async {
+        match driver {
+            Some(driver) if config.runner.slots > 0 => {
+                runner::Runner::new(config.runner.clone(), client, watch_client, driver)
+                    .run(shutdown.clone())
+                    .await;
+            }
+            _ => tracing::info!("task runner disabled: this replica serves the API only"),
+        }
+    };
+
+    let (grpc, http, ()) = tokio::join!(grpc, http, runner);
+    grpc?;
+    http?;
+    Ok(())
+}

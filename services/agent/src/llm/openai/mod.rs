@@ -1,0 +1,247 @@
+//! OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, LM Studio: any base URL) and Azure OpenAI
+//! (deployment, `api-version`, `api-key` header), over reqwest. Wire structs live in [`wire`] only.
+
+mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tracing::Instrument as _;
+
+use super::cost::PriceTable;
+use super::error::LlmError;
+use super::retry::{RetryPolicy, parse_retry_after};
+use super::secret::ApiKey;
+use super::types::{ChatModel, ChatRequest, ChatResponse, Usage};
+
+/// Which dialect of the API to speak.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flavor {
+    /// `POST {base_url}/chat/completions`, `Authorization: Bearer <key>`.
+    OpenAi,
+    /// `POST {base_url}/openai/deployments/{deployment}/chat/completions?api-version=…`, `api-key: <key>`.
+    Azure {
+        /// Deployment name.
+        deployment: String,
+        /// `api-version` query parameter, e.g. `2024-10-21`.
+        api_version: String,
+    },
+}
+
+/// Configuration of one model endpoint.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// Model name (sent as `model`; used for prices and spans).
+    pub model: String,
+    /// API key; `None` for local servers that need none.
+    pub api_key: Option<ApiKey>,
+    /// API dialect.
+    pub flavor: Flavor,
+    /// Timeout of one HTTP attempt.
+    pub timeout: Duration,
+    /// Retries of transient failures.
+    pub retry: RetryPolicy,
+    /// The endpoint accepts `response_format: json_object`.
+    pub json_object: bool,
+    /// The endpoint accepts `response_format: json_schema`.
+    pub json_schema: bool,
+}
+
+impl OpenAiConfig {
+    /// An OpenAI-compatible endpoint with defaults (60 s timeout, 3 retries, JSON object mode).
+    pub fn openai(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            flavor: Flavor::OpenAi,
+            timeout: Duration::from_secs(60),
+            retry: RetryPolicy::default(),
+            json_object: true,
+            json_schema: false,
+        }
+    }
+}
+
+/// A chat model speaking the OpenAI chat-completions protocol.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatible {
+    http: reqwest::Client,
+    config: Arc<OpenAiConfig>,
+    prices: Arc<PriceTable>,
+    url: String,
+}
+
+impl OpenAiCompatible {
+    /// Builds the client; fails on an unusable base URL.
+    pub fn new(config: OpenAiConfig, prices: Arc<PriceTable>) -> Result<Self, LlmError> {
+        let base = config.base_url.trim_end_matches('/');
+        let url = match &config.flavor {
+            Flavor::OpenAi => format!("{base}/chat/completions"),
+            Flavor::Azure {
+                deployment,
+                api_version,
+            } => format!(
+                "{base}/openai/deployments/{deployment}/chat/completions?api-version={api_version}"
+            ),
+        };
+        reqwest::Url::parse(&url).map_err(|e| LlmError::Config(format!("base url: {e}")))?;
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| LlmError::Config(e.to_string()))?;
+        Ok(Self {
+            http,
+            config: Arc::new(config),
+            prices,
+            url,
+        })
+    }
+
+    fn system(&self) -> &'static str {
+        match self.config.flavor {
+            Flavor::OpenAi => "openai",
+            Flavor::Azure { .. } => "az.ai.openai",
+        }
+    }
+
+    async fn attempt(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let model = match self.config.flavor {
+            Flavor::OpenAi => Some(self.config.model.as_str()),
+            // Azure routes by deployment; the model field is ignored there.
+            Flavor::Azure { .. } => None,
+        };
+        let body = wire::request(
+            model,
+            request,
+            self.config.json_object,
+            self.config.json_schema,
+        );
+        let mut http = self.http.post(&self.url).json(&body);
+        if let Some(key) = &self.config.api_key {
+            http = match self.config.flavor {
+                Flavor::OpenAi => http.bearer_auth(key.expose()),
+                Flavor::Azure { .. } => http.header("api-key", key.expose()),
+            };
+        }
+        let response = http.send().await.map_err(|e| self.transport(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let mut body = response.text().await.unwrap_or_default();
+            body.truncate(2_000);
+            return Err(LlmError::Status {
+                status: status.as_u16(),
+                body,
+                retry_after,
+            });
+        }
+        let wire: wire::WireResponse = response.json().await.map_err(|e| {
+            if e.is_timeout() {
+                LlmError::Timeout(self.config.timeout)
+            } else {
+                LlmError::Decode(e.to_string())
+            }
+        })?;
+        let text = wire
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|c| c.message.content)
+            .ok_or_else(|| LlmError::Decode("no choices[0].message.content".into()))?;
+        let usage = wire.usage.map_or(Usage::default(), |u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        });
+        Ok(ChatResponse {
+            text,
+            model: wire.model.unwrap_or_else(|| self.config.model.clone()),
+            usage,
+            cost: self.prices.cost(&self.config.model, usage),
+        })
+    }
+
+    fn transport(&self, e: reqwest::Error) -> LlmError {
+        if e.is_timeout() {
+            LlmError::Timeout(self.config.timeout)
+        } else {
+            // Without the URL: it may carry query parameters an operator considers private.
+            LlmError::Transport(e.without_url().to_string())
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatible {
+    fn model_name(&self) -> &str {
+        &self.config.model
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let span = tracing::info_span!(
+            "gen_ai.chat",
+            otel.name = %format!("chat {}", self.config.model),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
+            gen_ai.system = self.system(),
+            gen_ai.request.model = %self.config.model,
+            gen_ai.request.temperature = request.temperature,
+            gen_ai.response.model = tracing::field::Empty,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cost = tracing::field::Empty,
+            attempts = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        async {
+            let mut retry = 0;
+            loop {
+                match self.attempt(request).await {
+                    Ok(response) => {
+                        let span = tracing::Span::current();
+                        span.record("gen_ai.response.model", response.model.as_str());
+                        span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+                        span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                        span.record("gen_ai.usage.cost", response.cost);
+                        span.record("attempts", retry + 1);
+                        return Ok(response);
+                    }
+                    Err(error) => match self.config.retry.delay_for(retry, &error) {
+                        Some(wait) => {
+                            tracing::warn!(%error, retry, wait_ms = wait.as_millis() as u64, "retrying model call");
+                            tokio::time::sleep(wait).await;
+                            retry += 1;
+                        }
+                        None => {
+                            let span = tracing::Span::current();
+                            span.record("attempts", retry + 1);
+                            span.record("error.type", error_type(&error));
+                            return Err(error);
+                        }
+                    },
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+fn error_type(e: &LlmError) -> &'static str {
+    match e {
+        LlmError::Status { .. } => "http_status",
+        LlmError::Transport(_) => "transport",
+        LlmError::Timeout(_) => "timeout",
+        LlmError::Decode(_) => "decode",
+        LlmError::Config(_) => "config",
+        LlmError::Unusable { .. } => "unusable",
+        LlmError::BothFailed { .. } => "both_failed",
+    }
+}

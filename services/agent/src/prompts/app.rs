@@ -1,0 +1,151 @@
+//! AppAgent prompt: images (last selected control, clean, annotated), control list as compact
+//! `["id", "name", "type"]` lines, subtask, host message, previous actions with repeat counts, plan,
+//! blackboard and optional retrieved knowledge.
+
+use serde_json::Value;
+
+use crate::llm::{ContentPart, ImageData, Message, Role};
+use crate::target::TargetInfo;
+
+/// The AppAgent's system prompt.
+pub const SYSTEM: &str = r#"You are an AppAgent operating one application window to complete a subtask. The annotated
+screenshot numbers each control; the control list gives ["id", "name", "type"] for each.
+
+Reply with ONE JSON object and nothing else, with these fields:
+- "observation": what the screenshots show.
+- "thought": your reasoning.
+- "plan": the remaining steps, as a list of strings.
+- "comment": a short note for the user.
+- "action": one action {"function": ..., "arguments": {"id": "<control id>", ...}, "status": ...} or a
+  list of such actions to run in order (they stop at the first failure). Functions: click_input
+  {"id", "button", "double"}, set_edit_text {"id", "text"}, keyboard_input {"id", "keys"}, texts {"id"},
+  wheel_mouse_input {"id", "wheel_dist"}, click_on_coordinates {"x", "y"} (fractions 0..1 of the window),
+  wait {"seconds"}, summary {"text"}.
+- "status" (per action, or at the top level without actions): CONTINUE (act and look again), SCREENSHOT
+  (take a new screenshot and decide again without acting), PENDING (ask the user "questions"), CONFIRM
+  (the action needs the user's approval first), FINISH (the subtask is done after these actions; put
+  what was achieved or found in "result"), FAIL (the subtask cannot be done here).
+- "save_screenshot": {"save": true|false, "reason": "..."} to keep this screenshot on the blackboard.
+- "result": the subtask's result (FINISH) or information found.
+- "questions": questions for the user (PENDING only)."#;
+
+/// Everything the AppAgent prompt shows.
+#[derive(Debug, Clone, Copy)]
+pub struct AppPromptInput<'a> {
+    /// The user's request.
+    pub request: &'a str,
+    /// The current subtask.
+    pub subtask: &'a str,
+    /// The HostAgent's message.
+    pub host_message: &'a str,
+    /// The application.
+    pub application: &'a str,
+    /// Labelled controls.
+    pub controls: &'a [TargetInfo],
+    /// Images in order: last selected control, clean, annotated (whichever are configured).
+    pub images: &'a [(&'static str, ImageData)],
+    /// Previous actions with repeat counts.
+    pub previous_actions: &'a [String],
+    /// The plan from the previous step.
+    pub plan: &'a [String],
+    /// Previous subtasks `{subtask, status, result}`.
+    pub previous_subtasks: &'a [Value],
+    /// Rendered blackboard ("" when empty).
+    pub blackboard: &'a str,
+    /// Retrieved knowledge ("" when none).
+    pub knowledge: &'a str,
+}
+
+/// The control list: one `["id", "name", "type"]` JSON array per line.
+pub fn control_list(controls: &[TargetInfo]) -> String {
+    controls
+        .iter()
+        .map(|c| {
+            Value::from(vec![
+                c.label.clone(),
+                c.name.clone(),
+                c.control_type.clone(),
+            ])
+            .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Collapses consecutive repeats: `["a", "a", "b"]` → `["a (×2)", "b"]`.
+pub fn with_repeat_counts(actions: &[String]) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for a in actions {
+        match out.last_mut() {
+            Some((last, n)) if last == a => *n += 1,
+            _ => out.push((a.clone(), 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(a, n)| {
+            if n > 1 {
+                format!("{a} (repeated {n} times)")
+            } else {
+                a
+            }
+        })
+        .collect()
+}
+
+/// Builds the messages.
+pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
+    let mut parts = Vec::new();
+    for (caption, img) in input.images {
+        parts.push(ContentPart::Text(format!("{caption}:")));
+        parts.push(ContentPart::Image(img.clone()));
+    }
+    let none = |v: String| if v.is_empty() { "none".to_owned() } else { v };
+    let mut text = format!(
+        "[Request]\n{}\n\n[Application]\n{}\n\n[Current subtask]\n{}\n\n[Message from the HostAgent]\n{}\n\n\
+         [Available controls]\n{}\n\n[Previous actions]\n{}\n\n[Previous plan]\n{}\n\n[Previous subtasks]\n{}\n",
+        input.request,
+        input.application,
+        input.subtask,
+        none(input.host_message.to_owned()),
+        control_list(input.controls),
+        none(input.previous_actions.join("\n")),
+        none(input.plan.join("\n")),
+        none(
+            input
+                .previous_subtasks
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    );
+    if !input.knowledge.is_empty() {
+        text.push_str(&format!("\n[Retrieved knowledge]\n{}\n", input.knowledge));
+    }
+    if !input.blackboard.is_empty() {
+        text.push('\n');
+        text.push_str(input.blackboard);
+    }
+    parts.push(ContentPart::Text(text));
+    vec![
+        Message::text(Role::System, SYSTEM),
+        Message {
+            role: Role::User,
+            parts,
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeat_counts() {
+        let a = |s: &str| s.to_owned();
+        assert_eq!(
+            with_repeat_counts(&[a("x"), a("x"), a("y"), a("x")]),
+            ["x (repeated 2 times)", "y", "x"]
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! HostAgent prompt: desktop screenshot, target list, request, previous subtasks, previous plan, blackboard.
+
+use serde_json::{Value, json};
+
+use crate::llm::{ContentPart, ImageData, Message, Role};
+use crate::target::TargetInfo;
+
+/// The HostAgent's system prompt: its role, the statuses and the JSON response fields.
+pub const SYSTEM: &str = r#"You are the HostAgent of a desktop automation system. You decompose the user's request into
+subtasks, choose the application (or third-party agent) for the current subtask and hand it to an
+AppAgent, launch applications when needed, and decide when the whole request is done.
+
+Reply with ONE JSON object and nothing else, with these fields:
+- "observation": what the desktop screenshot and the target list show.
+- "thought": your reasoning.
+- "current_subtask": the subtask to do now ("" when finished).
+- "message": advice for the AppAgent doing the subtask.
+- "control_label": the label of the selected target; "control_text": its name.
+- "plan": the remaining subtasks after this one, as a list of strings.
+- "status": one of ASSIGN (hand the subtask to the AppAgent of the selected target), CONTINUE (run the
+  function yourself and look again), PENDING (ask the user "questions" and wait), CONFIRM (the function
+  needs the user's approval before it runs), FINISH (the request is done; put the answer in "result"),
+  FAIL (the request cannot be done).
+- "comment": a short note for the user.
+- "questions": a list of questions for the user (PENDING only).
+- "function": "select_application_window" with "arguments": {"id": "<label>"} to assign a target, or
+  another tool such as "launch_application" with its arguments, or "" for none.
+- "arguments": the function's arguments (an object).
+- "result": the final answer or what was found ("" otherwise)."#;
+
+/// Everything the HostAgent prompt shows.
+#[derive(Debug, Clone, Copy)]
+pub struct HostPromptInput<'a> {
+    /// The user's request.
+    pub request: &'a str,
+    /// The labelled targets.
+    pub targets: &'a [TargetInfo],
+    /// Desktop screenshot (already downscaled for the prompt).
+    pub desktop: Option<&'a ImageData>,
+    /// Previous subtasks `{subtask, status, result}`.
+    pub previous_subtasks: &'a [Value],
+    /// The plan from the previous step.
+    pub previous_plan: &'a [String],
+    /// Rendered blackboard ("" when empty).
+    pub blackboard: &'a str,
+}
+
+/// The target list as one compact JSON object per line.
+pub fn target_list(targets: &[TargetInfo]) -> String {
+    targets
+        .iter()
+        .map(|t| {
+            json!({"label": t.label, "name": t.name, "kind": t.kind, "type": t.control_type})
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Builds the messages.
+pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
+    let mut parts = Vec::new();
+    if let Some(img) = input.desktop {
+        parts.push(ContentPart::Text("Current desktop screenshot:".into()));
+        parts.push(ContentPart::Image(img.clone()));
+    }
+    let subtasks = if input.previous_subtasks.is_empty() {
+        "none".to_owned()
+    } else {
+        input
+            .previous_subtasks
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let plan = if input.previous_plan.is_empty() {
+        "none".to_owned()
+    } else {
+        input.previous_plan.join("\n")
+    };
+    let mut text = format!(
+        "[Request]\n{}\n\n[Available targets]\n{}\n\n[Previous subtasks]\n{}\n\n[Previous plan]\n{}\n",
+        input.request,
+        target_list(input.targets),
+        subtasks,
+        plan
+    );
+    if !input.blackboard.is_empty() {
+        text.push('\n');
+        text.push_str(input.blackboard);
+    }
+    parts.push(ContentPart::Text(text));
+    vec![
+        Message::text(Role::System, SYSTEM),
+        Message {
+            role: Role::User,
+            parts,
+        },
+    ]
+}

@@ -1,0 +1,202 @@
+//! An AppAgent step and the AppAgent FSM transition after it (seed 001; FINISH and FAIL return control
+//! to the HostAgent, FAIL bounded by the re-plan limit).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use ufo_proto::v1;
+
+use super::record::{Carry, StepRecord, artifact};
+use super::{Active, Held, Round, RoundEnd};
+use crate::agents::keys::*;
+use crate::dispatch::ResultStatus;
+use crate::memory::MemoryItem;
+use crate::memory::blackboard::entry;
+
+use super::step::{Draft, phases};
+
+impl Round {
+    pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepRecord {
+        self.begin();
+        let started = SystemTime::now();
+        let before = self.state.clone();
+        let was = self.active.clone();
+        let globals = Arc::new(self.globals());
+        let Some(agent) = self.apps.get(key) else {
+            self.end = Some(RoundEnd::Failed(format!("no AppAgent for {key}")));
+            let draft = self.empty_draft(before, started);
+            return self.finish(draft, Map::new(), carry, "ERROR");
+        };
+        let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
+            Ok(o) => (o.output, o.result, None),
+            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+        };
+        let response = local.take(APP_RESPONSE).ok().flatten().unwrap_or_default();
+        let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
+        let totals = local.take(LLM_TOTALS).ok().flatten().unwrap_or_default();
+        let controls = local.take(CONTROLS).ok().flatten().unwrap_or_default();
+        let clean = local.take(CLEAN_SCREENSHOT).ok().flatten();
+        let annotated = local.take(ANNOTATED_SCREENSHOT).ok().flatten();
+        let selected = local.take(SELECTED_CONTROL_SCREENSHOT).ok().flatten();
+        let saved = local.take(SAVED_IMAGE).ok().flatten();
+        let memory = self.trajectory(&mut local, &mut carry);
+        let mut artifacts = Vec::new();
+        let app_root = key.to_owned();
+        if let Some(agent) = self.apps.get_mut(key) {
+            agent.memory.push(MemoryItem(memory.clone()));
+            if selected.is_some() {
+                agent.last_control = selected.clone();
+            }
+        }
+        if let Some(img) = saved {
+            if let Some(shot) = &img.screenshot {
+                artifacts.push(artifact(
+                    v1::ArtifactKind::CleanScreenshot,
+                    shot,
+                    Value::Object(img.metadata.clone()),
+                ));
+            }
+            carry.blackboard.push(entry(
+                v1::BlackboardKind::Image,
+                0,
+                Value::Object(img.metadata.clone()),
+                String::new(),
+            ));
+            Arc::make_mut(&mut self.blackboard).images.push(img);
+        }
+        let s = self.services.settings.clone();
+        let status = response.status.clone();
+        let agent_name = self.active_name();
+        let acted_failed = actions
+            .iter()
+            .any(|a| a.result.status == ResultStatus::Failure);
+        let held = !response.actions.is_empty()
+            && actions.is_empty()
+            && ((status == "CONFIRM" && !s.confirm_never)
+                || (s.confirm_always && crate::agents::app::strategies::app_acts(&status)));
+        let after: String = if let Some(e) = &error {
+            self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
+            "ERROR".into()
+        } else if held {
+            let first = &response.actions[0];
+            let target = first
+                .arguments
+                .get("id")
+                .and_then(|id| {
+                    controls
+                        .iter()
+                        .find(|c| Some(c.label.as_str()) == id.as_str())
+                })
+                .map(|c| c.name.clone())
+                .unwrap_or_default();
+            let info = v1::HeldAction {
+                agent_name: agent_name.clone(),
+                function: response
+                    .actions
+                    .iter()
+                    .map(|a| a.function.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
+                target_name: target,
+                reason: response.comment.clone(),
+                step: self.session_step,
+            };
+            let h = Held::App {
+                actions: response.actions.clone(),
+                controls: controls.clone(),
+                status: status.clone(),
+            };
+            self.hold(h, info, &mut carry).into()
+        } else {
+            self.app_transition(
+                &status,
+                &response.result,
+                &response.questions,
+                acted_failed,
+                &mut carry,
+            )
+        };
+        self.settle(&was, &after);
+        let mut extra = Map::new();
+        extra.insert("result".into(), json!(response.result));
+        extra.insert("questions".into(), json!(response.questions));
+        extra.insert("application".into(), json!(app_root));
+        extra.insert("controls".into(), json!(controls.len()));
+        if let Some(e) = &error {
+            extra.insert("error".into(), json!(e));
+        }
+        let draft = Draft {
+            agent: agent_name,
+            kind: v1::AgentKind::App,
+            before,
+            subtask: self.subtask.clone(),
+            observation: response.observation.clone(),
+            thought: response.thought.clone(),
+            plan: response.plan.clone(),
+            comment: response.comment.clone(),
+            status,
+            actions,
+            phases: phases(&result),
+            totals,
+            started,
+            extra,
+        };
+        let mut record = self.finish(draft, memory, carry, &after);
+        for (kind, shot) in [
+            (v1::ArtifactKind::CleanScreenshot, clean),
+            (v1::ArtifactKind::AnnotatedScreenshot, annotated),
+            (v1::ArtifactKind::SelectedControlScreenshot, selected),
+        ] {
+            if let Some(shot) = shot {
+                record
+                    .artifacts
+                    .push(artifact(kind, &shot, json!({"application": app_root})));
+            }
+        }
+        record.artifacts.extend(artifacts);
+        record
+    }
+
+    pub(super) fn app_transition(
+        &mut self,
+        status: &str,
+        result: &str,
+        questions: &[String],
+        acted_failed: bool,
+        carry: &mut Carry,
+    ) -> String {
+        match status {
+            "CONTINUE" | "SCREENSHOT" | "CONFIRM" => "CONTINUE".into(),
+            // A batch that failed midway did not finish the subtask: look again.
+            "FINISH" if acted_failed => "CONTINUE".into(),
+            "FINISH" => {
+                self.archive("FINISH", result);
+                self.active = Active::Host;
+                "FINISH".into()
+            }
+            "PENDING" => self.ask(questions.to_vec(), carry).into(),
+            "FAIL" => {
+                self.archive("FAIL", result);
+                self.replans += 1;
+                if self.replans > self.services.settings.max_replans {
+                    self.end = Some(RoundEnd::Failed(format!(
+                        "re-plan limit reached ({}) after subtask failed: {}",
+                        self.services.settings.max_replans, self.subtask
+                    )));
+                    "FAIL".into()
+                } else {
+                    self.active = Active::Host;
+                    "FAIL".into()
+                }
+            }
+            other => {
+                self.end = Some(RoundEnd::Failed(format!(
+                    "AppAgent returned status {other:?}"
+                )));
+                "ERROR".into()
+            }
+        }
+    }
+}

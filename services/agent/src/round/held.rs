@@ -1,0 +1,142 @@
+//! Resolving a held action (CONFIRM): approval runs it after checking its controls again, rejection
+//! finishes the subtask as REJECTED.
+
+use std::time::SystemTime;
+
+use serde_json::json;
+use ufo_proto::v1;
+
+use super::record::{Carry, StepRecord, event};
+use super::{Active, Decision, Held, Round, RoundEnd};
+use crate::agents::action::{ActionRecord, Precheck, run_actions};
+use crate::agents::host::strategies::run_host_function;
+use crate::dispatch::ResultStatus;
+use crate::memory::MemoryItem;
+
+impl Round {
+    /// Runs or rejects the held action and records that as a step.
+    pub(super) async fn resolve_held(
+        &mut self,
+        held: Held,
+        info: v1::HeldAction,
+        decision: Decision,
+        mut carry: Carry,
+    ) -> StepRecord {
+        self.begin();
+        let started = SystemTime::now();
+        let payload =
+            json!({"approve": decision.approve, "reason": decision.reason, "held_step": info.step});
+        let kind = if decision.approve {
+            v1::EventKind::ActionApproved
+        } else {
+            v1::EventKind::ActionRejected
+        };
+        carry.events.push(event(kind, payload, 0, 0));
+        let was = self.active.clone();
+        let mut draft = self.empty_draft("CONFIRM".into(), started);
+        draft.comment = decision.reason.clone();
+        draft.kind = match held {
+            Held::Host { .. } => v1::AgentKind::Host,
+            Held::App { .. } => v1::AgentKind::App,
+        };
+        let rejected = || format!("the user rejected {}: {}", info.function, decision.reason);
+        let after: String = match (held, decision.approve) {
+            (Held::Host { response, registry }, true) => {
+                draft.status = response.status.clone();
+                match run_host_function(self.dispatcher.as_ref(), &response, &registry).await {
+                    Ok((record, target)) => {
+                        let failed = record.result.status == ResultStatus::Failure;
+                        draft.actions.push(record);
+                        let status = if response.status == "CONFIRM" {
+                            "CONTINUE"
+                        } else {
+                            response.status.as_str()
+                        };
+                        self.host_transition(status, &response, target, failed, &mut carry)
+                    }
+                    Err(e) => {
+                        self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
+                        "ERROR".into()
+                    }
+                }
+            }
+            (
+                Held::App {
+                    actions,
+                    controls,
+                    status,
+                },
+                true,
+            ) => {
+                draft.status = status.clone();
+                // Time has passed while the action was held: check every control, the first included.
+                let precheck = if self.services.settings.precheck_controls {
+                    Precheck::All
+                } else {
+                    Precheck::Off
+                };
+                match run_actions(self.dispatcher.as_ref(), &actions, &controls, precheck).await {
+                    Ok(records) => {
+                        let failed = records
+                            .iter()
+                            .any(|r| r.result.status == ResultStatus::Failure);
+                        draft.actions = records;
+                        let next = if status == "CONFIRM" {
+                            "CONTINUE"
+                        } else {
+                            status.as_str()
+                        };
+                        self.app_transition(next, "", &[], failed, &mut carry)
+                    }
+                    Err(e) => {
+                        self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
+                        "ERROR".into()
+                    }
+                }
+            }
+            (Held::Host { .. }, false) => {
+                self.archive("REJECTED", &rejected());
+                "CONTINUE".into()
+            }
+            (Held::App { .. }, false) => {
+                self.archive("REJECTED", &rejected());
+                self.active = Active::Host;
+                "FINISH".into()
+            }
+        };
+        self.settle(&was, &after);
+        let mut memory = MemoryItem::new();
+        memory
+            .set("agent_name", draft.agent.clone())
+            .set("session_step", self.session_step)
+            .set("step", self.session_step)
+            .set(
+                "status",
+                if decision.approve {
+                    "APPROVED"
+                } else {
+                    "REJECTED"
+                },
+            )
+            .set("confirmation_reason", decision.reason.clone())
+            .set("action", Round::actions_json(&draft.actions))
+            .set(
+                "action_representation",
+                draft
+                    .actions
+                    .iter()
+                    .map(ActionRecord::representation)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        match &self.active {
+            Active::Host => self.host.memory.push(memory.clone()),
+            Active::App(k) => {
+                if let Some(a) = self.apps.get_mut(k) {
+                    a.memory.push(memory.clone());
+                }
+            }
+        }
+        self.finish(draft, memory.0, carry, &after)
+    }
+}

@@ -1,0 +1,179 @@
+//! A HostAgent step and the HostAgent FSM transition after it (seed 002; ASSIGN caches AppAgents per
+//! application).
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use ufo_proto::v1;
+
+use super::record::{Carry, StepRecord, artifact};
+use super::{Active, Round, RoundEnd};
+use crate::agents::keys::*;
+use crate::dispatch::ResultStatus;
+use crate::memory::MemoryItem;
+use crate::target::TargetKind;
+
+use super::step::{Draft, phases};
+
+impl Round {
+    pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepRecord {
+        self.begin();
+        let started = SystemTime::now();
+        let before = self.state.clone();
+        let was = self.active.clone();
+        let (mut local, result, error) = match self
+            .host_proc
+            .process(&self.host, Arc::new(self.globals()))
+            .await
+        {
+            Ok(o) => (o.output, o.result, None),
+            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+        };
+        let response = local.take(HOST_RESPONSE).ok().flatten().unwrap_or_default();
+        let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
+        let totals = local.take(LLM_TOTALS).ok().flatten().unwrap_or_default();
+        let registry = local
+            .take(TARGET_REGISTRY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let selected = local.take(SELECTED_TARGET).ok().flatten();
+        let desktop = local.take(DESKTOP_SCREENSHOT).ok().flatten();
+        let memory = self.trajectory(&mut local, &mut carry);
+        self.host.memory.push(MemoryItem(memory.clone()));
+        let s = self.services.settings.clone();
+        let status = response.status.clone();
+        let acted_failed = actions
+            .iter()
+            .any(|a| a.result.status == ResultStatus::Failure);
+        let held = !response.function.is_empty()
+            && actions.is_empty()
+            && ((status == "CONFIRM" && !s.confirm_never)
+                || (s.confirm_always
+                    && super::super::agents::host::strategies::host_acts(&status)));
+        let after: String = if let Some(e) = &error {
+            self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
+            "ERROR".into()
+        } else if held {
+            let info = v1::HeldAction {
+                agent_name: self.host.name.clone(),
+                function: response.function.clone(),
+                arguments_json: Value::Object(response.arguments.clone()).to_string(),
+                target_name: response.control_text.clone(),
+                reason: response.comment.clone(),
+                step: self.session_step,
+            };
+            self.subtask = response.current_subtask.clone();
+            self.hold(
+                super::Held::Host {
+                    response: Box::new(response.clone()),
+                    registry,
+                },
+                info,
+                &mut carry,
+            )
+            .into()
+        } else {
+            self.host_transition(&status, &response, selected, acted_failed, &mut carry)
+        };
+        self.settle(&was, &after);
+        let mut extra = Map::new();
+        extra.insert("message".into(), json!(response.message));
+        extra.insert("questions".into(), json!(response.questions));
+        extra.insert("result".into(), json!(response.result));
+        extra.insert("function".into(), json!(response.function));
+        if let Some(e) = &error {
+            extra.insert("error".into(), json!(e));
+        }
+        let draft = Draft {
+            agent: self.host.name.clone(),
+            kind: v1::AgentKind::Host,
+            before,
+            subtask: response.current_subtask.clone(),
+            observation: response.observation.clone(),
+            thought: response.thought.clone(),
+            plan: response.plan.clone(),
+            comment: response.comment.clone(),
+            status,
+            actions,
+            phases: phases(&result),
+            totals,
+            started,
+            extra,
+        };
+        let mut record = self.finish(draft, memory, carry, &after);
+        if let Some(d) = desktop {
+            record
+                .artifacts
+                .push(artifact(v1::ArtifactKind::DesktopScreenshot, &d, json!({})));
+        }
+        record
+    }
+
+    pub(super) fn host_transition(
+        &mut self,
+        status: &str,
+        response: &crate::response::HostResponse,
+        selected: Option<crate::target::TargetInfo>,
+        acted_failed: bool,
+        carry: &mut Carry,
+    ) -> String {
+        match status {
+            "CONTINUE" | "CONFIRM" => "CONTINUE".into(),
+            "ASSIGN" => {
+                self.subtask = response.current_subtask.clone();
+                self.host_message = response.message.clone();
+                match selected {
+                    Some(t) if t.kind == TargetKind::ThirdPartyAgent => {
+                        // Third-party agents are registered for selection, but none runs in this service:
+                        // the subtask is archived as failed so the HostAgent re-plans.
+                        self.archive(
+                            "FAIL",
+                            &format!("third-party agent {} is not available here", t.name),
+                        );
+                        "CONTINUE".into()
+                    }
+                    Some(t) if !acted_failed => {
+                        let key = t.app_root();
+                        if !self.apps.contains_key(&key) {
+                            let agent = self.app_for(t.clone());
+                            self.apps.insert(key.clone(), agent);
+                        }
+                        let Some(app) = self.apps.get_mut(&key) else {
+                            return "ERROR".into();
+                        };
+                        app.window = t;
+                        self.active = Active::App(key);
+                        "ASSIGN".into()
+                    }
+                    // The selection failed; the HostAgent sees it in memory and decides again.
+                    _ => "CONTINUE".into(),
+                }
+            }
+            "PENDING" => self.ask(response.questions.clone(), carry).into(),
+            "FINISH" => {
+                let result = if response.result.is_empty() {
+                    &response.comment
+                } else {
+                    &response.result
+                };
+                self.end = Some(RoundEnd::Finished(result.clone()));
+                "FINISH".into()
+            }
+            "FAIL" => {
+                self.end = Some(RoundEnd::Failed(format!(
+                    "HostAgent gave up: {}",
+                    response.comment
+                )));
+                "FAIL".into()
+            }
+            other => {
+                self.end = Some(RoundEnd::Failed(format!(
+                    "HostAgent returned status {other:?}"
+                )));
+                "ERROR".into()
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The round driver: the HostAgent FSM (CONTINUE, ASSIGN, PENDING, CONFIRM, FINISH, FAIL, ERROR) and the
+//! AppAgent FSM (CONTINUE, SCREENSHOT, PENDING, CONFIRM, FINISH, FAIL, ERROR) run step by step.
+//!
+//! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns a
+//! [`StepRecord`] to persist (it maps to `RecordStepRequest`), or `None` when the round has ended
+//! ([`Round::end`] says how). Waiting for people goes through [`Hooks`], which the runner implements.
+//!
+//! Fixes over the reference (seed 002 and the issue): CONFIRM *holds* the proposed action until it is
+//! approved (it runs) or rejected (the subtask finishes with that outcome); PENDING asks and waits for
+//! answers, which go on the blackboard, with a configurable timeout and fallback; an AppAgent FAIL returns
+//! control to the HostAgent to re-plan, bounded by `max_replans`; an unknown status is ERROR.
+
+mod app_step;
+mod held;
+mod host_step;
+mod record;
+mod resume;
+mod step;
+
+pub use record::{StepArtifact, StepRecord};
+pub use resume::RESUME_KEY;
+
+/// The finished subtasks `{subtask, status, result}` recorded in stored memory items, in step order
+/// (what [`Round::previous_subtasks`] held), for resuming a session.
+pub fn previous_subtasks_from_store(items: &[v1::MemoryItem]) -> Vec<Value> {
+    let mut sorted: Vec<_> = items.iter().collect();
+    sorted.sort_by_key(|i| i.step);
+    sorted
+        .into_iter()
+        .filter_map(|i| i.item.as_ref()?.fields.get("archived_subtask").cloned())
+        .map(ufo_proto::json::from_value)
+        .collect()
+}
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tracing::Instrument as _;
+use ufo_proto::v1;
+
+use crate::agents::action::ActionRecord;
+use crate::agents::app::AppProcessor;
+use crate::agents::host::HostProcessor;
+use crate::agents::{AgentServices, AppAgent, HostAgent};
+use crate::dispatch::CommandDispatcher;
+use crate::llm::Totals;
+use crate::memory::{Blackboard, Memory};
+use crate::processor::{BuildError, Processor};
+use crate::response::{ActionSpec, HostResponse};
+use crate::target::{TargetInfo, TargetRegistry};
+
+/// A person's decision on a held action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Run it.
+    pub approve: bool,
+    /// Why (shown in memory and events).
+    pub reason: String,
+}
+
+/// How the round waits for people. Implemented by the task runner (answers and confirmations arrive
+/// through the API); `None` means the wait timed out.
+#[async_trait]
+pub trait Hooks: Send + Sync {
+    /// Waits for answers to `questions` (in order), at most `timeout`.
+    async fn answers(&self, questions: &[String], timeout: Duration) -> Option<Vec<String>>;
+    /// Waits for a decision on `held`, at most `timeout`.
+    async fn confirmation(&self, held: &v1::HeldAction, timeout: Duration) -> Option<Decision>;
+}
+
+/// Which agent acts next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Active {
+    /// The HostAgent.
+    Host,
+    /// The AppAgent of this application.
+    App(String),
+}
+
+/// How a round ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoundEnd {
+    /// FINISH, with the result.
+    Finished(String),
+    /// FAIL, ERROR, step or re-plan limit, unanswered questions: the reason.
+    Failed(String),
+}
+
+/// An action held for confirmation.
+#[derive(Debug, Clone)]
+pub(crate) enum Held {
+    Host {
+        response: Box<HostResponse>,
+        registry: TargetRegistry,
+    },
+    App {
+        actions: Vec<ActionSpec>,
+        controls: Vec<TargetInfo>,
+        status: String,
+    },
+}
+
+/// One round of a session.
+pub struct Round {
+    pub(crate) session_id: String,
+    pub(crate) round: u32,
+    pub(crate) request: String,
+    pub(crate) session_step: u64,
+    pub(crate) round_step: u32,
+    pub(crate) host: HostAgent,
+    pub(crate) apps: HashMap<String, AppAgent>,
+    pub(crate) active: Active,
+    pub(crate) state: String,
+    pub(crate) pending: Vec<String>,
+    pub(crate) held: Option<(Held, v1::HeldAction)>,
+    pub(crate) blackboard: Arc<Blackboard>,
+    pub(crate) previous_subtasks: Vec<Value>,
+    pub(crate) subtask: String,
+    pub(crate) host_message: String,
+    pub(crate) replans: u32,
+    pub(crate) end: Option<RoundEnd>,
+    pub(crate) dispatcher: Arc<dyn CommandDispatcher>,
+    pub(crate) services: AgentServices,
+    pub(crate) host_proc: Processor<HostProcessor>,
+    pub(crate) app_proc: Processor<AppProcessor>,
+    pub(crate) totals: Totals,
+    pub(crate) new_request: bool,
+    pub(crate) archived: Option<Value>,
+    pub(crate) stored_memory: Vec<v1::MemoryItem>,
+    /// Select the active AppAgent's window again before the next step (set by a resume).
+    pub(crate) reselect: bool,
+}
+
+impl std::fmt::Debug for Round {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Round")
+            .field("session_id", &self.session_id)
+            .field("round", &self.round)
+            .field("session_step", &self.session_step)
+            .field("active", &self.active)
+            .field("state", &self.state)
+            .field("end", &self.end)
+            .finish()
+    }
+}
+
+impl Round {
+    /// A round of `session_id` whose steps are numbered after `last_session_step`. `host`, `blackboard` and
+    /// `previous_subtasks` carry what earlier rounds left (rebuilt from the session store on resume).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        session_id: &str,
+        round: u32,
+        request: &str,
+        last_session_step: u64,
+        host: HostAgent,
+        blackboard: Blackboard,
+        previous_subtasks: Vec<Value>,
+        dispatcher: Arc<dyn CommandDispatcher>,
+    ) -> Result<Self, BuildError> {
+        let services = host.services.clone();
+        Ok(Self {
+            session_id: session_id.to_owned(),
+            round,
+            request: request.to_owned(),
+            session_step: last_session_step,
+            round_step: 0,
+            host,
+            apps: HashMap::new(),
+            active: Active::Host,
+            state: "CONTINUE".into(),
+            pending: vec![],
+            held: None,
+            blackboard: Arc::new(blackboard),
+            previous_subtasks,
+            subtask: String::new(),
+            host_message: String::new(),
+            replans: 0,
+            end: None,
+            dispatcher,
+            services,
+            host_proc: Processor::build(HostProcessor)?,
+            app_proc: Processor::build(AppProcessor)?,
+            totals: Totals::default(),
+            new_request: true,
+            archived: None,
+            stored_memory: vec![],
+            reselect: false,
+        })
+    }
+
+    /// How the round ended, once it has.
+    pub fn end(&self) -> Option<&RoundEnd> {
+        self.end.as_ref()
+    }
+
+    /// `HostAgent:CONTINUE`, `AppAgent/editor:CONFIRM`, ...
+    pub fn state(&self) -> String {
+        format!("{}:{}", self.active_name(), self.state)
+    }
+
+    /// The questions waited on (PENDING).
+    pub fn pending_questions(&self) -> &[String] {
+        &self.pending
+    }
+
+    /// The action waiting for confirmation (CONFIRM).
+    pub fn held_action(&self) -> Option<&v1::HeldAction> {
+        self.held.as_ref().map(|(_, h)| h)
+    }
+
+    /// The shared blackboard.
+    pub fn blackboard(&self) -> &Blackboard {
+        &self.blackboard
+    }
+
+    /// Finished subtasks `{subtask, status, result}`.
+    pub fn previous_subtasks(&self) -> &[Value] {
+        &self.previous_subtasks
+    }
+
+    /// The HostAgent (its memory survives the round).
+    pub fn host(&self) -> &HostAgent {
+        &self.host
+    }
+
+    /// The cached AppAgents by application.
+    pub fn apps(&self) -> &HashMap<String, AppAgent> {
+        &self.apps
+    }
+
+    /// LLM calls, tokens and cost of the round so far.
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    /// Last session step number used.
+    pub fn session_step(&self) -> u64 {
+        self.session_step
+    }
+
+    pub(crate) fn active_name(&self) -> String {
+        match &self.active {
+            Active::Host => self.host.name.clone(),
+            Active::App(k) => self
+                .apps
+                .get(k)
+                .map_or_else(|| format!("AppAgent/{k}"), |a| a.name.clone()),
+        }
+    }
+
+    /// Runs the next step; `None` once the round has ended.
+    pub async fn next_step(&mut self, hooks: &dyn Hooks) -> Option<StepRecord> {
+        if self.end.is_some() {
+            return None;
+        }
+        if self.round_step >= self.services.settings.max_steps {
+            self.end = Some(RoundEnd::Failed(format!(
+                "step limit reached ({} steps)",
+                self.services.settings.max_steps
+            )));
+            return None;
+        }
+        if std::mem::take(&mut self.reselect) {
+            self.reselect_window()
+                .instrument(tracing::info_span!("resume.reselect_window"))
+                .await;
+            if self.end.is_some() {
+                return None;
+            }
+        }
+        let mut carry = record::Carry::default();
+        if self.new_request {
+            self.new_request = false;
+            let request = self.request.clone();
+            Arc::make_mut(&mut self.blackboard).add_request(&request);
+            carry.request_entry(&request);
+        }
+        if self.state == "PENDING" {
+            let timeout = self.services.settings.pending_timeout;
+            let span = tracing::info_span!("wait.answers", questions = self.pending.len());
+            let answers = hooks.answers(&self.pending, timeout).instrument(span).await;
+            if !self.apply_answers(answers, &mut carry) {
+                return None;
+            }
+        }
+        let span = tracing::info_span!(
+            "agent.step",
+            otel.name = %format!("step {} {}", self.session_step + 1, self.active_name()),
+            session_id = %self.session_id,
+            round = self.round,
+            session_step = self.session_step + 1,
+            agent = %self.active_name(),
+            state = %self.state,
+        );
+        if self.state == "CONFIRM" {
+            if let Some((held, info)) = self.held.take() {
+                let timeout = self.services.settings.confirm_timeout;
+                let wait = tracing::info_span!("wait.confirmation", function = %info.function);
+                let decision = hooks
+                    .confirmation(&info, timeout)
+                    .instrument(wait)
+                    .await
+                    .unwrap_or(Decision {
+                        approve: false,
+                        reason: format!("no decision within {}s", timeout.as_secs()),
+                    });
+                return Some(
+                    self.resolve_held(held, info, decision, carry)
+                        .instrument(span)
+                        .await,
+                );
+            }
+            self.state = "CONTINUE".into();
+        }
+        Some(match self.active.clone() {
+            Active::Host => self.host_step(carry).instrument(span).await,
+            Active::App(key) => self.app_step(&key, carry).instrument(span).await,
+        })
+    }
+
+    pub(crate) fn archive(&mut self, status: &str, result: &str) {
+        let entry =
+            serde_json::json!({"subtask": self.subtask, "status": status, "result": result});
+        self.previous_subtasks.push(entry.clone());
+        // Stored with the step's memory item so a resumed round can rebuild the list.
+        self.archived = Some(entry);
+    }
+
+    /// Rebuilds the AppAgent of `window` with what the session store holds for it, or a fresh one.
+    pub(crate) fn app_for(&self, window: TargetInfo) -> AppAgent {
+        let mut agent = AppAgent::new(window, self.services.clone());
+        agent.memory = Memory::from_proto(&self.stored_memory, &agent.name);
+        agent
+    }
+
+    /// Gives the round what the session store holds (`GetMemory`), so AppAgents created for applications
+    /// seen in earlier rounds (or before a crash) get their memory back.
+    pub fn with_stored_memory(mut self, items: Vec<v1::MemoryItem>) -> Self {
+        self.stored_memory = items;
+        self
+    }
+
+    pub(crate) fn actions_json(actions: &[ActionRecord]) -> Vec<Value> {
+        actions.iter().map(ActionRecord::to_json).collect()
+    }
+}

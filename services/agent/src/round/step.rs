@@ -1,0 +1,251 @@
+//! What every step shares: the global context, step numbering, the step row, questions, holds and the
+//! blackboard trajectory (seed 002 "State Machine").
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use ufo_proto::v1;
+
+use super::record::{Carry, StepRecord, event};
+use super::{Active, Held, Round, RoundEnd};
+use crate::agents::action::ActionRecord;
+use crate::agents::keys::*;
+use crate::agents::settings::PendingFallback;
+use crate::llm::Totals;
+use crate::memory::blackboard::entry;
+use crate::processor::{ProcessingResult, Values, keys as pkeys};
+
+pub(super) struct Draft {
+    pub(super) agent: String,
+    pub(super) kind: v1::AgentKind,
+    pub(super) before: String,
+    pub(super) subtask: String,
+    pub(super) observation: String,
+    pub(super) thought: String,
+    pub(super) plan: Vec<String>,
+    pub(super) comment: String,
+    pub(super) status: String,
+    pub(super) actions: Vec<ActionRecord>,
+    pub(super) phases: Vec<v1::PhaseTiming>,
+    pub(super) totals: Totals,
+    pub(super) started: SystemTime,
+    pub(super) extra: Map<String, Value>,
+}
+
+pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
+    r.phases
+        .iter()
+        .map(|p| v1::PhaseTiming {
+            phase: p.phase.as_str().to_owned(),
+            seconds: p.execution_time.as_secs_f64(),
+            success: p.success,
+            error: p.error.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+impl Round {
+    pub(super) fn globals(&self) -> Values {
+        Values::new()
+            .with(pkeys::REQUEST, self.request.clone())
+            .with(pkeys::SESSION_ID, self.session_id.clone())
+            .with(pkeys::AGENT_NAME, self.active_name())
+            .with(pkeys::ROUND, self.round)
+            .with(pkeys::ROUND_STEP, self.round_step)
+            .with(pkeys::SESSION_STEP, self.session_step)
+            .with(DISPATCHER, self.dispatcher.clone())
+            .with(BLACKBOARD, self.blackboard.clone())
+            .with(PREVIOUS_SUBTASKS, self.previous_subtasks.clone())
+            .with(SUBTASK, self.subtask.clone())
+            .with(HOST_MESSAGE, self.host_message.clone())
+    }
+
+    /// The new active agent's state: an agent that just received control starts in CONTINUE.
+    pub(super) fn settle(&mut self, was: &Active, after: &str) {
+        self.state = if *was != self.active && self.end.is_none() {
+            "CONTINUE".into()
+        } else {
+            after.to_owned()
+        };
+    }
+
+    pub(super) fn begin(&mut self) {
+        self.session_step += 1;
+        self.round_step += 1;
+    }
+
+    pub(super) fn finish(
+        &mut self,
+        d: Draft,
+        mut memory: Map<String, Value>,
+        mut carry: Carry,
+        after: &str,
+    ) -> StepRecord {
+        self.totals.add(d.totals);
+        if let Some(archived) = self.archived.take() {
+            memory.insert("archived_subtask".into(), archived.clone());
+            let last = if d.agent == self.host.name {
+                self.host.memory.last_mut()
+            } else {
+                self.apps
+                    .values_mut()
+                    .find(|a| a.name == d.agent)
+                    .and_then(|a| a.memory.last_mut())
+            };
+            if let Some(item) = last {
+                item.set("archived_subtask", archived);
+            }
+        }
+        // After the transition: what a runner resuming after a crash restores (see `resume`).
+        let mut extra = d.extra;
+        extra.insert(super::RESUME_KEY.into(), self.snapshot());
+        let step = v1::Step {
+            session_id: self.session_id.clone(),
+            step: self.session_step,
+            round: self.round,
+            round_step: self.round_step,
+            agent_name: d.agent,
+            agent_kind: d.kind as i32,
+            state_before: d.before,
+            state_after: after.to_owned(),
+            subtask: d.subtask,
+            observation: d.observation,
+            thought: d.thought,
+            plan: d.plan,
+            comment: d.comment,
+            status: d.status,
+            actions: d.actions.iter().map(ActionRecord::to_proto).collect(),
+            phases: d.phases,
+            cost: d.totals.cost,
+            input_tokens: d.totals.usage.input_tokens,
+            output_tokens: d.totals.usage.output_tokens,
+            started_at: Some(d.started.into()),
+            finished_at: Some(SystemTime::now().into()),
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            artifacts: vec![],
+        };
+        for e in &mut carry.events {
+            e.step = self.session_step;
+            e.round = self.round;
+        }
+        StepRecord {
+            step,
+            memory_item: memory,
+            blackboard: carry.blackboard,
+            artifacts: vec![],
+            events: carry.events,
+            totals: d.totals,
+        }
+    }
+
+    pub(super) fn ask(&mut self, questions: Vec<String>, carry: &mut Carry) -> &'static str {
+        carry.events.push(event(
+            v1::EventKind::QuestionAsked,
+            json!({"questions": questions}),
+            0,
+            0,
+        ));
+        self.pending = questions;
+        "PENDING"
+    }
+
+    pub(super) fn hold(
+        &mut self,
+        held: Held,
+        info: v1::HeldAction,
+        carry: &mut Carry,
+    ) -> &'static str {
+        let payload = json!({"agent": info.agent_name, "function": info.function, "arguments": info.arguments_json,
+                             "target": info.target_name, "reason": info.reason});
+        carry.events.push(event(
+            v1::EventKind::ConfirmationRequested,
+            payload.clone(),
+            0,
+            0,
+        ));
+        carry
+            .events
+            .push(event(v1::EventKind::ActionHeld, payload, 0, 0));
+        self.held = Some((held, info));
+        "CONFIRM"
+    }
+
+    /// Applies answers (or the timeout fallback); false when the round ended.
+    pub(super) fn apply_answers(
+        &mut self,
+        answers: Option<Vec<String>>,
+        carry: &mut Carry,
+    ) -> bool {
+        let questions = std::mem::take(&mut self.pending);
+        let answers = match answers {
+            Some(a) => a,
+            None if self.services.settings.pending_fallback == PendingFallback::Fail => {
+                self.end = Some(RoundEnd::Failed(
+                    "the questions were not answered in time".into(),
+                ));
+                self.state = "FAIL".into();
+                return false;
+            }
+            None => questions
+                .iter()
+                .map(|_| "(no answer within the timeout)".to_owned())
+                .collect(),
+        };
+        for (i, q) in questions.iter().enumerate() {
+            let a = answers.get(i).cloned().unwrap_or_default();
+            Arc::make_mut(&mut self.blackboard).add_question(q, &a);
+            carry.blackboard.push(entry(
+                v1::BlackboardKind::Question,
+                0,
+                json!({"question": q, "answer": a}),
+                String::new(),
+            ));
+        }
+        carry.events.push(event(
+            v1::EventKind::QuestionAnswered,
+            json!({"answers": answers}),
+            0,
+            0,
+        ));
+        self.state = "CONTINUE".into();
+        true
+    }
+
+    pub(super) fn trajectory(
+        &mut self,
+        local: &mut Values,
+        carry: &mut Carry,
+    ) -> Map<String, Value> {
+        let item = local.take(MEMORY_ITEM).ok().flatten().unwrap_or_default();
+        if let Some(t) = local.take(TRAJECTORY).ok().flatten() {
+            Arc::make_mut(&mut self.blackboard).add_trajectory(t.clone());
+            carry.blackboard.push(entry(
+                v1::BlackboardKind::Trajectory,
+                0,
+                Value::Object(t),
+                String::new(),
+            ));
+        }
+        item.0
+    }
+
+    pub(super) fn empty_draft(&self, before: String, started: SystemTime) -> Draft {
+        Draft {
+            agent: self.active_name(),
+            kind: v1::AgentKind::App,
+            before,
+            subtask: self.subtask.clone(),
+            observation: String::new(),
+            thought: String::new(),
+            plan: vec![],
+            comment: String::new(),
+            status: String::new(),
+            actions: vec![],
+            phases: vec![],
+            totals: Totals::default(),
+            started,
+            extra: Map::new(),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The real [`TaskDriver`]: the HostAgent and AppAgents, run step by step by [`crate::round::Round`].
+//!
+//! A `Round` keeps the agents' working state between steps, so the driver caches one per task while its
+//! steps follow each other on this runner. When the cache has no matching round (first step, another
+//! runner's task after a crash, a dropped step) it rebuilds one from the store: the HostAgent's memory
+//! items, the blackboard (questions with answers, requests, trajectories) and the round's progress. The
+//! people-facing waits happen in the runner (questions and held actions are written with the step and
+//! awaited through the session's events); the [`Hooks`] given to the round only read what arrived.
+//!
+//! On resume the round is rebuilt entirely from the store ([`crate::round::Round::restore`]): the HostAgent's
+//! memory and every AppAgent's (per application, from the memory items stored under its agent name), the
+//! finished-subtask list (the `archived_subtask` of stored memory items), the blackboard, and the round's
+//! control state recorded with its last step (active agent and window, FSM state, current subtask, host
+//! message, re-plan count, pending questions, the held action). So an action held when the runner died stays
+//! held: the runner waits for the decision in the store and this driver runs or rejects that very action
+//! without asking the model again. Not rebuilt: the last acted-on control's screenshot (the AppAgent's
+//! first image of its next prompt) and the round's LLM totals (the runner sums the recorded steps).
+//! A step interrupted by the crash left nothing behind and is produced again: the agent observes first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ufo_proto::v1::{self, EventKind};
+
+use super::driver::{
+    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver,
+};
+use super::hitl;
+use super::task_config::{ConfirmPolicy, TaskConfig};
+use crate::agents::config::TaskOverrides;
+use crate::agents::{AgentServices, HostAgent};
+use crate::dispatch::CommandDispatcher;
+use crate::memory::{Blackboard, Memory};
+use crate::round::{Decision, Hooks, Round, RoundEnd, StepRecord, previous_subtasks_from_store};
+
+/// Builds a task's agent services (models, marker, settings) from its configuration.
+pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
+/// Builds the command dispatcher (the executor client) of a task.
+pub type DispatcherFactory =
+    Arc<dyn Fn(&TaskConfig) -> Result<Arc<dyn CommandDispatcher>, String> + Send + Sync>;
+
+/// Drives tasks with the real agents.
+pub struct AgentsDriver {
+    services: ServicesFactory,
+    dispatcher: DispatcherFactory,
+    rounds: Mutex<HashMap<String, Round>>,
+}
+
+impl std::fmt::Debug for AgentsDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentsDriver").finish_non_exhaustive()
+    }
+}
+
+/// The task's choices as the agents take them.
+pub fn overrides(config: &TaskConfig) -> TaskOverrides {
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    TaskOverrides {
+        host_model: some(&config.model.host_model),
+        app_model: some(&config.model.app_model),
+        temperature: config.model.temperature,
+        confirm_always: config.confirm_policy == ConfirmPolicy::Always,
+        confirm_never: config.confirm_policy == ConfirmPolicy::Never,
+        max_steps: Some(config.limits.max_steps),
+    }
+}
+
+impl AgentsDriver {
+    /// A driver building each task's services and dispatcher with these factories.
+    pub fn new(services: ServicesFactory, dispatcher: DispatcherFactory) -> Self {
+        Self {
+            services,
+            dispatcher,
+            rounds: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The production driver: models and settings from `--llm-*` and agent flags, executors over gRPC.
+    pub fn from_config(config: &crate::Config) -> Result<Self, crate::vision::VisionError> {
+        let marker = config.agents.marker()?;
+        let llm = config.llm.clone();
+        let agents = config.agents.clone();
+        let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
+            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
+                .map_err(|e| format!("cannot set up the agents: {e}"))
+        });
+        let runner = config.runner.clone();
+        let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
+            crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
+                &task.executor,
+                runner.executor_token.as_deref(),
+                runner.executor_deadline_ms,
+                runner.executor_max_message_bytes,
+            )
+            .map(|d| Arc::new(d) as Arc<dyn CommandDispatcher>)
+            .map_err(|e| format!("cannot reach the executor: {e}"))
+        });
+        Ok(Self::new(services, dispatcher))
+    }
+
+    fn take(&self, input: &StepInput<'_>) -> Option<Round> {
+        let mut rounds = self.rounds.lock().ok()?;
+        let round = rounds.remove(&input.session.id)?;
+        (round_number(&round) == input.round.number && round.session_step() + 1 == input.step)
+            .then_some(round)
+    }
+
+    fn put_back(&self, session_id: &str, round: Round) {
+        if let Ok(mut rounds) = self.rounds.lock() {
+            rounds.insert(session_id.to_owned(), round);
+        }
+    }
+
+    fn rebuild(&self, input: &StepInput<'_>) -> Result<Round, DriverError> {
+        let services = (self.services)(input.config).map_err(DriverError::new)?;
+        let dispatcher = (self.dispatcher)(input.config).map_err(DriverError::new)?;
+        let mut host = HostAgent::new(services);
+        host.memory = Memory::from_proto(input.memory, &host.name);
+        let mut round = Round::new(
+            &input.session.id,
+            input.round.number,
+            &input.round.request,
+            input.step - 1,
+            host,
+            Blackboard::from_proto(input.blackboard),
+            previous_subtasks_from_store(input.memory),
+            dispatcher,
+        )
+        .map_err(|e| DriverError::new(format!("cannot build the agents: {e}")))?
+        // AppAgents get their memory back when created (the active one below, the others on ASSIGN).
+        .with_stored_memory(input.memory.to_vec());
+        if input.round_step > 1 {
+            // Resuming mid-round: the request is already on the blackboard.
+            round.new_request = false;
+            round.round_step = input.round_step - 1;
+            let last = input
+                .steps
+                .iter()
+                .rev()
+                .find(|s| s.round == input.round.number);
+            let extra = last
+                .and_then(|s| s.extra.clone())
+                .map(ufo_proto::json::struct_to_map)
+                .unwrap_or_default();
+            if let Err(e) = round.restore(&extra) {
+                // A step recorded before snapshots existed: the HostAgent takes over from its memory.
+                tracing::warn!(error = %e, "cannot restore the round's state; the HostAgent continues");
+            }
+        }
+        Ok(round)
+    }
+}
+
+fn round_number(round: &Round) -> u32 {
+    round.round
+}
+
+/// Answers and decisions the runner already waited for, read from the store.
+struct StoreHooks {
+    blackboard: v1::Blackboard,
+    decision: Option<bool>,
+}
+
+#[async_trait]
+impl Hooks for StoreHooks {
+    async fn answers(&self, questions: &[String], _timeout: Duration) -> Option<Vec<String>> {
+        questions
+            .iter()
+            .map(|q| {
+                let asked = self.blackboard.questions.iter().rev().find(|e| {
+                    let v = ufo_proto::json::from_optional_struct(e.value.clone());
+                    v["question"] == q.as_str() && v["answer"].is_null()
+                })?;
+                hitl::answer_of(&self.blackboard, asked.index)
+            })
+            .collect()
+    }
+
+    async fn confirmation(&self, _held: &v1::HeldAction, _timeout: Duration) -> Option<Decision> {
+        self.decision.map(|approve| Decision {
+            approve,
+            reason: if approve { "approved" } else { "rejected" }.to_owned(),
+        })
+    }
+}
+
+fn output(record: StepRecord, round: &Round) -> StepOutput {
+    let next = match round.end() {
+        Some(RoundEnd::Finished(r)) => Next::Finish(r.clone()),
+        Some(RoundEnd::Failed(r)) => Next::Fail(r.clone()),
+        None => match (round.held_action(), round.pending_questions()) {
+            (Some(held), _) => Next::Hold(held.clone()),
+            (None, questions) if !questions.is_empty() => Next::Ask(questions.to_vec()),
+            _ => Next::Continue,
+        },
+    };
+    // The runner writes the question and hold events itself, in the form the API reads back.
+    let events = record
+        .events
+        .into_iter()
+        .filter(|e| {
+            !matches!(
+                EventKind::try_from(e.kind),
+                Ok(EventKind::QuestionAsked
+                    | EventKind::ActionHeld
+                    | EventKind::ConfirmationRequested)
+            )
+        })
+        .collect();
+    StepOutput {
+        step: record.step,
+        memory_item: Some(record.memory_item),
+        blackboard: record.blackboard,
+        artifacts: record
+            .artifacts
+            .into_iter()
+            .map(|a| ArtifactUpload {
+                kind: a.kind,
+                content_type: a.screenshot.mime.clone(),
+                data: a.screenshot.bytes.to_vec(),
+                metadata: a.metadata,
+            })
+            .collect(),
+        events,
+        next,
+    }
+}
+
+#[async_trait]
+impl TaskDriver for AgentsDriver {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+        let mut round = match self.take(&input) {
+            Some(round) => round,
+            None => self.rebuild(&input)?,
+        };
+        let hooks = StoreHooks {
+            blackboard: input.blackboard.clone(),
+            decision: input.decision,
+        };
+        match round.next_step(&hooks).await {
+            Some(record) => {
+                let out = output(record, &round);
+                if round.end().is_none() {
+                    self.put_back(&input.session.id, round);
+                }
+                Ok(out.into())
+            }
+            None => Ok(Produced::Ended(match round.end() {
+                Some(RoundEnd::Finished(r)) => Next::Finish(r.clone()),
+                Some(RoundEnd::Failed(r)) => Next::Fail(r.clone()),
+                None => Next::Fail("the agents stopped without a result".into()),
+            })),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The seam between the runner and the agents: a [`TaskDriver`] produces one step at a time from what the
+//! store holds. The runner owns durability (recording, leases, limits, cancel, waiting for people); the
+//! driver owns judgment (observe, ask the model, act). Because the driver is handed only recorded state,
+//! a step interrupted by a crash is simply produced again by the next runner: it observes anew instead of
+//! replaying an action whose result was never recorded.
+
+use ufo_proto::v1::{
+    ArtifactKind, Blackboard, BlackboardEntry, EventDraft, HeldAction, MemoryItem, Round, Session,
+    Step,
+};
+
+use super::task_config::TaskConfig;
+
+/// What the driver sees when asked for the next step.
+#[derive(Debug, Clone, Copy)]
+pub struct StepInput<'a> {
+    /// The task's session.
+    pub session: &'a Session,
+    /// Its resolved configuration.
+    pub config: &'a TaskConfig,
+    /// The round being run.
+    pub round: &'a Round,
+    /// Every recorded step of the session (all rounds), in order.
+    pub steps: &'a [Step],
+    /// The session's memory items, in step order.
+    pub memory: &'a [MemoryItem],
+    /// The session's blackboard (questions with their answers, requests, trajectories, images).
+    pub blackboard: &'a Blackboard,
+    /// The global number the produced step will have.
+    pub step: u64,
+    /// Its number within the round.
+    pub round_step: u32,
+    /// When the previous step held an action: the person's decision (true = approved: run it now).
+    pub decision: Option<bool>,
+}
+
+/// An artifact produced by a step (stored before the step is recorded).
+#[derive(Debug, Clone)]
+pub struct ArtifactUpload {
+    /// Which artifact.
+    pub kind: ArtifactKind,
+    /// e.g. `image/png`.
+    pub content_type: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// Image metadata (width, height, transform, ...).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What happens after a step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Produce the next step.
+    Continue,
+    /// Ask a person these questions and wait for the answers (they appear in the blackboard).
+    Ask(Vec<String>),
+    /// Hold this action (not executed) until a person approves or rejects it.
+    Hold(HeldAction),
+    /// The round is done, with this result.
+    Finish(String),
+    /// The round failed, for this reason.
+    Fail(String),
+}
+
+/// One produced step.
+#[derive(Debug, Clone)]
+pub struct StepOutput {
+    /// The step; the runner sets session id, step and round numbers.
+    pub step: Step,
+    /// The seeds' MemoryItem of the step.
+    pub memory_item: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Blackboard entries the step writes (trajectories, images, ...).
+    pub blackboard: Vec<BlackboardEntry>,
+    /// Artifacts (screenshots, UI trees).
+    pub artifacts: Vec<ArtifactUpload>,
+    /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
+    pub events: Vec<EventDraft>,
+    /// What happens next.
+    pub next: Next,
+}
+
+/// What the driver produced: a step, or the round's end without one (e.g. a limit or an unanswered
+/// question ended it before any step ran).
+#[derive(Debug, Clone)]
+pub enum Produced {
+    /// A step to record.
+    Step(Box<StepOutput>),
+    /// The round ended without a step: [`Next::Finish`] or [`Next::Fail`].
+    Ended(Next),
+}
+
+impl From<StepOutput> for Produced {
+    fn from(step: StepOutput) -> Self {
+        Produced::Step(Box::new(step))
+    }
+}
+
+/// Why the driver could not produce a step. The runner fails the task with the message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverError {
+    /// What went wrong, for the task's result.
+    pub message: String,
+}
+
+impl DriverError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// Produces steps. Implementations must be cancel-safe: the runner drops the future when the task is
+/// cancelled, its lease is lost, or shutdown's drain deadline passes, and nothing is recorded then.
+#[async_trait::async_trait]
+pub trait TaskDriver: Send + Sync {
+    /// Produces the next step of `input.round`.
+    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError>;
+}

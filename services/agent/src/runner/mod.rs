@@ -1,0 +1,23 @@
+//! The task runner and the protocol it shares with the API.
+//!
+//! - [`worker`]: the claim loop ([`Runner`]): claims queued (or abandoned) tasks with a lease.
+//! - [`task`]: runs one claimed task round by round, recording each step before the next.
+//! - [`watch`]: lease renewal and the event follower (cancel requests, answers, decisions).
+//! - [`agents_driver`]: the real [`TaskDriver`]: HostAgent + AppAgents through [`crate::round::Round`].
+//! - [`driver`]: the seam to the agents ([`TaskDriver`]): produce the next step from recorded state.
+//! - [`task_config`]: a task's resolved configuration, stored in the session.
+//! - [`hitl`]: questions, answers, held actions and decisions in the session store.
+
+pub mod agents_driver;
+pub mod driver;
+pub mod hitl;
+mod record;
+pub mod task;
+pub mod task_config;
+pub mod watch;
+pub mod worker;
+
+pub use agents_driver::AgentsDriver;
+pub use driver::{ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver};
+pub use task::Outcome;
+pub use worker::Runner;

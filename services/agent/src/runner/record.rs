@@ -1,0 +1,118 @@
+//! Recording one produced step: its artifacts first (PutArtifact), then the step with its memory item,
+//! blackboard entries, the runner's question/hold entries and events, and the runner's marker of what
+//! comes next, in one RecordStep fenced by the lease owner.
+
+use serde_json::json;
+use ufo_proto::v1::{
+    EventKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest, Round,
+};
+
+use super::driver::Next;
+use super::hitl;
+use super::task::{History, NEXT_KEY, StoreError, TaskRun};
+
+impl TaskRun {
+    pub(super) async fn record(
+        &self,
+        number: u64,
+        round: &Round,
+        round_step: u32,
+        output: super::driver::StepOutput,
+        history: &mut History,
+    ) -> Result<(), StoreError> {
+        let mut client = self.client.clone();
+        let mut artifact_ids = Vec::new();
+        for artifact in output.artifacts {
+            let stored = client
+                .put_artifact(PutArtifactRequest {
+                    session_id: self.session.id.clone(),
+                    step: number,
+                    kind: artifact.kind as i32,
+                    content_type: artifact.content_type,
+                    data: artifact.data,
+                    metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
+                })
+                .await?
+                .into_inner();
+            artifact_ids.push(stored.id);
+        }
+        let mut blackboard = output.blackboard;
+        let mut events = output.events;
+        let next = match &output.next {
+            Next::Continue => json!({"kind": "continue"}),
+            Next::Ask(questions) => {
+                blackboard.extend(hitl::question_entries(questions));
+                for q in questions {
+                    events.push(hitl::draft(
+                        EventKind::QuestionAsked,
+                        json!({"question": q}),
+                        number,
+                    ));
+                }
+                json!({"kind": "ask"})
+            }
+            Next::Hold(held) => {
+                let mut held = held.clone();
+                held.step = number;
+                events.push(hitl::held_event(&held));
+                events.push(hitl::draft(
+                    EventKind::ConfirmationRequested,
+                    json!({"function": held.function, "reason": held.reason}),
+                    number,
+                ));
+                json!({"kind": "hold"})
+            }
+            Next::Finish(result) => json!({"kind": "finish", "result": result}),
+            Next::Fail(reason) => json!({"kind": "fail", "result": reason}),
+        };
+        for event in &mut events {
+            event.step = number;
+            event.round = round.number;
+        }
+        let mut step = output.step;
+        step.session_id = self.session.id.clone();
+        step.step = number;
+        step.round = round.number;
+        step.round_step = round_step;
+        let extra = step.extra.get_or_insert_with(Default::default);
+        extra
+            .fields
+            .insert(NEXT_KEY.to_owned(), ufo_proto::json::to_value(next));
+        let wrote_board = !blackboard.is_empty();
+        let memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
+        let recorded = client
+            .record_step(RecordStepRequest {
+                step: Some(step),
+                memory_item: memory_item.clone(),
+                blackboard,
+                artifact_ids,
+                events,
+                lease_owner: self.worker_id.clone(),
+            })
+            .await?
+            .into_inner();
+        let step = recorded.step.unwrap_or_default();
+        if let Some(item) = memory_item {
+            history.memory.push(ufo_proto::v1::MemoryItem {
+                agent_name: step.agent_name.clone(),
+                step: number,
+                item: Some(item),
+            });
+        }
+        history.steps.push(step);
+        if wrote_board {
+            history.blackboard = client
+                .get_blackboard(GetBlackboardRequest {
+                    session_id: self.session.id.clone(),
+                })
+                .await?
+                .into_inner();
+        }
+        tracing::info!(
+            step = number,
+            duplicate = recorded.duplicate,
+            "step recorded"
+        );
+        Ok(())
+    }
+}

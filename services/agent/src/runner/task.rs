@@ -1,0 +1,505 @@
+//! Runs one claimed task: its pending rounds, one recorded step at a time, under its lease. Each step is
+//! committed (RecordStep, fenced by the lease owner) before the next one starts; everything the next step
+//! needs is read back from the store, so a task claimed after a crash continues where the last recorded
+//! step left it (a half-done step left nothing behind and is produced again, observing first).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, info_span};
+use ufo_proto::v1::{
+    BeginRoundRequest, FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest,
+    ListRoundsRequest, ListStepsRequest, ReleaseTaskRequest, Round, RoundStatus, Session,
+    SessionStatus, SetSessionStatusRequest, Step,
+};
+
+use super::driver::{Next, StepInput, TaskDriver};
+use super::hitl;
+use super::task_config::TaskConfig;
+use super::watch::{Signals, StopReason, follow_events, keep_lease};
+use crate::api::session::SessionClient;
+use crate::config::RunnerConfig;
+
+/// Key of the runner's marker in a step's `extra`: what the runner does after the step.
+pub const NEXT_KEY: &str = "ufo_next";
+
+/// How a task run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every round finished; the last round's result.
+    Finished(String),
+    /// A round failed or a limit was hit.
+    Failed(String),
+    /// A person cancelled it.
+    Cancelled,
+    /// Another worker holds the lease now; nothing more to do here.
+    LeaseLost,
+    /// This process is shutting down; the task goes back to the queue.
+    Shutdown,
+}
+
+/// What a task waits for from a person.
+#[derive(Debug, Clone, Copy)]
+enum WaitFor {
+    /// Answers to every pending question.
+    Answers,
+    /// A decision on the action held at this step.
+    Decision(u64),
+}
+
+enum RoundEnd {
+    Finished(String),
+    Failed(String),
+    Stop(Outcome),
+}
+
+/// A store failure inside the run loop.
+#[derive(Debug, thiserror::Error)]
+#[error("session store call failed")]
+pub(super) struct StoreError(#[from] tonic::Status);
+
+/// One claimed task.
+pub struct TaskRun {
+    pub(crate) client: SessionClient,
+    pub(crate) watch_client: SessionClient,
+    pub(crate) worker_id: String,
+    pub(crate) config: RunnerConfig,
+    pub(crate) driver: Arc<dyn TaskDriver>,
+    pub(crate) session: Session,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// Everything recorded so far, read back from the store.
+pub(super) struct History {
+    pub(super) steps: Vec<Step>,
+    pub(super) memory: Vec<ufo_proto::v1::MemoryItem>,
+    pub(super) blackboard: ufo_proto::v1::Blackboard,
+}
+
+fn marker(step: &Step) -> Json {
+    step.extra
+        .as_ref()
+        .and_then(|e| e.fields.get(NEXT_KEY))
+        .map(|v| ufo_proto::json::from_value(v.clone()))
+        .unwrap_or(Json::Null)
+}
+
+impl TaskRun {
+    /// Runs the task to an end (or until its lease is lost or the process shuts down) and reports it to the
+    /// store.
+    pub async fn run(self) -> Outcome {
+        let id = self.session.id.clone();
+        let span = info_span!("task", task_id = %id, worker_id = %self.worker_id);
+        async move {
+            let signals = Arc::new(Signals::default());
+            if self.session.cancel_requested {
+                signals.stop_with(StopReason::Cancel);
+            }
+            let done = CancellationToken::new();
+            let lease = tokio::spawn(keep_lease(
+                self.client.clone(),
+                id.clone(),
+                self.worker_id.clone(),
+                self.config.lease_ms,
+                signals.clone(),
+                done.clone(),
+            ));
+            let follow = tokio::spawn(follow_events(
+                self.watch_client.clone(),
+                id.clone(),
+                signals.clone(),
+                done.clone(),
+            ));
+            let outcome = match self.drive(&signals).await {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    tracing::error!(error = %e.0, "store failure; releasing the task");
+                    Outcome::Shutdown
+                }
+            };
+            let reported = self.report(&outcome).await;
+            if let Err(e) = reported {
+                tracing::error!(error = %e.0, ?outcome, "cannot report the task's end");
+            }
+            done.cancel();
+            let _ = tokio::join!(lease, follow);
+            tracing::info!(?outcome, "task run ended");
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn report(&self, outcome: &Outcome) -> Result<(), StoreError> {
+        let mut client = self.client.clone();
+        let status = match outcome {
+            Outcome::Finished(r) => Some((SessionStatus::Finished, r.clone())),
+            Outcome::Failed(r) => Some((SessionStatus::Failed, r.clone())),
+            Outcome::Cancelled => Some((SessionStatus::Cancelled, "cancelled".to_owned())),
+            Outcome::LeaseLost => None,
+            Outcome::Shutdown => {
+                client
+                    .release_task(ReleaseTaskRequest {
+                        session_id: self.session.id.clone(),
+                        worker_id: self.worker_id.clone(),
+                        requeue: true,
+                    })
+                    .await?;
+                None
+            }
+        };
+        if let Some((status, result)) = status {
+            client
+                .set_session_status(SetSessionStatusRequest {
+                    session_id: self.session.id.clone(),
+                    status: status as i32,
+                    result,
+                    lease_owner: self.worker_id.clone(),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn load(&self) -> Result<History, StoreError> {
+        let mut client = self.client.clone();
+        let id = self.session.id.clone();
+        let mut steps: Vec<Step> = Vec::new();
+        loop {
+            let page = client
+                .list_steps(ListStepsRequest {
+                    session_id: id.clone(),
+                    from_step: steps.len() as u64 + 1,
+                    limit: 0,
+                })
+                .await?
+                .into_inner()
+                .steps;
+            if page.is_empty() {
+                break;
+            }
+            steps.extend(page);
+        }
+        let memory = client
+            .get_memory(GetMemoryRequest {
+                session_id: id.clone(),
+                agent_name: String::new(),
+            })
+            .await?
+            .into_inner()
+            .items;
+        let blackboard = client
+            .get_blackboard(GetBlackboardRequest { session_id: id })
+            .await?
+            .into_inner();
+        Ok(History {
+            steps,
+            memory,
+            blackboard,
+        })
+    }
+
+    async fn drive(&self, signals: &Signals) -> Result<Outcome, StoreError> {
+        let config = match TaskConfig::from_struct(self.session.config.clone()) {
+            Ok(c) => c,
+            Err(e) => return Ok(Outcome::Failed(e.to_string())),
+        };
+        let mut history = self.load().await?;
+        let mut client = self.client.clone();
+        let mut last_result = String::new();
+        loop {
+            let rounds = client
+                .list_rounds(ListRoundsRequest {
+                    session_id: self.session.id.clone(),
+                })
+                .await?
+                .into_inner()
+                .rounds;
+            let open = rounds.into_iter().find(|r| {
+                matches!(
+                    RoundStatus::try_from(r.status),
+                    Ok(RoundStatus::Pending | RoundStatus::Running)
+                )
+            });
+            let Some(round) = open else {
+                return Ok(Outcome::Finished(last_result));
+            };
+            let round = client
+                .begin_round(BeginRoundRequest {
+                    session_id: self.session.id.clone(),
+                    number: round.number,
+                    lease_owner: self.worker_id.clone(),
+                })
+                .await?
+                .into_inner();
+            let span = info_span!("round", round = round.number);
+            let end = self
+                .drive_round(signals, &config, &round, &mut history)
+                .instrument(span)
+                .await?;
+            let (status, result) = match &end {
+                RoundEnd::Finished(r) => (RoundStatus::Finished, r.clone()),
+                RoundEnd::Failed(r) => (RoundStatus::Failed, r.clone()),
+                RoundEnd::Stop(Outcome::Cancelled) => (RoundStatus::Cancelled, "cancelled".into()),
+                RoundEnd::Stop(other) => return Ok(other.clone()),
+            };
+            client
+                .finish_round(FinishRoundRequest {
+                    session_id: self.session.id.clone(),
+                    number: round.number,
+                    status: status as i32,
+                    result: result.clone(),
+                    lease_owner: self.worker_id.clone(),
+                })
+                .await?;
+            match end {
+                RoundEnd::Finished(r) => last_result = r,
+                RoundEnd::Failed(r) => return Ok(Outcome::Failed(r)),
+                RoundEnd::Stop(o) => return Ok(o),
+            }
+        }
+    }
+
+    fn stopped(&self, signals: &Signals) -> Option<Outcome> {
+        match signals.reason() {
+            Some(StopReason::Cancel) => Some(Outcome::Cancelled),
+            Some(StopReason::LeaseLost) => Some(Outcome::LeaseLost),
+            None if self.shutdown.is_cancelled() => Some(Outcome::Shutdown),
+            None => None,
+        }
+    }
+
+    fn over_limit(&self, config: &TaskConfig, history: &History) -> Option<String> {
+        let limits = config.limits;
+        if history.steps.len() as u64 >= u64::from(limits.max_steps) {
+            return Some(format!("step limit of {} reached", limits.max_steps));
+        }
+        let cost: f64 = history.steps.iter().map(|s| s.cost).sum();
+        if cost >= limits.max_cost {
+            return Some(format!("cost limit of ${} reached", limits.max_cost));
+        }
+        if self.remaining_time(config).is_zero() {
+            return Some(format!("time limit of {}s reached", limits.timeout_seconds));
+        }
+        None
+    }
+
+    fn remaining_time(&self, config: &TaskConfig) -> Duration {
+        let created = self.session.created_at.map_or(0, |t| t.seconds);
+        let deadline = created + i64::from(config.limits.timeout_seconds);
+        let left = deadline - chrono::Utc::now().timestamp();
+        Duration::from_secs(u64::try_from(left).unwrap_or(0))
+    }
+
+    async fn set_status(&self, status: SessionStatus) -> Result<(), StoreError> {
+        self.client
+            .clone()
+            .set_session_status(SetSessionStatusRequest {
+                session_id: self.session.id.clone(),
+                status: status as i32,
+                result: String::new(),
+                lease_owner: self.worker_id.clone(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until `ready` holds (re-checked on every answer or decision), the task must stop, or the
+    /// human timeout passes.
+    async fn wait_for_person(
+        &self,
+        signals: &Signals,
+        wait: WaitFor,
+        board: &mut ufo_proto::v1::Blackboard,
+    ) -> Result<Result<(), RoundEnd>, StoreError> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_secs(self.config.human_timeout_seconds);
+        let mut waiting = false;
+        loop {
+            let notified = signals.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.ready(signals, wait, board).await? {
+                if waiting {
+                    self.set_status(SessionStatus::Running).await?;
+                }
+                return Ok(Ok(()));
+            }
+            if let Some(stop) = self.stopped(signals) {
+                return Ok(Err(RoundEnd::Stop(stop)));
+            }
+            if !waiting {
+                self.set_status(SessionStatus::Waiting).await?;
+                waiting = true;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = signals.stop.cancelled() => {}
+                () = self.shutdown.cancelled() => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Ok(Err(RoundEnd::Failed(format!(
+                        "no answer from a person within {}s",
+                        self.config.human_timeout_seconds
+                    ))));
+                }
+            }
+        }
+    }
+
+    /// Whether what the task waits for has arrived; re-reads the blackboard for answers.
+    async fn ready(
+        &self,
+        signals: &Signals,
+        wait: WaitFor,
+        board: &mut ufo_proto::v1::Blackboard,
+    ) -> Result<bool, StoreError> {
+        Ok(match wait {
+            WaitFor::Answers => {
+                *board = self
+                    .client
+                    .clone()
+                    .get_blackboard(GetBlackboardRequest {
+                        session_id: self.session.id.clone(),
+                    })
+                    .await?
+                    .into_inner();
+                hitl::pending_questions(board).is_empty()
+            }
+            WaitFor::Decision(step) => signals.decision(step).is_some(),
+        })
+    }
+
+    async fn drive_round(
+        &self,
+        signals: &Signals,
+        config: &TaskConfig,
+        round: &Round,
+        history: &mut History,
+    ) -> Result<RoundEnd, StoreError> {
+        loop {
+            if let Some(stop) = self.stopped(signals) {
+                return Ok(RoundEnd::Stop(stop));
+            }
+            let last = history
+                .steps
+                .iter()
+                .rev()
+                .find(|s| s.round == round.number)
+                .cloned();
+            let round_step = history
+                .steps
+                .iter()
+                .filter(|s| s.round == round.number)
+                .count() as u32
+                + 1;
+            let mut decision = None;
+            if let Some(last) = &last {
+                let next = marker(last);
+                let text = |k: &str| {
+                    next.get(k)
+                        .and_then(Json::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                match next
+                    .get("kind")
+                    .and_then(Json::as_str)
+                    .unwrap_or("continue")
+                {
+                    "finish" => return Ok(RoundEnd::Finished(text("result"))),
+                    "fail" => return Ok(RoundEnd::Failed(text("result"))),
+                    "ask" => {
+                        let waited = self
+                            .wait_for_person(signals, WaitFor::Answers, &mut history.blackboard)
+                            .await?;
+                        if let Err(end) = waited {
+                            return Ok(end);
+                        }
+                    }
+                    "hold" => {
+                        let step = last.step;
+                        let waited = self
+                            .wait_for_person(
+                                signals,
+                                WaitFor::Decision(step),
+                                &mut history.blackboard,
+                            )
+                            .await?;
+                        if let Err(end) = waited {
+                            return Ok(end);
+                        }
+                        decision = signals.decision(step);
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(reason) = self.over_limit(config, history) {
+                return Ok(RoundEnd::Failed(reason));
+            }
+            let number = history.steps.len() as u64 + 1;
+            let input = StepInput {
+                session: &self.session,
+                config,
+                round,
+                steps: &history.steps,
+                memory: &history.memory,
+                blackboard: &history.blackboard,
+                step: number,
+                round_step,
+                decision,
+            };
+            let span = info_span!("step", step = number, round_step);
+            let drain = Duration::from_millis(self.config.drain_ms);
+            let produced = tokio::select! {
+                out = self.driver.next_step(input).instrument(span.clone()) => out,
+                () = signals.stop.cancelled() => {
+                    return Ok(RoundEnd::Stop(self.stopped(signals).unwrap_or(Outcome::Cancelled)));
+                }
+                () = async { self.shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
+                    tracing::warn!("drain deadline passed; the step is abandoned and will be observed again");
+                    return Ok(RoundEnd::Stop(Outcome::Shutdown));
+                }
+                () = tokio::time::sleep(self.remaining_time(config)) => {
+                    return Ok(RoundEnd::Failed(format!(
+                        "time limit of {}s reached",
+                        config.limits.timeout_seconds
+                    )));
+                }
+            };
+            let output = match produced {
+                Ok(super::driver::Produced::Step(o)) => *o,
+                Ok(super::driver::Produced::Ended(Next::Finish(r))) => {
+                    return Ok(RoundEnd::Finished(r));
+                }
+                Ok(super::driver::Produced::Ended(Next::Fail(r))) => {
+                    return Ok(RoundEnd::Failed(r));
+                }
+                Ok(super::driver::Produced::Ended(other)) => {
+                    return Ok(RoundEnd::Failed(format!(
+                        "the agents stopped without a step ({other:?})"
+                    )));
+                }
+                Err(e) => return Ok(RoundEnd::Failed(e.message)),
+            };
+            match self
+                .record(number, round, round_step, output, history)
+                .instrument(span)
+                .await
+            {
+                Ok(()) => {}
+                Err(StoreError(status))
+                    if matches!(
+                        status.code(),
+                        tonic::Code::FailedPrecondition | tonic::Code::AlreadyExists
+                    ) =>
+                {
+                    tracing::warn!(error = %status, "step refused: another worker holds the task");
+                    return Ok(RoundEnd::Stop(Outcome::LeaseLost));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! What a running task learns from outside while it works: a lease keeper (renews the lease; reports a
+//! lost lease or a cancel request) and an event follower (the session's event log: cancel requests,
+//! answers and decisions, the moment they are written, by whichever replica served the person).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use ufo_proto::v1::{EventKind, RenewLeaseRequest, WatchEventsRequest};
+
+use super::hitl::HoldState;
+use crate::api::session::SessionClient;
+
+/// Why a task must stop working (set once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A person asked to cancel.
+    Cancel,
+    /// Another worker holds the lease now.
+    LeaseLost,
+}
+
+/// Shared between the task loop and its watchers.
+#[derive(Debug, Default)]
+pub struct Signals {
+    /// Fires when the task must stop; see `reason`.
+    pub stop: CancellationToken,
+    reason: Mutex<Option<StopReason>>,
+    /// Woken on every answer or decision.
+    pub changed: Notify,
+    hold: Mutex<HoldState>,
+}
+
+impl Signals {
+    /// Records `reason` (the first one wins) and fires `stop`.
+    pub fn stop_with(&self, reason: StopReason) {
+        if let Ok(mut r) = self.reason.lock() {
+            r.get_or_insert(reason);
+        }
+        self.stop.cancel();
+    }
+
+    /// Why the task must stop, if it must.
+    pub fn reason(&self) -> Option<StopReason> {
+        self.reason.lock().ok().and_then(|r| *r)
+    }
+
+    /// The decision on the action held at `step`, if made.
+    pub fn decision(&self, step: u64) -> Option<bool> {
+        self.hold.lock().ok().and_then(|h| h.decision(step))
+    }
+}
+
+/// Renews the lease every third of its length until `done` fires.
+pub async fn keep_lease(
+    mut client: SessionClient,
+    session_id: String,
+    worker_id: String,
+    lease_ms: u32,
+    signals: Arc<Signals>,
+    done: CancellationToken,
+) {
+    let period = Duration::from_millis(u64::from(lease_ms / 3).max(50));
+    loop {
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let renewed = client
+            .renew_lease(RenewLeaseRequest {
+                session_id: session_id.clone(),
+                worker_id: worker_id.clone(),
+                lease_ms,
+            })
+            .await;
+        match renewed {
+            Ok(lease) if lease.get_ref().cancel_requested => signals.stop_with(StopReason::Cancel),
+            Ok(_) => {}
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::FailedPrecondition | tonic::Code::NotFound
+                ) =>
+            {
+                tracing::warn!(session_id, "lease lost");
+                signals.stop_with(StopReason::LeaseLost);
+                return;
+            }
+            // A transient failure: the lease outlives two more attempts.
+            Err(status) => tracing::warn!(session_id, error = %status, "cannot renew the lease"),
+        }
+    }
+}
+
+/// Follows the session's events from the start (decisions made before a crash count too) until `done`
+/// fires, reconnecting from the last seen sequence number after a failure.
+pub async fn follow_events(
+    mut client: SessionClient,
+    session_id: String,
+    signals: Arc<Signals>,
+    done: CancellationToken,
+) {
+    let mut next_seq = 1;
+    while !done.is_cancelled() {
+        let stream = client
+            .watch_events(WatchEventsRequest {
+                session_id: session_id.clone(),
+                from_seq: next_seq,
+            })
+            .await;
+        let mut stream = match stream {
+            Ok(s) => s.into_inner(),
+            Err(status) => {
+                tracing::warn!(session_id, error = %status, "cannot watch events; retrying");
+                tokio::select! {
+                    () = done.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                }
+            }
+        };
+        loop {
+            let item = tokio::select! {
+                () = done.cancelled() => return,
+                item = stream.next() => item,
+            };
+            let Some(Ok(event)) = item else { break };
+            next_seq = event.seq + 1;
+            if let Ok(mut hold) = signals.hold.lock() {
+                hold.apply(&event);
+            }
+            match EventKind::try_from(event.kind) {
+                Ok(EventKind::CancelRequested) => signals.stop_with(StopReason::Cancel),
+                Ok(
+                    EventKind::QuestionAnswered
+                    | EventKind::ActionApproved
+                    | EventKind::ActionRejected,
+                ) => signals.changed.notify_waiters(),
+                _ => {}
+            }
+        }
+        // The stream ended (the task ended, or the session service restarted): reconnect unless done.
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}

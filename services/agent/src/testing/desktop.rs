@@ -1,0 +1,308 @@
+//! An in-process executor double for unit-level tests: windows with controls, the reference tool
+//! vocabulary, the batch early-exit rule, and a log of every command received. Not a desktop: the real
+//! Linux executor (AT-SPI under Xvfb) is what end-to-end tests use.
+
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use image::{Rgba, RgbaImage};
+use serde_json::{Value, json};
+
+use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
+use crate::target::Rect;
+use crate::vision::Screenshot;
+
+/// A control of a fake window.
+#[derive(Debug, Clone)]
+pub struct FakeControl {
+    /// Executor id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Control type.
+    pub control_type: String,
+    /// Screen rectangle.
+    pub rect: Rect,
+    /// Accepts input.
+    pub enabled: bool,
+    /// Text content (edits).
+    pub text: String,
+    /// Every action on this control fails.
+    pub fails: bool,
+    /// Names of controls that become disabled when this one is clicked.
+    pub disables_on_click: Vec<String>,
+}
+
+impl FakeControl {
+    /// An enabled control.
+    pub fn new(id: &str, name: &str, control_type: &str, rect: Rect) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            control_type: control_type.into(),
+            rect,
+            enabled: true,
+            text: String::new(),
+            fails: false,
+            disables_on_click: vec![],
+        }
+    }
+}
+
+/// A fake top-level window.
+#[derive(Debug, Clone)]
+pub struct FakeWindow {
+    /// Executor id.
+    pub id: String,
+    /// Title.
+    pub name: String,
+    /// Process name (the AppAgent key).
+    pub process: String,
+    /// Screen rectangle.
+    pub rect: Rect,
+    /// Controls.
+    pub controls: Vec<FakeControl>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    windows: Vec<FakeWindow>,
+    launchable: Vec<FakeWindow>,
+    active: Option<usize>,
+    log: Vec<Command>,
+    // Encoded screenshots by (width, height, origin): the double should cost next to nothing.
+    shots: std::collections::HashMap<(u32, u32, i32, i32), Screenshot>,
+}
+
+/// The executor double.
+#[derive(Debug, Default)]
+pub struct FakeDesktop {
+    state: Mutex<State>,
+}
+
+fn cached_png(s: &mut State, w: u32, h: u32, origin: (i32, i32)) -> Screenshot {
+    s.shots
+        .entry((w, h, origin.0, origin.1))
+        .or_insert_with(|| png(w, h, origin))
+        .clone()
+}
+
+fn png(w: u32, h: u32, origin: (i32, i32)) -> Screenshot {
+    let img = RgbaImage::from_pixel(w.max(1), h.max(1), Rgba([235, 235, 235, 255]));
+    Screenshot::from_rgba(&img, origin.0, origin.1).unwrap_or(Screenshot {
+        mime: "image/png".into(),
+        bytes: bytes::Bytes::new(),
+        width: 0,
+        height: 0,
+        origin_x: 0,
+        origin_y: 0,
+        scale: 1.0,
+    })
+}
+
+fn window_json(w: &FakeWindow) -> Value {
+    json!({"id": w.id, "name": w.name, "type": "Window", "process_name": w.process,
+           "rect": [w.rect.left, w.rect.top, w.rect.right, w.rect.bottom]})
+}
+
+impl FakeDesktop {
+    /// A desktop with these windows open.
+    pub fn new(windows: Vec<FakeWindow>) -> Self {
+        Self {
+            state: Mutex::new(State {
+                windows,
+                ..State::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Windows `launch_application` can open (matched by process name).
+    pub fn add_launchable(&self, window: FakeWindow) {
+        self.lock().launchable.push(window);
+    }
+
+    /// Every command received, in order.
+    pub fn log(&self) -> Vec<Command> {
+        self.lock().log.clone()
+    }
+
+    /// Names of the action tools received, in order.
+    pub fn actions(&self) -> Vec<String> {
+        self.lock()
+            .log
+            .iter()
+            .filter(|c| c.tool_type == crate::dispatch::ToolType::Action)
+            .map(|c| c.tool_name.clone())
+            .collect()
+    }
+
+    /// Makes clicking `control` in the window of `process` disable `target`.
+    pub fn set_disables_on_click(&self, process: &str, control: &str, target: &str) {
+        let mut s = self.lock();
+        if let Some(c) = s
+            .windows
+            .iter_mut()
+            .filter(|w| w.process == process)
+            .flat_map(|w| w.controls.iter_mut())
+            .find(|c| c.name == control)
+        {
+            c.disables_on_click.push(target.to_owned());
+        }
+    }
+
+    /// Enables or disables a control of the window of `process`.
+    pub fn set_enabled(&self, process: &str, control: &str, enabled: bool) {
+        let mut s = self.lock();
+        for c in s
+            .windows
+            .iter_mut()
+            .filter(|w| w.process == process)
+            .flat_map(|w| w.controls.iter_mut())
+            .filter(|c| c.name == control)
+        {
+            c.enabled = enabled;
+        }
+    }
+
+    /// A control's text.
+    pub fn text_of(&self, process: &str, control: &str) -> Option<String> {
+        let s = self.lock();
+        let w = s.windows.iter().find(|w| w.process == process)?;
+        w.controls
+            .iter()
+            .find(|c| c.name == control)
+            .map(|c| c.text.clone())
+    }
+
+    fn run(s: &mut State, c: &Command) -> CommandResult {
+        let p = &c.parameters;
+        let arg = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        match c.tool_name.as_str() {
+            "capture_desktop_screenshot" => {
+                let mut r = CommandResult::success(json!({"width": 320, "height": 180}));
+                r.images.push(cached_png(s, 320, 180, (0, 0)));
+                r
+            }
+            "get_desktop_app_target_info" => {
+                CommandResult::success(Value::Array(s.windows.iter().map(window_json).collect()))
+            }
+            "select_application_window" => {
+                let id = arg("id");
+                match s.windows.iter().position(|w| w.id == id) {
+                    Some(i) => {
+                        s.active = Some(i);
+                        CommandResult::success(json!({"root_name": s.windows[i].process}))
+                    }
+                    None => CommandResult::failure(format!("no window with id {id}")),
+                }
+            }
+            "launch_application" => {
+                let name = arg("name");
+                match s.launchable.iter().position(|w| w.process == name) {
+                    Some(i) => {
+                        let w = s.launchable.remove(i);
+                        s.windows.push(w);
+                        CommandResult::success(json!({"launched": name}))
+                    }
+                    None => CommandResult::failure(format!("application {name} is not allowed")),
+                }
+            }
+            "capture_window_screenshot" => {
+                let Some(rect) = s.active.and_then(|i| s.windows.get(i)).map(|w| w.rect) else {
+                    return CommandResult::failure("no application window selected");
+                };
+                let mut r = CommandResult::success(json!({}));
+                let (w, h) = (rect.width() as u32, rect.height() as u32);
+                r.images.push(cached_png(s, w, h, (rect.left, rect.top)));
+                r
+            }
+            tool => {
+                let Some(w) = s.active.and_then(|i| s.windows.get_mut(i)) else {
+                    return CommandResult::failure("no application window selected");
+                };
+                Self::window_tool(w, tool, c)
+            }
+        }
+    }
+
+    fn window_tool(w: &mut FakeWindow, tool: &str, c: &Command) -> CommandResult {
+        let p = &c.parameters;
+        match tool {
+            "get_app_window_info" => CommandResult::success(window_json(w)),
+            "get_app_window_controls_target_info" => CommandResult::success(Value::Array(
+                w.controls
+                    .iter()
+                    .map(|c| {
+                        json!({"id": c.id, "name": c.name, "type": c.control_type, "enabled": c.enabled,
+                               "rect": [c.rect.left, c.rect.top, c.rect.right, c.rect.bottom]})
+                    })
+                    .collect(),
+            )),
+            "get_ui_tree" => CommandResult::success(json!({
+                "name": w.name,
+                "children": w.controls.iter().map(|c| json!({"name": c.name, "type": c.control_type})).collect::<Vec<_>>()
+            })),
+            "click_on_coordinates" | "wait" | "summary" => CommandResult::success(json!({})),
+            _ => {
+                let id = p.get("id").and_then(Value::as_str).unwrap_or("");
+                let Some(i) = w.controls.iter().position(|c| c.id == id) else {
+                    return CommandResult::failure(format!("control {id} not found"));
+                };
+                let control = &mut w.controls[i];
+                if !control.enabled {
+                    return CommandResult::failure(format!("control {id} is disabled"));
+                }
+                if control.fails {
+                    return CommandResult::failure(format!("{tool} on {} failed", control.name));
+                }
+                let result = match tool {
+                    "set_edit_text" => {
+                        control.text = p.get("text").and_then(Value::as_str).unwrap_or("").into();
+                        json!({})
+                    }
+                    "keyboard_input" => {
+                        control.text.push_str(p.get("keys").and_then(Value::as_str).unwrap_or(""));
+                        json!({})
+                    }
+                    "texts" => json!(control.text),
+                    "click_input" => {
+                        let off = control.disables_on_click.clone();
+                        for c in w.controls.iter_mut().filter(|c| off.contains(&c.name)) {
+                            c.enabled = false;
+                        }
+                        json!({})
+                    }
+                    _ => json!({}),
+                };
+                CommandResult::success(result)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl CommandDispatcher for FakeDesktop {
+    async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError> {
+        let mut s = self.lock();
+        let mut failed = false;
+        let mut out = Vec::with_capacity(commands.len());
+        for c in commands {
+            s.log.push(c.clone());
+            let mut r = if failed {
+                CommandResult::skipped("an earlier command of the batch failed")
+            } else {
+                Self::run(&mut s, &c)
+            };
+            failed |= r.status == ResultStatus::Failure;
+            r.call_id = c.call_id;
+            out.push(r);
+        }
+        Ok(out)
+    }
+}

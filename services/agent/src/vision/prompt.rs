@@ -1,0 +1,185 @@
+//! The AppAgent's prompt copies of a window screenshot (seed 001, "LLM interaction": clean and annotated
+//! screenshots, downscaled): one resize per step, the set-of-marks drawn on the small copy.
+//!
+//! Annotating at full size and downscaling the clean and the annotated images cost two resizes and blurred
+//! the labels; here the clean screenshot is resized once, encoded, and the marks (boxes scaled to the small
+//! image, labels at the configured pixel size, so they stay as legible as on the full-size artifact) are
+//! drawn on that same buffer. When the screenshot already fits, the step's encoded images are reused as
+//! they are: no decode, no resize, no encode.
+
+use image::RgbaImage;
+
+use super::annotate::{Mark, Marker};
+use super::image_ops::{fitted_size, resize_fast};
+use super::screenshot::{Screenshot, VisionError, encode_png};
+use crate::target::Rect;
+
+/// Which prompt images to build.
+#[derive(Debug, Clone, Copy)]
+pub struct PromptImageSpec {
+    /// Largest width and height sent.
+    pub max: (u32, u32),
+    /// Build the clean copy.
+    pub clean: bool,
+    /// Build the annotated copy.
+    pub annotated: bool,
+}
+
+/// The prompt copies of one screenshot (each present when asked for).
+#[derive(Debug, Default)]
+pub struct PromptImages {
+    /// The clean screenshot, fitted to the prompt size.
+    pub clean: Option<Screenshot>,
+    /// The set-of-marks screenshot, fitted to the prompt size.
+    pub annotated: Option<Screenshot>,
+}
+
+/// Builds the prompt copies of `clean` (whose full-size set-of-marks copy is `annotated`, drawn from
+/// `marks` in full-size pixels). `pixels` are `clean`'s decoded pixels when the caller has them.
+pub fn prompt_images(
+    clean: &Screenshot,
+    pixels: Option<&RgbaImage>,
+    annotated: &Screenshot,
+    marks: &[Mark<'_>],
+    marker: &Marker,
+    spec: PromptImageSpec,
+) -> Result<PromptImages, VisionError> {
+    if !spec.clean && !spec.annotated {
+        return Ok(PromptImages::default());
+    }
+    let Some((w, h)) = fitted_size(clean.width, clean.height, spec.max.0, spec.max.1) else {
+        return Ok(PromptImages {
+            clean: spec.clean.then(|| clean.clone()),
+            annotated: spec.annotated.then(|| annotated.clone()),
+        });
+    };
+    let decoded;
+    let full = match pixels {
+        Some(p) => p,
+        None => {
+            decoded = clean.decode()?;
+            &decoded
+        }
+    };
+    let mut small = resize_fast(full, w, h)?;
+    let (fx, fy) = (
+        f64::from(w) / f64::from(full.width().max(1)),
+        f64::from(h) / f64::from(full.height().max(1)),
+    );
+    let placed = |img: &RgbaImage| -> Result<Screenshot, VisionError> {
+        Ok(Screenshot {
+            mime: "image/png".into(),
+            bytes: encode_png(img)?,
+            width: w,
+            height: h,
+            scale: clean.scale / fx,
+            ..clean.clone()
+        })
+    };
+    let mut out = PromptImages::default();
+    if spec.clean {
+        out.clean = Some(placed(&small)?);
+    }
+    if spec.annotated {
+        // The clean copy is already encoded, so the marks go on the same buffer: no copy.
+        let scaled: Vec<Mark<'_>> = marks
+            .iter()
+            .map(|m| Mark {
+                rect: scale_rect(m.rect, fx, fy),
+                ..*m
+            })
+            .collect();
+        marker.annotate(&mut small, &scaled);
+        out.annotated = Some(placed(&small)?);
+    }
+    Ok(out)
+}
+
+fn scale_rect(r: Rect, fx: f64, fy: f64) -> Rect {
+    let s = |v: i32, f: f64| (f64::from(v) * f).round() as i32;
+    Rect::new(s(r.left, fx), s(r.top, fy), s(r.right, fx), s(r.bottom, fy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vision::annotate::DEFAULT_FONT;
+    use crate::vision::{Palette, image_ops::downscale_png};
+    use image::Rgba;
+    use std::path::Path;
+
+    fn setup() -> (Marker, Screenshot, Screenshot, Vec<Mark<'static>>) {
+        let marker = Marker::load(Path::new(DEFAULT_FONT), 14.0, Palette::default()).unwrap();
+        let img = RgbaImage::from_pixel(800, 400, Rgba([255, 255, 255, 255]));
+        let clean = Screenshot::from_rgba(&img, 100, 50).unwrap();
+        let marks = vec![Mark {
+            label: "7",
+            rect: Rect::new(200, 100, 600, 300),
+            control_type: "Button",
+        }];
+        let mut full = img.clone();
+        marker.annotate(&mut full, &marks);
+        let annotated = clean.with_pixels(&full).unwrap();
+        (marker, clean, annotated, marks)
+    }
+
+    #[test]
+    fn downscales_once_and_draws_scaled_boxes_on_the_small_copy() {
+        let (marker, clean, annotated, marks) = setup();
+        let spec = PromptImageSpec {
+            max: (400, 400),
+            clean: true,
+            annotated: true,
+        };
+        let out = prompt_images(&clean, None, &annotated, &marks, &marker, spec).unwrap();
+        let (c, a) = (out.clean.unwrap(), out.annotated.unwrap());
+        // Same placement as downscaling the clean screenshot on its own.
+        let reference = downscale_png(&clean, 400, 400).unwrap();
+        for s in [&c, &a] {
+            assert_eq!((s.width, s.height), (400, 200));
+            assert_eq!((s.origin_x, s.origin_y), (100, 50));
+            assert!((s.scale - reference.scale).abs() < 1e-9);
+        }
+        assert_eq!(c.decode().unwrap(), reference.decode().unwrap());
+        // The box lands at half the full-size coordinates, in the Button colour; its inside is untouched.
+        let px = a.decode().unwrap();
+        let red = marker.palette().color("Button");
+        assert_eq!(*px.get_pixel(299, 120), red, "right edge of the box");
+        assert_eq!(*px.get_pixel(200, 149), red, "bottom edge of the box");
+        assert!(
+            px.get_pixel(200, 100).0.iter().all(|&v| v > 250),
+            "inside the box"
+        );
+        // The label keeps its full pixel size: white glyph pixels inside a label-coloured area.
+        let label: Vec<_> = (100..112)
+            .flat_map(|x| (50..66).map(move |y| (x, y)))
+            .collect();
+        assert!(label.iter().any(|&(x, y)| *px.get_pixel(x, y) == red));
+        assert!(
+            label
+                .iter()
+                .any(|&(x, y)| px.get_pixel(x, y).0[..3].iter().all(|&v| v > 200))
+        );
+    }
+
+    #[test]
+    fn reuses_the_encoded_images_when_they_fit_and_builds_only_what_is_asked() {
+        let (marker, clean, annotated, marks) = setup();
+        let fits = PromptImageSpec {
+            max: (800, 800),
+            clean: true,
+            annotated: true,
+        };
+        let out = prompt_images(&clean, None, &annotated, &marks, &marker, fits).unwrap();
+        assert_eq!(out.clean.unwrap().bytes, clean.bytes);
+        assert_eq!(out.annotated.unwrap().bytes, annotated.bytes);
+        let only_annotated = PromptImageSpec {
+            max: (400, 400),
+            clean: false,
+            annotated: true,
+        };
+        let out = prompt_images(&clean, None, &annotated, &marks, &marker, only_annotated).unwrap();
+        assert!(out.clean.is_none());
+        assert_eq!(out.annotated.unwrap().width, 400);
+    }
+}

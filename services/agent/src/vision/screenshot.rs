@@ -1,0 +1,135 @@
+//! A screenshot as the executor sent it: encoded bytes plus the transform mapping pixels to the screen.
+
+use bytes::Bytes;
+use image::RgbaImage;
+
+use crate::llm::ImageData;
+use crate::target::Rect;
+
+/// Why an image operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VisionError {
+    /// The bytes are not a decodable image.
+    #[error("cannot decode the screenshot")]
+    Decode(#[source] image::ImageError),
+    /// The image could not be encoded.
+    #[error("cannot encode the image")]
+    Encode(#[source] image::ImageError),
+    /// The label font could not be loaded.
+    #[error("cannot load the label font {path}: {reason}")]
+    Font {
+        /// Font file path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The image could not be resized.
+    #[error("cannot resize the image: {0}")]
+    Resize(String),
+    /// A crop rectangle lies outside the image.
+    #[error("the control rectangle lies outside the screenshot")]
+    OutOfBounds,
+}
+
+/// An encoded screenshot with its placement on the screen: `screen = origin + pixel * scale`.
+#[derive(Clone, PartialEq)]
+pub struct Screenshot {
+    /// MIME type (`image/png` or `image/jpeg`).
+    pub mime: String,
+    /// Encoded bytes.
+    pub bytes: Bytes,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Screen x of pixel (0, 0).
+    pub origin_x: i32,
+    /// Screen y of pixel (0, 0).
+    pub origin_y: i32,
+    /// Screen pixels per image pixel.
+    pub scale: f64,
+}
+
+impl std::fmt::Debug for Screenshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screenshot")
+            .field("mime", &self.mime)
+            .field("len", &self.bytes.len())
+            .field("size", &(self.width, self.height))
+            .field("origin", &(self.origin_x, self.origin_y))
+            .field("scale", &self.scale)
+            .finish()
+    }
+}
+
+impl Screenshot {
+    /// Encodes `img` as PNG placed at `origin` with scale 1.
+    pub fn from_rgba(img: &RgbaImage, origin_x: i32, origin_y: i32) -> Result<Self, VisionError> {
+        Ok(Self {
+            mime: "image/png".into(),
+            bytes: encode_png(img)?,
+            width: img.width(),
+            height: img.height(),
+            origin_x,
+            origin_y,
+            scale: 1.0,
+        })
+    }
+
+    /// Decodes the pixels (an RGBA image is moved out as is, not copied).
+    pub fn decode(&self) -> Result<RgbaImage, VisionError> {
+        Ok(image::load_from_memory(&self.bytes)
+            .map_err(VisionError::Decode)?
+            .into_rgba8())
+    }
+
+    /// The same placement with other pixels (e.g. the annotated copy).
+    pub fn with_pixels(&self, img: &RgbaImage) -> Result<Self, VisionError> {
+        Ok(Self {
+            mime: "image/png".into(),
+            bytes: encode_png(img)?,
+            width: img.width(),
+            height: img.height(),
+            ..self.clone()
+        })
+    }
+
+    /// Maps a screen rectangle to this image's pixel coordinates.
+    pub fn to_pixels(&self, r: Rect) -> Rect {
+        let s = if self.scale > 0.0 { self.scale } else { 1.0 };
+        let px = |v: i32, o: i32| (f64::from(v - o) / s).round() as i32;
+        Rect::new(
+            px(r.left, self.origin_x),
+            px(r.top, self.origin_y),
+            px(r.right, self.origin_x),
+            px(r.bottom, self.origin_y),
+        )
+    }
+
+    /// As an LLM image part.
+    pub fn to_image_data(&self) -> ImageData {
+        ImageData {
+            mime: self.mime.clone(),
+            bytes: self.bytes.clone(),
+        }
+    }
+}
+
+/// Encodes RGBA pixels as PNG with fast compression (the annotated copy is rebuilt every step).
+pub fn encode_png(img: &RgbaImage) -> Result<Bytes, VisionError> {
+    use image::ImageEncoder as _;
+    let mut out = Vec::with_capacity(img.as_raw().len() / 4);
+    image::codecs::png::PngEncoder::new_with_quality(
+        &mut out,
+        image::codecs::png::CompressionType::Fast,
+        image::codecs::png::FilterType::Adaptive,
+    )
+    .write_image(
+        img.as_raw(),
+        img.width(),
+        img.height(),
+        image::ExtendedColorType::Rgba8,
+    )
+    .map_err(VisionError::Encode)?;
+    Ok(Bytes::from(out))
+}

@@ -1,0 +1,46 @@
+//! Schemathesis (PyPI `schemathesis`) against the running REST API's `/openapi.json` with `--checks all`:
+//! the agent and the real session service (fresh Postgres database) run in-process on port 0; the test
+//! passes when schemathesis exits 0. `UFO_SCHEMATHESIS_EXAMPLES` sets the examples per operation.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api_support;
+
+use api_support::{Agent, KEY, Session, agent_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_failure() {
+    let session = Session::start().await;
+    let agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
+    let examples = std::env::var("UFO_SCHEMATHESIS_EXAMPLES").unwrap_or_else(|_| "40".into());
+    // Schemathesis keeps a crash cache in its working directory; keep it out of the source tree.
+    let scratch = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new("schemathesis")
+        .args([
+            "run",
+            &format!("{}/openapi.json", agent.http),
+            "--url",
+            &agent.http,
+            "--checks",
+            "all",
+            "--max-examples",
+            &examples,
+            "--header",
+            &format!("Authorization: Bearer {KEY}"),
+            "--seed",
+            "1",
+            "--no-color",
+        ])
+        .env("SCHEMATHESIS_HOOKS", "")
+        .current_dir(scratch.path())
+        .output()
+        .await
+        .expect("schemathesis is installed (pip install schemathesis)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "schemathesis failed:\n{stdout}\n{stderr}"
+    );
+    agent.stop().await;
+    session.stop().await;
+}

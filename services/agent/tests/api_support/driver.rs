@@ -1,0 +1,132 @@
+//! A deterministic [`TaskDriver`] standing in for the agents in runner tests. The request text carries its
+//! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
+//! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
+//! log — then never return: the step is in flight when the test kills or cancels the runner).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use ufo_agent::runner::{
+    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
+};
+use ufo_proto::v1::{AgentKind, ArtifactKind, HeldAction, Step};
+
+/// The scripted driver.
+#[derive(Debug, Default)]
+pub struct ScriptDriver {
+    /// Where "actions" are logged (`<task> <step> <pid>` per line), to count executions.
+    pub action_log: Option<PathBuf>,
+    /// Whether `block=K` applies (a resumed runner must not block again).
+    pub honour_block: bool,
+}
+
+fn directive(request: &str, key: &str) -> Option<u64> {
+    request
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+/// A 2x2 PNG.
+pub fn png() -> Vec<u8> {
+    let img = image::RgbImage::from_pixel(2, 2, image::Rgb([200, 10, 10]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+#[async_trait::async_trait]
+impl TaskDriver for ScriptDriver {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+        let request = &input.round.request;
+        let first = &input.session.request;
+        let steps = directive(request, "steps")
+            .or_else(|| directive(first, "steps"))
+            .unwrap_or(2);
+        let k = u64::from(input.round_step);
+        if self.honour_block && directive(first, "block") == Some(input.step) {
+            self.log(&input);
+            std::future::pending::<()>().await;
+        }
+        let mut thought = format!("round {} step {k}", input.round.number);
+        if directive(first, "ask").is_some_and(|a| a + 1 == k) {
+            let answer = hitl::answer_of(input.blackboard, 0).unwrap_or_default();
+            thought = format!("the person answered {answer}");
+        }
+        if directive(first, "hold").is_some_and(|h| h + 1 == k) {
+            thought = format!("decision {:?}", input.decision);
+            if input.decision == Some(false) {
+                return Ok(
+                    output(&input, thought, Next::Finish("rejected by a person".into())).into(),
+                );
+            }
+        }
+        self.log(&input);
+        let next = if directive(first, "ask") == Some(k) {
+            Next::Ask(vec!["which name?".into()])
+        } else if directive(first, "hold") == Some(k) {
+            Next::Hold(HeldAction {
+                agent_name: "AppAgent".into(),
+                function: "click_input".into(),
+                arguments_json: r#"{"id":"3"}"#.into(),
+                target_name: "Delete".into(),
+                reason: "deletes a file".into(),
+                step: 0,
+            })
+        } else if k >= steps {
+            Next::Finish(format!("done after {k} steps"))
+        } else {
+            Next::Continue
+        };
+        Ok(output(&input, thought, next).into())
+    }
+}
+
+impl ScriptDriver {
+    fn log(&self, input: &StepInput<'_>) {
+        if let Some(path) = &self.action_log {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            writeln!(
+                f,
+                "{} {} {}",
+                input.session.id,
+                input.step,
+                std::process::id()
+            )
+            .unwrap();
+        }
+    }
+}
+
+fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
+    StepOutput {
+        step: Step {
+            agent_name: "HostAgent".into(),
+            agent_kind: AgentKind::Host as i32,
+            state_before: "CONTINUE".into(),
+            state_after: "CONTINUE".into(),
+            // What this runner saw: a resumed step is observed again by the new process.
+            observation: format!("pid {} saw {} steps", std::process::id(), input.steps.len()),
+            thought,
+            status: "CONTINUE".into(),
+            ..Default::default()
+        },
+        memory_item: Some(serde_json::Map::from_iter([(
+            "step".to_owned(),
+            serde_json::json!(input.step),
+        )])),
+        blackboard: Vec::new(),
+        artifacts: vec![ArtifactUpload {
+            kind: ArtifactKind::CleanScreenshot,
+            content_type: "image/png".into(),
+            data: png(),
+            metadata: serde_json::Map::new(),
+        }],
+        events: Vec::new(),
+        next,
+    }
+}

@@ -1,0 +1,181 @@
+//! Shared by the `api_*` tests: a fresh Postgres database per test, the real session service (`ufo-session`
+//! on port 0, in-process), the agent's REST router and servers, and a deterministic [`TaskDriver`] double
+//! standing in for the agents.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod driver;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser as _;
+use sqlx::Connection as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use ufo_agent::api::session::SessionClient;
+use ufo_agent::{Config, api};
+
+/// The key the tests authenticate with.
+pub const KEY: &str = "test-key";
+
+/// Creates an empty database with a unique name and returns its URL.
+pub async fn fresh_database() -> String {
+    let base = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let name = format!("ufo_agent_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&base).await.expect("postgres");
+    // A generated identifier: DDL cannot take bound parameters.
+    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let (prefix, _) = base.rsplit_once('/').unwrap();
+    format!("{prefix}/{name}")
+}
+
+/// The real session service on a fresh database.
+pub struct Session {
+    pub url: String,
+    pub database_url: String,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Session {
+    pub async fn start() -> Self {
+        let database_url = fresh_database().await;
+        let mut config = ufo_session::Config::defaults();
+        config.database_url = Some(database_url.clone());
+        config.auth_token = None;
+        config.pool_size = 4;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            ufo_session::run(config, listener, token).await.unwrap();
+        });
+        let session = Self {
+            url,
+            database_url,
+            shutdown,
+            task,
+        };
+        session.wait_ready().await;
+        session
+    }
+
+    async fn wait_ready(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut client = self.client();
+            if client
+                .list_sessions(ufo_proto::v1::ListSessionsRequest::default())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "session service not ready"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn client(&self) -> SessionClient {
+        api::session::connect(&agent_config(&self.url, &[]).session).unwrap()
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+/// An agent configuration pointing at `session_url`, with the test key and `extra` flags.
+pub fn agent_config(session_url: &str, extra: &[&str]) -> Config {
+    let mut args = vec![
+        "ufo-agent".to_owned(),
+        "--session-url".to_owned(),
+        session_url.to_owned(),
+        "--api-keys".to_owned(),
+        format!("tests:{KEY}"),
+        "--listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+        "--http-listen".to_owned(),
+        "127.0.0.1:0".to_owned(),
+    ];
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    Config::parse_from(args)
+}
+
+/// The REST router of an agent configured by `config`.
+pub fn router(config: &Config) -> axum::Router {
+    let client = api::session::connect(&config.session).unwrap();
+    let watch = api::session::connect_streaming(&config.session).unwrap();
+    let tasks = api::Tasks::new(client, watch, Arc::new(config.api.clone()));
+    api::app(api::AppState {
+        tasks,
+        keys: api::ApiKeys::from_config(&config.api).unwrap(),
+        shutdown: CancellationToken::new(),
+    })
+}
+
+/// A whole agent process in-process: REST + gRPC (+ runner with `driver`) on port 0.
+pub struct Agent {
+    pub http: String,
+    pub grpc: String,
+    pub shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Agent {
+    pub async fn start(
+        config: Config,
+        driver: Option<Arc<dyn ufo_agent::runner::TaskDriver>>,
+    ) -> Self {
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let grpc_addr = grpc.local_addr().unwrap();
+        let http_addr = http.local_addr().unwrap();
+        let shutdown = CancellationToken::new();
+        let token = shutdown.clone();
+        let task = tokio::spawn(async move {
+            ufo_agent::run(config, ufo_agent::Listeners { grpc, http }, driver, token)
+                .await
+                .unwrap();
+        });
+        Self {
+            http: format!("http://{http_addr}"),
+            grpc: format!("http://{grpc_addr}"),
+            shutdown,
+            task,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap();
+    }
+}
+
+/// Polls `check` until it returns `Some`, failing after `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

@@ -1,0 +1,159 @@
+//! Shared rig for the agent tests: a scripted OpenAI-compatible server, the executor double, and the
+//! agents' services wired to them.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};
+use ufo_agent::llm::PriceTable;
+use ufo_agent::llm::openai::{OpenAiCompatible, OpenAiConfig};
+use ufo_agent::llm::retry::RetryPolicy;
+use ufo_agent::memory::Blackboard;
+use ufo_agent::round::{Decision, Hooks, Round};
+use ufo_agent::target::Rect;
+use ufo_agent::testing::{
+    FakeControl, FakeDesktop, FakeWindow, RecordedRequest, ScriptedLlm, ScriptedReply,
+};
+use ufo_agent::vision::{Marker, Palette};
+use ufo_proto::v1;
+
+pub fn fast_retry() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 2,
+        base_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(50),
+    }
+}
+
+pub fn model(llm: &ScriptedLlm, name: &str) -> Arc<OpenAiCompatible> {
+    let mut config = OpenAiConfig::openai(llm.base_url(), name);
+    config.retry = fast_retry();
+    Arc::new(
+        OpenAiCompatible::new(config, Arc::new(PriceTable::new().with(name, 1.0, 2.0))).unwrap(),
+    )
+}
+
+pub fn marker() -> Arc<Marker> {
+    Arc::new(
+        Marker::load(
+            Path::new(ufo_agent::vision::annotate::DEFAULT_FONT),
+            14.0,
+            Palette::default(),
+        )
+        .unwrap(),
+    )
+}
+
+pub fn services(llm: &ScriptedLlm, settings: AgentSettings) -> AgentServices {
+    AgentServices {
+        host_model: model(llm, "host-model"),
+        app_model: model(llm, "app-model"),
+        marker: marker(),
+        grounding: None,
+        knowledge: None,
+        settings: Arc::new(settings),
+    }
+}
+
+/// "notes": Body holds "total=42"; "sheet": Cell edit, Apply (fails), Save.
+pub fn desktop() -> FakeDesktop {
+    let mut body = FakeControl::new("n2", "Body", "Edit", Rect::new(20, 60, 380, 250));
+    body.text = "total=42".into();
+    let mut apply = FakeControl::new("s2", "Apply", "Button", Rect::new(520, 120, 600, 150));
+    apply.fails = true;
+    FakeDesktop::new(vec![
+        FakeWindow {
+            id: "w1".into(),
+            name: "Notes - today".into(),
+            process: "notes".into(),
+            rect: Rect::new(0, 0, 400, 300),
+            controls: vec![
+                FakeControl::new("n1", "Title", "Edit", Rect::new(20, 20, 380, 50)),
+                body,
+                FakeControl::new("n3", "Copy", "Button", Rect::new(20, 260, 100, 290)),
+            ],
+        },
+        FakeWindow {
+            id: "w2".into(),
+            name: "Sheet - book1".into(),
+            process: "sheet".into(),
+            rect: Rect::new(400, 0, 800, 300),
+            controls: vec![
+                FakeControl::new("s1", "Cell", "Edit", Rect::new(420, 40, 780, 80)),
+                apply,
+                FakeControl::new("s3", "Save", "Button", Rect::new(620, 120, 700, 150)),
+            ],
+        },
+    ])
+}
+
+pub fn round(services: AgentServices, desktop: Arc<FakeDesktop>, request: &str) -> Round {
+    Round::new(
+        "s-1",
+        1,
+        request,
+        0,
+        HostAgent::new(services),
+        Blackboard::default(),
+        vec![],
+        desktop,
+    )
+    .unwrap()
+}
+
+pub fn host(status: &str, extra: Value) -> Value {
+    let mut v = json!({"observation": "desktop", "thought": "think", "status": status, "plan": []});
+    v.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    v
+}
+
+pub fn assign(label: &str, subtask: &str) -> Value {
+    host(
+        "ASSIGN",
+        json!({"current_subtask": subtask, "message": "go", "function": "select_application_window", "arguments": {"id": label}}),
+    )
+}
+
+pub fn app(status: &str, actions: Value, result: &str) -> Value {
+    json!({"observation": "window", "thought": "act", "status": status, "action": actions, "result": result, "plan": []})
+}
+
+/// A reply choosing controls by name from the prompt's control list.
+pub fn by_name(
+    f: impl Fn(&dyn Fn(&str) -> String) -> Value + Send + Sync + 'static,
+) -> impl Fn(&RecordedRequest) -> ScriptedReply + Send + Sync + 'static {
+    move |req: &RecordedRequest| {
+        let id = |name: &str| {
+            req.control_id(name)
+                .unwrap_or_else(|| panic!("no control {name} in prompt"))
+        };
+        ScriptedReply::Text(f(&id).to_string())
+    }
+}
+
+/// Hooks answering from fixed values; `None` simulates a timeout.
+#[derive(Default)]
+pub struct TestHooks {
+    pub answers: Option<Vec<String>>,
+    pub decision: Option<Decision>,
+    pub asked: Mutex<Vec<Vec<String>>>,
+    pub held: Mutex<Vec<v1::HeldAction>>,
+}
+
+#[async_trait]
+impl Hooks for TestHooks {
+    async fn answers(&self, questions: &[String], _timeout: Duration) -> Option<Vec<String>> {
+        self.asked.lock().unwrap().push(questions.to_vec());
+        self.answers.clone()
+    }
+    async fn confirmation(&self, held: &v1::HeldAction, _timeout: Duration) -> Option<Decision> {
+        self.held.lock().unwrap().push(held.clone());
+        self.decision.clone()
+    }
+}

@@ -1,0 +1,425 @@
+//! Every FSM transition of the round driver: CONFIRM approve/reject (the action is held until decided),
+//! PENDING answered/timed out (both fallbacks), AppAgent FAIL → HostAgent re-plan (bounded), unknown
+//! status → ERROR, step limit, and the multi-action pre-check.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use serde_json::json;
+use ufo_agent::agents::{AgentSettings, PendingFallback};
+use ufo_agent::round::{Decision, RoundEnd};
+use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
+use ufo_proto::v1;
+
+fn confirm_click()
+-> impl Fn(&ufo_agent::testing::RecordedRequest) -> ScriptedReply + Send + Sync + 'static {
+    by_name(|id| {
+        app(
+            "CONFIRM",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "",
+        )
+    })
+}
+
+#[tokio::test]
+async fn confirm_holds_the_action_until_approved_then_runs_it() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "copy",
+    );
+    llm.push_json(&assign("0", "copy the note"));
+    llm.push_fn(confirm_click());
+    let hooks = TestHooks {
+        decision: Some(Decision {
+            approve: true,
+            reason: "fine".into(),
+        }),
+        ..TestHooks::default()
+    };
+    round.next_step(&hooks).await.unwrap();
+    let held = round.next_step(&hooks).await.unwrap();
+    assert_eq!(held.step.state_after, "CONFIRM");
+    assert_eq!(held.events_of(v1::EventKind::ActionHeld).len(), 1);
+    assert_eq!(
+        held.events_of(v1::EventKind::ConfirmationRequested).len(),
+        1
+    );
+    assert!(held.step.actions.is_empty(), "nothing ran while held");
+    assert!(!desktop.actions().contains(&"click_input".to_owned()));
+    assert_eq!(round.held_action().unwrap().function, "click_input");
+    assert_eq!(round.state(), "AppAgent/notes:CONFIRM");
+
+    let approved = round.next_step(&hooks).await.unwrap();
+    assert_eq!(hooks.held.lock().unwrap()[0].target_name, "Copy");
+    assert_eq!(approved.events_of(v1::EventKind::ActionApproved).len(), 1);
+    assert_eq!(approved.step.actions[0].target_name, "Copy");
+    assert_eq!(desktop.actions().last().unwrap(), "click_input");
+    assert_eq!(round.state(), "AppAgent/notes:CONTINUE");
+    assert!(round.held_action().is_none());
+}
+
+#[tokio::test]
+async fn confirm_rejected_finishes_the_subtask_and_returns_to_the_host() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "copy",
+    );
+    llm.push_json(&assign("0", "copy the note"));
+    llm.push_fn(confirm_click());
+    let hooks = TestHooks {
+        decision: Some(Decision {
+            approve: false,
+            reason: "not now".into(),
+        }),
+        ..TestHooks::default()
+    };
+    round.next_step(&hooks).await.unwrap();
+    round.next_step(&hooks).await.unwrap();
+    let rejected = round.next_step(&hooks).await.unwrap();
+    assert_eq!(rejected.events_of(v1::EventKind::ActionRejected).len(), 1);
+    assert!(!desktop.actions().contains(&"click_input".to_owned()));
+    let last = round.previous_subtasks().last().unwrap();
+    assert_eq!(last["status"], "REJECTED");
+    assert!(last["result"].as_str().unwrap().contains("not now"));
+    assert_eq!(round.state(), "HostAgent:CONTINUE");
+}
+
+#[tokio::test]
+async fn confirm_without_a_decision_in_time_is_a_rejection() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "copy",
+    );
+    llm.push_json(&assign("0", "copy the note"));
+    llm.push_fn(confirm_click());
+    let hooks = TestHooks::default();
+    for _ in 0..3 {
+        round.next_step(&hooks).await.unwrap();
+    }
+    assert!(!desktop.actions().contains(&"click_input".to_owned()));
+    assert_eq!(
+        round.previous_subtasks().last().unwrap()["status"],
+        "REJECTED"
+    );
+}
+
+#[tokio::test]
+async fn pending_asks_then_answers_go_on_the_blackboard_and_into_the_next_prompt() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        Arc::new(desktop()),
+        "open the file",
+    );
+    llm.push_json(&host("PENDING", json!({"questions": ["Which file?"]})));
+    llm.push_fn(|req| {
+        assert!(
+            req.text().contains("report.txt"),
+            "answer missing from the prompt"
+        );
+        ScriptedReply::Text(host("FINISH", json!({"result": "ok"})).to_string())
+    });
+    let hooks = TestHooks {
+        answers: Some(vec!["report.txt".into()]),
+        ..TestHooks::default()
+    };
+    let asked = round.next_step(&hooks).await.unwrap();
+    assert_eq!(asked.step.state_after, "PENDING");
+    assert_eq!(asked.events_of(v1::EventKind::QuestionAsked).len(), 1);
+    assert_eq!(round.pending_questions(), ["Which file?"]);
+    let next = round.next_step(&hooks).await.unwrap();
+    assert_eq!(next.events_of(v1::EventKind::QuestionAnswered).len(), 1);
+    assert!(
+        next.blackboard
+            .iter()
+            .any(|e| e.kind == v1::BlackboardKind::Question as i32)
+    );
+    assert_eq!(round.blackboard().questions[0]["answer"], "report.txt");
+    assert_eq!(round.end(), Some(&RoundEnd::Finished("ok".into())));
+}
+
+#[tokio::test]
+async fn pending_timeout_follows_the_configured_fallback() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        pending_fallback: PendingFallback::Fail,
+        ..AgentSettings::default()
+    };
+    let mut failing = round(services(&llm, settings), Arc::new(desktop()), "x");
+    llm.push_json(&host("PENDING", json!({"questions": ["?"]})));
+    let hooks = TestHooks::default();
+    failing.next_step(&hooks).await.unwrap();
+    assert!(failing.next_step(&hooks).await.is_none());
+    assert!(matches!(failing.end(), Some(RoundEnd::Failed(r)) if r.contains("not answered")));
+
+    let mut continuing = round(
+        services(&llm, AgentSettings::default()),
+        Arc::new(desktop()),
+        "x",
+    );
+    llm.push_json(&host("PENDING", json!({"questions": ["?"]})));
+    llm.push_json(&host("FINISH", json!({"result": "guessed"})));
+    continuing.next_step(&hooks).await.unwrap();
+    continuing.next_step(&hooks).await.unwrap();
+    assert!(
+        continuing.blackboard().questions[0]["answer"]
+            .as_str()
+            .unwrap()
+            .contains("no answer")
+    );
+    assert_eq!(
+        continuing.end(),
+        Some(&RoundEnd::Finished("guessed".into()))
+    );
+}
+
+#[tokio::test]
+async fn app_fail_returns_to_the_host_which_re_plans_within_the_limit() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        max_replans: 1,
+        ..AgentSettings::default()
+    };
+    let mut round = round(services(&llm, settings), Arc::new(desktop()), "x");
+    llm.push_json(&assign("0", "first try"));
+    llm.push_json(&app("FAIL", json!(null), "no such data"));
+    llm.push_fn(|req| {
+        assert!(
+            req.text().contains("no such data"),
+            "host re-plans with the failure in view"
+        );
+        ScriptedReply::Text(assign("1", "second try").to_string())
+    });
+    llm.push_json(&app("FAIL", json!(null), "still nothing"));
+    let hooks = TestHooks::default();
+    let mut states = vec![];
+    while let Some(r) = round.next_step(&hooks).await {
+        states.push((r.step.agent_name.clone(), r.step.state_after.clone()));
+    }
+    assert_eq!(
+        states,
+        [
+            ("HostAgent".to_owned(), "ASSIGN".to_owned()),
+            ("AppAgent/notes".into(), "FAIL".into()),
+            ("HostAgent".into(), "ASSIGN".into()),
+            ("AppAgent/sheet".into(), "FAIL".into()),
+        ]
+    );
+    assert!(matches!(round.end(), Some(RoundEnd::Failed(r)) if r.contains("re-plan limit")));
+}
+
+#[tokio::test]
+async fn unknown_status_is_an_error() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        Arc::new(desktop()),
+        "x",
+    );
+    llm.push_json(&host("DANCE", json!({})));
+    let r = round.next_step(&TestHooks::default()).await.unwrap();
+    assert_eq!(r.step.state_after, "ERROR");
+    assert!(matches!(round.end(), Some(RoundEnd::Failed(m)) if m.contains("DANCE")));
+    assert!(round.next_step(&TestHooks::default()).await.is_none());
+}
+
+#[tokio::test]
+async fn a_failing_critical_phase_ends_the_round_as_error() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        max_reasks: 0,
+        ..AgentSettings::default()
+    };
+    let mut round = round(services(&llm, settings), Arc::new(desktop()), "x");
+    llm.push_text("I cannot answer in JSON");
+    let r = round.next_step(&TestHooks::default()).await.unwrap();
+    assert_eq!(r.step.state_after, "ERROR");
+    let failed: Vec<_> = r
+        .step
+        .phases
+        .iter()
+        .filter(|p| !p.success)
+        .map(|p| p.phase.as_str())
+        .collect();
+    assert_eq!(failed, ["llm_interaction"]);
+    assert!(matches!(round.end(), Some(RoundEnd::Failed(m)) if m.contains("host_llm_interaction")));
+}
+
+#[tokio::test]
+async fn the_step_limit_ends_the_round() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        max_steps: 2,
+        ..AgentSettings::default()
+    };
+    let mut round = round(services(&llm, settings), Arc::new(desktop()), "x");
+    llm.push_json(&host("CONTINUE", json!({})));
+    llm.push_json(&host("CONTINUE", json!({})));
+    let hooks = TestHooks::default();
+    assert!(round.next_step(&hooks).await.is_some());
+    assert!(round.next_step(&hooks).await.is_some());
+    assert!(round.next_step(&hooks).await.is_none());
+    assert!(matches!(round.end(), Some(RoundEnd::Failed(m)) if m.contains("step limit")));
+    assert_eq!(llm.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_batch_checks_each_control_before_acting_on_it() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = desktop();
+    // Clicking Copy disables Title: the next action of the batch must not run on it.
+    let desktop = {
+        let d = desktop;
+        d.set_disables_on_click("notes", "Copy", "Title");
+        Arc::new(d)
+    };
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "x",
+    );
+    llm.push_json(&assign("0", "edit"));
+    llm.push_fn(by_name(|id| {
+        app(
+            "CONTINUE",
+            json!([
+                {"function": "click_input", "arguments": {"id": id("Copy")}},
+                {"function": "set_edit_text", "arguments": {"id": id("Title"), "text": "t"}},
+                {"function": "click_input", "arguments": {"id": id("Body")}}
+            ]),
+            "",
+        )
+    }));
+    let hooks = TestHooks::default();
+    round.next_step(&hooks).await.unwrap();
+    let r = round.next_step(&hooks).await.unwrap();
+    let results: Vec<_> = r
+        .step
+        .actions
+        .iter()
+        .map(|a| a.result.clone().unwrap())
+        .collect();
+    assert_eq!(results[0].status, v1::ResultStatus::Success as i32);
+    assert_eq!(results[1].status, v1::ResultStatus::Failure as i32);
+    assert!(
+        results[1].error.contains("disabled"),
+        "{}",
+        results[1].error
+    );
+    assert_eq!(results[2].status, v1::ResultStatus::Skipped as i32);
+    assert_eq!(
+        desktop.actions(),
+        ["select_application_window", "click_input"]
+    );
+}
+
+#[tokio::test]
+async fn confirm_policy_always_holds_every_action() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        confirm_always: true,
+        ..AgentSettings::default()
+    };
+    let desktop = Arc::new(desktop());
+    let mut round = round(services(&llm, settings), desktop.clone(), "x");
+    llm.push_json(&assign("0", "edit"));
+    let hooks = TestHooks {
+        decision: Some(Decision {
+            approve: true,
+            reason: String::new(),
+        }),
+        ..TestHooks::default()
+    };
+    let held = round.next_step(&hooks).await.unwrap();
+    assert_eq!(held.step.state_after, "CONFIRM");
+    assert!(desktop.actions().is_empty());
+    let approved = round.next_step(&hooks).await.unwrap();
+    assert_eq!(approved.step.state_after, "ASSIGN");
+    assert_eq!(desktop.actions(), ["select_application_window"]);
+    assert_eq!(round.state(), "AppAgent/notes:CONTINUE");
+}
+
+#[tokio::test]
+async fn screenshot_re_observes_and_decides_again_without_acting() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "x",
+    );
+    llm.push_json(&assign("0", "look"));
+    llm.push_fn(by_name(|id| {
+        app(
+            "SCREENSHOT",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "",
+        )
+    }));
+    llm.push_fn(|req| {
+        assert_eq!(req.image_urls().len(), 2, "a fresh clean + annotated pair");
+        ScriptedReply::Text(app("FINISH", json!(null), "seen").to_string())
+    });
+    let hooks = TestHooks::default();
+    round.next_step(&hooks).await.unwrap();
+    let looked = round.next_step(&hooks).await.unwrap();
+    assert_eq!(looked.step.status, "SCREENSHOT");
+    assert_eq!(looked.step.state_after, "CONTINUE");
+    assert!(looked.step.actions.is_empty());
+    let captures_before = desktop
+        .log()
+        .iter()
+        .filter(|c| c.tool_name == "capture_window_screenshot")
+        .count();
+    let done = round.next_step(&hooks).await.unwrap();
+    assert_eq!(done.step.state_after, "FINISH");
+    let captures_after = desktop
+        .log()
+        .iter()
+        .filter(|c| c.tool_name == "capture_window_screenshot")
+        .count();
+    assert_eq!(captures_after, captures_before + 1);
+    assert_eq!(desktop.actions(), ["select_application_window"]);
+}
+
+#[tokio::test]
+async fn an_approved_action_is_checked_again_before_it_runs() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        desktop.clone(),
+        "copy",
+    );
+    llm.push_json(&assign("0", "copy the note"));
+    llm.push_fn(confirm_click());
+    let hooks = TestHooks {
+        decision: Some(Decision {
+            approve: true,
+            reason: "ok".into(),
+        }),
+        ..TestHooks::default()
+    };
+    round.next_step(&hooks).await.unwrap();
+    round.next_step(&hooks).await.unwrap();
+    // While the action waited for approval, its control became disabled.
+    desktop.set_enabled("notes", "Copy", false);
+    let approved = round.next_step(&hooks).await.unwrap();
+    let result = approved.step.actions[0].result.clone().unwrap();
+    assert_eq!(result.status, v1::ResultStatus::Failure as i32);
+    assert!(result.error.contains("disabled"), "{}", result.error);
+    assert!(!desktop.actions().contains(&"click_input".to_owned()));
+}

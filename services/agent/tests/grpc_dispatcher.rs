@@ -1,0 +1,195 @@
+//! The gRPC command dispatcher over a real socket: commands become `ufo.v1.Command`s with `Struct`
+//! parameters, results come back with status, JSON result, image bytes and transform; the bearer token
+//! travels in metadata; a whole task runs through it. The server here is a thin tonic adapter over the
+//! in-process executor double (the real Linux executor is another issue's).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use ufo_agent::agents::AgentSettings;
+use ufo_agent::dispatch::grpc::GrpcDispatcher;
+use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
+use ufo_agent::round::RoundEnd;
+use ufo_agent::testing::{FakeDesktop, ScriptedLlm};
+use ufo_proto::v1;
+use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
+
+struct Adapter(Arc<FakeDesktop>);
+
+#[tonic::async_trait]
+impl Executor for Adapter {
+    async fn execute(
+        &self,
+        request: Request<v1::ExecuteRequest>,
+    ) -> Result<Response<v1::ExecuteResponse>, Status> {
+        if request
+            .metadata()
+            .get("authorization")
+            .map(|v| v.to_str().unwrap())
+            != Some("Bearer tok")
+        {
+            return Err(Status::unauthenticated("missing bearer token"));
+        }
+        let commands = request
+            .into_inner()
+            .commands
+            .into_iter()
+            .map(|c| Command {
+                tool_name: c.tool_name,
+                parameters: ufo_proto::json::struct_to_map(c.parameters.unwrap_or_default()),
+                tool_type: if c.tool_type == v1::ToolType::Action as i32 {
+                    ToolType::Action
+                } else {
+                    ToolType::DataCollection
+                },
+                call_id: c.call_id,
+            })
+            .collect();
+        let results = self.0.execute(commands).await.unwrap();
+        Ok(Response::new(v1::ExecuteResponse {
+            results: results
+                .into_iter()
+                .map(|r| v1::Result {
+                    status: match r.status {
+                        ResultStatus::Success => v1::ResultStatus::Success,
+                        ResultStatus::Failure => v1::ResultStatus::Failure,
+                        ResultStatus::Skipped => v1::ResultStatus::Skipped,
+                        ResultStatus::None => v1::ResultStatus::None,
+                    } as i32,
+                    error: r.error,
+                    result: Some(ufo_proto::json::to_value(r.result)),
+                    call_id: r.call_id,
+                    duration_us: 1,
+                    images: r
+                        .images
+                        .into_iter()
+                        .map(|i| v1::Image {
+                            format: v1::ImageFormat::Png as i32,
+                            data: i.bytes.to_vec(),
+                            width: i.width,
+                            height: i.height,
+                            transform: Some(v1::ScreenTransform {
+                                origin_x: i.origin_x,
+                                origin_y: i.origin_y,
+                                scale: i.scale,
+                            }),
+                        })
+                        .collect(),
+                    warnings: vec![],
+                })
+                .collect(),
+        }))
+    }
+    async fn list_tools(
+        &self,
+        _r: Request<v1::ListToolsRequest>,
+    ) -> Result<Response<v1::ListToolsResponse>, Status> {
+        Ok(Response::new(v1::ListToolsResponse::default()))
+    }
+    async fn get_capabilities(
+        &self,
+        _r: Request<v1::GetCapabilitiesRequest>,
+    ) -> Result<Response<v1::Capabilities>, Status> {
+        Ok(Response::new(v1::Capabilities::default()))
+    }
+}
+
+async fn serve(desktop: Arc<FakeDesktop>) -> (String, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                token.cancelled_owned(),
+            )
+            .await
+            .unwrap();
+    });
+    (format!("http://{addr}"), stop)
+}
+
+#[tokio::test]
+async fn commands_and_results_cross_the_wire_intact() {
+    let desktop = Arc::new(desktop());
+    let (addr, _stop) = serve(desktop.clone()).await;
+    let grpc = GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20).unwrap();
+    let results = grpc
+        .execute(vec![
+            Command::act(
+                "select_application_window",
+                json!({"id": "w2", "name": "Sheet"}),
+            ),
+            Command::observe("capture_window_screenshot", json!({})),
+            Command::act("click_input", json!({"id": "s2"})),
+            Command::act("click_input", json!({"id": "s3"})),
+        ])
+        .await
+        .unwrap();
+    let statuses: Vec<_> = results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            ResultStatus::Success,
+            ResultStatus::Success,
+            ResultStatus::Failure,
+            ResultStatus::Skipped
+        ]
+    );
+    assert_eq!(results[0].result, json!({"root_name": "sheet"}));
+    let shot = &results[1].images[0];
+    assert_eq!(
+        (shot.width, shot.height, shot.origin_x, shot.origin_y),
+        (400, 300, 400, 0)
+    );
+    assert!(shot.decode().is_ok());
+    assert_eq!(desktop.log()[0].parameters["name"], "Sheet");
+
+    let anonymous = GrpcDispatcher::connect_lazy(&addr, None, 5_000, 16 << 20).unwrap();
+    let err = anonymous
+        .execute(vec![Command::observe("get_app_window_info", json!({}))])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("Unauthenticated"), "{err}");
+}
+
+#[tokio::test]
+async fn a_task_runs_through_the_grpc_dispatcher() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let desktop = Arc::new(desktop());
+    let (addr, _stop) = serve(desktop.clone()).await;
+    let grpc = Arc::new(GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20).unwrap());
+    let mut round = ufo_agent::round::Round::new(
+        "s-2",
+        1,
+        "type 7 in the sheet",
+        0,
+        ufo_agent::agents::HostAgent::new(services(&llm, AgentSettings::default())),
+        Default::default(),
+        vec![],
+        grpc,
+    )
+    .unwrap();
+    llm.push_json(&assign("1", "type 7"));
+    llm.push_fn(by_name(|id| {
+        app(
+            "FINISH",
+            json!({"function": "set_edit_text", "arguments": {"id": id("Cell"), "text": "7"}}),
+            "typed",
+        )
+    }));
+    llm.push_json(&host("FINISH", json!({"result": "7 typed"})));
+    let hooks = TestHooks::default();
+    while round.next_step(&hooks).await.is_some() {}
+    assert_eq!(round.end(), Some(&RoundEnd::Finished("7 typed".into())));
+    assert_eq!(desktop.text_of("sheet", "Cell").as_deref(), Some("7"));
+}

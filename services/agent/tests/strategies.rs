@@ -1,0 +1,560 @@
+//! Each HostAgent and AppAgent strategy run alone with exactly its declared inputs (seeds 000 and 001),
+//! the fail_fast table, and the processors' dependency chains.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use common::*;
+use serde_json::json;
+use ufo_agent::agents::app::strategies::*;
+use ufo_agent::agents::host::strategies::*;
+use ufo_agent::agents::keys::*;
+use ufo_agent::agents::services::GroundingSource;
+use ufo_agent::agents::{AgentSettings, AppAgent, HostAgent};
+use ufo_agent::dispatch::{CommandDispatcher, ResultStatus};
+use ufo_agent::memory::Blackboard;
+use ufo_agent::processor::{ProcessingContext, Processor, Strategy, Values, keys as pkeys};
+use ufo_agent::response::{ActionSpec, AppResponse, HostResponse, SaveScreenshot};
+use ufo_agent::target::{ControlSource, Rect, TargetInfo, TargetKind, TargetRegistry};
+use ufo_agent::testing::{FakeDesktop, ScriptedLlm, ScriptedReply};
+use ufo_agent::vision::Screenshot;
+
+fn ctx(values: Values) -> ProcessingContext {
+    ProcessingContext::new(Arc::new(values))
+}
+
+fn dispatcher(d: &Arc<FakeDesktop>) -> Arc<dyn CommandDispatcher> {
+    d.clone()
+}
+
+fn window(process: &str, id: &str) -> TargetInfo {
+    TargetInfo::from_json(
+        &json!({"id": id, "name": process, "process_name": process}),
+        TargetKind::Application,
+    )
+    .unwrap()
+}
+
+fn shot() -> Screenshot {
+    Screenshot::from_rgba(&image::RgbaImage::new(400, 300), 0, 0).unwrap()
+}
+
+async fn registry(host: &HostAgent, d: &Arc<FakeDesktop>) -> TargetRegistry {
+    let mut c = ctx(Values::new().with(DISPATCHER, dispatcher(d)));
+    let out = DesktopDataCollection.execute(host, &mut c).await.unwrap();
+    out.get(TARGET_REGISTRY).unwrap().unwrap().clone()
+}
+
+#[test]
+fn fail_fast_matches_the_seed_tables_and_chains_validate() {
+    let host: [(&dyn Strategy<HostAgent>, bool); 4] = [
+        (&DesktopDataCollection, true),
+        (&HostLlmInteraction, true),
+        (&HostActionExecution, false),
+        (&HostMemoryUpdate, false),
+    ];
+    for (s, expected) in host {
+        assert_eq!(s.fail_fast(), expected, "{}", s.name());
+    }
+    let app: [(&dyn Strategy<AppAgent>, bool); 3] = [
+        (&AppLlmInteraction, true),
+        (&AppActionExecution, false),
+        (&AppMemoryUpdate, false),
+    ];
+    for (s, expected) in app {
+        assert_eq!(s.fail_fast(), expected, "{}", s.name());
+    }
+    let host_proc = Processor::build(ufo_agent::agents::host::HostProcessor).unwrap();
+    assert_eq!(host_proc.phases().len(), 4);
+    let app_proc = Processor::build(ufo_agent::agents::app::AppProcessor).unwrap();
+    assert_eq!(app_proc.phases()[0].1, "app_data_collection");
+}
+
+#[tokio::test]
+async fn desktop_data_collection_registers_windows_then_third_party_agents() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        third_party_agents: vec!["HardwareAgent".into()],
+        ..AgentSettings::default()
+    };
+    let host = HostAgent::new(services(&llm, settings));
+    let d = Arc::new(desktop());
+    let mut c = ctx(Values::new().with(DISPATCHER, dispatcher(&d)));
+    let out = DesktopDataCollection.execute(&host, &mut c).await.unwrap();
+    let reg = out.get(TARGET_REGISTRY).unwrap().unwrap();
+    let labels: Vec<_> = reg
+        .all()
+        .iter()
+        .map(|t| (t.label.as_str(), t.name.as_str(), t.kind))
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("0", "Notes - today", TargetKind::Application),
+            ("1", "Sheet - book1", TargetKind::Application),
+            ("2", "HardwareAgent", TargetKind::ThirdPartyAgent)
+        ]
+    );
+    assert_eq!(out.get(DESKTOP_SCREENSHOT).unwrap().unwrap().width, 320);
+    assert_eq!(d.log()[0].parameters["all_screens"], json!(true));
+}
+
+#[tokio::test]
+async fn host_llm_interaction_prompts_with_screenshot_targets_subtasks_and_blackboard() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let host = HostAgent::new(services(&llm, AgentSettings::default()));
+    let d = Arc::new(desktop());
+    let reg = registry(&host, &d).await;
+    let mut board = Blackboard::default();
+    board.add_question("Which sheet?", "book1");
+    llm.push_json(
+        &json!({"observation": "o", "thought": "t", "status": "ASSIGN",
+        "function": "select_application_window", "arguments": {"id": "9"}}),
+    );
+    llm.push_json(&assign("1", "fill the sheet"));
+    let mut c = ctx(Values::new()
+        .with(TARGET_REGISTRY, reg)
+        .with(DESKTOP_SCREENSHOT, shot())
+        .with(pkeys::REQUEST, "fill the sheet".to_owned())
+        .with(
+            PREVIOUS_SUBTASKS,
+            vec![json!({"subtask": "read", "status": "FINISH", "result": "42"})],
+        )
+        .with(BLACKBOARD, Arc::new(board)));
+    let out = HostLlmInteraction.execute(&host, &mut c).await.unwrap();
+    let r = out.get(HOST_RESPONSE).unwrap().unwrap();
+    assert_eq!(r.arguments["id"], "1");
+    assert_eq!(
+        out.get(LLM_TOTALS).unwrap().unwrap().calls,
+        2,
+        "the bad label was re-asked"
+    );
+    let reqs = llm.requests();
+    assert!(
+        reqs[1]
+            .role_text("user")
+            .contains("there is no target with label 9")
+    );
+    let text = reqs[0].text();
+    for needle in [
+        "fill the sheet",
+        "\"label\":\"1\"",
+        "Sheet - book1",
+        "\"result\":\"42\"",
+        "book1",
+        "[Blackboard]",
+    ] {
+        assert!(text.contains(needle), "prompt lacks {needle}: {text}");
+    }
+    assert_eq!(reqs[0].image_urls().len(), 1);
+}
+
+#[tokio::test]
+async fn host_action_execution_selects_assigns_dispatches_and_holds() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        third_party_agents: vec!["HardwareAgent".into()],
+        ..AgentSettings::default()
+    };
+    let host = HostAgent::new(services(&llm, settings));
+    let d = Arc::new(desktop());
+    d.add_launchable(ufo_agent::testing::FakeWindow {
+        id: "w3".into(),
+        name: "Calc".into(),
+        process: "calc".into(),
+        rect: Rect::new(0, 0, 10, 10),
+        controls: vec![],
+    });
+    let reg = registry(&host, &d).await;
+    let run = |response: HostResponse| {
+        let d = d.clone();
+        let reg = reg.clone();
+        let host = host.clone();
+        async move {
+            let mut c = ctx(Values::new()
+                .with(HOST_RESPONSE, response)
+                .with(TARGET_REGISTRY, reg)
+                .with(DISPATCHER, dispatcher(&d)));
+            HostActionExecution.execute(&host, &mut c).await.unwrap()
+        }
+    };
+    let resp = |status: &str, function: &str, args: serde_json::Value| HostResponse {
+        status: status.into(),
+        function: function.into(),
+        arguments: args.as_object().cloned().unwrap(),
+        ..HostResponse::default()
+    };
+    let out = run(resp(
+        "ASSIGN",
+        "select_application_window",
+        json!({"id": "1"}),
+    ))
+    .await;
+    assert_eq!(
+        out.get(SELECTED_TARGET).unwrap().unwrap().app_root(),
+        "sheet"
+    );
+    assert_eq!(
+        d.log().last().unwrap().parameters["id"],
+        "w2",
+        "the executor id, not the label"
+    );
+
+    let before = d.log().len();
+    let out = run(resp(
+        "ASSIGN",
+        "select_application_window",
+        json!({"id": "2"}),
+    ))
+    .await;
+    assert_eq!(
+        out.get(SELECTED_TARGET).unwrap().unwrap().kind,
+        TargetKind::ThirdPartyAgent
+    );
+    assert_eq!(
+        d.log().len(),
+        before,
+        "a third-party assignment dispatches nothing"
+    );
+
+    let out = run(resp(
+        "CONTINUE",
+        "launch_application",
+        json!({"name": "calc"}),
+    ))
+    .await;
+    assert_eq!(
+        out.get(ACTIONS).unwrap().unwrap()[0].result.status,
+        ResultStatus::Success
+    );
+    assert_eq!(d.log().last().unwrap().tool_name, "launch_application");
+
+    let before = d.log().len();
+    let out = run(resp(
+        "CONFIRM",
+        "close_application",
+        json!({"name": "calc"}),
+    ))
+    .await;
+    assert!(out.get(ACTIONS).unwrap().unwrap().is_empty());
+    assert_eq!(d.log().len(), before, "CONFIRM holds the function");
+}
+
+#[tokio::test]
+async fn host_memory_update_builds_the_item_and_the_trajectory() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let host = HostAgent::new(services(&llm, AgentSettings::default()));
+    let response = HostResponse {
+        observation: "o".into(),
+        thought: "t".into(),
+        status: "FINISH".into(),
+        current_subtask: "s".into(),
+        result: "r".into(),
+        plan: vec!["next".into()],
+        ..HostResponse::default()
+    };
+    let mut c = ctx(Values::new()
+        .with(pkeys::SESSION_STEP, 7)
+        .with(HOST_RESPONSE, response));
+    let out = HostMemoryUpdate.execute(&host, &mut c).await.unwrap();
+    let item = out.get(MEMORY_ITEM).unwrap().unwrap();
+    assert_eq!(item.get("session_step"), Some(&json!(7)));
+    assert_eq!(item.get("plan"), Some(&json!(["next"])));
+    assert_eq!(item.str("agent_name"), "HostAgent");
+    let traj = out.get(TRAJECTORY).unwrap().unwrap();
+    assert_eq!(traj["result"], "r");
+    assert!(
+        !traj.contains_key("plan"),
+        "only history keys go to the blackboard"
+    );
+}
+
+struct Knowledge;
+
+#[async_trait]
+impl ufo_agent::agents::services::KnowledgeSource for Knowledge {
+    async fn retrieve(&self, subtask: &str, application: &str) -> Result<String, String> {
+        Ok(format!("in {application}, to {subtask}: press Ctrl+C"))
+    }
+}
+
+struct Grounding;
+
+#[async_trait]
+impl GroundingSource for Grounding {
+    async fn detect(&self, _shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
+        let c = |n: &str, r: [i32; 4]| {
+            TargetInfo::from_json(
+                &json!({"id": "", "name": n, "type": "Icon", "rect": r}),
+                TargetKind::Control,
+            )
+            .unwrap()
+        };
+        // Duplicates Title (IoU high) and a new icon elsewhere.
+        Ok(vec![
+            c("dup", [22, 22, 378, 50]),
+            c("Icon", [300, 260, 340, 290]),
+        ])
+    }
+}
+
+fn app_agent(llm: &ScriptedLlm, settings: AgentSettings) -> AppAgent {
+    let mut s = services(llm, settings);
+    s.grounding = Some(Arc::new(Grounding));
+    AppAgent::new(window("notes", "w1"), s)
+}
+
+async fn collected(
+    agent: &AppAgent,
+    d: &Arc<FakeDesktop>,
+) -> (Screenshot, TargetInfo, Vec<TargetInfo>, Screenshot) {
+    let mut c = ctx(Values::new().with(DISPATCHER, dispatcher(d)));
+    let shots = AppScreenshotCapture.execute(agent, &mut c).await.unwrap();
+    let clean = shots.get(CLEAN_SCREENSHOT).unwrap().unwrap().clone();
+    let info = shots.get(WINDOW_INFO).unwrap().unwrap().clone();
+    let mut c = ctx(Values::new()
+        .with(DISPATCHER, dispatcher(d))
+        .with(CLEAN_SCREENSHOT, clean.clone())
+        .with(WINDOW_INFO, info.clone()));
+    let out = AppControlInfo.execute(agent, &mut c).await.unwrap();
+    (
+        clean,
+        info,
+        out.get(CONTROLS).unwrap().unwrap().clone(),
+        out.get(ANNOTATED_SCREENSHOT).unwrap().unwrap().clone(),
+    )
+}
+
+#[tokio::test]
+async fn app_data_collection_captures_lists_merges_by_iou_and_annotates() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        save_ui_tree: true,
+        ..AgentSettings::default()
+    };
+    let agent = app_agent(&llm, settings);
+    let d = Arc::new(desktop());
+    ufo_agent::dispatch::execute_one(
+        d.as_ref(),
+        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+    )
+    .await
+    .unwrap();
+    let (clean, info, controls, annotated) = collected(&agent, &d).await;
+    assert_eq!(info.app_root(), "notes");
+    let names: Vec<_> = controls
+        .iter()
+        .map(|c| (c.label.as_str(), c.name.as_str(), c.source))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("1", "Title", ControlSource::Accessibility),
+            ("2", "Body", ControlSource::Accessibility),
+            ("3", "Copy", ControlSource::Accessibility),
+            ("4", "Icon", ControlSource::Grounding)
+        ]
+    );
+    assert_ne!(clean.bytes, annotated.bytes);
+    let pixels = annotated.decode().unwrap();
+    let button = agent.services.marker.palette().color("Button");
+    assert_eq!(
+        *pixels.get_pixel(99, 280),
+        button,
+        "Copy's box is drawn in the Button colour"
+    );
+    assert!(d.log().iter().any(|c| c.tool_name == "get_ui_tree"));
+}
+
+#[tokio::test]
+async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboard() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let mut agent = app_agent(
+        &llm,
+        AgentSettings {
+            prompt_image_max: (200, 200),
+            ..AgentSettings::default()
+        },
+    );
+    agent.services.knowledge = Some(Arc::new(Knowledge));
+    agent.last_control = Some(shot());
+    let d = Arc::new(desktop());
+    ufo_agent::dispatch::execute_one(
+        d.as_ref(),
+        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+    )
+    .await
+    .unwrap();
+    let (clean, _, controls, annotated) = collected(&agent, &d).await;
+    let mut board = Blackboard::default();
+    board.add_trajectory(
+        json!({"result": "from-before"})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    llm.push_fn(|req| {
+        let text = req.text();
+        for needle in [
+            "[\"2\",\"Body\",\"Edit\"]",
+            "copy the body",
+            "be quick",
+            "from-before",
+            "[Blackboard]",
+            "[Retrieved knowledge]\nin notes, to copy the body: press Ctrl+C",
+        ] {
+            assert!(text.contains(needle), "prompt lacks {needle}");
+        }
+        assert_eq!(req.image_urls().len(), 3);
+        let id = req.control_id("Body").unwrap();
+        ScriptedReply::Text(
+            app(
+                "CONTINUE",
+                json!({"function": "click_input", "arguments": {"id": id}}),
+                "",
+            )
+            .to_string(),
+        )
+    });
+    let mut c = ctx(Values::new()
+        .with(CONTROLS, controls)
+        .with(CLEAN_SCREENSHOT, clean)
+        .with(ANNOTATED_SCREENSHOT, annotated)
+        .with(SUBTASK, "copy the body".to_owned())
+        .with(pkeys::REQUEST, "req".to_owned())
+        .with(HOST_MESSAGE, "be quick".to_owned())
+        .with(BLACKBOARD, Arc::new(board)));
+    let out = AppLlmInteraction.execute(&agent, &mut c).await.unwrap();
+    assert_eq!(
+        out.get(APP_RESPONSE).unwrap().unwrap().actions[0].arguments["id"],
+        "2"
+    );
+    // Images were downscaled to the configured prompt size.
+    let urls = llm.requests()[0].image_urls();
+    assert!(urls.iter().all(|u| u.starts_with("data:image/png;base64,")));
+}
+
+#[tokio::test]
+async fn app_action_execution_runs_a_batch_and_crops_the_selected_control() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = app_agent(&llm, AgentSettings::default());
+    let d = Arc::new(desktop());
+    ufo_agent::dispatch::execute_one(
+        d.as_ref(),
+        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+    )
+    .await
+    .unwrap();
+    let (clean, _, controls, _) = collected(&agent, &d).await;
+    let action = |f: &str, id: &str| ActionSpec {
+        function: f.into(),
+        arguments: json!({"id": id}).as_object().cloned().unwrap(),
+        status: "CONTINUE".into(),
+    };
+    let response = AppResponse {
+        status: "CONTINUE".into(),
+        actions: vec![
+            action("click_input", "3"),
+            action("click_input", "99"),
+            action("click_input", "1"),
+        ],
+        ..AppResponse::default()
+    };
+    let mut c = ctx(Values::new()
+        .with(APP_RESPONSE, response)
+        .with(CONTROLS, controls)
+        .with(CLEAN_SCREENSHOT, clean)
+        .with(DISPATCHER, dispatcher(&d)));
+    let out = AppActionExecution.execute(&agent, &mut c).await.unwrap();
+    let records = out.get(ACTIONS).unwrap().unwrap();
+    let statuses: Vec<_> = records.iter().map(|r| r.result.status).collect();
+    assert_eq!(
+        statuses,
+        [
+            ResultStatus::Success,
+            ResultStatus::Failure,
+            ResultStatus::Skipped
+        ]
+    );
+    assert!(records[1].result.error.contains("not in the control list"));
+    assert_eq!(records[0].representation(), "click_input on [3]Copy");
+    let crop = out.get(SELECTED_CONTROL_SCREENSHOT).unwrap().unwrap();
+    assert_eq!((crop.width, crop.height), (80, 30));
+}
+
+#[tokio::test]
+async fn app_memory_update_records_actions_and_saves_the_screenshot() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = AppAgent::new(
+        window("notes", "w1"),
+        services(&llm, AgentSettings::default()),
+    );
+    let response = AppResponse {
+        observation: "o".into(),
+        thought: "t".into(),
+        status: "FINISH".into(),
+        result: "found".into(),
+        save_screenshot: SaveScreenshot {
+            save: true,
+            reason: "evidence".into(),
+        },
+        ..AppResponse::default()
+    };
+    let mut c = ctx(Values::new()
+        .with(pkeys::SESSION_STEP, 3)
+        .with(APP_RESPONSE, response)
+        .with(SUBTASK, "look".to_owned())
+        .with(CLEAN_SCREENSHOT, shot()));
+    let out = AppMemoryUpdate.execute(&agent, &mut c).await.unwrap();
+    let item = out.get(MEMORY_ITEM).unwrap().unwrap();
+    assert_eq!(item.str("subtask"), "look");
+    assert_eq!(item.str("application"), "notes");
+    let saved = out.get(SAVED_IMAGE).unwrap().unwrap();
+    assert_eq!(saved.metadata["saving reason"], "evidence");
+    assert!(saved.screenshot.is_some());
+    assert_eq!(out.get(TRAJECTORY).unwrap().unwrap()["result"], "found");
+}
+
+#[tokio::test]
+async fn a_grounding_control_is_clicked_by_window_fractions() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = app_agent(&llm, AgentSettings::default());
+    let d = Arc::new(desktop());
+    ufo_agent::dispatch::execute_one(
+        d.as_ref(),
+        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+    )
+    .await
+    .unwrap();
+    let (clean, _, controls, _) = collected(&agent, &d).await;
+    let response = AppResponse {
+        status: "CONTINUE".into(),
+        actions: vec![ActionSpec {
+            function: "click_input".into(),
+            arguments: json!({"id": "4", "button": "left"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            status: "CONTINUE".into(),
+        }],
+        ..AppResponse::default()
+    };
+    let mut c = ctx(Values::new()
+        .with(APP_RESPONSE, response)
+        .with(CONTROLS, controls)
+        .with(CLEAN_SCREENSHOT, clean)
+        .with(DISPATCHER, dispatcher(&d)));
+    let out = AppActionExecution.execute(&agent, &mut c).await.unwrap();
+    assert_eq!(
+        out.get(ACTIONS).unwrap().unwrap()[0].result.status,
+        ResultStatus::Success
+    );
+    let sent = d.log().last().unwrap().clone();
+    assert_eq!(sent.tool_name, "click_on_coordinates");
+    assert_eq!(sent.parameters["x"], json!(0.8));
+    assert!((sent.parameters["y"].as_f64().unwrap() - 275.0 / 300.0).abs() < 1e-9);
+    assert_eq!(sent.parameters["button"], "left");
+}

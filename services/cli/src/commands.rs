@@ -1,0 +1,246 @@
+//! The task subcommands: run, tasks, show, watch, answer, confirm, request, cancel, health. Each reads its
+//! arguments, calls the API and prints for a person (or raw JSON with `--json`).
+
+use std::io::IsTerminal as _;
+
+use serde_json::Value;
+
+use crate::api::{ApiClient, NewTask};
+use crate::config::{
+    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, RequestArgs, RunArgs,
+    ShowArgs, TasksArgs, WatchArgs,
+};
+use crate::error::CliError;
+use crate::follow::Follower;
+use crate::render;
+
+/// The exit status a command ends with: success, or a task that did not finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done (or the followed task finished).
+    Success,
+    /// The followed task failed or was cancelled.
+    TaskUnsuccessful,
+}
+
+fn task_id(task: &Value) -> Result<String, CliError> {
+    task.get("id")
+        .or_else(|| task.get("task_id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| CliError::Protocol(format!("the task has no id: {task}")))
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
+/// `ufo run`.
+pub async fn run(api: ApiClient, conn: &Connection, args: RunArgs) -> Result<Outcome, CliError> {
+    let task = api
+        .submit(&NewTask {
+            request: args.request,
+            executor: args.executor,
+            max_steps: args.max_steps,
+            max_cost: args.max_cost,
+            timeout_seconds: args.timeout_seconds,
+            confirm_policy: args.confirm_policy.map(|p| p.as_api()),
+            host_model: args.host_model,
+            app_model: args.app_model,
+        })
+        .await?;
+    let id = task_id(&task)?;
+    if args.detach {
+        println!("{id}");
+        return Ok(Outcome::Success);
+    }
+    println!("task {id} submitted; following its steps (Ctrl-C stops following, not the task)");
+    follow(api, conn, &id, 1, &args.follow).await
+}
+
+/// `ufo watch`.
+pub async fn watch(
+    api: ApiClient,
+    conn: &Connection,
+    args: WatchArgs,
+) -> Result<Outcome, CliError> {
+    follow(api, conn, &args.id, args.from, &args.follow).await
+}
+
+async fn follow(
+    api: ApiClient,
+    conn: &Connection,
+    id: &str,
+    from: u64,
+    args: &FollowArgs,
+) -> Result<Outcome, CliError> {
+    let prompt = !args.no_prompt;
+    let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?;
+    let task = follower.follow(id, from).await?;
+    let status = render::status_word(task.get("status").and_then(Value::as_str).unwrap_or(""));
+    let totals = task.get("totals").cloned().unwrap_or(Value::Null);
+    println!(
+        "{status}: {} ({} steps, {})",
+        task.get("result").and_then(Value::as_str).unwrap_or(""),
+        totals.get("steps").and_then(Value::as_u64).unwrap_or(0),
+        render::cost(totals.get("cost").and_then(Value::as_f64).unwrap_or(0.0)),
+    );
+    Ok(if status == "finished" || !render::is_terminal(&status) {
+        Outcome::Success
+    } else {
+        Outcome::TaskUnsuccessful
+    })
+}
+
+/// `ufo tasks`.
+pub async fn tasks(api: ApiClient, args: TasksArgs) -> Result<Outcome, CliError> {
+    let page = api
+        .list(
+            args.status.as_deref(),
+            args.limit,
+            args.page_token.as_deref(),
+        )
+        .await?;
+    if args.json {
+        print_json(&page);
+        return Ok(Outcome::Success);
+    }
+    let items = page
+        .get("tasks")
+        .or_else(|| page.get("items"))
+        .unwrap_or(&page)
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if items.is_empty() {
+        println!("no tasks");
+    }
+    for task in &items {
+        println!("{}", render::task_row(task));
+    }
+    if let Some(token) = page
+        .get("next_page_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        println!("more: ufo tasks --page-token {token}");
+    }
+    Ok(Outcome::Success)
+}
+
+/// `ufo show`.
+pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
+    let task = api.get(&args.id).await?;
+    let steps = if args.steps {
+        Some(api.steps(&args.id, None, None).await?)
+    } else {
+        None
+    };
+    if args.json {
+        print_json(&task);
+        if let Some(steps) = &steps {
+            print_json(steps);
+        }
+        return Ok(Outcome::Success);
+    }
+    println!("{}", render::task_summary(&task));
+    if let Some(steps) = steps {
+        let list = steps.get("steps").unwrap_or(&steps);
+        for step in list.as_array().map(Vec::as_slice).unwrap_or_default() {
+            println!("{}", render::step_line(step));
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// `ufo answer`.
+pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliError> {
+    let task = api.answer(&args.id, &args.answers).await?;
+    println!("answered; task is {}", status_of(&task));
+    Ok(Outcome::Success)
+}
+
+/// `ufo confirm`.
+pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliError> {
+    let task = api
+        .confirm(
+            &args.id,
+            args.approve && !args.reject,
+            args.reason.as_deref(),
+        )
+        .await?;
+    let verb = if args.approve { "approved" } else { "rejected" };
+    println!("{verb}; task is {}", status_of(&task));
+    Ok(Outcome::Success)
+}
+
+/// `ufo request`.
+pub async fn request(api: ApiClient, args: RequestArgs) -> Result<Outcome, CliError> {
+    let task = api.add_request(&args.id, &args.request).await?;
+    println!("follow-up queued; task is {}", status_of(&task));
+    Ok(Outcome::Success)
+}
+
+/// `ufo cancel`.
+pub async fn cancel(api: ApiClient, args: CancelArgs) -> Result<Outcome, CliError> {
+    let task = api.cancel(&args.id, args.reason.as_deref()).await?;
+    println!("cancel requested; task is {}", status_of(&task));
+    Ok(Outcome::Success)
+}
+
+fn status_of(task: &Value) -> String {
+    let status = task.get("status").and_then(Value::as_str).unwrap_or("");
+    if status.is_empty() {
+        "updated".to_owned()
+    } else {
+        render::status_word(status)
+    }
+}
+
+/// `ufo health`: SERVING → success; anything else is an error naming what was seen.
+pub async fn health(conn: &Connection, args: HealthArgs) -> Result<Outcome, CliError> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let url = args.url.unwrap_or_else(|| conn.grpc.clone());
+    let endpoint = tonic::transport::Endpoint::from_shared(url.clone()).map_err(|e| {
+        CliError::InvalidArgument {
+            flag: "--url",
+            reason: format!("{url:?} is not a URL ({e})"),
+        }
+    })?;
+    let channel = endpoint
+        .connect_timeout(std::time::Duration::from_secs(conn.call_timeout_seconds))
+        .timeout(std::time::Duration::from_secs(conn.call_timeout_seconds))
+        .connect()
+        .await
+        .map_err(|e| {
+            CliError::Up(format!(
+                "cannot reach {url} ({}); is the service running?",
+                crate::follow::innermost(&e)
+            ))
+        })?;
+    let status = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: args.service.clone(),
+        })
+        .await
+        .map_err(|s| CliError::from_status(s, &url))?
+        .into_inner()
+        .status;
+    if status == ServingStatus::Serving as i32 {
+        if std::io::stdout().is_terminal() {
+            println!("{url}: serving");
+        }
+        Ok(Outcome::Success)
+    } else {
+        Err(CliError::Up(format!(
+            "{url} is not serving {:?} (status {})",
+            args.service,
+            ServingStatus::try_from(status).map_or("unknown", |s| s.as_str_name())
+        )))
+    }
+}

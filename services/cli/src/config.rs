@@ -1,0 +1,359 @@
+//! The `ufo` command line: global connection flags (with environment fallbacks) and one subcommand per
+//! job. Nothing else reads the environment.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Drive a desktop the way a person does: run the UFO services locally, submit tasks in plain words and
+/// follow their steps live.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "ufo", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub connection: Connection,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the agent service is and how to authenticate.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Base URL of the agent service's REST API.
+    #[arg(
+        long,
+        global = true,
+        env = "UFO_SERVER",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub server: String,
+
+    /// URL of the agent service's gRPC API (used to stream a task's steps).
+    #[arg(
+        long,
+        global = true,
+        env = "UFO_GRPC",
+        default_value = "http://127.0.0.1:50052"
+    )]
+    pub grpc: String,
+
+    /// API key sent as `Authorization: Bearer <token>`.
+    #[arg(long, global = true, env = "UFO_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Timeout of one API call (not of a followed stream), in seconds (default 30).
+    #[arg(
+        long,
+        global = true,
+        env = "UFO_CALL_TIMEOUT_SECONDS",
+        default_value_t = 30
+    )]
+    pub call_timeout_seconds: u64,
+}
+
+/// What to do.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Start the session and agent services (and a local executor when a desktop is available) with the
+    /// embedded SQLite store; stop them on Ctrl-C.
+    Up(UpArgs),
+    /// Submit a task and follow its steps live, answering questions and confirmations interactively.
+    Run(RunArgs),
+    /// List tasks, newest first.
+    Tasks(TasksArgs),
+    /// Show a task: status, state, totals, pending question or held action.
+    Show(ShowArgs),
+    /// Follow a task's steps live (replaying from a sequence number).
+    Watch(WatchArgs),
+    /// Answer a task's pending questions, in order.
+    Answer(AnswerArgs),
+    /// Approve or reject a task's held action.
+    Confirm(ConfirmArgs),
+    /// Add a follow-up request to a task (a new round in the same session).
+    Request(RequestArgs),
+    /// Cancel a task.
+    Cancel(CancelArgs),
+    /// Exit 0 when the gRPC server reports SERVING (for container health checks).
+    Health(HealthArgs),
+}
+
+/// `ufo up`.
+#[derive(Debug, Clone, Args)]
+pub struct UpArgs {
+    /// Directory holding the `ufo-session`, `ufo-agent` and `ufo-executor` binaries (default: the directory
+    /// of this `ufo` binary).
+    #[arg(long, env = "UFO_BIN_DIR")]
+    pub bin_dir: Option<PathBuf>,
+
+    /// Directory for the embedded SQLite store and service logs (created if missing).
+    #[arg(long, env = "UFO_DATA_DIR", default_value = "ufo-data")]
+    pub data_dir: PathBuf,
+
+    /// Host the services bind to (loopback by default: nothing is reachable from other machines).
+    #[arg(long, env = "UFO_UP_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port of the agent's REST API.
+    #[arg(long, env = "UFO_UP_HTTP_PORT", default_value_t = 8080)]
+    pub http_port: u16,
+
+    /// Port of the agent's gRPC API.
+    #[arg(long, env = "UFO_UP_GRPC_PORT", default_value_t = 50052)]
+    pub grpc_port: u16,
+
+    /// Port of the session service.
+    #[arg(long, env = "UFO_UP_SESSION_PORT", default_value_t = 50053)]
+    pub session_port: u16,
+
+    /// Port of the local executor.
+    #[arg(long, env = "UFO_UP_EXECUTOR_PORT", default_value_t = 50051)]
+    pub executor_port: u16,
+
+    /// Whether to start a local executor: `auto` starts one when a desktop session is available (DISPLAY
+    /// set on Linux, always on Windows).
+    #[arg(long, env = "UFO_UP_EXECUTOR", value_enum, default_value_t = ExecutorMode::Auto)]
+    pub executor: ExecutorMode,
+
+    /// Executor address tasks use by default when no local executor runs (e.g. a Windows machine's
+    /// `http://192.168.1.20:50051`).
+    #[arg(long, env = "UFO_UP_REMOTE_EXECUTOR")]
+    pub remote_executor: Option<String>,
+
+    /// Bearer token the executor requires and the agent sends to it: for the local executor generated when
+    /// unset; for a --remote-executor, the token that executor was started with.
+    #[arg(long, env = "UFO_UP_EXECUTOR_TOKEN", hide_env_values = true)]
+    pub executor_token: Option<String>,
+
+    /// How long to wait for each service to become ready, in seconds (default 60).
+    #[arg(long, env = "UFO_UP_READY_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub ready_timeout_seconds: u64,
+
+    /// How long each service may take to stop after Ctrl-C before it is killed, in seconds (default 20).
+    #[arg(long, env = "UFO_UP_STOP_TIMEOUT_SECONDS", default_value_t = 20)]
+    pub stop_timeout_seconds: u64,
+
+    /// OTLP/gRPC endpoint the services export spans to (e.g. http://127.0.0.1:4317 for Jaeger).
+    #[arg(long, env = "UFO_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
+    /// The X display of this session; its presence means a Linux desktop is available for an executor.
+    #[arg(long, env = "DISPLAY", hide = true)]
+    pub display: Option<String>,
+}
+
+impl UpArgs {
+    /// Whether a desktop session is available for a local executor: always on Windows, DISPLAY on Linux.
+    pub fn desktop_available(&self) -> bool {
+        cfg!(windows) || self.display.as_deref().is_some_and(|d| !d.is_empty())
+    }
+}
+
+/// When `ufo up` starts a local executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorMode {
+    /// When a desktop session is available.
+    Auto,
+    /// Always (fails if the executor cannot start).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// `ufo run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The task in plain words.
+    pub request: String,
+
+    /// Executor address (http://host:port) or a name registered in the agent service; default: the
+    /// service's default executor.
+    #[arg(long)]
+    pub executor: Option<String>,
+
+    /// Most steps the task may take (default: the service's).
+    #[arg(long)]
+    pub max_steps: Option<u32>,
+
+    /// Most the task may spend on the LLM, in US dollars (default: the service's).
+    #[arg(long)]
+    pub max_cost: Option<f64>,
+
+    /// Wall-time limit in seconds (default: the service's).
+    #[arg(long)]
+    pub timeout_seconds: Option<u32>,
+
+    /// When actions are held for confirmation (default: the service's, `sensitive`).
+    #[arg(long, value_enum)]
+    pub confirm_policy: Option<ConfirmPolicyArg>,
+
+    /// Model for the HostAgent (default: the service's).
+    #[arg(long)]
+    pub host_model: Option<String>,
+
+    /// Model for the AppAgents (default: the service's).
+    #[arg(long)]
+    pub app_model: Option<String>,
+
+    /// Print the task id and return instead of following the steps.
+    #[arg(long)]
+    pub detach: bool,
+
+    #[command(flatten)]
+    pub follow: FollowArgs,
+}
+
+/// How a followed task's questions and confirmations are handled.
+#[derive(Debug, Clone, Args)]
+pub struct FollowArgs {
+    /// Never prompt: print questions and held actions and keep following (answer with `ufo answer` /
+    /// `ufo confirm`). The default prompts when stdin is a terminal.
+    #[arg(long)]
+    pub no_prompt: bool,
+}
+
+/// `--confirm-policy` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConfirmPolicyArg {
+    /// Hold an action when the model marks it for confirmation.
+    Sensitive,
+    /// Hold every action.
+    Always,
+    /// Never hold an action.
+    Never,
+}
+
+impl ConfirmPolicyArg {
+    /// The API's spelling.
+    pub fn as_api(self) -> &'static str {
+        match self {
+            ConfirmPolicyArg::Sensitive => "sensitive",
+            ConfirmPolicyArg::Always => "always",
+            ConfirmPolicyArg::Never => "never",
+        }
+    }
+}
+
+/// `ufo tasks`.
+#[derive(Debug, Clone, Args)]
+pub struct TasksArgs {
+    /// Only tasks in this status (queued, running, waiting, finished, failed, cancelled).
+    #[arg(long)]
+    pub status: Option<String>,
+
+    /// Page size (the service caps it).
+    #[arg(long)]
+    pub limit: Option<u32>,
+
+    /// Page token printed by a previous `ufo tasks`.
+    #[arg(long)]
+    pub page_token: Option<String>,
+
+    /// Print the raw JSON response.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ufo show`.
+#[derive(Debug, Clone, Args)]
+pub struct ShowArgs {
+    /// Task id.
+    pub id: String,
+
+    /// Also list the task's steps.
+    #[arg(long)]
+    pub steps: bool,
+
+    /// Print the raw JSON response(s).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ufo watch`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Task id.
+    pub id: String,
+
+    /// First event sequence number to show (1 replays everything).
+    #[arg(long, default_value_t = 1)]
+    pub from: u64,
+
+    #[command(flatten)]
+    pub follow: FollowArgs,
+}
+
+/// `ufo answer`.
+#[derive(Debug, Clone, Args)]
+pub struct AnswerArgs {
+    /// Task id.
+    pub id: String,
+
+    /// One answer per pending question, in order.
+    #[arg(required = true)]
+    pub answers: Vec<String>,
+}
+
+/// `ufo confirm`.
+#[derive(Debug, Clone, Args)]
+pub struct ConfirmArgs {
+    /// Task id.
+    pub id: String,
+
+    /// Approve the held action (run it).
+    #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+    pub approve: bool,
+
+    /// Reject the held action (the subtask ends without it).
+    #[arg(long)]
+    pub reject: bool,
+
+    /// Why (recorded with the decision).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// `ufo request`.
+#[derive(Debug, Clone, Args)]
+pub struct RequestArgs {
+    /// Task id.
+    pub id: String,
+
+    /// The follow-up request in plain words.
+    pub request: String,
+}
+
+/// `ufo cancel`.
+#[derive(Debug, Clone, Args)]
+pub struct CancelArgs {
+    /// Task id.
+    pub id: String,
+
+    /// Why (recorded with the task).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// `ufo health`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// gRPC URL to check (default: --grpc).
+    #[arg(long)]
+    pub url: Option<String>,
+
+    /// Service name to check; empty checks the whole server.
+    #[arg(long, default_value = "")]
+    pub service: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // Catches clashing flag names (global vs subcommand) and bad defaults at test time, not at run time.
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,86 @@
+//! What can go wrong for a `ufo` user, each with a message that says what to do next.
+
+/// A failed command.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Nothing answers at the address.
+    #[error(
+        "cannot reach the agent service at {url} ({cause}); is it running? start it with `ufo up`, or \
+         point {flag} / {env} at it"
+    )]
+    Unreachable {
+        /// The address tried.
+        url: String,
+        /// The transport's reason.
+        cause: String,
+        /// The flag naming the address.
+        flag: &'static str,
+        /// The environment variable naming the address.
+        env: &'static str,
+    },
+    /// The service refused the credentials.
+    #[error(
+        "the agent service rejected the token ({message}); pass --token or set UFO_TOKEN to one of its API \
+         keys (`ufo up` prints one)"
+    )]
+    Unauthenticated {
+        /// The service's explanation.
+        message: String,
+    },
+    /// The service answered with an error.
+    #[error("{message} ({code}, HTTP {status})")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// The error code of the `{code, message}` body.
+        code: String,
+        /// Its message.
+        message: String,
+    },
+    /// A gRPC call failed.
+    #[error("{message} (gRPC {code:?})")]
+    Grpc {
+        /// The status code.
+        code: tonic::Code,
+        /// Its message.
+        message: String,
+    },
+    /// The answer was not what the API promises.
+    #[error("unexpected answer from the agent service: {0}")]
+    Protocol(String),
+    /// A flag value is not usable.
+    #[error("invalid {flag}: {reason}")]
+    InvalidArgument {
+        /// The flag.
+        flag: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// `ufo up` could not start or keep a service running.
+    #[error("{0}")]
+    Up(String),
+    /// A local I/O failure (terminal, files).
+    #[error("i/o failed")]
+    Io(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// Maps a gRPC status, naming the gRPC address on connection failures.
+    pub fn from_status(status: tonic::Status, grpc_url: &str) -> Self {
+        match status.code() {
+            tonic::Code::Unauthenticated => CliError::Unauthenticated {
+                message: status.message().to_owned(),
+            },
+            tonic::Code::Unavailable => CliError::Unreachable {
+                url: grpc_url.to_owned(),
+                cause: status.message().to_owned(),
+                flag: "--grpc",
+                env: "UFO_GRPC",
+            },
+            code => CliError::Grpc {
+                code,
+                message: status.message().to_owned(),
+            },
+        }
+    }
+}

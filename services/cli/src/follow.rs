@@ -1,0 +1,231 @@
+//! Following a task live: `AgentService.StreamSteps` from a sequence number, one line per step and notable
+//! event, questions and held actions prompted on the terminal and answered through the REST API, and a
+//! transparent resume (from the last seen sequence number + 1) when the stream drops.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, Stdin};
+use ufo_common::grpc::ClientContext;
+use ufo_proto::v1::agent_service_client::AgentServiceClient;
+use ufo_proto::v1::{Event, EventKind, StreamStepsRequest};
+
+use crate::api::ApiClient;
+use crate::error::CliError;
+use crate::render;
+
+/// How often a dropped stream is resumed before giving up.
+const RESUME_ATTEMPTS: u32 = 5;
+
+/// Follows one task until its stream ends.
+pub struct Follower {
+    api: ApiClient,
+    grpc_url: String,
+    context: ClientContext,
+    prompt: bool,
+    stdin: Option<Lines<BufReader<Stdin>>>,
+    /// The held action (by step) already prompted for, so replays and twin events prompt once.
+    prompted_hold: Option<String>,
+    /// Whether a stream was ever opened: only then is a failure a drop worth resuming after.
+    connected: bool,
+}
+
+impl Follower {
+    /// A follower using `api` for reads and answers and `grpc_url` for the stream; prompts when `prompt`.
+    pub fn new(
+        api: ApiClient,
+        grpc_url: &str,
+        token: Option<&str>,
+        prompt: bool,
+    ) -> Result<Self, CliError> {
+        let context = ClientContext::new(token).map_err(|_| CliError::InvalidArgument {
+            flag: "--token",
+            reason: "contains characters that cannot be sent in a header".to_owned(),
+        })?;
+        Ok(Self {
+            api,
+            grpc_url: grpc_url.to_owned(),
+            context,
+            prompt,
+            stdin: prompt.then(|| BufReader::new(tokio::io::stdin()).lines()),
+            prompted_hold: None,
+            connected: false,
+        })
+    }
+
+    /// Prints the task's events from `from_seq` until the task ends; returns the final task.
+    pub async fn follow(&mut self, task_id: &str, from_seq: u64) -> Result<Value, CliError> {
+        let mut next = from_seq.max(1);
+        let mut failures = 0;
+        loop {
+            match self.stream_once(task_id, &mut next).await {
+                Ok(()) => break,
+                Err(e) if self.connected && resumable(&e) && failures < RESUME_ATTEMPTS => {
+                    failures += 1;
+                    eprintln!("stream interrupted ({e}); resuming from event {next}");
+                    tokio::time::sleep(Duration::from_millis(200 * u64::from(failures))).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.api.get(task_id).await
+    }
+
+    async fn stream_once(&mut self, task_id: &str, next: &mut u64) -> Result<(), CliError> {
+        let channel = tonic::transport::Endpoint::from_shared(self.grpc_url.clone())
+            .map_err(|e| CliError::InvalidArgument {
+                flag: "--grpc",
+                reason: format!("{:?} is not a URL ({e})", self.grpc_url),
+            })?
+            .connect_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .map_err(|e| CliError::Unreachable {
+                url: self.grpc_url.clone(),
+                cause: innermost(&e),
+                flag: "--grpc",
+                env: "UFO_GRPC",
+            })?;
+        let mut client = AgentServiceClient::with_interceptor(channel, self.context.clone());
+        let mut stream = client
+            .stream_steps(StreamStepsRequest {
+                task_id: task_id.to_owned(),
+                from_seq: *next,
+            })
+            .await
+            .map_err(|s| CliError::from_status(s, &self.grpc_url))?
+            .into_inner();
+        self.connected = true;
+        while let Some(event) = stream
+            .message()
+            .await
+            .map_err(|s| CliError::from_status(s, &self.grpc_url))?
+        {
+            *next = event.seq + 1;
+            self.show(task_id, &event).await?;
+        }
+        Ok(())
+    }
+
+    async fn show(&mut self, task_id: &str, event: &Event) -> Result<(), CliError> {
+        let payload = ufo_proto::json::from_optional_struct(event.payload.clone());
+        let kind = EventKind::try_from(event.kind).unwrap_or(EventKind::Unspecified);
+        if kind == EventKind::StepFinished {
+            println!("{}", self.step_line(task_id, event, &payload).await);
+            return Ok(());
+        }
+        if let Some(line) = render::event_line(event, &payload) {
+            println!("{line}");
+        }
+        if self.prompt
+            && matches!(
+                kind,
+                EventKind::QuestionAsked | EventKind::ConfirmationRequested | EventKind::ActionHeld
+            )
+        {
+            self.ask_person(task_id).await?;
+        }
+        Ok(())
+    }
+
+    /// The full progress line (with actions and cost) from the recorded step; the event's own payload
+    /// when the step cannot be read.
+    async fn step_line(&self, task_id: &str, event: &Event, payload: &Value) -> String {
+        let recorded = self
+            .api
+            .steps(task_id, Some(event.step), Some(1))
+            .await
+            .ok();
+        let step = recorded.as_ref().and_then(|r| {
+            let list = r.get("steps").unwrap_or(r);
+            list.as_array()?
+                .iter()
+                .find(|s| s.get("step").and_then(Value::as_u64) == Some(event.step))
+        });
+        match step {
+            Some(step) => render::step_line(step),
+            None => render::step_event_line(event, payload),
+        }
+    }
+
+    /// Prompts for whatever the task waits on right now (it may already be answered when replaying).
+    async fn ask_person(&mut self, task_id: &str) -> Result<(), CliError> {
+        let task = self.api.get(task_id).await?;
+        let questions: Vec<String> = task
+            .get("pending_questions")
+            .and_then(Value::as_array)
+            .map(|qs| {
+                qs.iter()
+                    .filter_map(|q| q.get("question").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !questions.is_empty() {
+            let mut answers = Vec::with_capacity(questions.len());
+            for question in &questions {
+                match self.read_line(&format!("? {question}\n> ")).await? {
+                    Some(answer) => answers.push(answer),
+                    None => {
+                        println!("(no answer given; answer later with `ufo answer {task_id} ...`)");
+                        return Ok(());
+                    }
+                }
+            }
+            self.api.answer(task_id, &answers).await?;
+            return Ok(());
+        }
+        if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
+            let key = format!(
+                "{}:{}",
+                held.get("step").map(Value::to_string).unwrap_or_default(),
+                render::held_text(held)
+            );
+            if self.prompted_hold.as_ref() == Some(&key) {
+                return Ok(());
+            }
+            self.prompted_hold = Some(key);
+            let prompt = format!("? approve {}? [y/N] ", render::held_text(held));
+            match self.read_line(&prompt).await? {
+                Some(answer) => {
+                    let approve = matches!(answer.trim().to_lowercase().as_str(), "y" | "yes");
+                    self.api.confirm(task_id, approve, None).await?;
+                }
+                None => println!(
+                    "(no decision given; decide later with `ufo confirm {task_id} --approve|--reject`)"
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_line(&mut self, prompt: &str) -> Result<Option<String>, CliError> {
+        let Some(lines) = self.stdin.as_mut() else {
+            return Ok(None);
+        };
+        let mut out = tokio::io::stdout();
+        out.write_all(prompt.as_bytes()).await?;
+        out.flush().await?;
+        Ok(lines.next_line().await?)
+    }
+}
+
+/// Whether a failure is worth resuming the stream after (the connection dropped, not a refusal).
+fn resumable(e: &CliError) -> bool {
+    matches!(
+        e,
+        CliError::Unreachable { .. }
+            | CliError::Grpc {
+                code: tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal,
+                ..
+            }
+    )
+}
+
+/// The innermost cause of an error chain (e.g. "Connection refused"), which says the most.
+pub(crate) fn innermost(e: &dyn std::error::Error) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}

@@ -1,0 +1,47 @@
+//! `ufo`: the one command users run.
+//!
+//! Layout:
+//! - [`config`]: flags and environment (`UFO_SERVER`, `UFO_GRPC`, `UFO_TOKEN`, ...), one subcommand per job.
+//! - [`api`]: the agent service's REST API (tasks, steps, answers, confirmation, requests, cancel).
+//! - [`follow`]: a task's live event stream over gRPC, with prompts and resume after a dropped stream.
+//! - [`render`]: how tasks, steps and events are printed.
+//! - [`commands`]: the task subcommands; [`up`]: running the services locally.
+//! - [`error`]: failures with messages that say what to do.
+
+pub mod api;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod follow;
+pub mod render;
+pub mod up;
+
+pub use commands::Outcome;
+pub use config::{Cli, Command};
+pub use error::CliError;
+
+use std::time::Duration;
+
+/// Runs one parsed command line.
+pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
+    let conn = cli.connection;
+    let api = || {
+        api::ApiClient::new(
+            &conn.server,
+            conn.token.clone(),
+            Duration::from_secs(conn.call_timeout_seconds),
+        )
+    };
+    match cli.command {
+        Command::Up(args) => up::up(args, &conn).await,
+        Command::Run(args) => commands::run(api()?, &conn, args).await,
+        Command::Tasks(args) => commands::tasks(api()?, args).await,
+        Command::Show(args) => commands::show(api()?, args).await,
+        Command::Watch(args) => commands::watch(api()?, &conn, args).await,
+        Command::Answer(args) => commands::answer(api()?, args).await,
+        Command::Confirm(args) => commands::confirm(api()?, args).await,
+        Command::Request(args) => commands::request(api()?, args).await,
+        Command::Cancel(args) => commands::cancel(api()?, args).await,
+        Command::Health(args) => commands::health(&conn, args).await,
+    }
+}

@@ -1,0 +1,298 @@
+//! How tasks, steps and events look in a terminal: one line per step (agent, state, action, cost), one per
+//! notable event, and a short task summary. Reads JSON by field name and tolerates missing fields, so a
+//! newer service never breaks an older CLI's output.
+
+use serde_json::Value;
+use ufo_proto::v1::{Event, EventKind};
+
+/// A field as text ("" when absent); numbers and booleans in their usual form.
+fn text(value: &Value, key: &str) -> String {
+    match value.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn number(value: &Value, key: &str) -> Option<f64> {
+    value.get(key).and_then(Value::as_f64)
+}
+
+/// A status as users read it: `SESSION_STATUS_RUNNING` and `RUNNING` both become `running`.
+pub fn status_word(raw: &str) -> String {
+    raw.trim_start_matches("SESSION_STATUS_").to_lowercase()
+}
+
+/// Whether a status is final.
+pub fn is_terminal(status: &str) -> bool {
+    matches!(
+        status_word(status).as_str(),
+        "finished" | "failed" | "cancelled"
+    )
+}
+
+/// Dollars with enough precision for per-step LLM costs.
+pub fn cost(value: f64) -> String {
+    format!("${value:.4}")
+}
+
+/// The progress line of one recorded step (a `GET /v1/tasks/{id}/steps` item).
+pub fn step_line(step: &Value) -> String {
+    let step_no = text(step, "step");
+    let agent = text(step, "agent_name");
+    let before = text(step, "state_before");
+    let after = text(step, "state_after");
+    let state = match (before.is_empty(), after.is_empty()) {
+        (false, false) if before != after => format!("{before}→{after}"),
+        (_, false) => after,
+        _ => text(step, "status"),
+    };
+    let actions: Vec<String> = step
+        .get("actions")
+        .and_then(Value::as_array)
+        .map(|actions| {
+            actions
+                .iter()
+                .map(action_text)
+                .filter(|a| !a.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let action = if actions.is_empty() {
+        "-".to_owned()
+    } else {
+        actions.join("; ")
+    };
+    let step_cost = number(step, "cost").map(cost).unwrap_or_default();
+    format!("step {step_no:>3}  {agent:<24} {state:<20} {action}  {step_cost}")
+        .trim_end()
+        .to_owned()
+}
+
+fn action_text(action: &Value) -> String {
+    let representation = text(action, "representation");
+    let base = if representation.is_empty() {
+        let function = text(action, "function");
+        let target = text(action, "target_name");
+        if target.is_empty() {
+            function
+        } else {
+            format!("{function} on {target}")
+        }
+    } else {
+        representation
+    };
+    let outcome = action
+        .get("result")
+        .map(|r| text(r, "status"))
+        .unwrap_or_default();
+    let outcome = outcome.trim_start_matches("RESULT_STATUS_").to_lowercase();
+    if outcome.is_empty() || outcome == "success" {
+        base
+    } else {
+        format!("{base} [{outcome}]")
+    }
+}
+
+/// The line of a step finished event when the step itself could not be read (its payload only).
+pub fn step_event_line(event: &Event, payload: &Value) -> String {
+    let before = text(payload, "state_before");
+    let after = text(payload, "state_after");
+    format!(
+        "step {:>3}  {:<24} {before}→{after}",
+        event.step,
+        text(payload, "agent_name")
+    )
+}
+
+/// The line for an event other than STEP_FINISHED; `None` for events too fine-grained to show.
+pub fn event_line(event: &Event, payload: &Value) -> Option<String> {
+    let kind = EventKind::try_from(event.kind).unwrap_or(EventKind::Unspecified);
+    let line = match kind {
+        EventKind::TaskCreated => "task created".to_owned(),
+        EventKind::TaskClaimed => format!("claimed by {}", text(payload, "worker")),
+        EventKind::RoundStarted => format!(
+            "round {} started {}",
+            event.round,
+            quoted(payload, "request")
+        ),
+        EventKind::QuestionAsked => format!(
+            "question: {}",
+            first_text(payload, &["question", "questions"])
+        ),
+        EventKind::QuestionAnswered => {
+            format!("answered: {}", first_text(payload, &["answer", "answers"]))
+        }
+        EventKind::ConfirmationRequested | EventKind::ActionHeld => {
+            format!("action held for confirmation: {}", held_text(payload))
+        }
+        EventKind::ActionApproved => "held action approved".to_owned(),
+        EventKind::ActionRejected => "held action rejected".to_owned(),
+        EventKind::RoundFinished => format!(
+            "round {} finished {}",
+            event.round,
+            quoted(payload, "result")
+        ),
+        EventKind::TaskFinished => format!("task finished {}", quoted(payload, "result")),
+        EventKind::TaskFailed => format!("task failed {}", quoted(payload, "result")),
+        EventKind::TaskCancelled => format!("task cancelled {}", quoted(payload, "reason")),
+        EventKind::RequestAdded => format!("follow-up request {}", quoted(payload, "request")),
+        EventKind::CancelRequested => "cancel requested".to_owned(),
+        EventKind::TaskReleased => {
+            "task released by its runner (another will resume it)".to_owned()
+        }
+        EventKind::StepStarted
+        | EventKind::StepFinished
+        | EventKind::PhaseTiming
+        | EventKind::Unspecified => return None,
+    };
+    Some(line.trim_end().to_owned())
+}
+
+fn quoted(payload: &Value, key: &str) -> String {
+    let value = text(payload, key);
+    if value.is_empty() {
+        String::new()
+    } else {
+        format!("— {value}")
+    }
+}
+
+fn first_text(payload: &Value, keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| match payload.get(*k) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            _ => text(payload, k),
+        })
+        .find(|t| !t.is_empty())
+        .unwrap_or_default()
+}
+
+/// A held action in words: function, target, reason.
+pub fn held_text(held: &Value) -> String {
+    let function = text(held, "function");
+    let target = text(held, "target_name");
+    let reason = text(held, "reason");
+    let mut out = if function.is_empty() {
+        "an action".to_owned()
+    } else {
+        function
+    };
+    if !target.is_empty() {
+        out.push_str(&format!(" on {target}"));
+    }
+    if !reason.is_empty() {
+        out.push_str(&format!(" ({reason})"));
+    }
+    out
+}
+
+/// A multi-line summary of a task (`GET /v1/tasks/{id}`).
+pub fn task_summary(task: &Value) -> String {
+    let mut lines = vec![
+        format!("task     {}", text(task, "id")),
+        format!("request  {}", text(task, "request")),
+        format!("status   {}", status_word(&text(task, "status"))),
+    ];
+    let state = text(task, "state");
+    if !state.is_empty() {
+        lines.push(format!("state    {state}"));
+    }
+    if let Some(totals) = task.get("totals") {
+        lines.push(format!(
+            "totals   {} steps, {}, {} input + {} output tokens",
+            text(totals, "steps"),
+            cost(number(totals, "cost").unwrap_or(0.0)),
+            text(totals, "input_tokens"),
+            text(totals, "output_tokens"),
+        ));
+    }
+    if let Some(questions) = task.get("pending_questions").and_then(Value::as_array) {
+        for q in questions {
+            lines.push(format!("question {}", text(q, "question")));
+        }
+    }
+    if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
+        lines.push(format!("held     {}", held_text(held)));
+    }
+    let result = text(task, "result");
+    if !result.is_empty() {
+        lines.push(format!("result   {result}"));
+    }
+    lines.join("\n")
+}
+
+/// One line per task for `ufo tasks`.
+pub fn task_row(task: &Value) -> String {
+    let steps = task
+        .get("totals")
+        .map(|t| text(t, "steps"))
+        .unwrap_or_default();
+    let request: String = text(task, "request").chars().take(60).collect();
+    format!(
+        "{:<36}  {:<9}  {:>5} steps  {}",
+        text(task, "id"),
+        status_word(&text(task, "status")),
+        steps,
+        request
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_step_line_shows_agent_state_action_and_cost() {
+        let step = json!({
+            "step": 4, "agent_name": "AppAgent/mousepad", "state_before": "CONTINUE", "state_after": "FINISH",
+            "actions": [{"function": "set_edit_text", "target_name": "Text", "result": {"status": "success"}},
+                        {"representation": "keyboard_input ctrl+s", "result": {"status": "failure"}}],
+            "cost": 0.00213
+        });
+        let line = step_line(&step);
+        for part in [
+            "step   4",
+            "AppAgent/mousepad",
+            "CONTINUE→FINISH",
+            "set_edit_text on Text",
+            "keyboard_input ctrl+s [failure]",
+            "$0.0021",
+        ] {
+            assert!(line.contains(part), "{part:?} missing in {line:?}");
+        }
+    }
+
+    #[test]
+    fn statuses_read_the_same_in_both_spellings() {
+        assert_eq!(status_word("SESSION_STATUS_WAITING"), "waiting");
+        assert!(is_terminal("FINISHED") && is_terminal("cancelled") && !is_terminal("running"));
+    }
+
+    #[test]
+    fn fine_grained_events_are_not_shown() {
+        let event = Event {
+            kind: EventKind::PhaseTiming as i32,
+            ..Event::default()
+        };
+        assert!(event_line(&event, &json!({})).is_none());
+        let held = Event {
+            kind: EventKind::ActionHeld as i32,
+            ..Event::default()
+        };
+        let line = event_line(
+            &held,
+            &json!({"function": "click_input", "target_name": "Delete", "reason": "irreversible"}),
+        )
+        .unwrap();
+        assert_eq!(
+            line,
+            "action held for confirmation: click_input on Delete (irreversible)"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! The `ufo` binary against the real agent and session services (separate processes, SQLite store, no
+//! runner slots so tasks stay where the test puts them): submit, list, show, API errors with their codes, a
+//! wrong token, and `ufo run` following a task live until it is cancelled from another `ufo`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use ufo_testkit::Cluster;
+
+async fn cluster() -> Cluster {
+    Cluster::builder()
+        .agent_args(["--runner-slots", "0"])
+        .start()
+        .await
+        .unwrap()
+}
+
+fn command(cluster: &Cluster, token: &str, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"));
+    command
+        .args([
+            "--server",
+            &cluster.rest_url,
+            "--grpc",
+            &cluster.grpc_url,
+            "--token",
+            token,
+        ])
+        .args(args)
+        .env_remove("UFO_SERVER")
+        .env_remove("UFO_GRPC")
+        .env_remove("UFO_TOKEN")
+        .stdin(Stdio::null());
+    command
+}
+
+async fn ufo(cluster: &Cluster, args: &[&str]) -> Output {
+    command(cluster, &cluster.api_key, args)
+        .output()
+        .await
+        .unwrap()
+}
+
+fn out(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_submitted_listed_shown_and_errors_explained() {
+    let cluster = cluster().await;
+
+    let wrong = command(&cluster, "not-the-key", &["tasks"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        out(&wrong).contains("rejected the token"),
+        "{}",
+        out(&wrong)
+    );
+
+    let submitted = ufo(
+        &cluster,
+        &["run", "--detach", "--max-steps", "7", "open mousepad"],
+    )
+    .await;
+    assert!(submitted.status.success(), "{}", out(&submitted));
+    let id = String::from_utf8(submitted.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    assert_eq!(id.len(), 36, "a task id: {id:?}");
+
+    let listed = ufo(&cluster, &["tasks"]).await;
+    assert!(listed.status.success(), "{}", out(&listed));
+    let listed = out(&listed);
+    assert!(
+        listed.contains(&id) && listed.contains("queued") && listed.contains("open mousepad"),
+        "{listed}"
+    );
+
+    let queued = ufo(&cluster, &["tasks", "--status", "finished"]).await;
+    assert!(out(&queued).contains("no tasks"), "{}", out(&queued));
+
+    let shown = ufo(&cluster, &["show", &id]).await;
+    assert!(shown.status.success(), "{}", out(&shown));
+    assert!(out(&shown).contains("status   queued"), "{}", out(&shown));
+
+    let json = ufo(&cluster, &["show", "--json", &id]).await;
+    let task: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(task["id"], id.as_str());
+
+    // No question is pending: the service's {code, message} reaches the user with the HTTP status.
+    let answered = ufo(&cluster, &["answer", &id, "yes"]).await;
+    assert_eq!(answered.status.code(), Some(1));
+    assert!(out(&answered).contains("HTTP 409"), "{}", out(&answered));
+
+    let missing = ufo(&cluster, &["show", "00000000-0000-4000-8000-000000000000"]).await;
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        out(&missing).contains("not_found") && out(&missing).contains("HTTP 404"),
+        "{}",
+        out(&missing)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_follows_a_task_live_until_another_ufo_cancels_it() {
+    let cluster = cluster().await;
+    let mut run = command(
+        &cluster,
+        &cluster.api_key,
+        &["run", "--no-prompt", "write a poem"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(run.stdout.take().unwrap()).lines();
+    let first = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let id = first
+        .strip_prefix("task ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("first line names the task: {first}"))
+        .to_owned();
+    // The stream is open once the replay of the first event is printed.
+    let created = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(created, "task created");
+
+    let cancelled = ufo(&cluster, &["cancel", &id, "--reason", "changed my mind"]).await;
+    assert!(cancelled.status.success(), "{}", out(&cancelled));
+
+    let mut rest = Vec::new();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+    {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(30), run.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "a cancelled task exits 2: {rest:?}");
+    assert!(
+        rest.iter().any(|l| l.starts_with("task cancelled")),
+        "{rest:?}"
+    );
+    assert!(rest.last().unwrap().starts_with("cancelled:"), "{rest:?}");
+
+    // Watching the ended task replays it from any point and ends the same way.
+    let watched = ufo(&cluster, &["watch", &id, "--from", "2"]).await;
+    assert_eq!(watched.status.code(), Some(2), "{}", out(&watched));
+    let watched = out(&watched);
+    assert!(
+        !watched.contains("task created") && watched.contains("task cancelled"),
+        "{watched}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
+    use tokio::io::AsyncWriteExt as _;
+    use ufo_proto::v1::session_store_client::SessionStoreClient;
+    use ufo_proto::v1::{
+        AppendBlackboardRequest, BlackboardEntry, BlackboardKind, EventDraft, EventKind,
+    };
+
+    let cluster = cluster().await;
+    let submitted = ufo(&cluster, &["run", "--detach", "paint the wall"]).await;
+    let id = String::from_utf8(submitted.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+
+    // The runner's part, played through the real session service: the task asks a question.
+    let channel = tonic::transport::Endpoint::from_shared(cluster.session_url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let question = serde_json::json!({"question": "which colour?", "answer": null});
+    SessionStoreClient::new(channel)
+        .append_blackboard(AppendBlackboardRequest {
+            session_id: id.clone(),
+            entries: vec![BlackboardEntry {
+                kind: BlackboardKind::Question as i32,
+                value: ufo_proto::json::to_struct(question).ok(),
+                ..BlackboardEntry::default()
+            }],
+            events: vec![EventDraft {
+                kind: EventKind::QuestionAsked as i32,
+                payload: ufo_proto::json::to_struct(
+                    serde_json::json!({"question": "which colour?"}),
+                )
+                .ok(),
+                ..EventDraft::default()
+            }],
+        })
+        .await
+        .unwrap();
+
+    let mut watch = command(&cluster, &cluster.api_key, &["watch", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    watch
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"blue\n")
+        .await
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("answered: blue")) {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no answer shown: {seen:?}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("watch ended early: {seen:?}"));
+        seen.push(line);
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("question: which colour?")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("? which colour?")),
+        "prompted: {seen:?}"
+    );
+
+    // The answer went through the API: nothing is pending any more.
+    let shown = ufo(&cluster, &["show", "--json", &id]).await;
+    let task: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(task["pending_questions"], serde_json::json!([]), "{task}");
+
+    assert!(ufo(&cluster, &["cancel", &id]).await.status.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), watch.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+}

@@ -1,0 +1,90 @@
+//! `ufo up` as a user runs it: real `ufo-session` (embedded SQLite, no database server) and `ufo-agent`
+//! child processes, the printed URLs and API key work with the other `ufo` commands, and SIGTERM (what
+//! Ctrl-C does) stops every child.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use ufo_testkit::{ProcessBuilder, free_port, grpc_serving, workspace_binary};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm() {
+    let bin_dir = workspace_binary("ufo-agent")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    let data = tempfile::tempdir().unwrap();
+    let (http, grpc, session) = (
+        free_port().unwrap(),
+        free_port().unwrap(),
+        free_port().unwrap(),
+    );
+    let mut up = ProcessBuilder::new("ufo up", env!("CARGO_BIN_EXE_ufo"))
+        .args(["up", "--executor", "never"])
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--http-port", &http.to_string()])
+        .args(["--grpc-port", &grpc.to_string()])
+        .args(["--session-port", &session.to_string()])
+        .env_remove("UFO_TOKEN")
+        .env_remove("UFO_OTLP_ENDPOINT")
+        .spawn()
+        .unwrap();
+    up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(120))
+        .await
+        .unwrap();
+    let logs = up.logs();
+    let rest = format!("http://127.0.0.1:{http}");
+    let grpc_url = format!("http://127.0.0.1:{grpc}");
+    let session_url = format!("http://127.0.0.1:{session}");
+    assert!(
+        logs.contains(&rest) && logs.contains(&grpc_url) && logs.contains(&session_url),
+        "{logs}"
+    );
+    assert!(logs.contains("executor       none"), "{logs}");
+    let token = logs
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export UFO_TOKEN="))
+        .unwrap_or_else(|| panic!("no API key printed:\n{logs}"))
+        .to_owned();
+    assert!(
+        data.path().join("session.sqlite3").exists(),
+        "the embedded store is in the data dir"
+    );
+
+    let ufo = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ufo"))
+            .args(["--server", &rest, "--grpc", &grpc_url, "--token", &token])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let submitted = ufo(&["run", "--detach", "hello"]);
+    assert!(
+        submitted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let id = String::from_utf8(submitted.stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let listed = ufo(&["tasks"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+
+    let status = up.stop().await.unwrap().unwrap();
+    assert!(
+        status.success(),
+        "ufo up exits 0 on SIGTERM: {status}\n{}",
+        up.logs()
+    );
+    for url in [&session_url, &grpc_url] {
+        assert!(
+            grpc_serving(url).await.is_err(),
+            "{url} still serves after ufo up stopped"
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! gRPC plumbing shared by the services: health and reflection, bearer-token auth on the `ufo.v1`
+//! services, a server span per call that continues the caller's trace, and client-side injection of the
+//! token and trace context.
+
+use std::sync::Arc;
+
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::{Request, Status};
+
+/// Health and reflection for a server: the reporter (to flip services to NOT_SERVING on shutdown) and a
+/// routes builder holding both services, to which the server adds its own.
+pub struct Introspection {
+    /// Reports per-service health.
+    pub health_reporter: tonic_health::server::HealthReporter,
+    /// `grpc.health.v1.Health` and `grpc.reflection.v1{,alpha}.ServerReflection`.
+    pub routes: tonic::service::RoutesBuilder,
+}
+
+/// Why introspection could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build gRPC reflection")]
+pub struct ReflectionError(#[from] tonic_reflection::server::Error);
+
+/// Builds health (every service in `services` reported SERVING, plus the overall "" entry) and
+/// reflection limited to `services` and the health service.
+pub async fn introspection(services: &[&'static str]) -> Result<Introspection, ReflectionError> {
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    for name in services {
+        health_reporter
+            .set_service_status(*name, tonic_health::ServingStatus::Serving)
+            .await;
+    }
+    health_reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let mut v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ufo_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name("grpc.health.v1.Health");
+    let mut v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(ufo_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name("grpc.health.v1.Health");
+    for name in services {
+        v1 = v1.with_service_name(*name);
+        v1alpha = v1alpha.with_service_name(*name);
+    }
+    let mut routes = tonic::service::RoutesBuilder::default();
+    routes
+        .add_service(health)
+        .add_service(v1.build_v1()?)
+        .add_service(v1alpha.build_v1alpha()?);
+    Ok(Introspection {
+        health_reporter,
+        routes,
+    })
+}
+
+/// Marks every service (and the overall entry) NOT_SERVING: the first thing shutdown does.
+pub async fn set_not_serving(
+    reporter: &tonic_health::server::HealthReporter,
+    services: &[&'static str],
+) {
+    for name in services.iter().copied().chain([""]) {
+        reporter
+            .set_service_status(name, tonic_health::ServingStatus::NotServing)
+            .await;
+    }
+}
+
+/// Server-side interceptor: requires `authorization: Bearer <token>` when a token is configured.
+#[derive(Clone, Default)]
+pub struct RequireBearer {
+    token: Option<Arc<[u8]>>,
+}
+
+impl std::fmt::Debug for RequireBearer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequireBearer")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl RequireBearer {
+    /// Requires `token` on every call; `None` lets every call through (insecure mode).
+    pub fn new(token: Option<&str>) -> Self {
+        Self {
+            token: token.map(|t| Arc::from(t.as_bytes())),
+        }
+    }
+
+    /// Checks a raw `authorization` header value.
+    pub fn check(&self, header: Option<&[u8]>) -> Result<(), Status> {
+        let Some(expected) = &self.token else {
+            return Ok(());
+        };
+        let presented = header
+            .and_then(|h| h.strip_prefix(b"Bearer "))
+            .ok_or_else(|| Status::unauthenticated("missing bearer token"))?;
+        if constant_time_eq(presented, expected) {
+            Ok(())
+        } else {
+            Err(Status::unauthenticated("invalid bearer token"))
+        }
+    }
+}
+
+impl Interceptor for RequireBearer {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        self.check(
+            request
+                .metadata()
+                .get("authorization")
+                .map(|v| v.as_bytes()),
+        )?;
+        Ok(request)
+    }
+}
+
+/// Compares secrets in time independent of where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Client-side interceptor: adds the bearer token (when configured) and the current span's
+/// `traceparent` to every call.
+#[derive(Clone, Default)]
+pub struct ClientContext {
+    authorization: Option<MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl std::fmt::Debug for ClientContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientContext")
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
+}
+
+/// The token contains characters that cannot travel in a header.
+#[derive(Debug, thiserror::Error)]
+#[error("the token is not a valid header value")]
+pub struct InvalidToken;
+
+impl ClientContext {
+    /// Sends `token` as a bearer token when given.
+    pub fn new(token: Option<&str>) -> Result<Self, InvalidToken> {
+        let authorization = token
+            .map(|t| format!("Bearer {t}").parse().map_err(|_| InvalidToken))
+            .transpose()?;
+        Ok(Self { authorization })
+    }
+}
+
+impl Interceptor for ClientContext {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(auth) = &self.authorization {
+            request.metadata_mut().insert("authorization", auth.clone());
+        }
+        let mut headers = http::HeaderMap::new();
+        crate::telemetry::inject_http(&mut headers);
+        for (name, value) in &headers {
+            if let (Ok(value), Ok(key)) = (
+                MetadataValue::try_from(value.as_bytes()),
+                tonic::metadata::MetadataKey::from_bytes(name.as_str().as_bytes()),
+            ) {
+                request.metadata_mut().insert(key, value);
+            }
+        }
+        Ok(request)
+    }
+}
+
+/// The tracing layer every gRPC server runs behind.
+pub type GrpcTraceLayer = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::GrpcErrorsAsFailures>,
+    fn(&http::Request<tonic::body::Body>) -> tracing::Span,
+>;
+
+/// A tower layer for tonic servers: one `grpc.server` span per call, continuing the caller's trace.
+pub fn trace_layer() -> GrpcTraceLayer {
+    tower_http::trace::TraceLayer::new_for_grpc().make_span_with(server_span as fn(&_) -> _)
+}
+
+fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
+    let path = request.uri().path();
+    let (service, method) = path
+        .trim_start_matches('/')
+        .split_once('/')
+        .unwrap_or((path, ""));
+    let span = tracing::info_span!(
+        "grpc.server",
+        otel.name = %path,
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = %service,
+        rpc.method = %method,
+    );
+    crate::telemetry::set_parent_from_headers(&span, request.headers());
+    span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_is_required_only_when_configured() {
+        let open = RequireBearer::new(None);
+        assert!(open.check(None).is_ok());
+        let closed = RequireBearer::new(Some("s3cret"));
+        assert_eq!(
+            closed.check(None).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            closed.check(Some(b"Bearer nope")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            closed.check(Some(b"s3cret")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert!(closed.check(Some(b"Bearer s3cret")).is_ok());
+    }
+
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let text = format!(
+            "{:?} {:?}",
+            RequireBearer::new(Some("s3cret")),
+            ClientContext::new(Some("s3cret")).unwrap()
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+}
+
+/// Why a gRPC server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The transport failed (accept loop, HTTP/2).
+    #[error("gRPC transport failed")]
+    Transport(#[from] tonic::transport::Error),
+    /// Reflection could not be built.
+    #[error(transparent)]
+    Reflection(#[from] ReflectionError),
+}
+
+/// Serves `routes` (behind the tracing layer) on `listener` until `shutdown` fires, then marks `services` NOT_SERVING and lets
+/// in-flight calls finish (tonic's graceful shutdown).
+pub async fn serve_until(
+    server: tonic::transport::Server,
+    routes: tonic::service::Routes,
+    listener: tokio::net::TcpListener,
+    health_reporter: tonic_health::server::HealthReporter,
+    services: &'static [&'static str],
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), ServeError> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let signal = async move {
+        shutdown.cancelled().await;
+        set_not_serving(&health_reporter, services).await;
+        tracing::info!("draining gRPC calls");
+    };
+    server
+        .layer(trace_layer())
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, signal)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! An executor stand-in that answers instantly, for the throughput figure only: the `ufo.v1.Executor`
+//! gRPC service over the agent crate's in-process desktop double (`ufo_agent::testing::FakeDesktop`), so
+//! 100 concurrent tasks measure the agent, the session service and Postgres, not a desktop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status};
+use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
+use ufo_agent::target::Rect;
+use ufo_agent::testing::{FakeControl, FakeDesktop, FakeWindow};
+use ufo_proto::v1 as pb;
+use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
+
+/// One window, "Notes", with a titled body the tasks read.
+pub fn notes_desktop() -> FakeDesktop {
+    let mut body = FakeControl::new("n2", "Body", "Edit", Rect::new(20, 60, 380, 250));
+    body.text = "total=42".into();
+    FakeDesktop::new(vec![FakeWindow {
+        id: "w1".into(),
+        name: "Notes - today".into(),
+        process: "notes".into(),
+        rect: Rect::new(0, 0, 400, 300),
+        controls: vec![
+            FakeControl::new("n1", "Title", "Edit", Rect::new(20, 20, 380, 50)),
+            body,
+        ],
+    }])
+}
+
+struct StandIn(Arc<FakeDesktop>);
+
+#[tonic::async_trait]
+impl Executor for StandIn {
+    async fn execute(
+        &self,
+        request: Request<pb::ExecuteRequest>,
+    ) -> Result<Response<pb::ExecuteResponse>, Status> {
+        let commands = request
+            .into_inner()
+            .commands
+            .into_iter()
+            .map(|c| Command {
+                tool_type: if c.tool_type == pb::ToolType::Action as i32 {
+                    ToolType::Action
+                } else {
+                    ToolType::DataCollection
+                },
+                tool_name: c.tool_name,
+                parameters: c
+                    .parameters
+                    .map(ufo_proto::json::struct_to_map)
+                    .unwrap_or_default(),
+                call_id: c.call_id,
+            })
+            .collect();
+        let results = self
+            .0
+            .execute(commands)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let results = results
+            .into_iter()
+            .map(|r| pb::Result {
+                status: match r.status {
+                    ResultStatus::Success => pb::ResultStatus::Success,
+                    ResultStatus::Failure => pb::ResultStatus::Failure,
+                    ResultStatus::Skipped => pb::ResultStatus::Skipped,
+                    ResultStatus::None => pb::ResultStatus::None,
+                } as i32,
+                error: r.error,
+                result: Some(ufo_proto::json::to_value(r.result)),
+                call_id: r.call_id,
+                duration_us: 0,
+                images: r
+                    .images
+                    .into_iter()
+                    .map(|s| pb::Image {
+                        format: if s.mime == "image/jpeg" {
+                            pb::ImageFormat::Jpeg
+                        } else {
+                            pb::ImageFormat::Png
+                        } as i32,
+                        data: s.bytes.to_vec(),
+                        width: s.width,
+                        height: s.height,
+                        transform: Some(pb::ScreenTransform {
+                            origin_x: s.origin_x,
+                            origin_y: s.origin_y,
+                            scale: s.scale,
+                        }),
+                    })
+                    .collect(),
+                warnings: r.warnings,
+            })
+            .collect();
+        Ok(Response::new(pb::ExecuteResponse { results }))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        Ok(Response::new(pb::ListToolsResponse::default()))
+    }
+
+    async fn get_capabilities(
+        &self,
+        _: Request<pb::GetCapabilitiesRequest>,
+    ) -> Result<Response<pb::Capabilities>, Status> {
+        Ok(Response::new(pb::Capabilities::default()))
+    }
+}
+
+/// A running stand-in; stops when dropped.
+#[derive(Debug)]
+pub struct StandInExecutor {
+    addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl StandInExecutor {
+    /// Serves the stand-in on `127.0.0.1:0`.
+    pub async fn start(desktop: Arc<FakeDesktop>) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .add_service(ExecutorServer::new(StandIn(desktop)))
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    token.cancelled_owned(),
+                )
+                .await;
+            if let Err(e) = served {
+                eprintln!("executor stand-in failed: {e}");
+            }
+        });
+        Ok(Self { addr, stop })
+    }
+
+    /// Its URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for StandInExecutor {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -1,0 +1,159 @@
+//! Executor benchmark on a private Xvfb 1920×1080 desktop with gtk3-widget-factory:
+//! capture + PNG encode, full controls listing, click latency (p50/p90 over many runs).
+//!
+//! Run: `cargo bench -p ufo-executor --bench desktop`
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[cfg(target_os = "linux")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+    use ufo_executor::backend::{Backend, TreeLimits};
+    use ufo_executor::encode::{Format, encode};
+    use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Status};
+    use ufo_executor::geometry::Rect;
+    use ufo_executor::testing::Desktop;
+
+    const RUNS: usize = 60;
+    let mut desk = Desktop::start(1920, 1080).await.unwrap();
+    let backend = Arc::new(desk.backend().await.unwrap());
+    let (_, window) = desk
+        .launch(backend.as_ref(), "gtk3-widget-factory", &[])
+        .await
+        .unwrap();
+    let dynb: Arc<dyn Backend> = backend.clone();
+    let exec = Executor::new(dynb.clone(), Limits::default(), Vec::new());
+    let opts = BatchOptions {
+        deadline: Duration::from_secs(10),
+        format: Format::Png,
+    };
+    let one = |tool: &str, params: Value| {
+        let cmd = CommandSpec {
+            tool: tool.into(),
+            params,
+            call_id: String::new(),
+        };
+        let exec = &exec;
+        async move {
+            let o = exec.execute(vec![cmd], opts).await.remove(0);
+            assert_eq!(o.status, Status::Success, "{}", o.error);
+            o
+        }
+    };
+    let apps = one("get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(window.handle))
+        .unwrap()["id"]
+        .clone();
+    one("select_application_window", json!({"id": id})).await;
+
+    let mut rows: Vec<(String, Vec<Duration>, String)> = Vec::new();
+    let mut time = |name: &str, samples: Vec<Duration>, note: String| {
+        rows.push((name.to_owned(), samples, note))
+    };
+
+    let screen = Rect::from_xywh(0, 0, 1920, 1080);
+    let mut raw = Vec::new();
+    let mut enc = Vec::new();
+    let mut size = 0;
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let cap = dynb.capture(screen).await.unwrap();
+        raw.push(t.elapsed());
+        let t = Instant::now();
+        size = encode(&cap, Format::Png).unwrap().len();
+        enc.push(t.elapsed());
+    }
+    time(
+        "capture 1920x1080 (X11 MIT-SHM, to RGB)",
+        raw,
+        String::new(),
+    );
+    time("PNG encode (fast)", enc, format!("{} KiB", size / 1024));
+    let mut full = Vec::new();
+    for _ in 0..RUNS {
+        full.push(one("capture_desktop_screenshot", json!({})).await.duration);
+    }
+    time(
+        "capture_desktop_screenshot (capture + PNG)",
+        full,
+        String::new(),
+    );
+
+    let limits = TreeLimits {
+        max_nodes: 5000,
+        max_depth: 64,
+        deadline: Instant::now() + Duration::from_secs(60),
+    };
+    let nodes = dynb
+        .control_tree(&window, &limits)
+        .await
+        .unwrap()
+        .nodes
+        .len();
+    let mut walk = Vec::new();
+    let mut listed = 0;
+    for _ in 0..RUNS {
+        let o = one("get_app_window_controls_target_info", json!({})).await;
+        listed = o.output.result.as_array().unwrap().len();
+        walk.push(o.duration);
+    }
+    time(
+        "get_app_window_controls_target_info",
+        walk,
+        format!("{nodes} nodes walked, {listed} listed"),
+    );
+
+    let controls = one("get_app_window_controls_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let cb = controls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "CheckBox" && c["enabled"] == true)
+        .unwrap()["id"]
+        .clone();
+    let mut clicks = Vec::new();
+    let mut method = String::new();
+    for _ in 0..RUNS {
+        let o = one("click_input", json!({"id": cb})).await;
+        method = o.output.result["method"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        clicks.push(o.duration);
+    }
+    time("click_input (check box)", clicks, format!("via {method}"));
+    let mut coords = Vec::new();
+    for _ in 0..RUNS {
+        coords.push(
+            one("click_on_coordinates", json!({"x": 0.5, "y": 0.01}))
+                .await
+                .duration,
+        );
+    }
+    time("click_on_coordinates (XTEST)", coords, String::new());
+
+    println!("| operation | p50 | p90 | notes |\n| --- | --- | --- | --- |");
+    for (name, mut s, note) in rows {
+        s.sort();
+        let p = |q: f64| s[((s.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
+        println!("| {name} | {:.2} ms | {:.2} ms | {note} |", p(0.5), p(0.9));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("the desktop benchmark runs on Linux (Xvfb + AT-SPI) only");
+}

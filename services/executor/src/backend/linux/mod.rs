@@ -1,0 +1,185 @@
+//! The Linux backend: AT-SPI2 for the accessibility tree and semantic actions ([`atspi`]), X11 for
+//! screens, screenshots, windows and synthesized input ([`x11`]).
+
+pub mod atspi;
+pub mod roles;
+pub mod x11;
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::backend::{
+    Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
+    ScreenInfo, TreeLimits, WindowInfo,
+};
+use crate::geometry::{Point, Rect};
+use crate::keys::KeyStroke;
+
+/// How long activation may take before the window manager is considered to have refused it.
+const ACTIVATE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// AT-SPI2 + X11.
+pub struct LinuxBackend {
+    x: x11::X11,
+    a11y: atspi::Atspi,
+}
+
+impl LinuxBackend {
+    /// Connects to the process's `DISPLAY` and session bus.
+    pub async fn connect() -> BackendResult<Self> {
+        Self::connect_to(None, None).await
+    }
+
+    /// Connects to a given display and session bus address (tests run private desktops).
+    pub async fn connect_to(
+        display: Option<&str>,
+        session_bus: Option<&str>,
+    ) -> BackendResult<Self> {
+        let x = x11::X11::connect(display)?;
+        let a11y = atspi::Atspi::connect(session_bus).await?;
+        Ok(Self { x, a11y })
+    }
+
+    /// The AT-SPI side (tests observe state changes through it).
+    pub fn a11y(&self) -> &atspi::Atspi {
+        &self.a11y
+    }
+}
+
+fn xbutton(b: MouseButton) -> u8 {
+    match b {
+        MouseButton::Left => 1,
+        MouseButton::Middle => 2,
+        MouseButton::Right => 3,
+    }
+}
+
+#[async_trait]
+impl Backend for LinuxBackend {
+    fn name(&self) -> &'static str {
+        "atspi"
+    }
+
+    fn platform(&self) -> &'static str {
+        "linux"
+    }
+
+    async fn screens(&self) -> BackendResult<Vec<ScreenInfo>> {
+        self.x.screens()
+    }
+
+    async fn capture(&self, region: Rect) -> BackendResult<Capture> {
+        self.x.capture(region)
+    }
+
+    async fn windows(&self) -> BackendResult<Vec<WindowInfo>> {
+        self.x.windows()
+    }
+
+    async fn activate(&self, window: &WindowInfo) -> BackendResult<WindowInfo> {
+        let id = u32::try_from(window.handle).map_err(|_| BackendError::Gone("window"))?;
+        self.x.request_activate(id)?;
+        let until = Instant::now() + ACTIVATE_TIMEOUT;
+        // The window manager acts asynchronously: poll the EWMH property until it reports the window.
+        while self.x.active_window() != Some(id) {
+            if Instant::now() > until {
+                return Err(BackendError::Failed(format!(
+                    "the window manager did not activate '{}'",
+                    window.title
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        self.x
+            .windows()?
+            .into_iter()
+            .find(|w| w.handle == window.handle)
+            .ok_or(BackendError::Gone("window"))
+    }
+
+    async fn close(&self, window: &WindowInfo) -> BackendResult<()> {
+        let id = u32::try_from(window.handle).map_err(|_| BackendError::Gone("window"))?;
+        self.x.request_close(id)
+    }
+
+    async fn control_tree(
+        &self,
+        window: &WindowInfo,
+        limits: &TreeLimits,
+    ) -> BackendResult<RawTree> {
+        self.a11y.tree(window, limits).await
+    }
+
+    async fn control_state(&self, control: &RawNode) -> BackendResult<ControlState> {
+        self.a11y.state(&control.handle).await
+    }
+
+    async fn click_control(
+        &self,
+        control: &RawNode,
+        button: MouseButton,
+        double: bool,
+    ) -> BackendResult<String> {
+        let semantic = button == MouseButton::Left && !double;
+        if semantic && let Some(method) = self.a11y.do_click_action(&control.handle).await? {
+            return Ok(method);
+        }
+        self.click_at(control.rect.center(), button, double).await?;
+        Ok("mouse".to_owned())
+    }
+
+    async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()> {
+        self.a11y.set_text(&control.handle, text, clear).await
+    }
+
+    async fn read_text(&self, control: &RawNode) -> BackendResult<String> {
+        self.a11y.read_text(&control.handle, &control.name).await
+    }
+
+    async fn focus_control(&self, control: &RawNode) -> BackendResult<()> {
+        if !self.a11y.grab_focus(&control.handle).await? {
+            self.click_at(control.rect.center(), MouseButton::Left, false)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn click_at(&self, point: Point, button: MouseButton, double: bool) -> BackendResult<()> {
+        self.x.move_to(point)?;
+        for _ in 0..if double { 2 } else { 1 } {
+            self.x.button(xbutton(button), true)?;
+            self.x.button(xbutton(button), false)?;
+        }
+        self.x.sync()
+    }
+
+    async fn drag(&self, from: Point, to: Point, button: MouseButton) -> BackendResult<()> {
+        self.x.move_to(from)?;
+        self.x.button(xbutton(button), true)?;
+        // Intermediate motion so toolkits recognise a drag rather than a jump.
+        for i in 1..=8 {
+            let p = Point {
+                x: from.x + (to.x - from.x) * i / 8,
+                y: from.y + (to.y - from.y) * i / 8,
+            };
+            self.x.move_to(p)?;
+        }
+        self.x.button(xbutton(button), false)?;
+        self.x.sync()
+    }
+
+    async fn wheel(&self, at: Point, notches: i32) -> BackendResult<()> {
+        self.x.move_to(at)?;
+        let b = if notches > 0 { 4 } else { 5 };
+        for _ in 0..notches.unsigned_abs() {
+            self.x.button(b, true)?;
+            self.x.button(b, false)?;
+        }
+        self.x.sync()
+    }
+
+    async fn send_keys(&self, keys: &[KeyStroke]) -> BackendResult<()> {
+        self.x.keys(keys)
+    }
+}

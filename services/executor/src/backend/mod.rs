@@ -1,0 +1,234 @@
+//! The desktop behind one object-safe async trait, chosen at start-up: AT-SPI2 + X11 on Linux
+//! ([`linux`]), UI Automation on Windows ([`windows`]). Everything above this trait (tool parameters,
+//! control ids, filtering, encoding, batching) is shared and platform-independent.
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+#[cfg(windows)]
+pub mod windows;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use crate::geometry::{Point, Rect};
+use crate::keys::KeyStroke;
+
+/// What went wrong inside a backend. Messages are safe to show to the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The action was tried and did not work; the text says why.
+    #[error("{0}")]
+    Failed(String),
+    /// The control or window no longer exists.
+    #[error("the {0} no longer exists")]
+    Gone(&'static str),
+    /// This backend cannot do that.
+    #[error("not supported by this backend: {0}")]
+    Unsupported(&'static str),
+    /// The desktop itself (display, accessibility bus, COM) is not reachable.
+    #[error("desktop unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Result of a backend call.
+pub type BackendResult<T> = Result<T, BackendError>;
+
+/// A top-level window, as the host agent sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowInfo {
+    /// The native handle (X11 window id, HWND).
+    pub handle: u64,
+    /// The window title.
+    pub title: String,
+    /// The owning program's name (e.g. "mousepad", "notepad.exe"), empty when unknown.
+    pub process_name: String,
+    /// The owning process, when known.
+    pub pid: Option<u32>,
+    /// The frame in screen pixels.
+    pub rect: Rect,
+    /// The window class, empty when unknown.
+    pub class_name: String,
+}
+
+/// One monitor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScreenInfo {
+    /// Area in screen pixels.
+    pub rect: Rect,
+    /// Device pixels per logical pixel.
+    pub scale: f64,
+    /// The primary monitor.
+    pub primary: bool,
+}
+
+/// Captured pixels: tightly packed RGB8 rows.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// `width * height * 3` bytes.
+    pub rgb: Vec<u8>,
+    /// Screen position of the top-left pixel.
+    pub origin: Point,
+}
+
+/// A backend-specific reference to a control, valid until the next tree walk of its window.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ControlHandle(pub String);
+
+/// One control of a window's accessibility tree, in pre-order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawNode {
+    /// How the backend finds the control again.
+    pub handle: ControlHandle,
+    /// Index of the parent in the same list (`None` for the window itself).
+    pub parent: Option<usize>,
+    /// Depth below the window (the window is 0).
+    pub depth: u32,
+    /// The accessible name.
+    pub name: String,
+    /// The UI Automation control type name ("Button", "Edit", ...), which Linux roles are mapped onto.
+    pub control_type: String,
+    /// Bounds in screen pixels.
+    pub rect: Rect,
+    /// Accepts input.
+    pub enabled: bool,
+    /// On screen (not hidden, not scrolled out, not offscreen).
+    pub visible: bool,
+    /// Automation id / accessible id, empty when none.
+    pub automation_id: String,
+}
+
+/// How far a tree walk may go.
+#[derive(Debug, Clone)]
+pub struct TreeLimits {
+    /// Stop after this many nodes (and report truncation).
+    pub max_nodes: usize,
+    /// Do not descend deeper than this (the window is depth 0).
+    pub max_depth: u32,
+    /// Stop when this instant passes (and report truncation).
+    pub deadline: Instant,
+}
+
+/// A flattened tree walk.
+#[derive(Debug, Clone, Default)]
+pub struct RawTree {
+    /// Nodes in pre-order; index 0 is the window when present.
+    pub nodes: Vec<RawNode>,
+    /// True when a limit cut the walk short.
+    pub truncated: bool,
+}
+
+/// Live state of one control, read just before acting on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlState {
+    /// Accepts input.
+    pub enabled: bool,
+    /// On screen.
+    pub visible: bool,
+    /// Current bounds in screen pixels.
+    pub rect: Rect,
+}
+
+/// A mouse button.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MouseButton {
+    /// The primary button.
+    Left,
+    /// The secondary button.
+    Right,
+    /// The wheel button.
+    Middle,
+}
+
+/// The desktop. Implementations are shared as `Arc<dyn Backend>`; the executor serialises batches, so
+/// methods are never called concurrently for one desktop, but they must be `Send + Sync`.
+///
+/// Contracts:
+/// - observation methods (`screens`, `capture`, `windows`, `control_tree`, `control_state`, `read_text`)
+///   change nothing on the desktop and may be retried;
+/// - action methods return once the input was delivered (not necessarily processed by the application);
+/// - every method returns within a bounded time or is cancelled by the caller's deadline (dropping the
+///   future must leave the backend usable);
+/// - handles from `control_tree` stay usable until the next `control_tree` call for the same window;
+///   a destroyed control yields [`BackendError::Gone`].
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// "atspi" or "uia".
+    fn name(&self) -> &'static str;
+    /// "linux" or "windows".
+    fn platform(&self) -> &'static str;
+    /// Monitors, primary first.
+    async fn screens(&self) -> BackendResult<Vec<ScreenInfo>>;
+    /// Pixels of `region` (screen pixels; clipped to the desktop).
+    async fn capture(&self, region: Rect) -> BackendResult<Capture>;
+    /// Visible top-level application windows, in the window manager's stacking or list order.
+    async fn windows(&self) -> BackendResult<Vec<WindowInfo>>;
+    /// Raises and focuses `window`; returns its refreshed info.
+    async fn activate(&self, window: &WindowInfo) -> BackendResult<WindowInfo>;
+    /// Asks `window` to close (as its close button would); does not kill the process.
+    async fn close(&self, window: &WindowInfo) -> BackendResult<()>;
+    /// The controls of `window`, pre-order, within `limits`.
+    async fn control_tree(
+        &self,
+        window: &WindowInfo,
+        limits: &TreeLimits,
+    ) -> BackendResult<RawTree>;
+    /// Current enabled/visible/bounds of a control.
+    async fn control_state(&self, control: &RawNode) -> BackendResult<ControlState>;
+    /// Clicks a control: through its accessibility action for a plain left click where it has one,
+    /// else with synthesized mouse input at its centre. Returns how it clicked ("action:<name>" or
+    /// "mouse").
+    async fn click_control(
+        &self,
+        control: &RawNode,
+        button: MouseButton,
+        double: bool,
+    ) -> BackendResult<String>;
+    /// Replaces (`clear` true) or appends to the text of an editable control.
+    async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()>;
+    /// The text a control shows (its value/text content, else its name).
+    async fn read_text(&self, control: &RawNode) -> BackendResult<String>;
+    /// Gives a control the keyboard focus.
+    async fn focus_control(&self, control: &RawNode) -> BackendResult<()>;
+    /// Clicks at a screen point.
+    async fn click_at(&self, point: Point, button: MouseButton, double: bool) -> BackendResult<()>;
+    /// Presses at `from`, moves to `to`, releases.
+    async fn drag(&self, from: Point, to: Point, button: MouseButton) -> BackendResult<()>;
+    /// Turns the wheel at a point: positive `notches` scroll up (away from the user), negative down.
+    async fn wheel(&self, at: Point, notches: i32) -> BackendResult<()>;
+    /// Replays key strokes to the focused window.
+    async fn send_keys(&self, keys: &[KeyStroke]) -> BackendResult<()>;
+    /// Scrolls a control by `notches` wheel notches (positive up): through its accessibility scroll
+    /// interface where the backend has one, else the wheel at its centre. Returns how it scrolled
+    /// ("pattern:Scroll" or "wheel").
+    async fn scroll_control(&self, control: &RawNode, notches: i32) -> BackendResult<String> {
+        self.wheel(control.rect.center(), notches).await?;
+        Ok("wheel".into())
+    }
+}
+
+/// Builds the backend for this platform.
+pub async fn platform_backend() -> BackendResult<Arc<dyn Backend>> {
+    #[cfg(target_os = "linux")]
+    {
+        Ok(Arc::new(linux::LinuxBackend::connect().await?))
+    }
+    #[cfg(windows)]
+    {
+        Ok(Arc::new(windows::UiaBackend::start()?))
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
+    {
+        Err(BackendError::Unsupported(
+            "this operating system has no backend",
+        ))
+    }
+}

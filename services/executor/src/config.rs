@@ -1,0 +1,280 @@
+//! Configuration of `ufo-executor`: CLI flags with environment fallbacks. Nothing else reads the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use ufo_common::telemetry::TelemetryArgs;
+
+/// The executor service.
+#[derive(Clone, Parser)]
+#[command(name = "ufo-executor", version, about)]
+pub struct Config {
+    /// Address the gRPC server binds to (loopback by default; expose it deliberately).
+    #[arg(long, env = "UFO_EXECUTOR_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Bearer token every call must present. Required unless --insecure.
+    #[arg(long, env = "UFO_EXECUTOR_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Run without a token. Only allowed when listening on a loopback address.
+    #[arg(long, env = "UFO_EXECUTOR_INSECURE", default_value_t = false)]
+    pub insecure: bool,
+
+    /// PEM certificate chain to serve TLS with (needs --tls-key); without both the server speaks plaintext.
+    #[arg(long, env = "UFO_EXECUTOR_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "UFO_EXECUTOR_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Programs launch_application may start, as `name=path` or a bare program name looked up in PATH
+    /// at launch; comma-separated in the environment.
+    #[arg(
+        long = "allow-app",
+        env = "UFO_EXECUTOR_ALLOW_APPS",
+        value_delimiter = ','
+    )]
+    pub allow_apps: Vec<String>,
+
+    /// Largest gRPC message accepted or sent, in bytes.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+
+    /// Most commands in one Execute batch.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_BATCH", default_value_t = 64)]
+    pub max_batch: usize,
+
+    /// Deadline of a command when the request does not set one, in milliseconds.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_DEFAULT_DEADLINE_MS",
+        default_value_t = 10_000
+    )]
+    pub default_deadline_ms: u32,
+
+    /// Largest per-command deadline a request may ask for, in milliseconds.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_DEADLINE_MS", default_value_t = 120_000)]
+    pub max_deadline_ms: u32,
+
+    /// Longest `wait` a command may ask for, in seconds.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_WAIT_SECONDS", default_value_t = 60.0)]
+    pub max_wait_seconds: f64,
+
+    /// Most nodes one UI tree walk returns.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_TREE_NODES", default_value_t = 5_000)]
+    pub max_tree_nodes: u32,
+
+    /// Deepest level one UI tree walk descends to.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_TREE_DEPTH", default_value_t = 64)]
+    pub max_tree_depth: u32,
+
+    /// Most key strokes one keyboard_input may send.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_KEY_STROKES", default_value_t = 20_000)]
+    pub max_key_strokes: usize,
+
+    /// Longest text set_edit_text accepts, in bytes.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_TEXT_BYTES", default_value_t = 1024 * 1024)]
+    pub max_text_bytes: usize,
+
+    /// Control types listed by get_app_window_controls_target_info (UI Automation names).
+    #[arg(
+        long = "control-type",
+        env = "UFO_EXECUTOR_CONTROL_TYPES",
+        value_delimiter = ',',
+        default_values_t = crate::tree::DEFAULT_CONTROL_TYPES.iter().map(|s| s.to_string())
+    )]
+    pub control_types: Vec<String>,
+
+    /// JPEG quality used when a batch asks for JPEG without a quality.
+    #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg_quality: u8,
+
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("insecure", &self.insecure)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("allow_apps", &self.allow_apps)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No token and no --insecure.
+    #[error(
+        "a token is required (--token or UFO_EXECUTOR_TOKEN); pass --insecure to run without one on loopback"
+    )]
+    MissingToken,
+    /// --insecure on a non-loopback address.
+    #[error("--insecure is only allowed on a loopback address, not {0}")]
+    InsecureNonLoopback(SocketAddr),
+    /// An empty token.
+    #[error("the token must not be empty")]
+    EmptyToken,
+    /// A malformed allow-list entry.
+    #[error("bad --allow-app entry '{0}': expected name=path or a program name")]
+    BadAllowApp(String),
+    /// Only one of the TLS certificate and key was given.
+    #[error("--tls-cert and --tls-key must be given together")]
+    TlsPair,
+    /// A TLS file cannot be read.
+    #[error("cannot read {what} {path}")]
+    TlsRead {
+        /// "--tls-cert" or "--tls-key".
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Deadline settings contradict each other.
+    #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
+    BadDeadlines,
+}
+
+/// The server's TLS identity as read from the configured files.
+#[derive(Clone)]
+pub struct TlsPem {
+    /// PEM certificate chain.
+    pub cert: Vec<u8>,
+    /// PEM private key.
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for TlsPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsPem")
+            .field("cert_bytes", &self.cert.len())
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Config {
+    /// A configuration with every default, listening on `listen` (for tests and embedding).
+    pub fn for_tests(listen: SocketAddr, token: Option<&str>) -> Self {
+        let mut c = Self::parse_from(["ufo-executor"]);
+        c.listen = listen;
+        c.token = token.map(str::to_owned);
+        c.insecure = token.is_none();
+        c
+    }
+
+    /// Checks the security rules and limits; called before serving.
+    pub fn validate(&self, bound: SocketAddr) -> Result<(), ConfigError> {
+        match &self.token {
+            Some(t) if t.is_empty() => return Err(ConfigError::EmptyToken),
+            Some(_) => {}
+            None if !self.insecure => return Err(ConfigError::MissingToken),
+            None if !bound.ip().is_loopback() => {
+                return Err(ConfigError::InsecureNonLoopback(bound));
+            }
+            None => {}
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError::TlsPair);
+        }
+        if self.default_deadline_ms == 0 || self.default_deadline_ms > self.max_deadline_ms {
+            return Err(ConfigError::BadDeadlines);
+        }
+        self.allowed_apps().map(|_| ())
+    }
+
+    /// The TLS certificate chain and key (PEM bytes) when TLS is configured.
+    pub fn tls_pem(&self) -> Result<Option<TlsPem>, ConfigError> {
+        let read = |what, path: &PathBuf| {
+            std::fs::read(path).map_err(|source| ConfigError::TlsRead {
+                what,
+                path: path.clone(),
+                source,
+            })
+        };
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsPem {
+                cert: read("--tls-cert", cert)?,
+                key: read("--tls-key", key)?,
+            })),
+            (None, None) => Ok(None),
+            _ => Err(ConfigError::TlsPair),
+        }
+    }
+
+    /// The launch allow-list as (name, program) pairs.
+    pub fn allowed_apps(&self) -> Result<Vec<(String, PathBuf)>, ConfigError> {
+        self.allow_apps
+            .iter()
+            .filter(|e| !e.trim().is_empty())
+            .map(|e| {
+                let (name, path) = match e.split_once('=') {
+                    Some((n, p)) => (n.trim(), p.trim()),
+                    None => (e.trim(), e.trim()),
+                };
+                if name.is_empty() || path.is_empty() {
+                    return Err(ConfigError::BadAllowApp(e.clone()));
+                }
+                Ok((name.to_owned(), PathBuf::from(path)))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_rules() {
+        let lo: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:1".parse().unwrap();
+        let mut c = Config::parse_from(["x"]);
+        assert!(matches!(c.validate(lo), Err(ConfigError::MissingToken)));
+        c.insecure = true;
+        assert!(c.validate(lo).is_ok());
+        assert!(matches!(
+            c.validate(any),
+            Err(ConfigError::InsecureNonLoopback(_))
+        ));
+        c.token = Some("s3cret".into());
+        assert!(c.validate(any).is_ok());
+        c.token = Some(String::new());
+        assert!(matches!(c.validate(lo), Err(ConfigError::EmptyToken)));
+        assert!(!format!("{:?}", Config::for_tests(lo, Some("s3cret"))).contains("s3cret"));
+        c.token = Some("s3cret".into());
+        c.tls_cert = Some("/nonexistent/cert.pem".into());
+        assert!(matches!(c.validate(lo), Err(ConfigError::TlsPair)));
+        c.tls_key = Some("/nonexistent/key.pem".into());
+        assert!(c.validate(lo).is_ok());
+        let err = c.tls_pem().unwrap_err();
+        assert!(
+            err.to_string().contains("--tls-cert /nonexistent/cert.pem"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn allow_list_entries() {
+        let c = Config::parse_from(["x", "--allow-app", "editor=/usr/bin/mousepad,gtk3-demo"]);
+        let apps = c.allowed_apps().unwrap();
+        assert_eq!(
+            apps[0],
+            ("editor".into(), PathBuf::from("/usr/bin/mousepad"))
+        );
+        assert_eq!(apps[1], ("gtk3-demo".into(), PathBuf::from("gtk3-demo")));
+        let bad = Config::parse_from(["x", "--allow-app", "=oops"]);
+        assert!(bad.allowed_apps().is_err());
+    }
+}

@@ -1,0 +1,242 @@
+//! Batches: runs commands in order against one desktop, one batch at a time (two agents must not
+//! interleave clicks on one screen), each under its deadline, timed, with the early-exit rule — after the
+//! first failure the rest of the batch is skipped, as the reference's command dispatcher does.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use crate::backend::{Backend, WindowInfo};
+use crate::encode::Format;
+use crate::geometry::Point;
+use crate::tree::ControlListing;
+
+/// Limits the tools enforce, from the configuration.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Longest `wait`.
+    pub max_wait: Duration,
+    /// Most nodes per tree walk.
+    pub max_tree_nodes: u32,
+    /// Deepest tree level.
+    pub max_tree_depth: u32,
+    /// Most key strokes per keyboard_input.
+    pub max_key_strokes: usize,
+    /// Longest set_edit_text text in bytes.
+    pub max_text_bytes: usize,
+    /// Control types listed for agents.
+    pub control_types: Vec<String>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_wait: Duration::from_secs(60),
+            max_tree_nodes: 5_000,
+            max_tree_depth: 64,
+            max_key_strokes: 20_000,
+            max_text_bytes: 1024 * 1024,
+            control_types: crate::tree::DEFAULT_CONTROL_TYPES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct CommandSpec {
+    /// Tool name.
+    pub tool: String,
+    /// Parameters object (or null).
+    pub params: Value,
+    /// Echoed in the outcome.
+    pub call_id: String,
+}
+
+/// Per-batch options.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOptions {
+    /// Deadline of each command.
+    pub deadline: Duration,
+    /// Screenshot encoding.
+    pub format: Format,
+}
+
+/// Status of one command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Done.
+    Success,
+    /// Failed; `error` says why.
+    Failure,
+    /// Not run because an earlier command failed.
+    Skipped,
+}
+
+/// An encoded screenshot.
+#[derive(Debug, Clone)]
+pub struct Shot {
+    /// Encoding.
+    pub format: Format,
+    /// Encoded bytes.
+    pub data: Vec<u8>,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Screen position of pixel (0, 0).
+    pub origin: Point,
+    /// Screen pixels per image pixel.
+    pub scale: f64,
+}
+
+/// What a tool produced.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    /// Structured result.
+    pub result: Value,
+    /// Screenshots.
+    pub images: Vec<Shot>,
+    /// Non-fatal remarks.
+    pub warnings: Vec<String>,
+}
+
+/// The result of one command.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Echo of the command's call id.
+    pub call_id: String,
+    /// Success, failure or skipped.
+    pub status: Status,
+    /// Why it failed or was skipped.
+    pub error: String,
+    /// The tool's output (empty unless successful).
+    pub output: ToolOutput,
+    /// Time spent inside the executor.
+    pub duration: Duration,
+}
+
+/// What the executor remembers about the desktop between commands and batches.
+#[derive(Debug, Default)]
+pub(crate) struct DesktopState {
+    /// The last window listing (ids are positions in it).
+    pub windows: Vec<WindowInfo>,
+    /// The window app actions work on.
+    pub selected: Option<WindowInfo>,
+    /// The last control listing of the selected window.
+    pub listing: Option<ControlListing>,
+}
+
+/// Runs batches against one desktop.
+pub struct Executor {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) limits: Limits,
+    pub(crate) apps: Vec<(String, PathBuf)>,
+    pub(crate) state: tokio::sync::Mutex<DesktopState>,
+    pub(crate) launch_env: Vec<(String, String)>,
+}
+
+impl Executor {
+    /// An executor driving `backend`, launching only `apps` (name, program).
+    pub fn new(backend: Arc<dyn Backend>, limits: Limits, apps: Vec<(String, PathBuf)>) -> Self {
+        Self {
+            backend,
+            limits,
+            apps,
+            state: tokio::sync::Mutex::new(DesktopState::default()),
+            launch_env: Vec::new(),
+        }
+    }
+
+    /// Extra environment for launched programs (e.g. the DISPLAY of a test desktop).
+    pub fn with_launch_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.launch_env = env;
+        self
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Names launch_application accepts.
+    pub fn app_names(&self) -> Vec<String> {
+        self.apps.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Runs `commands` in order; waits for any other batch on this desktop to finish first.
+    pub async fn execute(&self, commands: Vec<CommandSpec>, options: BatchOptions) -> Vec<Outcome> {
+        let mut state = self.state.lock().await;
+        let mut failed: Option<String> = None;
+        let mut outcomes = Vec::with_capacity(commands.len());
+        for cmd in commands {
+            if let Some(first) = &failed {
+                outcomes.push(Outcome {
+                    call_id: cmd.call_id,
+                    status: Status::Skipped,
+                    error: format!("skipped: an earlier command ({first}) failed"),
+                    output: ToolOutput::default(),
+                    duration: Duration::ZERO,
+                });
+                continue;
+            }
+            let started = Instant::now();
+            let span = tracing::info_span!(
+                "executor.command",
+                tool = %cmd.tool,
+                call_id = %cmd.call_id,
+                status = tracing::field::Empty,
+            );
+            let run = self.run_tool(&mut state, &cmd.tool, cmd.params, options);
+            let result = tokio::time::timeout(options.deadline, run)
+                .instrument(span.clone())
+                .await;
+            let duration = started.elapsed();
+            let outcome = match result {
+                Ok(Ok(output)) => Outcome {
+                    call_id: cmd.call_id,
+                    status: Status::Success,
+                    error: String::new(),
+                    output,
+                    duration,
+                },
+                Ok(Err(error)) => {
+                    failed = Some(cmd.tool.clone());
+                    Outcome {
+                        call_id: cmd.call_id,
+                        status: Status::Failure,
+                        error,
+                        output: ToolOutput::default(),
+                        duration,
+                    }
+                }
+                Err(_) => {
+                    failed = Some(cmd.tool.clone());
+                    Outcome {
+                        call_id: cmd.call_id,
+                        status: Status::Failure,
+                        error: format!(
+                            "{} exceeded its deadline of {} ms",
+                            cmd.tool,
+                            options.deadline.as_millis()
+                        ),
+                        output: ToolOutput::default(),
+                        duration,
+                    }
+                }
+            };
+            // The span's status lets a trace show which command of a batch failed.
+            span.record("status", format!("{:?}", outcome.status).to_lowercase());
+            if outcome.status == Status::Failure {
+                tracing::info!(tool = %cmd.tool, error = %outcome.error, "command failed");
+            }
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+}

@@ -1,0 +1,207 @@
+//! The `ufo.v1.Executor` gRPC service: converts protobuf to the executor's types and back, validates
+//! request-level limits (batch size, deadlines, JPEG quality) as INVALID_ARGUMENT naming the field.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Response, Status};
+use ufo_proto::v1::{
+    self as pb, Capabilities, ExecuteRequest, ExecuteResponse, GetCapabilitiesRequest,
+    ListToolsRequest, ListToolsResponse, executor_server,
+};
+
+use crate::encode::Format;
+use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
+use crate::tools::{Kind, registry};
+
+/// Request-level limits.
+#[derive(Debug, Clone)]
+pub struct ServiceLimits {
+    /// Most commands per batch.
+    pub max_batch: usize,
+    /// Deadline when the request gives none.
+    pub default_deadline: Duration,
+    /// Largest deadline a request may ask for.
+    pub max_deadline: Duration,
+    /// JPEG quality when the request gives none.
+    pub jpeg_quality: u8,
+    /// Reported in capabilities.
+    pub max_message_bytes: usize,
+}
+
+/// The gRPC service over an [`Executor`].
+#[derive(Clone)]
+pub struct ExecutorService {
+    executor: Arc<Executor>,
+    limits: ServiceLimits,
+}
+
+impl ExecutorService {
+    /// Serves `executor` within `limits`.
+    pub fn new(executor: Arc<Executor>, limits: ServiceLimits) -> Self {
+        Self { executor, limits }
+    }
+
+    fn options(&self, req: &ExecuteRequest) -> Result<BatchOptions, Status> {
+        let deadline = match req.command_deadline_ms {
+            0 => self.limits.default_deadline,
+            ms => {
+                let d = Duration::from_millis(ms.into());
+                if d > self.limits.max_deadline {
+                    return Err(Status::invalid_argument(format!(
+                        "command_deadline_ms {ms} is above the maximum of {} ms",
+                        self.limits.max_deadline.as_millis()
+                    )));
+                }
+                d
+            }
+        };
+        let format = match pb::ImageFormat::try_from(req.image_format) {
+            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Png) => Format::Png,
+            Ok(pb::ImageFormat::Jpeg) => match req.jpeg_quality {
+                0 => Format::Jpeg(self.limits.jpeg_quality),
+                q @ 1..=100 => Format::Jpeg(q as u8),
+                q => {
+                    return Err(Status::invalid_argument(format!(
+                        "jpeg_quality {q} is outside 1..=100"
+                    )));
+                }
+            },
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "image_format {} is not a known format",
+                    req.image_format
+                )));
+            }
+        };
+        Ok(BatchOptions { deadline, format })
+    }
+}
+
+#[tonic::async_trait]
+impl executor_server::Executor for ExecutorService {
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let req = request.into_inner();
+        if req.commands.len() > self.limits.max_batch {
+            return Err(Status::invalid_argument(format!(
+                "commands: {} commands is more than the maximum of {}",
+                req.commands.len(),
+                self.limits.max_batch
+            )));
+        }
+        let options = self.options(&req)?;
+        let commands = req
+            .commands
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if c.tool_name.trim().is_empty() {
+                    return Err(Status::invalid_argument(format!(
+                        "commands[{i}].tool_name is empty"
+                    )));
+                }
+                Ok(CommandSpec {
+                    tool: c.tool_name,
+                    params: ufo_proto::json::from_optional_struct(c.parameters),
+                    call_id: c.call_id,
+                })
+            })
+            .collect::<Result<Vec<_>, Status>>()?;
+        let outcomes = self.executor.execute(commands, options).await;
+        let results = outcomes
+            .into_iter()
+            .map(|o| pb::Result {
+                status: match o.status {
+                    RunStatus::Success => pb::ResultStatus::Success,
+                    RunStatus::Failure => pb::ResultStatus::Failure,
+                    RunStatus::Skipped => pb::ResultStatus::Skipped,
+                } as i32,
+                error: o.error,
+                result: Some(ufo_proto::json::to_value(o.output.result)),
+                call_id: o.call_id,
+                duration_us: o.duration.as_micros().min(u128::from(u64::MAX)) as u64,
+                images: o
+                    .output
+                    .images
+                    .into_iter()
+                    .map(|s| pb::Image {
+                        format: match s.format {
+                            Format::Png => pb::ImageFormat::Png,
+                            Format::Jpeg(_) => pb::ImageFormat::Jpeg,
+                        } as i32,
+                        data: s.data,
+                        width: s.width,
+                        height: s.height,
+                        transform: Some(pb::ScreenTransform {
+                            origin_x: s.origin.x,
+                            origin_y: s.origin.y,
+                            scale: s.scale,
+                        }),
+                    })
+                    .collect(),
+                warnings: o.output.warnings,
+            })
+            .collect();
+        Ok(Response::new(ExecuteResponse { results }))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Request<ListToolsRequest>,
+    ) -> Result<Response<ListToolsResponse>, Status> {
+        let tools = registry()
+            .into_iter()
+            .map(|t| {
+                let schema = |v: serde_json::Value| match ufo_proto::json::to_value(v).kind {
+                    Some(prost_types::value::Kind::StructValue(s)) => Some(s),
+                    _ => None,
+                };
+                pb::ToolSpec {
+                    name: t.name.to_owned(),
+                    description: t.description.to_owned(),
+                    tool_type: match t.kind {
+                        Kind::DataCollection => pb::ToolType::DataCollection,
+                        Kind::Action => pb::ToolType::Action,
+                    } as i32,
+                    parameters_schema: schema(t.parameters),
+                    result_schema: schema(t.result),
+                }
+            })
+            .collect();
+        Ok(Response::new(ListToolsResponse { tools }))
+    }
+
+    async fn get_capabilities(
+        &self,
+        _: Request<GetCapabilitiesRequest>,
+    ) -> Result<Response<Capabilities>, Status> {
+        let backend = self.executor.backend();
+        let screens = backend
+            .screens()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(Capabilities {
+            backend: backend.name().to_owned(),
+            platform: backend.platform().to_owned(),
+            screens: screens
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| pb::Screen {
+                    index: i as u32,
+                    x: s.rect.left,
+                    y: s.rect.top,
+                    width: s.rect.width(),
+                    height: s.rect.height(),
+                    scale: s.scale,
+                    primary: s.primary,
+                })
+                .collect(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            max_message_bytes: self.limits.max_message_bytes as u64,
+            allowed_applications: self.executor.app_names(),
+        }))
+    }
+}

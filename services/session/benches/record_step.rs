@@ -1,0 +1,225 @@
+//! Record-step latency and throughput, and commit → watcher delivery latency, on real Postgres.
+//!
+//! Run: `cargo bench -p ufo-session --bench record_step` (uses `DATABASE_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`; creates and drops a scratch database). Sizes via
+//! `UFO_BENCH_STEPS` (per writer, default 1000) and `UFO_BENCH_DELIVERIES` (default 500).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde_json::json;
+use sqlx::{Connection as _, Executor as _};
+use ufo_proto::v1::{AgentKind, EventDraft, EventKind, RecordStepRequest, Step};
+use ufo_session::grpc::validate::{Limits, record_step};
+use ufo_session::store::{NewSession, Store, postgres};
+use ufo_session::watch::{WatchOptions, watch};
+use uuid::Uuid;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+async fn session(store: &dyn Store) -> Uuid {
+    let id = Uuid::new_v4();
+    store
+        .create_session(NewSession {
+            id,
+            request: "benchmark".into(),
+            config: json!({}),
+            owner: "bench".into(),
+        })
+        .await
+        .unwrap();
+    store.begin_round(id, 1, None).await.unwrap();
+    id
+}
+
+/// A realistic step: an action with arguments, a memory item, a trajectory entry, STEP_STARTED.
+fn step(id: Uuid, n: u64) -> ufo_session::store::StepRecord {
+    let s = |v| ufo_proto::json::to_struct(v).unwrap();
+    let request = RecordStepRequest {
+        step: Some(Step {
+            session_id: id.to_string(),
+            step: n,
+            round: 1,
+            round_step: u32::try_from(n).unwrap(),
+            agent_name: "AppAgent/mousepad".into(),
+            agent_kind: AgentKind::App.into(),
+            state_before: "CONTINUE".into(),
+            state_after: "CONTINUE".into(),
+            subtask: "type the report".into(),
+            observation: "The editor shows an empty document with the cursor in the text area."
+                .into(),
+            thought: "I should type the text into the text view.".into(),
+            plan: vec!["type the text".into(), "save the file".into()],
+            comment: "Typing the report.".into(),
+            status: "CONTINUE".into(),
+            actions: vec![ufo_proto::v1::Action {
+                function: "set_edit_text".into(),
+                arguments: Some(s(json!({"id": "3", "text": "quarterly report"}))),
+                status: "CONTINUE".into(),
+                ..Default::default()
+            }],
+            cost: 0.001,
+            input_tokens: 1500,
+            output_tokens: 120,
+            ..Default::default()
+        }),
+        memory_item: Some(s(
+            json!({"step": n, "agent": "AppAgent", "thought": "type"}),
+        )),
+        blackboard: vec![ufo_proto::v1::BlackboardEntry {
+            kind: ufo_proto::v1::BlackboardKind::Trajectory.into(),
+            value: Some(s(json!({"step": n, "action": "set_edit_text"}))),
+            ..Default::default()
+        }],
+        events: vec![EventDraft {
+            kind: EventKind::StepStarted.into(),
+            step: n,
+            round: 1,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    record_step(request, Limits { max_batch: 100 }).unwrap()
+}
+
+fn report(name: &str, h: &Histogram<u64>) {
+    println!(
+        "{name}: n={} p50={:.3} ms p99={:.3} ms max={:.3} ms",
+        h.len(),
+        h.value_at_quantile(0.50) as f64 / 1000.0,
+        h.value_at_quantile(0.99) as f64 / 1000.0,
+        h.max() as f64 / 1000.0
+    );
+}
+
+/// `writers` concurrent writers, each recording `steps` steps into its own session.
+async fn record(store: &Arc<dyn Store>, writers: usize, steps: usize) {
+    let ids: Vec<Uuid> = futures::future::join_all((0..writers).map(|_| session(&**store))).await;
+    let started = Instant::now();
+    let tasks: Vec<_> = ids
+        .into_iter()
+        .map(|id| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move {
+                let mut h = Histogram::<u64>::new(3).unwrap();
+                for n in 1..=steps as u64 {
+                    let record = step(id, n);
+                    let t = Instant::now();
+                    store.record_step(record).await.unwrap();
+                    h.record(t.elapsed().as_micros() as u64).unwrap();
+                }
+                h
+            })
+        })
+        .collect();
+    let mut all = Histogram::<u64>::new(3).unwrap();
+    for t in tasks {
+        all.add(t.await.unwrap()).unwrap();
+    }
+    let elapsed = started.elapsed();
+    report(&format!("record_step, {writers} writer(s)"), &all);
+    println!(
+        "record_step, {writers} writer(s): throughput {:.0} steps/s ({} steps in {:.2} s)",
+        all.len() as f64 / elapsed.as_secs_f64(),
+        all.len(),
+        elapsed.as_secs_f64()
+    );
+}
+
+/// Commit → watcher latency: the writer records one step at a time and waits for the watcher (on
+/// `watcher_store`) to receive its STEP_FINISHED before the next.
+async fn delivery(name: &str, writer: &Arc<dyn Store>, watcher_store: Arc<dyn Store>, n: usize) {
+    let id = session(&**writer).await;
+    let from = writer.get_session(id).await.unwrap().last_seq + 1;
+    let mut rx = watch(
+        watcher_store,
+        id,
+        from,
+        WatchOptions {
+            buffer: 64,
+            page: 100,
+        },
+    );
+    let mut h = Histogram::<u64>::new(3).unwrap();
+    for k in 1..=n as u64 {
+        let record = step(id, k);
+        writer.record_step(record).await.unwrap();
+        let committed = Instant::now();
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("event not delivered within 10 s")
+                .unwrap()
+                .unwrap();
+            if event.kind == EventKind::StepFinished as i32 && event.step == k {
+                break;
+            }
+        }
+        h.record(committed.elapsed().as_micros() as u64).unwrap();
+    }
+    report(name, &h);
+}
+
+#[tokio::main]
+async fn main() {
+    let base = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let steps = env_usize("UFO_BENCH_STEPS", 1000);
+    let deliveries = env_usize("UFO_BENCH_DELIVERIES", 500);
+    let scratch = format!("ufo_session_bench_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {scratch}").as_str())
+        .await
+        .unwrap();
+    let url = match base.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{scratch}"),
+        None => panic!("DATABASE_URL has no database name"),
+    };
+    for async_commit in [false, true] {
+        let options = |max_connections| postgres::PgOptions {
+            max_connections,
+            async_commit,
+        };
+        let store: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(32)).await.unwrap());
+        // Warm the pool and the caches.
+        record(&store, 4, 50).await;
+        println!(
+            "--- synchronous_commit = {} ---",
+            if async_commit {
+                "off (--pg-async-commit)"
+            } else {
+                "on (default, durable)"
+            }
+        );
+        record(&store, 1, steps).await;
+        record(&store, 16, steps).await;
+        let same = Arc::clone(&store);
+        delivery(
+            "delivery, same replica (in-process notifier)",
+            &store,
+            same,
+            deliveries,
+        )
+        .await;
+        let replica: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(4)).await.unwrap());
+        delivery(
+            "delivery, other replica (LISTEN/NOTIFY)",
+            &store,
+            replica,
+            deliveries,
+        )
+        .await;
+    }
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {scratch} WITH (FORCE)").as_str())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,102 @@
+//! The session service: the system's durable memory.
+//!
+//! Layout:
+//! - [`config`]: the CLI/env configuration.
+//! - [`store`]: the [`Store`](store::Store) trait and its Postgres and embedded SQLite implementations
+//!   (schema in `migrations/` and `migrations_sqlite/`).
+//! - [`watch`]: WatchEvents' replay-then-follow producer.
+//! - [`grpc`]: the `ufo.v1.SessionStore` service (validation, error mapping).
+//! - [`client`]: a typed client for the other services.
+//! - [`run`]: opens the store (running migrations), then serves gRPC (with health and reflection) on a
+//!   bound listener until the shutdown token fires.
+
+pub mod client;
+pub mod config;
+pub mod grpc;
+pub mod store;
+pub mod watch;
+
+pub use config::Config;
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use ufo_common::grpc::{RequireBearer, ServeError, introspection, serve_until};
+use ufo_proto::v1::session_store_server::SessionStoreServer;
+
+use crate::grpc::{ServiceLimits, SessionService};
+use crate::store::{Store, StoreError};
+
+/// gRPC services this server exposes (for health and reflection).
+const SERVICES: &[&str] = &[ufo_proto::service_names::SESSION_STORE];
+
+/// Why the service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The store could not be opened or migrated.
+    #[error("cannot open the session store")]
+    Store(#[from] StoreError),
+    /// The gRPC server failed.
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Opens the configured store: Postgres when a database URL is set, else the embedded SQLite file.
+/// Migrations run here.
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(match &config.database_url {
+        Some(url) => {
+            tracing::info!("session store: postgres");
+            let options = store::postgres::PgOptions {
+                max_connections: config.pool_size,
+                async_commit: config.pg_async_commit,
+            };
+            Arc::new(store::postgres::connect(url, options).await?)
+        }
+        None => {
+            tracing::info!(path = %config.sqlite_path.display(), "session store: embedded sqlite");
+            Arc::new(store::sqlite::open(&config.sqlite_path, config.pool_size).await?)
+        }
+    })
+}
+
+/// Opens the store, then serves on `listener` until `shutdown` fires, drains and returns.
+pub async fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let store = open_store(&config).await?;
+    serve(store, &config, listener, shutdown).await
+}
+
+/// Serves `store` on `listener` until `shutdown` fires (for callers that built the store themselves).
+pub async fn serve(
+    store: Arc<dyn Store>,
+    config: &Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let limits = ServiceLimits::from_config(config);
+    let max_bytes = config.max_message_bytes as usize;
+    let server = SessionStoreServer::new(SessionService::new(store, limits))
+        .max_decoding_message_size(max_bytes)
+        .max_encoding_message_size(max_bytes);
+    let auth = RequireBearer::new(config.auth_token.as_deref());
+    let intro = introspection(SERVICES).await.map_err(ServeError::from)?;
+    let mut routes = intro.routes;
+    routes.add_service(tonic::service::interceptor::InterceptedService::new(
+        server, auth,
+    ));
+    serve_until(
+        tonic::transport::Server::builder(),
+        routes.routes(),
+        listener,
+        intro.health_reporter,
+        SERVICES,
+        shutdown,
+    )
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,20 @@
+//! `ufo-session`: parses the configuration, starts telemetry, binds, and runs until SIGINT/SIGTERM.
+
+use anyhow::Context as _;
+use clap::Parser as _;
+use ufo_session::Config;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let config = Config::parse();
+    let mut telemetry = ufo_common::telemetry::init("ufo-session", &config.telemetry)?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot bind {}", config.listen))?;
+    tracing::info!(addr = %listener.local_addr()?, "ufo-session listening");
+    let shutdown = ufo_common::shutdown::signal_token();
+    let outcome = ufo_session::run(config, listener, shutdown).await;
+    telemetry.shutdown();
+    outcome?;
+    Ok(())
+}

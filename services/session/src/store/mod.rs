@@ -1,0 +1,152 @@
+//! The storage contract of the session service and its two implementations.
+//!
+//! [`Store`] is one object-safe async trait used as `Arc<dyn Store>`:
+//! - [`postgres`]: the production store; live watch via `LISTEN/NOTIFY`.
+//! - [`sqlite`]: the embedded default (a local file, zero setup); live watch via an in-process notifier.
+//!
+//! Both run the same SQL (`sql/`, compiled once per backend) and pass the same conformance suite
+//! (`tests/conformance`). Differences — row locking, the claim query, notification — live in each backend's
+//! `dialect` module.
+//!
+//! Artifacts are stored as content-addressed bytes *in the database* (`bytea` / `BLOB`) rather than as files:
+//! a step and the artifacts it references commit together, one backup holds everything, and every stateless
+//! replica can serve any artifact without shared storage. Screenshots are tens to hundreds of KiB (bounded by
+//! the message size limit), which Postgres TOASTs out of line; identical bytes are stored once.
+
+pub mod error;
+pub mod notify;
+pub mod postgres;
+pub mod sqlite;
+pub mod step_json;
+pub mod types;
+
+pub use error::StoreError;
+pub use notify::{Notifier, Subscription};
+pub use types::*;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ufo_proto::v1::{
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
+};
+use uuid::Uuid;
+
+/// Result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Durable storage of sessions, rounds, steps, memory, blackboard, artifacts and events.
+///
+/// Contracts shared by every method:
+/// - unknown session ids give [`StoreError::NotFound`]; a `lease_owner` that does not hold the session's lease
+///   gives [`StoreError::LeaseLost`]; state conflicts give [`StoreError::FailedPrecondition`];
+/// - every method that appends events allocates their sequence numbers in the same transaction as its other
+///   writes: per session they start at 1 and have no gaps, and they become visible in sequence order;
+/// - inputs are already validated by the caller (non-empty names, known enum values, sizes within limits).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates a QUEUED session with round 1 PENDING and appends TASK_CREATED. Idempotent on `new.id`: the
+    /// same id with the same request returns the stored session; with another request, `AlreadyExists`.
+    async fn create_session(&self, new: NewSession) -> StoreResult<Session>;
+
+    /// The session with this id.
+    async fn get_session(&self, id: Uuid) -> StoreResult<Session>;
+
+    /// Sessions newest first (by creation time, then id), optionally of one status, after `cursor`.
+    /// Returns at most `limit` sessions and the cursor of the next page when more exist.
+    async fn list_sessions(
+        &self,
+        status: Option<SessionStatus>,
+        cursor: Option<PageCursor>,
+        limit: u32,
+    ) -> StoreResult<(Vec<Session>, Option<PageCursor>)>;
+
+    /// Moves a session to `status` and appends the matching event (TASK_FINISHED/FAILED/CANCELLED for an
+    /// end, none between RUNNING and WAITING). Ending a session ends its running round and drops the lease.
+    /// Setting the status a session already has is a no-op. An ended session cannot change status.
+    async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session>;
+
+    /// Sets `cancel_requested` and appends CANCEL_REQUESTED; a QUEUED session is cancelled at once
+    /// (TASK_CANCELLED). Idempotent; an ended session is returned unchanged.
+    async fn request_cancel(&self, id: Uuid, reason: String) -> StoreResult<Session>;
+
+    /// Adds the next round (PENDING) for a follow-up request and appends REQUEST_ADDED; an ended session is
+    /// queued again (its result cleared). Refused while another round is pending.
+    async fn add_round(&self, id: Uuid, request: String) -> StoreResult<Round>;
+
+    /// Marks a PENDING round RUNNING and appends ROUND_STARTED; a RUNNING round is returned unchanged.
+    async fn begin_round(
+        &self,
+        id: Uuid,
+        number: u32,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Round>;
+
+    /// Ends a RUNNING round with `status` and appends ROUND_FINISHED; ending it again with the same status
+    /// is a no-op.
+    async fn finish_round(&self, end: RoundEnd) -> StoreResult<Round>;
+
+    /// Every round of a session, in order.
+    async fn list_rounds(&self, id: Uuid) -> StoreResult<Vec<Round>>;
+
+    /// Records a step in one transaction: the step row, memory item, blackboard entries, artifact links,
+    /// totals (session and round), the given events and STEP_FINISHED. Re-recording the same
+    /// (session, step) with an identical request writes nothing and returns `duplicate = true`; with a
+    /// different request, `AlreadyExists`. The round must be RUNNING and the session not ended.
+    async fn record_step(&self, record: StepRecord) -> StoreResult<RecordedStep>;
+
+    /// Steps from `from_step` (1-based) in order, at most `limit`.
+    async fn list_steps(&self, id: Uuid, from_step: u64, limit: u32) -> StoreResult<Vec<Step>>;
+
+    /// One step with its artifact references.
+    async fn get_step(&self, id: Uuid, step: u64) -> StoreResult<Step>;
+
+    /// Memory items in step order, optionally of one agent.
+    async fn get_memory(&self, id: Uuid, agent: Option<String>) -> StoreResult<Vec<MemoryItem>>;
+
+    /// The whole blackboard of a session, each kind in index order.
+    async fn get_blackboard(&self, id: Uuid) -> StoreResult<Blackboard>;
+
+    /// Appends blackboard entries (indices assigned per kind) and events in one transaction. Returns the
+    /// stored entries and the newest sequence number.
+    async fn append_blackboard(
+        &self,
+        id: Uuid,
+        entries: Vec<NewBlackboardEntry>,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<(Vec<BlackboardEntry>, u64)>;
+
+    /// Stores bytes once per content (hex SHA-256) and a reference to them from (session, step, kind).
+    /// Idempotent.
+    async fn put_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef>;
+
+    /// An artifact by content id, or by (session, step, kind).
+    async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact>;
+
+    /// Appends events in one transaction and returns them with their sequence numbers.
+    async fn append_events(
+        &self,
+        id: Uuid,
+        events: Vec<NewEvent>,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Vec<Event>>;
+
+    /// Stored events with `seq >= from_seq`, in order, at most `limit`. Never blocks on writers.
+    async fn read_events(&self, id: Uuid, from_seq: u64, limit: u32) -> StoreResult<Vec<Event>>;
+
+    /// Wakes the caller whenever events of `id` are committed (by this process or, for Postgres, any
+    /// replica). The value is a hint (a sequence number known to exist); readers re-read the store.
+    fn subscribe(&self, id: Uuid) -> Subscription;
+
+    /// Claims the oldest claimable session (QUEUED, or RUNNING/WAITING with an expired lease) for `worker`
+    /// for `lease`, and appends TASK_CLAIMED. Concurrent claims never return the same session.
+    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>>;
+
+    /// Extends the lease held by `worker`; `LeaseLost` when another worker holds it or none does.
+    async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease>;
+
+    /// Drops the lease held by `worker` and appends TASK_RELEASED; with `requeue`, the session goes back to
+    /// the queue. Releasing a session the worker does not hold gives `LeaseLost`.
+    async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()>;
+}

@@ -1,0 +1,142 @@
+//! The task queue for agent replicas: claim with a lease, renew, release.
+//!
+//! A lease is `(lease_owner, lease_expires_at)` on the session row. Fenced writes compare `lease_owner`;
+//! once a lease expires any worker may claim the session, which changes the owner and so fences the old
+//! worker out. This is what lets another replica resume a crashed worker's task.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::Row as _;
+use tracing::instrument;
+use ufo_proto::v1::{EventKind, Lease, Session};
+use uuid::Uuid;
+
+use super::events::{Totals, append, lock_session};
+use super::sessions::session_in;
+use super::{SqlStore, dialect, now, rows, settle};
+use crate::store::{NewEvent, StoreError, StoreResult};
+
+fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
+}
+
+impl SqlStore {
+    #[instrument(name = "store.claim_task", skip_all, fields(worker = %worker, session))]
+    pub(super) async fn claim_task_impl(
+        &self,
+        worker: String,
+        lease: Duration,
+    ) -> StoreResult<Option<Session>> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            let candidate = sqlx::query(dialect::CLAIM_CANDIDATE)
+                .bind(at)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(candidate) = candidate else {
+                return Ok((None, 0));
+            };
+            let id: Uuid = candidate.try_get("id")?;
+            let previous: Option<String> = candidate.try_get("lease_owner")?;
+            tracing::Span::current().record("session", tracing::field::display(id));
+            sqlx::query(
+                "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
+             status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
+            )
+            .bind(id)
+            .bind(&worker)
+            .bind(expiry(at, lease))
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+            let claimed = NewEvent {
+                kind: EventKind::TaskClaimed,
+                payload: json!({ "worker": worker, "previous_owner": previous }),
+                step: 0,
+                round: 0,
+            };
+            let (_, last_seq) = append(&mut tx, id, &[claimed], Totals::default(), at).await?;
+            let session = session_in(&mut tx, id).await?;
+            Ok((Some((session, id)), last_seq))
+        }
+        .await;
+        let (claimed, last_seq) = settle(tx, outcome).await?;
+        Ok(claimed.map(|(session, id)| {
+            self.notifier.notify(id, last_seq);
+            session
+        }))
+    }
+
+    #[instrument(name = "store.renew_lease", skip_all, fields(session = %id, worker = %worker))]
+    pub(super) async fn renew_lease_impl(
+        &self,
+        id: Uuid,
+        worker: String,
+        lease: Duration,
+    ) -> StoreResult<Lease> {
+        let at = now();
+        let renewed = sqlx::query(
+            "UPDATE sessions SET lease_expires_at = $3, updated_at = $4 \
+             WHERE id = $1 AND lease_owner = $2 AND status IN ('running', 'waiting') \
+             RETURNING lease_expires_at, cancel_requested",
+        )
+        .bind(id)
+        .bind(&worker)
+        .bind(expiry(at, lease))
+        .bind(at)
+        .fetch_optional(&self.write)
+        .await?;
+        let Some(row) = renewed else {
+            // Tell "no such session" apart from "not yours (any more)".
+            self.get_session_impl(id).await?;
+            return Err(StoreError::LeaseLost(id.to_string()));
+        };
+        Ok(Lease {
+            session_id: id.to_string(),
+            worker_id: worker,
+            expires_at: Some(rows::ts(row.try_get("lease_expires_at")?)),
+            cancel_requested: row.try_get("cancel_requested")?,
+        })
+    }
+
+    #[instrument(name = "store.release_task", skip_all, fields(session = %id, worker = %worker, requeue))]
+    pub(super) async fn release_task_impl(
+        &self,
+        id: Uuid,
+        worker: String,
+        requeue: bool,
+    ) -> StoreResult<()> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            let row = lock_session(&mut tx, id, Some(&worker)).await?;
+            let status: String = row.try_get("status")?;
+            let requeued = requeue && (status == "running" || status == "waiting");
+            sqlx::query(
+                "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL, updated_at = $2, \
+             status = CASE WHEN $3 THEN 'queued' ELSE status END, \
+             queued_at = CASE WHEN $3 THEN $2 ELSE queued_at END WHERE id = $1",
+            )
+            .bind(id)
+            .bind(at)
+            .bind(requeued)
+            .execute(&mut *tx)
+            .await?;
+            let released = NewEvent {
+                kind: EventKind::TaskReleased,
+                payload: json!({ "worker": worker, "requeued": requeued }),
+                step: 0,
+                round: 0,
+            };
+            let (_, last_seq) = append(&mut tx, id, &[released], Totals::default(), at).await?;
+            Ok(((), last_seq))
+        }
+        .await;
+        let ((), last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(id, last_seq);
+        Ok(())
+    }
+}

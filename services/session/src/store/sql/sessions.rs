@@ -1,0 +1,446 @@
+//! Sessions and rounds: create, read, list, status changes, cancellation, follow-up rounds.
+
+use serde_json::json;
+use sqlx::Row as _;
+use sqlx::types::Json as SqlJson;
+use tracing::instrument;
+use ufo_proto::v1::{EventKind, Round, RoundStatus, Session, SessionStatus};
+use uuid::Uuid;
+
+use super::events::{Totals, append, lock_session};
+use super::{Conn, SqlStore, now, rows, settle};
+use crate::store::{
+    DbEnum as _, NewEvent, NewSession, PageCursor, RoundEnd, StatusChange, StoreError, StoreResult,
+    is_terminal,
+};
+
+fn event(kind: EventKind, payload: serde_json::Value, round: u32) -> NewEvent {
+    NewEvent {
+        kind,
+        payload,
+        step: 0,
+        round,
+    }
+}
+
+fn status_of(row: &rows::Row) -> StoreResult<SessionStatus> {
+    let text: String = row.try_get("status")?;
+    SessionStatus::from_db(&text).ok_or_else(|| StoreError::Corrupt(format!("status = {text:?}")))
+}
+
+/// The session row, read inside the caller's transaction.
+pub(super) async fn session_in(conn: &mut Conn, id: Uuid) -> StoreResult<Session> {
+    let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+    rows::session(&row)
+}
+
+async fn round_in(conn: &mut Conn, id: Uuid, number: u32) -> StoreResult<Round> {
+    let row = sqlx::query("SELECT * FROM rounds WHERE session_id = $1 AND number = $2")
+        .bind(id)
+        .bind(i64::from(number))
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("round {number} of session {id}")))?;
+    rows::round(&row)
+}
+
+fn round_status_for(session: SessionStatus) -> RoundStatus {
+    match session {
+        SessionStatus::Failed => RoundStatus::Failed,
+        SessionStatus::Cancelled => RoundStatus::Cancelled,
+        _ => RoundStatus::Finished,
+    }
+}
+
+fn end_event(status: SessionStatus) -> EventKind {
+    match status {
+        SessionStatus::Failed => EventKind::TaskFailed,
+        SessionStatus::Cancelled => EventKind::TaskCancelled,
+        _ => EventKind::TaskFinished,
+    }
+}
+
+/// Ends session `id` inside the caller's transaction: status, result, no lease, open rounds closed.
+async fn end_session(
+    conn: &mut Conn,
+    id: Uuid,
+    status: SessionStatus,
+    result: &str,
+) -> StoreResult<u64> {
+    let at = now();
+    sqlx::query(
+        "UPDATE sessions SET status = $2, result = $3, lease_owner = NULL, lease_expires_at = NULL, \
+         updated_at = $4 WHERE id = $1",
+    )
+    .bind(id)
+    .bind(status.db())
+    .bind(result)
+    .bind(at)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE rounds SET status = $2, finished_at = $3 \
+         WHERE session_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(id)
+    .bind(round_status_for(status).db())
+    .bind(at)
+    .execute(&mut *conn)
+    .await?;
+    let ended = event(end_event(status), json!({ "result": result }), 0);
+    let (_, last_seq) = append(conn, id, &[ended], Totals::default(), at).await?;
+    Ok(last_seq)
+}
+
+impl SqlStore {
+    #[instrument(name = "store.create_session", skip_all, fields(session = %new.id))]
+    pub(super) async fn create_session_impl(&self, new: NewSession) -> StoreResult<Session> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+        let inserted = sqlx::query(
+            "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at) \
+             VALUES ($1, $2, 'queued', $3, $4, $5, $5, $5) ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(new.id)
+        .bind(&new.request)
+        .bind(SqlJson(&new.config))
+        .bind(&new.owner)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if inserted == 0 {
+            let existing = self.get_session_impl(new.id).await?;
+            return if existing.request == new.request {
+                Ok((existing, 0))
+            } else {
+                Err(StoreError::AlreadyExists(format!(
+                    "session {} exists with another request",
+                    new.id
+                )))
+            };
+        }
+        sqlx::query(
+            "INSERT INTO rounds (session_id, number, request, status, created_at) \
+             VALUES ($1, 1, $2, 'pending', $3)",
+        )
+        .bind(new.id)
+        .bind(&new.request)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let created = event(
+            EventKind::TaskCreated,
+            json!({ "request": new.request, "owner": new.owner }),
+            1,
+        );
+        let (_, last_seq) = append(&mut tx, new.id, &[created], Totals::default(), at).await?;
+        let session = session_in(&mut tx, new.id).await?;
+            Ok((session, last_seq))
+        }
+        .await;
+        let (session, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(new.id, last_seq);
+        Ok(session)
+    }
+
+    #[instrument(name = "store.get_session", skip_all, fields(session = %id))]
+    pub(super) async fn get_session_impl(&self, id: Uuid) -> StoreResult<Session> {
+        let mut conn = self.read.acquire().await?;
+        session_in(&mut conn, id).await
+    }
+
+    #[instrument(name = "store.list_sessions", skip_all, fields(limit))]
+    pub(super) async fn list_sessions_impl(
+        &self,
+        status: Option<SessionStatus>,
+        cursor: Option<PageCursor>,
+        limit: u32,
+    ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
+        let found = sqlx::query(
+            "SELECT * FROM sessions WHERE ($1 IS NULL OR status = $1) \
+             AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
+        )
+        .bind(status.map(|s| s.db()))
+        .bind(cursor.map(|c| c.created_at))
+        .bind(cursor.map(|c| c.id))
+        .bind(i64::from(limit) + 1)
+        .fetch_all(&self.read)
+        .await?;
+        let more = found.len() > limit as usize;
+        let mut next = None;
+        let mut sessions = Vec::with_capacity(found.len().min(limit as usize));
+        for row in found.iter().take(limit as usize) {
+            if more {
+                next = Some(PageCursor {
+                    created_at: row.try_get("created_at")?,
+                    id: row.try_get("id")?,
+                });
+            }
+            sessions.push(rows::session(row)?);
+        }
+        Ok((sessions, next))
+    }
+
+    #[instrument(name = "store.set_session_status", skip_all, fields(session = %change.id, status = ?change.status))]
+    pub(super) async fn set_session_status_impl(
+        &self,
+        change: StatusChange,
+    ) -> StoreResult<Session> {
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            let row = lock_session(&mut tx, change.id, change.lease_owner.as_deref()).await?;
+            let current = status_of(&row)?;
+            if current == change.status {
+                return Ok((session_in(&mut tx, change.id).await?, 0));
+            }
+            if is_terminal(current) {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "session {} has ended ({})",
+                    change.id,
+                    current.db()
+                )));
+            }
+            let last_seq = if is_terminal(change.status) {
+                Some(end_session(&mut tx, change.id, change.status, &change.result).await?)
+            } else if matches!(current, SessionStatus::Running | SessionStatus::Waiting) {
+                sqlx::query("UPDATE sessions SET status = $2, updated_at = $3 WHERE id = $1")
+                    .bind(change.id)
+                    .bind(change.status.db())
+                    .bind(now())
+                    .execute(&mut *tx)
+                    .await?;
+                None
+            } else {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "session {} is {}: claim it before moving it to {}",
+                    change.id,
+                    current.db(),
+                    change.status.db()
+                )));
+            };
+            let session = session_in(&mut tx, change.id).await?;
+            Ok((session, last_seq.unwrap_or(0)))
+        }
+        .await;
+        let (session, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(change.id, last_seq);
+        Ok(session)
+    }
+
+    #[instrument(name = "store.request_cancel", skip_all, fields(session = %id))]
+    pub(super) async fn request_cancel_impl(
+        &self,
+        id: Uuid,
+        reason: String,
+    ) -> StoreResult<Session> {
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            let row = lock_session(&mut tx, id, None).await?;
+            let current = status_of(&row)?;
+            let already: bool = row.try_get("cancel_requested")?;
+            if is_terminal(current) || (already && current != SessionStatus::Queued) {
+                return Ok((session_in(&mut tx, id).await?, 0));
+            }
+            sqlx::query(
+                "UPDATE sessions SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(now())
+            .execute(&mut *tx)
+            .await?;
+            let requested = event(EventKind::CancelRequested, json!({ "reason": reason }), 0);
+            let (_, mut last_seq) =
+                append(&mut tx, id, &[requested], Totals::default(), now()).await?;
+            if current == SessionStatus::Queued {
+                let result = if reason.is_empty() {
+                    "cancelled"
+                } else {
+                    &reason
+                };
+                last_seq = end_session(&mut tx, id, SessionStatus::Cancelled, result).await?;
+            }
+            let session = session_in(&mut tx, id).await?;
+            Ok((session, last_seq))
+        }
+        .await;
+        let (session, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(id, last_seq);
+        Ok(session)
+    }
+
+    #[instrument(name = "store.add_round", skip_all, fields(session = %id))]
+    pub(super) async fn add_round_impl(&self, id: Uuid, request: String) -> StoreResult<Round> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+        let row = lock_session(&mut tx, id, None).await?;
+        let current = status_of(&row)?;
+        let pending: Option<i64> = sqlx::query_scalar(
+            "SELECT number FROM rounds WHERE session_id = $1 AND status = 'pending' LIMIT 1",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(number) = pending {
+            return Err(StoreError::FailedPrecondition(format!(
+                "round {number} of session {id} is still pending"
+            )));
+        }
+        let number: i64 = row.try_get::<i64, _>("rounds")? + 1;
+        sqlx::query(
+            "INSERT INTO rounds (session_id, number, request, status, created_at) \
+             VALUES ($1, $2, $3, 'pending', $4)",
+        )
+        .bind(id)
+        .bind(number)
+        .bind(&request)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        if is_terminal(current) {
+            // A follow-up to an ended session queues it again for any runner.
+            sqlx::query(
+                "UPDATE sessions SET rounds = $2, status = 'queued', result = '', cancel_requested = FALSE, \
+                 queued_at = $3, updated_at = $3 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(number)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        } else {
+            sqlx::query("UPDATE sessions SET rounds = $2, updated_at = $3 WHERE id = $1")
+                .bind(id)
+                .bind(number)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let round_number = super::api_u32(number);
+        let added = event(
+            EventKind::RequestAdded,
+            json!({ "request": request }),
+            round_number,
+        );
+        let (_, last_seq) = append(&mut tx, id, &[added], Totals::default(), at).await?;
+        let round = round_in(&mut tx, id, round_number).await?;
+            Ok((round, last_seq))
+        }
+        .await;
+        let (round, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(id, last_seq);
+        Ok(round)
+    }
+
+    #[instrument(name = "store.begin_round", skip_all, fields(session = %id, round = number))]
+    pub(super) async fn begin_round_impl(
+        &self,
+        id: Uuid,
+        number: u32,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Round> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+        let row = lock_session(&mut tx, id, lease_owner.as_deref()).await?;
+        let round = round_in(&mut tx, id, number).await?;
+        match RoundStatus::try_from(round.status) {
+            Ok(RoundStatus::Running) => return Ok((round, 0)),
+            Ok(RoundStatus::Pending) => {}
+            _ => {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "round {number} of session {id} has ended"
+                )));
+            }
+        }
+        if is_terminal(status_of(&row)?) {
+            return Err(StoreError::FailedPrecondition(format!(
+                "session {id} has ended"
+            )));
+        }
+        sqlx::query(
+            "UPDATE rounds SET status = 'running', started_at = $3 WHERE session_id = $1 AND number = $2",
+        )
+        .bind(id)
+        .bind(i64::from(number))
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let started = event(
+            EventKind::RoundStarted,
+            json!({ "request": round.request }),
+            number,
+        );
+        let (_, last_seq) = append(&mut tx, id, &[started], Totals::default(), at).await?;
+        let round = round_in(&mut tx, id, number).await?;
+            Ok((round, last_seq))
+        }
+        .await;
+        let (round, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(id, last_seq);
+        Ok(round)
+    }
+
+    #[instrument(name = "store.finish_round", skip_all, fields(session = %end.id, round = end.number))]
+    pub(super) async fn finish_round_impl(&self, end: RoundEnd) -> StoreResult<Round> {
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            lock_session(&mut tx, end.id, end.lease_owner.as_deref()).await?;
+            let round = round_in(&mut tx, end.id, end.number).await?;
+            let current = RoundStatus::try_from(round.status).unwrap_or(RoundStatus::Unspecified);
+            if current == end.status {
+                return Ok((round, 0));
+            }
+            if current != RoundStatus::Running {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "round {} of session {} is {}",
+                    end.number,
+                    end.id,
+                    current.db()
+                )));
+            }
+            sqlx::query(
+                "UPDATE rounds SET status = $3, result = $4, finished_at = $5 \
+             WHERE session_id = $1 AND number = $2",
+            )
+            .bind(end.id)
+            .bind(i64::from(end.number))
+            .bind(end.status.db())
+            .bind(&end.result)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+            let finished = event(
+                EventKind::RoundFinished,
+                json!({ "status": end.status.db(), "result": end.result }),
+                end.number,
+            );
+            let (_, last_seq) = append(&mut tx, end.id, &[finished], Totals::default(), at).await?;
+            let round = round_in(&mut tx, end.id, end.number).await?;
+            Ok((round, last_seq))
+        }
+        .await;
+        let (round, last_seq) = settle(tx, outcome).await?;
+        self.notifier.notify(end.id, last_seq);
+        Ok(round)
+    }
+
+    #[instrument(name = "store.list_rounds", skip_all, fields(session = %id))]
+    pub(super) async fn list_rounds_impl(&self, id: Uuid) -> StoreResult<Vec<Round>> {
+        let mut conn = self.read.acquire().await?;
+        session_in(&mut conn, id).await?;
+        let found = sqlx::query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
+            .bind(id)
+            .fetch_all(&mut *conn)
+            .await?;
+        found.iter().map(rows::round).collect()
+    }
+}

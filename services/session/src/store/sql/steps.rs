@@ -1,0 +1,351 @@
+//! Steps: the atomic record (step row, memory item, blackboard entries, artifact links, totals, events)
+//! and reading steps and memory back.
+
+use serde_json::{Value as Json, json};
+use sqlx::Row as _;
+use sqlx::types::Json as SqlJson;
+use tracing::instrument;
+use ufo_proto::v1::{AgentKind, ArtifactRef, EventKind, MemoryItem, SessionStatus, Step};
+use uuid::Uuid;
+
+use super::board::insert_entry;
+use super::events::{Totals, append};
+use super::sessions::session_in;
+use super::{Conn, SqlStore, api_u64, check_lease, db_int, dialect, now, rows, settle};
+use crate::store::step_json::{actions_from_json, actions_to_json, phases_to_json};
+use crate::store::{
+    DbEnum as _, NewEvent, RecordedStep, StepRecord, StoreError, StoreResult, is_terminal,
+};
+
+fn ts_of(t: &Option<prost_types::Timestamp>) -> Option<chrono::DateTime<chrono::Utc>> {
+    t.as_ref().and_then(|t| {
+        chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+    })
+}
+
+/// Artifact references of steps `from..=to` of a session.
+async fn artifacts_of(
+    conn: &mut Conn,
+    id: Uuid,
+    from: i64,
+    to: i64,
+) -> StoreResult<Vec<ArtifactRef>> {
+    let found = sqlx::query(
+        "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
+         FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
+         WHERE a.session_id = $1 AND a.step >= $2 AND a.step <= $3 ORDER BY a.step, a.created_at, a.kind",
+    )
+    .bind(id)
+    .bind(from)
+    .bind(to)
+    .fetch_all(&mut *conn)
+    .await?;
+    found.iter().map(rows::artifact_ref).collect()
+}
+
+/// Links an already stored artifact of session `id` to `step`; `FailedPrecondition` when the session has
+/// no such artifact.
+async fn link_artifact(conn: &mut Conn, id: Uuid, sha256: &str, step: i64) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE artifacts SET step = $3 WHERE session_id = $1 AND sha256 = $2 AND step = 0 \
+         AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = $2 AND b.step = $3)",
+    )
+    .bind(id)
+    .bind(sha256)
+    .bind(step)
+    .execute(&mut *conn)
+    .await?;
+    let linked: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM artifacts WHERE session_id = $1 AND sha256 = $2 AND step = $3",
+    )
+    .bind(id)
+    .bind(sha256)
+    .bind(step)
+    .fetch_one(&mut *conn)
+    .await?;
+    if linked == 0 {
+        return Err(StoreError::FailedPrecondition(format!(
+            "artifact {sha256} was not put for session {id}"
+        )));
+    }
+    Ok(())
+}
+
+/// What the dialect's `write_step` writes once the checks passed (the session row is locked).
+pub(crate) struct StepWrite<'a> {
+    pub record: &'a StepRecord,
+    /// Database name of the agent kind.
+    pub kind: String,
+    /// The actions as stored.
+    pub actions: &'a Json,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl StepWrite<'_> {
+    /// STEP_FINISHED, appended after the request's own events.
+    pub fn finished_event(&self) -> NewEvent {
+        let s = &self.record.step;
+        NewEvent {
+            kind: EventKind::StepFinished,
+            payload: json!({
+                "agent_name": s.agent_name,
+                "agent_kind": self.kind,
+                "state_before": s.state_before,
+                "state_after": s.state_after,
+                "status": s.status,
+                "round_step": s.round_step,
+                "subtask": s.subtask,
+            }),
+            step: s.step,
+            round: s.round,
+        }
+    }
+}
+
+/// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
+/// events and totals. Returns the newest sequence number. (SQLite's path; Postgres does the same in one
+/// statement, see its dialect.)
+#[allow(dead_code)] // compiled for both backends, used by SQLite's
+pub(crate) async fn write_step_statements(conn: &mut Conn, w: &StepWrite<'_>) -> StoreResult<u64> {
+    let record = w.record;
+    let s = &record.step;
+    let id = record.session_id;
+    let step_no = db_int(s.step);
+    let at = w.at;
+    sqlx::query(
+            "INSERT INTO steps (session_id, step, round, round_step, agent_name, agent_kind, state_before, \
+             state_after, subtask, observation, thought, plan, comment, status, actions, phases, cost, \
+             input_tokens, output_tokens, started_at, finished_at, extra, content_hash, recorded_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
+             $20, $21, $22, $23, $24)",
+        )
+        .bind(id)
+        .bind(step_no)
+        .bind(i64::from(s.round))
+        .bind(i64::from(s.round_step))
+        .bind(&s.agent_name)
+        .bind(w.kind.clone())
+        .bind(&s.state_before)
+        .bind(&s.state_after)
+        .bind(&s.subtask)
+        .bind(&s.observation)
+        .bind(&s.thought)
+        .bind(SqlJson(json!(s.plan)))
+        .bind(&s.comment)
+        .bind(&s.status)
+        .bind(SqlJson(w.actions))
+        .bind(SqlJson(phases_to_json(&s.phases)))
+        .bind(s.cost)
+        .bind(db_int(s.input_tokens))
+        .bind(db_int(s.output_tokens))
+        .bind(ts_of(&s.started_at))
+        .bind(ts_of(&s.finished_at))
+        .bind(SqlJson(ufo_proto::json::from_optional_struct(s.extra.clone())))
+        .bind(record.content_hash.as_slice())
+        .bind(at)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $3, $4)",
+    )
+    .bind(id)
+    .bind(step_no)
+    .bind(&s.agent_name)
+    .bind(SqlJson(&record.memory_item))
+    .execute(&mut *conn)
+    .await?;
+    for entry in &record.blackboard {
+        insert_entry(&mut *conn, id, entry, step_no, at).await?;
+    }
+    sqlx::query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
+        .bind(id)
+        .bind(i64::from(s.round))
+        .execute(&mut *conn)
+        .await?;
+    let mut events = record.events.clone();
+    events.push(w.finished_event());
+    let totals = Totals {
+        steps: 1,
+        cost: s.cost,
+        input_tokens: db_int(s.input_tokens),
+        output_tokens: db_int(s.output_tokens),
+    };
+    let (_, last_seq) = append(conn, id, &events, totals, at).await?;
+    Ok(last_seq)
+}
+
+/// What a record-step transaction did.
+enum Written {
+    /// The identical step existed; nothing was written.
+    Duplicate(Box<RecordedStep>),
+    /// The step was written: its artifact references and stored actions.
+    New(Vec<ArtifactRef>, Json),
+}
+
+impl SqlStore {
+    #[instrument(name = "store.record_step", skip_all,
+        fields(session = %record.session_id, step = record.step.step, duplicate))]
+    pub(super) async fn record_step_impl(&self, record: StepRecord) -> StoreResult<RecordedStep> {
+        let id = record.session_id;
+        let s = &record.step;
+        let step_no = db_int(s.step);
+        let at = now();
+        let mut tx = self.write.begin().await?;
+        let outcome: StoreResult<(_, u64)> = async {
+            let head = sqlx::query(dialect::LOCK_FOR_STEP)
+                .bind(id)
+                .bind(step_no)
+                .bind(i64::from(s.round))
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+            if let Some(existing) = head.try_get::<Option<Vec<u8>>, _>("content_hash")? {
+                if existing.as_slice() != record.content_hash.as_slice() {
+                    return Err(StoreError::AlreadyExists(format!(
+                        "step {} of session {id} was recorded with different content",
+                        s.step
+                    )));
+                }
+                tracing::Span::current().record("duplicate", true);
+                let step = self.get_step_impl(id, s.step).await?;
+                let last_seq = self.get_session_impl(id).await?.last_seq;
+                let duplicate = RecordedStep {
+                    step,
+                    duplicate: true,
+                    last_seq,
+                };
+                return Ok((Written::Duplicate(Box::new(duplicate)), 0));
+            }
+            let owner: Option<String> = head.try_get("lease_owner")?;
+            check_lease(id, owner.as_deref(), record.lease_owner.as_deref())?;
+            let status: String = head.try_get("status")?;
+            if SessionStatus::from_db(&status).is_none_or(is_terminal) {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "session {id} has ended ({status})"
+                )));
+            }
+            match head.try_get::<Option<String>, _>("round_status")? {
+                None => {
+                    return Err(StoreError::NotFound(format!(
+                        "round {} of session {id}",
+                        s.round
+                    )));
+                }
+                Some(r) if r != "running" => {
+                    return Err(StoreError::FailedPrecondition(format!(
+                        "round {} of session {id} is {r}, not running",
+                        s.round
+                    )));
+                }
+                Some(_) => {}
+            }
+            for sha256 in &record.artifact_ids {
+                link_artifact(&mut tx, id, sha256, step_no).await?;
+            }
+            let kind = AgentKind::try_from(s.agent_kind).unwrap_or(AgentKind::Unspecified);
+            let actions = actions_to_json(&s.actions);
+            let write = StepWrite {
+                record: &record,
+                kind: kind.db(),
+                actions: &actions,
+                at,
+            };
+            let last_seq = dialect::write_step(&mut tx, &write).await?;
+            let artifacts = if record.artifact_ids.is_empty() {
+                Vec::new()
+            } else {
+                artifacts_of(&mut tx, id, step_no, step_no).await?
+            };
+            Ok((Written::New(artifacts, actions), last_seq))
+        }
+        .await;
+        let (artifacts, actions, last_seq) = match settle(tx, outcome).await? {
+            (Written::Duplicate(duplicate), _) => return Ok(*duplicate),
+            (Written::New(artifacts, actions), last_seq) => (artifacts, actions, last_seq),
+        };
+        self.notifier.notify(id, last_seq);
+        tracing::Span::current().record("duplicate", false);
+        let mut step = record.step;
+        step.session_id = id.to_string();
+        step.actions = actions_from_json(actions);
+        step.artifacts = artifacts;
+        Ok(RecordedStep {
+            step,
+            duplicate: false,
+            last_seq,
+        })
+    }
+
+    #[instrument(name = "store.list_steps", skip_all, fields(session = %id, from_step, limit))]
+    pub(super) async fn list_steps_impl(
+        &self,
+        id: Uuid,
+        from_step: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<Step>> {
+        let mut conn = self.read.acquire().await?;
+        session_in(&mut conn, id).await?;
+        let found = sqlx::query(
+            "SELECT * FROM steps WHERE session_id = $1 AND step >= $2 ORDER BY step LIMIT $3",
+        )
+        .bind(id)
+        .bind(db_int(from_step))
+        .bind(i64::from(limit))
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut steps = found
+            .iter()
+            .map(rows::step)
+            .collect::<StoreResult<Vec<_>>>()?;
+        if let (Some(first), Some(last)) = (steps.first(), steps.last()) {
+            let (from, to) = (db_int(first.step), db_int(last.step));
+            for artifact in artifacts_of(&mut conn, id, from, to).await? {
+                if let Some(step) = steps.iter_mut().find(|s| s.step == artifact.step) {
+                    step.artifacts.push(artifact);
+                }
+            }
+        }
+        Ok(steps)
+    }
+
+    #[instrument(name = "store.get_step", skip_all, fields(session = %id, step))]
+    pub(super) async fn get_step_impl(&self, id: Uuid, step: u64) -> StoreResult<Step> {
+        let mut steps = self.list_steps_impl(id, step, 1).await?;
+        match steps.pop() {
+            Some(found) if found.step == step => Ok(found),
+            _ => Err(StoreError::NotFound(format!("step {step} of session {id}"))),
+        }
+    }
+
+    #[instrument(name = "store.get_memory", skip_all, fields(session = %id))]
+    pub(super) async fn get_memory_impl(
+        &self,
+        id: Uuid,
+        agent: Option<String>,
+    ) -> StoreResult<Vec<MemoryItem>> {
+        let mut conn = self.read.acquire().await?;
+        session_in(&mut conn, id).await?;
+        let found = sqlx::query(
+            "SELECT step, agent_name, item FROM memory_items \
+             WHERE session_id = $1 AND ($2 IS NULL OR agent_name = $2) ORDER BY step",
+        )
+        .bind(id)
+        .bind(agent)
+        .fetch_all(&mut *conn)
+        .await?;
+        found
+            .iter()
+            .map(|row| {
+                let item: SqlJson<Json> = row.try_get("item")?;
+                Ok(MemoryItem {
+                    agent_name: row.try_get("agent_name")?,
+                    step: api_u64(row.try_get("step")?),
+                    item: match item.0 {
+                        Json::Object(map) => Some(ufo_proto::json::object_to_struct(map)),
+                        _ => None,
+                    },
+                })
+            })
+            .collect()
+    }
+}

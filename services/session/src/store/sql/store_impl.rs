@@ -1,0 +1,131 @@
+//! [`Store`] for this backend's [`SqlStore`]: each method delegates to the module that owns it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ufo_proto::v1::{
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
+};
+use uuid::Uuid;
+
+use super::SqlStore;
+use crate::store::{
+    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, RecordedStep,
+    RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
+};
+
+#[async_trait]
+impl Store for SqlStore {
+    async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
+        self.create_session_impl(new).await
+    }
+
+    async fn get_session(&self, id: Uuid) -> StoreResult<Session> {
+        self.get_session_impl(id).await
+    }
+
+    async fn list_sessions(
+        &self,
+        status: Option<SessionStatus>,
+        cursor: Option<PageCursor>,
+        limit: u32,
+    ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
+        self.list_sessions_impl(status, cursor, limit).await
+    }
+
+    async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session> {
+        self.set_session_status_impl(change).await
+    }
+
+    async fn request_cancel(&self, id: Uuid, reason: String) -> StoreResult<Session> {
+        self.request_cancel_impl(id, reason).await
+    }
+
+    async fn add_round(&self, id: Uuid, request: String) -> StoreResult<Round> {
+        self.add_round_impl(id, request).await
+    }
+
+    async fn begin_round(
+        &self,
+        id: Uuid,
+        number: u32,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Round> {
+        self.begin_round_impl(id, number, lease_owner).await
+    }
+
+    async fn finish_round(&self, end: RoundEnd) -> StoreResult<Round> {
+        self.finish_round_impl(end).await
+    }
+
+    async fn list_rounds(&self, id: Uuid) -> StoreResult<Vec<Round>> {
+        self.list_rounds_impl(id).await
+    }
+
+    async fn record_step(&self, record: StepRecord) -> StoreResult<RecordedStep> {
+        self.record_step_impl(record).await
+    }
+
+    async fn list_steps(&self, id: Uuid, from_step: u64, limit: u32) -> StoreResult<Vec<Step>> {
+        self.list_steps_impl(id, from_step, limit).await
+    }
+
+    async fn get_step(&self, id: Uuid, step: u64) -> StoreResult<Step> {
+        self.get_step_impl(id, step).await
+    }
+
+    async fn get_memory(&self, id: Uuid, agent: Option<String>) -> StoreResult<Vec<MemoryItem>> {
+        self.get_memory_impl(id, agent).await
+    }
+
+    async fn get_blackboard(&self, id: Uuid) -> StoreResult<Blackboard> {
+        self.get_blackboard_impl(id).await
+    }
+
+    async fn append_blackboard(
+        &self,
+        id: Uuid,
+        entries: Vec<NewBlackboardEntry>,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<(Vec<BlackboardEntry>, u64)> {
+        self.append_blackboard_impl(id, entries, events).await
+    }
+
+    async fn put_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef> {
+        self.put_artifact_impl(artifact).await
+    }
+
+    async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact> {
+        self.get_artifact_impl(key).await
+    }
+
+    async fn append_events(
+        &self,
+        id: Uuid,
+        events: Vec<NewEvent>,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Vec<Event>> {
+        self.append_events_impl(id, events, lease_owner).await
+    }
+
+    async fn read_events(&self, id: Uuid, from_seq: u64, limit: u32) -> StoreResult<Vec<Event>> {
+        self.read_events_impl(id, from_seq, limit).await
+    }
+
+    fn subscribe(&self, id: Uuid) -> Subscription {
+        self.notifier.subscribe(id)
+    }
+
+    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
+        self.claim_task_impl(worker, lease).await
+    }
+
+    async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease> {
+        self.renew_lease_impl(id, worker, lease).await
+    }
+
+    async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
+        self.release_task_impl(id, worker, requeue).await
+    }
+}

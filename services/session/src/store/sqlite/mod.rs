@@ -1,0 +1,82 @@
+//! The embedded SQLite store: the zero-setup default (one local file).
+//!
+//! SQLite allows one writer at a time, so writes go through a pool of exactly one connection (no
+//! "database is locked" lock upgrades) while reads use a separate pool in WAL mode and never wait for the
+//! writer. Watchers of this process wake through the in-process [`Notifier`] after each commit.
+
+use std::path::Path;
+use std::str::FromStr as _;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use crate::store::{Notifier, StoreError};
+
+type Db = sqlx::Sqlite;
+
+// The shared SQL is compiled once per backend on purpose (see `sql/mod.rs`).
+#[allow(clippy::duplicate_mod)]
+#[path = "../sql/mod.rs"]
+mod sql;
+
+/// The SQLite implementation of [`Store`](crate::store::Store).
+pub type SqliteStore = sql::SqlStore;
+
+/// Embedded SQLite migrations (`services/session/migrations_sqlite/`).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqlite");
+
+mod dialect {
+    pub(super) const NAME: &str = "sqlite";
+
+    /// The single writer connection already serialises transactions: no row lock needed.
+    pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
+
+    pub(super) const LOCK_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
+        r.status AS round_status FROM sessions s \
+        LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
+        LEFT JOIN rounds r ON r.session_id = s.id AND r.number = $3 \
+        WHERE s.id = $1";
+
+    pub(super) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
+        WHERE (status = 'queued' AND NOT cancel_requested) \
+        OR (status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
+        ORDER BY queued_at, id LIMIT 1";
+
+    pub(super) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
+        steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
+        output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
+
+    /// Statements are in-process calls here, so the step is written one statement at a time.
+    pub(super) async fn write_step(
+        conn: &mut sqlx::SqliteConnection,
+        write: &super::sql::StepWrite<'_>,
+    ) -> crate::store::StoreResult<u64> {
+        super::sql::write_step_statements(conn, write).await
+    }
+}
+
+/// Opens (creating if needed) the SQLite file at `path`, runs the migrations.
+pub async fn open(path: &Path, read_connections: u32) -> Result<SqliteStore, StoreError> {
+    let options = SqliteConnectOptions::from_str("sqlite://")?
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+        .busy_timeout(Duration::from_secs(10));
+    let write = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.clone())
+        .await?;
+    MIGRATOR.run(&write).await?;
+    let read = SqlitePoolOptions::new()
+        .max_connections(read_connections.max(1))
+        .connect_with(options.read_only(true))
+        .await?;
+    Ok(sql::SqlStore {
+        write,
+        read,
+        notifier: Notifier::new(),
+        background: None,
+    })
+}

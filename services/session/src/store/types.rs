@@ -1,0 +1,263 @@
+//! Validated inputs of the [`Store`](super::Store) methods, and the lowercase names enums have in the
+//! database.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value as Json;
+use ufo_proto::v1::{ArtifactKind, BlackboardKind, EventKind, RoundStatus, SessionStatus, Step};
+use uuid::Uuid;
+
+/// A session to create.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Client-chosen or generated id.
+    pub id: Uuid,
+    /// The first request (round 1).
+    pub request: String,
+    /// Task configuration (a JSON object).
+    pub config: Json,
+    /// Owner label.
+    pub owner: String,
+}
+
+/// Position in the newest-first session listing: the last session of the previous page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageCursor {
+    /// Creation time of the last session returned.
+    pub created_at: DateTime<Utc>,
+    /// Its id.
+    pub id: Uuid,
+}
+
+impl PageCursor {
+    /// The opaque page token form: `<micros>.<uuid>` in hex.
+    pub fn encode(&self) -> String {
+        hex::encode(format!(
+            "{}.{}",
+            self.created_at.timestamp_micros(),
+            self.id
+        ))
+    }
+
+    /// Parses a token made by [`PageCursor::encode`]; `None` when it is not one.
+    pub fn decode(token: &str) -> Option<Self> {
+        let text = String::from_utf8(hex::decode(token).ok()?).ok()?;
+        let (micros, id) = text.split_once('.')?;
+        Some(Self {
+            created_at: DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+            id: id.parse().ok()?,
+        })
+    }
+}
+
+/// A status change of a session.
+#[derive(Debug, Clone)]
+pub struct StatusChange {
+    /// The session.
+    pub id: Uuid,
+    /// RUNNING, WAITING, FINISHED, FAILED or CANCELLED.
+    pub status: SessionStatus,
+    /// Final result or failure reason (kept for ends).
+    pub result: String,
+    /// When set, the change requires this worker to hold the lease.
+    pub lease_owner: Option<String>,
+}
+
+/// The end of a round.
+#[derive(Debug, Clone)]
+pub struct RoundEnd {
+    /// The session.
+    pub id: Uuid,
+    /// The round (1-based).
+    pub number: u32,
+    /// FINISHED, FAILED or CANCELLED.
+    pub status: RoundStatus,
+    /// The round's result.
+    pub result: String,
+    /// When set, requires this worker to hold the lease.
+    pub lease_owner: Option<String>,
+}
+
+/// An event to append; the store assigns `seq` and `created_at`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// What happened.
+    pub kind: EventKind,
+    /// Details (a JSON object).
+    pub payload: Json,
+    /// The step it belongs to; 0 when none.
+    pub step: u64,
+    /// The round it belongs to; 0 when none.
+    pub round: u32,
+}
+
+/// A blackboard entry to append; the store assigns its index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBlackboardEntry {
+    /// Which list it goes to.
+    pub kind: BlackboardKind,
+    /// Its content (a JSON object).
+    pub value: Json,
+    /// For images: the artifact with the bytes.
+    pub artifact_id: Option<String>,
+}
+
+/// One step to record, with everything that commits with it.
+#[derive(Debug, Clone)]
+pub struct StepRecord {
+    /// The session.
+    pub session_id: Uuid,
+    /// The step as the agent reports it (`artifacts` ignored).
+    pub step: Step,
+    /// The seeds' MemoryItem (a JSON object).
+    pub memory_item: Json,
+    /// Blackboard entries the step wrote.
+    pub blackboard: Vec<NewBlackboardEntry>,
+    /// Hex SHA-256 ids of artifacts already put for this session, linked to this step.
+    pub artifact_ids: Vec<String>,
+    /// Events appended before STEP_FINISHED.
+    pub events: Vec<NewEvent>,
+    /// When set, requires this worker to hold the lease.
+    pub lease_owner: Option<String>,
+    /// SHA-256 of the canonical request (without the lease owner): identical content, identical hash.
+    pub content_hash: [u8; 32],
+}
+
+/// What [`Store::record_step`](super::Store::record_step) did.
+#[derive(Debug, Clone)]
+pub struct RecordedStep {
+    /// The stored step (with artifact references).
+    pub step: Step,
+    /// True when the identical step already existed and nothing was written.
+    pub duplicate: bool,
+    /// Newest sequence number of the session after the call.
+    pub last_seq: u64,
+}
+
+/// An artifact to store.
+#[derive(Debug, Clone)]
+pub struct NewArtifact {
+    /// The session it belongs to.
+    pub session_id: Uuid,
+    /// The step it belongs to (0 until linked by a step).
+    pub step: u64,
+    /// What it is.
+    pub kind: ArtifactKind,
+    /// MIME type.
+    pub content_type: String,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// Metadata (a JSON object).
+    pub metadata: Json,
+}
+
+/// How to find an artifact.
+#[derive(Debug, Clone)]
+pub enum ArtifactKey {
+    /// By content id (hex SHA-256).
+    Id(String),
+    /// By where it was stored.
+    Place {
+        /// The session.
+        session_id: Uuid,
+        /// The step.
+        step: u64,
+        /// The kind.
+        kind: ArtifactKind,
+    },
+}
+
+/// The lowercase database name of a protobuf enum value: `SESSION_STATUS_QUEUED` → `queued`.
+pub fn db_name(proto_name: &str, prefix: &str) -> String {
+    proto_name
+        .strip_prefix(prefix)
+        .unwrap_or(proto_name)
+        .to_ascii_lowercase()
+}
+
+/// The protobuf name of a database enum value: `queued` → `SESSION_STATUS_QUEUED`.
+pub fn proto_name(db: &str, prefix: &str) -> String {
+    format!("{prefix}{}", db.to_ascii_uppercase())
+}
+
+/// Database names of the enums the store keeps as text.
+pub trait DbEnum: Sized + Copy {
+    /// The protobuf name prefix.
+    const PREFIX: &'static str;
+    /// The protobuf name.
+    fn proto_str(self) -> &'static str;
+    /// Parses a protobuf name.
+    fn from_proto_str(name: &str) -> Option<Self>;
+    /// The lowercase database name.
+    fn db(self) -> String {
+        db_name(self.proto_str(), Self::PREFIX)
+    }
+    /// Parses a database name.
+    fn from_db(text: &str) -> Option<Self> {
+        Self::from_proto_str(&proto_name(text, Self::PREFIX))
+    }
+}
+
+macro_rules! db_enum {
+    ($($ty:ty => $prefix:literal),* $(,)?) => {$(
+        impl DbEnum for $ty {
+            const PREFIX: &'static str = $prefix;
+            fn proto_str(self) -> &'static str {
+                self.as_str_name()
+            }
+            fn from_proto_str(name: &str) -> Option<Self> {
+                Self::from_str_name(name)
+            }
+        }
+    )*};
+}
+
+db_enum! {
+    SessionStatus => "SESSION_STATUS_",
+    RoundStatus => "ROUND_STATUS_",
+    EventKind => "EVENT_KIND_",
+    BlackboardKind => "BLACKBOARD_KIND_",
+    ArtifactKind => "ARTIFACT_KIND_",
+    ufo_proto::v1::AgentKind => "AGENT_KIND_",
+}
+
+/// True for the statuses that end a session.
+pub fn is_terminal(status: SessionStatus) -> bool {
+    matches!(
+        status,
+        SessionStatus::Finished | SessionStatus::Failed | SessionStatus::Cancelled
+    )
+}
+
+/// True for the events that end a session's log (unless a follow-up request reopens it).
+pub fn is_terminal_event(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::TaskFinished | EventKind::TaskFailed | EventKind::TaskCancelled
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_names_round_trip_through_the_database_form() {
+        assert_eq!(SessionStatus::Queued.db(), "queued");
+        assert_eq!(
+            ArtifactKind::from_db("annotated_screenshot"),
+            Some(ArtifactKind::AnnotatedScreenshot)
+        );
+        assert_eq!(EventKind::from_db("nope"), None);
+    }
+
+    #[test]
+    fn page_cursor_round_trips_and_rejects_garbage() {
+        let cursor = PageCursor {
+            created_at: DateTime::from_timestamp_micros(1_700_000_000_123_456).unwrap(),
+            id: Uuid::new_v4(),
+        };
+        assert_eq!(PageCursor::decode(&cursor.encode()), Some(cursor));
+        assert_eq!(PageCursor::decode("zz"), None);
+        assert_eq!(PageCursor::decode(&hex::encode("1.x")), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! The store conformance suite: every test takes fresh stores of one backend and must pass on both
+//! (`tests/postgres.rs` runs it on a fresh Postgres database per test, `tests/sqlite.rs` on a temporary file).
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use ufo_proto::v1::{
+    Action, AgentKind, BlackboardKind, Event, EventDraft, EventKind, PhaseTiming,
+    RecordStepRequest, Step,
+};
+use ufo_session::grpc::validate::{self, Limits};
+use ufo_session::store::{NewSession, StepRecord, Store, StoreError};
+use ufo_session::watch::WatchOptions;
+use uuid::Uuid;
+
+mod queue;
+mod records;
+mod watching;
+
+pub use queue::*;
+pub use records::*;
+pub use watching::*;
+
+/// A way to get another store instance on the same database (another replica).
+pub type Replica =
+    Box<dyn Fn() -> futures::future::BoxFuture<'static, Arc<dyn Store>> + Send + Sync>;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+pub async fn session(store: &dyn Store) -> Uuid {
+    let id = Uuid::new_v4();
+    store
+        .create_session(NewSession {
+            id,
+            request: "export the report as pdf".into(),
+            config: json!({"max_steps": 30}),
+            owner: "tests".into(),
+        })
+        .await
+        .unwrap();
+    store.begin_round(id, 1, None).await.unwrap();
+    id
+}
+
+pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
+    let s = |v: serde_json::Value| ufo_proto::json::to_struct(v).unwrap();
+    RecordStepRequest {
+        step: Some(Step {
+            session_id: id.to_string(),
+            step: n,
+            round: 1,
+            round_step: u32::try_from(n).unwrap(),
+            agent_name: "AppAgent/mousepad".into(),
+            agent_kind: AgentKind::App.into(),
+            state_before: "CONTINUE".into(),
+            state_after: "CONTINUE".into(),
+            subtask: "type the text".into(),
+            observation: "an empty editor".into(),
+            thought: thought.into(),
+            plan: vec!["type".into(), "save".into()],
+            comment: "typing".into(),
+            status: "CONTINUE".into(),
+            actions: vec![Action {
+                function: "set_edit_text".into(),
+                arguments: Some(s(json!({"id": "3", "text": "hello"}))),
+                status: "CONTINUE".into(),
+                result: None,
+                target_id: "3".into(),
+                target_name: "Text View".into(),
+                representation: "set_edit_text on [3]Text View".into(),
+            }],
+            phases: vec![PhaseTiming {
+                phase: "llm_interaction".into(),
+                seconds: 0.5,
+                success: true,
+                error: String::new(),
+            }],
+            cost: 0.25,
+            input_tokens: 100,
+            output_tokens: 20,
+            extra: Some(s(json!({"function": "set_edit_text"}))),
+            ..Step::default()
+        }),
+        memory_item: Some(s(json!({"step": n, "thought": thought}))),
+        blackboard: vec![ufo_proto::v1::BlackboardEntry {
+            kind: BlackboardKind::Trajectory.into(),
+            value: Some(s(json!({"step": n, "action": "set_edit_text"}))),
+            ..Default::default()
+        }],
+        artifact_ids: Vec::new(),
+        events: vec![EventDraft {
+            kind: EventKind::StepStarted.into(),
+            payload: None,
+            step: n,
+            round: 1,
+        }],
+        lease_owner: String::new(),
+    }
+}
+
+pub fn record(id: Uuid, n: u64, thought: &str) -> StepRecord {
+    validate::record_step(step_request(id, n, thought), Limits { max_batch: 100 }).unwrap()
+}
+
+async fn all_events(store: &dyn Store, id: Uuid) -> Vec<Event> {
+    store.read_events(id, 1, 100_000).await.unwrap()
+}
+
+fn assert_gap_free(events: &[Event]) {
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(
+            e.seq,
+            i as u64 + 1,
+            "events out of order or with gaps: {events:?}"
+        );
+    }
+}
+
+/// Collects a watcher's events until its stream ends (a terminal event with nothing after it).
+async fn drain(mut rx: tokio::sync::mpsc::Receiver<Result<Event, StoreError>>) -> Vec<Event> {
+    let mut out = Vec::new();
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(item) = rx.recv().await {
+            out.push(item.unwrap());
+        }
+    })
+    .await
+    .expect("watcher did not end");
+    out
+}
+
+const OPTIONS: WatchOptions = WatchOptions {
+    buffer: 8,
+    page: 50,
+};

@@ -1,0 +1,409 @@
+//! Sessions, steps, rounds, blackboard, artifacts and cancellation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use ufo_proto::v1::{ArtifactKind, BlackboardKind, EventKind, RoundStatus, SessionStatus};
+use ufo_session::grpc::validate::{self, Limits};
+use ufo_session::store::{
+    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, RoundEnd, StatusChange,
+    Store, StoreError,
+};
+use uuid::Uuid;
+
+use super::*;
+
+pub async fn create_get_and_list(store: Arc<dyn Store>) {
+    let first = session(&*store).await;
+    let again = store
+        .create_session(NewSession {
+            id: first,
+            request: "export the report as pdf".into(),
+            config: json!({}),
+            owner: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.id, first.to_string());
+    let clash = store
+        .create_session(NewSession {
+            id: first,
+            request: "something else".into(),
+            config: json!({}),
+            owner: String::new(),
+        })
+        .await;
+    assert!(
+        matches!(clash, Err(StoreError::AlreadyExists(_))),
+        "{clash:?}"
+    );
+    let got = store.get_session(first).await.unwrap();
+    assert_eq!(got.status, SessionStatus::Queued as i32);
+    assert_eq!(got.last_seq, 2, "TASK_CREATED then ROUND_STARTED");
+    assert_eq!(
+        ufo_proto::json::from_optional_struct(got.config),
+        json!({"max_steps": 30})
+    );
+    assert!(matches!(
+        store.get_session(Uuid::new_v4()).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    let mut ids = vec![first];
+    for _ in 0..4 {
+        ids.push(session(&*store).await);
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = store.list_sessions(None, cursor, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        seen.extend(page.into_iter().map(|s| s.id));
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = ids.iter().rev().map(Uuid::to_string).collect();
+    assert_eq!(seen.len(), 5);
+    expected.sort();
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(sorted, expected, "every session exactly once");
+
+    store
+        .set_session_status(StatusChange {
+            id: first,
+            status: SessionStatus::Cancelled,
+            result: "stop".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+    let (cancelled, _) = store
+        .list_sessions(Some(SessionStatus::Cancelled), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0].id, first.to_string());
+}
+
+pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let artifact = store
+        .put_artifact(NewArtifact {
+            session_id: id,
+            step: 1,
+            kind: ArtifactKind::CleanScreenshot,
+            content_type: "image/png".into(),
+            data: vec![1, 2, 3, 4],
+            metadata: json!({"width": 2, "height": 2}),
+        })
+        .await
+        .unwrap();
+    let mut first = record(id, 1, "type hello");
+    first.artifact_ids = vec![artifact.id.clone()];
+    let hash = validate::record_step(
+        {
+            let mut r = step_request(id, 1, "type hello");
+            r.artifact_ids = vec![artifact.id.clone()];
+            r
+        },
+        Limits { max_batch: 100 },
+    )
+    .unwrap()
+    .content_hash;
+    first.content_hash = hash;
+    let done = store.record_step(first.clone()).await.unwrap();
+    assert!(!done.duplicate);
+    let after_first = store.get_session(id).await.unwrap();
+    assert_eq!(after_first.last_seq, done.last_seq);
+    assert_eq!(after_first.totals.as_ref().unwrap().steps, 1);
+    assert_eq!(after_first.totals.as_ref().unwrap().input_tokens, 100);
+
+    let stored = store.get_step(id, 1).await.unwrap();
+    let mut expected = first.step.clone();
+    expected.artifacts = vec![artifact.clone()];
+    assert_eq!(stored, expected);
+    assert_eq!(done.step, expected);
+    let memory = store.get_memory(id, None).await.unwrap();
+    assert_eq!(memory.len(), 1);
+    assert_eq!(
+        ufo_proto::json::from_optional_struct(memory[0].item.clone()),
+        json!({"step": 1, "thought": "type hello"})
+    );
+    let board = store.get_blackboard(id).await.unwrap();
+    assert_eq!(board.trajectories.len(), 1);
+    assert_eq!(board.trajectories[0].step, 1);
+    let kinds: Vec<i32> = all_events(&*store, id)
+        .await
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            EventKind::TaskCreated as i32,
+            EventKind::RoundStarted as i32,
+            EventKind::StepStarted as i32,
+            EventKind::StepFinished as i32
+        ]
+    );
+
+    // Identical again: nothing written.
+    let again = store.record_step(first.clone()).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.last_seq, done.last_seq);
+    assert_eq!(again.step, expected);
+    let after_again = store.get_session(id).await.unwrap();
+    assert_eq!(after_again.totals, after_first.totals);
+    assert_eq!(after_again.last_seq, after_first.last_seq);
+    assert_eq!(
+        store.get_blackboard(id).await.unwrap().trajectories.len(),
+        1
+    );
+
+    // Different content: refused, nothing written.
+    let conflict = store.record_step(record(id, 1, "something else")).await;
+    assert!(
+        matches!(conflict, Err(StoreError::AlreadyExists(_))),
+        "{conflict:?}"
+    );
+    assert_eq!(store.get_session(id).await.unwrap().last_seq, done.last_seq);
+
+    // A failing step leaves no trace: the unknown artifact aborts the whole transaction.
+    let mut broken = record(id, 2, "second");
+    broken.artifact_ids = vec!["ab".repeat(32)];
+    assert!(matches!(
+        store.record_step(broken).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    assert!(matches!(
+        store.get_step(id, 2).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(store.get_memory(id, None).await.unwrap().len(), 1);
+    assert_eq!(store.get_session(id).await.unwrap().last_seq, done.last_seq);
+
+    // Unknown session, round not running.
+    assert!(matches!(
+        store.record_step(record(Uuid::new_v4(), 1, "x")).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let mut later_round = record(id, 3, "x");
+    later_round.step.round = 2;
+    assert!(matches!(
+        store.record_step(later_round).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    store.record_step(record(id, 1, "one")).await.unwrap();
+    let round = store
+        .finish_round(RoundEnd {
+            id,
+            number: 1,
+            status: RoundStatus::Finished,
+            result: "done".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(round.steps, 1);
+    assert_eq!(round.status, RoundStatus::Finished as i32);
+    assert!(matches!(
+        store.record_step(record(id, 2, "late")).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    store
+        .set_session_status(StatusChange {
+            id,
+            status: SessionStatus::Finished,
+            result: "ok".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+    // A follow-up request reopens the session in a new round.
+    let second = store.add_round(id, "now print it".into()).await.unwrap();
+    assert_eq!(second.number, 2);
+    let reopened = store.get_session(id).await.unwrap();
+    assert_eq!(reopened.status, SessionStatus::Queued as i32);
+    assert_eq!(reopened.rounds, 2);
+    assert!(matches!(
+        store.add_round(id, "third".into()).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    assert_eq!(store.list_rounds(id).await.unwrap().len(), 2);
+
+    // Images keep their metadata; indices are per kind.
+    let image = store
+        .put_artifact(NewArtifact {
+            session_id: id,
+            step: 0,
+            kind: ArtifactKind::DesktopScreenshot,
+            content_type: "image/png".into(),
+            data: vec![9; 1000],
+            metadata: json!({"application": "mousepad"}),
+        })
+        .await
+        .unwrap();
+    let same_bytes = store
+        .put_artifact(NewArtifact {
+            session_id: id,
+            step: 0,
+            kind: ArtifactKind::DesktopScreenshot,
+            content_type: "image/png".into(),
+            data: vec![9; 1000],
+            metadata: json!({"application": "mousepad"}),
+        })
+        .await
+        .unwrap();
+    assert_eq!(image, same_bytes);
+    assert_eq!(image.size, 1000);
+    let (entries, last_seq) = store
+        .append_blackboard(
+            id,
+            vec![
+                NewBlackboardEntry {
+                    kind: BlackboardKind::Image,
+                    value: json!({"saving_reason": "the chart"}),
+                    artifact_id: Some(image.id.clone()),
+                },
+                NewBlackboardEntry {
+                    kind: BlackboardKind::Question,
+                    value: json!({"question": "which file?", "answer": "report.txt"}),
+                    artifact_id: None,
+                },
+                NewBlackboardEntry {
+                    kind: BlackboardKind::Question,
+                    value: json!({"question": "save?", "answer": "yes"}),
+                    artifact_id: None,
+                },
+            ],
+            vec![NewEvent {
+                kind: EventKind::QuestionAnswered,
+                payload: json!({}),
+                step: 0,
+                round: 2,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+        vec![0, 0, 1]
+    );
+    assert_eq!(last_seq, store.get_session(id).await.unwrap().last_seq);
+    let board = store.get_blackboard(id).await.unwrap();
+    assert_eq!(board.questions.len(), 2);
+    assert_eq!(board.images[0].artifact_id, image.id);
+    assert_eq!(
+        ufo_proto::json::from_optional_struct(board.images[0].value.clone()),
+        json!({"saving_reason": "the chart"})
+    );
+    let fetched = store
+        .get_artifact(ArtifactKey::Id(image.id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(fetched.data, vec![9; 1000]);
+    let by_place = store
+        .get_artifact(ArtifactKey::Place {
+            session_id: id,
+            step: 0,
+            kind: ArtifactKind::DesktopScreenshot,
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_place.r#ref, fetched.r#ref);
+    assert!(matches!(
+        store.get_artifact(ArtifactKey::Id("00".repeat(32))).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_gap_free(&all_events(&*store, id).await);
+}
+
+pub async fn cancel_and_status(store: Arc<dyn Store>) {
+    let queued = session(&*store).await;
+    let cancelled = store
+        .request_cancel(queued, "changed my mind".into())
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status, SessionStatus::Cancelled as i32);
+    assert!(
+        store
+            .claim_task("w".into(), Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let kinds: Vec<i32> = all_events(&*store, queued)
+        .await
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        &[
+            EventKind::CancelRequested as i32,
+            EventKind::TaskCancelled as i32
+        ]
+    );
+    assert!(matches!(
+        store
+            .set_session_status(StatusChange {
+                id: queued,
+                status: SessionStatus::Running,
+                result: String::new(),
+                lease_owner: None,
+            })
+            .await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+
+    let running = session(&*store).await;
+    store
+        .claim_task("w".into(), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let asked = store.request_cancel(running, String::new()).await.unwrap();
+    assert_eq!(asked.status, SessionStatus::Running as i32);
+    assert!(asked.cancel_requested);
+    let lease = store
+        .renew_lease(running, "w".into(), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        lease.cancel_requested,
+        "the worker learns about the cancel on renewal"
+    );
+    assert!(matches!(
+        store
+            .set_session_status(StatusChange {
+                id: running,
+                status: SessionStatus::Waiting,
+                result: String::new(),
+                lease_owner: Some("other".into()),
+            })
+            .await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    let ended = store
+        .set_session_status(StatusChange {
+            id: running,
+            status: SessionStatus::Cancelled,
+            result: "cancelled".into(),
+            lease_owner: Some("w".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ended.lease_owner, "");
+    assert_eq!(
+        store.list_rounds(running).await.unwrap()[0].status,
+        RoundStatus::Cancelled as i32
+    );
+}

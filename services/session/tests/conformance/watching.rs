@@ -1,0 +1,212 @@
+//! The event log under watchers: replay, live follow, resume, concurrency, slow readers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::Barrier;
+use ufo_proto::v1::{EventKind, SessionStatus};
+use ufo_session::store::{StatusChange, Store};
+use ufo_session::watch::{WatchOptions, watch};
+use uuid::Uuid;
+
+use super::*;
+
+pub async fn watch_replays_then_follows_and_resumes(store: Arc<dyn Store>, replica: Replica) {
+    let id = session(&*store).await;
+    for n in 1..=3 {
+        store.record_step(record(id, n, "before")).await.unwrap();
+    }
+    // A watcher on another replica follows live writes made here.
+    let other = replica().await;
+    let mut rx = watch(Arc::clone(&other), id, 1, OPTIONS);
+    let mut got = Vec::new();
+    let first_n = 5;
+    while got.len() < first_n {
+        got.push(rx.recv().await.unwrap().unwrap());
+    }
+    drop(rx);
+    let seen = got.last().unwrap().seq;
+    for n in 4..=6 {
+        store
+            .record_step(record(id, n, "while away"))
+            .await
+            .unwrap();
+    }
+    let live = watch(Arc::clone(&other), id, seen + 1, OPTIONS);
+    let writer = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            for n in 7..=9 {
+                store.record_step(record(id, n, "live")).await.unwrap();
+            }
+            store
+                .set_session_status(StatusChange {
+                    id,
+                    status: SessionStatus::Finished,
+                    result: "ok".into(),
+                    lease_owner: None,
+                })
+                .await
+                .unwrap();
+        })
+    };
+    got.extend(drain(live).await);
+    writer.await.unwrap();
+    assert_gap_free(&got);
+    assert_eq!(
+        got,
+        all_events(&*store, id).await,
+        "nothing missed, nothing repeated"
+    );
+    assert_eq!(got.last().unwrap().kind, EventKind::TaskFinished as i32);
+
+    // Resuming after the terminal event ends at once; a replay from 1 ends after it.
+    let after = drain(watch(Arc::clone(&other), id, seen + 100, OPTIONS)).await;
+    assert!(after.is_empty());
+    let end = got.last().unwrap().seq;
+    assert!(
+        drain(watch(Arc::clone(&other), id, end + 1, OPTIONS))
+            .await
+            .is_empty()
+    );
+    assert_eq!(drain(watch(other, id, 1, OPTIONS)).await, got);
+}
+
+/// 16 writers into 16 sessions plus 4 writers into one shared session; watchers start mid-way.
+pub async fn concurrent_writers_and_watchers(store: Arc<dyn Store>) {
+    const STEPS: u64 = 12;
+    let own: Vec<Uuid> = futures::future::join_all((0..16).map(|_| session(&*store))).await;
+    let shared = session(&*store).await;
+    let barrier = Arc::new(Barrier::new(16 + 4 + 1));
+    let mut writers = Vec::new();
+    for (w, &id) in own.iter().enumerate() {
+        let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+        writers.push(tokio::spawn(async move {
+            for n in 1..=STEPS {
+                if n == STEPS / 2 + 1 {
+                    barrier.wait().await;
+                }
+                store
+                    .record_step(record(id, n, &format!("w{w}")))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for w in 0..4u64 {
+        let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+        writers.push(tokio::spawn(async move {
+            // Interleaved step numbers: writer w records w+1, w+5, ...
+            for i in 0..STEPS {
+                if i == STEPS / 2 {
+                    barrier.wait().await;
+                }
+                let n = i * 4 + w + 1;
+                store
+                    .record_step(record(shared, n, &format!("shared{w}")))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    barrier.wait().await;
+    let mut watchers = HashMap::new();
+    for &id in own.iter().step_by(3).chain([&shared]) {
+        // Two watchers per watched session: one replays from 1, one from a later point.
+        watchers.insert((id, 1), watch(Arc::clone(&store), id, 1, OPTIONS));
+        watchers.insert((id, 4), watch(Arc::clone(&store), id, 4, OPTIONS));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    for &id in own.iter().chain([&shared]) {
+        store
+            .set_session_status(StatusChange {
+                id,
+                status: SessionStatus::Finished,
+                result: "ok".into(),
+                lease_owner: None,
+            })
+            .await
+            .unwrap();
+    }
+    for ((id, from), rx) in watchers {
+        let stored = all_events(&*store, id).await;
+        assert_gap_free(&stored);
+        let got = drain(rx).await;
+        assert_eq!(
+            got,
+            stored[usize::try_from(from).unwrap() - 1..],
+            "watcher of {id} from {from}"
+        );
+    }
+    for &id in &own {
+        let s = store.get_session(id).await.unwrap();
+        assert_eq!(s.totals.unwrap().steps, STEPS);
+        // created, round started, (started + finished) per step, task finished
+        assert_eq!(s.last_seq, 2 + 2 * STEPS + 1);
+        assert_gap_free(&all_events(&*store, id).await);
+    }
+    let s = store.get_session(shared).await.unwrap();
+    assert_eq!(s.totals.unwrap().steps, 4 * STEPS);
+    let steps = store.list_steps(shared, 1, 1000).await.unwrap();
+    assert_eq!(
+        steps.iter().map(|s| s.step).collect::<Vec<_>>(),
+        (1..=4 * STEPS).collect::<Vec<_>>()
+    );
+    let board = store.get_blackboard(shared).await.unwrap();
+    assert_eq!(
+        board
+            .trajectories
+            .iter()
+            .map(|t| t.index)
+            .collect::<Vec<_>>(),
+        (0..4 * STEPS).collect::<Vec<_>>(),
+        "one trajectory entry per step, indices without gaps"
+    );
+    assert_eq!(
+        store.get_memory(shared, None).await.unwrap().len() as u64,
+        4 * STEPS
+    );
+    let events = all_events(&*store, shared).await;
+    assert_gap_free(&events);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e.kind == EventKind::StepFinished as i32)
+            .count() as u64,
+        4 * STEPS
+    );
+}
+
+/// A slow watcher (tiny buffer, not read for a while) neither slows writers nor loses events.
+pub async fn slow_watcher_catches_up(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let mut rx = watch(
+        Arc::clone(&store),
+        id,
+        1,
+        WatchOptions { buffer: 1, page: 3 },
+    );
+    for n in 1..=30 {
+        store
+            .record_step(record(id, n, "fast writer"))
+            .await
+            .unwrap();
+    }
+    store
+        .set_session_status(StatusChange {
+            id,
+            status: SessionStatus::Failed,
+            result: "boom".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while let Some(e) = rx.recv().await {
+        got.push(e.unwrap());
+    }
+    assert_eq!(got, all_events(&*store, id).await);
+    assert_eq!(got.last().unwrap().kind, EventKind::TaskFailed as i32);
+}

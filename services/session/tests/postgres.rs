@@ -1,0 +1,47 @@
+//! The conformance suite on Postgres: a fresh database per test (`#[sqlx::test]`, `DATABASE_URL`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod conformance;
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+use ufo_session::store::{Store, postgres};
+
+async fn store(pool: &PgPool) -> Arc<dyn Store> {
+    Arc::new(postgres::from_pool(pool.clone()).await.unwrap())
+}
+
+fn replica(pool: &PgPool) -> conformance::Replica {
+    let pool = pool.clone();
+    Box::new(move || {
+        let pool = pool.clone();
+        Box::pin(async move { store(&pool).await })
+    })
+}
+
+macro_rules! on_postgres {
+    ($($name:ident),* $(,)?) => {$(
+        #[sqlx::test(migrations = "../../migrations")]
+        async fn $name(pool: PgPool) {
+            conformance::$name(store(&pool).await).await;
+        }
+    )*};
+}
+
+on_postgres!(
+    create_get_and_list,
+    record_step_is_atomic_and_idempotent,
+    rounds_blackboard_and_artifacts,
+    cancel_and_status,
+    leases_expire_and_renewals_hold,
+    concurrent_claims_never_share,
+    concurrent_writers_and_watchers,
+    slow_watcher_catches_up,
+);
+
+/// The watcher runs on another store instance (its own listener), so only `LISTEN/NOTIFY` can wake it.
+#[sqlx::test(migrations = "../../migrations")]
+async fn watch_replays_then_follows_and_resumes(pool: PgPool) {
+    conformance::watch_replays_then_follows_and_resumes(store(&pool).await, replica(&pool)).await;
+}

@@ -1,0 +1,50 @@
+//! The conformance suite on the embedded SQLite store: a fresh temporary file per test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod conformance;
+
+use std::sync::Arc;
+
+use ufo_session::store::{Store, sqlite};
+
+async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    Arc::new(
+        sqlite::open(&dir.path().join("session.sqlite3"), 4)
+            .await
+            .unwrap(),
+    )
+}
+
+macro_rules! on_sqlite {
+    ($($name:ident),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let dir = tempfile::tempdir().unwrap();
+            conformance::$name(store(&dir).await).await;
+        }
+    )*};
+}
+
+on_sqlite!(
+    create_get_and_list,
+    record_step_is_atomic_and_idempotent,
+    rounds_blackboard_and_artifacts,
+    cancel_and_status,
+    leases_expire_and_renewals_hold,
+    concurrent_claims_never_share,
+    concurrent_writers_and_watchers,
+    slow_watcher_catches_up,
+);
+
+/// One process, one store: the in-process notifier wakes the watcher.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_replays_then_follows_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(&dir).await;
+    let same = Arc::clone(&shared);
+    let replica: conformance::Replica = Box::new(move || {
+        let same = Arc::clone(&same);
+        Box::pin(async move { same })
+    });
+    conformance::watch_replays_then_follows_and_resumes(shared, replica).await;
+}

@@ -1,0 +1,217 @@
+//! An in-test OTLP/gRPC trace collector: the same `TraceService` Jaeger serves on port 4317, bound to port
+//! 0, storing every received span so a test can wait for the spans it expects and check how they nest.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use tokio::sync::{Notify, oneshot};
+
+use crate::spans::{CollectedSpan, SpanSet};
+use crate::wait::WaitError;
+
+/// A running collector. Stops serving when dropped.
+pub struct OtlpCollector {
+    addr: SocketAddr,
+    store: Arc<Store>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for OtlpCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpCollector")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    spans: Mutex<Vec<CollectedSpan>>,
+    arrived: Notify,
+}
+
+impl Store {
+    fn snapshot(&self) -> SpanSet {
+        SpanSet::new(
+            self.spans
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}
+
+struct Sink(Arc<Store>);
+
+#[tonic::async_trait]
+impl TraceService for Sink {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut received = Vec::new();
+        for resource_spans in request.into_inner().resource_spans {
+            let service = resource_spans
+                .resource
+                .as_ref()
+                .and_then(|r| attribute(&r.attributes, "service.name"))
+                .unwrap_or_default();
+            for scope in resource_spans.scope_spans {
+                for span in scope.spans {
+                    received.push(CollectedSpan {
+                        service: service.clone(),
+                        trace_id: hex(&span.trace_id),
+                        span_id: hex(&span.span_id),
+                        parent_span_id: (!span.parent_span_id.is_empty())
+                            .then(|| hex(&span.parent_span_id)),
+                        name: span.name,
+                        kind: span.kind,
+                        start_unix_nano: span.start_time_unix_nano,
+                        end_unix_nano: span.end_time_unix_nano,
+                        attributes: span
+                            .attributes
+                            .iter()
+                            .map(|kv| (kv.key.clone(), value_text(kv.value.as_ref())))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        self.0
+            .spans
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(received);
+        self.0.arrived.notify_waiters();
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+/// Why the collector could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot bind the OTLP collector")]
+pub struct CollectorError(#[from] std::io::Error);
+
+impl OtlpCollector {
+    /// Starts a collector on `127.0.0.1:0`. Must run inside a Tokio runtime.
+    pub async fn start() -> Result<Self, CollectorError> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let store = Arc::new(Store::default());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let service = TraceServiceServer::new(Sink(store.clone()));
+        tokio::spawn(async move {
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let result = tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(incoming, async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "test OTLP collector stopped");
+            }
+        });
+        Ok(Self {
+            addr,
+            store,
+            stop: Some(stop),
+        })
+    }
+
+    /// The endpoint to give services as `--otlp-endpoint` (`http://127.0.0.1:<port>`).
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every span received so far.
+    pub fn spans(&self) -> SpanSet {
+        self.store.snapshot()
+    }
+
+    /// Waits until `done` holds for the received spans, or fails after `timeout` with what arrived.
+    /// Wakes on each export, so it returns as soon as the condition holds.
+    pub async fn wait_until(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&SpanSet) -> bool,
+    ) -> Result<SpanSet, WaitError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            // Register interest before checking so an export between the check and the wait is not missed.
+            let arrived = self.store.arrived.notified();
+            let spans = self.spans();
+            if done(&spans) {
+                return Ok(spans);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                let spans = self.spans();
+                if done(&spans) {
+                    return Ok(spans);
+                }
+                return Err(WaitError::new(
+                    "expected spans",
+                    timeout,
+                    format!("received {} span(s):\n{}", spans.len(), spans.describe()),
+                ));
+            }
+        }
+    }
+
+    /// Waits for a span matching `matches` and returns it.
+    pub async fn wait_for_span(
+        &self,
+        timeout: Duration,
+        matches: impl Fn(&CollectedSpan) -> bool,
+    ) -> Result<CollectedSpan, WaitError> {
+        let spans = self
+            .wait_until(timeout, |set| set.iter().any(&matches))
+            .await?;
+        spans
+            .iter()
+            .find(|s| matches(s))
+            .cloned()
+            .ok_or_else(|| WaitError::new("a matching span", timeout, String::new()))
+    }
+}
+
+impl Drop for OtlpCollector {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn attribute(attributes: &[KeyValue], key: &str) -> Option<String> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .map(|kv| value_text(kv.value.as_ref()))
+}
+
+/// Renders an attribute value as text (numbers and booleans in their usual form).
+fn value_text(value: Option<&AnyValue>) -> String {
+    match value.and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

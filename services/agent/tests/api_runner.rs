@@ -477,6 +477,82 @@ async fn a_task_survives_sigkill_of_its_runner() {
 }
 
 #[tokio::test]
+async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
+    let session = Session::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("actions");
+    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
+    let api = Api::new(&api_agent);
+    // Step 1 holds an action; step 2 runs it once approved, and blocks there (the runner is killed).
+    let id = api
+        .submit(json!({"request": "steps=4 hold=1 block=2"}))
+        .await;
+    let mut first = spawn_runner(&session, &log, true);
+    let first_pid = first.id().unwrap();
+    api.wait_status(&id, "waiting").await;
+    let (status, _) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{id}/confirmation"),
+            Some(json!({"approve": true})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    eventually(60, "the approved action running", || async {
+        action_log(&log)
+            .iter()
+            .any(|(t, s, _)| *t == id && *s == 2)
+            .then_some(())
+    })
+    .await;
+    first.kill().await.unwrap();
+
+    let mut second = spawn_runner(&session, &log, false);
+    let second_pid = second.id().unwrap();
+    let task = api.wait_status(&id, "finished").await;
+    assert_eq!(task["result"], "done after 4 steps");
+
+    let ran: Vec<(u64, u32)> = action_log(&log)
+        .into_iter()
+        .filter(|(t, _, _)| *t == id)
+        .map(|(_, step, pid)| (step, pid))
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            (1, first_pid),
+            (2, first_pid),
+            (3, second_pid),
+            (4, second_pid)
+        ],
+        "the approved action ran once, under the first runner"
+    );
+    let steps = api.steps(&id).await;
+    assert_eq!(steps.len(), 4);
+    assert_eq!(
+        steps[1]["thought"],
+        "the approved action was already started; observed again"
+    );
+    let events = all_events(&session, &id).await;
+    assert_gapless(&events);
+    let started: Vec<u64> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::StepStarted as i32)
+        .map(|e| e.step)
+        .collect();
+    assert_eq!(
+        started,
+        [2],
+        "one STEP_STARTED, written before the approved run"
+    );
+    assert_eq!(count(&events, EventKind::StepFinished), 4);
+
+    second.kill().await.unwrap();
+    api_agent.stop().await;
+    session.stop().await;
+}
+
+#[tokio::test]
 async fn two_runner_processes_run_twenty_tasks_exactly_once() {
     let session = Session::start().await;
     let dir = tempfile::tempdir().unwrap();

@@ -3,15 +3,64 @@
 
 use std::time::SystemTime;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use ufo_proto::v1;
 
 use super::record::{Carry, StepRecord, event};
 use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
-use crate::dispatch::ResultStatus;
+use crate::dispatch::{CommandResult, ResultStatus};
 use crate::memory::MemoryItem;
+
+/// Why an approved action is recorded as not run when a resumed runner finds it already started.
+const UNKNOWN_OUTCOME: &str = "an earlier runner stopped while running this approved action, before its \
+result was recorded: it may or may not have happened, so it is not run again and the agent observes first";
+
+/// Records the held actions with an unknown outcome (status `none`), without running them.
+fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &mut String) {
+    let result = || CommandResult {
+        status: ResultStatus::None,
+        error: UNKNOWN_OUTCOME.into(),
+        result: Value::Null,
+        call_id: String::new(),
+        images: Vec::new(),
+        warnings: Vec::new(),
+    };
+    match held {
+        Held::Host { response, .. } => {
+            draft_status.clone_from(&response.status);
+            actions.push(ActionRecord {
+                function: response.function.clone(),
+                arguments: response.arguments.clone(),
+                status: response.status.clone(),
+                target: None,
+                result: result(),
+            });
+        }
+        Held::App {
+            actions: specs,
+            controls,
+            status,
+        } => {
+            *draft_status = status;
+            actions.extend(specs.into_iter().map(|spec| {
+                let label = match spec.arguments.get("id") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => String::new(),
+                };
+                ActionRecord {
+                    target: controls.iter().find(|c| c.label == label).cloned(),
+                    function: spec.function,
+                    arguments: spec.arguments,
+                    status: spec.status,
+                    result: result(),
+                }
+            }));
+        }
+    }
+}
 
 impl Round {
     /// Runs or rejects the held action and records that as a step.
@@ -24,8 +73,8 @@ impl Round {
     ) -> StepRecord {
         self.begin();
         let started = SystemTime::now();
-        let payload =
-            json!({"approve": decision.approve, "reason": decision.reason, "held_step": info.step});
+        let payload = json!({"approve": decision.approve, "reason": decision.reason, "held_step": info.step,
+                "already_started": decision.already_started});
         let kind = if decision.approve {
             v1::EventKind::ActionApproved
         } else {
@@ -41,6 +90,12 @@ impl Round {
         };
         let rejected = || format!("the user rejected {}: {}", info.function, decision.reason);
         let after: String = match (held, decision.approve) {
+            (held, true) if decision.already_started => {
+                draft.comment = UNKNOWN_OUTCOME.into();
+                unknown_outcome(held, &mut draft.actions, &mut draft.status);
+                // The agent that proposed it stays active and looks at the screen again before deciding.
+                "CONTINUE".into()
+            }
             (Held::Host { response, registry }, true) => {
                 draft.status = response.status.clone();
                 match run_host_function(self.dispatcher.as_ref(), &response, &registry).await {
@@ -112,7 +167,9 @@ impl Round {
             .set("step", self.session_step)
             .set(
                 "status",
-                if decision.approve {
+                if decision.approve && decision.already_started {
+                    "APPROVED_OUTCOME_UNKNOWN"
+                } else if decision.approve {
                     "APPROVED"
                 } else {
                     "REJECTED"

@@ -59,6 +59,9 @@ pub struct Decision {
     pub approve: bool,
     /// Why (shown in memory and events).
     pub reason: String,
+    /// An earlier runner began running this approved action and stopped before its result was recorded:
+    /// the action may or may not have happened, so it is not run again — the agent observes first.
+    pub already_started: bool,
 }
 
 /// How the round waits for people. Implemented by the task runner (answers and confirmations arrive
@@ -307,6 +310,7 @@ impl Round {
                     .unwrap_or(Decision {
                         approve: false,
                         reason: format!("no decision within {}s", timeout.as_secs()),
+                        already_started: false,
                     });
                 return Some(
                     self.resolve_held(held, info, decision, carry)

@@ -161,6 +161,7 @@ fn round_number(round: &Round) -> u32 {
 struct StoreHooks {
     blackboard: v1::Blackboard,
     decision: Option<bool>,
+    approved_run_started: bool,
 }
 
 #[async_trait]
@@ -182,6 +183,7 @@ impl Hooks for StoreHooks {
         self.decision.map(|approve| Decision {
             approve,
             reason: if approve { "approved" } else { "rejected" }.to_owned(),
+            already_started: approve && self.approved_run_started,
         })
     }
 }
@@ -238,6 +240,7 @@ impl TaskDriver for AgentsDriver {
         let hooks = StoreHooks {
             blackboard: input.blackboard.clone(),
             decision: input.decision,
+            approved_run_started: input.approved_run_started,
         };
         match round.next_step(&hooks).await {
             Some(record) => {

@@ -32,6 +32,10 @@ pub struct StepInput<'a> {
     pub round_step: u32,
     /// When the previous step held an action: the person's decision (true = approved: run it now).
     pub decision: Option<bool>,
+    /// With an approval: an earlier runner already started running the approved action for this step
+    /// (its `STEP_STARTED` event is in the log) and died before recording the step. The action's outcome
+    /// is unknown, so the driver must not run it again; it observes first.
+    pub approved_run_started: bool,
 }
 
 /// An artifact produced by a step (stored before the step is recorded).

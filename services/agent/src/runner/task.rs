@@ -10,9 +10,9 @@ use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
-    BeginRoundRequest, FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest,
-    ListRoundsRequest, ListStepsRequest, ReleaseTaskRequest, Round, RoundStatus, Session,
-    SessionStatus, SetSessionStatusRequest, Step,
+    AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest, GetBlackboardRequest,
+    GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest, ReleaseTaskRequest,
+    Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 
 use super::driver::{Next, StepInput, TaskDriver};
@@ -306,6 +306,58 @@ impl TaskRun {
         Ok(())
     }
 
+    /// Called before step `step` runs the action approved at `held_step`. Returns whether an earlier runner
+    /// already started that run (its `STEP_STARTED` for `step` is in the event log, and the step was never
+    /// recorded, so the action's outcome is unknown). Otherwise appends that `STEP_STARTED`, fenced by the
+    /// lease, before anything runs: a runner that takes the task over after a crash then knows the action
+    /// may have happened and must not run it again.
+    async fn start_approved_run(&self, step: u64, held_step: u64) -> Result<bool, StoreError> {
+        let mut client = self.client.clone();
+        let session_id = self.session.id.clone();
+        let last_seq = client
+            .get_session(GetSessionRequest {
+                session_id: session_id.clone(),
+            })
+            .await?
+            .into_inner()
+            .last_seq;
+        if last_seq > 0 {
+            let mut events = client
+                .watch_events(WatchEventsRequest {
+                    session_id: session_id.clone(),
+                    from_seq: 1,
+                })
+                .await?
+                .into_inner();
+            while let Some(event) = events.message().await? {
+                if event.kind == EventKind::StepStarted as i32 && event.step == step {
+                    tracing::warn!(
+                        step,
+                        held_step,
+                        "an earlier runner started the approved action and stopped before recording it; \
+                         it is not run again"
+                    );
+                    return Ok(true);
+                }
+                if event.seq >= last_seq {
+                    break;
+                }
+            }
+        }
+        client
+            .append_events(AppendEventsRequest {
+                session_id,
+                events: vec![hitl::draft(
+                    EventKind::StepStarted,
+                    serde_json::json!({"step": step, "approved_held_step": held_step}),
+                    step,
+                )],
+                lease_owner: self.worker_id.clone(),
+            })
+            .await?;
+        Ok(false)
+    }
+
     /// Waits until `ready` holds (re-checked on every answer or decision), the task must stop, or the
     /// human timeout passes.
     async fn wait_for_person(
@@ -395,6 +447,8 @@ impl TaskRun {
                 .count() as u32
                 + 1;
             let mut decision = None;
+            let mut approved_run_started = false;
+            let number = history.steps.len() as u64 + 1;
             if let Some(last) = &last {
                 let next = marker(last);
                 let text = |k: &str| {
@@ -431,6 +485,18 @@ impl TaskRun {
                             return Ok(end);
                         }
                         decision = signals.decision(step);
+                        if decision == Some(true) {
+                            match self.start_approved_run(number, step).await {
+                                Ok(started) => approved_run_started = started,
+                                Err(StoreError(status))
+                                    if status.code() == tonic::Code::FailedPrecondition =>
+                                {
+                                    tracing::warn!(error = %status, "another worker holds the task");
+                                    return Ok(RoundEnd::Stop(Outcome::LeaseLost));
+                                }
+                                Err(e) => return Err(e),
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -438,7 +504,6 @@ impl TaskRun {
             if let Some(reason) = self.over_limit(config, history) {
                 return Ok(RoundEnd::Failed(reason));
             }
-            let number = history.steps.len() as u64 + 1;
             let input = StepInput {
                 session: &self.session,
                 config,
@@ -449,6 +514,7 @@ impl TaskRun {
                 step: number,
                 round_step,
                 decision,
+                approved_run_started,
             };
             let span = info_span!("step", step = number, round_step);
             let drain = Duration::from_millis(self.config.drain_ms);

@@ -1,7 +1,8 @@
 //! A deterministic [`TaskDriver`] standing in for the agents in runner tests. The request text carries its
 //! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
 //! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
-//! log — then never return: the step is in flight when the test kills or cancels the runner).
+//! log — then never return: the step is in flight when the test kills or cancels the runner). An approved
+//! held action that an earlier runner already started is not "run" (logged) again.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -55,6 +56,11 @@ impl TaskDriver for ScriptDriver {
         }
         if directive(first, "hold").is_some_and(|h| h + 1 == k) {
             thought = format!("decision {:?}", input.decision);
+            if input.approved_run_started {
+                // An earlier runner was killed while "running" the approved action: never run it twice.
+                thought = "the approved action was already started; observed again".into();
+                return Ok(output(&input, thought, Next::Continue).into());
+            }
             if input.decision == Some(false) {
                 return Ok(
                     output(&input, thought, Next::Finish("rejected by a person".into())).into(),
@@ -90,14 +96,15 @@ impl ScriptDriver {
                 .append(true)
                 .open(path)
                 .unwrap();
-            writeln!(
-                f,
-                "{} {} {}",
+            // One write(2) per line: two runner processes append to the same file, and `writeln!` on a
+            // `File` issues one write per formatted piece, which interleave between processes.
+            let line = format!(
+                "{} {} {}\n",
                 input.session.id,
                 input.step,
                 std::process::id()
-            )
-            .unwrap();
+            );
+            f.write_all(line.as_bytes()).unwrap();
         }
     }
 }

@@ -233,6 +233,11 @@ pub struct RunnerConfig {
     )]
     pub executor_token: Option<String>,
 
+    /// PEM file of the CA certificate(s) that signed `https://` executors' TLS certificates; without it,
+    /// `https` executors are verified against the public web PKI roots.
+    #[arg(long = "executor-ca", env = "UFO_EXECUTOR_CA")]
+    pub executor_ca: Option<std::path::PathBuf>,
+
     /// Deadline of one executor command, in milliseconds (default 30000).
     #[arg(
         long = "executor-deadline-ms",

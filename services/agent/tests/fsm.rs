@@ -110,7 +110,11 @@ async fn an_approved_action_an_earlier_runner_started_is_not_run_again() {
     let requests = llm.requests().len();
     llm.push_json(&app("FINISH", json!([]), "copied"));
     let next = round.next_step(&hooks).await.unwrap();
-    assert_eq!(llm.requests().len(), requests + 1, "a fresh look and decision");
+    assert_eq!(
+        llm.requests().len(),
+        requests + 1,
+        "a fresh look and decision"
+    );
     assert_eq!(next.step.agent_name, "AppAgent/notes");
 }
 

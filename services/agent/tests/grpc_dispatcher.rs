@@ -122,7 +122,7 @@ async fn serve(desktop: Arc<FakeDesktop>) -> (String, CancellationToken) {
 async fn commands_and_results_cross_the_wire_intact() {
     let desktop = Arc::new(desktop());
     let (addr, _stop) = serve(desktop.clone()).await;
-    let grpc = GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20).unwrap();
+    let grpc = GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20, None).unwrap();
     let results = grpc
         .execute(vec![
             Command::act(
@@ -154,7 +154,7 @@ async fn commands_and_results_cross_the_wire_intact() {
     assert!(shot.decode().is_ok());
     assert_eq!(desktop.log()[0].parameters["name"], "Sheet");
 
-    let anonymous = GrpcDispatcher::connect_lazy(&addr, None, 5_000, 16 << 20).unwrap();
+    let anonymous = GrpcDispatcher::connect_lazy(&addr, None, 5_000, 16 << 20, None).unwrap();
     let err = anonymous
         .execute(vec![Command::observe("get_app_window_info", json!({}))])
         .await
@@ -162,12 +162,83 @@ async fn commands_and_results_cross_the_wire_intact() {
     assert!(err.to_string().contains("Unauthenticated"), "{err}");
 }
 
+/// A CA and a `localhost` certificate it signed, as PEM: (ca, cert, key).
+fn certificates() -> (String, String, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test]
+async fn an_https_executor_is_verified_against_the_configured_ca() {
+    let desktop = Arc::new(desktop());
+    let (ca, cert, key) = certificates();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(cert, key)),
+            )
+            .unwrap()
+            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                token.cancelled_owned(),
+            )
+            .await
+            .unwrap();
+    });
+    let addr = format!("https://localhost:{port}");
+    let probe = || vec![Command::observe("get_app_window_info", json!({}))];
+
+    let trusted =
+        GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20, Some(ca.as_bytes()))
+            .unwrap();
+    let results = trusted.execute(probe()).await.unwrap();
+    assert_eq!(results.len(), 1);
+
+    // The public roots do not know this CA, nor does another CA: the handshake fails, nothing runs.
+    let (other_ca, _, _) = certificates();
+    for ca_pem in [None, Some(other_ca.as_bytes())] {
+        let untrusted =
+            GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20, ca_pem).unwrap();
+        let err = untrusted.execute(probe()).await.unwrap_err();
+        assert!(
+            !err.to_string().contains("Unauthenticated"),
+            "a transport error, not a served call: {err}"
+        );
+    }
+    // A plaintext client cannot talk to it either.
+    let plain = GrpcDispatcher::connect_lazy(
+        &format!("http://localhost:{port}"),
+        Some("tok"),
+        5_000,
+        16 << 20,
+        None,
+    )
+    .unwrap();
+    assert!(plain.execute(probe()).await.is_err());
+    stop.cancel();
+}
+
 #[tokio::test]
 async fn a_task_runs_through_the_grpc_dispatcher() {
     let llm = ScriptedLlm::start().await.unwrap();
     let desktop = Arc::new(desktop());
     let (addr, _stop) = serve(desktop.clone()).await;
-    let grpc = Arc::new(GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20).unwrap());
+    let grpc =
+        Arc::new(GrpcDispatcher::connect_lazy(&addr, Some("tok"), 5_000, 16 << 20, None).unwrap());
     let mut round = ufo_agent::round::Round::new(
         "s-2",
         1,

@@ -57,8 +57,14 @@ async fn whole_task_against_the_linux_executor() {
         stop.clone(),
     ));
     let grpc = Arc::new(
-        GrpcDispatcher::connect_lazy(&format!("http://{addr}"), Some("tok"), 20_000, 64 << 20)
-            .unwrap(),
+        GrpcDispatcher::connect_lazy(
+            &format!("http://{addr}"),
+            Some("tok"),
+            20_000,
+            64 << 20,
+            None,
+        )
+        .unwrap(),
     );
 
     // The first enabled entry of the widget factory, by the executor's positional id (which is also the

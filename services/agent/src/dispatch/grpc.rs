@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tracing::Instrument as _;
 use ufo_common::grpc::ClientContext;
 use ufo_proto::v1;
@@ -20,16 +20,32 @@ pub struct GrpcDispatcher {
 }
 
 impl GrpcDispatcher {
-    /// Connects lazily to `address` (`http://host:port`), sending `token` as a bearer token when set.
+    /// Connects lazily to `address` (`http://host:port`, or `https://host:port` for an executor serving
+    /// TLS), sending `token` as a bearer token when set. An `https` executor's certificate is verified
+    /// against `ca_pem` (PEM certificates) when given, else against the public web PKI roots; the host name
+    /// of `address` must match the certificate.
     pub fn connect_lazy(
         address: &str,
         token: Option<&str>,
         command_deadline_ms: u32,
         max_message_bytes: usize,
+        ca_pem: Option<&[u8]>,
     ) -> Result<Self, DispatchError> {
-        let channel = Endpoint::from_shared(address.to_owned())
-            .map_err(|e| DispatchError::Address(e.to_string()))?
-            .connect_lazy();
+        let mut endpoint = Endpoint::from_shared(address.to_owned())
+            .map_err(|e| DispatchError::Address(e.to_string()))?;
+        if address.starts_with("https://") {
+            // Several rustls crypto providers are linked (reqwest's, tonic's): name the process default
+            // once, as the executor does. A provider installed earlier stays.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let tls = match ca_pem {
+                Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
+                None => ClientTlsConfig::new().with_webpki_roots(),
+            };
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| DispatchError::Address(format!("TLS for {address}: {e}")))?;
+        }
+        let channel = endpoint.connect_lazy();
         let ctx = ClientContext::new(token).map_err(|e| DispatchError::Address(e.to_string()))?;
         let client = ExecutorClient::with_interceptor(channel, ctx)
             .max_decoding_message_size(max_message_bytes)

@@ -67,6 +67,23 @@ pub fn overrides(config: &TaskConfig) -> TaskOverrides {
     }
 }
 
+/// Why the production driver cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverSetupError {
+    /// The screenshot annotation (label font) cannot be set up.
+    #[error(transparent)]
+    Vision(#[from] crate::vision::VisionError),
+    /// `--executor-ca` cannot be read.
+    #[error("cannot read the executor CA file {path}")]
+    ExecutorCa {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 impl AgentsDriver {
     /// A driver building each task's services and dispatcher with these factories.
     pub fn new(services: ServicesFactory, dispatcher: DispatcherFactory) -> Self {
@@ -78,7 +95,7 @@ impl AgentsDriver {
     }
 
     /// The production driver: models and settings from `--llm-*` and agent flags, executors over gRPC.
-    pub fn from_config(config: &crate::Config) -> Result<Self, crate::vision::VisionError> {
+    pub fn from_config(config: &crate::Config) -> Result<Self, DriverSetupError> {
         let marker = config.agents.marker()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
@@ -87,12 +104,24 @@ impl AgentsDriver {
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();
+        let executor_ca = match &runner.executor_ca {
+            Some(path) => {
+                Some(
+                    std::fs::read(path).map_err(|source| DriverSetupError::ExecutorCa {
+                        path: path.display().to_string(),
+                        source,
+                    })?,
+                )
+            }
+            None => None,
+        };
         let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
             crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
                 &task.executor,
                 runner.executor_token.as_deref(),
                 runner.executor_deadline_ms,
                 runner.executor_max_message_bytes,
+                executor_ca.as_deref(),
             )
             .map(|d| Arc::new(d) as Arc<dyn CommandDispatcher>)
             .map_err(|e| format!("cannot reach the executor: {e}"))

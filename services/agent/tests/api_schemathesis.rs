@@ -26,6 +26,9 @@ async fn schemathesis_finds_no_failure() {
             &examples,
             "--header",
             &format!("Authorization: Bearer {KEY}"),
+            // A request that hangs is a failure, not a stuck run.
+            "--request-timeout",
+            "30",
             "--seed",
             "1",
             "--no-color",

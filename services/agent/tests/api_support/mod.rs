@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser as _;
-use sqlx::Connection as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use ufo_agent::api::session::SessionClient;
@@ -18,32 +17,28 @@ use ufo_agent::{Config, api};
 /// The key the tests authenticate with.
 pub const KEY: &str = "test-key";
 
-/// Creates an empty database with a unique name and returns its URL.
-pub async fn fresh_database() -> String {
+/// Creates an empty database with a unique name; it is dropped with the returned value.
+pub async fn fresh_database() -> ufo_testkit::TestDatabase {
     let base = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let name = format!("ufo_agent_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&base).await.expect("postgres");
-    // A generated identifier: DDL cannot take bound parameters.
-    sqlx::raw_sql(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
+    ufo_testkit::TestDatabase::create_from(&base)
         .await
-        .unwrap();
-    let (prefix, _) = base.rsplit_once('/').unwrap();
-    format!("{prefix}/{name}")
+        .expect("postgres")
 }
 
 /// The real session service on a fresh database.
 pub struct Session {
     pub url: String,
     pub database_url: String,
+    database: ufo_testkit::TestDatabase,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Session {
     pub async fn start() -> Self {
-        let database_url = fresh_database().await;
+        let database = fresh_database().await;
+        let database_url = database.url().to_owned();
         let mut config = ufo_session::Config::defaults();
         config.database_url = Some(database_url.clone());
         config.auth_token = None;
@@ -58,6 +53,7 @@ impl Session {
         let session = Self {
             url,
             database_url,
+            database,
             shutdown,
             task,
         };
@@ -91,6 +87,7 @@ impl Session {
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.unwrap();
+        self.database.drop_database().await.unwrap();
     }
 }
 

@@ -111,7 +111,11 @@ pub async fn run(
     });
     let http_shutdown = shutdown.clone();
     let http = async move {
-        axum::serve(listeners.http, app)
+        // TCP_NODELAY: a small response must not wait for the client's delayed ACK (Nagle).
+        let listener = axum::serve::ListenerExt::tap_io(listeners.http, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, app)
             .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
             .await
             .map_err(RunError::Http)

@@ -131,7 +131,7 @@ impl StandInExecutor {
             let served = tonic::transport::Server::builder()
                 .add_service(ExecutorServer::new(StandIn(desktop)))
                 .serve_with_incoming_shutdown(
-                    tokio_stream::wrappers::TcpListenerStream::new(listener),
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                     token.cancelled_owned(),
                 )
                 .await;

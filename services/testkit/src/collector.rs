@@ -111,7 +111,8 @@ impl OtlpCollector {
         let (stop, stopped) = oneshot::channel::<()>();
         let service = TraceServiceServer::new(Sink(store.clone()));
         tokio::spawn(async move {
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
             let result = tonic::transport::Server::builder()
                 .add_service(service)
                 .serve_with_incoming_shutdown(incoming, async {

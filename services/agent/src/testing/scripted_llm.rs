@@ -156,6 +156,9 @@ impl ScriptedLlm {
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let token = stop.clone();
         tokio::spawn(async move {
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(token.cancelled_owned())
                 .await;

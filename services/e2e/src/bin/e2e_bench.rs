@@ -102,7 +102,14 @@ async fn overhead(app_steps: usize) -> anyhow::Result<Vec<String>> {
         .otlp_endpoint(collector.endpoint())
         .local_executor(desktop.env())
         .llm_base_url(llm.base_url())
-        .agent_args(["--claim-interval-ms", "20", "--llm-max-retries", "0"])
+        .agent_args([
+            "--claim-interval-ms",
+            "20",
+            "--llm-max-retries",
+            "0",
+            "--max-steps",
+            "10000",
+        ])
         .start()
         .await?;
     llm.push_fn(|req| {
@@ -189,6 +196,32 @@ async fn overhead(app_steps: usize) -> anyhow::Result<Vec<String>> {
         llm_time.push(chat);
         store.push(session);
         overheads.push(total.saturating_sub(exec).saturating_sub(chat));
+    }
+    // Where the time goes: inclusive time of each span name under the steps, per step (nested spans count
+    // in their parents too).
+    let steps: Vec<&&CollectedSpan> = trace
+        .iter()
+        .filter(|s| s.name == "step" && s.service == "ufo-agent")
+        .collect();
+    let mut by_name: std::collections::BTreeMap<(String, String), (Duration, usize)> =
+        std::collections::BTreeMap::new();
+    for span in &trace {
+        if span.name != "step" && steps.iter().any(|step| spans.is_descendant(span, step)) {
+            let entry = by_name
+                .entry((span.service.clone(), span.name.clone()))
+                .or_default();
+            entry.0 += span.duration();
+            entry.1 += 1;
+        }
+    }
+    let mut ranked: Vec<_> = by_name.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+    println!(
+        "\n| span under the steps (service) | inclusive time per step | spans |\n| --- | --- | --- |"
+    );
+    for ((service, name), (total, count)) in ranked.iter().take(25) {
+        let per_step = *total / u32::try_from(steps.len().max(1)).unwrap_or(1);
+        println!("| {name} ({service}) | {} | {count} |", ms(per_step));
     }
     Ok(vec![
         row("step, wall time (real Linux executor, instant LLM)", totals),

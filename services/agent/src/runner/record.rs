@@ -1,4 +1,4 @@
-//! Recording one produced step: its artifacts first (PutArtifact), then the step with its memory item,
+//! Recording one produced step: its artifacts first (PutArtifact, concurrently), then the step with its memory item,
 //! blackboard entries, the runner's question/hold entries and events, and the runner's marker of what
 //! comes next, in one RecordStep fenced by the lease owner.
 
@@ -21,21 +21,26 @@ impl TaskRun {
         history: &mut History,
     ) -> Result<(), StoreError> {
         let mut client = self.client.clone();
-        let mut artifact_ids = Vec::new();
-        for artifact in output.artifacts {
-            let stored = client
-                .put_artifact(PutArtifactRequest {
-                    session_id: self.session.id.clone(),
-                    step: number,
-                    kind: artifact.kind as i32,
-                    content_type: artifact.content_type,
-                    data: artifact.data,
-                    metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
-                })
-                .await?
-                .into_inner();
-            artifact_ids.push(stored.id);
-        }
+        // The step's screenshots are stored concurrently (each is its own small transaction); the step that
+        // links them is recorded only once every one is stored.
+        let uploads = output.artifacts.into_iter().map(|artifact| {
+            let mut client = self.client.clone();
+            let request = PutArtifactRequest {
+                session_id: self.session.id.clone(),
+                step: number,
+                kind: artifact.kind as i32,
+                content_type: artifact.content_type,
+                data: artifact.data,
+                metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
+            };
+            async move {
+                client
+                    .put_artifact(request)
+                    .await
+                    .map(|stored| stored.into_inner().id)
+            }
+        });
+        let artifact_ids = futures::future::try_join_all(uploads).await?;
         let mut blackboard = output.blackboard;
         let mut events = output.events;
         let next = match &output.next {

@@ -215,7 +215,7 @@ async fn overhead(app_steps: usize) -> anyhow::Result<Vec<String>> {
         }
     }
     let mut ranked: Vec<_> = by_name.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0));
+    ranked.sort_by_key(|entry| std::cmp::Reverse(entry.1.0));
     println!(
         "\n| span under the steps (service) | inclusive time per step | spans |\n| --- | --- | --- |"
     );

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use ufo_proto::v1::{
-    EventKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest, Round,
+    BlackboardKind, EventKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest, Round,
 };
 
 use super::driver::Next;
@@ -105,13 +105,27 @@ impl TaskRun {
             });
         }
         history.steps.push(step);
-        if wrote_board {
+        if recorded.duplicate && wrote_board {
+            // Recorded earlier (a retried call): the board is read back whole.
             history.blackboard = client
                 .get_blackboard(GetBlackboardRequest {
                     session_id: self.session.id.clone(),
                 })
                 .await?
                 .into_inner();
+        } else {
+            // The store returns the entries it wrote with their indices; during a run only this runner
+            // writes the board, except for answers, which are read back when waited for.
+            for entry in recorded.blackboard {
+                let list = match BlackboardKind::try_from(entry.kind) {
+                    Ok(BlackboardKind::Question) => &mut history.blackboard.questions,
+                    Ok(BlackboardKind::Request) => &mut history.blackboard.requests,
+                    Ok(BlackboardKind::Trajectory) => &mut history.blackboard.trajectories,
+                    Ok(BlackboardKind::Image) => &mut history.blackboard.images,
+                    _ => continue,
+                };
+                list.push(entry);
+            }
         }
         tracing::info!(
             step = number,

@@ -234,6 +234,14 @@ impl TaskRun {
                 })
                 .await?
                 .into_inner();
+            // Within a round the board is kept current from what RecordStep returns (and re-read when
+            // answers are waited for); each round starts from the stored board.
+            history.blackboard = client
+                .get_blackboard(GetBlackboardRequest {
+                    session_id: self.session.id.clone(),
+                })
+                .await?
+                .into_inner();
             let span = info_span!("round", round = round.number);
             let end = self
                 .drive_round(signals, &config, &round, &mut history)

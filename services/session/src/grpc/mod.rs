@@ -256,6 +256,7 @@ impl SessionStore for SessionService {
             step: Some(recorded.step),
             duplicate: recorded.duplicate,
             last_seq: recorded.last_seq,
+            blackboard: recorded.blackboard,
         }))
     }
 

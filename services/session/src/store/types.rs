@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
-use ufo_proto::v1::{ArtifactKind, BlackboardKind, EventKind, RoundStatus, SessionStatus, Step};
+use ufo_proto::v1::{
+    ArtifactKind, BlackboardEntry, BlackboardKind, EventKind, RoundStatus, SessionStatus, Step,
+};
 use uuid::Uuid;
 
 /// A session to create.
@@ -131,6 +133,8 @@ pub struct RecordedStep {
     pub duplicate: bool,
     /// Newest sequence number of the session after the call.
     pub last_seq: u64,
+    /// The blackboard entries the step wrote (empty for a duplicate).
+    pub blackboard: Vec<BlackboardEntry>,
 }
 
 /// An artifact to store.

@@ -136,6 +136,8 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     let board = store.get_blackboard(id).await.unwrap();
     assert_eq!(board.trajectories.len(), 1);
     assert_eq!(board.trajectories[0].step, 1);
+    // The response carries the entries exactly as stored, so a writer need not read the board again.
+    assert_eq!(done.blackboard, board.trajectories);
     let kinds: Vec<i32> = all_events(&*store, id)
         .await
         .iter()
@@ -154,6 +156,7 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     // Identical again: nothing written.
     let again = store.record_step(first.clone()).await.unwrap();
     assert!(again.duplicate);
+    assert!(again.blackboard.is_empty(), "a duplicate wrote nothing");
     assert_eq!(again.last_seq, done.last_seq);
     assert_eq!(again.step, expected);
     let after_again = store.get_session(id).await.unwrap();
@@ -185,6 +188,41 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     ));
     assert_eq!(store.get_memory(id, None).await.unwrap().len(), 1);
     assert_eq!(store.get_session(id).await.unwrap().last_seq, done.last_seq);
+
+    // The next step's entries continue each kind's indices, as returned and as stored.
+    let mut second = record(id, 2, "second");
+    second
+        .blackboard
+        .push(ufo_session::store::NewBlackboardEntry {
+            kind: ufo_proto::v1::BlackboardKind::Request,
+            value: json!({"request": "then save it"}),
+            artifact_id: None,
+        });
+    second.blackboard.push(second.blackboard[0].clone());
+    let second = store.record_step(second).await.unwrap();
+    let board = store.get_blackboard(id).await.unwrap();
+    let mut stored: Vec<_> = board
+        .trajectories
+        .iter()
+        .chain(&board.requests)
+        .filter(|e| e.step == 2)
+        .cloned()
+        .collect();
+    stored.sort_by_key(|e| (e.kind, e.index));
+    let mut returned = second.blackboard.clone();
+    returned.sort_by_key(|e| (e.kind, e.index));
+    assert_eq!(returned, stored);
+    assert_eq!(
+        returned
+            .iter()
+            .map(|e| (e.kind, e.index))
+            .collect::<Vec<_>>(),
+        [
+            (ufo_proto::v1::BlackboardKind::Request as i32, 0),
+            (ufo_proto::v1::BlackboardKind::Trajectory as i32, 1),
+            (ufo_proto::v1::BlackboardKind::Trajectory as i32, 2),
+        ]
+    );
 
     // Unknown session, round not running.
     assert!(matches!(

@@ -71,7 +71,8 @@ mod dialect {
           SELECT $1, b.kind, COALESCE((SELECT MAX(x.idx) FROM blackboard x \
               WHERE x.session_id = $1 AND x.kind = b.kind), -1) \
             + row_number() OVER (PARTITION BY b.kind ORDER BY b.ord), b.value, b.artifact_id, $2, $24 \
-          FROM unnest($26::text[], $27::jsonb[], $28::text[]) WITH ORDINALITY AS b(kind, value, artifact_id, ord)), \
+          FROM unnest($26::text[], $27::jsonb[], $28::text[]) WITH ORDINALITY AS b(kind, value, artifact_id, ord) \
+          RETURNING kind, idx, value, artifact_id), \
         round_count AS (UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $3), \
         bump AS (UPDATE sessions SET last_seq = last_seq + cardinality($29::text[]), steps = steps + 1, \
             cost = cost + $17, input_tokens = input_tokens + $18, output_tokens = output_tokens + $19, \
@@ -81,12 +82,13 @@ mod dialect {
           SELECT $1, bump.last_seq - cardinality($29::text[]) + e.ord, e.kind, e.payload, e.step, e.round, $24 \
           FROM bump, unnest($29::text[], $30::jsonb[], $31::bigint[], $32::bigint[]) \
             WITH ORDINALITY AS e(kind, payload, step, round, ord)) \
-        SELECT last_seq FROM bump";
+        SELECT bump.last_seq, (SELECT COALESCE(jsonb_agg(jsonb_build_array(b.kind, b.idx, b.value, \
+          b.artifact_id) ORDER BY b.kind, b.idx), '[]'::jsonb) FROM board b) AS board FROM bump";
 
     pub(super) async fn write_step(
         conn: &mut sqlx::PgConnection,
         write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<u64> {
+    ) -> crate::store::StoreResult<(u64, Vec<ufo_proto::v1::BlackboardEntry>)> {
         use crate::store::DbEnum as _;
         use serde_json::json;
         use sqlx::types::Json;
@@ -101,7 +103,7 @@ mod dialect {
         };
         let mut events = record.events.clone();
         events.push(write.finished_event());
-        let last_seq: i64 = sqlx::query_scalar(WRITE_STEP)
+        let (last_seq, board): (i64, Json<serde_json::Value>) = sqlx::query_as(WRITE_STEP)
             .bind(record.session_id)
             .bind(int(s.step))
             .bind(i64::from(s.round))
@@ -164,7 +166,37 @@ mod dialect {
             )
             .fetch_one(&mut *conn)
             .await?;
-        Ok(u64::try_from(last_seq).unwrap_or(0))
+        let created_at = Some(prost_types::Timestamp {
+            seconds: write.at.timestamp(),
+            nanos: i32::try_from(write.at.timestamp_subsec_nanos()).unwrap_or(0),
+        });
+        let board = board
+            .0
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|row| {
+                let text = row[0].as_str().unwrap_or_default();
+                let kind = ufo_proto::v1::BlackboardKind::from_db(text).ok_or_else(|| {
+                    crate::store::StoreError::Corrupt(format!("blackboard kind {text:?}"))
+                })?;
+                Ok(ufo_proto::v1::BlackboardEntry {
+                    kind: kind.into(),
+                    index: row[1].as_u64().unwrap_or_default(),
+                    value: match &row[2] {
+                        serde_json::Value::Object(map) => {
+                            Some(ufo_proto::json::object_to_struct(map.clone()))
+                        }
+                        _ => None,
+                    },
+                    artifact_id: row[3].as_str().unwrap_or_default().to_owned(),
+                    step: s.step,
+                    created_at,
+                })
+            })
+            .collect::<crate::store::StoreResult<Vec<_>>>()?;
+        Ok((u64::try_from(last_seq).unwrap_or(0), board))
     }
 }
 

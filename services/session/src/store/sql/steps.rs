@@ -5,7 +5,9 @@ use serde_json::{Value as Json, json};
 use sqlx::Row as _;
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
-use ufo_proto::v1::{AgentKind, ArtifactRef, EventKind, MemoryItem, SessionStatus, Step};
+use ufo_proto::v1::{
+    AgentKind, ArtifactRef, BlackboardEntry, EventKind, MemoryItem, SessionStatus, Step,
+};
 use uuid::Uuid;
 
 use super::board::insert_entry;
@@ -103,10 +105,13 @@ impl StepWrite<'_> {
 }
 
 /// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
-/// events and totals. Returns the newest sequence number. (SQLite's path; Postgres does the same in one
-/// statement, see its dialect.)
+/// events and totals. Returns the newest sequence number and the blackboard entries as stored. (SQLite's
+/// path; Postgres does the same in one statement, see its dialect.)
 #[allow(dead_code)] // compiled for both backends, used by SQLite's
-pub(crate) async fn write_step_statements(conn: &mut Conn, w: &StepWrite<'_>) -> StoreResult<u64> {
+pub(crate) async fn write_step_statements(
+    conn: &mut Conn,
+    w: &StepWrite<'_>,
+) -> StoreResult<(u64, Vec<BlackboardEntry>)> {
     let record = w.record;
     let s = &record.step;
     let id = record.session_id;
@@ -154,8 +159,9 @@ pub(crate) async fn write_step_statements(conn: &mut Conn, w: &StepWrite<'_>) ->
     .bind(SqlJson(&record.memory_item))
     .execute(&mut *conn)
     .await?;
+    let mut board = Vec::with_capacity(record.blackboard.len());
     for entry in &record.blackboard {
-        insert_entry(&mut *conn, id, entry, step_no, at).await?;
+        board.push(insert_entry(&mut *conn, id, entry, step_no, at).await?);
     }
     sqlx::query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
         .bind(id)
@@ -171,15 +177,15 @@ pub(crate) async fn write_step_statements(conn: &mut Conn, w: &StepWrite<'_>) ->
         output_tokens: db_int(s.output_tokens),
     };
     let (_, last_seq) = append(conn, id, &events, totals, at).await?;
-    Ok(last_seq)
+    Ok((last_seq, board))
 }
 
 /// What a record-step transaction did.
 enum Written {
     /// The identical step existed; nothing was written.
     Duplicate(Box<RecordedStep>),
-    /// The step was written: its artifact references and stored actions.
-    New(Vec<ArtifactRef>, Json),
+    /// The step was written: its artifact references, stored actions and blackboard entries.
+    New(Vec<ArtifactRef>, Json, Vec<BlackboardEntry>),
 }
 
 impl SqlStore {
@@ -213,6 +219,7 @@ impl SqlStore {
                     step,
                     duplicate: true,
                     last_seq,
+                    blackboard: Vec::new(),
                 };
                 return Ok((Written::Duplicate(Box::new(duplicate)), 0));
             }
@@ -250,18 +257,20 @@ impl SqlStore {
                 actions: &actions,
                 at,
             };
-            let last_seq = dialect::write_step(&mut tx, &write).await?;
+            let (last_seq, board) = dialect::write_step(&mut tx, &write).await?;
             let artifacts = if record.artifact_ids.is_empty() {
                 Vec::new()
             } else {
                 artifacts_of(&mut tx, id, step_no, step_no).await?
             };
-            Ok((Written::New(artifacts, actions), last_seq))
+            Ok((Written::New(artifacts, actions, board), last_seq))
         }
         .await;
-        let (artifacts, actions, last_seq) = match settle(tx, outcome).await? {
+        let (artifacts, actions, blackboard, last_seq) = match settle(tx, outcome).await? {
             (Written::Duplicate(duplicate), _) => return Ok(*duplicate),
-            (Written::New(artifacts, actions), last_seq) => (artifacts, actions, last_seq),
+            (Written::New(artifacts, actions, board), last_seq) => {
+                (artifacts, actions, board, last_seq)
+            }
         };
         self.notifier.notify(id, last_seq);
         tracing::Span::current().record("duplicate", false);
@@ -273,6 +282,7 @@ impl SqlStore {
             step,
             duplicate: false,
             last_seq,
+            blackboard,
         })
     }
 

@@ -50,7 +50,7 @@ mod dialect {
     pub(super) async fn write_step(
         conn: &mut sqlx::SqliteConnection,
         write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<u64> {
+    ) -> crate::store::StoreResult<(u64, Vec<ufo_proto::v1::BlackboardEntry>)> {
         super::sql::write_step_statements(conn, write).await
     }
 }

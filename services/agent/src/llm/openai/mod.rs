@@ -66,6 +66,20 @@ impl OpenAiConfig {
     }
 }
 
+/// The process's one HTTP client for model calls: building a client loads and parses the platform's
+/// certificate store (≈ milliseconds of CPU), and one client shares its connection pool (keep-alive to the
+/// model endpoint) across tasks. Timeouts are set per request.
+fn shared_http() -> Result<reqwest::Client, LlmError> {
+    static HTTP: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    if let Some(client) = HTTP.get() {
+        return Ok(client.clone());
+    }
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| LlmError::Config(e.to_string()))?;
+    Ok(HTTP.get_or_init(|| client).clone())
+}
+
 /// A chat model speaking the OpenAI chat-completions protocol.
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatible {
@@ -89,12 +103,8 @@ impl OpenAiCompatible {
             ),
         };
         reqwest::Url::parse(&url).map_err(|e| LlmError::Config(format!("base url: {e}")))?;
-        let http = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .build()
-            .map_err(|e| LlmError::Config(e.to_string()))?;
         Ok(Self {
-            http,
+            http: shared_http()?,
             config: Arc::new(config),
             prices,
             url,
@@ -120,7 +130,11 @@ impl OpenAiCompatible {
             self.config.json_object,
             self.config.json_schema,
         );
-        let mut http = self.http.post(&self.url).json(&body);
+        let mut http = self
+            .http
+            .post(&self.url)
+            .timeout(self.config.timeout)
+            .json(&body);
         if let Some(key) = &self.config.api_key {
             http = match self.config.flavor {
                 Flavor::OpenAi => http.bearer_auth(key.expose()),

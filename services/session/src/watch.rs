@@ -75,22 +75,28 @@ async fn produce(
         None => false,
     };
     loop {
+        // Notifications up to here are covered by the read below; one arriving during it wakes us again.
+        let announced = wakeups.mark_seen();
         let page = store.read_events(id, next, options.page).await?;
-        if page.is_empty() {
-            if ended {
-                return Ok(());
-            }
-            tokio::select! {
-                () = wakeups.changed() => continue,
-                () = tx.closed() => return Ok(()),
-            }
-        }
+        let full = page.len() >= usize::try_from(options.page).unwrap_or(usize::MAX);
         for event in page {
             next = event.seq + 1;
             ended = terminal(&event);
             if tx.send(Ok(event)).await.is_err() {
                 return Ok(());
             }
+        }
+        // Read again at once when the page was full (more may be stored) or a newer commit was already
+        // announced; otherwise everything committed is delivered: end after a terminal event, else wait.
+        if full || announced >= next {
+            continue;
+        }
+        if ended {
+            return Ok(());
+        }
+        tokio::select! {
+            () = wakeups.changed() => {}
+            () = tx.closed() => return Ok(()),
         }
     }
 }

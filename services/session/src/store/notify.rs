@@ -80,6 +80,12 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// The newest sequence number announced so far (0 before any), marking every notification up to now as
+    /// seen: [`changed`](Self::changed) then waits for a later one.
+    pub fn mark_seen(&mut self) -> u64 {
+        *self.receiver.borrow_and_update()
+    }
+
     /// Waits until a notification arrives after the previous call (or after subscribing).
     pub async fn changed(&mut self) {
         // The sender lives in the notifier's map for as long as this subscription exists, so this cannot

@@ -34,6 +34,41 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 mod dialect {
     pub(super) const NAME: &str = "postgres";
 
+    /// Links the step's artifacts (already put for this session) to `step` in two statements whatever
+    /// their number; `FailedPrecondition` naming the first one the session does not have.
+    pub(super) async fn link_artifacts(
+        conn: &mut sqlx::PgConnection,
+        id: uuid::Uuid,
+        artifact_ids: &[String],
+        step: i64,
+    ) -> crate::store::StoreResult<()> {
+        sqlx::query(
+            "UPDATE artifacts a SET step = $3 WHERE a.session_id = $1 AND a.sha256 = ANY($2) AND a.step = 0 \
+             AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = a.sha256 \
+             AND b.step = $3)",
+        )
+        .bind(id)
+        .bind(artifact_ids)
+        .bind(step)
+        .execute(&mut *conn)
+        .await?;
+        let linked: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT sha256 FROM artifacts WHERE session_id = $1 AND step = $3 \
+             AND sha256 = ANY($2)",
+        )
+        .bind(id)
+        .bind(artifact_ids)
+        .bind(step)
+        .fetch_all(&mut *conn)
+        .await?;
+        match artifact_ids.iter().find(|sha| !linked.contains(sha)) {
+            Some(missing) => Err(crate::store::StoreError::FailedPrecondition(format!(
+                "artifact {missing} was not put for session {id}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Locks the session row for the transaction.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
 

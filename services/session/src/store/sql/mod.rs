@@ -19,7 +19,7 @@ mod store_impl;
 
 // Only the SQLite dialect writes steps statement by statement.
 #[allow(unused_imports)]
-pub(crate) use steps::{StepWrite, write_step_statements};
+pub(crate) use steps::{StepWrite, link_artifact, write_step_statements};
 
 use std::sync::Arc;
 

@@ -46,8 +46,15 @@ async fn artifacts_of(
 }
 
 /// Links an already stored artifact of session `id` to `step`; `FailedPrecondition` when the session has
-/// no such artifact.
-async fn link_artifact(conn: &mut Conn, id: Uuid, sha256: &str, step: i64) -> StoreResult<()> {
+/// no such artifact. (SQLite's path; Postgres links all of a step's artifacts in two statements, see its
+/// dialect.)
+#[allow(dead_code)] // compiled for both backends, used by SQLite's
+pub(crate) async fn link_artifact(
+    conn: &mut Conn,
+    id: Uuid,
+    sha256: &str,
+    step: i64,
+) -> StoreResult<()> {
     sqlx::query(
         "UPDATE artifacts SET step = $3 WHERE session_id = $1 AND sha256 = $2 AND step = 0 \
          AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = $2 AND b.step = $3)",
@@ -246,8 +253,8 @@ impl SqlStore {
                 }
                 Some(_) => {}
             }
-            for sha256 in &record.artifact_ids {
-                link_artifact(&mut tx, id, sha256, step_no).await?;
+            if !record.artifact_ids.is_empty() {
+                dialect::link_artifacts(&mut tx, id, &record.artifact_ids, step_no).await?;
             }
             let kind = AgentKind::try_from(s.agent_kind).unwrap_or(AgentKind::Unspecified);
             let actions = actions_to_json(&s.actions);

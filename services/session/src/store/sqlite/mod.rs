@@ -28,6 +28,19 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqli
 mod dialect {
     pub(super) const NAME: &str = "sqlite";
 
+    /// Links the step's artifacts one by one.
+    pub(super) async fn link_artifacts(
+        conn: &mut sqlx::SqliteConnection,
+        id: uuid::Uuid,
+        artifact_ids: &[String],
+        step: i64,
+    ) -> crate::store::StoreResult<()> {
+        for sha256 in artifact_ids {
+            super::sql::link_artifact(conn, id, sha256, step).await?;
+        }
+        Ok(())
+    }
+
     /// The single writer connection already serialises transactions: no row lock needed.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 

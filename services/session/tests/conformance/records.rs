@@ -302,6 +302,35 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(image, same_bytes);
     assert_eq!(image.size, 1000);
+    assert_eq!(
+        ufo_proto::json::from_optional_struct(image.metadata.clone()),
+        json!({"application": "mousepad"})
+    );
+    // The same reference put again with other metadata: the stored one stands and is returned.
+    let again = store
+        .put_artifact(NewArtifact {
+            session_id: id,
+            step: 0,
+            kind: ArtifactKind::DesktopScreenshot,
+            content_type: "image/jpeg".into(),
+            data: vec![9; 1000],
+            metadata: json!({"application": "other"}),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again, image);
+    // No session, no artifact.
+    let orphan = store
+        .put_artifact(NewArtifact {
+            session_id: Uuid::new_v4(),
+            step: 0,
+            kind: ArtifactKind::DesktopScreenshot,
+            content_type: "image/png".into(),
+            data: vec![7; 10],
+            metadata: json!({}),
+        })
+        .await;
+    assert!(matches!(orphan, Err(StoreError::NotFound(_))), "{orphan:?}");
     let (entries, last_seq) = store
         .append_blackboard(
             id,

@@ -34,6 +34,70 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 mod dialect {
     pub(super) const NAME: &str = "postgres";
 
+    /// An artifact in one statement (one round trip, no explicit transaction): the bytes once per content,
+    /// the reference to them, both only when the session exists. A reference that already existed is
+    /// returned as stored.
+    const PUT_ARTIFACT: &str = "WITH s AS (SELECT id FROM sessions WHERE id = $1), \
+        blob AS (INSERT INTO artifact_blobs (sha256, size, data, created_at) SELECT $2, $3, $4, $5 FROM s \
+          ON CONFLICT (sha256) DO NOTHING), \
+        art AS (INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
+          SELECT $1, $6, $7, $2, $8, $9, $5 FROM s ON CONFLICT (session_id, step, kind, sha256) DO NOTHING \
+          RETURNING content_type, metadata), \
+        earlier AS (SELECT content_type, metadata FROM artifacts \
+          WHERE session_id = $1 AND step = $6 AND kind = $7 AND sha256 = $2) \
+        SELECT EXISTS (SELECT 1 FROM s) AS found, \
+          COALESCE((SELECT content_type FROM art), (SELECT content_type FROM earlier)) AS content_type, \
+          COALESCE((SELECT metadata FROM art), (SELECT metadata FROM earlier)) AS metadata";
+
+    pub(super) async fn put_artifact(
+        write: &sqlx::PgPool,
+        artifact: &crate::store::NewArtifact,
+        sha256: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
+        use crate::store::DbEnum as _;
+        use sqlx::types::Json;
+
+        let size = i64::try_from(artifact.data.len()).unwrap_or(i64::MAX);
+        let step = i64::try_from(artifact.step).unwrap_or(i64::MAX);
+        let (found, content_type, metadata): (
+            bool,
+            Option<String>,
+            Option<Json<serde_json::Value>>,
+        ) = sqlx::query_as(PUT_ARTIFACT)
+            .bind(artifact.session_id)
+            .bind(sha256)
+            .bind(size)
+            .bind(&artifact.data)
+            .bind(at)
+            .bind(step)
+            .bind(artifact.kind.db())
+            .bind(&artifact.content_type)
+            .bind(Json(&artifact.metadata))
+            .fetch_one(write)
+            .await?;
+        if !found {
+            return Err(crate::store::StoreError::NotFound(format!(
+                "session {}",
+                artifact.session_id
+            )));
+        }
+        Ok(ufo_proto::v1::ArtifactRef {
+            id: sha256.to_owned(),
+            session_id: artifact.session_id.to_string(),
+            step: artifact.step,
+            kind: artifact.kind.into(),
+            content_type: content_type.unwrap_or_else(|| artifact.content_type.clone()),
+            size: artifact.data.len() as u64,
+            metadata: match metadata.map(|m| m.0) {
+                Some(serde_json::Value::Object(map)) => {
+                    Some(ufo_proto::json::object_to_struct(map))
+                }
+                _ => None,
+            },
+        })
+    }
+
     /// Links the step's artifacts (already put for this session) to `step` in two statements whatever
     /// their number; `FailedPrecondition` naming the first one the session does not have.
     pub(super) async fn link_artifacts(

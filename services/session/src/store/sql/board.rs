@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{Conn, SqlStore, db_int, now, rows, settle};
+use super::{Conn, SqlStore, db_int, dialect, now, rows, settle};
 use crate::store::{
     ArtifactKey, DbEnum as _, NewArtifact, NewBlackboardEntry, NewEvent, StoreError, StoreResult,
 };
@@ -38,6 +38,59 @@ pub(super) async fn insert_entry(
     .fetch_one(&mut *conn)
     .await?;
     rows::blackboard_entry(&row)
+}
+
+/// Stores an artifact statement by statement in one transaction: the session must exist; the bytes once per
+/// content; the reference to them. Returns the stored reference. (SQLite's path; Postgres does the same in
+/// one statement, see its dialect.)
+#[allow(dead_code)] // compiled for both backends, used by SQLite's
+pub(crate) async fn put_artifact_statements(
+    write: &sqlx::Pool<super::Db>,
+    artifact: &NewArtifact,
+    sha256: &str,
+    at: DateTime<Utc>,
+) -> StoreResult<ArtifactRef> {
+    let mut tx = write.begin().await?;
+    let outcome: StoreResult<(_, u64)> = async {
+        session_in(&mut tx, artifact.session_id).await?;
+        sqlx::query(
+            "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (sha256) DO NOTHING",
+        )
+        .bind(sha256)
+        .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
+        .bind(&artifact.data)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
+        )
+        .bind(artifact.session_id)
+        .bind(db_int(artifact.step))
+        .bind(artifact.kind.db())
+        .bind(sha256)
+        .bind(&artifact.content_type)
+        .bind(SqlJson(&artifact.metadata))
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(
+            "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
+             FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
+             WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 AND a.sha256 = $4",
+        )
+        .bind(artifact.session_id)
+        .bind(db_int(artifact.step))
+        .bind(artifact.kind.db())
+        .bind(sha256)
+        .fetch_one(&mut *tx)
+        .await?;
+        Ok((rows::artifact_ref(&row)?, 0))
+    }
+    .await;
+    Ok(settle(tx, outcome).await?.0)
 }
 
 impl SqlStore {
@@ -102,49 +155,7 @@ impl SqlStore {
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactRef> {
         let sha256 = hex::encode(Sha256::digest(&artifact.data));
-        let at = now();
-        let mut tx = self.write.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
-        session_in(&mut tx, artifact.session_id).await?;
-        sqlx::query(
-            "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (sha256) DO NOTHING",
-        )
-        .bind(&sha256)
-        .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
-        .bind(&artifact.data)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
-        )
-        .bind(artifact.session_id)
-        .bind(db_int(artifact.step))
-        .bind(artifact.kind.db())
-        .bind(&sha256)
-        .bind(&artifact.content_type)
-        .bind(SqlJson(&artifact.metadata))
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
-        let row = sqlx::query(
-            "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
-             FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
-             WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 AND a.sha256 = $4",
-        )
-        .bind(artifact.session_id)
-        .bind(db_int(artifact.step))
-        .bind(artifact.kind.db())
-        .bind(&sha256)
-        .fetch_one(&mut *tx)
-        .await?;
-        let stored = rows::artifact_ref(&row)?;
-            Ok((stored, 0))
-        }
-        .await;
-        Ok(settle(tx, outcome).await?.0)
+        dialect::put_artifact(&self.write, &artifact, &sha256, now()).await
     }
 
     #[instrument(name = "store.get_artifact", skip_all)]

@@ -17,7 +17,9 @@ mod sessions;
 mod steps;
 mod store_impl;
 
-// Only the SQLite dialect writes steps statement by statement.
+// The statement-by-statement paths are SQLite's; the Postgres copy of this module does not use them.
+#[allow(unused_imports)]
+pub(crate) use board::put_artifact_statements;
 #[allow(unused_imports)]
 pub(crate) use steps::{StepWrite, link_artifact, write_step_statements};
 

@@ -28,6 +28,16 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqli
 mod dialect {
     pub(super) const NAME: &str = "sqlite";
 
+    /// Stores an artifact in a transaction of several statements.
+    pub(super) async fn put_artifact(
+        write: &sqlx::SqlitePool,
+        artifact: &crate::store::NewArtifact,
+        sha256: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
+        super::sql::put_artifact_statements(write, artifact, sha256, at).await
+    }
+
     /// Links the step's artifacts one by one.
     pub(super) async fn link_artifacts(
         conn: &mut sqlx::SqliteConnection,

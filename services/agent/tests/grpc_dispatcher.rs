@@ -100,13 +100,23 @@ impl Executor for Adapter {
     }
 }
 
-async fn serve(desktop: Arc<FakeDesktop>) -> (String, CancellationToken) {
+/// Serves the adapter on a loopback port, over TLS with `tls` when given; returns the port.
+async fn serve_on(
+    desktop: Arc<FakeDesktop>,
+    tls: Option<tonic::transport::Identity>,
+) -> (u16, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let port = listener.local_addr().unwrap().port();
     let stop = CancellationToken::new();
     let token = stop.clone();
+    let mut server = tonic::transport::Server::builder();
+    if let Some(identity) = tls {
+        server = server
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .unwrap();
+    }
     tokio::spawn(async move {
-        tonic::transport::Server::builder()
+        server
             .add_service(ExecutorServer::new(Adapter(desktop)))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
@@ -115,7 +125,12 @@ async fn serve(desktop: Arc<FakeDesktop>) -> (String, CancellationToken) {
             .await
             .unwrap();
     });
-    (format!("http://{addr}"), stop)
+    (port, stop)
+}
+
+async fn serve(desktop: Arc<FakeDesktop>) -> (String, CancellationToken) {
+    let (port, stop) = serve_on(desktop, None).await;
+    (format!("http://127.0.0.1:{port}"), stop)
 }
 
 #[tokio::test]
@@ -180,25 +195,13 @@ fn certificates() -> (String, String, String) {
 async fn an_https_executor_is_verified_against_the_configured_ca() {
     let desktop = Arc::new(desktop());
     let (ca, cert, key) = certificates();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .tls_config(
-                tonic::transport::ServerTlsConfig::new()
-                    .identity(tonic::transport::Identity::from_pem(cert, key)),
-            )
-            .unwrap()
-            .add_service(ExecutorServer::new(Adapter(desktop)))
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::TcpListenerStream::new(listener),
-                token.cancelled_owned(),
-            )
-            .await
-            .unwrap();
-    });
+    // The test's TLS server needs the process's crypto provider named (the client installs it too).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (port, stop) = serve_on(
+        desktop,
+        Some(tonic::transport::Identity::from_pem(cert, key)),
+    )
+    .await;
     let addr = format!("https://localhost:{port}");
     let probe = || vec![Command::observe("get_app_window_info", json!({}))];
 

@@ -45,13 +45,12 @@ fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &m
         } => {
             *draft_status = status;
             actions.extend(specs.into_iter().map(|spec| {
-                let label = match spec.arguments.get("id") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Number(n)) => n.to_string(),
-                    _ => String::new(),
-                };
+                let label = super::resume::label(&spec);
                 ActionRecord {
-                    target: controls.iter().find(|c| c.label == label).cloned(),
+                    target: controls
+                        .iter()
+                        .find(|c| label.as_deref() == Some(c.label.as_str()))
+                        .cloned(),
                     function: spec.function,
                     arguments: spec.arguments,
                     status: spec.status,

@@ -37,7 +37,8 @@ fn held_info_from(v: &Value) -> v1::HeldAction {
     }
 }
 
-fn label(spec: &ActionSpec) -> Option<String> {
+/// The control label an action names (its `id` argument), if any.
+pub(super) fn label(spec: &ActionSpec) -> Option<String> {
     match spec.arguments.get("id")? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),

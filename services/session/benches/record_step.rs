@@ -187,6 +187,10 @@ async fn main() {
         let options = |max_connections| postgres::PgOptions {
             max_connections,
             async_commit,
+            batching: postgres::StepBatching {
+                max_steps: env_usize("UFO_BENCH_STEP_BATCH", 32),
+                writers: env_usize("UFO_BENCH_STEP_WRITERS", 2),
+            },
         };
         let store: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(32)).await.unwrap());
         // Warm the pool and the caches.

@@ -32,6 +32,18 @@ pub struct Config {
     #[arg(long, env = "UFO_SESSION_PG_ASYNC_COMMIT", default_value_t = false)]
     pub pg_async_commit: bool,
 
+    /// Postgres only: most steps recorded in one transaction. Concurrent RecordStep calls share a commit
+    /// (group commit): a lone step is written at once, steps that arrive while others are being written go
+    /// together in the next call. 1 commits every step on its own.
+    #[arg(long, env = "UFO_SESSION_PG_STEP_BATCH", default_value_t = 32,
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub pg_step_batch: u32,
+
+    /// Postgres only: group commits of steps in flight at once (each on its own pooled connection).
+    #[arg(long, env = "UFO_SESSION_PG_STEP_WRITERS", default_value_t = 2,
+        value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub pg_step_writers: u32,
+
     /// Bearer token every call must present; when absent, calls are not authenticated.
     #[arg(long, env = "UFO_SESSION_AUTH_TOKEN")]
     pub auth_token: Option<String>,

@@ -51,6 +51,10 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
             let options = store::postgres::PgOptions {
                 max_connections: config.pool_size,
                 async_commit: config.pg_async_commit,
+                batching: store::postgres::StepBatching {
+                    max_steps: config.pg_step_batch as usize,
+                    writers: config.pg_step_writers as usize,
+                },
             };
             Arc::new(store::postgres::connect(url, options).await?)
         }

@@ -9,7 +9,11 @@ use sqlx::PgPool;
 use ufo_session::store::{Store, postgres};
 
 async fn store(pool: &PgPool) -> Arc<dyn Store> {
-    Arc::new(postgres::from_pool(pool.clone()).await.unwrap())
+    Arc::new(
+        postgres::from_pool(pool.clone(), postgres::StepBatching::default())
+            .await
+            .unwrap(),
+    )
 }
 
 fn replica(pool: &PgPool) -> conformance::Replica {

@@ -17,6 +17,9 @@ use crate::store::{Notifier, StoreError};
 
 type Db = sqlx::Postgres;
 
+mod batch;
+pub use batch::StepBatching;
+
 // The shared SQL is compiled once per backend on purpose (see `sql/mod.rs`).
 #[allow(clippy::duplicate_mod)]
 #[path = "../sql/mod.rs"]
@@ -98,50 +101,8 @@ mod dialect {
         })
     }
 
-    /// Links the step's artifacts (already put for this session) to `step` in two statements whatever
-    /// their number; `FailedPrecondition` naming the first one the session does not have.
-    pub(super) async fn link_artifacts(
-        conn: &mut sqlx::PgConnection,
-        id: uuid::Uuid,
-        artifact_ids: &[String],
-        step: i64,
-    ) -> crate::store::StoreResult<()> {
-        sqlx::query(
-            "UPDATE artifacts a SET step = $3 WHERE a.session_id = $1 AND a.sha256 = ANY($2) AND a.step = 0 \
-             AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = a.sha256 \
-             AND b.step = $3)",
-        )
-        .bind(id)
-        .bind(artifact_ids)
-        .bind(step)
-        .execute(&mut *conn)
-        .await?;
-        let linked: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT sha256 FROM artifacts WHERE session_id = $1 AND step = $3 \
-             AND sha256 = ANY($2)",
-        )
-        .bind(id)
-        .bind(artifact_ids)
-        .bind(step)
-        .fetch_all(&mut *conn)
-        .await?;
-        match artifact_ids.iter().find(|sha| !linked.contains(sha)) {
-            Some(missing) => Err(crate::store::StoreError::FailedPrecondition(format!(
-                "artifact {missing} was not put for session {id}"
-            ))),
-            None => Ok(()),
-        }
-    }
-
     /// Locks the session row for the transaction.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
-
-    /// Locks the session row and reads what recording step $2 of round $3 needs to check.
-    pub(super) const LOCK_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
-        r.status AS round_status FROM sessions s \
-        LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
-        LEFT JOIN rounds r ON r.session_id = s.id AND r.number = $3 \
-        WHERE s.id = $1 FOR UPDATE OF s";
 
     /// The oldest claimable session at time $1; rows other claimers hold are skipped, not waited for.
     pub(super) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
@@ -155,125 +116,119 @@ mod dialect {
         output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 \
         RETURNING last_seq, pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified";
 
-    /// A checked step in one statement (one round trip instead of six): step row, memory item, blackboard
-    /// entries (indices continue each kind), round count, sequence bump with totals and notification, and
-    /// the events. Data-modifying CTEs all run, referenced or not, against the same snapshot; the session
-    /// row is locked by the caller, so the MAX(idx) reads cannot race.
-    const WRITE_STEP: &str = "WITH step_row AS ( \
-          INSERT INTO steps (session_id, step, round, round_step, agent_name, agent_kind, state_before, \
-            state_after, subtask, observation, thought, plan, comment, status, actions, phases, cost, \
-            input_tokens, output_tokens, started_at, finished_at, extra, content_hash, recorded_at) \
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, \
-            $20, $21, $22, $23, $24)), \
-        memory AS (INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $5, $25)), \
-        board AS (INSERT INTO blackboard (session_id, kind, idx, value, artifact_id, step, created_at) \
-          SELECT $1, b.kind, COALESCE((SELECT MAX(x.idx) FROM blackboard x \
-              WHERE x.session_id = $1 AND x.kind = b.kind), -1) \
-            + row_number() OVER (PARTITION BY b.kind ORDER BY b.ord), b.value, b.artifact_id, $2, $24 \
-          FROM unnest($26::text[], $27::jsonb[], $28::text[]) WITH ORDINALITY AS b(kind, value, artifact_id, ord) \
-          RETURNING kind, idx, value, artifact_id), \
-        round_count AS (UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $3), \
-        bump AS (UPDATE sessions SET last_seq = last_seq + cardinality($29::text[]), steps = steps + 1, \
-            cost = cost + $17, input_tokens = input_tokens + $18, output_tokens = output_tokens + $19, \
-            updated_at = $24 WHERE id = $1 \
-          RETURNING last_seq, pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified), \
-        event_rows AS (INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) \
-          SELECT $1, bump.last_seq - cardinality($29::text[]) + e.ord, e.kind, e.payload, e.step, e.round, $24 \
-          FROM bump, unnest($29::text[], $30::jsonb[], $31::bigint[], $32::bigint[]) \
-            WITH ORDINALITY AS e(kind, payload, step, round, ord)) \
-        SELECT bump.last_seq, (SELECT COALESCE(jsonb_agg(jsonb_build_array(b.kind, b.idx, b.value, \
-          b.artifact_id) ORDER BY b.kind, b.idx), '[]'::jsonb) FROM board b) AS board FROM bump";
+    pub(super) use super::batch::StepWriter;
 
-    pub(super) async fn write_step(
-        conn: &mut sqlx::PgConnection,
+    /// Records a step through the group-commit queue (see `batch`): the stored functions of migration 0003
+    /// check, lock and write (see its header for the outcomes).
+    pub(super) async fn record_step(
+        store: &super::sql::SqlStore,
         write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<(u64, Vec<ufo_proto::v1::BlackboardEntry>)> {
-        use crate::store::DbEnum as _;
-        use serde_json::json;
-        use sqlx::types::Json;
+    ) -> crate::store::StoreResult<super::sql::Recorded> {
+        use crate::store::{DbEnum as _, StoreError};
 
         let record = write.record;
         let s = &record.step;
+        let id = record.session_id;
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         let ts = |t: &Option<prost_types::Timestamp>| {
             t.as_ref().and_then(|t| {
                 chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
             })
         };
-        let mut events = record.events.clone();
-        events.push(write.finished_event());
-        let (last_seq, board): (i64, Json<serde_json::Value>) = sqlx::query_as(WRITE_STEP)
-            .bind(record.session_id)
-            .bind(int(s.step))
-            .bind(i64::from(s.round))
-            .bind(i64::from(s.round_step))
-            .bind(&s.agent_name)
-            .bind(&write.kind)
-            .bind(&s.state_before)
-            .bind(&s.state_after)
-            .bind(&s.subtask)
-            .bind(&s.observation)
-            .bind(&s.thought)
-            .bind(Json(json!(s.plan)))
-            .bind(&s.comment)
-            .bind(&s.status)
-            .bind(Json(write.actions))
-            .bind(Json(crate::store::step_json::phases_to_json(&s.phases)))
-            .bind(s.cost)
-            .bind(int(s.input_tokens))
-            .bind(int(s.output_tokens))
-            .bind(ts(&s.started_at))
-            .bind(ts(&s.finished_at))
-            .bind(Json(ufo_proto::json::from_optional_struct(s.extra.clone())))
-            .bind(record.content_hash.as_slice())
-            .bind(write.at)
-            .bind(Json(&record.memory_item))
-            .bind(
-                record
-                    .blackboard
-                    .iter()
-                    .map(|b| b.kind.db())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                record
-                    .blackboard
-                    .iter()
-                    .map(|b| Json(b.value.clone()))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                record
-                    .blackboard
-                    .iter()
-                    .map(|b| b.artifact_id.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(events.iter().map(|e| e.kind.db()).collect::<Vec<_>>())
-            .bind(
-                events
-                    .iter()
-                    .map(|e| Json(e.payload.clone()))
-                    .collect::<Vec<_>>(),
-            )
-            .bind(events.iter().map(|e| int(e.step)).collect::<Vec<_>>())
-            .bind(
-                events
-                    .iter()
-                    .map(|e| i64::from(e.round))
-                    .collect::<Vec<_>>(),
-            )
-            .fetch_one(&mut *conn)
-            .await?;
+        let events = record
+            .events
+            .iter()
+            .chain(std::iter::once(&write.finished_event()))
+            .map(|e| {
+                (
+                    e.kind.db(),
+                    e.payload.clone(),
+                    int(e.step),
+                    i64::from(e.round),
+                )
+            })
+            .collect();
+        let pending = super::batch::PendingStep {
+            session: id,
+            step: int(s.step),
+            round: i64::from(s.round),
+            round_step: i64::from(s.round_step),
+            agent_name: s.agent_name.clone(),
+            agent_kind: write.kind.clone(),
+            state_before: s.state_before.clone(),
+            state_after: s.state_after.clone(),
+            subtask: s.subtask.clone(),
+            observation: s.observation.clone(),
+            thought: s.thought.clone(),
+            plan: serde_json::json!(s.plan),
+            comment: s.comment.clone(),
+            status: s.status.clone(),
+            actions: write.actions.clone(),
+            phases: crate::store::step_json::phases_to_json(&s.phases),
+            cost: s.cost,
+            input_tokens: int(s.input_tokens),
+            output_tokens: int(s.output_tokens),
+            started_at: ts(&s.started_at),
+            finished_at: ts(&s.finished_at),
+            extra: ufo_proto::json::from_optional_struct(s.extra.clone()),
+            content_hash: record.content_hash,
+            at: write.at,
+            memory: record.memory_item.clone(),
+            lease_owner: record.lease_owner.clone(),
+            board: record
+                .blackboard
+                .iter()
+                .map(|b| (b.kind.db(), b.value.clone(), b.artifact_id.clone()))
+                .collect(),
+            events,
+            artifacts: record.artifact_ids.clone(),
+        };
+        let (outcome, detail, last_seq, board, artifacts) = store.steps.record(pending).await?;
+        let detail = detail.unwrap_or_default();
+        match outcome.as_str() {
+            "written" => Ok(super::sql::Recorded::New {
+                last_seq: u64::try_from(last_seq.unwrap_or(0)).unwrap_or(0),
+                board: board_of(write, board.map(|b| b.0))?,
+                artifacts: artifacts_of(write, artifacts.map(|a| a.0))?,
+            }),
+            "duplicate" => Ok(super::sql::Recorded::Duplicate),
+            "conflict" => Err(StoreError::AlreadyExists(format!(
+                "step {} of session {id} was recorded with different content",
+                s.step
+            ))),
+            "no_session" => Err(StoreError::NotFound(format!("session {id}"))),
+            "lease_lost" => Err(StoreError::LeaseLost(id.to_string())),
+            "ended" => Err(StoreError::FailedPrecondition(format!(
+                "session {id} has ended ({detail})"
+            ))),
+            "no_round" => Err(StoreError::NotFound(format!(
+                "round {} of session {id}",
+                s.round
+            ))),
+            "round_not_running" => Err(StoreError::FailedPrecondition(format!(
+                "round {} of session {id} is {detail}, not running",
+                s.round
+            ))),
+            "missing_artifact" => Err(StoreError::FailedPrecondition(format!(
+                "artifact {detail} was not put for session {id}"
+            ))),
+            other => Err(StoreError::Corrupt(format!(
+                "ufo_record_step returned {other:?}"
+            ))),
+        }
+    }
+
+    /// The blackboard entries `ufo_record_step` wrote: `[kind, idx, value, artifact_id]` rows.
+    fn board_of(
+        write: &super::sql::StepWrite<'_>,
+        rows: Option<serde_json::Value>,
+    ) -> crate::store::StoreResult<Vec<ufo_proto::v1::BlackboardEntry>> {
+        use crate::store::DbEnum as _;
         let created_at = Some(prost_types::Timestamp {
             seconds: write.at.timestamp(),
             nanos: i32::try_from(write.at.timestamp_subsec_nanos()).unwrap_or(0),
         });
-        let board = board
-            .0
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
+        rows_of(rows)
             .iter()
             .map(|row| {
                 let text = row[0].as_str().unwrap_or_default();
@@ -283,19 +238,54 @@ mod dialect {
                 Ok(ufo_proto::v1::BlackboardEntry {
                     kind: kind.into(),
                     index: row[1].as_u64().unwrap_or_default(),
-                    value: match &row[2] {
-                        serde_json::Value::Object(map) => {
-                            Some(ufo_proto::json::object_to_struct(map.clone()))
-                        }
-                        _ => None,
-                    },
+                    value: struct_of(&row[2]),
                     artifact_id: row[3].as_str().unwrap_or_default().to_owned(),
-                    step: s.step,
+                    step: write.record.step.step,
                     created_at,
                 })
             })
-            .collect::<crate::store::StoreResult<Vec<_>>>()?;
-        Ok((u64::try_from(last_seq).unwrap_or(0), board))
+            .collect()
+    }
+
+    /// The step's artifact references `ufo_record_step` returned: `[kind, sha256, content_type, metadata,
+    /// size]` rows.
+    fn artifacts_of(
+        write: &super::sql::StepWrite<'_>,
+        rows: Option<serde_json::Value>,
+    ) -> crate::store::StoreResult<Vec<ufo_proto::v1::ArtifactRef>> {
+        use crate::store::DbEnum as _;
+        rows_of(rows)
+            .iter()
+            .map(|row| {
+                let text = row[0].as_str().unwrap_or_default();
+                let kind = ufo_proto::v1::ArtifactKind::from_db(text).ok_or_else(|| {
+                    crate::store::StoreError::Corrupt(format!("artifact kind {text:?}"))
+                })?;
+                Ok(ufo_proto::v1::ArtifactRef {
+                    id: row[1].as_str().unwrap_or_default().to_owned(),
+                    session_id: write.record.session_id.to_string(),
+                    step: write.record.step.step,
+                    kind: kind.into(),
+                    content_type: row[2].as_str().unwrap_or_default().to_owned(),
+                    size: row[4].as_u64().unwrap_or_default(),
+                    metadata: struct_of(&row[3]),
+                })
+            })
+            .collect()
+    }
+
+    fn rows_of(rows: Option<serde_json::Value>) -> Vec<serde_json::Value> {
+        match rows {
+            Some(serde_json::Value::Array(rows)) => rows,
+            _ => Vec::new(),
+        }
+    }
+
+    fn struct_of(value: &serde_json::Value) -> Option<prost_types::Struct> {
+        match value {
+            serde_json::Value::Object(map) => Some(ufo_proto::json::object_to_struct(map.clone())),
+            _ => None,
+        }
     }
 }
 
@@ -307,6 +297,8 @@ pub struct PgOptions {
     /// Commit without waiting for the WAL flush (`synchronous_commit = off`): several times faster on
     /// slow disks, but a database crash can lose the last few hundred milliseconds of commits.
     pub async_commit: bool,
+    /// Group commit of recorded steps.
+    pub batching: StepBatching,
 }
 
 /// Connects to Postgres, runs the migrations and starts the notification listener.
@@ -317,14 +309,17 @@ pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreErro
     }
     let pool = PgPoolOptions::new()
         .max_connections(options.max_connections)
+        // No ping round trip before every use of a pooled connection: a broken connection fails the call
+        // with an error (retried by the caller, e.g. the runner) and is then discarded by the pool.
+        .test_before_acquire(false)
         .connect_with(connect)
         .await?;
     MIGRATOR.run(&pool).await?;
-    from_pool(pool).await
+    from_pool(pool, options.batching).await
 }
 
 /// A store on an existing, migrated pool (tests use the pool `#[sqlx::test]` gives them).
-pub async fn from_pool(pool: sqlx::PgPool) -> Result<PgStore, StoreError> {
+pub async fn from_pool(pool: sqlx::PgPool, batching: StepBatching) -> Result<PgStore, StoreError> {
     let notifier = Notifier::new();
     let listener = listen(&pool).await?;
     let background = tokio::spawn(
@@ -332,6 +327,7 @@ pub async fn from_pool(pool: sqlx::PgPool) -> Result<PgStore, StoreError> {
             .instrument(tracing::info_span!("store.pg_listener")),
     );
     Ok(sql::SqlStore {
+        steps: batch::StepWriter::start(pool.clone(), batching),
         write: pool.clone(),
         read: pool,
         notifier,

@@ -21,7 +21,7 @@ mod store_impl;
 #[allow(unused_imports)]
 pub(crate) use board::put_artifact_statements;
 #[allow(unused_imports)]
-pub(crate) use steps::{StepWrite, link_artifact, write_step_statements};
+pub(crate) use steps::{Recorded, StepWrite};
 
 use std::sync::Arc;
 
@@ -35,6 +35,9 @@ type Conn = <Db as sqlx::Database>::Connection;
 
 /// The SQL store of this backend.
 pub struct SqlStore {
+    /// How steps reach the database (Postgres: a group-commit queue; SQLite: its writer connection).
+    #[allow(dead_code)] // read by the Postgres dialect only
+    pub(crate) steps: dialect::StepWriter,
     /// Pool for transactions (SQLite: a single connection, its only writer).
     pub(crate) write: sqlx::Pool<Db>,
     /// Pool for plain reads (Postgres: the same pool).

@@ -46,15 +46,9 @@ async fn artifacts_of(
 }
 
 /// Links an already stored artifact of session `id` to `step`; `FailedPrecondition` when the session has
-/// no such artifact. (SQLite's path; Postgres links all of a step's artifacts in two statements, see its
-/// dialect.)
+/// no such artifact. (SQLite's path; Postgres's stored function links all of a step's artifacts at once.)
 #[allow(dead_code)] // compiled for both backends, used by SQLite's
-pub(crate) async fn link_artifact(
-    conn: &mut Conn,
-    id: Uuid,
-    sha256: &str,
-    step: i64,
-) -> StoreResult<()> {
+async fn link_artifact(conn: &mut Conn, id: Uuid, sha256: &str, step: i64) -> StoreResult<()> {
     sqlx::query(
         "UPDATE artifacts SET step = $3 WHERE session_id = $1 AND sha256 = $2 AND step = 0 \
          AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = $2 AND b.step = $3)",
@@ -113,9 +107,9 @@ impl StepWrite<'_> {
 
 /// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
 /// events and totals. Returns the newest sequence number and the blackboard entries as stored. (SQLite's
-/// path; Postgres does the same in one statement, see its dialect.)
+/// path; Postgres does the same in its stored function, see its dialect.)
 #[allow(dead_code)] // compiled for both backends, used by SQLite's
-pub(crate) async fn write_step_statements(
+async fn write_step_statements(
     conn: &mut Conn,
     w: &StepWrite<'_>,
 ) -> StoreResult<(u64, Vec<BlackboardEntry>)> {
@@ -187,25 +181,42 @@ pub(crate) async fn write_step_statements(
     Ok((last_seq, board))
 }
 
-/// What a record-step transaction did.
-enum Written {
+/// What recording a step did (both backends' paths end here).
+pub(crate) enum Recorded {
     /// The identical step existed; nothing was written.
-    Duplicate(Box<RecordedStep>),
-    /// The step was written: its artifact references, stored actions and blackboard entries.
-    New(Vec<ArtifactRef>, Json, Vec<BlackboardEntry>),
+    Duplicate,
+    /// The step was written.
+    New {
+        /// The session's newest sequence number.
+        last_seq: u64,
+        /// The blackboard entries as stored.
+        board: Vec<BlackboardEntry>,
+        /// The step's artifact references.
+        artifacts: Vec<ArtifactRef>,
+    },
 }
 
+/// Locks the session row (SQLite: its single writer already serialises transactions) and reads what
+/// recording step $2 of round $3 needs to check.
+#[allow(dead_code)] // compiled for both backends, used by SQLite's
+const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
+    r.status AS round_status FROM sessions s \
+    LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
+    LEFT JOIN rounds r ON r.session_id = s.id AND r.number = $3 \
+    WHERE s.id = $1";
+
 impl SqlStore {
-    #[instrument(name = "store.record_step", skip_all,
-        fields(session = %record.session_id, step = record.step.step, duplicate))]
-    pub(super) async fn record_step_impl(&self, record: StepRecord) -> StoreResult<RecordedStep> {
+    /// Records a step in a transaction, statement by statement: checks, artifact links, the write.
+    /// (SQLite's path; Postgres does the same in one call of a stored function, see its dialect.)
+    #[allow(dead_code)] // compiled for both backends, used by SQLite's
+    pub(crate) async fn record_step_statements(&self, w: &StepWrite<'_>) -> StoreResult<Recorded> {
+        let record = w.record;
         let id = record.session_id;
         let s = &record.step;
         let step_no = db_int(s.step);
-        let at = now();
         let mut tx = self.write.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
-            let head = sqlx::query(dialect::LOCK_FOR_STEP)
+        let outcome: StoreResult<Recorded> = async {
+            let head = sqlx::query(READ_FOR_STEP)
                 .bind(id)
                 .bind(step_no)
                 .bind(i64::from(s.round))
@@ -219,16 +230,7 @@ impl SqlStore {
                         s.step
                     )));
                 }
-                tracing::Span::current().record("duplicate", true);
-                let step = self.get_step_impl(id, s.step).await?;
-                let last_seq = self.get_session_impl(id).await?.last_seq;
-                let duplicate = RecordedStep {
-                    step,
-                    duplicate: true,
-                    last_seq,
-                    blackboard: Vec::new(),
-                };
-                return Ok((Written::Duplicate(Box::new(duplicate)), 0));
+                return Ok(Recorded::Duplicate);
             }
             let owner: Option<String> = head.try_get("lease_owner")?;
             check_lease(id, owner.as_deref(), record.lease_owner.as_deref())?;
@@ -253,31 +255,55 @@ impl SqlStore {
                 }
                 Some(_) => {}
             }
-            if !record.artifact_ids.is_empty() {
-                dialect::link_artifacts(&mut tx, id, &record.artifact_ids, step_no).await?;
+            for sha256 in &record.artifact_ids {
+                link_artifact(&mut tx, id, sha256, step_no).await?;
             }
-            let kind = AgentKind::try_from(s.agent_kind).unwrap_or(AgentKind::Unspecified);
-            let actions = actions_to_json(&s.actions);
-            let write = StepWrite {
-                record: &record,
-                kind: kind.db(),
-                actions: &actions,
-                at,
-            };
-            let (last_seq, board) = dialect::write_step(&mut tx, &write).await?;
+            let (last_seq, board) = write_step_statements(&mut tx, w).await?;
             let artifacts = if record.artifact_ids.is_empty() {
                 Vec::new()
             } else {
                 artifacts_of(&mut tx, id, step_no, step_no).await?
             };
-            Ok((Written::New(artifacts, actions, board), last_seq))
+            Ok(Recorded::New {
+                last_seq,
+                board,
+                artifacts,
+            })
         }
         .await;
-        let (artifacts, actions, blackboard, last_seq) = match settle(tx, outcome).await? {
-            (Written::Duplicate(duplicate), _) => return Ok(*duplicate),
-            (Written::New(artifacts, actions, board), last_seq) => {
-                (artifacts, actions, board, last_seq)
+        settle(tx, outcome).await
+    }
+
+    #[instrument(name = "store.record_step", skip_all,
+        fields(session = %record.session_id, step = record.step.step, duplicate))]
+    pub(super) async fn record_step_impl(&self, record: StepRecord) -> StoreResult<RecordedStep> {
+        let id = record.session_id;
+        let s = &record.step;
+        let kind = AgentKind::try_from(s.agent_kind).unwrap_or(AgentKind::Unspecified);
+        let actions = actions_to_json(&s.actions);
+        let write = StepWrite {
+            record: &record,
+            kind: kind.db(),
+            actions: &actions,
+            at: now(),
+        };
+        let (last_seq, blackboard, artifacts) = match dialect::record_step(self, &write).await? {
+            Recorded::Duplicate => {
+                tracing::Span::current().record("duplicate", true);
+                let step = self.get_step_impl(id, s.step).await?;
+                let last_seq = self.get_session_impl(id).await?.last_seq;
+                return Ok(RecordedStep {
+                    step,
+                    duplicate: true,
+                    last_seq,
+                    blackboard: Vec::new(),
+                });
             }
+            Recorded::New {
+                last_seq,
+                board,
+                artifacts,
+            } => (last_seq, board, artifacts),
         };
         self.notifier.notify(id, last_seq);
         tracing::Span::current().record("duplicate", false);

@@ -28,6 +28,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqli
 mod dialect {
     pub(super) const NAME: &str = "sqlite";
 
+    /// Steps are written by the single writer connection, one transaction each.
+    pub(crate) struct StepWriter;
+
     /// Stores an artifact in a transaction of several statements.
     pub(super) async fn put_artifact(
         write: &sqlx::SqlitePool,
@@ -38,27 +41,8 @@ mod dialect {
         super::sql::put_artifact_statements(write, artifact, sha256, at).await
     }
 
-    /// Links the step's artifacts one by one.
-    pub(super) async fn link_artifacts(
-        conn: &mut sqlx::SqliteConnection,
-        id: uuid::Uuid,
-        artifact_ids: &[String],
-        step: i64,
-    ) -> crate::store::StoreResult<()> {
-        for sha256 in artifact_ids {
-            super::sql::link_artifact(conn, id, sha256, step).await?;
-        }
-        Ok(())
-    }
-
     /// The single writer connection already serialises transactions: no row lock needed.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
-
-    pub(super) const LOCK_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
-        r.status AS round_status FROM sessions s \
-        LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
-        LEFT JOIN rounds r ON r.session_id = s.id AND r.number = $3 \
-        WHERE s.id = $1";
 
     pub(super) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
         WHERE (status = 'queued' AND NOT cancel_requested) \
@@ -69,12 +53,13 @@ mod dialect {
         steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
         output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
 
-    /// Statements are in-process calls here, so the step is written one statement at a time.
-    pub(super) async fn write_step(
-        conn: &mut sqlx::SqliteConnection,
+    /// Statements are in-process calls here, so the step is written in a transaction one statement at a
+    /// time.
+    pub(super) async fn record_step(
+        store: &super::sql::SqlStore,
         write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<(u64, Vec<ufo_proto::v1::BlackboardEntry>)> {
-        super::sql::write_step_statements(conn, write).await
+    ) -> crate::store::StoreResult<super::sql::Recorded> {
+        store.record_step_statements(write).await
     }
 }
 
@@ -97,6 +82,7 @@ pub async fn open(path: &Path, read_connections: u32) -> Result<SqliteStore, Sto
         .connect_with(options.read_only(true))
         .await?;
     Ok(sql::SqlStore {
+        steps: dialect::StepWriter,
         write,
         read,
         notifier: Notifier::new(),

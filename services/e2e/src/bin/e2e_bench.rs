@@ -197,31 +197,49 @@ async fn overhead(app_steps: usize) -> anyhow::Result<Vec<String>> {
         store.push(session);
         overheads.push(total.saturating_sub(exec).saturating_sub(chat));
     }
-    // Where the time goes: inclusive time of each span name under the steps, per step (nested spans count
-    // in their parents too).
+    // Where the time goes: for each span name under the steps, its inclusive time per step (nested spans
+    // count in their parents too) and its self time (minus its direct children; children that ran
+    // concurrently can make that an underestimate, so it is clamped at zero).
     let steps: Vec<&&CollectedSpan> = trace
         .iter()
         .filter(|s| s.name == "step" && s.service == "ufo-agent")
         .collect();
-    let mut by_name: std::collections::BTreeMap<(String, String), (Duration, usize)> =
+    let mut children: std::collections::HashMap<&str, Duration> = std::collections::HashMap::new();
+    for span in &trace {
+        if let Some(parent) = &span.parent_span_id {
+            *children.entry(parent.as_str()).or_default() += span.duration();
+        }
+    }
+    let mut by_name: std::collections::BTreeMap<(String, String), (Duration, Duration, usize)> =
         std::collections::BTreeMap::new();
     for span in &trace {
         if span.name != "step" && steps.iter().any(|step| spans.is_descendant(span, step)) {
             let entry = by_name
                 .entry((span.service.clone(), span.name.clone()))
                 .or_default();
+            let own = span.duration().saturating_sub(
+                children
+                    .get(span.span_id.as_str())
+                    .copied()
+                    .unwrap_or_default(),
+            );
             entry.0 += span.duration();
-            entry.1 += 1;
+            entry.1 += own;
+            entry.2 += 1;
         }
     }
     let mut ranked: Vec<_> = by_name.into_iter().collect();
     ranked.sort_by_key(|entry| std::cmp::Reverse(entry.1.0));
     println!(
-        "\n| span under the steps (service) | inclusive time per step | spans |\n| --- | --- | --- |"
+        "\n| span under the steps (service) | inclusive time per step | self time per step | spans |\n| --- | --- | --- | --- |"
     );
-    for ((service, name), (total, count)) in ranked.iter().take(25) {
-        let per_step = *total / u32::try_from(steps.len().max(1)).unwrap_or(1);
-        println!("| {name} ({service}) | {} | {count} |", ms(per_step));
+    let per_step = |d: Duration| d / u32::try_from(steps.len().max(1)).unwrap_or(1);
+    for ((service, name), (total, own, count)) in ranked.iter().take(25) {
+        println!(
+            "| {name} ({service}) | {} | {} | {count} |",
+            ms(per_step(*total)),
+            ms(per_step(*own))
+        );
     }
     Ok(vec![
         row("step, wall time (real Linux executor, instant LLM)", totals),

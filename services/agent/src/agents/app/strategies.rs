@@ -147,6 +147,10 @@ impl Strategy<AppAgent> for AppControlInfo {
         agent: &AppAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
+        // The screenshot is decoded on a blocking thread while the executor lists the controls (the
+        // executor's tree walk and the decode overlap instead of following each other).
+        let to_decode = ctx.require(CLEAN_SCREENSHOT)?.clone();
+        let decoding = tokio::task::spawn_blocking(move || to_decode.decode());
         let result = crate::dispatch::execute_one(
             ctx.require(DISPATCHER)?.as_ref(),
             Command::observe("get_app_window_controls_target_info", json!({})),
@@ -197,8 +201,9 @@ impl Strategy<AppAgent> for AppControlInfo {
                 c.extra.insert("click_fraction".into(), json!([fx, fy]));
             }
         }
-        let mut pixels = clean
-            .decode()
+        let mut pixels = decoding
+            .await
+            .map_err(|e| failed("the screenshot decoder stopped", e))?
             .map_err(|e| failed("cannot decode the screenshot", e))?;
         // Annotate in place and put the clean pixels back afterwards: no copy of the whole screenshot.
         let marks = marks(&controls, clean);

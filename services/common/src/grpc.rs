@@ -208,9 +208,59 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
     span
 }
 
+/// The start of tonic's message when a received message exceeds the decoding limit, as sent in the
+/// `grpc-message` header (percent-encoded: tonic encodes spaces).
+const OVERSIZED: &[u8] = b"Error,%20decoded%20message%20length%20too%20large";
+
+/// tonic answers a request message over the server's decoding limit with OUT_OF_RANGE; the gRPC status
+/// code for "message larger than the configured limit" is RESOURCE_EXHAUSTED (grpc/doc/statuscodes.md),
+/// which is what clients retry or report on. Such an error is a trailers-only response (the status is in
+/// the headers), rewritten here.
+fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    let out_of_range = headers
+        .get("grpc-status")
+        .is_some_and(|code| code.as_bytes() == b"11");
+    let oversized = headers
+        .get("grpc-message")
+        .is_some_and(|message| message.as_bytes().starts_with(OVERSIZED));
+    if out_of_range && oversized {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+    }
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_oversized_messages_become_resource_exhausted() {
+        let response = |code: &'static str, message: &'static str| {
+            let mut r = http::Response::new(());
+            r.headers_mut()
+                .insert("grpc-status", http::HeaderValue::from_static(code));
+            r.headers_mut()
+                .insert("grpc-message", http::HeaderValue::from_static(message));
+            oversized_is_resource_exhausted(r)
+        };
+        let status = |r: http::Response<()>| r.headers()["grpc-status"].clone();
+        assert_eq!(
+            status(response(
+                "11",
+                "Error,%20decoded%20message%20length%20too%20large:%20found%20131079%20bytes"
+            )),
+            "8"
+        );
+        assert_eq!(status(response("11", "page%20out%20of%20range")), "11");
+        assert_eq!(
+            status(response(
+                "3",
+                "Error,%20decoded%20message%20length%20too%20large"
+            )),
+            "3"
+        );
+    }
 
     #[test]
     fn bearer_is_required_only_when_configured() {
@@ -275,6 +325,9 @@ pub async fn serve_until(
     };
     server
         .layer(trace_layer())
+        .layer(tower::util::MapResponseLayer::new(
+            oversized_is_resource_exhausted as fn(_) -> _,
+        ))
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, signal)
         .await?;

@@ -16,6 +16,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     ];
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("ufo_descriptor.bin"))
+        // Screenshots and artifacts as `bytes::Bytes`: decoded as slices of the received buffer and
+        // passed on without copying.
+        .bytes(".")
         .compile_protos(&protos, &["."])?;
     for proto in protos {
         println!("cargo:rerun-if-changed={proto}");

@@ -347,7 +347,7 @@ async fn record_step(session: &Session, id: &str, ask: bool) {
             step: 1,
             kind: ArtifactKind::CleanScreenshot as i32,
             content_type: "image/png".into(),
-            data: png(),
+            data: png().into(),
             metadata: None,
         })
         .await

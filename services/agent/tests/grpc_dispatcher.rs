@@ -71,7 +71,7 @@ impl Executor for Adapter {
                         .into_iter()
                         .map(|i| v1::Image {
                             format: v1::ImageFormat::Png as i32,
-                            data: i.bytes.to_vec(),
+                            data: i.bytes.clone(),
                             width: i.width,
                             height: i.height,
                             transform: Some(v1::ScreenTransform {

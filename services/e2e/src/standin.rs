@@ -82,7 +82,7 @@ impl Executor for StandIn {
                         } else {
                             pb::ImageFormat::Png
                         } as i32,
-                        data: s.bytes.to_vec(),
+                        data: s.bytes.clone(),
                         width: s.width,
                         height: s.height,
                         transform: Some(pb::ScreenTransform {

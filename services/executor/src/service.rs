@@ -132,7 +132,7 @@ impl executor_server::Executor for ExecutorService {
                             Format::Png => pb::ImageFormat::Png,
                             Format::Jpeg(_) => pb::ImageFormat::Jpeg,
                         } as i32,
-                        data: s.data,
+                        data: s.data.into(),
                         width: s.width,
                         height: s.height,
                         transform: Some(pb::ScreenTransform {

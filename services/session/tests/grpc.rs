@@ -327,7 +327,7 @@ async fn oversized_messages_are_refused() {
             step: 0,
             kind: ArtifactKind::CleanScreenshot.into(),
             content_type: "image/png".into(),
-            data: vec![0; 128 * 1024],
+            data: vec![0; 128 * 1024].into(),
             metadata: None,
         })
         .await

@@ -96,7 +96,7 @@ fn image(i: v1::Image) -> Screenshot {
         } else {
             "image/png".into()
         },
-        bytes: i.data.into(),
+        bytes: i.data,
         width: i.width,
         height: i.height,
         origin_x: t.origin_x,

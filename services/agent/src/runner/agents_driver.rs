@@ -250,7 +250,7 @@ fn output(record: StepRecord, round: &Round) -> StepOutput {
             .map(|a| ArtifactUpload {
                 kind: a.kind,
                 content_type: a.screenshot.mime.clone(),
-                data: a.screenshot.bytes.to_vec(),
+                data: a.screenshot.bytes.clone(),
                 metadata: a.metadata,
             })
             .collect(),

@@ -45,8 +45,8 @@ pub struct ArtifactUpload {
     pub kind: ArtifactKind,
     /// e.g. `image/png`.
     pub content_type: String,
-    /// The bytes.
-    pub data: Vec<u8>,
+    /// The bytes (shared with the screenshot they come from, not copied).
+    pub data: bytes::Bytes,
     /// Image metadata (width, height, transform, ...).
     pub metadata: serde_json::Map<String, serde_json::Value>,
 }

@@ -130,7 +130,7 @@ fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
         artifacts: vec![ArtifactUpload {
             kind: ArtifactKind::CleanScreenshot,
             content_type: "image/png".into(),
-            data: png(),
+            data: png().into(),
             metadata: serde_json::Map::new(),
         }],
         events: Vec::new(),

@@ -149,7 +149,7 @@ pub struct NewArtifact {
     /// MIME type.
     pub content_type: String,
     /// The bytes.
-    pub data: Vec<u8>,
+    pub data: bytes::Bytes,
     /// Metadata (a JSON object).
     pub metadata: Json,
 }

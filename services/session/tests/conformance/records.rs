@@ -97,7 +97,7 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
             step: 1,
             kind: ArtifactKind::CleanScreenshot,
             content_type: "image/png".into(),
-            data: vec![1, 2, 3, 4],
+            data: vec![1, 2, 3, 4].into(),
             metadata: json!({"width": 2, "height": 2}),
         })
         .await
@@ -284,7 +284,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
             content_type: "image/png".into(),
-            data: vec![9; 1000],
+            data: vec![9; 1000].into(),
             metadata: json!({"application": "mousepad"}),
         })
         .await
@@ -295,7 +295,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
             content_type: "image/png".into(),
-            data: vec![9; 1000],
+            data: vec![9; 1000].into(),
             metadata: json!({"application": "mousepad"}),
         })
         .await
@@ -313,7 +313,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
             content_type: "image/jpeg".into(),
-            data: vec![9; 1000],
+            data: vec![9; 1000].into(),
             metadata: json!({"application": "other"}),
         })
         .await
@@ -326,7 +326,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
             content_type: "image/png".into(),
-            data: vec![7; 10],
+            data: vec![7; 10].into(),
             metadata: json!({}),
         })
         .await;

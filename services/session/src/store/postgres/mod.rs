@@ -71,7 +71,7 @@ mod dialect {
             .bind(artifact.session_id)
             .bind(sha256)
             .bind(size)
-            .bind(&artifact.data)
+            .bind(artifact.data.as_ref())
             .bind(at)
             .bind(step)
             .bind(artifact.kind.db())

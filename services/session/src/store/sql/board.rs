@@ -59,7 +59,7 @@ pub(crate) async fn put_artifact_statements(
         )
         .bind(sha256)
         .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
-        .bind(&artifact.data)
+        .bind(artifact.data.as_ref())
         .bind(at)
         .execute(&mut *tx)
         .await?;
@@ -154,7 +154,7 @@ impl SqlStore {
         &self,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactRef> {
-        let sha256 = hex::encode(Sha256::digest(&artifact.data));
+        let sha256 = hex::encode(Sha256::digest(artifact.data.as_ref()));
         dialect::put_artifact(&self.write, &artifact, &sha256, now()).await
     }
 
@@ -204,7 +204,7 @@ impl SqlStore {
         };
         Ok(Artifact {
             r#ref: Some(rows::artifact_ref(&row)?),
-            data: sqlx::Row::try_get(&row, "data")?,
+            data: sqlx::Row::try_get::<Vec<u8>, _>(&row, "data")?.into(),
         })
     }
 }

@@ -28,6 +28,9 @@ pub mod response;
 pub mod round;
 pub mod runner;
 pub mod target;
+/// Test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled only with the
+/// `testing` feature: the service itself never contains them.
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod vision;
 

@@ -19,7 +19,8 @@ pub mod executor;
 pub mod geometry;
 pub mod keys;
 pub mod service;
-#[cfg(target_os = "linux")]
+/// The private Xvfb desktop of tests and benchmarks, compiled only with the `testing` feature.
+#[cfg(all(target_os = "linux", feature = "testing"))]
 pub mod testing;
 pub mod tools;
 pub mod tree;

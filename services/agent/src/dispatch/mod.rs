@@ -1,6 +1,6 @@
 //! The command layer: agents turn decisions into [`Command`]s and a [`CommandDispatcher`] runs them on a
 //! desktop. The production dispatcher is the executor's gRPC client ([`grpc::GrpcDispatcher`]); tests at
-//! unit level use [`crate::testing::FakeDesktop`].
+//! unit level use `testing::FakeDesktop` (feature `testing`).
 
 pub mod grpc;
 

@@ -196,8 +196,8 @@ pub(crate) enum Recorded {
     },
 }
 
-/// Locks the session row (SQLite: its single writer already serialises transactions) and reads what
-/// recording step $2 of round $3 needs to check.
+/// What recording step $2 of round $3 needs to check (no row lock: SQLite's single writer connection
+/// already serialises transactions).
 #[allow(dead_code)] // compiled for both backends, used by SQLite's
 const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
     r.status AS round_status FROM sessions s \

@@ -369,6 +369,39 @@ fn main() {
             );
         }
     }
+    // The png crate's own levels (`image` maps its "fast" to png's Fast; Fastest is not reachable there).
+    for (name, compression, filter) in [
+        ("fastest Up", png::Compression::Fastest, png::Filter::Up),
+        (
+            "fastest Paeth",
+            png::Compression::Fastest,
+            png::Filter::Paeth,
+        ),
+        ("fast Paeth", png::Compression::Fast, png::Filter::Paeth),
+    ] {
+        for (channels, raw, color) in [
+            ("rgba", small.as_raw().as_slice(), png::ColorType::Rgba),
+            ("rgb", rgb.as_slice(), png::ColorType::Rgb),
+        ] {
+            let encode = || {
+                let mut out = Vec::new();
+                let mut e = png::Encoder::new(&mut out, 1280, 800);
+                e.set_color(color);
+                e.set_depth(png::BitDepth::Eight);
+                e.set_compression(compression);
+                e.set_filter(filter);
+                e.write_header().unwrap().write_image_data(raw).unwrap();
+                out.len()
+            };
+            let len = encode();
+            report(
+                &format!("    png {name} {channels} 1280x800 ({} KiB)", len / 1024),
+                &bench(30, || {
+                    encode();
+                }),
+            );
+        }
+    }
     let jpeg = || {
         let mut out = Vec::new();
         image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)

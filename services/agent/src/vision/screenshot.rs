@@ -116,13 +116,17 @@ impl Screenshot {
 }
 
 /// Encodes RGBA pixels as PNG with fast compression (the annotated copy is rebuilt every step).
+///
+/// Every row uses the Paeth filter: on a 1280×800 screenshot with text, gradients and a photo
+/// (`cargo bench -p ufo-agent --bench agents`) that encodes in 5.9 ms against 7.7 ms for the adaptive
+/// per-row choice, for 5 % more bytes (962 vs 915 KiB); Sub is faster still (5.4 ms) but 21 % larger.
 pub fn encode_png(img: &RgbaImage) -> Result<Bytes, VisionError> {
     use image::ImageEncoder as _;
     let mut out = Vec::with_capacity(img.as_raw().len() / 4);
     image::codecs::png::PngEncoder::new_with_quality(
         &mut out,
         image::codecs::png::CompressionType::Fast,
-        image::codecs::png::FilterType::Adaptive,
+        image::codecs::png::FilterType::Paeth,
     )
     .write_image(
         img.as_raw(),

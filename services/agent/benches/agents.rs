@@ -71,6 +71,17 @@ fn bench(iterations: usize, mut f: impl FnMut()) -> Histogram<u64> {
     h
 }
 
+/// Reports an encoder's p50/p99 with the size of what it produces (`encode` returns the byte count).
+fn report_encode(label: &str, encode: impl Fn() -> usize) {
+    let kib = encode() / 1024;
+    report(
+        &format!("{label} ({kib} KiB)"),
+        &bench(30, || {
+            encode();
+        }),
+    );
+}
+
 fn controls(n: usize, w: i32, h: i32) -> Vec<(String, Rect, &'static str)> {
     let types = ["Button", "Edit", "MenuItem", "CheckBox", "ComboBox", "Text"];
     (0..n)
@@ -357,16 +368,7 @@ fn main() {
                 .unwrap();
                 out.len()
             };
-            let len = encode();
-            report(
-                &format!(
-                    "    png fast {name} {channels} 1280x800 ({} KiB)",
-                    len / 1024
-                ),
-                &bench(30, || {
-                    encode();
-                }),
-            );
+            report_encode(&format!("    png fast {name} {channels} 1280x800"), encode);
         }
     }
     // The png crate's own levels (`image` maps its "fast" to png's Fast; Fastest is not reachable there).
@@ -393,13 +395,7 @@ fn main() {
                 e.write_header().unwrap().write_image_data(raw).unwrap();
                 out.len()
             };
-            let len = encode();
-            report(
-                &format!("    png {name} {channels} 1280x800 ({} KiB)", len / 1024),
-                &bench(30, || {
-                    encode();
-                }),
-            );
+            report_encode(&format!("    png {name} {channels} 1280x800"), encode);
         }
     }
     let jpeg = || {
@@ -409,13 +405,7 @@ fn main() {
             .unwrap();
         out.len()
     };
-    let len = jpeg();
-    report(
-        &format!("    jpeg (image) q90 1280x800 ({} KiB, lossy)", len / 1024),
-        &bench(30, || {
-            jpeg();
-        }),
-    );
+    report_encode("    jpeg (image) q90 1280x800, lossy", jpeg);
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -86,7 +86,11 @@ fn step(id: Uuid, n: u64) -> ufo_session::store::StepRecord {
         }],
         ..Default::default()
     };
-    record_step(request, Limits { max_batch: 100 }).unwrap()
+    let limits = Limits {
+        max_batch: 100,
+        max_artifact_bytes: 1 << 20,
+    };
+    record_step(request, limits).unwrap()
 }
 
 fn report(name: &str, h: &Histogram<u64>) {

@@ -28,6 +28,8 @@ macro_rules! on_sqlite {
 on_sqlite!(
     create_get_and_list,
     record_step_is_atomic_and_idempotent,
+    record_step_stores_its_artifacts,
+    concurrent_steps_with_artifacts,
     rounds_blackboard_and_artifacts,
     cancel_and_status,
     leases_expire_and_renewals_hold,

@@ -1,5 +1,5 @@
 //! What one step leaves behind, shaped for `RecordStepRequest`: the step row, memory item, blackboard
-//! entries, artifacts (stored by the runner with `PutArtifact` first) and events.
+//! entries, artifacts (stored by the runner with the step) and events.
 
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
@@ -8,7 +8,7 @@ use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::vision::Screenshot;
 
-/// An artifact of the step, to store with `PutArtifact` before recording the step.
+/// An artifact of the step, stored with it.
 #[derive(Debug, Clone)]
 pub struct StepArtifact {
     /// What it is.
@@ -37,7 +37,8 @@ pub struct StepRecord {
 }
 
 impl StepRecord {
-    /// The `RecordStepRequest` once the artifacts are stored (their ids in `artifact_ids`).
+    /// The `RecordStepRequest` linking artifacts already stored with `PutArtifact` (their ids in
+    /// `artifact_ids`).
     pub fn to_request(
         &self,
         artifact_ids: Vec<String>,
@@ -50,6 +51,7 @@ impl StepRecord {
             artifact_ids,
             events: self.events.clone(),
             lease_owner: lease_owner.to_owned(),
+            artifacts: Vec::new(),
         }
     }
 

@@ -1,10 +1,11 @@
-//! Recording one produced step: its artifacts first (PutArtifact, concurrently), then the step with its memory item,
-//! blackboard entries, the runner's question/hold entries and events, and the runner's marker of what
-//! comes next, in one RecordStep fenced by the lease owner.
+//! Recording one produced step: the step with its artifacts, memory item, blackboard entries, the runner's
+//! question/hold entries and events, and the runner's marker of what comes next, in one RecordStep fenced
+//! by the lease owner (artifacts beyond the inline budget are put first and linked).
 
 use serde_json::json;
 use ufo_proto::v1::{
     BlackboardKind, EventKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest, Round,
+    StepArtifact,
 };
 
 use super::driver::Next;
@@ -21,9 +22,26 @@ impl TaskRun {
         history: &mut History,
     ) -> Result<(), StoreError> {
         let mut client = self.client.clone();
-        // The step's screenshots are stored concurrently (each is its own small transaction); the step that
-        // links them is recorded only once every one is stored.
-        let uploads = output.artifacts.into_iter().map(|artifact| {
+        // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
+        // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
+        // links them.
+        let mut inline = Vec::new();
+        let mut separate = Vec::new();
+        let mut inline_bytes = 0usize;
+        for artifact in output.artifacts {
+            if inline_bytes + artifact.data.len() <= self.config.inline_artifact_bytes {
+                inline_bytes += artifact.data.len();
+                inline.push(StepArtifact {
+                    kind: artifact.kind as i32,
+                    content_type: artifact.content_type,
+                    data: artifact.data,
+                    metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
+                });
+            } else {
+                separate.push(artifact);
+            }
+        }
+        let uploads = separate.into_iter().map(|artifact| {
             let mut client = self.client.clone();
             let request = PutArtifactRequest {
                 session_id: self.session.id.clone(),
@@ -93,6 +111,7 @@ impl TaskRun {
                 artifact_ids,
                 events,
                 lease_owner: self.worker_id.clone(),
+                artifacts: inline,
             })
             .await?
             .into_inner();

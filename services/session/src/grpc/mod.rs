@@ -82,6 +82,7 @@ impl ServiceLimits {
     fn validation(&self) -> Limits {
         Limits {
             max_batch: self.max_batch,
+            max_artifact_bytes: self.max_artifact_bytes,
         }
     }
 }
@@ -342,13 +343,7 @@ impl SessionStore for SessionService {
             step: validate::bounded("step", r.step)?,
             kind: validate::artifact_kind("kind", r.kind)?,
             content_type: required("content_type", r.content_type)?,
-            data: if r.data.is_empty() {
-                return Err(invalid("data", "required"));
-            } else if r.data.len() > self.limits.max_artifact_bytes {
-                return Err(invalid("data", "larger than the configured maximum"));
-            } else {
-                r.data
-            },
+            data: validate::artifact_data("data", r.data, self.limits.validation())?,
             metadata: validate::object(r.metadata),
         };
         Ok(Response::new(

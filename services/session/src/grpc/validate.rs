@@ -10,13 +10,15 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
-use crate::store::{NewBlackboardEntry, NewEvent, StepRecord};
+use crate::store::{NewBlackboardEntry, NewEvent, StepArtifact, StepRecord};
 
 /// Request limits the validation enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Largest number of events, entries or ids in one request.
     pub max_batch: usize,
+    /// Largest artifact in bytes.
+    pub max_artifact_bytes: usize,
 }
 
 /// An INVALID_ARGUMENT status naming `field`.
@@ -179,9 +181,19 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
     let lease_owner = optional(std::mem::take(&mut request.lease_owner));
     // The hash covers everything the step writes, in protobuf's deterministic encoding (Struct fields are
     // ordered maps), and nothing about who sends it.
+    // Inline artifacts are hashed once each: the canonical request carries their SHA-256 instead of
+    // their bytes (a clone of the request shares the bytes, it does not copy them).
+    let digests: Vec<[u8; 32]> = request
+        .artifacts
+        .iter()
+        .map(|a| Sha256::digest(&a.data).into())
+        .collect();
     let mut canonical = request.clone();
     if let Some(step) = canonical.step.as_mut() {
         step.artifacts.clear();
+    }
+    for (artifact, digest) in canonical.artifacts.iter_mut().zip(&digests) {
+        artifact.data = bytes::Bytes::copy_from_slice(digest);
     }
     let content_hash: [u8; 32] = Sha256::digest(canonical.encode_to_vec()).into();
     let step = request.step.ok_or_else(|| invalid("step", "required"))?;
@@ -207,16 +219,49 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
         .enumerate()
         .map(|(i, id)| artifact_id(&format!("artifact_ids[{i}]"), id))
         .collect::<Result<Vec<_>, _>>()?;
+    batch("artifacts", &request.artifacts, limits)?;
+    let artifacts = request
+        .artifacts
+        .into_iter()
+        .zip(digests)
+        .enumerate()
+        .map(|(i, (a, digest))| {
+            let field = |name: &str| format!("artifacts[{i}].{name}");
+            Ok(StepArtifact {
+                kind: artifact_kind(&field("kind"), a.kind)?,
+                content_type: required(&field("content_type"), a.content_type)?,
+                data: artifact_data(&field("data"), a.data, limits)?,
+                metadata: object(a.metadata),
+                sha256: hex::encode(digest),
+            })
+        })
+        .collect::<Result<Vec<_>, Status>>()?;
     Ok(StepRecord {
         session_id,
         memory_item: object(request.memory_item),
         blackboard: entries("blackboard", request.blackboard, limits)?,
         artifact_ids,
+        artifacts,
         events: events("events", request.events, limits)?,
         lease_owner,
         content_hash,
         step,
     })
+}
+
+/// An artifact's bytes: not empty, at most `limits.max_artifact_bytes`.
+pub fn artifact_data(
+    field: &str,
+    data: bytes::Bytes,
+    limits: Limits,
+) -> Result<bytes::Bytes, Status> {
+    if data.is_empty() {
+        Err(invalid(field, "required"))
+    } else if data.len() > limits.max_artifact_bytes {
+        Err(invalid(field, "larger than the configured maximum"))
+    } else {
+        Ok(data)
+    }
 }
 
 /// An artifact kind (not UNSPECIFIED).
@@ -229,7 +274,10 @@ mod tests {
     use super::*;
     use ufo_proto::v1::Step;
 
-    const LIMITS: Limits = Limits { max_batch: 4 };
+    const LIMITS: Limits = Limits {
+        max_batch: 4,
+        max_artifact_bytes: 64,
+    };
 
     fn request() -> RecordStepRequest {
         RecordStepRequest {
@@ -286,6 +334,75 @@ mod tests {
         assert_ne!(
             record_step(changed, LIMITS).unwrap().content_hash,
             a.content_hash
+        );
+    }
+
+    fn artifact(kind: ArtifactKind, data: &'static [u8]) -> ufo_proto::v1::StepArtifact {
+        ufo_proto::v1::StepArtifact {
+            kind: kind.into(),
+            content_type: "image/png".into(),
+            data: bytes::Bytes::from_static(data),
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn inline_artifacts_are_checked_and_hashed() {
+        let bad_cases: [(ufo_proto::v1::StepArtifact, &str); 4] = [
+            (
+                artifact(ArtifactKind::Unspecified, b"x"),
+                "artifacts[1].kind: required",
+            ),
+            (
+                ufo_proto::v1::StepArtifact {
+                    content_type: " ".into(),
+                    ..artifact(ArtifactKind::CleanScreenshot, b"x")
+                },
+                "artifacts[1].content_type: required",
+            ),
+            (
+                artifact(ArtifactKind::CleanScreenshot, b""),
+                "artifacts[1].data: required",
+            ),
+            (
+                artifact(ArtifactKind::CleanScreenshot, &[7; 65]),
+                "artifacts[1].data: larger than the configured maximum",
+            ),
+        ];
+        for (bad, message) in bad_cases {
+            let mut r = request();
+            r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, b"ok"), bad];
+            let err = record_step(r, LIMITS).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert_eq!(err.message(), message);
+        }
+        let mut r = request();
+        r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, b"x"); 5];
+        assert!(
+            record_step(r, LIMITS)
+                .unwrap_err()
+                .message()
+                .starts_with("artifacts:")
+        );
+
+        let with = |data: &'static [u8]| {
+            let mut r = request();
+            let step = r.step.as_mut().unwrap();
+            step.session_id = "7d0c4e4e-1111-4222-8333-944445555666".into();
+            r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, data)];
+            record_step(r, LIMITS).unwrap()
+        };
+        let a = with(b"pixels");
+        assert_eq!(
+            a.artifacts[0].sha256,
+            hex::encode(Sha256::digest(b"pixels")),
+            "the content id is the bytes' SHA-256"
+        );
+        assert_eq!(with(b"pixels").content_hash, a.content_hash);
+        assert_ne!(
+            with(b"other pixels").content_hash,
+            a.content_hash,
+            "the content hash covers the bytes"
         );
     }
 }

@@ -116,6 +116,8 @@ pub struct StepRecord {
     pub blackboard: Vec<NewBlackboardEntry>,
     /// Hex SHA-256 ids of artifacts already put for this session, linked to this step.
     pub artifact_ids: Vec<String>,
+    /// Artifacts stored with the step, in its transaction.
+    pub artifacts: Vec<StepArtifact>,
     /// Events appended before STEP_FINISHED.
     pub events: Vec<NewEvent>,
     /// When set, requires this worker to hold the lease.
@@ -152,6 +154,21 @@ pub struct NewArtifact {
     pub data: bytes::Bytes,
     /// Metadata (a JSON object).
     pub metadata: Json,
+}
+
+/// An artifact recorded with its step (stored under the step's session and number).
+#[derive(Debug, Clone)]
+pub struct StepArtifact {
+    /// What it is.
+    pub kind: ArtifactKind,
+    /// MIME type.
+    pub content_type: String,
+    /// The bytes.
+    pub data: bytes::Bytes,
+    /// Metadata (a JSON object).
+    pub metadata: Json,
+    /// Hex SHA-256 of `data` (its content id).
+    pub sha256: String,
 }
 
 /// How to find an artifact.

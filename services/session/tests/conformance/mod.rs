@@ -98,11 +98,18 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
             round: 1,
         }],
         lease_owner: String::new(),
+        artifacts: Vec::new(),
     }
 }
 
+/// Validation limits of the suite's requests.
+pub const LIMITS: Limits = Limits {
+    max_batch: 100,
+    max_artifact_bytes: 1 << 20,
+};
+
 pub fn record(id: Uuid, n: u64, thought: &str) -> StepRecord {
-    validate::record_step(step_request(id, n, thought), Limits { max_batch: 100 }).unwrap()
+    validate::record_step(step_request(id, n, thought), LIMITS).unwrap()
 }
 
 async fn all_events(store: &dyn Store, id: Uuid) -> Vec<Event> {

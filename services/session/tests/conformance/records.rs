@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use ufo_proto::v1::{ArtifactKind, BlackboardKind, EventKind, RoundStatus, SessionStatus};
-use ufo_session::grpc::validate::{self, Limits};
+use ufo_session::grpc::validate;
 use ufo_session::store::{
     ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, RoundEnd, StatusChange,
     Store, StoreError,
@@ -110,7 +110,7 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
             r.artifact_ids = vec![artifact.id.clone()];
             r
         },
-        Limits { max_batch: 100 },
+        LIMITS,
     )
     .unwrap()
     .content_hash;
@@ -473,4 +473,225 @@ pub async fn cancel_and_status(store: Arc<dyn Store>) {
         store.list_rounds(running).await.unwrap()[0].status,
         RoundStatus::Cancelled as i32
     );
+}
+
+/// A step request carrying `artifacts` (kind, bytes) inline.
+fn with_artifacts(
+    id: Uuid,
+    n: u64,
+    thought: &str,
+    artifacts: &[(ArtifactKind, &[u8])],
+) -> ufo_session::store::StepRecord {
+    let mut request = step_request(id, n, thought);
+    request.artifacts = artifacts
+        .iter()
+        .map(|(kind, data)| ufo_proto::v1::StepArtifact {
+            kind: (*kind).into(),
+            content_type: "image/png".into(),
+            data: bytes::Bytes::copy_from_slice(data),
+            metadata: Some(ufo_proto::json::to_struct(json!({"width": 2, "height": 1})).unwrap()),
+        })
+        .collect();
+    validate::record_step(request, LIMITS).unwrap()
+}
+
+pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let clean: &[u8] = b"clean pixels";
+    let annotated: &[u8] = b"annotated pixels";
+    // One artifact put beforehand and linked, two carried by the step.
+    let desktop = store
+        .put_artifact(NewArtifact {
+            session_id: id,
+            step: 1,
+            kind: ArtifactKind::DesktopScreenshot,
+            content_type: "image/png".into(),
+            data: b"desktop pixels".to_vec().into(),
+            metadata: json!({}),
+        })
+        .await
+        .unwrap();
+    let mut first = with_artifacts(
+        id,
+        1,
+        "look",
+        &[
+            (ArtifactKind::CleanScreenshot, clean),
+            (ArtifactKind::AnnotatedScreenshot, annotated),
+        ],
+    );
+    first.artifact_ids = vec![desktop.id.clone()];
+    let done = store.record_step(first.clone()).await.unwrap();
+    assert!(!done.duplicate);
+    let stored = store.get_step(id, 1).await.unwrap();
+    assert_eq!(done.step, stored, "the response lists what is stored");
+    let mut kinds: Vec<(i32, u64, String)> = stored
+        .artifacts
+        .iter()
+        .map(|a| (a.kind, a.size, a.content_type.clone()))
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        vec![
+            (ArtifactKind::CleanScreenshot as i32, 12, "image/png".into()),
+            (
+                ArtifactKind::AnnotatedScreenshot as i32,
+                16,
+                "image/png".into()
+            ),
+            (
+                ArtifactKind::DesktopScreenshot as i32,
+                14,
+                "image/png".into()
+            ),
+        ]
+    );
+    let fetched = store
+        .get_artifact(ArtifactKey::Place {
+            session_id: id,
+            step: 1,
+            kind: ArtifactKind::AnnotatedScreenshot,
+        })
+        .await
+        .unwrap();
+    assert_eq!(fetched.data.as_ref(), annotated);
+    let meta = fetched.r#ref.unwrap().metadata;
+    assert_eq!(
+        ufo_proto::json::from_optional_struct(meta),
+        json!({"width": 2, "height": 1}),
+        "the metadata survives"
+    );
+    assert_eq!(
+        store
+            .get_artifact(ArtifactKey::Id(first.artifacts[0].sha256.clone()))
+            .await
+            .unwrap()
+            .data
+            .as_ref(),
+        clean
+    );
+
+    // Identical again: a duplicate, nothing more stored.
+    let again = store.record_step(first.clone()).await.unwrap();
+    assert!(again.duplicate);
+    assert_eq!(store.get_step(id, 1).await.unwrap(), stored);
+    assert_eq!(store.get_session(id).await.unwrap().last_seq, done.last_seq);
+
+    // Other bytes under the same step: the content hash covers them, so it is a conflict.
+    let other = with_artifacts(
+        id,
+        1,
+        "look",
+        &[
+            (ArtifactKind::CleanScreenshot, b"other pixels"),
+            (ArtifactKind::AnnotatedScreenshot, annotated),
+        ],
+    );
+    assert_ne!(other.content_hash, first.content_hash);
+    let conflict = store.record_step(other.clone()).await;
+    assert!(
+        matches!(conflict, Err(StoreError::AlreadyExists(_))),
+        "{conflict:?}"
+    );
+    assert!(
+        matches!(
+            store
+                .get_artifact(ArtifactKey::Id(other.artifacts[0].sha256.clone()))
+                .await,
+            Err(StoreError::NotFound(_))
+        ),
+        "a refused step stores no bytes"
+    );
+
+    // A step refused for another reason (its round does not exist) stores nothing either.
+    let mut refused = with_artifacts(id, 2, "x", &[(ArtifactKind::CleanScreenshot, b"never")]);
+    refused.step.round = 2;
+    assert!(matches!(
+        store.record_step(refused.clone()).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store
+            .get_artifact(ArtifactKey::Id(refused.artifacts[0].sha256.clone()))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // The same screenshot in the next step: referenced again, its bytes stored once.
+    let second = store
+        .record_step(with_artifacts(
+            id,
+            2,
+            "unchanged",
+            &[(ArtifactKind::CleanScreenshot, clean)],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(second.step.artifacts.len(), 1);
+    assert_eq!(
+        second.step.artifacts[0].id,
+        stored_id(&stored, ArtifactKind::CleanScreenshot)
+    );
+    assert_eq!(second.step.artifacts[0].step, 2);
+}
+
+fn stored_id(step: &ufo_proto::v1::Step, kind: ArtifactKind) -> String {
+    step.artifacts
+        .iter()
+        .find(|a| a.kind == kind as i32)
+        .map(|a| a.id.clone())
+        .unwrap_or_default()
+}
+
+/// Steps of many sessions recorded at once (on Postgres, grouped into shared commits): each keeps its own
+/// artifacts, and the one refused stores none.
+pub async fn concurrent_steps_with_artifacts(store: Arc<dyn Store>) {
+    let mut ids = Vec::new();
+    for _ in 0..12 {
+        ids.push(session(&*store).await);
+    }
+    let shared: &[u8] = b"the same desktop in every session";
+    let writes = ids.iter().enumerate().map(|(i, id)| {
+        let store = Arc::clone(&store);
+        let own = format!("window {i}").into_bytes();
+        let mut record = with_artifacts(
+            *id,
+            1,
+            "look",
+            &[
+                (ArtifactKind::CleanScreenshot, &own),
+                (ArtifactKind::DesktopScreenshot, shared),
+            ],
+        );
+        if i == 5 {
+            record.step.round = 9;
+        }
+        async move {
+            (
+                record.artifacts[0].sha256.clone(),
+                store.record_step(record).await,
+            )
+        }
+    });
+    let results = futures::future::join_all(writes).await;
+    for (i, (own, result)) in results.into_iter().enumerate() {
+        if i == 5 {
+            assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
+            assert!(matches!(
+                store.get_artifact(ArtifactKey::Id(own)).await,
+                Err(StoreError::NotFound(_))
+            ));
+            continue;
+        }
+        let done = result.unwrap();
+        assert_eq!(done.step.artifacts.len(), 2, "step of session {i}");
+        assert_eq!(stored_id(&done.step, ArtifactKind::CleanScreenshot), own);
+        assert_eq!(
+            store.get_step(ids[i], 1).await.unwrap().artifacts,
+            done.step.artifacts
+        );
+        let bytes = store.get_artifact(ArtifactKey::Id(own)).await.unwrap().data;
+        assert_eq!(bytes.as_ref(), format!("window {i}").as_bytes());
+    }
 }

@@ -118,8 +118,8 @@ mod dialect {
 
     pub(super) use super::batch::StepWriter;
 
-    /// Records a step through the group-commit queue (see `batch`): the stored functions of migration 0003
-    /// check, lock and write (see its header for the outcomes).
+    /// Records a step through the group-commit queue (see `batch`): the stored functions of migrations
+    /// 0003 and 0004 check, lock and write (see 0003's header for the outcomes).
     pub(super) async fn record_step(
         store: &super::sql::SqlStore,
         write: &super::sql::StepWrite<'_>,
@@ -182,6 +182,7 @@ mod dialect {
                 .collect(),
             events,
             artifacts: record.artifact_ids.clone(),
+            new_artifacts: record.artifacts.clone(),
         };
         let (outcome, detail, last_seq, board, artifacts) = store.steps.record(pending).await?;
         let detail = detail.unwrap_or_default();

@@ -2,10 +2,13 @@
 //! (content-addressed bytes referenced from a session's steps).
 
 use chrono::{DateTime, Utc};
+use serde_json::Value as Json;
 use sha2::{Digest as _, Sha256};
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
-use ufo_proto::v1::{Artifact, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind};
+use ufo_proto::v1::{
+    Artifact, ArtifactKind, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind,
+};
 use uuid::Uuid;
 
 use super::events::{Totals, append, lock_session};
@@ -40,6 +43,52 @@ pub(super) async fn insert_entry(
     rows::blackboard_entry(&row)
 }
 
+/// Stores an artifact's bytes once per content and a reference to them from (session, step, kind), in the
+/// caller's transaction. (SQLite's path; Postgres does the same in one statement or in `ufo_record_steps`.)
+#[allow(dead_code)] // compiled for both backends, used by SQLite's
+pub(super) async fn insert_artifact(
+    conn: &mut Conn,
+    session_id: Uuid,
+    step: u64,
+    artifact: ArtifactRow<'_>,
+    at: DateTime<Utc>,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (sha256) DO NOTHING",
+    )
+    .bind(artifact.sha256)
+    .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
+    .bind(artifact.data)
+    .bind(at)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
+    )
+    .bind(session_id)
+    .bind(db_int(step))
+    .bind(artifact.kind.db())
+    .bind(artifact.sha256)
+    .bind(artifact.content_type)
+    .bind(SqlJson(artifact.metadata))
+    .bind(at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The columns of one artifact to store (borrowed from the request).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ArtifactRow<'a> {
+    pub kind: ArtifactKind,
+    pub sha256: &'a str,
+    pub content_type: &'a str,
+    pub metadata: &'a Json,
+    pub data: &'a [u8],
+}
+
 /// Stores an artifact statement by statement in one transaction: the session must exist; the bytes once per
 /// content; the reference to them. Returns the stored reference. (SQLite's path; Postgres does the same in
 /// one statement, see its dialect.)
@@ -53,29 +102,14 @@ pub(crate) async fn put_artifact_statements(
     let mut tx = write.begin().await?;
     let outcome: StoreResult<(_, u64)> = async {
         session_in(&mut tx, artifact.session_id).await?;
-        sqlx::query(
-            "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (sha256) DO NOTHING",
-        )
-        .bind(sha256)
-        .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
-        .bind(artifact.data.as_ref())
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
-        )
-        .bind(artifact.session_id)
-        .bind(db_int(artifact.step))
-        .bind(artifact.kind.db())
-        .bind(sha256)
-        .bind(&artifact.content_type)
-        .bind(SqlJson(&artifact.metadata))
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
+        let row = ArtifactRow {
+            kind: artifact.kind,
+            sha256,
+            content_type: &artifact.content_type,
+            metadata: &artifact.metadata,
+            data: &artifact.data,
+        };
+        insert_artifact(&mut tx, artifact.session_id, artifact.step, row, at).await?;
         let row = sqlx::query(
             "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
              FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \

@@ -10,7 +10,7 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
-use super::board::insert_entry;
+use super::board::{ArtifactRow, insert_artifact, insert_entry};
 use super::events::{Totals, append};
 use super::sessions::session_in;
 use super::{Conn, SqlStore, api_u64, check_lease, db_int, dialect, now, rows, settle};
@@ -258,8 +258,18 @@ impl SqlStore {
             for sha256 in &record.artifact_ids {
                 link_artifact(&mut tx, id, sha256, step_no).await?;
             }
+            for a in &record.artifacts {
+                let row = ArtifactRow {
+                    kind: a.kind,
+                    sha256: &a.sha256,
+                    content_type: &a.content_type,
+                    metadata: &a.metadata,
+                    data: &a.data,
+                };
+                insert_artifact(&mut tx, id, s.step, row, w.at).await?;
+            }
             let (last_seq, board) = write_step_statements(&mut tx, w).await?;
-            let artifacts = if record.artifact_ids.is_empty() {
+            let artifacts = if record.artifact_ids.is_empty() && record.artifacts.is_empty() {
                 Vec::new()
             } else {
                 artifacts_of(&mut tx, id, step_no, step_no).await?

@@ -643,3 +643,42 @@ async fn graceful_shutdown_requeues_the_task_for_another_replica() {
     second.stop().await;
     session.stop().await;
 }
+
+/// Screenshots travel inside RecordStep up to `--inline-artifact-bytes`; beyond it (here: every one) they are
+/// put first and linked. Either way each step serves its screenshot back.
+#[tokio::test]
+async fn screenshots_over_the_inline_budget_are_stored_all_the_same() {
+    let session = Session::start().await;
+    for budget in ["0", "16777216"] {
+        let mut flags = RUNNER_FLAGS.to_vec();
+        flags.extend(["--inline-artifact-bytes", budget]);
+        let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
+        let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
+        let api = Api::new(&agent);
+        let id = api.submit(json!({"request": "steps=2 look"})).await;
+        api.wait_status(&id, "finished").await;
+        let steps = api.steps(&id).await;
+        assert_eq!(steps.len(), 2, "budget {budget}");
+        for n in 1..=2 {
+            assert_eq!(
+                steps[n - 1]["screenshots"],
+                json!(["clean"]),
+                "budget {budget}"
+            );
+            let res = api
+                .http
+                .get(format!("{}/v1/tasks/{id}/steps/{n}/screenshot", api.base))
+                .bearer_auth(KEY)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200, "budget {budget}");
+            assert_eq!(
+                res.bytes().await.unwrap().as_ref(),
+                api_support::driver::png().as_slice(),
+                "budget {budget}"
+            );
+        }
+        agent.stop().await;
+    }
+}

@@ -96,6 +96,28 @@ async fn bad_input_is_rejected_naming_the_field() {
         .unwrap_err();
     assert_invalid(err, "step.step");
     let err = c
+        .record_step(RecordStepRequest {
+            step: Some(Step {
+                session_id: uuid::Uuid::new_v4().to_string(),
+                step: 1,
+                round: 1,
+                round_step: 1,
+                agent_name: "HostAgent".into(),
+                agent_kind: ufo_proto::v1::AgentKind::Host.into(),
+                ..Default::default()
+            }),
+            artifacts: vec![ufo_proto::v1::StepArtifact {
+                kind: ArtifactKind::CleanScreenshot.into(),
+                content_type: "image/png".into(),
+                data: Vec::new().into(),
+                metadata: None,
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_invalid(err, "artifacts[0].data");
+    let err = c
         .claim_task(ClaimTaskRequest {
             worker_id: String::new(),
             lease_ms: 0,
@@ -336,5 +358,24 @@ async fn oversized_messages_are_refused() {
     // with gRPC's code for an over-limit message.
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains("too large"), "{err:?}");
+    // The same limit bounds a step that carries its screenshots.
+    let err = c
+        .record_step(RecordStepRequest {
+            step: Some(Step {
+                session_id: uuid::Uuid::new_v4().to_string(),
+                step: 1,
+                ..Default::default()
+            }),
+            artifacts: vec![ufo_proto::v1::StepArtifact {
+                kind: ArtifactKind::CleanScreenshot.into(),
+                content_type: "image/png".into(),
+                data: vec![0; 128 * 1024].into(),
+                metadata: None,
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     server.stop().await;
 }

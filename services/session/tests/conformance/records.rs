@@ -634,6 +634,30 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
         stored_id(&stored, ArtifactKind::CleanScreenshot)
     );
     assert_eq!(second.step.artifacts[0].step, 2);
+
+    // Identical bytes under two kinds in one step (an annotated copy with no marks): two references.
+    let third = store
+        .record_step(with_artifacts(
+            id,
+            3,
+            "nothing to mark",
+            &[
+                (ArtifactKind::CleanScreenshot, b"plain"),
+                (ArtifactKind::AnnotatedScreenshot, b"plain"),
+            ],
+        ))
+        .await
+        .unwrap();
+    let mut kinds: Vec<i32> = third.step.artifacts.iter().map(|a| a.kind).collect();
+    kinds.sort_unstable();
+    assert_eq!(
+        kinds,
+        [
+            ArtifactKind::CleanScreenshot as i32,
+            ArtifactKind::AnnotatedScreenshot as i32
+        ]
+    );
+    assert_eq!(third.step.artifacts[0].id, third.step.artifacts[1].id);
 }
 
 fn stored_id(step: &ufo_proto::v1::Step, kind: ArtifactKind) -> String {

@@ -4,8 +4,8 @@
 
 use serde_json::json;
 use ufo_proto::v1::{
-    BlackboardKind, EventKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest, Round,
-    StepArtifact,
+    ArtifactRef, BlackboardKind, EventKind, GetBlackboardRequest, PutArtifactRequest,
+    RecordStepRequest, Round, StepArtifact,
 };
 
 use super::driver::Next;
@@ -111,11 +111,36 @@ impl TaskRun {
                 artifact_ids,
                 events,
                 lease_owner: self.worker_id.clone(),
-                artifacts: inline,
+                artifacts: inline.clone(),
             })
             .await?
             .into_inner();
-        let step = recorded.step.unwrap_or_default();
+        let mut step = recorded.step.unwrap_or_default();
+        // A session service older than `RecordStepRequest.artifacts` ignores the field and records the step
+        // without them (e.g. during a rolling upgrade that reached the agents first): the step's references
+        // show it, and the screenshots are then stored under the step with PutArtifact.
+        let missing = missing_inline(&inline, &step.artifacts);
+        if !missing.is_empty() {
+            tracing::warn!(
+                step = number,
+                missing = missing.len(),
+                "the session service did not store the step's artifacts; storing them with PutArtifact"
+            );
+            let puts = missing.into_iter().map(|artifact| {
+                let mut client = self.client.clone();
+                let request = PutArtifactRequest {
+                    session_id: self.session.id.clone(),
+                    step: number,
+                    kind: artifact.kind,
+                    content_type: artifact.content_type.clone(),
+                    data: artifact.data.clone(),
+                    metadata: artifact.metadata.clone(),
+                };
+                async move { client.put_artifact(request).await.map(|r| r.into_inner()) }
+            });
+            step.artifacts
+                .extend(futures::future::try_join_all(puts).await?);
+        }
         if let Some(item) = memory_item {
             history.memory.push(ufo_proto::v1::MemoryItem {
                 agent_name: step.agent_name.clone(),
@@ -152,5 +177,62 @@ impl TaskRun {
             "step recorded"
         );
         Ok(())
+    }
+}
+
+/// The inline artifacts with no stored reference of the same kind and size.
+fn missing_inline<'a>(inline: &'a [StepArtifact], stored: &[ArtifactRef]) -> Vec<&'a StepArtifact> {
+    inline
+        .iter()
+        .filter(|a| {
+            !stored
+                .iter()
+                .any(|r| r.kind == a.kind && r.size == a.data.len() as u64)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ufo_proto::v1::ArtifactKind;
+
+    fn inline(kind: ArtifactKind, len: usize) -> StepArtifact {
+        StepArtifact {
+            kind: kind as i32,
+            content_type: "image/png".into(),
+            data: vec![1; len].into(),
+            metadata: None,
+        }
+    }
+
+    fn stored(kind: ArtifactKind, size: u64) -> ArtifactRef {
+        ArtifactRef {
+            kind: kind as i32,
+            size,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn artifacts_the_store_did_not_keep_are_found() {
+        let sent = [
+            inline(ArtifactKind::CleanScreenshot, 10),
+            inline(ArtifactKind::AnnotatedScreenshot, 12),
+        ];
+        // A current store lists both (and whatever was linked besides).
+        let all = [
+            stored(ArtifactKind::AnnotatedScreenshot, 12),
+            stored(ArtifactKind::CleanScreenshot, 10),
+            stored(ArtifactKind::DesktopScreenshot, 99),
+        ];
+        assert!(missing_inline(&sent, &all).is_empty());
+        // An older store kept only the linked ones.
+        let old = [stored(ArtifactKind::DesktopScreenshot, 99)];
+        assert_eq!(missing_inline(&sent, &old).len(), 2);
+        let partly = [stored(ArtifactKind::CleanScreenshot, 10)];
+        let missing = missing_inline(&sent, &partly);
+        assert_eq!(missing.len(), 1);
+        assert_eq!(missing[0].kind, ArtifactKind::AnnotatedScreenshot as i32);
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! Run: `cargo bench -p ufo-session --bench record_step` (uses `DATABASE_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`; creates and drops a scratch database). Sizes via
-//! `UFO_BENCH_STEPS` (per writer, default 1000) and `UFO_BENCH_DELIVERIES` (default 500).
+//! `UFO_BENCH_STEPS` (per writer, default 1000) and `UFO_BENCH_DELIVERIES` (default 500). Durable runs also
+//! record steps carrying screenshots inline (two of `UFO_BENCH_ARTIFACT_BYTES`, default 300000, and a crop
+//! of a tenth of that; `UFO_BENCH_ARTIFACT_STEPS` with 1 writer, default 200, an eighth of that per writer
+//! with 16).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use sqlx::{Connection as _, Executor as _};
-use ufo_proto::v1::{AgentKind, EventDraft, EventKind, RecordStepRequest, Step};
+use ufo_proto::v1::{AgentKind, ArtifactKind, EventDraft, EventKind, RecordStepRequest, Step};
 use ufo_session::grpc::validate::{Limits, record_step};
 use ufo_session::store::{NewSession, Store, postgres};
 use ufo_session::watch::{WatchOptions, watch};
@@ -39,8 +42,24 @@ async fn session(store: &dyn Store) -> Uuid {
     id
 }
 
-/// A realistic step: an action with arguments, a memory item, a trajectory entry, STEP_STARTED.
-fn step(id: Uuid, n: u64) -> ufo_session::store::StepRecord {
+/// `len` bytes that neither compress (like PNG) nor repeat across steps (so none is deduplicated).
+fn noise(seed: u64, len: usize) -> bytes::Bytes {
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}
+
+/// A realistic step: an action with arguments, a memory item, a trajectory entry, STEP_STARTED, and
+/// artifacts of the given sizes carried inline.
+fn step(id: Uuid, n: u64, artifacts: &[usize]) -> ufo_session::store::StepRecord {
     let s = |v| ufo_proto::json::to_struct(v).unwrap();
     let request = RecordStepRequest {
         step: Some(Step {
@@ -84,11 +103,21 @@ fn step(id: Uuid, n: u64) -> ufo_session::store::StepRecord {
             round: 1,
             ..Default::default()
         }],
+        artifacts: artifacts
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| ufo_proto::v1::StepArtifact {
+                kind: KINDS[i % KINDS.len()].into(),
+                content_type: "image/png".into(),
+                data: noise(id.as_u64_pair().0 ^ (n << 8) ^ i as u64, len),
+                metadata: Some(s(json!({"width": 1280, "height": 800}))),
+            })
+            .collect(),
         ..Default::default()
     };
     let limits = Limits {
         max_batch: 100,
-        max_artifact_bytes: 1 << 20,
+        max_artifact_bytes: 32 << 20,
     };
     record_step(request, limits).unwrap()
 }
@@ -103,18 +132,26 @@ fn report(name: &str, h: &Histogram<u64>) {
     );
 }
 
-/// `writers` concurrent writers, each recording `steps` steps into its own session.
-async fn record(store: &Arc<dyn Store>, writers: usize, steps: usize) {
+const KINDS: [ArtifactKind; 3] = [
+    ArtifactKind::CleanScreenshot,
+    ArtifactKind::AnnotatedScreenshot,
+    ArtifactKind::SelectedControlScreenshot,
+];
+
+/// `writers` concurrent writers, each recording `steps` steps (carrying artifacts of the sizes in
+/// `artifacts`) into its own session.
+async fn record(store: &Arc<dyn Store>, writers: usize, steps: usize, artifacts: &[usize]) {
     let ids: Vec<Uuid> = futures::future::join_all((0..writers).map(|_| session(&**store))).await;
     let started = Instant::now();
     let tasks: Vec<_> = ids
         .into_iter()
         .map(|id| {
             let store = Arc::clone(store);
+            let artifacts = artifacts.to_vec();
             tokio::spawn(async move {
                 let mut h = Histogram::<u64>::new(3).unwrap();
                 for n in 1..=steps as u64 {
-                    let record = step(id, n);
+                    let record = step(id, n, &artifacts);
                     let t = Instant::now();
                     store.record_step(record).await.unwrap();
                     h.record(t.elapsed().as_micros() as u64).unwrap();
@@ -128,9 +165,18 @@ async fn record(store: &Arc<dyn Store>, writers: usize, steps: usize) {
         all.add(t.await.unwrap()).unwrap();
     }
     let elapsed = started.elapsed();
-    report(&format!("record_step, {writers} writer(s)"), &all);
+    let with = if artifacts.is_empty() {
+        String::new()
+    } else {
+        let sizes: Vec<String> = artifacts
+            .iter()
+            .map(|b| format!("{} KB", b / 1000))
+            .collect();
+        format!(" with artifacts of {}", sizes.join(" + "))
+    };
+    report(&format!("record_step{with}, {writers} writer(s)"), &all);
     println!(
-        "record_step, {writers} writer(s): throughput {:.0} steps/s ({} steps in {:.2} s)",
+        "record_step{with}, {writers} writer(s): throughput {:.0} steps/s ({} steps in {:.2} s)",
         all.len() as f64 / elapsed.as_secs_f64(),
         all.len(),
         elapsed.as_secs_f64()
@@ -153,7 +199,7 @@ async fn delivery(name: &str, writer: &Arc<dyn Store>, watcher_store: Arc<dyn St
     );
     let mut h = Histogram::<u64>::new(3).unwrap();
     for k in 1..=n as u64 {
-        let record = step(id, k);
+        let record = step(id, k, &[]);
         writer.record_step(record).await.unwrap();
         let committed = Instant::now();
         loop {
@@ -177,6 +223,8 @@ async fn main() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let steps = env_usize("UFO_BENCH_STEPS", 1000);
     let deliveries = env_usize("UFO_BENCH_DELIVERIES", 500);
+    let artifact_bytes = env_usize("UFO_BENCH_ARTIFACT_BYTES", 300_000);
+    let artifact_steps = env_usize("UFO_BENCH_ARTIFACT_STEPS", 200);
     let scratch = format!("ufo_session_bench_{}", std::process::id());
     let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
     admin
@@ -198,7 +246,7 @@ async fn main() {
         };
         let store: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(32)).await.unwrap());
         // Warm the pool and the caches.
-        record(&store, 4, 50).await;
+        record(&store, 4, 50, &[]).await;
         println!(
             "--- synchronous_commit = {} ---",
             if async_commit {
@@ -207,8 +255,14 @@ async fn main() {
                 "on (default, durable)"
             }
         );
-        record(&store, 1, steps).await;
-        record(&store, 16, steps).await;
+        record(&store, 1, steps, &[]).await;
+        record(&store, 16, steps, &[]).await;
+        if !async_commit {
+            // A step with its screenshots: what the agent sends (two full-size images and a crop).
+            let shots = [artifact_bytes, artifact_bytes, artifact_bytes / 10];
+            record(&store, 1, artifact_steps, &shots).await;
+            record(&store, 16, artifact_steps / 8, &shots).await;
+        }
         let same = Arc::clone(&store);
         delivery(
             "delivery, same replica (in-process notifier)",

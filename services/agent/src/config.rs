@@ -252,8 +252,9 @@ pub struct RunnerConfig {
 
     /// A step's artifacts (screenshots) travel inside its RecordStep call and are stored in the step's own
     /// transaction while their total stays within this many bytes; the rest are stored first, one
-    /// PutArtifact call each (0: every artifact that way). Keep it well under the session service's message
-    /// limit (`--max-message-bytes`, default 32 MiB) (default 16777216).
+    /// PutArtifact call each (0: every artifact that way). A step the session service refuses as larger than
+    /// its message limit (`--max-message-bytes`, default 32 MiB) is sent again with its artifacts stored
+    /// that way (default 16777216).
     #[arg(long = "inline-artifact-bytes", env = "UFO_INLINE_ARTIFACT_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub inline_artifact_bytes: usize,
 

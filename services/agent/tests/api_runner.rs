@@ -682,3 +682,48 @@ async fn screenshots_over_the_inline_budget_are_stored_all_the_same() {
         agent.stop().await;
     }
 }
+
+/// A session service configured with a smaller message limit than the step's screenshots together: the
+/// RecordStep carrying them inline is refused (RESOURCE_EXHAUSTED) and the runner stores them one by one
+/// instead, so the task goes on and every screenshot is kept.
+#[tokio::test]
+async fn a_step_too_large_for_the_session_service_stores_its_screenshots_separately() {
+    let session = Session::start_with(|c| c.max_message_bytes = 256 * 1024).await;
+    let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
+    let agent = Agent::start(agent_config(&session.url, RUNNER_FLAGS), Some(driver)).await;
+    let api = Api::new(&agent);
+    // Two 150 KB artifacts per step: each fits the limit, the two together do not.
+    let id = api.submit(json!({"request": "steps=2 shots=150000"})).await;
+    let task = api.wait_status(&id, "finished").await;
+    assert_eq!(task["totals"]["steps"], 2, "{task}");
+    let steps = api.steps(&id).await;
+    for n in 1..=2u64 {
+        let mut kinds: Vec<String> = steps[n as usize - 1]["screenshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap().to_owned())
+            .collect();
+        kinds.sort();
+        assert_eq!(kinds, ["annotated", "clean"], "step {n}");
+        for (i, kind) in ["clean", "annotated"].into_iter().enumerate() {
+            let res = api
+                .http
+                .get(format!(
+                    "{}/v1/tasks/{id}/steps/{n}/screenshot?kind={kind}",
+                    api.base
+                ))
+                .bearer_auth(KEY)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            assert_eq!(
+                res.bytes().await.unwrap().as_ref(),
+                api_support::driver::shot(n * 2 + i as u64, 150_000).as_slice(),
+                "step {n} {kind}"
+            );
+        }
+    }
+    agent.stop().await;
+}

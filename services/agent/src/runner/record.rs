@@ -29,36 +29,25 @@ impl TaskRun {
         let mut separate = Vec::new();
         let mut inline_bytes = 0usize;
         for artifact in output.artifacts {
-            if inline_bytes + artifact.data.len() <= self.config.inline_artifact_bytes {
-                inline_bytes += artifact.data.len();
-                inline.push(StepArtifact {
-                    kind: artifact.kind as i32,
-                    content_type: artifact.content_type,
-                    data: artifact.data,
-                    metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
-                });
-            } else {
-                separate.push(artifact);
-            }
-        }
-        let uploads = separate.into_iter().map(|artifact| {
-            let mut client = self.client.clone();
-            let request = PutArtifactRequest {
-                session_id: self.session.id.clone(),
-                step: number,
+            let artifact = StepArtifact {
                 kind: artifact.kind as i32,
                 content_type: artifact.content_type,
                 data: artifact.data,
                 metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
             };
-            async move {
-                client
-                    .put_artifact(request)
-                    .await
-                    .map(|stored| stored.into_inner().id)
+            if inline_bytes + artifact.data.len() <= self.config.inline_artifact_bytes {
+                inline_bytes += artifact.data.len();
+                inline.push(artifact);
+            } else {
+                separate.push(artifact);
             }
-        });
-        let artifact_ids = futures::future::try_join_all(uploads).await?;
+        }
+        let artifact_ids = self
+            .put_artifacts(number, separate)
+            .await?
+            .into_iter()
+            .map(|stored| stored.id)
+            .collect();
         let mut blackboard = output.blackboard;
         let mut events = output.events;
         let next = match &output.next {
@@ -103,18 +92,37 @@ impl TaskRun {
             .insert(NEXT_KEY.to_owned(), ufo_proto::json::to_value(next));
         let wrote_board = !blackboard.is_empty();
         let memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
-        let recorded = client
-            .record_step(RecordStepRequest {
-                step: Some(step),
-                memory_item: memory_item.clone(),
-                blackboard,
-                artifact_ids,
-                events,
-                lease_owner: self.worker_id.clone(),
-                artifacts: inline.clone(),
-            })
-            .await?
-            .into_inner();
+        let mut request = RecordStepRequest {
+            step: Some(step),
+            memory_item: memory_item.clone(),
+            blackboard,
+            artifact_ids,
+            events,
+            lease_owner: self.worker_id.clone(),
+            artifacts: inline,
+        };
+        let recorded = match client.record_step(request.clone()).await {
+            Ok(recorded) => recorded.into_inner(),
+            // Larger than the session service accepts in one message (its --max-message-bytes is below
+            // this runner's inline budget): nothing was recorded, so the screenshots are stored one by one
+            // and the step links them.
+            Err(status)
+                if status.code() == tonic::Code::ResourceExhausted
+                    && !request.artifacts.is_empty() =>
+            {
+                tracing::warn!(step = number, error = %status,
+                    "the step with its screenshots is too large for the session service; storing them separately");
+                let stored = self
+                    .put_artifacts(number, std::mem::take(&mut request.artifacts))
+                    .await?;
+                request
+                    .artifact_ids
+                    .extend(stored.into_iter().map(|stored| stored.id));
+                client.record_step(request.clone()).await?.into_inner()
+            }
+            Err(status) => return Err(status.into()),
+        };
+        let inline = request.artifacts;
         let mut step = recorded.step.unwrap_or_default();
         // A session service older than `RecordStepRequest.artifacts` ignores the field and records the step
         // without them (e.g. during a rolling upgrade that reached the agents first): the step's references
@@ -126,20 +134,9 @@ impl TaskRun {
                 missing = missing.len(),
                 "the session service did not store the step's artifacts; storing them with PutArtifact"
             );
-            let puts = missing.into_iter().map(|artifact| {
-                let mut client = self.client.clone();
-                let request = PutArtifactRequest {
-                    session_id: self.session.id.clone(),
-                    step: number,
-                    kind: artifact.kind,
-                    content_type: artifact.content_type.clone(),
-                    data: artifact.data.clone(),
-                    metadata: artifact.metadata.clone(),
-                };
-                async move { client.put_artifact(request).await.map(|r| r.into_inner()) }
-            });
+            let missing = missing.into_iter().cloned().collect();
             step.artifacts
-                .extend(futures::future::try_join_all(puts).await?);
+                .extend(self.put_artifacts(number, missing).await?);
         }
         if let Some(item) = memory_item {
             history.memory.push(ufo_proto::v1::MemoryItem {
@@ -177,6 +174,29 @@ impl TaskRun {
             "step recorded"
         );
         Ok(())
+    }
+}
+
+impl TaskRun {
+    /// Stores `artifacts` under step `number`, concurrently, one PutArtifact each.
+    async fn put_artifacts(
+        &self,
+        number: u64,
+        artifacts: Vec<StepArtifact>,
+    ) -> Result<Vec<ArtifactRef>, StoreError> {
+        let puts = artifacts.into_iter().map(|artifact| {
+            let mut client = self.client.clone();
+            let request = PutArtifactRequest {
+                session_id: self.session.id.clone(),
+                step: number,
+                kind: artifact.kind,
+                content_type: artifact.content_type,
+                data: artifact.data,
+                metadata: artifact.metadata,
+            };
+            async move { client.put_artifact(request).await.map(|r| r.into_inner()) }
+        });
+        Ok(futures::future::try_join_all(puts).await?)
     }
 }
 

@@ -1,7 +1,8 @@
 //! A deterministic [`TaskDriver`] standing in for the agents in runner tests. The request text carries its
 //! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
 //! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
-//! log — then never return: the step is in flight when the test kills or cancels the runner). An approved
+//! log — then never return: the step is in flight when the test kills or cancels the runner), `shots=N`
+//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). An approved
 //! held action that an earlier runner already started is not "run" (logged) again.
 
 use std::io::Write as _;
@@ -26,6 +27,13 @@ fn directive(request: &str, key: &str) -> Option<u64> {
         .split_whitespace()
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
         .and_then(|v| v.parse().ok())
+}
+
+/// `len` bytes, different for every `seed`.
+pub fn shot(seed: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(seed * 7) as u8)
+        .collect()
 }
 
 /// A 2x2 PNG.
@@ -127,12 +135,28 @@ fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
             serde_json::json!(input.step),
         )])),
         blackboard: Vec::new(),
-        artifacts: vec![ArtifactUpload {
-            kind: ArtifactKind::CleanScreenshot,
-            content_type: "image/png".into(),
-            data: png().into(),
-            metadata: serde_json::Map::new(),
-        }],
+        artifacts: match directive(&input.session.request, "shots") {
+            // `shots=N`: a clean and an annotated "screenshot" of N bytes each, different in every step.
+            Some(n) => [
+                ArtifactKind::CleanScreenshot,
+                ArtifactKind::AnnotatedScreenshot,
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(i, kind)| ArtifactUpload {
+                kind,
+                content_type: "image/png".into(),
+                data: shot(input.step * 2 + i as u64, n as usize).into(),
+                metadata: serde_json::Map::new(),
+            })
+            .collect(),
+            None => vec![ArtifactUpload {
+                kind: ArtifactKind::CleanScreenshot,
+                content_type: "image/png".into(),
+                data: png().into(),
+                metadata: serde_json::Map::new(),
+            }],
+        },
         events: Vec::new(),
         next,
     }

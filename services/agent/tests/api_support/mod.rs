@@ -37,12 +37,18 @@ pub struct Session {
 
 impl Session {
     pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// The real session service with its configuration adjusted by `configure`.
+    pub async fn start_with(configure: impl FnOnce(&mut ufo_session::Config)) -> Self {
         let database = fresh_database().await;
         let database_url = database.url().to_owned();
         let mut config = ufo_session::Config::defaults();
         config.database_url = Some(database_url.clone());
         config.auth_token = None;
         config.pool_size = 4;
+        configure(&mut config);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();

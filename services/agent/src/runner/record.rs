@@ -118,7 +118,11 @@ impl TaskRun {
                 request
                     .artifact_ids
                     .extend(stored.into_iter().map(|stored| stored.id));
-                client.record_step(request.clone()).await?.into_inner()
+                // Nothing of the request is needed afterwards (its inline artifacts are now none).
+                client
+                    .record_step(std::mem::take(&mut request))
+                    .await?
+                    .into_inner()
             }
             Err(status) => return Err(status.into()),
         };

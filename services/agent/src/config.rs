@@ -40,6 +40,16 @@ pub struct Config {
     /// Agent limits and switches.
     #[command(flatten)]
     pub agents: crate::agents::config::AgentArgs,
+
+    /// Check the model endpoint (API key, reachability, the configured models), print one line per
+    /// finding and exit: 0 when nothing would make a task fail, 1 otherwise. `ufo up` and `ufo doctor`
+    /// run this.
+    #[arg(long)]
+    pub check_model: bool,
+
+    /// How long the model endpoint check (at start, and --check-model) waits for an answer, in seconds.
+    #[arg(long, env = "UFO_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
+    pub llm_check_timeout_secs: u64,
 }
 
 /// How the API authenticates callers and which limits it enforces.

@@ -56,7 +56,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::healthz))
         .routes(routes!(rest::readyz))
         .split_for_parts();
-    let document = openapi::finish(doc, state.tasks.limits());
+    let document = openapi::finish(doc, state.tasks.limits(), state.tasks.executors());
     let max_body = state.tasks.limits().max_body_bytes;
     api.route(
         "/openapi.json",

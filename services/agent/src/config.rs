@@ -190,6 +190,10 @@ pub struct ApiConfig {
         default_value = "http://127.0.0.1:50051"
     )]
     pub default_executor: String,
+
+    /// The task viewer and the event stream.
+    #[command(flatten)]
+    pub viewer: crate::api::web::ViewerConfig,
 }
 
 /// How the agent reaches the session service.

@@ -376,6 +376,15 @@ async fn the_viewer_in_headless_chromium() {
             "step card lacks {part}: {text}"
         );
     }
+    if let Ok(path) = std::env::var("UFO_VIEWER_PNG") {
+        // Zoomed out so the picture shows the header and the three steps.
+        browser
+            .js("document.body.style.zoom = '0.5'", json!([]))
+            .await;
+        images_loaded(&browser, "#timeline", 3).await;
+        std::fs::write(path, browser.screenshot().await).unwrap();
+        browser.js("document.body.style.zoom = ''", json!([])).await;
+    }
     // The clean and desktop images on demand.
     browser.click("[data-step=\"1\"] button.show-clean").await;
     browser.click("[data-step=\"1\"] button.show-desktop").await;
@@ -398,9 +407,6 @@ async fn the_viewer_in_headless_chromium() {
         "{href}"
     );
     assert!(href.as_str().unwrap().contains(&first));
-    if let Ok(path) = std::env::var("UFO_VIEWER_PNG") {
-        std::fs::write(path, browser.screenshot().await).unwrap();
-    }
 
     // Replay: the slider and play/pause through the screenshots.
     browser.click("#replay-link").await;

@@ -66,6 +66,7 @@ impl Executor for Adapter {
                     result: Some(ufo_proto::json::to_value(r.result)),
                     call_id: r.call_id,
                     duration_us: 1,
+                    settle: None,
                     images: r
                         .images
                         .into_iter()

@@ -163,6 +163,7 @@ impl ActionRecord {
                 result: Some(ufo_proto::json::to_value(self.result.result.clone())),
                 call_id: self.result.call_id.clone(),
                 duration_us: 0,
+                settle: None,
                 images: vec![],
                 warnings: self.result.warnings.clone(),
             }),

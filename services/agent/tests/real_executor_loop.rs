@@ -237,6 +237,12 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
         records[2].step.agent_name.starts_with("AppAgent/"),
         "{summary:#?}"
     );
+    // The AppAgent's first observation followed the launch and selection: the executor waited for the
+    // screen to settle and the step records how long.
+    let settle = &records[2].memory_item["settle"];
+    eprintln!("first AppAgent observation: settle {settle}");
+    assert!(settle["waited_ms"].as_f64().is_some(), "{settle}");
+    assert!(settle["outcome"].is_string(), "{settle}");
     // The batch: failed, skipped, skipped; FINISH did not end the subtask.
     let batch = &records[2].step;
     let statuses: Vec<_> = batch

@@ -26,6 +26,7 @@ fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &m
         call_id: String::new(),
         images: Vec::new(),
         warnings: Vec::new(),
+        settle: None,
     };
     match held {
         Held::Host { response, .. } => {

@@ -121,6 +121,12 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
         .filter(|t| !HOST_TOOLS.contains(&t.as_str()) && !OBSERVATION_TOOLS.contains(&t.as_str()))
         .cloned()
         .collect();
+    eprintln!(
+        "ListTools: {} tools; HostAgent offered {:?}; AppAgent offered {:?}",
+        tools.len(),
+        expected_host,
+        expected_app
+    );
     let host_tools = expected_host.clone();
     llm.push_fn(move |req| {
         assert_eq!(functions(req), host_tools);

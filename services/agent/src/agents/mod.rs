@@ -19,4 +19,4 @@ pub mod settings;
 pub use app::AppAgent;
 pub use host::HostAgent;
 pub use services::AgentServices;
-pub use settings::{AgentSettings, PendingFallback};
+pub use settings::AgentSettings;

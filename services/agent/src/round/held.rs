@@ -96,7 +96,14 @@ impl Round {
                 let mut registry = TargetRegistry::new();
                 // Registration order is label order, so re-registering gives every target its label back.
                 registry.register(targets);
-                match run_host_function(self.dispatcher.as_ref(), &response, &registry).await {
+                match run_host_function(
+                    self.dispatcher.as_ref(),
+                    &response,
+                    &registry,
+                    &self.services.settings,
+                )
+                .await
+                {
                     Ok((record, target)) => {
                         let failed = record.result.status == ResultStatus::Failure;
                         draft.actions.push(record);

@@ -19,6 +19,7 @@
 pub mod agents;
 pub mod api;
 pub mod config;
+pub mod control;
 pub mod dispatch;
 pub mod executors;
 pub mod llm;

@@ -326,7 +326,7 @@ pub async fn run_actions(
         records.push(ActionRecord {
             function: spec.function.clone(),
             arguments: spec.arguments.clone(),
-            status: spec.status.clone(),
+            status: spec.status.to_string(),
             target,
             result,
         });

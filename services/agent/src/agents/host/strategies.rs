@@ -230,8 +230,8 @@ impl Strategy<HostAgent> for HostLlmInteraction {
 pub struct HostActionExecution;
 
 /// Statuses for which the HostAgent runs its function now.
-pub fn host_acts(status: &str) -> bool {
-    matches!(status, "ASSIGN" | "CONTINUE")
+pub fn host_acts(status: &crate::response::HostStatus) -> bool {
+    status.acts()
 }
 
 /// Executes a HostAgent function (also used when a held function is approved).
@@ -294,7 +294,7 @@ pub async fn run_host_function(
         ActionRecord {
             function: response.function.clone(),
             arguments: response.arguments.clone(),
-            status: response.status.clone(),
+            status: response.status.to_string(),
             target: target.clone(),
             result,
         },
@@ -326,9 +326,10 @@ impl Strategy<HostAgent> for HostActionExecution {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
-        let hold = response.status == "CONFIRM" && !agent.services.settings.confirm_never
+        let confirm = response.status == crate::response::HostStatus::Confirm;
+        let hold = confirm && !agent.services.settings.confirm_never
             || agent.services.settings.confirm_always && !response.function.is_empty();
-        if !(host_acts(&response.status) || response.status == "CONFIRM") || hold {
+        if !(host_acts(&response.status) || confirm) || hold {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let dispatcher = ctx.require(DISPATCHER)?.clone();

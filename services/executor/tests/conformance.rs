@@ -291,7 +291,11 @@ async fn linux_backend_conformance() {
     assert_eq!(full["truncated"], false);
     // The live, shown tree (hidden pages and closed menus are not on screen; tests/observe.rs checks
     // it against an independent live walk).
-    assert!(full["node_count"].as_u64().unwrap() > 100, "{}", full["node_count"]);
+    assert!(
+        full["node_count"].as_u64().unwrap() > 100,
+        "{}",
+        full["node_count"]
+    );
 
     // Launch (allow-list only) and close an application.
     let o = one(&exec, "launch_application", json!({"name": "xterm"})).await;

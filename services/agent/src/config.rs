@@ -163,17 +163,37 @@ pub struct ApiConfig {
     )]
     pub timeout_cap_seconds: u32,
 
-    /// Executors tasks may name instead of an address, as `name=http://host:port`, comma-separated.
+    /// Executors tasks may name, as `name=http(s)://host:port`, comma-separated; they receive
+    /// `--executor-token` and are verified with `--executor-ca`.
     #[arg(long = "executors", env = "UFO_EXECUTORS", value_delimiter = ',')]
     pub executors: Vec<String>,
 
-    /// Executor used when a task names none.
+    /// A JSON file declaring executors with their own token and CA:
+    /// `{"executors": {"NAME": {"address": "https://host:port", "token_file": "PATH", "ca": "PATH"}}}`.
+    #[arg(long = "executors-file", env = "UFO_EXECUTORS_FILE")]
+    pub executors_file: Option<PathBuf>,
+
+    /// Hosts a task may name by address (`http(s)://host:port`) instead of by executor name,
+    /// comma-separated; such executors never receive a token. Empty (the default): addresses are refused.
+    /// Link-local and cloud metadata addresses are refused even when listed.
+    #[arg(
+        long = "executor-address-hosts",
+        env = "UFO_EXECUTOR_ADDRESS_HOSTS",
+        value_delimiter = ','
+    )]
+    pub executor_address_hosts: Vec<String>,
+
+    /// Executor used when a task names none: a declared name, or an address (declared as `default`).
     #[arg(
         long = "default-executor",
         env = "UFO_DEFAULT_EXECUTOR",
         default_value = "http://127.0.0.1:50051"
     )]
     pub default_executor: String,
+
+    /// The task viewer and the event stream.
+    #[command(flatten)]
+    pub viewer: crate::api::web::ViewerConfig,
 }
 
 /// How the agent reaches the session service.

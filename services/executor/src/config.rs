@@ -104,6 +104,29 @@ pub struct Config {
     )]
     pub control_types: Vec<String>,
 
+    /// Longest current text get_app_window_controls_target_info lists for an editable control, in
+    /// characters (0: none).
+    #[arg(long, env = "UFO_EXECUTOR_MAX_VALUE_CHARS", default_value_t = 256)]
+    pub max_value_chars: usize,
+
+    /// Longest time the first observation after an action waits for the screen to settle, in
+    /// milliseconds (0: observe at once).
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub settle_timeout_ms: u32,
+
+    /// How long the screen must stay unchanged to count as settled, in milliseconds.
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_QUIET_MS", default_value_t = 40)]
+    pub settle_quiet_ms: u32,
+
+    /// How long after an action the screen may take to start changing before the observation
+    /// concludes that nothing changed, in milliseconds.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_SETTLE_FIRST_CHANGE_MS",
+        default_value_t = 300
+    )]
+    pub settle_first_change_ms: u32,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,

@@ -187,6 +187,12 @@ async fn serve(
         max_key_strokes: config.max_key_strokes,
         max_text_bytes: config.max_text_bytes,
         control_types: config.control_types.clone(),
+        max_value_chars: config.max_value_chars,
+        settle: crate::backend::SettleOptions {
+            timeout: Duration::from_millis(config.settle_timeout_ms.into()),
+            quiet: Duration::from_millis(config.settle_quiet_ms.into()),
+            first_change: Duration::from_millis(config.settle_first_change_ms.into()),
+        },
     };
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?).with_launch_env(launch_env),

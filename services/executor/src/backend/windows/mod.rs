@@ -137,6 +137,7 @@ impl Uia {
                     .CachedAutomationId()
                     .map(|b| b.to_string())
                     .unwrap_or_default(),
+                value: String::new(),
             }
         }
     }

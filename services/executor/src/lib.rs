@@ -7,7 +7,8 @@
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
 //! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
-//! - [`keys`], [`geometry`], [`tree`], [`encode`]: platform-independent logic shared by the backends.
+//! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`]: platform-independent logic shared by
+//!   the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
 //! - [`testing`] (Linux): a real Xvfb + D-Bus + AT-SPI desktop for tests and benchmarks.
 
@@ -17,6 +18,7 @@ mod dispatch;
 pub mod encode;
 pub mod executor;
 pub mod geometry;
+pub mod handles;
 pub mod keys;
 pub mod service;
 /// The private Xvfb desktop of tests and benchmarks, compiled only with the `testing` feature.
@@ -71,7 +73,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     config.validate(listener.local_addr()?)?;
     let builder = server_builder(config.tls_pem()?)?;
-    let backend = backend::platform_backend().await?;
+    let backend = backend::platform_backend(config.max_control_handles).await?;
     serve(config, builder, backend, listener, shutdown).await
 }
 

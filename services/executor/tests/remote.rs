@@ -152,7 +152,7 @@ async fn windows_executor_smoke() {
             json!({"id": edit, "text": "replaced", "clear_current_text": true}),
         )
         .await;
-    eprintln!("set_edit_text method: {}", set["method"]);
+    eprintln!("set_edit_text wrote through: {}", set["method"]);
     end = Instant::now() + SETTLE;
     loop {
         let (text, _) = r.ok("texts", json!({ "id": edit })).await;
@@ -185,11 +185,16 @@ async fn windows_executor_smoke() {
 
     // Close: a second, untouched Notepad (the first would ask to save) goes away.
     r.ok("launch_application", json!({"name": "notepad"})).await;
-    let second = r
-        .find_window("of a second Notepad", |w| {
-            is_notepad(w) && w["handle"] != handle
-        })
+    let second_notepad = |w: &Value| is_notepad(w) && w["handle"] != handle;
+    r.find_window("of a second Notepad", second_notepad).await;
+    // Activation switches the foreground between the two (select fails unless it is observed there).
+    // Window ids are positions in the latest list, so each is looked up right before use.
+    let first = r
+        .find_window("of the first Notepad", |w| w["handle"] == handle)
         .await;
+    r.ok("select_application_window", json!({ "id": first }))
+        .await;
+    let second = r.find_window("of a second Notepad", second_notepad).await;
     let (sel, _) = r
         .ok("select_application_window", json!({ "id": second }))
         .await;

@@ -40,6 +40,16 @@ pub struct Config {
     /// Agent limits and switches.
     #[command(flatten)]
     pub agents: crate::agents::config::AgentArgs,
+
+    /// Check the model endpoint (API key, reachability, the configured models), print one line per
+    /// finding and exit: 0 when nothing would make a task fail, 1 otherwise. `ufo up` and `ufo doctor`
+    /// run this.
+    #[arg(long)]
+    pub check_model: bool,
+
+    /// How long the model endpoint check (at start, and --check-model) waits for an answer, in seconds.
+    #[arg(long, env = "UFO_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
+    pub llm_check_timeout_secs: u64,
 }
 
 /// How the API authenticates callers and which limits it enforces.
@@ -153,17 +163,37 @@ pub struct ApiConfig {
     )]
     pub timeout_cap_seconds: u32,
 
-    /// Executors tasks may name instead of an address, as `name=http://host:port`, comma-separated.
+    /// Executors tasks may name, as `name=http(s)://host:port`, comma-separated; they receive
+    /// `--executor-token` and are verified with `--executor-ca`.
     #[arg(long = "executors", env = "UFO_EXECUTORS", value_delimiter = ',')]
     pub executors: Vec<String>,
 
-    /// Executor used when a task names none.
+    /// A JSON file declaring executors with their own token and CA:
+    /// `{"executors": {"NAME": {"address": "https://host:port", "token_file": "PATH", "ca": "PATH"}}}`.
+    #[arg(long = "executors-file", env = "UFO_EXECUTORS_FILE")]
+    pub executors_file: Option<PathBuf>,
+
+    /// Hosts a task may name by address (`http(s)://host:port`) instead of by executor name,
+    /// comma-separated; such executors never receive a token. Empty (the default): addresses are refused.
+    /// Link-local and cloud metadata addresses are refused even when listed.
+    #[arg(
+        long = "executor-address-hosts",
+        env = "UFO_EXECUTOR_ADDRESS_HOSTS",
+        value_delimiter = ','
+    )]
+    pub executor_address_hosts: Vec<String>,
+
+    /// Executor used when a task names none: a declared name, or an address (declared as `default`).
     #[arg(
         long = "default-executor",
         env = "UFO_DEFAULT_EXECUTOR",
         default_value = "http://127.0.0.1:50051"
     )]
     pub default_executor: String,
+
+    /// The task viewer and the event stream.
+    #[command(flatten)]
+    pub viewer: crate::api::web::ViewerConfig,
 }
 
 /// How the agent reaches the session service.

@@ -66,6 +66,7 @@ impl Executor for Adapter {
                     result: Some(ufo_proto::json::to_value(r.result)),
                     call_id: r.call_id,
                     duration_us: 1,
+                    settle: None,
                     images: r
                         .images
                         .into_iter()
@@ -90,13 +91,30 @@ impl Executor for Adapter {
         &self,
         _r: Request<v1::ListToolsRequest>,
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
-        Ok(Response::new(v1::ListToolsResponse::default()))
+        let tools = FakeDesktop::tool_specs()
+            .into_iter()
+            .map(|t| v1::ToolSpec {
+                name: t.name,
+                description: t.description,
+                tool_type: match t.kind {
+                    ToolType::Action => v1::ToolType::Action,
+                    ToolType::DataCollection => v1::ToolType::DataCollection,
+                } as i32,
+                parameters_schema: ufo_proto::json::to_struct(t.parameters).ok(),
+                result_schema: None,
+            })
+            .collect();
+        Ok(Response::new(v1::ListToolsResponse { tools }))
     }
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,
     ) -> Result<Response<v1::Capabilities>, Status> {
-        Ok(Response::new(v1::Capabilities::default()))
+        let allowed = self.0.catalog().await.unwrap().allowed_applications.clone();
+        Ok(Response::new(v1::Capabilities {
+            allowed_applications: allowed,
+            ..v1::Capabilities::default()
+        }))
     }
 }
 

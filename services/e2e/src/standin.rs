@@ -73,6 +73,7 @@ impl Executor for StandIn {
                 result: Some(ufo_proto::json::to_value(r.result)),
                 call_id: r.call_id,
                 duration_us: 0,
+                settle: None,
                 images: r
                     .images
                     .into_iter()

@@ -93,6 +93,7 @@ async fn main() {
         max_nodes: 5000,
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(60),
+        max_value_chars: 256,
     };
     let nodes = dynb
         .control_tree(&window, &limits)

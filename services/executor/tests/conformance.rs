@@ -59,6 +59,7 @@ async fn listed(backend: &LinuxBackend, w: &WindowInfo) -> Vec<RawNode> {
         max_nodes: 5000,
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(5),
+        max_value_chars: 256,
     };
     let tree = backend.control_tree(w, &limits).await.unwrap();
     filter_controls(&tree, &Limits::default().control_types)

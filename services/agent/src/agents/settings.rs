@@ -52,6 +52,22 @@ pub struct AgentSettings {
     pub confirm_never: bool,
     /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// Characters of an action's error text shown in prompts and trajectories.
+    pub action_error_chars: usize,
+    /// Newest blackboard images sent to the models as images (0 = metadata only).
+    pub blackboard_images: usize,
+    /// Blackboard images are downscaled to fit this size.
+    pub blackboard_image_max: (u32, u32),
+    /// Times the same action may run on an unchanged screen before the AppAgent is told so.
+    pub no_progress_warn: u32,
+    /// Further repeats after that warning before the AppAgent fails back to the HostAgent.
+    pub no_progress_fail: u32,
+    /// How long a launch waits for the program's window to appear.
+    pub launch_window_timeout: Duration,
+    /// How often the window list is looked at while waiting for a launched program's window.
+    pub launch_poll_interval: Duration,
+    /// Newest HostAgent actions shown in its prompt.
+    pub host_previous_actions: usize,
 }
 
 impl Default for AgentSettings {
@@ -87,6 +103,14 @@ impl Default for AgentSettings {
             confirm_always: false,
             confirm_never: false,
             temperature: None,
+            action_error_chars: super::action::ERROR_CHARS,
+            blackboard_images: 2,
+            blackboard_image_max: (640, 640),
+            no_progress_warn: 3,
+            no_progress_fail: 2,
+            launch_window_timeout: Duration::from_secs(10),
+            launch_poll_interval: Duration::from_millis(100),
+            host_previous_actions: 10,
         }
     }
 }

@@ -16,8 +16,10 @@ use ufo_proto::v1::{
 
 use super::error::ApiError;
 use super::session::SessionClient;
+use super::validate::PriceCheck;
 use super::validate::no_nul;
 use crate::config::ApiConfig;
+use crate::executors::{ExecutorConfigError, ExecutorRegistry};
 use crate::runner::hitl::{self, HoldState};
 
 /// First window of newest events read to find the held action (widened fourfold as needed; not a limit:
@@ -63,6 +65,8 @@ pub struct Tasks {
     client: SessionClient,
     watch_client: SessionClient,
     limits: Arc<ApiConfig>,
+    executors: Arc<ExecutorRegistry>,
+    prices: Arc<PriceCheck>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -86,18 +90,34 @@ fn is_terminal(status: i32) -> bool {
 }
 
 impl Tasks {
-    /// Operations on `client` (unary calls) and `watch_client` (streams, no per-call timeout).
-    pub fn new(client: SessionClient, watch_client: SessionClient, limits: Arc<ApiConfig>) -> Self {
-        Self {
+    /// Operations on `client` (unary calls) and `watch_client` (streams, no per-call timeout), with the
+    /// limits, executors and prices `config` declares.
+    pub fn new(
+        client: SessionClient,
+        watch_client: SessionClient,
+        config: &crate::Config,
+    ) -> Result<Self, ExecutorConfigError> {
+        Ok(Self {
             client,
             watch_client,
-            limits,
-        }
+            limits: Arc::new(config.api.clone()),
+            executors: Arc::new(ExecutorRegistry::from_config(config)?),
+            prices: Arc::new(PriceCheck::from_config(&config.llm)),
+        })
     }
 
     /// The configured limits.
     pub fn limits(&self) -> &ApiConfig {
         &self.limits
+    }
+
+    /// The declared executors.
+    pub fn executors(&self) -> &ExecutorRegistry {
+        &self.executors
+    }
+
+    pub(super) fn prices(&self) -> &PriceCheck {
+        &self.prices
     }
 
     /// Queues a task.

@@ -17,6 +17,7 @@ use crate::vision::Screenshot;
 pub struct GrpcDispatcher {
     client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
     command_deadline_ms: u32,
+    catalog: std::sync::Arc<super::tools::CatalogCache>,
 }
 
 impl GrpcDispatcher {
@@ -53,6 +54,7 @@ impl GrpcDispatcher {
         Ok(Self {
             client,
             command_deadline_ms,
+            catalog: Default::default(),
         })
     }
 }
@@ -122,9 +124,15 @@ impl CommandDispatcher for GrpcDispatcher {
             .execute(request)
             .instrument(span)
             .await
-            .map_err(|s| DispatchError::Rpc {
-                code: format!("{:?}", s.code()),
-                message: s.message().to_owned(),
+            .map_err(|s| {
+                // The executor may come back restarted with other tools: fetch its catalog again.
+                if super::tools::is_transport_failure(s.code()) {
+                    self.catalog.invalidate();
+                }
+                DispatchError::Rpc {
+                    code: format!("{:?}", s.code()),
+                    message: s.message().to_owned(),
+                }
             })?
             .into_inner();
         if response.results.len() != sent {
@@ -134,5 +142,13 @@ impl CommandDispatcher for GrpcDispatcher {
             });
         }
         Ok(response.results.into_iter().map(from_proto).collect())
+    }
+
+    async fn catalog(
+        &self,
+    ) -> Result<std::sync::Arc<super::tools::ExecutorCatalog>, DispatchError> {
+        self.catalog
+            .get_or_fetch(|| super::tools::fetch(self.client.clone()))
+            .await
     }
 }

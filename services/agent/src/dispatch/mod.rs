@@ -3,6 +3,7 @@
 //! unit level use `testing::FakeDesktop` (feature `testing`).
 
 pub mod grpc;
+pub mod tools;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -168,6 +169,9 @@ pub enum DispatchError {
 pub trait CommandDispatcher: Send + Sync {
     /// Runs `commands` in order.
     async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError>;
+
+    /// The executor's tools and launch allow-list (cached; see [`tools`]).
+    async fn catalog(&self) -> Result<std::sync::Arc<tools::ExecutorCatalog>, DispatchError>;
 }
 
 /// Runs one command and returns its result.

@@ -97,7 +97,14 @@ impl Round {
             }
             (Held::Host { response, registry }, true) => {
                 draft.status = response.status.clone();
-                match run_host_function(self.dispatcher.as_ref(), &response, &registry).await {
+                match run_host_function(
+                    self.dispatcher.as_ref(),
+                    &response,
+                    &registry,
+                    &self.services.settings,
+                )
+                .await
+                {
                     Ok((record, target)) => {
                         let failed = record.result.status == ResultStatus::Failure;
                         draft.actions.push(record);

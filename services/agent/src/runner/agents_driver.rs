@@ -73,15 +73,9 @@ pub enum DriverSetupError {
     /// The screenshot annotation (label font) cannot be set up.
     #[error(transparent)]
     Vision(#[from] crate::vision::VisionError),
-    /// `--executor-ca` cannot be read.
-    #[error("cannot read the executor CA file {path}")]
-    ExecutorCa {
-        /// The file.
-        path: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The executor registry (flags, executors file, CA) is invalid.
+    #[error(transparent)]
+    Executors(#[from] crate::executors::ExecutorConfigError),
 }
 
 impl AgentsDriver {
@@ -104,24 +98,18 @@ impl AgentsDriver {
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();
-        let executor_ca = match &runner.executor_ca {
-            Some(path) => {
-                Some(
-                    std::fs::read(path).map_err(|source| DriverSetupError::ExecutorCa {
-                        path: path.display().to_string(),
-                        source,
-                    })?,
-                )
-            }
-            None => None,
-        };
+        // Credentials come from the operator's registry, never from the task (issue 16).
+        let executors = crate::executors::ExecutorRegistry::from_config(config)?;
         let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
+            let conn = executors
+                .connection(task)
+                .map_err(|e| format!("cannot use the executor: {e}"))?;
             crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
-                &task.executor,
-                runner.executor_token.as_deref(),
+                &conn.address,
+                conn.token.as_deref(),
                 runner.executor_deadline_ms,
                 runner.executor_max_message_bytes,
-                executor_ca.as_deref(),
+                conn.ca_pem.as_deref(),
             )
             .map(|d| Arc::new(d) as Arc<dyn CommandDispatcher>)
             .map_err(|e| format!("cannot reach the executor: {e}"))

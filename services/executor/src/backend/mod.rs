@@ -8,7 +8,7 @@ pub mod linux;
 pub mod windows;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -102,6 +102,9 @@ pub struct RawNode {
     pub visible: bool,
     /// Automation id / accessible id, empty when none.
     pub automation_id: String,
+    /// The current text of an editable control (at most [`TreeLimits::max_value_chars`] characters),
+    /// empty for other controls and for password fields.
+    pub value: String,
 }
 
 /// How far a tree walk may go.
@@ -113,6 +116,8 @@ pub struct TreeLimits {
     pub max_depth: u32,
     /// Stop when this instant passes (and report truncation).
     pub deadline: Instant,
+    /// Longest current text read for an editable control, in characters (0: none).
+    pub max_value_chars: usize,
 }
 
 /// A flattened tree walk.
@@ -133,6 +138,39 @@ pub struct ControlState {
     pub visible: bool,
     /// Current bounds in screen pixels.
     pub rect: Rect,
+}
+
+/// Bounds of the wait for a settled screen (the settle protocol of `executor.proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleOptions {
+    /// Longest wait in all.
+    pub timeout: Duration,
+    /// How long the screen must stay unchanged to count as settled.
+    pub quiet: Duration,
+    /// How long after the action a first change may take before "nothing changed" is concluded.
+    pub first_change: Duration,
+}
+
+/// How a wait for a settled screen ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleOutcome {
+    /// Changed, then quiet.
+    Settled,
+    /// Nothing changed within the first-change time.
+    NoChange,
+    /// Still changing at the timeout.
+    Timeout,
+    /// The backend cannot see changes.
+    Unsupported,
+}
+
+/// A finished wait for a settled screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleReport {
+    /// How it ended.
+    pub outcome: SettleOutcome,
+    /// Time spent waiting.
+    pub waited: Duration,
 }
 
 /// A mouse button.
@@ -225,6 +263,24 @@ pub trait Backend: Send + Sync {
     async fn scroll_control(&self, control: &RawNode, notches: i32) -> BackendResult<String> {
         self.wheel(control.rect.center(), notches).await?;
         Ok("wheel".into())
+    }
+    /// The window the window manager reports as active, when it reports one.
+    fn active_window(&self) -> Option<u64> {
+        None
+    }
+    /// The desktop's screen-change counter, read just before an action; `None` when this backend
+    /// cannot see changes (then observations report [`SettleOutcome::Unsupported`]).
+    fn change_mark(&self) -> Option<u64> {
+        None
+    }
+    /// Waits until the screen changed after `mark` (read at `since`) and then stayed unchanged, within
+    /// `opts`; never a fixed sleep.
+    async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
+        let _ = (mark, since, opts);
+        SettleReport {
+            outcome: SettleOutcome::Unsupported,
+            waited: Duration::ZERO,
+        }
     }
 }
 

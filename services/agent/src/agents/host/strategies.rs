@@ -5,8 +5,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::HostAgent;
+use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
+use crate::agents::settings::AgentSettings;
+use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
 use crate::memory::MemoryItem;
@@ -16,7 +19,7 @@ use crate::processor::{
 use crate::prompts::host::{HostPromptInput, messages};
 use crate::response::HostResponse;
 use crate::target::{TargetInfo, TargetKind, TargetRegistry};
-use crate::vision::downscale_png;
+use crate::vision::{blackboard_images, downscale_png};
 
 fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
     StrategyError::with_source(what.to_owned(), e)
@@ -39,7 +42,11 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         vec![DISPATCHER.required("runs the screenshot and window-list commands")]
     }
     fn provides(&self) -> Vec<Provided> {
-        vec![DESKTOP_SCREENSHOT.provided(), TARGET_REGISTRY.provided()]
+        vec![
+            DESKTOP_SCREENSHOT.provided(),
+            TARGET_REGISTRY.provided(),
+            TOOL_CATALOG.provided(),
+        ]
     }
     async fn execute(
         &self,
@@ -47,6 +54,11 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let dispatcher = ctx.require(DISPATCHER)?.clone();
+        // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
+        let catalog = dispatcher
+            .catalog()
+            .await
+            .map_err(|e| failed("cannot read the executor's tools", e))?;
         let results = dispatcher
             .execute(vec![
                 Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
@@ -93,7 +105,8 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         );
         Ok(Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
-            .with(TARGET_REGISTRY, registry))
+            .with(TARGET_REGISTRY, registry)
+            .with(TOOL_CATALOG, catalog))
     }
 }
 
@@ -113,6 +126,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         vec![
             TARGET_REGISTRY.required("the selectable targets"),
             DESKTOP_SCREENSHOT.required("the desktop image"),
+            TOOL_CATALOG.required("the functions and launchable applications"),
             pkeys::REQUEST.required("the user's request"),
             PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
             BLACKBOARD.optional("shared context from earlier steps"),
@@ -136,13 +150,21 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         let desktop = downscale_png(ctx.require(DESKTOP_SCREENSHOT)?, w, h)
             .map_err(|e| failed("cannot prepare the desktop screenshot", e))?
             .to_image_data();
-        let blackboard = ctx
-            .get(BLACKBOARD)?
-            .filter(|b| !b.is_empty())
-            .map(|b| b.to_prompt())
+        let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
+        let blackboard = board.map(|b| b.to_prompt()).unwrap_or_default();
+        let board_images = board
+            .map(|b| {
+                blackboard_images(b, settings.blackboard_images, settings.blackboard_image_max)
+            })
             .unwrap_or_default();
         let previous: &[Value] = ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice);
         let plan = agent.previous_plan();
+        let catalog = ctx.require(TOOL_CATALOG)?;
+        let offered: Vec<String> = offered(catalog, Audience::Host)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        let previous_actions = agent.previous_actions(settings.host_previous_actions);
         let request = ChatRequest {
             messages: messages(HostPromptInput {
                 request: ctx.require(pkeys::REQUEST)?,
@@ -151,6 +173,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 previous_subtasks: previous,
                 previous_plan: &plan,
                 blackboard: &blackboard,
+                functions: &function_list(catalog, Audience::Host),
+                launchable: &launchable(catalog),
+                previous_actions: &previous_actions,
+                blackboard_images: &board_images,
             }),
             temperature: settings.temperature,
             max_tokens: None,
@@ -162,6 +188,13 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             settings.max_reasks,
             |m| {
                 let r = HostResponse::parse(&m)?;
+                if !r.function.is_empty() && !offered.contains(&r.function) {
+                    return Err(format!(
+                        "function {} is not available; the functions are: {}",
+                        r.function,
+                        offered.join(", ")
+                    ));
+                }
                 if r.function == "select_application_window" {
                     let label = r
                         .arguments
@@ -200,6 +233,7 @@ pub async fn run_host_function(
     dispatcher: &dyn crate::dispatch::CommandDispatcher,
     response: &HostResponse,
     registry: &TargetRegistry,
+    settings: &AgentSettings,
 ) -> Result<(ActionRecord, Option<TargetInfo>), crate::dispatch::DispatchError> {
     let mut target = None;
     let result = match response.function.as_str() {
@@ -228,6 +262,17 @@ pub async fn run_host_function(
                         ),
                     )
                     .await?
+                }
+            }
+        }
+        "launch_application" => {
+            let catalog = dispatcher.catalog().await?;
+            match check_launch(&catalog, &response.arguments) {
+                Some(denial) => denial,
+                None => {
+                    let (result, window) = launch_and_wait(dispatcher, response, settings).await?;
+                    target = window;
+                    result
                 }
             }
         }
@@ -281,10 +326,14 @@ impl Strategy<HostAgent> for HostActionExecution {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let dispatcher = ctx.require(DISPATCHER)?.clone();
-        let (record, target) =
-            run_host_function(dispatcher.as_ref(), response, ctx.require(TARGET_REGISTRY)?)
-                .await
-                .map_err(|e| failed("host action failed", e))?;
+        let (record, target) = run_host_function(
+            dispatcher.as_ref(),
+            response,
+            ctx.require(TARGET_REGISTRY)?,
+            &agent.services.settings,
+        )
+        .await
+        .map_err(|e| failed("host action failed", e))?;
         let mut out = Outputs::new();
         if let Some(t) = target {
             out.insert(SELECTED_TARGET, t);
@@ -350,11 +399,12 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
                     .map(ActionRecord::to_json)
                     .collect::<Vec<_>>(),
             );
+            let chars = agent.services.settings.action_error_chars;
             item.set(
                 "action_representation",
                 actions
                     .iter()
-                    .map(ActionRecord::representation)
+                    .map(|a| a.representation_with(chars))
                     .collect::<Vec<_>>()
                     .join("; "),
             );

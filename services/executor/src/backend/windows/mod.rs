@@ -103,6 +103,10 @@ impl Backend for UiaBackend {
         window::windows()
     }
 
+    fn active_window(&self) -> Option<u64> {
+        window::foreground()
+    }
+
     async fn activate(&self, w: &WindowInfo) -> BackendResult<WindowInfo> {
         let handle = w.handle;
         let shown = tokio::task::spawn_blocking(move || window::activate(handle))

@@ -21,7 +21,8 @@ use windows::Win32::UI::Accessibility::{
     CUIAutomation, IUIAutomation, IUIAutomationCacheRequest, IUIAutomationElement,
     IUIAutomationTreeWalker, UIA_AutomationIdPropertyId, UIA_BoundingRectanglePropertyId,
     UIA_ControlTypePropertyId, UIA_IsEnabledPropertyId, UIA_IsOffscreenPropertyId,
-    UIA_NamePropertyId, UIA_NativeWindowHandlePropertyId, UIA_RuntimeIdPropertyId,
+    UIA_IsPasswordPropertyId, UIA_NamePropertyId, UIA_NativeWindowHandlePropertyId,
+    UIA_RuntimeIdPropertyId, UIA_ValueValuePropertyId,
 };
 use windows::Win32::UI::HiDpi::{
     DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2, SetProcessDpiAwarenessContext,
@@ -165,23 +166,34 @@ impl Uia {
         kids
     }
 
-    fn node(&self, el: &Element, handle: u64, parent: Option<usize>, depth: u32) -> RawNode {
+    fn node(
+        &self,
+        el: &Element,
+        handle: u64,
+        parent: Option<usize>,
+        depth: u32,
+        max_value_chars: usize,
+    ) -> RawNode {
         let e = &el.e;
+        let control_type =
+            control_type_name(props::int(e, UIA_ControlTypePropertyId, From::Cache).unwrap_or(0));
         RawNode {
             handle: ControlHandle(handle.to_string()),
             parent,
             depth,
             name: props::string(e, UIA_NamePropertyId, From::Cache),
-            control_type: control_type_name(
-                props::int(e, UIA_ControlTypePropertyId, From::Cache).unwrap_or(0),
-            )
-            .to_owned(),
+            control_type: control_type.to_owned(),
             rect: props::rect(e, UIA_BoundingRectanglePropertyId, From::Cache)
                 .or_else(|| el.hwnd.and_then(window::window_rect))
                 .unwrap_or_default(),
             enabled: props::boolean(e, UIA_IsEnabledPropertyId, From::Cache).unwrap_or(true),
             visible: !props::boolean(e, UIA_IsOffscreenPropertyId, From::Cache).unwrap_or(false),
             automation_id: props::string(e, UIA_AutomationIdPropertyId, From::Cache),
+            value: if matches!(control_type, "Edit" | "Document") {
+                value(el, max_value_chars)
+            } else {
+                String::new()
+            },
         }
     }
 
@@ -216,7 +228,7 @@ impl Uia {
                 .map(ElementKey::Runtime)
                 .or(el.hwnd.map(ElementKey::Native));
             let node_handle = {
-                let node = self.node(&el, 0, parent, depth);
+                let node = self.node(&el, 0, parent, depth, limits.max_value_chars);
                 let h = self.handles.insert(walk, window, key, el);
                 RawNode {
                     handle: ControlHandle(h.to_string()),
@@ -244,6 +256,21 @@ impl Uia {
             rect,
         })
     }
+}
+
+/// The current text of an editable control, at most `max` characters; empty for password fields.
+/// The Value property, else the window text of a native edit (where UIA gives no Value).
+fn value(el: &Element, max: usize) -> String {
+    if max == 0 || props::boolean(&el.e, UIA_IsPasswordPropertyId, From::Live).unwrap_or(false) {
+        return String::new();
+    }
+    let mut v = props::string(&el.e, UIA_ValueValuePropertyId, From::Live);
+    if v.is_empty()
+        && let Some(t) = el.hwnd.and_then(window::window_text)
+    {
+        v = t;
+    }
+    v.chars().take(max).collect()
 }
 
 /// The native window handle an element reports (0 means none).

@@ -162,6 +162,13 @@ pub fn activate(handle: u64) -> bool {
     }
 }
 
+/// The foreground window, when there is one.
+pub fn foreground() -> Option<u64> {
+    // SAFETY: a read-only query.
+    let h = unsafe { GetForegroundWindow() };
+    (!h.0.is_null()).then_some(h.0 as usize as u64)
+}
+
 /// Posts WM_CLOSE.
 pub fn close(handle: u64) -> BackendResult<()> {
     // SAFETY: posting a message to a window handle.

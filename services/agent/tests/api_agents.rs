@@ -107,6 +107,33 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
             .is_empty(),
         "the desktop screenshot is stored"
     );
+    // One answer: one QUESTION_ANSWERED event and one blackboard entry for it (next to the question's).
+    let all = events(&session, &id).await;
+    assert!(gapless(&all));
+    assert_eq!(count(&all, EventKind::QuestionAsked), 1);
+    assert_eq!(count(&all, EventKind::QuestionAnswered), 1);
+    let board = session
+        .client()
+        .get_blackboard(ufo_proto::v1::GetBlackboardRequest {
+            session_id: id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let texts: Vec<Value> = board
+        .questions
+        .iter()
+        .map(|e| ufo_proto::json::from_optional_struct(e.value.clone()))
+        .collect();
+    assert_eq!(texts.len(), 2, "the question and its answer: {texts:?}");
+    assert_eq!(
+        texts.iter().filter(|q| q["answer"] == "report.txt").count(),
+        1
+    );
+    assert_eq!(
+        texts[0]["id"], texts[1]["id"],
+        "the answer names the question"
+    );
     agent.stop().await;
     session.stop().await;
 }
@@ -615,7 +642,18 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     let all = events(&session, &id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::ActionHeld), 1);
+    assert_eq!(count(&all, EventKind::ConfirmationRequested), 1);
     assert_eq!(count(&all, EventKind::TaskClaimed), 2);
+    // One approval: one ACTION_APPROVED, with the person's reason, which the resolving step records.
+    let approvals: Vec<_> = all
+        .iter()
+        .filter(|e| e.kind == EventKind::ActionApproved as i32)
+        .collect();
+    assert_eq!(approvals.len(), 1);
+    let payload = ufo_proto::json::from_optional_struct(approvals[0].payload.clone());
+    assert_eq!(payload["reason"], "go ahead");
+    assert_eq!(payload["id"], "h2");
+    assert_eq!(steps[2].comment, "go ahead");
     second.kill().await.unwrap();
     api_agent.stop().await;
     session.stop().await;

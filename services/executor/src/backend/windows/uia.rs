@@ -119,6 +119,7 @@ impl Uia {
                 return Ok(e);
             }
             let e = self.automation.ElementFromHandle(hwnd)?;
+            tracing::debug!("fallback: ElementFromHandle + BuildUpdatedCache");
             Ok(self.cached(e))
         }
     }
@@ -162,6 +163,12 @@ impl Uia {
                     Some(Element { e, hwnd: Some(c) })
                 })
                 .collect();
+            if !kids.is_empty() {
+                tracing::debug!(
+                    found = kids.len(),
+                    "fallback: child windows (the walker found none)"
+                );
+            }
         }
         kids
     }

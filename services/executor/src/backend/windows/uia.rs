@@ -176,7 +176,6 @@ impl Uia {
     fn node(
         &self,
         el: &Element,
-        handle: u64,
         parent: Option<usize>,
         depth: u32,
         max_value_chars: usize,
@@ -185,7 +184,8 @@ impl Uia {
         let control_type =
             control_type_name(props::int(e, UIA_ControlTypePropertyId, From::Cache).unwrap_or(0));
         RawNode {
-            handle: ControlHandle(handle.to_string()),
+            // Set by the caller once the element is in the handle table.
+            handle: ControlHandle(String::new()),
             parent,
             depth,
             name: props::string(e, UIA_NamePropertyId, From::Cache),
@@ -234,15 +234,9 @@ impl Uia {
             let key = props::runtime_id(&el.e, UIA_RuntimeIdPropertyId)
                 .map(ElementKey::Runtime)
                 .or(el.hwnd.map(ElementKey::Native));
-            let node_handle = {
-                let node = self.node(&el, 0, parent, depth, limits.max_value_chars);
-                let h = self.handles.insert(walk, window, key, el);
-                RawNode {
-                    handle: ControlHandle(h.to_string()),
-                    ..node
-                }
-            };
-            nodes.push(node_handle);
+            let mut node = self.node(&el, parent, depth, limits.max_value_chars);
+            node.handle = ControlHandle(self.handles.insert(walk, window, key, el).to_string());
+            nodes.push(node);
             stack.extend(kids.into_iter().rev().map(|c| (c, Some(me), depth + 1)));
         }
         self.handles.finish(walk, window, !truncated);

@@ -142,6 +142,10 @@ pub struct Config {
 
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
 }
 
 /// Which desktop the executor drives.

@@ -226,9 +226,15 @@ async fn serve(
         tls = config.tls_cert.is_some(),
         "ufo-executor listening"
     );
+    // The executor stores nothing: NUL in text is the backend's to refuse or type.
+    let checks = config
+        .request_checks
+        .checks(false, config.max_message_bytes)
+        .map_err(ufo_common::grpc::ServeError::from)?;
     serve_until(
         builder,
         routes.routes(),
+        checks,
         listener,
         intro.health_reporter,
         SERVICES,

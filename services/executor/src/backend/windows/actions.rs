@@ -219,7 +219,7 @@ impl Uia {
                 return Ok(t.to_string());
             }
         }
-        if let Some(t) = el.hwnd.and_then(window::window_text) {
+        if let Some(t) = el.hwnd.and_then(|h| window::window_text(h, &self.opts)) {
             tracing::debug!("fallback: texts through WM_GETTEXT (no Value or Text pattern)");
             return Ok(t);
         }
@@ -237,7 +237,7 @@ impl Uia {
         let uia = unsafe { el.e.SetFocus() };
         match (uia, el.hwnd) {
             (Ok(()), _) => Ok(()),
-            (Err(_), Some(w)) if window::focus_native(w) => {
+            (Err(_), Some(w)) if window::focus_native(w, self.opts.foreground_wait) => {
                 tracing::debug!("fallback: Win32 focus (UIA SetFocus failed)");
                 Ok(())
             }

@@ -2,6 +2,7 @@
 //! arguments, calls the API and prints for a person (or raw JSON with `--json`).
 
 use std::io::IsTerminal as _;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -78,7 +79,8 @@ async fn follow(
     args: &FollowArgs,
 ) -> Result<Outcome, CliError> {
     let prompt = !args.no_prompt;
-    let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?;
+    let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?
+        .reconnect_for(Duration::from_secs(args.reconnect_seconds));
     let task = follower.follow(id, from).await?;
     let status = render::status_word(task.get("status").and_then(Value::as_str).unwrap_or(""));
     let totals = task.get("totals").cloned().unwrap_or(Value::Null);

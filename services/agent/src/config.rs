@@ -44,6 +44,16 @@ pub struct Config {
     /// Agent limits and switches.
     #[command(flatten)]
     pub agents: crate::agents::config::AgentArgs,
+
+    /// Check the model endpoint (API key, reachability, the configured models), print one line per
+    /// finding and exit: 0 when nothing would make a task fail, 1 otherwise. `ufo up` and `ufo doctor`
+    /// run this.
+    #[arg(long)]
+    pub check_model: bool,
+
+    /// How long the model endpoint check (at start, and --check-model) waits for an answer, in seconds.
+    #[arg(long, env = "UFO_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
+    pub llm_check_timeout_secs: u64,
 }
 
 /// How the API authenticates callers and which limits it enforces.
@@ -157,17 +167,37 @@ pub struct ApiConfig {
     )]
     pub timeout_cap_seconds: u32,
 
-    /// Executors tasks may name instead of an address, as `name=http://host:port`, comma-separated.
+    /// Executors tasks may name, as `name=http(s)://host:port`, comma-separated; they receive
+    /// `--executor-token` and are verified with `--executor-ca`.
     #[arg(long = "executors", env = "UFO_EXECUTORS", value_delimiter = ',')]
     pub executors: Vec<String>,
 
-    /// Executor used when a task names none.
+    /// A JSON file declaring executors with their own token and CA:
+    /// `{"executors": {"NAME": {"address": "https://host:port", "token_file": "PATH", "ca": "PATH"}}}`.
+    #[arg(long = "executors-file", env = "UFO_EXECUTORS_FILE")]
+    pub executors_file: Option<PathBuf>,
+
+    /// Hosts a task may name by address (`http(s)://host:port`) instead of by executor name,
+    /// comma-separated; such executors never receive a token. Empty (the default): addresses are refused.
+    /// Link-local and cloud metadata addresses are refused even when listed.
+    #[arg(
+        long = "executor-address-hosts",
+        env = "UFO_EXECUTOR_ADDRESS_HOSTS",
+        value_delimiter = ','
+    )]
+    pub executor_address_hosts: Vec<String>,
+
+    /// Executor used when a task names none: a declared name, or an address (declared as `default`).
     #[arg(
         long = "default-executor",
         env = "UFO_DEFAULT_EXECUTOR",
         default_value = "http://127.0.0.1:50051"
     )]
     pub default_executor: String,
+
+    /// The task viewer and the event stream.
+    #[command(flatten)]
+    pub viewer: crate::api::web::ViewerConfig,
 }
 
 /// How the agent reaches the session service.
@@ -198,6 +228,16 @@ pub struct SessionConfig {
     pub session_timeout_ms: u64,
 }
 
+/// What unanswered questions do when their wait times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum QuestionFallback {
+    /// The round fails ("no answer from a person within Ns").
+    #[default]
+    Fail,
+    /// Each question is answered "(no answer within the timeout)" and the round goes on.
+    Continue,
+}
+
 /// The task runner: how many tasks this replica runs and how it holds them.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunnerConfig {
@@ -221,13 +261,33 @@ pub struct RunnerConfig {
     )]
     pub claim_interval_ms: u64,
 
-    /// How long a task waits for answers or a confirmation before the task fails, in seconds (default 3600).
+    /// How long a task waits for answers to its questions, in seconds (default 3600); then
+    /// `--question-fallback` applies.
     #[arg(
-        long = "human-timeout-seconds",
-        env = "UFO_HUMAN_TIMEOUT_SECONDS",
+        long = "question-timeout-seconds",
+        env = "UFO_QUESTION_TIMEOUT_SECONDS",
         default_value_t = 3600
     )]
-    pub human_timeout_seconds: u64,
+    pub question_timeout_seconds: u64,
+
+    /// What unanswered questions do after `--question-timeout-seconds`: `fail` the round (default), or
+    /// `continue` with the answer "(no answer within the timeout)" recorded for each.
+    #[arg(
+        long = "question-fallback",
+        env = "UFO_QUESTION_FALLBACK",
+        value_enum,
+        default_value = "fail"
+    )]
+    pub question_fallback: QuestionFallback,
+
+    /// How long a held action waits for a decision, in seconds (default 3600); then it is rejected (the
+    /// rejection, with reason "no decision within Ns", is recorded like a person's).
+    #[arg(
+        long = "confirm-timeout-seconds",
+        env = "UFO_CONFIRM_TIMEOUT_SECONDS",
+        default_value_t = 3600
+    )]
+    pub confirm_timeout_seconds: u64,
 
     /// Bearer token sent to executors; unset sends none.
     #[arg(

@@ -19,7 +19,9 @@
 pub mod agents;
 pub mod api;
 pub mod config;
+pub mod control;
 pub mod dispatch;
+pub mod executors;
 pub mod llm;
 pub mod memory;
 pub mod processor;
@@ -59,6 +61,9 @@ pub enum RunError {
     /// Authentication is not configured.
     #[error(transparent)]
     Auth(#[from] api::auth::AuthConfigError),
+    /// The executor registry is invalid.
+    #[error(transparent)]
+    Executors(#[from] executors::ExecutorConfigError),
     /// The session client cannot be built.
     #[error(transparent)]
     Session(#[from] api::session::SessionClientError),
@@ -84,11 +89,7 @@ pub async fn run(
     let keys = api::ApiKeys::from_config(&config.api)?;
     let client = api::session::connect(&config.session)?;
     let watch_client = api::session::connect_streaming(&config.session)?;
-    let tasks = api::Tasks::new(
-        client.clone(),
-        watch_client.clone(),
-        Arc::new(config.api.clone()),
-    );
+    let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
 
     let intro = introspection(SERVICES)
         .await

@@ -82,7 +82,11 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
 }
 
 /// Adds the shared error responses and the configured caps; returns the JSON served at `/openapi.json`.
-pub fn finish(doc: OpenApi, limits: &ApiConfig) -> Json {
+pub fn finish(
+    doc: OpenApi,
+    limits: &ApiConfig,
+    executors: &crate::executors::ExecutorRegistry,
+) -> Json {
     let mut doc = serde_json::to_value(doc).unwrap_or_else(|_| json!({}));
     if let Some(paths) = doc.get_mut("paths").and_then(Json::as_object_mut) {
         for (path, item) in paths.iter_mut() {
@@ -190,14 +194,12 @@ pub fn finish(doc: OpenApi, limits: &ApiConfig) -> Json {
             }
         }
     }
-    // Executors: an http(s) address or a registered name.
-    let mut alternatives = vec![r"https?://[A-Za-z0-9.\-]+(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?".to_owned()];
-    alternatives.extend(
-        limits
-            .executors
-            .iter()
-            .filter_map(|e| e.split_once('=').map(|(n, _)| regex_escape(n.trim()))),
-    );
+    // Executors: a registered name (an http(s) address only when the operator enabled addresses; which
+    // hosts is not expressible here, so the pattern is wider than what is accepted then).
+    let mut alternatives: Vec<String> = executors.names().map(regex_escape).collect();
+    if executors.addresses_enabled() {
+        alternatives.push(r"https?://[A-Za-z0-9.\-]+(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?/?".to_owned());
+    }
     if let Some(obj) = doc
         .pointer_mut("/components/schemas/SubmitTask/properties/executor")
         .and_then(Json::as_object_mut)

@@ -17,31 +17,47 @@ pub(super) fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `http(s)://host[:port][/]`, host of letters, digits, dots and dashes (the pattern the OpenAPI document
-/// states).
-fn is_executor_address(text: &str) -> bool {
-    let Some(rest) = text
-        .strip_prefix("http://")
-        .or_else(|| text.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (host, port) = match rest.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (rest, None),
-    };
-    let host_ok = !host.is_empty()
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-    let port_ok = port.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 5
-            && p.chars().all(|c| c.is_ascii_digit())
-            && p.parse::<u16>().is_ok()
-    });
-    host_ok && port_ok
+/// Whether every model a task may call has a price, so `max_cost` can hold (issue 16).
+#[derive(Debug, Clone)]
+pub struct PriceCheck {
+    prices: crate::llm::PriceTable,
+    host_model: String,
+    app_model: String,
+    backup_model: Option<String>,
+}
+
+impl PriceCheck {
+    /// From the model flags.
+    pub fn from_config(llm: &crate::llm::config::LlmArgs) -> Self {
+        Self {
+            prices: llm.prices(),
+            host_model: llm.host_model.clone(),
+            app_model: llm.app_model.clone(),
+            backup_model: llm.llm_backup_model.clone(),
+        }
+    }
+
+    /// The first model of a task choosing `host`/`app` (empty: the default) that has no price.
+    fn unpriced(&self, host: &str, app: &str) -> Option<(&'static str, String)> {
+        let pick = |chosen: &str, default: &str| {
+            if chosen.is_empty() {
+                default.to_owned()
+            } else {
+                chosen.to_owned()
+            }
+        };
+        [
+            ("model.host_model", pick(host, &self.host_model)),
+            ("model.app_model", pick(app, &self.app_model)),
+        ]
+        .into_iter()
+        .chain(
+            self.backup_model
+                .iter()
+                .map(|m| ("the backup model", m.clone())),
+        )
+        .find(|(_, model)| self.prices.price(model).is_none())
+    }
 }
 
 impl Tasks {
@@ -71,37 +87,18 @@ impl Tasks {
         Ok(())
     }
 
-    fn resolve_executor(&self, executor: &str) -> Result<String, ApiError> {
-        let executor = executor.trim();
-        if executor.is_empty() {
-            return Ok(self.limits().default_executor.clone());
-        }
-        if executor.starts_with("http://") || executor.starts_with("https://") {
-            return if is_executor_address(executor) {
-                Ok(executor.to_owned())
-            } else {
-                Err(ApiError::unprocessable(
-                    "executor is not a valid address (http(s)://host[:port])",
-                ))
-            };
-        }
-        self.limits()
-            .executors
-            .iter()
-            .find_map(|e| e.split_once('=').filter(|(n, _)| n.trim() == executor))
-            .map(|(_, addr)| addr.trim().to_owned())
-            .ok_or_else(|| {
-                ApiError::unprocessable(
-                    "executor is neither an http(s) address nor a registered executor name",
-                )
-            })
+    fn resolve_executor(&self, executor: &str) -> Result<(String, String), ApiError> {
+        self.executors()
+            .resolve(executor)
+            .map_err(|refusal| ApiError::unprocessable(refusal.to_string()))
     }
 
     /// Validates a submission and resolves its defaults.
     pub fn resolve(&self, req: &SubmitTaskRequest) -> Result<TaskConfig, ApiError> {
         let l = self.limits();
         self.check_request("request", &req.request)?;
-        let executor = self.resolve_executor(&req.executor)?;
+        no_nul("executor", &req.executor)?;
+        let (executor_name, executor) = self.resolve_executor(&req.executor)?;
         let limits = req.limits.unwrap_or_default();
         if limits.max_steps > l.max_steps_cap {
             return Err(ApiError::unprocessable(format!(
@@ -130,7 +127,6 @@ impl Tasks {
                 "model.temperature must be between 0 and 2",
             ));
         }
-        no_nul("executor", &req.executor)?;
         for (field, name) in [
             ("model.host_model", &model.host_model),
             ("model.app_model", &model.app_model),
@@ -141,6 +137,12 @@ impl Tasks {
                 )));
             }
         }
+        if let Some((field, name)) = self.prices().unpriced(&model.host_model, &model.app_model) {
+            return Err(ApiError::unprocessable(format!(
+                "{field}: model {name:?} has no price, so limits.max_cost cannot hold; the operator must \
+                 price it (--llm-prices) or set --llm-default-price"
+            )));
+        }
         if ufo_proto::v1::ConfirmPolicy::try_from(req.confirm_policy).is_err() {
             return Err(ApiError::unprocessable(
                 "confirm_policy is not a known policy",
@@ -148,6 +150,7 @@ impl Tasks {
         }
         Ok(TaskConfig {
             executor,
+            executor_name,
             limits: Limits {
                 max_steps: if limits.max_steps == 0 {
                     l.default_max_steps

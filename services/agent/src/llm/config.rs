@@ -34,7 +34,8 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "UFO_LLM_BASE_URL",
-        default_value = "https://api.openai.com/v1"
+        default_value = "https://api.openai.com/v1",
+        value_parser = super::check::parse_base_url
     )]
     pub llm_base_url: String,
     /// API key (never logged); omit for local servers that need none.
@@ -59,7 +60,7 @@ pub struct LlmArgs {
     #[arg(long, env = "UFO_LLM_BACKUP_MODEL")]
     pub llm_backup_model: Option<String>,
     /// Base URL of the backup model's endpoint.
-    #[arg(long, env = "UFO_LLM_BACKUP_BASE_URL")]
+    #[arg(long, env = "UFO_LLM_BACKUP_BASE_URL", value_parser = super::check::parse_base_url)]
     pub llm_backup_base_url: Option<String>,
     /// API key of the backup endpoint (defaults to --llm-api-key).
     #[arg(long, env = "UFO_LLM_BACKUP_API_KEY", hide_env_values = true)]
@@ -85,6 +86,10 @@ pub struct LlmArgs {
     /// Prices in US dollars per million input/output tokens: `model=in/out,model2=in/out`.
     #[arg(long, env = "UFO_LLM_PRICES", default_value = "gpt-4o=2.5/10,gpt-4o-mini=0.15/0.6", value_parser = PriceTable::parse)]
     pub llm_prices: PriceTable,
+    /// Price of models missing from --llm-prices, `IN/OUT` in US dollars per million tokens. Unset: a
+    /// task using an unpriced model is refused at submission (its cost could not be limited).
+    #[arg(long, env = "UFO_LLM_DEFAULT_PRICE", value_parser = PriceTable::parse_price)]
+    pub llm_default_price: Option<super::cost::Price>,
     /// Sampling temperature; unset means the provider default.
     #[arg(long, env = "UFO_LLM_TEMPERATURE")]
     pub llm_temperature: Option<f64>,
@@ -118,9 +123,14 @@ impl LlmArgs {
         }
     }
 
+    /// The price table with the default price applied.
+    pub fn prices(&self) -> PriceTable {
+        self.llm_prices.clone().with_default(self.llm_default_price)
+    }
+
     /// The chat model `model` (with the backup model behind it when configured).
     pub fn model(&self, model: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
-        let prices = Arc::new(self.llm_prices.clone());
+        let prices = Arc::new(self.prices());
         let primary = OpenAiCompatible::new(
             self.endpoint(&self.llm_base_url, model, self.llm_api_key.clone()),
             prices.clone(),

@@ -21,6 +21,8 @@ pub struct Price {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PriceTable {
     prices: HashMap<String, Price>,
+    /// The operator's price for models not in the table (`--llm-default-price`).
+    default: Option<Price>,
 }
 
 /// Why a price table specification could not be parsed.
@@ -73,9 +75,23 @@ impl PriceTable {
         Ok(table)
     }
 
-    /// The price of `model`, if configured.
+    /// The same table pricing every other model at `default`.
+    pub fn with_default(mut self, default: Option<Price>) -> Self {
+        self.default = default;
+        self
+    }
+
+    /// The price of `model`: its own, else the default price, if configured.
     pub fn price(&self, model: &str) -> Option<Price> {
-        self.prices.get(model).copied()
+        self.prices.get(model).copied().or(self.default)
+    }
+
+    /// Parses a default price `IN/OUT` (US dollars per million input/output tokens).
+    pub fn parse_price(spec: &str) -> Result<Price, PriceParseError> {
+        let table = Self::parse(&format!("default={spec}"))?;
+        table.price("default").ok_or_else(|| PriceParseError {
+            entry: spec.to_owned(),
+        })
     }
 
     /// Cost of `usage` on `model` in US dollars (0 when unpriced).

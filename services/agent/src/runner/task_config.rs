@@ -58,6 +58,9 @@ pub struct ModelChoice {
 pub struct TaskConfig {
     /// Executor address (resolved from a registered name at submission).
     pub executor: String,
+    /// The registered executor's name; empty for a caller-named address (which gets no token).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub executor_name: String,
     /// Resolved limits.
     pub limits: Limits,
     /// Model overrides.
@@ -80,6 +83,22 @@ impl TaskConfig {
             Ok(serde_json::Value::Object(map)) => ufo_proto::json::object_to_struct(map),
             // A struct of plain fields always serialises to an object.
             _ => prost_types::Struct::default(),
+        }
+    }
+
+    /// A configuration for unit tests.
+    #[cfg(test)]
+    pub fn for_tests() -> Self {
+        Self {
+            executor: String::new(),
+            executor_name: String::new(),
+            limits: Limits {
+                max_steps: 10,
+                max_cost: 1.0,
+                timeout_seconds: 60,
+            },
+            model: ModelChoice::default(),
+            confirm_policy: ConfirmPolicy::default(),
         }
     }
 

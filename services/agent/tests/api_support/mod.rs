@@ -118,7 +118,7 @@ pub fn agent_config(session_url: &str, extra: &[&str]) -> Config {
 pub fn router(config: &Config) -> axum::Router {
     let client = api::session::connect(&config.session).unwrap();
     let watch = api::session::connect_streaming(&config.session).unwrap();
-    let tasks = api::Tasks::new(client, watch, Arc::new(config.api.clone()));
+    let tasks = api::Tasks::new(client, watch, config).unwrap();
     api::app(api::AppState {
         tasks,
         keys: api::ApiKeys::from_config(&config.api).unwrap(),

@@ -19,7 +19,8 @@ pub struct SubmitTask {
         example = "Open Mousepad and type hello"
     )]
     pub request: String,
-    /// Executor address (`http://host:port`) or a registered executor name; absent means the default.
+    /// A registered executor name (an `http(s)://host:port` address only for hosts the operator allows);
+    /// absent means the default.
     #[serde(default)]
     pub executor: Option<String>,
     /// Limits; absent fields take the server defaults.

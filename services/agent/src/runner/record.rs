@@ -87,7 +87,14 @@ impl TaskRun {
             lease_owner: self.worker_id.clone(),
             artifacts: inline,
         };
-        let recorded = match client.record_step(request.clone()).await {
+        // Retried on transient failures: an identical step already recorded comes back as a duplicate.
+        let recorded = match super::retry::retried(&self.config.store_retry(), "RecordStep", || {
+            let mut client = client.clone();
+            let request = request.clone();
+            async move { client.record_step(request).await }
+        })
+        .await
+        {
             Ok(recorded) => recorded.into_inner(),
             // Larger than the session service accepts in one message (its --max-message-bytes is below
             // this runner's inline budget): nothing was recorded, so the screenshots are stored one by one

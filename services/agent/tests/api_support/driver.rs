@@ -2,13 +2,14 @@
 //! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
 //! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
 //! log — then never return: the step is in flight when the test kills or cancels the runner), `shots=N`
-//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). An approved
-//! held action that an earlier runner already started is not "run" (logged) again.
+//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). Every step
+//! "acts" like the agents: its intent is recorded before the action is logged.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use ufo_agent::control::HeldAction;
+use ufo_agent::dispatch::Command;
 use ufo_agent::runner::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
 };
@@ -61,7 +62,7 @@ impl TaskDriver for ScriptDriver {
             .unwrap_or(2);
         let k = u64::from(input.round_step);
         if self.honour_block && directive(first, "block") == Some(input.step) {
-            self.log(&input);
+            self.act(&input).await?;
             std::future::pending::<()>().await;
         }
         let mut thought = format!("round {} step {k}", input.round.number);
@@ -71,11 +72,6 @@ impl TaskDriver for ScriptDriver {
         }
         if directive(first, "hold").is_some_and(|h| h + 1 == k) {
             thought = format!("decision {:?}", input.decision.as_ref().map(|d| d.approve));
-            if input.approved_run_started {
-                // An earlier runner was killed while "running" the approved action: never run it twice.
-                thought = "the approved action was already started; observed again".into();
-                return Ok(output(&input, thought, cont()).into());
-            }
             if input.decision.as_ref().is_some_and(|d| !d.approve) {
                 let next = Next::Finish {
                     result: "rejected by a person".into(),
@@ -83,7 +79,7 @@ impl TaskDriver for ScriptDriver {
                 return Ok(output(&input, thought, next).into());
             }
         }
-        self.log(&input);
+        self.act(&input).await?;
         let next = if directive(first, "ask") == Some(k) {
             Next::ask(["which name?".to_owned()])
         } else if directive(first, "hold") == Some(k) {
@@ -109,6 +105,18 @@ impl TaskDriver for ScriptDriver {
 }
 
 impl ScriptDriver {
+    /// "Acts" the way the agents do: the intent is recorded first, then the action is logged.
+    async fn act(&self, input: &StepInput<'_>) -> Result<(), DriverError> {
+        let command = Command::act("script_action", serde_json::json!({"step": input.step}));
+        input
+            .intents
+            .record("HostAgent", &[command])
+            .await
+            .map_err(DriverError::new)?;
+        self.log(input);
+        Ok(())
+    }
+
     fn log(&self, input: &StepInput<'_>) {
         if let Some(path) = &self.action_log {
             let mut f = std::fs::OpenOptions::new()

@@ -370,6 +370,7 @@ async fn runner_child() {
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver {
         action_log: Some(log.into()),
         honour_block,
+        executor: std::env::var("UFO_TEST_CHILD_EXECUTOR").ok(),
     });
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -302,15 +302,17 @@ impl Round {
             )));
             return None;
         }
+        let mut carry = record::Carry::default();
         if std::mem::take(&mut self.reselect) {
-            self.reselect_window()
-                .instrument(tracing::info_span!("resume.reselect_window"))
-                .await;
+            carry.actions.extend(
+                self.reselect_window()
+                    .instrument(tracing::info_span!("resume.reselect_window"))
+                    .await,
+            );
             if self.end.is_some() {
                 return None;
             }
         }
-        let mut carry = record::Carry::default();
         if self.new_request {
             self.new_request = false;
             let request = self.request.clone();

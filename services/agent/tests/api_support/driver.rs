@@ -9,7 +9,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use ufo_agent::control::HeldAction;
-use ufo_agent::dispatch::Command;
+use ufo_agent::dispatch::grpc::GrpcDispatcher;
+use ufo_agent::dispatch::{Command, CommandDispatcher as _};
 use ufo_agent::runner::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
 };
@@ -28,6 +29,8 @@ pub struct ScriptDriver {
     pub action_log: Option<PathBuf>,
     /// Whether `block=K` applies (a resumed runner must not block again).
     pub honour_block: bool,
+    /// An executor to send each step's action to (over gRPC), besides logging it.
+    pub executor: Option<String>,
 }
 
 fn directive(request: &str, key: &str) -> Option<u64> {
@@ -79,7 +82,7 @@ impl TaskDriver for ScriptDriver {
                 return Ok(output(&input, thought, next).into());
             }
         }
-        self.act(&input).await?;
+        let action = self.act(&input).await?;
         let next = if directive(first, "ask") == Some(k) {
             Next::ask(["which name?".to_owned()])
         } else if directive(first, "hold") == Some(k) {
@@ -100,21 +103,36 @@ impl TaskDriver for ScriptDriver {
         } else {
             cont()
         };
-        Ok(output(&input, thought, next).into())
+        let mut out = output(&input, thought, next);
+        out.step.actions.push(action);
+        Ok(out.into())
     }
 }
 
 impl ScriptDriver {
     /// "Acts" the way the agents do: the intent is recorded first, then the action is logged.
-    async fn act(&self, input: &StepInput<'_>) -> Result<(), DriverError> {
-        let command = Command::act("script_action", serde_json::json!({"step": input.step}));
+    async fn act(&self, input: &StepInput<'_>) -> Result<ufo_proto::v1::Action, DriverError> {
+        let arguments = serde_json::json!({"task": input.session.id, "step": input.step});
+        let command = Command::act("script_action", arguments.clone());
         input
             .intents
-            .record("HostAgent", &[command])
+            .record("HostAgent", std::slice::from_ref(&command))
             .await
             .map_err(DriverError::new)?;
+        if let Some(url) = &self.executor {
+            let executor = GrpcDispatcher::connect_lazy(url, None, 10_000, 1 << 22, None)
+                .map_err(|e| DriverError::new(e.to_string()))?;
+            executor
+                .execute(vec![command])
+                .await
+                .map_err(|e| DriverError::new(e.to_string()))?;
+        }
         self.log(input);
-        Ok(())
+        Ok(ufo_proto::v1::Action {
+            function: "script_action".into(),
+            arguments: ufo_proto::json::to_struct(arguments).ok(),
+            ..Default::default()
+        })
     }
 
     fn log(&self, input: &StepInput<'_>) {

@@ -9,6 +9,7 @@
 //! - [`hitl`]: questions, answers, held actions and decisions in the session store.
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
 //! - [`retry`]: store writes retried with bounded backoff on transient failures.
+//! - [`sanitise`]: NUL in model text replaced before it is recorded.
 
 pub mod agents_driver;
 pub mod driver;
@@ -16,6 +17,7 @@ pub mod hitl;
 pub mod intent;
 mod record;
 pub mod retry;
+pub mod sanitise;
 pub mod task;
 pub mod task_config;
 pub mod watch;

@@ -156,7 +156,8 @@ impl TaskRun {
                 None
             }
         };
-        if let Some((status, result)) = status {
+        if let Some((status, mut result)) = status {
+            super::sanitise::text(&mut result);
             client
                 .set_session_status(SetSessionStatusRequest {
                     session_id: self.session.id.clone(),
@@ -273,6 +274,8 @@ impl TaskRun {
                 RoundEnd::Stop(Outcome::Cancelled) => (RoundStatus::Cancelled, "cancelled".into()),
                 RoundEnd::Stop(other) => return Ok(other.clone()),
             };
+            let mut result = result;
+            super::sanitise::text(&mut result);
             client
                 .finish_round(FinishRoundRequest {
                     session_id: self.session.id.clone(),

@@ -33,6 +33,10 @@ pub struct Config {
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
+
     /// LLM endpoint, models, retries and prices.
     #[command(flatten)]
     pub llm: crate::llm::config::LlmArgs,

@@ -592,6 +592,30 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
         "each step once, the interrupted one produced again by the sheet's AppAgent"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 7);
+    // What the sheet's AppAgent clicked is recorded in screenshot pixels, for the viewer to draw.
+    let viewed = call(&http, reqwest::Method::GET, format!("{url}/steps"), None).await;
+    let clicked: Vec<&Value> = viewed["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["actions"][0]["function"] == "click_input")
+        .collect();
+    assert!(!clicked.is_empty());
+    for step in clicked {
+        let acted = &step["acted"];
+        assert_eq!(acted.as_array().map(Vec::len), Some(1), "{step}");
+        assert_eq!(acted[0]["function"], "click_input");
+        let r: Vec<i64> = serde_json::from_value(acted[0]["rect"].clone()).unwrap();
+        let p: Vec<i64> = serde_json::from_value(acted[0]["point"].clone()).unwrap();
+        assert!(
+            r[0] >= 0 && r[1] >= 0 && r[0] < r[2] && r[1] < r[3],
+            "{acted}"
+        );
+        assert!(
+            (r[0]..r[2]).contains(&p[0]) && (r[1]..r[3]).contains(&p[1]),
+            "{acted}"
+        );
+    }
     let all = events(&session, &id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::StepFinished), 6);

@@ -132,6 +132,9 @@ impl Round {
         extra.insert("questions".into(), json!(response.questions));
         extra.insert("application".into(), json!(app_root));
         extra.insert("controls".into(), json!(controls.len()));
+        if let Some(shot) = &clean {
+            extra.insert("acted".into(), acted(&actions, shot));
+        }
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
@@ -207,4 +210,26 @@ impl Round {
             }
         }
     }
+}
+
+/// What the step acted on, in the screenshot's pixels, for viewers to draw over it: per action with a
+/// located target, its label, rectangle `[left, top, right, bottom]` and click point (the centre, where
+/// the executor clicks a control).
+fn acted(
+    actions: &[crate::agents::action::ActionRecord],
+    shot: &crate::vision::Screenshot,
+) -> Value {
+    actions
+        .iter()
+        .filter_map(|a| {
+            let target = a.target.as_ref()?;
+            let r = shot.to_pixels(target.rect?);
+            Some(json!({
+                "function": a.function,
+                "label": target.label,
+                "rect": [r.left, r.top, r.right, r.bottom],
+                "point": [(r.left + r.right) / 2, (r.top + r.bottom) / 2],
+            }))
+        })
+        .collect()
 }

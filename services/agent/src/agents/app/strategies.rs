@@ -62,6 +62,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             UI_TREE.provided(),
             WINDOW_INFO.provided(),
             TOOL_CATALOG.provided(),
+            SETTLE.provided(),
         ]
     }
     async fn execute(
@@ -100,6 +101,11 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             )));
         }
         let mut out = Outputs::new().with(TOOL_CATALOG, catalog);
+        // The executor waits for the screen to settle before the first observation after an action and
+        // says how long: recorded with the step.
+        if let Some(settle) = results.iter().find_map(|r| r.settle) {
+            out.insert(SETTLE, settle);
+        }
         let clean = results
             .first()
             .and_then(|r| r.images.first())

@@ -46,6 +46,7 @@ impl Strategy<HostAgent> for DesktopDataCollection {
             DESKTOP_SCREENSHOT.provided(),
             TARGET_REGISTRY.provided(),
             TOOL_CATALOG.provided(),
+            SETTLE.provided(),
         ]
     }
     async fn execute(
@@ -103,10 +104,15 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
-        Ok(Outputs::new()
+        let mut out = Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
             .with(TARGET_REGISTRY, registry)
-            .with(TOOL_CATALOG, catalog))
+            .with(TOOL_CATALOG, catalog);
+        // How long the executor waited for the screen to settle after the previous action.
+        if let Some(settle) = shot.settle.or(windows.settle) {
+            out.insert(SETTLE, settle);
+        }
+        Ok(out)
     }
 }
 
@@ -367,6 +373,7 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
             ACTIONS.optional("what was executed"),
             SELECTED_TARGET.optional("the selected application"),
             LLM_TOTALS.optional("the step's cost"),
+            SETTLE.optional("the wait for a settled screen"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -416,6 +423,9 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         }
         if let Some(t) = ctx.get(SELECTED_TARGET)? {
             item.set("application", t.app_root());
+        }
+        if let Some(settle) = ctx.get(SETTLE)? {
+            item.set("settle", crate::agents::action::settle_json(*settle));
         }
         if let Some(totals) = ctx.get(LLM_TOTALS)? {
             item.set("cost", totals.cost);

@@ -45,10 +45,10 @@ async fn windows(dispatcher: &dyn CommandDispatcher) -> Result<Vec<TargetInfo>, 
 
 /// Whether `w` is a window of the program launched as `name` (process `pid` when the executor said).
 fn belongs(w: &TargetInfo, name: &str, pid: Option<u64>) -> bool {
-    if let (Some(pid), Some(p)) = (pid, w.extra.get("pid").and_then(Value::as_u64)) {
-        if p == pid {
-            return true;
-        }
+    if let (Some(pid), Some(p)) = (pid, w.extra.get("pid").and_then(Value::as_u64))
+        && p == pid
+    {
+        return true;
     }
     // A single-instance program hands the launch to its running process: match by program name.
     let (root, name) = (w.app_root().to_lowercase(), name.to_lowercase());

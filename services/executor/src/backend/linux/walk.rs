@@ -301,8 +301,12 @@ impl Atspi {
                     parent,
                     depth,
                     name,
-                    control_type: control_type(i.role, i.states.contains(State::Editable))
-                        .to_owned(),
+                    control_type: match control_type(i.role, i.states.contains(State::Editable)) {
+                        // An icon with an action (an entry's clear or refresh icon) is a button.
+                        "Image" if i.ifaces.contains(Interface::Action) => "Button",
+                        t => t,
+                    }
+                    .to_owned(),
                     rect: rect.unwrap_or_default(),
                     enabled: enabled(i.states),
                     visible: visible(i.states),

@@ -55,10 +55,8 @@ pub async fn resolve(api: &ApiClient, given: &str) -> Result<String, CliError> {
         });
     }
     if given.is_empty() || !given.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return Err(CliError::InvalidArgument {
-            flag: "task id",
-            reason: format!("{given:?} is neither a task id, a prefix of one, nor `last`"),
-        });
+        // Not a UUID prefix: passed on as it is, and the service says whether such a task exists.
+        return Ok(given.to_owned());
     }
     let wanted = given.to_ascii_lowercase();
     let mut matches = Vec::new();

@@ -402,7 +402,7 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a"]})),
+            Some(json!({"answers": ["a"], "question_ids": ["q-0"]})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -472,7 +472,7 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a", "b", "c"]})),
+            Some(json!({"answers": ["a", "b", "c"], "question_ids": ["q-0", "q-1"]})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -484,7 +484,7 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": []})),
+            Some(json!({"answers": [], "question_ids": []})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -495,19 +495,32 @@ async fn steps_screenshots_and_answers() {
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["report.txt"]})),
+        Some(json!({"answers": ["report.txt"], "question_ids": ["q-0"]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
     assert_eq!(
         task["pending_questions"],
-        json!([{"index": 1, "question": "which folder?"}])
+        json!([{"id": "q-1", "index": 1, "question": "which folder?"}])
+    );
+    // An answer naming a question answered meanwhile is refused, saying what is pending now.
+    assert_error(
+        &send(
+            &app,
+            "POST",
+            &format!("/v1/tasks/{id}/answers"),
+            Some(json!({"answers": ["again"], "question_ids": ["q-0"]})),
+        )
+        .await,
+        StatusCode::CONFLICT,
+        "failed_precondition",
+        "pending now: q-1",
     );
     let (status, task) = send(
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["docs"]})),
+        Some(json!({"answers": ["docs"], "question_ids": ["q-1"]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -528,7 +541,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": "held-1"})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -540,7 +553,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": "yes"})),
+            Some(json!({"approve": "yes", "action_id": "held-1"})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -555,6 +568,7 @@ async fn confirmation_follow_ups_and_cancel() {
         target_name: "Delete".into(),
         reason: "irreversible".into(),
         step: 1,
+        ..Default::default()
     };
     session
         .client()
@@ -568,11 +582,42 @@ async fn confirmation_follow_ups_and_cancel() {
     let (_, task) = send(&app, "GET", &format!("/v1/tasks/{id}"), None).await;
     assert_eq!(task["held_action"]["function"], "click_input");
     assert_eq!(task["held_action"]["arguments"], json!({"id": "7"}));
+    assert_eq!(task["held_action"]["id"], "held-1");
+    for (body, status, mentions) in [
+        (
+            json!({"approve": true}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "action_id",
+        ),
+        (
+            json!({"approve": true, "action_id": ""}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "held now: held-1 (click_input on \"Delete\")",
+        ),
+        (
+            json!({"approve": true, "action_id": "held-0"}),
+            StatusCode::CONFLICT,
+            "held now: held-1",
+        ),
+    ] {
+        let (got, error) = send(
+            &app,
+            "POST",
+            &format!("/v1/tasks/{id}/confirmation"),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(got, status, "{body}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(mentions),
+            "{body}: {error}"
+        );
+    }
     let (status, task) = send(
         &app,
         "POST",
         &format!("/v1/tasks/{id}/confirmation"),
-        Some(json!({"approve": false, "reason": "not that one"})),
+        Some(json!({"approve": false, "reason": "not that one", "action_id": "held-1"})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
@@ -582,7 +627,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": "held-1"})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -647,7 +692,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{other}/answers"),
-            Some(json!({"answers": ["x"]})),
+            Some(json!({"answers": ["x"], "question_ids": ["q-0"]})),
         )
         .await,
         StatusCode::CONFLICT,

@@ -7,6 +7,7 @@
 //! - [`model`]: REST bodies; [`session`]: the session-service client.
 
 pub mod auth;
+pub mod decisions;
 pub mod error;
 pub mod extract;
 pub mod grpc;

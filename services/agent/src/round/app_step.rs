@@ -102,6 +102,7 @@ impl Round {
                 target_name: target,
                 reason: response.comment.clone(),
                 step: self.session_step,
+                ..Default::default()
             };
             let h = Held::App {
                 actions: response.actions.clone(),

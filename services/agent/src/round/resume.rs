@@ -34,6 +34,7 @@ fn held_info_from(v: &Value) -> v1::HeldAction {
         target_name: text("target_name"),
         reason: text("reason"),
         step: v["step"].as_u64().unwrap_or_default(),
+        ..Default::default()
     }
 }
 
@@ -285,6 +286,7 @@ mod tests {
             target_name: "Delete".into(),
             reason: "destructive".into(),
             step: 7,
+            ..Default::default()
         };
         assert_eq!(held_info_from(&held_info_json(&info)), info);
     }

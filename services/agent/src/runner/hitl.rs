@@ -35,6 +35,18 @@ pub fn answer_of(board: &Blackboard, index: u64) -> Option<String> {
     })
 }
 
+/// The id a decision names for the action held at `step`. Decisions are keyed by the holding step, so a
+/// newer held action (a later step) always has another id. (Derived here in one place so it can follow a
+/// typed "held action" record once the runner stores one.)
+pub fn held_action_id(step: u64) -> String {
+    format!("held-{step}")
+}
+
+/// The id an answer names for the blackboard question at `index` (stable: the blackboard is append-only).
+pub fn question_id(index: u64) -> String {
+    format!("q-{index}")
+}
+
 /// Questions asked and not answered yet, in the order they were asked.
 pub fn pending_questions(board: &Blackboard) -> Vec<PendingQuestion> {
     board
@@ -45,6 +57,7 @@ pub fn pending_questions(board: &Blackboard) -> Vec<PendingQuestion> {
         .map(|e| PendingQuestion {
             index: e.index,
             question: field(e, "question").as_str().unwrap_or_default().to_owned(),
+            id: question_id(e.index),
         })
         .collect()
 }
@@ -147,13 +160,15 @@ impl HoldState {
     pub fn apply(&mut self, event: &Event) {
         match EventKind::try_from(event.kind) {
             Ok(EventKind::ActionHeld) => {
+                let step = payload(event, "step").as_u64().unwrap_or(event.step);
                 self.held = Some(HeldAction {
+                    id: held_action_id(step),
                     agent_name: text(event, "agent_name"),
                     function: text(event, "function"),
                     arguments_json: text(event, "arguments_json"),
                     target_name: text(event, "target_name"),
                     reason: text(event, "reason"),
-                    step: payload(event, "step").as_u64().unwrap_or(event.step),
+                    step,
                 });
             }
             Ok(kind @ (EventKind::ActionApproved | EventKind::ActionRejected)) => {

@@ -86,6 +86,7 @@ impl TaskDriver for ScriptDriver {
                 target_name: "Delete".into(),
                 reason: "deletes a file".into(),
                 step: 0,
+                ..Default::default()
             })
         } else if k >= steps {
             Next::Finish(format!("done after {k} steps"))

@@ -259,6 +259,12 @@ impl CommandDispatcher for WithScreenshot {
         }
         Ok(results)
     }
+
+    async fn catalog(
+        &self,
+    ) -> Result<Arc<ufo_agent::dispatch::tools::ExecutorCatalog>, DispatchError> {
+        self.inner.catalog().await
+    }
 }
 
 fn main() {

@@ -10,6 +10,15 @@ use ufo_agent::{Config, Listeners};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();
+    let check_timeout = std::time::Duration::from_secs(config.llm_check_timeout_secs.max(1));
+    if config.check_model {
+        let findings = ufo_agent::llm::check::check(&config.llm, check_timeout).await;
+        for finding in &findings {
+            let word = if finding.problem { "problem" } else { "ok" };
+            println!("{word}: {}", finding.text);
+        }
+        std::process::exit(i32::from(findings.iter().any(|f| f.problem)));
+    }
     let mut telemetry = ufo_common::telemetry::init("ufo-agent", &config.telemetry)?;
     let grpc = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -18,6 +27,17 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot bind {}", config.http_listen))?;
     tracing::info!(grpc = %grpc.local_addr()?, http = %http.local_addr()?, "ufo-agent listening");
+    // A wrong key or address should show at start, not as the first task's failure.
+    let llm = config.llm.clone();
+    tokio::spawn(async move {
+        for finding in ufo_agent::llm::check::check(&llm, check_timeout).await {
+            if finding.problem {
+                tracing::warn!("{}", finding.text);
+            } else {
+                tracing::info!("{}", finding.text);
+            }
+        }
+    });
     let shutdown = ufo_common::shutdown::signal_token();
     let driver: Arc<dyn TaskDriver> =
         Arc::new(AgentsDriver::from_config(&config).context("cannot set up the agents")?);

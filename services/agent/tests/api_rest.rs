@@ -10,9 +10,11 @@ use axum::body::Body;
 use http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use ufo_agent::control::{HeldAction, Next, StepControl};
+use ufo_agent::runner::hitl;
 use ufo_proto::v1::{
-    AppendEventsRequest, ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest,
-    SessionStatus, SetSessionStatusRequest, Step,
+    ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest, SessionStatus,
+    SetSessionStatusRequest, Step,
 };
 
 async fn send(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -321,7 +323,9 @@ async fn listing_reading_and_paths() {
 }
 
 /// Claims the task as a worker and records one step with a screenshot, optionally asking a question.
-async fn record_step(session: &Session, id: &str, ask: bool) {
+/// Records step 1 the way the runner does: its control value says what comes next, and the question entries
+/// and the hold's events go with it.
+async fn record_step(session: &Session, id: &str, next: Next) {
     let mut c = session.client();
     let claimed = c
         .claim_task(ClaimTaskRequest {
@@ -353,26 +357,33 @@ async fn record_step(session: &Session, id: &str, ask: bool) {
         .await
         .unwrap()
         .into_inner();
+    let mut next = next;
+    next.assign_ids(1);
+    let mut step = Step {
+        session_id: id.into(),
+        step: 1,
+        round: 1,
+        round_step: 1,
+        agent_name: "HostAgent".into(),
+        agent_kind: ufo_proto::v1::AgentKind::Host as i32,
+        state_after: "PENDING".into(),
+        thought: "need a name".into(),
+        ..Default::default()
+    };
+    StepControl {
+        next: next.clone(),
+        round: None,
+    }
+    .write(&mut step);
+    let (blackboard, events) = match &next {
+        Next::Ask { questions } => (hitl::question_entries(questions), Vec::new()),
+        Next::Hold { action } => (Vec::new(), hitl::held_events(action)),
+        _ => (Vec::new(), Vec::new()),
+    };
     c.record_step(RecordStepRequest {
-        step: Some(Step {
-            session_id: id.into(),
-            step: 1,
-            round: 1,
-            round_step: 1,
-            agent_name: "HostAgent".into(),
-            agent_kind: ufo_proto::v1::AgentKind::Host as i32,
-            state_after: "PENDING".into(),
-            thought: "need a name".into(),
-            ..Default::default()
-        }),
-        blackboard: if ask {
-            ufo_agent::runner::hitl::question_entries(&[
-                "which name?".into(),
-                "which folder?".into(),
-            ])
-        } else {
-            Vec::new()
-        },
+        step: Some(step),
+        blackboard,
+        events,
         artifact_ids: vec![art.id],
         lease_owner: "w".into(),
         ..Default::default()
@@ -402,14 +413,19 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a"], "question_ids": ["q-0"]})),
+            Some(json!({"answers": ["a"], "question_ids": ["q1-1"]})),
         )
         .await,
         StatusCode::CONFLICT,
         "failed_precondition",
         "no question is pending",
     );
-    record_step(&session, &id, true).await;
+    record_step(
+        &session,
+        &id,
+        Next::ask(["which name?".to_owned(), "which folder?".to_owned()]),
+    )
+    .await;
 
     let (status, steps) = send(&app, "GET", &format!("/v1/tasks/{id}/steps"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -467,12 +483,21 @@ async fn steps_screenshots_and_answers() {
     assert_eq!(task["status"], "waiting");
     assert_eq!(task["state"], "HostAgent:PENDING");
     assert_eq!(task["pending_questions"].as_array().unwrap().len(), 2);
+    let q0 = task["pending_questions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let q1 = task["pending_questions"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!q0.is_empty() && q0 != q1, "{task}");
     assert_error(
         &send(
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a", "b", "c"], "question_ids": ["q-0", "q-1"]})),
+            Some(json!({"answers": ["a", "b", "c"], "question_ids": [q0, q1]})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -495,13 +520,13 @@ async fn steps_screenshots_and_answers() {
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["report.txt"], "question_ids": ["q-0"]})),
+        Some(json!({"answers": ["report.txt"], "question_ids": [q0]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
     assert_eq!(
         task["pending_questions"],
-        json!([{"id": "q-1", "index": 1, "question": "which folder?"}])
+        json!([{"id": q1, "index": 1, "question": "which folder?"}])
     );
     // An answer naming a question answered meanwhile is refused, saying what is pending now.
     assert_error(
@@ -509,18 +534,18 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["again"], "question_ids": ["q-0"]})),
+            Some(json!({"answers": ["again"], "question_ids": [q0]})),
         )
         .await,
         StatusCode::CONFLICT,
         "failed_precondition",
-        "pending now: q-1",
+        &format!("pending now: {q1}"),
     );
     let (status, task) = send(
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["docs"], "question_ids": ["q-1"]})),
+        Some(json!({"answers": ["docs"], "question_ids": [q1]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -541,7 +566,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true, "action_id": "held-1"})),
+            Some(json!({"approve": true, "action_id": "h1"})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -553,51 +578,42 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": "yes", "action_id": "held-1"})),
+            Some(json!({"approve": "yes", "action_id": "h1"})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_argument",
         "approve",
     );
-    record_step(&session, &id, false).await;
-    let held = ufo_proto::v1::HeldAction {
+    let held = HeldAction {
         agent_name: "AppAgent".into(),
         function: "click_input".into(),
         arguments_json: r#"{"id":"7"}"#.into(),
         target_name: "Delete".into(),
         reason: "irreversible".into(),
-        step: 1,
         ..Default::default()
     };
-    session
-        .client()
-        .append_events(AppendEventsRequest {
-            session_id: id.clone(),
-            events: vec![ufo_agent::runner::hitl::held_event(&held)],
-            lease_owner: "w".into(),
-        })
-        .await
-        .unwrap();
+    record_step(&session, &id, Next::Hold { action: held }).await;
     let (_, task) = send(&app, "GET", &format!("/v1/tasks/{id}"), None).await;
     assert_eq!(task["held_action"]["function"], "click_input");
     assert_eq!(task["held_action"]["arguments"], json!({"id": "7"}));
-    assert_eq!(task["held_action"]["id"], "held-1");
+    let held_id = task["held_action"]["id"].as_str().unwrap().to_owned();
+    assert!(!held_id.is_empty(), "{task}");
     for (body, status, mentions) in [
         (
             json!({"approve": true}),
             StatusCode::UNPROCESSABLE_ENTITY,
-            "action_id",
+            "action_id".to_owned(),
         ),
         (
             json!({"approve": true, "action_id": ""}),
             StatusCode::UNPROCESSABLE_ENTITY,
-            "held now: held-1 (click_input on \"Delete\")",
+            format!("held now: {held_id} (click_input on \"Delete\")"),
         ),
         (
-            json!({"approve": true, "action_id": "held-0"}),
+            json!({"approve": true, "action_id": "h0"}),
             StatusCode::CONFLICT,
-            "held now: held-1",
+            format!("held now: {held_id}"),
         ),
     ] {
         let (got, error) = send(
@@ -609,7 +625,7 @@ async fn confirmation_follow_ups_and_cancel() {
         .await;
         assert_eq!(got, status, "{body}: {error}");
         assert!(
-            error["message"].as_str().unwrap().contains(mentions),
+            error["message"].as_str().unwrap().contains(&mentions),
             "{body}: {error}"
         );
     }
@@ -617,7 +633,7 @@ async fn confirmation_follow_ups_and_cancel() {
         &app,
         "POST",
         &format!("/v1/tasks/{id}/confirmation"),
-        Some(json!({"approve": false, "reason": "not that one", "action_id": "held-1"})),
+        Some(json!({"approve": false, "reason": "not that one", "action_id": held_id})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
@@ -627,7 +643,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true, "action_id": "held-1"})),
+            Some(json!({"approve": true, "action_id": held_id})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -692,7 +708,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{other}/answers"),
-            Some(json!({"answers": ["x"], "question_ids": ["q-0"]})),
+            Some(json!({"answers": ["x"], "question_ids": ["q1-1"]})),
         )
         .await,
         StatusCode::CONFLICT,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::*;
 use serde_json::json;
+use ufo_agent::agents::action::ActionOutcome;
 use ufo_agent::agents::app::strategies::*;
 use ufo_agent::agents::host::strategies::*;
 use ufo_agent::agents::keys::*;
@@ -118,6 +119,7 @@ async fn host_llm_interaction_prompts_with_screenshot_targets_subtasks_and_black
     let mut c = ctx(Values::new()
         .with(TARGET_REGISTRY, reg)
         .with(DESKTOP_SCREENSHOT, shot())
+        .with(TOOL_CATALOG, d.catalog().await.unwrap())
         .with(pkeys::REQUEST, "fill the sheet".to_owned())
         .with(
             PREVIOUS_SUBTASKS,
@@ -146,9 +148,16 @@ async fn host_llm_interaction_prompts_with_screenshot_targets_subtasks_and_black
         "\"result\":\"42\"",
         "book1",
         "[Blackboard]",
+        "- select_application_window(id: string): ",
+        "- launch_application(name: string): ",
+        "[Launchable applications]\nnone (the executor allows no launches)",
     ] {
         assert!(text.contains(needle), "prompt lacks {needle}: {text}");
     }
+    assert!(
+        !text.contains("- click_input("),
+        "app tools are not the HostAgent's"
+    );
     assert_eq!(reqs[0].image_urls().len(), 1);
 }
 
@@ -220,17 +229,55 @@ async fn host_action_execution_selects_assigns_dispatches_and_holds() {
         "a third-party assignment dispatches nothing"
     );
 
+    // Launch → the new window appears → it is selected and becomes the target.
     let out = run(resp(
-        "CONTINUE",
+        "ASSIGN",
         "launch_application",
         json!({"name": "calc"}),
     ))
     .await;
+    let launch = &out.get(ACTIONS).unwrap().unwrap()[0];
+    assert_eq!(launch.outcome(), ActionOutcome::Success, "{launch:?}");
+    assert_eq!(launch.result.result["window"]["name"], "Calc");
     assert_eq!(
-        out.get(ACTIONS).unwrap().unwrap()[0].result.status,
-        ResultStatus::Success
+        out.get(SELECTED_TARGET).unwrap().unwrap().app_root(),
+        "calc"
     );
-    assert_eq!(d.log().last().unwrap().tool_name, "launch_application");
+    let tools: Vec<_> = d
+        .log()
+        .iter()
+        .rev()
+        .take(4)
+        .map(|c| c.tool_name.clone())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "select_application_window",
+            "get_desktop_app_target_info",
+            "launch_application",
+            "get_desktop_app_target_info"
+        ]
+    );
+    assert_eq!(d.log().last().unwrap().parameters["id"], "w3");
+
+    // A program not on the allow-list is denied without being sent, naming what is allowed.
+    let before = d.log().len();
+    let out = run(resp(
+        "CONTINUE",
+        "launch_application",
+        json!({"name": "xterm"}),
+    ))
+    .await;
+    let denied = &out.get(ACTIONS).unwrap().unwrap()[0];
+    assert_eq!(denied.outcome(), ActionOutcome::Denied);
+    assert!(
+        denied.result.error.contains("allowed: calc"),
+        "{}",
+        denied.result.error
+    );
+    assert!(out.get(SELECTED_TARGET).unwrap().is_none());
+    assert_eq!(d.log().len(), before);
 
     let before = d.log().len();
     let out = run(resp(
@@ -405,6 +452,8 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
             "from-before",
             "[Blackboard]",
             "[Retrieved knowledge]\nin notes, to copy the body: press Ctrl+C",
+            "- click_input(id: string, button?: string): ",
+            "- set_edit_text(id: string, text: string): ",
         ] {
             assert!(text.contains(needle), "prompt lacks {needle}");
         }
@@ -426,6 +475,7 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
         .with(SUBTASK, "copy the body".to_owned())
         .with(pkeys::REQUEST, "req".to_owned())
         .with(HOST_MESSAGE, "be quick".to_owned())
+        .with(TOOL_CATALOG, d.catalog().await.unwrap())
         .with(BLACKBOARD, Arc::new(board)));
     let out = AppLlmInteraction.execute(&agent, &mut c).await.unwrap();
     assert_eq!(
@@ -480,7 +530,18 @@ async fn app_action_execution_runs_a_batch_and_crops_the_selected_control() {
         ]
     );
     assert!(records[1].result.error.contains("not in the control list"));
-    assert_eq!(records[0].representation(), "click_input on [3]Copy");
+    assert_eq!(
+        records[0].representation(),
+        "click_input on [3]Copy [success]"
+    );
+    assert_eq!(
+        records[1].representation(),
+        "click_input {\"id\":\"99\"} [failure: control 99 is not in the control list]"
+    );
+    assert_eq!(
+        records[2].representation(),
+        "click_input on [1]Title [skipped: an earlier action of the batch failed]"
+    );
     let crop = out.get(SELECTED_CONTROL_SCREENSHOT).unwrap().unwrap();
     assert_eq!((crop.width, crop.height), (80, 30));
 }

@@ -211,6 +211,56 @@ impl ApiClient {
         self.call(Method::POST, &path, Some(body)).await
     }
 
+    /// `GET /v1/tasks/{id}/steps/{n}/screenshot?kind=...`: the content type and the image bytes.
+    pub async fn screenshot(
+        &self,
+        id: &str,
+        step: u64,
+        kind: &str,
+    ) -> Result<(String, Vec<u8>), CliError> {
+        let url = format!(
+            "{}/v1/tasks/{}/steps/{step}/screenshot?kind={}",
+            self.base,
+            encode(id),
+            encode(kind)
+        );
+        let mut request = self.http.get(&url);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let unreachable = |e: reqwest::Error| CliError::Unreachable {
+            url: self.base.clone(),
+            cause: transport_cause(&e),
+            flag: "--server",
+            env: "UFO_SERVER",
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = response.bytes().await.map_err(unreachable)?;
+        if status.is_success() {
+            return Ok((content_type, bytes.to_vec()));
+        }
+        let (code, message) = error_body(&String::from_utf8_lossy(&bytes), status);
+        match status {
+            StatusCode::UNAUTHORIZED => Err(CliError::Unauthenticated { message }),
+            StatusCode::NOT_FOUND => Err(CliError::NotFound(format!(
+                "{} (ask for another --kind)",
+                crate::error::task_words(&message)
+            ))),
+            _ => Err(CliError::Api {
+                status: status.as_u16(),
+                code,
+                message,
+            }),
+        }
+    }
+
     async fn call(
         &self,
         method: Method,
@@ -249,6 +299,9 @@ impl ApiClient {
         let (code, message) = error_body(&text, status);
         if status == StatusCode::UNAUTHORIZED {
             return Err(CliError::Unauthenticated { message });
+        }
+        if status == StatusCode::NOT_FOUND {
+            return Err(CliError::NotFound(crate::error::task_words(&message)));
         }
         Err(CliError::Api {
             status: status.as_u16(),

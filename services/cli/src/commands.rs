@@ -1,5 +1,6 @@
-//! The task subcommands: run, tasks, show, watch, answer, confirm, request, cancel, health. Each reads its
-//! arguments, calls the API and prints for a person (or raw JSON with `--json`).
+//! The task subcommands: run, tasks, show, watch, answer, confirm, request, cancel, screenshot, health.
+//! Each reads its arguments, calls the API and prints for a person (or raw JSON with `--json`). A task is
+//! named by its id, a unique prefix of it, or `last` (the newest task).
 
 use std::io::IsTerminal as _;
 
@@ -8,7 +9,7 @@ use serde_json::Value;
 use crate::api::{ApiClient, NewTask};
 use crate::config::{
     AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, RequestArgs, RunArgs,
-    ShowArgs, TasksArgs, WatchArgs,
+    ScreenshotArgs, ShowArgs, TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
 use crate::follow::Follower;
@@ -29,6 +30,67 @@ fn task_id(task: &Value) -> Result<String, CliError> {
         .and_then(Value::as_str)
         .map(str::to_owned)
         .ok_or_else(|| CliError::Protocol(format!("the task has no id: {task}")))
+}
+
+/// Most task pages read to resolve an id prefix.
+const PREFIX_PAGES: usize = 20;
+
+/// The full id of the task `given` names: a full id, a unique prefix, or `last` (the newest task).
+pub async fn resolve(api: &ApiClient, given: &str) -> Result<String, CliError> {
+    let given = given.trim();
+    if given.len() == 36 && uuid::Uuid::parse_str(given).is_ok() {
+        return Ok(given.to_owned());
+    }
+    let items = |page: &Value| -> Vec<String> {
+        page.get("tasks")
+            .and_then(Value::as_array)
+            .map(|tasks| tasks.iter().filter_map(|t| task_id(t).ok()).collect())
+            .unwrap_or_default()
+    };
+    if given == "last" {
+        let page = api.list(None, Some(1), None).await?;
+        return items(&page).into_iter().next().ok_or_else(|| {
+            CliError::NotFound("there is no task yet: `last` names none".to_owned())
+        });
+    }
+    if given.is_empty() || !given.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(CliError::InvalidArgument {
+            flag: "task id",
+            reason: format!("{given:?} is neither a task id, a prefix of one, nor `last`"),
+        });
+    }
+    let wanted = given.to_ascii_lowercase();
+    let mut matches = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..PREFIX_PAGES {
+        let page = api.list(None, None, token.as_deref()).await?;
+        matches.extend(
+            items(&page)
+                .into_iter()
+                .filter(|id| id.starts_with(&wanted)),
+        );
+        token = page
+            .get("next_page_token")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        if token.is_none() || matches.len() > 1 {
+            break;
+        }
+    }
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(CliError::NotFound(format!(
+            "no task id starts with {given:?} (`ufo tasks` lists them)"
+        ))),
+        _ => Err(CliError::InvalidArgument {
+            flag: "task id",
+            reason: format!(
+                "{given:?} is the start of several task ids ({}, ...): give more of it",
+                matches[..2].join(", ")
+            ),
+        }),
+    }
 }
 
 fn print_json(value: &Value) {
@@ -67,7 +129,8 @@ pub async fn watch(
     conn: &Connection,
     args: WatchArgs,
 ) -> Result<Outcome, CliError> {
-    follow(api, conn, &args.id, args.from, &args.follow).await
+    let id = resolve(&api, &args.id).await?;
+    follow(api, conn, &id, args.from, &args.follow).await
 }
 
 async fn follow(
@@ -79,7 +142,17 @@ async fn follow(
 ) -> Result<Outcome, CliError> {
     let prompt = !args.no_prompt;
     let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?;
-    let task = follower.follow(id, from).await?;
+    // Ctrl-C (also at a prompt) stops following only: say so, and how to pick the task up again.
+    let task = tokio::select! {
+        task = follower.follow(id, from) => task?,
+        _ = tokio::signal::ctrl_c() => {
+            println!();
+            println!(
+                "stopped following; task {id} goes on. Follow it again: ufo watch {id} (cancel it: ufo cancel {id})"
+            );
+            return Ok(Outcome::Success);
+        }
+    };
     let status = render::status_word(task.get("status").and_then(Value::as_str).unwrap_or(""));
     let totals = task.get("totals").cloned().unwrap_or(Value::Null);
     println!(
@@ -133,9 +206,10 @@ pub async fn tasks(api: ApiClient, args: TasksArgs) -> Result<Outcome, CliError>
 
 /// `ufo show`.
 pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
-    let task = api.get(&args.id).await?;
+    let id = resolve(&api, &args.id).await?;
+    let task = api.get(&id).await?;
     let steps = if args.steps {
-        Some(api.steps(&args.id, None, None).await?)
+        Some(api.steps(&id, None, None).await?)
     } else {
         None
     };
@@ -158,10 +232,11 @@ pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
 
 /// `ufo answer`.
 pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
     // Without --question, the answers go to the questions pending now, in order; they are shown first so
     // the person sees what is being answered, and the ids sent bind each answer to its question.
     let ids = if args.question.is_empty() {
-        let task = api.get(&args.id).await?;
+        let task = api.get(&id).await?;
         let pending: Vec<(String, String)> = task
             .get("pending_questions")
             .and_then(Value::as_array)
@@ -173,31 +248,32 @@ pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliErro
             })
             .take(args.answers.len())
             .collect();
-        for (id, question) in &pending {
-            println!("{id}: {question}");
+        for (qid, question) in &pending {
+            println!("{qid}: {question}");
         }
-        pending.into_iter().map(|(id, _)| id).collect()
+        pending.into_iter().map(|(qid, _)| qid).collect()
     } else {
         args.question.clone()
     };
-    let task = api.answer(&args.id, &ids, &args.answers).await?;
+    let task = api.answer(&id, &ids, &args.answers).await?;
     println!("answered; task is {}", status_of(&task));
     Ok(Outcome::Success)
 }
 
 /// `ufo confirm`.
 pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
     // Without --action, the action held now is shown and exactly that one is decided.
     let action_id = match &args.action {
-        Some(id) => id.clone(),
+        Some(action) => action.clone(),
         None => {
-            let task = api.get(&args.id).await?;
+            let task = api.get(&id).await?;
             let held = task
                 .get("held_action")
                 .filter(|h| h.is_object())
                 .ok_or_else(|| CliError::InvalidArgument {
-                    flag: "ID",
-                    reason: format!("task {} holds no action for confirmation", args.id),
+                    flag: "task id",
+                    reason: format!("task {id} holds no action for confirmation"),
                 })?;
             println!("held action: {}", crate::render::held_text(held));
             held.get("id")
@@ -208,7 +284,7 @@ pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliEr
     };
     let task = api
         .confirm(
-            &args.id,
+            &id,
             &action_id,
             args.approve && !args.reject,
             args.reason.as_deref(),
@@ -219,16 +295,29 @@ pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliEr
     Ok(Outcome::Success)
 }
 
-/// `ufo request`.
-pub async fn request(api: ApiClient, args: RequestArgs) -> Result<Outcome, CliError> {
-    let task = api.add_request(&args.id, &args.request).await?;
-    println!("follow-up queued; task is {}", status_of(&task));
-    Ok(Outcome::Success)
+/// `ufo request`: adds the follow-up and follows the round it starts (unless --detach).
+pub async fn request(
+    api: ApiClient,
+    conn: &Connection,
+    args: RequestArgs,
+) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    // Events after this one belong to the follow-up.
+    let before = api.get(&id).await?;
+    let from = before.get("last_seq").and_then(Value::as_u64).unwrap_or(0) + 1;
+    let task = api.add_request(&id, &args.request).await?;
+    if args.detach {
+        println!("follow-up queued; task is {}", status_of(&task));
+        return Ok(Outcome::Success);
+    }
+    println!("follow-up queued; following the new round (Ctrl-C stops following, not the task)");
+    follow(api, conn, &id, from, &args.follow).await
 }
 
 /// `ufo cancel`.
 pub async fn cancel(api: ApiClient, args: CancelArgs) -> Result<Outcome, CliError> {
-    let task = api.cancel(&args.id, args.reason.as_deref()).await?;
+    let id = resolve(&api, &args.id).await?;
+    let task = api.cancel(&id, args.reason.as_deref()).await?;
     println!("cancel requested; task is {}", status_of(&task));
     Ok(Outcome::Success)
 }
@@ -240,6 +329,61 @@ fn status_of(task: &Value) -> String {
     } else {
         render::status_word(status)
     }
+}
+
+/// `ufo screenshot`: saves a step's screenshot (the kind asked for, or the first the step has).
+pub async fn screenshot(api: ApiClient, args: ScreenshotArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    let kind = match args.kind {
+        Some(kind) => kind,
+        None => {
+            let page = api.steps(&id, Some(args.step), Some(1)).await?;
+            let step = page
+                .get("steps")
+                .and_then(Value::as_array)
+                .and_then(|steps| {
+                    steps
+                        .iter()
+                        .find(|s| s.get("step").and_then(Value::as_u64) == Some(args.step))
+                })
+                .ok_or_else(|| {
+                    CliError::NotFound(format!("task {id} has no step {}", args.step))
+                })?;
+            let kinds: Vec<String> = step
+                .get("screenshots")
+                .and_then(Value::as_array)
+                .map(|k| {
+                    k.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            ["clean", "annotated", "desktop"]
+                .into_iter()
+                .find(|k| kinds.iter().any(|have| have == k))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    CliError::NotFound(format!("step {} of task {id} has no screenshot", args.step))
+                })?
+        }
+    };
+    let (content_type, bytes) = api.screenshot(&id, args.step, &kind).await?;
+    let extension = if content_type == "image/jpeg" {
+        "jpg"
+    } else {
+        "png"
+    };
+    let output = args.output.unwrap_or_else(|| {
+        std::path::PathBuf::from(format!(
+            "{}-step{}-{kind}.{extension}",
+            &id[..id.len().min(8)],
+            args.step
+        ))
+    });
+    std::fs::write(&output, &bytes)?;
+    println!("{} ({kind}, {} bytes)", output.display(), bytes.len());
+    Ok(Outcome::Success)
 }
 
 /// `ufo health`: SERVING → success; anything else is an error naming what was seen.

@@ -76,6 +76,37 @@ pub enum Command {
     Cancel(CancelArgs),
     /// Exit 0 when the gRPC server reports SERVING (for container health checks).
     Health(HealthArgs),
+    /// Check this machine and the services (display and accessibility bus, executor, launch allow-list,
+    /// model endpoint and key, ports, tokens): one line each, with the fix.
+    Doctor(DoctorArgs),
+    /// Save a step's screenshot to a file.
+    Screenshot(ScreenshotArgs),
+}
+
+/// `ufo doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The settings `ufo up` would use (data directory, ports, desktop, allow-list, bin dir).
+    #[command(flatten)]
+    pub up: UpArgs,
+}
+
+/// `ufo screenshot`.
+#[derive(Debug, Clone, Args)]
+pub struct ScreenshotArgs {
+    /// Task id (a unique prefix, or `last`).
+    pub id: String,
+
+    /// Step number.
+    pub step: u64,
+
+    /// Which image: `clean`, `annotated` or `desktop` (default: the first of those the step has).
+    #[arg(long, value_parser = ["clean", "annotated", "desktop"])]
+    pub kind: Option<String>,
+
+    /// File to write (default: `<task prefix>-step<N>-<kind>.png` in the current directory).
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
 }
 
 /// `ufo up`.
@@ -110,18 +141,40 @@ pub struct UpArgs {
     #[arg(long, env = "UFO_UP_EXECUTOR_PORT", default_value_t = 50051)]
     pub executor_port: u16,
 
-    /// Whether to start a local executor: `auto` starts one when a desktop session is available (DISPLAY
-    /// set on Linux, always on Windows).
+    /// Whether to start a local executor: `auto` starts one when a desktop is available (see --desktop).
     #[arg(long, env = "UFO_UP_EXECUTOR", value_enum, default_value_t = ExecutorMode::Auto)]
     pub executor: ExecutorMode,
+
+    /// Which desktop the local executor drives: `current` (this session's DISPLAY), `headless` (a private
+    /// accessible Xvfb desktop started and stopped with `ufo up`; needs the Debian packages xvfb dbus
+    /// at-spi2-core xfwm4), `none`, or `auto` (current when DISPLAY is set, else headless when those
+    /// packages are installed, else none).
+    #[arg(long, env = "UFO_UP_DESKTOP", value_enum, default_value_t = DesktopArg::Auto)]
+    pub desktop: DesktopArg,
+
+    /// Applications the local executor may launch (`name` looked up in PATH, or `name=/path/to/program`);
+    /// comma-separated in the environment. The default covers the README's examples.
+    #[arg(
+        long = "allow-app",
+        env = "UFO_UP_ALLOW_APPS",
+        value_delimiter = ',',
+        default_values_t = DEFAULT_APPS.iter().map(|s| (*s).to_owned())
+    )]
+    pub allow_apps: Vec<String>,
+
+    /// Bearer token the session service requires and the agent presents (default: the one kept in the
+    /// data directory's tokens.json, created on first start).
+    #[arg(long, env = "UFO_UP_SESSION_TOKEN", hide_env_values = true)]
+    pub session_token: Option<String>,
 
     /// Executor address tasks use by default when no local executor runs (e.g. a Windows machine's
     /// `http://192.168.1.20:50051`).
     #[arg(long, env = "UFO_UP_REMOTE_EXECUTOR")]
     pub remote_executor: Option<String>,
 
-    /// Bearer token the executor requires and the agent sends to it: for the local executor generated when
-    /// unset; for a --remote-executor, the token that executor was started with.
+    /// Bearer token the executor requires and the agent sends to it: for the local executor the one kept in
+    /// the data directory's tokens.json when unset; for a --remote-executor, the token that executor was
+    /// started with.
     #[arg(long, env = "UFO_UP_EXECUTOR_TOKEN", hide_env_values = true)]
     pub executor_token: Option<String>,
 
@@ -142,11 +195,28 @@ pub struct UpArgs {
     pub display: Option<String>,
 }
 
+/// The applications `ufo up` lets the local executor launch unless told otherwise: those the README's
+/// examples use.
+pub const DEFAULT_APPS: [&str; 2] = ["mousepad", "gtk3-widget-factory"];
+
 impl UpArgs {
-    /// Whether a desktop session is available for a local executor: always on Windows, DISPLAY on Linux.
-    pub fn desktop_available(&self) -> bool {
+    /// Whether this session has a desktop: always on Windows, DISPLAY on Linux.
+    pub fn display_available(&self) -> bool {
         cfg!(windows) || self.display.as_deref().is_some_and(|d| !d.is_empty())
     }
+}
+
+/// `--desktop` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DesktopArg {
+    /// This session's desktop when there is one, else a headless one when its packages are installed.
+    Auto,
+    /// This session's desktop (DISPLAY).
+    Current,
+    /// A private Xvfb desktop started and stopped with `ufo up`.
+    Headless,
+    /// No local desktop (no local executor).
+    None,
 }
 
 /// When `ufo up` starts a local executor.
@@ -257,7 +327,7 @@ pub struct TasksArgs {
 /// `ufo show`.
 #[derive(Debug, Clone, Args)]
 pub struct ShowArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// Also list the task's steps.
@@ -272,7 +342,7 @@ pub struct ShowArgs {
 /// `ufo watch`.
 #[derive(Debug, Clone, Args)]
 pub struct WatchArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// First event sequence number to show (1 replays everything).
@@ -286,7 +356,7 @@ pub struct WatchArgs {
 /// `ufo answer`.
 #[derive(Debug, Clone, Args)]
 pub struct AnswerArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// One answer per pending question, in order (or per `--question`).
@@ -302,7 +372,7 @@ pub struct AnswerArgs {
 /// `ufo confirm`.
 #[derive(Debug, Clone, Args)]
 pub struct ConfirmArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// Id of the held action decided (`held_action.id`, shown by `ufo show`). Without it, the action held
@@ -326,17 +396,24 @@ pub struct ConfirmArgs {
 /// `ufo request`.
 #[derive(Debug, Clone, Args)]
 pub struct RequestArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// The follow-up request in plain words.
     pub request: String,
+
+    /// Print and return instead of following the new round.
+    #[arg(long)]
+    pub detach: bool,
+
+    #[command(flatten)]
+    pub follow: FollowArgs,
 }
 
 /// `ufo cancel`.
 #[derive(Debug, Clone, Args)]
 pub struct CancelArgs {
-    /// Task id.
+    /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
     /// Why (recorded with the task).

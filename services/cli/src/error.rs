@@ -37,6 +37,9 @@ pub enum CliError {
         /// Its message.
         message: String,
     },
+    /// The named task (or step, or screenshot) does not exist.
+    #[error("{0}")]
+    NotFound(String),
     /// A gRPC call failed.
     #[error("{message} (gRPC {code:?})")]
     Grpc {
@@ -71,6 +74,8 @@ impl CliError {
             tonic::Code::Unauthenticated => CliError::Unauthenticated {
                 message: status.message().to_owned(),
             },
+            // The session store calls a task a session; users know it as a task.
+            tonic::Code::NotFound => CliError::NotFound(task_words(status.message())),
             tonic::Code::Unavailable => CliError::Unreachable {
                 url: grpc_url.to_owned(),
                 cause: status.message().to_owned(),
@@ -83,4 +88,11 @@ impl CliError {
             },
         }
     }
+}
+
+/// A store message in the CLI's words: "session <id> not found" → "task <id> not found".
+pub(crate) fn task_words(message: &str) -> String {
+    message
+        .replace("session ", "task ")
+        .replace("Session ", "Task ")
 }

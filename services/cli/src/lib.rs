@@ -5,15 +5,18 @@
 //! - [`api`]: the agent service's REST API (tasks, steps, answers, confirmation, requests, cancel).
 //! - [`follow`]: a task's live event stream over gRPC, with prompts and resume after a dropped stream.
 //! - [`render`]: how tasks, steps and events are printed.
-//! - [`commands`]: the task subcommands; [`up`]: running the services locally.
+//! - [`commands`]: the task subcommands; [`up`]: running the services locally (with [`tokens`] kept
+//!   across restarts); [`doctor`]: what a first task needs, checked.
 //! - [`error`]: failures with messages that say what to do.
 
 pub mod api;
 pub mod commands;
 pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod follow;
 pub mod render;
+pub mod tokens;
 pub mod up;
 
 pub use commands::Outcome;
@@ -40,8 +43,10 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Watch(args) => commands::watch(api()?, &conn, args).await,
         Command::Answer(args) => commands::answer(api()?, args).await,
         Command::Confirm(args) => commands::confirm(api()?, args).await,
-        Command::Request(args) => commands::request(api()?, args).await,
+        Command::Request(args) => commands::request(api()?, &conn, args).await,
         Command::Cancel(args) => commands::cancel(api()?, args).await,
         Command::Health(args) => commands::health(&conn, args).await,
+        Command::Doctor(args) => doctor::doctor(args, &conn).await,
+        Command::Screenshot(args) => commands::screenshot(api()?, args).await,
     }
 }

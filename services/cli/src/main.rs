@@ -1,17 +1,22 @@
 //! `ufo`: parses the command line, runs the command, and turns failures into a message and exit code
 //! (1 for errors, 2 when a followed task failed or was cancelled).
 
-use std::process::ExitCode;
-
 use clap::Parser as _;
 use ufo_cli::{Cli, Outcome};
 
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn main() {
     let cli = Cli::parse();
-    match ufo_cli::run(cli).await {
-        Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::TaskUnsuccessful) => ExitCode::from(2),
+    let code = outcome(ufo_cli::run(cli).await);
+    // Exit now: a terminal prompt's pending stdin read (after Ctrl-C) would keep the runtime waiting.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::process::exit(code)
+}
+
+fn outcome(result: Result<Outcome, ufo_cli::CliError>) -> i32 {
+    match result {
+        Ok(Outcome::Success) => 0,
+        Ok(Outcome::TaskUnsuccessful) => 2,
         Err(e) => {
             eprintln!("error: {e}");
             let mut source = std::error::Error::source(&e);
@@ -19,7 +24,7 @@ async fn main() -> ExitCode {
                 eprintln!("  caused by: {cause}");
                 source = cause.source();
             }
-            ExitCode::FAILURE
+            1
         }
     }
 }

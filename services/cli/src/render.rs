@@ -71,26 +71,35 @@ pub fn step_line(step: &Value) -> String {
 
 fn action_text(action: &Value) -> String {
     let representation = text(action, "representation");
-    let base = if representation.is_empty() {
-        let function = text(action, "function");
+    let function = text(action, "function");
+    let mut base = if representation.is_empty() {
         let target = text(action, "target_name");
         if target.is_empty() {
-            function
+            function.clone()
         } else {
             format!("{function} on {target}")
         }
     } else {
         representation
     };
-    let outcome = action
-        .get("result")
-        .map(|r| text(r, "status"))
-        .unwrap_or_default();
+    // The keys of a keyboard_input are what a person wants to see; add them when the text lacks them.
+    if function == "keyboard_input" {
+        let keys = action
+            .get("arguments")
+            .map(|a| text(a, "keys"))
+            .unwrap_or_default();
+        if !keys.is_empty() && !base.contains(&keys) {
+            base = format!("{base} {keys:?}");
+        }
+    }
+    let result = action.get("result");
+    let outcome = result.map(|r| text(r, "status")).unwrap_or_default();
     let outcome = outcome.trim_start_matches("RESULT_STATUS_").to_lowercase();
-    if outcome.is_empty() || outcome == "success" {
-        base
-    } else {
-        format!("{base} [{outcome}]")
+    let reason = result.map(|r| text(r, "error")).unwrap_or_default();
+    match (outcome.as_str(), reason.is_empty()) {
+        ("" | "success", _) => base,
+        (_, true) => format!("{base} [{outcome}]"),
+        (_, false) => format!("{base} [{outcome}: {reason}]"),
     }
 }
 
@@ -99,14 +108,20 @@ pub fn step_event_line(event: &Event, payload: &Value) -> String {
     let before = text(payload, "state_before");
     let after = text(payload, "state_after");
     format!(
-        "step {:>3}  {:<24} {before}→{after}",
+        "#{:<4} step {:>3}  {:<24} {before}→{after}",
+        event.seq,
         event.step,
         text(payload, "agent_name")
     )
 }
 
-/// The line for an event other than STEP_FINISHED; `None` for events too fine-grained to show.
+/// The line for an event other than STEP_FINISHED, prefixed with its sequence number (what
+/// `ufo watch --from` takes); `None` for events too fine-grained to show.
 pub fn event_line(event: &Event, payload: &Value) -> Option<String> {
+    event_text(event, payload).map(|line| format!("#{:<4} {line}", event.seq))
+}
+
+fn event_text(event: &Event, payload: &Value) -> Option<String> {
     let kind = EventKind::try_from(event.kind).unwrap_or(EventKind::Unspecified);
     let line = match kind {
         EventKind::TaskCreated => "task created".to_owned(),
@@ -123,7 +138,7 @@ pub fn event_line(event: &Event, payload: &Value) -> Option<String> {
         EventKind::QuestionAnswered => {
             format!("answered: {}", first_text(payload, &["answer", "answers"]))
         }
-        EventKind::ConfirmationRequested | EventKind::ActionHeld => {
+        EventKind::ActionHeld => {
             format!("action held for confirmation: {}", held_text(payload))
         }
         EventKind::ActionApproved => "held action approved".to_owned(),
@@ -141,7 +156,9 @@ pub fn event_line(event: &Event, payload: &Value) -> Option<String> {
         EventKind::TaskReleased => {
             "task released by its runner (another will resume it)".to_owned()
         }
-        EventKind::StepStarted
+        // Every hold is recorded twice (CONFIRMATION_REQUESTED and ACTION_HELD): one line is enough.
+        EventKind::ConfirmationRequested
+        | EventKind::StepStarted
         | EventKind::StepFinished
         | EventKind::PhaseTiming
         | EventKind::Unspecified => return None,
@@ -252,7 +269,8 @@ mod tests {
         let step = json!({
             "step": 4, "agent_name": "AppAgent/mousepad", "state_before": "CONTINUE", "state_after": "FINISH",
             "actions": [{"function": "set_edit_text", "target_name": "Text", "result": {"status": "success"}},
-                        {"representation": "keyboard_input ctrl+s", "result": {"status": "failure"}}],
+                        {"representation": "keyboard_input ctrl+s", "result": {"status": "failure", "error": "no window has focus"}},
+                        {"function": "keyboard_input", "arguments": {"keys": "hello"}, "result": {"status": "success"}}],
             "cost": 0.00213
         });
         let line = step_line(&step);
@@ -261,7 +279,8 @@ mod tests {
             "AppAgent/mousepad",
             "CONTINUE→FINISH",
             "set_edit_text on Text",
-            "keyboard_input ctrl+s [failure]",
+            "keyboard_input ctrl+s [failure: no window has focus]",
+            "keyboard_input \"hello\"",
             "$0.0021",
         ] {
             assert!(line.contains(part), "{part:?} missing in {line:?}");
@@ -281,8 +300,17 @@ mod tests {
             ..Event::default()
         };
         assert!(event_line(&event, &json!({})).is_none());
+        let twin = Event {
+            kind: EventKind::ConfirmationRequested as i32,
+            ..Event::default()
+        };
+        assert!(
+            event_line(&twin, &json!({})).is_none(),
+            "ACTION_HELD says it"
+        );
         let held = Event {
             kind: EventKind::ActionHeld as i32,
+            seq: 17,
             ..Event::default()
         };
         let line = event_line(
@@ -292,7 +320,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             line,
-            "action held for confirmation: click_input on Delete (irreversible)"
+            "#17   action held for confirmation: click_input on Delete (irreversible)"
         );
     }
 }

@@ -1,7 +1,9 @@
-//! `ufo up`: the zero-setup way to run the system on one machine. Starts `ufo-session` (embedded SQLite
-//! store), a local `ufo-executor` when a desktop is available, and `ufo-agent` as child processes, waits
-//! for each to report ready, prints the URLs, and on Ctrl-C (or when a child dies) stops them in reverse
-//! order with SIGTERM, killing any that outlive the stop timeout.
+//! `ufo up`: the zero-setup way to run the system on one machine. Refuses when its ports are taken;
+//! starts `ufo-session` (embedded SQLite store), a local `ufo-executor` on this session's desktop or on a
+//! private headless one it brings along, and `ufo-agent` as child processes, each with the tokens kept in
+//! the data directory (so they survive restarts); checks the model endpoint; waits for each service to
+//! report ready, prints the URLs, and on Ctrl-C (or when a child dies) stops them in reverse order with
+//! SIGTERM, killing any that outlive the stop timeout.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -10,9 +12,8 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use crate::commands::Outcome;
-use crate::config::{Connection, ExecutorMode, UpArgs};
+use crate::config::{Connection, DesktopArg, ExecutorMode, UpArgs};
 use crate::error::CliError;
-
 /// How often readiness and liveness are checked.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -21,6 +22,104 @@ struct Service {
     name: &'static str,
     child: Child,
     log: PathBuf,
+}
+
+/// The desktop a local executor drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Desktop {
+    /// This session's.
+    Current,
+    /// A private Xvfb desktop the executor starts.
+    Headless,
+}
+
+/// Programs a headless desktop needs and the Debian package of each (the executor's
+/// `desktop::REQUIRED_PROGRAMS`; repeated here so the CLI need not link the executor).
+pub const HEADLESS_PROGRAMS: [(&str, &str); 4] = [
+    ("Xvfb", "xvfb"),
+    ("dbus-daemon", "dbus"),
+    ("/usr/libexec/at-spi-bus-launcher", "at-spi2-core"),
+    ("xfwm4", "xfwm4"),
+];
+
+/// The headless desktop's programs that are missing, as Debian package names.
+pub fn missing_headless_packages() -> Vec<&'static str> {
+    if !cfg!(target_os = "linux") {
+        return HEADLESS_PROGRAMS.iter().map(|(_, p)| *p).collect();
+    }
+    HEADLESS_PROGRAMS
+        .iter()
+        .filter(|(program, _)| find_program(program).is_none())
+        .map(|(_, package)| *package)
+        .collect()
+}
+
+/// `program` resolved through PATH (or as given when it is a path).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = Path::new(program);
+    if path.is_absolute() {
+        return path.is_file().then(|| path.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Which desktop `ufo up` gives a local executor, or why none.
+pub fn choose_desktop(args: &UpArgs) -> Result<Option<Desktop>, String> {
+    let desktop = match args.desktop {
+        DesktopArg::None => return Ok(None),
+        DesktopArg::Current if args.display_available() => Desktop::Current,
+        DesktopArg::Current => {
+            return Err("--desktop current, but DISPLAY is not set".to_owned());
+        }
+        DesktopArg::Headless => {
+            let missing = missing_headless_packages();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "--desktop headless needs the Debian packages {} (apt-get install {})",
+                    missing.join(" "),
+                    missing.join(" ")
+                ));
+            }
+            Desktop::Headless
+        }
+        DesktopArg::Auto if args.display_available() => Desktop::Current,
+        DesktopArg::Auto if missing_headless_packages().is_empty() => Desktop::Headless,
+        DesktopArg::Auto => return Ok(None),
+    };
+    Ok(Some(desktop))
+}
+
+/// The ports `ufo up` binds, each with what listens there.
+pub fn ports(args: &UpArgs, with_executor: bool) -> Vec<(u16, &'static str, &'static str)> {
+    let mut ports = vec![
+        (args.session_port, "session service", "--session-port"),
+        (args.grpc_port, "agent gRPC API", "--grpc-port"),
+        (args.http_port, "agent REST API", "--http-port"),
+    ];
+    if with_executor {
+        ports.push((args.executor_port, "executor", "--executor-port"));
+    }
+    ports
+}
+
+/// The ports of `ports` that cannot be bound on `host`, with the reason.
+pub fn taken_ports(
+    host: &str,
+    ports: &[(u16, &'static str, &'static str)],
+) -> Vec<(u16, &'static str, &'static str, String)> {
+    ports
+        .iter()
+        .filter_map(|&(port, what, flag)| {
+            std::net::TcpListener::bind((host, port))
+                .err()
+                .map(|e| (port, what, flag, e.to_string()))
+        })
+        .collect()
 }
 
 /// `ufo up`.
@@ -32,42 +131,81 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     };
+    let desktop = match args.executor {
+        ExecutorMode::Never => None,
+        ExecutorMode::Auto => choose_desktop(&args).ok().flatten(),
+        ExecutorMode::Always => Some(
+            choose_desktop(&args)
+                .map_err(CliError::Up)?
+                .ok_or_else(|| CliError::Up("--executor always, but --desktop none".to_owned()))?,
+        ),
+    };
+    let start_executor = desktop.is_some();
+    let host = &args.host;
+    // A second `ufo up` (or anything else on these ports) must not half-start and then die on a bind.
+    let taken = taken_ports(host, &ports(&args, start_executor));
+    if !taken.is_empty() {
+        let lines: Vec<String> = taken
+            .iter()
+            .map(|(port, what, flag, e)| format!("  {host}:{port} ({what}, {flag}): {e}"))
+            .collect();
+        return Err(CliError::Up(format!(
+            "cannot start: ports already in use\n{}\nis another `ufo up` running? stop it (Ctrl-C in its \
+             terminal), or choose other ports with the flags named above",
+            lines.join("\n")
+        )));
+    }
     let logs = args.data_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
+    let tokens = crate::tokens::load_or_create(
+        &args.data_dir,
+        conn.token.as_deref(),
+        args.executor_token.as_deref(),
+        args.session_token.as_deref(),
+    )?;
     let ready_timeout = Duration::from_secs(args.ready_timeout_seconds);
-    let host = &args.host;
     let session_url = format!("http://{host}:{}", args.session_port);
     let agent_grpc = format!("http://{host}:{}", args.grpc_port);
     let agent_http = format!("http://{host}:{}", args.http_port);
-    let token = conn
-        .token
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let executor_token = args
-        .executor_token
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    let start_executor = match args.executor {
-        ExecutorMode::Always => true,
-        ExecutorMode::Never => false,
-        ExecutorMode::Auto => args.desktop_available(),
-    };
+    let desktop_info = args.data_dir.join("desktop.env");
 
     let mut services: Vec<Service> = Vec::new();
     let outcome = async {
+        // The model check runs while the services start; its findings are printed with the URLs.
+        let model_check = command(&bin_dir, "ufo-agent", &args)?
+            .arg("--check-model")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| CliError::Up(format!("cannot run ufo-agent --check-model: {e}")))?
+            .wait_with_output();
+
         let mut session = command(&bin_dir, "ufo-session", &args)?;
         session
             .args(["--listen", &format!("{host}:{}", args.session_port)])
-            .env("UFO_SESSION_SQLITE_PATH", args.data_dir.join("session.sqlite3"));
+            .env(
+                "UFO_SESSION_SQLITE_PATH",
+                args.data_dir.join("session.sqlite3"),
+            )
+            .env("UFO_SESSION_AUTH_TOKEN", &tokens.session);
         services.push(spawn("ufo-session", session, &logs)?);
         wait_grpc(services.last_mut(), &session_url, ready_timeout).await?;
 
-        let executor_url = if start_executor {
+        let executor_url = if let Some(desktop) = desktop {
             let url = format!("http://{host}:{}", args.executor_port);
             let mut executor = command(&bin_dir, "ufo-executor", &args)?;
             executor.args(["--listen", &format!("{host}:{}", args.executor_port)]);
             // The executor refuses unauthenticated callers; the agent presents the same token.
-            executor.env("UFO_EXECUTOR_TOKEN", &executor_token);
+            executor.env("UFO_EXECUTOR_TOKEN", &tokens.executor);
+            executor.env("UFO_EXECUTOR_ALLOW_APPS", args.allow_apps.join(","));
+            if desktop == Desktop::Headless {
+                let _ = std::fs::remove_file(&desktop_info);
+                executor
+                    .args(["--desktop", "headless", "--desktop-info"])
+                    .arg(&desktop_info)
+                    .env_remove("DISPLAY")
+                    .env_remove("DBUS_SESSION_BUS_ADDRESS");
+            }
             services.push(spawn("ufo-executor", executor, &logs)?);
             wait_grpc(services.last_mut(), &url, ready_timeout).await?;
             Some(url)
@@ -80,12 +218,13 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             .args(["--listen", &format!("{host}:{}", args.grpc_port)])
             .args(["--http-listen", &format!("{host}:{}", args.http_port)])
             .args(["--session-url", &session_url])
-            .env("UFO_API_KEYS", format!("local:{token}"));
+            .env("UFO_API_KEYS", format!("local:{}", tokens.api))
+            .env("UFO_SESSION_TOKEN", &tokens.session);
         if let Some(url) = &executor_url {
             agent.args(["--default-executor", url]);
         }
         if start_executor || args.executor_token.is_some() {
-            agent.env("UFO_EXECUTOR_TOKEN", &executor_token);
+            agent.env("UFO_EXECUTOR_TOKEN", &tokens.executor);
         }
         services.push(spawn("ufo-agent", agent, &logs)?);
         wait_grpc(services.last_mut(), &agent_grpc, ready_timeout).await?;
@@ -93,19 +232,49 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
         println!("ufo is up (logs in {})", logs.display());
         println!("  REST API       {agent_http}   (OpenAPI at {agent_http}/openapi.json)");
         println!("  gRPC API       {agent_grpc}");
-        println!("  session store  {session_url}   (SQLite {})", args.data_dir.join("session.sqlite3").display());
-        match (&executor_url, start_executor) {
-            (Some(url), true) => println!("  executor       {url}   (this desktop)"),
-            (Some(url), false) => println!("  executor       {url}   (remote)"),
-            (None, _) => println!(
-                "  executor       none: no desktop here; pass --remote-executor or name one per task with `ufo run --executor`"
-            ),
+        println!(
+            "  session store  {session_url}   (SQLite {})",
+            args.data_dir.join("session.sqlite3").display()
+        );
+        match (&executor_url, desktop) {
+            (Some(url), Some(Desktop::Current)) => {
+                println!("  executor       {url}   (this desktop)")
+            }
+            (Some(url), Some(Desktop::Headless)) => {
+                println!("  executor       {url}   (its own headless desktop)");
+                print_desktop(&desktop_info);
+            }
+            (Some(url), None) => println!("  executor       {url}   (remote)"),
+            (None, _) => println!("  executor       none: {}", no_executor_reason(&args)),
+        }
+        if start_executor {
+            println!(
+                "  may launch     {}   (change with --allow-app / UFO_UP_ALLOW_APPS)",
+                args.allow_apps.join(", ")
+            );
         }
         if let Some(otlp) = &args.otlp_endpoint {
             println!("  traces         exported to {otlp}");
         }
+        if let Ok(output) = model_check.await {
+            for line in String::from_utf8_lossy(&output.stdout).lines() {
+                if let Some(problem) = line.strip_prefix("problem: ") {
+                    println!("warning: {problem}");
+                }
+            }
+            if !output.status.success() && output.stdout.is_empty() {
+                println!(
+                    "warning: the model endpoint check failed: {}",
+                    tail_text(&String::from_utf8_lossy(&output.stderr))
+                );
+            }
+        }
         if conn.token.is_none() {
-            println!("API key for this run:\n  export UFO_TOKEN={token}");
+            println!(
+                "API key (kept in {}, the same after a restart):\n  export UFO_TOKEN={}",
+                crate::tokens::path(&args.data_dir).display(),
+                tokens.api
+            );
         }
         println!("Ctrl-C stops everything.");
         supervise(&mut services).await
@@ -117,6 +286,46 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
     )
     .await;
     outcome
+}
+
+/// Why `ufo up` starts no executor, with what to do.
+fn no_executor_reason(args: &UpArgs) -> String {
+    match (args.executor, choose_desktop(args)) {
+        (ExecutorMode::Never, _) => "--executor never".to_owned(),
+        (_, Err(e)) => e,
+        (_, Ok(_)) => format!(
+            "no desktop here (no DISPLAY, and a headless one needs: apt-get install {}); pass \
+             --remote-executor or name one per task with `ufo run --executor`",
+            missing_headless_packages().join(" ")
+        ),
+    }
+}
+
+/// How to look at the headless desktop.
+fn print_desktop(info: &Path) {
+    let text = std::fs::read_to_string(info).unwrap_or_default();
+    let display = text
+        .lines()
+        .find_map(|l| l.strip_prefix("DISPLAY="))
+        .unwrap_or("?");
+    println!(
+        "  desktop        Xvfb display {display} (stopped with ufo up; DISPLAY and bus address in {})",
+        info.display()
+    );
+    println!("                 see it: `ufo screenshot <task> <step>` saves what each step saw");
+    if find_program("x11vnc").is_some() {
+        println!(
+            "                 live: x11vnc -display {display} -localhost -nopw -forever, then a VNC viewer on 127.0.0.1:5900"
+        );
+    } else {
+        println!(
+            "                 live: install x11vnc and run `x11vnc -display {display} -localhost -nopw`"
+        );
+    }
+}
+
+fn tail_text(text: &str) -> String {
+    text.lines().last().unwrap_or_default().to_owned()
 }
 
 /// A command for service binary `name` in `bin_dir`, with telemetry flags passed through.

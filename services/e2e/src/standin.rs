@@ -73,6 +73,7 @@ impl Executor for StandIn {
                 result: Some(ufo_proto::json::to_value(r.result)),
                 call_id: r.call_id,
                 duration_us: 0,
+                settle: None,
                 images: r
                     .images
                     .into_iter()
@@ -102,14 +103,19 @@ impl Executor for StandIn {
         &self,
         _: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
-        Ok(Response::new(pb::ListToolsResponse::default()))
+        Ok(Response::new(pb::ListToolsResponse {
+            tools: FakeDesktop::proto_tools(),
+        }))
     }
 
     async fn get_capabilities(
         &self,
         _: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::Capabilities>, Status> {
-        Ok(Response::new(pb::Capabilities::default()))
+        Ok(Response::new(pb::Capabilities {
+            allowed_applications: self.0.allowed_applications(),
+            ..pb::Capabilities::default()
+        }))
     }
 }
 

@@ -1,5 +1,7 @@
 //! Executor benchmark on a private Xvfb 1920×1080 desktop with gtk3-widget-factory:
-//! capture + PNG encode, full controls listing, click latency (p50/p90 over many runs).
+//! capture + PNG encode, full controls listing, click latency (p50/p90 over many runs), and click /
+//! set-text / controls from request to confirmed effect beside an in-process pyatspi baseline
+//! (`benches/pyatspi_baseline.py`, Debian's python3-pyatspi) run on the same desktop at the same time.
 //!
 //! Run: `cargo bench -p ufo-executor --bench desktop`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,11 +18,12 @@ async fn main() {
     use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Status};
     use ufo_executor::geometry::Rect;
     use ufo_executor::testing::Desktop;
+    use ufo_executor::tree::filter_controls;
 
     const RUNS: usize = 60;
     let mut desk = Desktop::start(1920, 1080).await.unwrap();
     let backend = Arc::new(desk.backend().await.unwrap());
-    let (_, window) = desk
+    let (pid, window) = desk
         .launch(backend.as_ref(), "gtk3-widget-factory", &[])
         .await
         .unwrap();
@@ -93,6 +96,7 @@ async fn main() {
         max_nodes: 5000,
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(60),
+        max_value_chars: 256,
     };
     let nodes = dynb
         .control_tree(&window, &limits)
@@ -144,6 +148,97 @@ async fn main() {
         );
     }
     time("click_on_coordinates (XTEST)", coords, String::new());
+
+    // Request to confirmed effect, observed through AT-SPI as the pyatspi baseline observes it.
+    let tree = dynb
+        .control_tree(
+            &window,
+            &TreeLimits {
+                max_nodes: 5000,
+                max_depth: 64,
+                deadline: Instant::now() + Duration::from_secs(60),
+                max_value_chars: 256,
+            },
+        )
+        .await
+        .unwrap();
+    let listed_nodes = filter_controls(&tree, &Limits::default().control_types);
+    let node =
+        |id: &Value| listed_nodes[id.as_str().unwrap().parse::<usize>().unwrap() - 1].clone();
+    let box_node = node(&cb);
+    let mut seen = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        let before = backend.a11y().is_checked(&box_node.handle).await.unwrap();
+        one("click_input", json!({"id": cb})).await;
+        while backend.a11y().is_checked(&box_node.handle).await.unwrap() == before {}
+        seen.push(t.elapsed());
+    }
+    time(
+        "click_input until the check box is seen toggled",
+        seen,
+        String::new(),
+    );
+    let edit = controls
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Edit" && c["enabled"] == true)
+        .unwrap()["id"]
+        .clone();
+    let edit_node = node(&edit);
+    let mut set = Vec::new();
+    for i in 0..RUNS {
+        let want = format!("{i:020}");
+        let t = Instant::now();
+        one("set_edit_text", json!({"id": edit, "text": want})).await;
+        while backend
+            .a11y()
+            .read_text(&edit_node.handle, "")
+            .await
+            .unwrap()
+            != want
+        {}
+        set.push(t.elapsed());
+    }
+    time("set_edit_text 20 chars until read back", set, String::new());
+
+    // The pyatspi baseline, same desktop, same application.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/pyatspi_baseline.py");
+    match std::process::Command::new("/usr/bin/python3")
+        .args([script, &pid.to_string(), &RUNS.to_string()])
+        .env_remove("NO_AT_BRIDGE")
+        .envs(desk.env())
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            for (key, name) in [
+                ("controls", "pyatspi: live walk of the shown controls"),
+                (
+                    "click",
+                    "pyatspi: doAction until the check box is seen toggled",
+                ),
+                (
+                    "set_text",
+                    "pyatspi: setTextContents 20 chars until read back",
+                ),
+            ] {
+                let samples = v[key]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|ms| Duration::from_secs_f64(ms.as_f64().unwrap() / 1000.0))
+                    .collect();
+                time(name, samples, "in-process Python baseline".into());
+            }
+        }
+        Ok(out) => eprintln!(
+            "pyatspi baseline failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => eprintln!("pyatspi baseline not run (install python3-pyatspi): {e}"),
+    }
 
     println!("| operation | p50 | p90 | notes |\n| --- | --- | --- | --- |");
     for (name, mut s, note) in rows {

@@ -39,6 +39,22 @@ pub struct Config {
     )]
     pub allow_apps: Vec<String>,
 
+    /// Which desktop to drive: `current` (the session's DISPLAY / Windows desktop) or `headless` (start a
+    /// private accessible Xvfb desktop with its own session bus, AT-SPI bus and window manager, and stop it
+    /// on exit; Linux only, needs the Debian packages xvfb dbus at-spi2-core xfwm4).
+    #[arg(long, env = "UFO_EXECUTOR_DESKTOP", value_enum, default_value_t = DesktopMode::Current)]
+    pub desktop: DesktopMode,
+
+    /// Screen size of a `--desktop headless` desktop, as WIDTHxHEIGHT.
+    #[arg(long, env = "UFO_EXECUTOR_DESKTOP_SIZE", default_value = "1920x1080", value_parser = parse_size)]
+    pub desktop_size: (u32, u32),
+
+    /// File to write a `--desktop headless` desktop's DISPLAY and session bus address to (as
+    /// `DISPLAY=...` and `DBUS_SESSION_BUS_ADDRESS=...` lines) once it is ready, so that people and
+    /// tools can look at it (`ufo up` prints it).
+    #[arg(long, env = "UFO_EXECUTOR_DESKTOP_INFO")]
+    pub desktop_info: Option<PathBuf>,
+
     /// Largest gRPC message accepted or sent, in bytes.
     #[arg(long, env = "UFO_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_message_bytes: usize,
@@ -71,6 +87,15 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_MAX_TREE_DEPTH", default_value_t = 64)]
     pub max_tree_depth: u32,
 
+    /// Most control handles the Windows backend keeps (a handle stays valid across tree walks until
+    /// its control is gone; past this many, those met longest ago are forgotten first).
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_MAX_CONTROL_HANDLES",
+        default_value_t = 100_000
+    )]
+    pub max_control_handles: usize,
+
     /// Most key strokes one keyboard_input may send.
     #[arg(long, env = "UFO_EXECUTOR_MAX_KEY_STROKES", default_value_t = 20_000)]
     pub max_key_strokes: usize,
@@ -88,12 +113,60 @@ pub struct Config {
     )]
     pub control_types: Vec<String>,
 
+    /// Longest current text get_app_window_controls_target_info lists for an editable control, in
+    /// characters (0: none).
+    #[arg(long, env = "UFO_EXECUTOR_MAX_VALUE_CHARS", default_value_t = 256)]
+    pub max_value_chars: usize,
+
+    /// Longest time the first observation after an action waits for the screen to settle, in
+    /// milliseconds (0: observe at once).
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_TIMEOUT_MS", default_value_t = 2_000)]
+    pub settle_timeout_ms: u32,
+
+    /// How long the screen must stay unchanged to count as settled, in milliseconds.
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_QUIET_MS", default_value_t = 40)]
+    pub settle_quiet_ms: u32,
+
+    /// How long after an action the screen may take to start changing before the observation
+    /// concludes that nothing changed, in milliseconds.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_SETTLE_FIRST_CHANGE_MS",
+        default_value_t = 300
+    )]
+    pub settle_first_change_ms: u32,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,
 
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
+}
+
+/// Which desktop the executor drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DesktopMode {
+    /// The desktop of this session (DISPLAY and the session bus on Linux).
+    Current,
+    /// A private Xvfb desktop the executor starts and stops itself (Linux).
+    Headless,
+}
+
+/// Parses `WIDTHxHEIGHT` (each 1..=16384).
+fn parse_size(text: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("{text:?} is not WIDTHxHEIGHT (e.g. 1920x1080)");
+    let (w, h) = text.split_once(['x', 'X']).ok_or_else(bad)?;
+    let w: u32 = w.trim().parse().map_err(|_| bad())?;
+    let h: u32 = h.trim().parse().map_err(|_| bad())?;
+    if !(1..=16_384).contains(&w) || !(1..=16_384).contains(&h) {
+        return Err(format!("{text:?}: width and height must be 1..=16384"));
+    }
+    Ok((w, h))
 }
 
 impl std::fmt::Debug for Config {
@@ -106,6 +179,7 @@ impl std::fmt::Debug for Config {
             .field("tls_key", &self.tls_key)
             .field("allow_apps", &self.allow_apps)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("desktop", &self.desktop)
             .finish_non_exhaustive()
     }
 }
@@ -235,6 +309,18 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn desktop_sizes_are_checked() {
+        assert_eq!(parse_size("1280x800"), Ok((1280, 800)));
+        assert!(parse_size("1280").is_err());
+        assert!(parse_size("0x10").is_err());
+        let c = Config::parse_from(["x", "--desktop", "headless", "--desktop-size", "800x600"]);
+        assert_eq!(
+            (c.desktop, c.desktop_size),
+            (DesktopMode::Headless, (800, 600))
+        );
+    }
 
     #[test]
     fn security_rules() {

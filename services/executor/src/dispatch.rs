@@ -74,7 +74,12 @@ impl Executor {
             "capture_window_screenshot" => {
                 let _: p::NoParams = parse(tool, params)?;
                 let w = self.selected_fresh(st).await?;
-                self.screenshot(w.rect, opts.format).await
+                // A dialog of the same application in front of the selected window is what the user
+                // sees (and what the control listing describes): capture that.
+                let front = self.front_window(&w).await;
+                let mut out = self.screenshot(front.rect, opts.format).await?;
+                out.warnings = front_window_warning(&w, &front.title);
+                Ok(out)
             }
             "get_desktop_app_target_info" => {
                 let a: p::DesktopApps = parse(tool, params)?;
@@ -107,6 +112,8 @@ impl Executor {
                         CONTROL_FIELDS.join(", ")
                     ));
                 }
+                // Fresh: the title may have changed (a saved document), and the warning compares it.
+                let w = self.selected_fresh(st).await?;
                 let listing = self.list_controls(st, deadline).await?;
                 let out = listing
                     .controls
@@ -114,7 +121,11 @@ impl Executor {
                     .enumerate()
                     .map(|(i, n)| control_json(i, n, &a.field_list))
                     .collect();
-                ok(Value::Array(out))
+                Ok(ToolOutput {
+                    result: Value::Array(out),
+                    images: Vec::new(),
+                    warnings: front_window_warning(&w, &listing.front),
+                })
             }
             "get_ui_tree" => {
                 let a: p::UiTree = parse(tool, params)?;
@@ -133,13 +144,23 @@ impl Executor {
                         .deadline_ms
                         .map(|ms| (Instant::now() + Duration::from_millis(ms.into())).min(deadline))
                         .unwrap_or(deadline),
+                    max_value_chars: self.limits.max_value_chars,
                 };
                 let tree = self.backend.control_tree(&w, &limits).await.map_err(be)?;
-                ok(json!({
+                let front = tree
+                    .nodes
+                    .first()
+                    .map(|n| n.name.clone())
+                    .unwrap_or_default();
+                Ok(ToolOutput {
+                    images: Vec::new(),
+                    warnings: front_window_warning(&w, &front),
+                    result: json!({
                     "root": nested_json(&tree.nodes),
                     "node_count": tree.nodes.len(),
                     "truncated": tree.truncated,
-                }))
+                    }),
+                })
             }
             "select_application_window" => {
                 let a: p::SelectWindow = parse(tool, params)?;
@@ -240,11 +261,12 @@ impl Executor {
                 let (node, warnings) = self
                     .actionable(st, &a.id.0, a.name.as_deref(), deadline)
                     .await?;
-                self.backend
-                    .set_text(&node, &a.text, a.clear_current_text)
+                let method = self
+                    .backend
+                    .enter_text(&node, &a.text, a.clear_current_text)
                     .await
                     .map_err(be)?;
-                Ok(action_output(&a.id.0, &node, "set_text", warnings))
+                Ok(action_output(&a.id.0, &node, &method, warnings))
             }
             "keyboard_input" => {
                 let a: p::KeyboardInput = parse(tool, params)?;
@@ -348,6 +370,24 @@ impl Executor {
         }
     }
 
+    /// The window of the selected window's application the user sees in front: the active window when
+    /// it belongs to the same process (a dialog, a file chooser), else the selected window.
+    async fn front_window(&self, selected: &WindowInfo) -> WindowInfo {
+        let Some(active) = self.backend.active_window() else {
+            return selected.clone();
+        };
+        if active == selected.handle || selected.pid.is_none() {
+            return selected.clone();
+        }
+        match self.backend.windows().await {
+            Ok(ws) => ws
+                .into_iter()
+                .find(|x| x.handle == active && x.pid == selected.pid)
+                .unwrap_or_else(|| selected.clone()),
+            Err(_) => selected.clone(),
+        }
+    }
+
     async fn list_controls<'s>(
         &self,
         st: &'s mut DesktopState,
@@ -358,11 +398,17 @@ impl Executor {
             max_nodes: self.limits.max_tree_nodes as usize,
             max_depth: self.limits.max_tree_depth,
             deadline,
+            max_value_chars: self.limits.max_value_chars,
         };
         let tree = self.backend.control_tree(&w, &limits).await.map_err(be)?;
         let listing = st.listing.insert(ControlListing {
             window: w.handle,
             controls: filter_controls(&tree, &self.limits.control_types),
+            front: tree
+                .nodes
+                .first()
+                .map(|n| n.name.clone())
+                .unwrap_or_default(),
         });
         Ok(listing)
     }
@@ -475,6 +521,18 @@ impl Executor {
         });
         ok(json!({"name": name, "pid": pid}))
     }
+}
+
+/// Says so when what was observed is another window of the application (a dialog) than the selected
+/// one, so the agent knows whose controls and pixels it got.
+fn front_window_warning(selected: &WindowInfo, front: &str) -> Vec<String> {
+    if front == selected.title {
+        return Vec::new();
+    }
+    vec![format!(
+        "the application's window '{front}' is in front of the selected window '{}'; observed '{front}'",
+        selected.title
+    )]
 }
 
 fn fraction_point(rect: &Rect, x: f64, y: f64, tool: &str) -> Result<Point, String> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use crate::backend::{Backend, WindowInfo};
+use crate::backend::{Backend, SettleOptions, SettleReport, WindowInfo};
 use crate::encode::Format;
 use crate::geometry::Point;
 use crate::tree::ControlListing;
@@ -29,6 +29,10 @@ pub struct Limits {
     pub max_text_bytes: usize,
     /// Control types listed for agents.
     pub control_types: Vec<String>,
+    /// Longest current text listed for an editable control, in characters.
+    pub max_value_chars: usize,
+    /// How the first observation after an action waits for the screen to settle (timeout 0: never).
+    pub settle: SettleOptions,
 }
 
 impl Default for Limits {
@@ -43,6 +47,12 @@ impl Default for Limits {
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+            max_value_chars: 256,
+            settle: SettleOptions {
+                timeout: Duration::from_millis(2_000),
+                quiet: Duration::from_millis(40),
+                first_change: Duration::from_millis(300),
+            },
         }
     }
 }
@@ -119,6 +129,9 @@ pub struct Outcome {
     pub output: ToolOutput,
     /// Time spent inside the executor.
     pub duration: Duration,
+    /// How long this observation waited for the screen to settle after an earlier action; `None`
+    /// when no action preceded it (or settling is off).
+    pub settle: Option<SettleReport>,
 }
 
 /// What the executor remembers about the desktop between commands and batches.
@@ -130,6 +143,8 @@ pub(crate) struct DesktopState {
     pub selected: Option<WindowInfo>,
     /// The last control listing of the selected window.
     pub listing: Option<ControlListing>,
+    /// The change mark taken before the latest action no observation has waited for yet.
+    pub unsettled: Option<(u64, Instant)>,
 }
 
 /// Runs batches against one desktop.
@@ -182,6 +197,7 @@ impl Executor {
                     error: format!("skipped: an earlier command ({first}) failed"),
                     output: ToolOutput::default(),
                     duration: Duration::ZERO,
+                    settle: None,
                 });
                 continue;
             }
@@ -192,8 +208,13 @@ impl Executor {
                 call_id = %cmd.call_id,
                 status = tracing::field::Empty,
             );
+            let settle = self
+                .before_command(&mut state, &cmd.tool)
+                .instrument(span.clone())
+                .await;
             let run = self.run_tool(&mut state, &cmd.tool, cmd.params, options);
-            let result = tokio::time::timeout(options.deadline, run)
+            let left = options.deadline.saturating_sub(started.elapsed());
+            let result = tokio::time::timeout(left, run)
                 .instrument(span.clone())
                 .await;
             let duration = started.elapsed();
@@ -204,6 +225,7 @@ impl Executor {
                     error: String::new(),
                     output,
                     duration,
+                    settle,
                 },
                 Ok(Err(error)) => {
                     failed = Some(cmd.tool.clone());
@@ -213,6 +235,7 @@ impl Executor {
                         error,
                         output: ToolOutput::default(),
                         duration,
+                        settle,
                     }
                 }
                 Err(_) => {
@@ -227,6 +250,7 @@ impl Executor {
                         ),
                         output: ToolOutput::default(),
                         duration,
+                        settle,
                     }
                 }
             };
@@ -239,4 +263,55 @@ impl Executor {
         }
         outcomes
     }
+
+    /// The settle protocol (`executor.proto`, `Settle`): an action marks the screen's change counter;
+    /// the first observation after it waits for the screen to settle and reports how.
+    async fn before_command(&self, st: &mut DesktopState, tool: &str) -> Option<SettleReport> {
+        if ACTIONS.contains(&tool) {
+            if let Some(mark) = self.backend.change_mark() {
+                st.unsettled = Some((mark, Instant::now()));
+            }
+            return None;
+        }
+        if !OBSERVATIONS.contains(&tool) || self.limits.settle.timeout.is_zero() {
+            return None;
+        }
+        let (mark, since) = st.unsettled.take()?;
+        let span = tracing::info_span!(
+            "executor.settle",
+            waited_ms = tracing::field::Empty,
+            outcome = tracing::field::Empty
+        );
+        let report = self
+            .backend
+            .settle(mark, since, &self.limits.settle)
+            .instrument(span.clone())
+            .await;
+        span.record("waited_ms", report.waited.as_secs_f64() * 1e3);
+        span.record("outcome", format!("{:?}", report.outcome));
+        Some(report)
+    }
 }
+
+/// Tools that change the desktop (the next observation waits for the screen to settle).
+const ACTIONS: &[&str] = &[
+    "click_input",
+    "click_on_coordinates",
+    "drag_on_coordinates",
+    "set_edit_text",
+    "keyboard_input",
+    "wheel_mouse_input",
+    "launch_application",
+    "close_application",
+    "select_application_window",
+];
+
+/// Tools that observe what is on screen (they wait for it to settle after an action).
+const OBSERVATIONS: &[&str] = &[
+    "capture_desktop_screenshot",
+    "capture_window_screenshot",
+    "get_app_window_info",
+    "get_app_window_controls_target_info",
+    "get_ui_tree",
+    "texts",
+];

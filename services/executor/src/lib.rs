@@ -7,19 +7,24 @@
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
 //! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
-//! - [`keys`], [`geometry`], [`tree`], [`encode`]: platform-independent logic shared by the backends.
+//! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`]: platform-independent logic shared by
+//!   the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
-//! - [`testing`] (Linux): a real Xvfb + D-Bus + AT-SPI desktop for tests and benchmarks.
+//! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
+//!   [`testing`] adds test helpers on it (applications started and waited for).
 
 pub mod backend;
 pub mod config;
+#[cfg(target_os = "linux")]
+pub mod desktop;
 mod dispatch;
 pub mod encode;
 pub mod executor;
 pub mod geometry;
+pub mod handles;
 pub mod keys;
 pub mod service;
-/// The private Xvfb desktop of tests and benchmarks, compiled only with the `testing` feature.
+/// Test helpers on the private desktop, compiled only with the `testing` feature.
 #[cfg(all(target_os = "linux", feature = "testing"))]
 pub mod testing;
 pub mod tools;
@@ -52,6 +57,22 @@ pub enum RunError {
     /// The desktop backend could not start.
     #[error("cannot start the desktop backend")]
     Backend(#[from] backend::BackendError),
+    /// The private desktop could not start.
+    #[cfg(target_os = "linux")]
+    #[error("cannot start the headless desktop")]
+    Desktop(#[from] desktop::DesktopError),
+    /// A process of the private desktop exited while serving.
+    #[error("the headless desktop stopped: {0}")]
+    DesktopDied(String),
+    /// The desktop info file cannot be written.
+    #[error("cannot write the desktop info file {path}")]
+    DesktopInfo {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The server failed.
     #[error(transparent)]
     Serve(#[from] ufo_common::grpc::ServeError),
@@ -71,8 +92,73 @@ pub async fn run(
 ) -> Result<(), RunError> {
     config.validate(listener.local_addr()?)?;
     let builder = server_builder(config.tls_pem()?)?;
-    let backend = backend::platform_backend().await?;
-    serve(config, builder, backend, listener, shutdown).await
+    if config.desktop == config::DesktopMode::Headless {
+        return run_headless(config, builder, listener, shutdown).await;
+    }
+    let backend = backend::platform_backend(config.max_control_handles).await?;
+    serve(config, builder, backend, Vec::new(), listener, shutdown).await
+}
+
+/// Starts a private desktop, serves on it, and stops the server when a desktop process dies (and the
+/// desktop when the server stops).
+#[cfg(target_os = "linux")]
+async fn run_headless(
+    config: Config,
+    builder: tonic::transport::Server,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let (width, height) = config.desktop_size;
+    let mut desktop = desktop::Desktop::start(width, height).await?;
+    tracing::info!(display = desktop.display(), "headless desktop ready");
+    if let Some(path) = &config.desktop_info {
+        let info = format!(
+            "DISPLAY={}\nDBUS_SESSION_BUS_ADDRESS={}\n",
+            desktop.display(),
+            desktop.bus_address()
+        );
+        std::fs::write(path, info).map_err(|source| RunError::DesktopInfo {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let backend: Arc<dyn Backend> = Arc::new(
+        backend::linux::LinuxBackend::connect_to(
+            Some(desktop.display()),
+            Some(desktop.bus_address()),
+        )
+        .await?,
+    );
+    let env = desktop.env();
+    let stop = shutdown.child_token();
+    let server = serve(config, builder, backend, env, listener, stop.clone());
+    tokio::pin!(server);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            outcome = &mut server => return outcome,
+            _ = tick.tick() => {
+                if let Some(what) = desktop.exited() {
+                    tracing::error!(%what, "the headless desktop died; stopping");
+                    stop.cancel();
+                    let _ = (&mut server).await;
+                    return Err(RunError::DesktopDied(what));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn run_headless(
+    _config: Config,
+    _builder: tonic::transport::Server,
+    _listener: TcpListener,
+    _shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    Err(RunError::Backend(backend::BackendError::Unsupported(
+        "--desktop headless needs Linux (Xvfb)",
+    )))
 }
 
 /// Serves `backend` on `listener` until `shutdown` fires (tests pass a backend bound to their desktop).
@@ -84,7 +170,7 @@ pub async fn run_with_backend(
 ) -> Result<(), RunError> {
     config.validate(listener.local_addr()?)?;
     let builder = server_builder(config.tls_pem()?)?;
-    serve(config, builder, backend, listener, shutdown).await
+    serve(config, builder, backend, Vec::new(), listener, shutdown).await
 }
 
 /// Serves `backend` with a validated `config` and a server `builder` (plaintext or TLS).
@@ -92,6 +178,7 @@ async fn serve(
     config: Config,
     builder: tonic::transport::Server,
     backend: Arc<dyn Backend>,
+    launch_env: Vec<(String, String)>,
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
@@ -102,8 +189,16 @@ async fn serve(
         max_key_strokes: config.max_key_strokes,
         max_text_bytes: config.max_text_bytes,
         control_types: config.control_types.clone(),
+        max_value_chars: config.max_value_chars,
+        settle: crate::backend::SettleOptions {
+            timeout: Duration::from_millis(config.settle_timeout_ms.into()),
+            quiet: Duration::from_millis(config.settle_quiet_ms.into()),
+            first_change: Duration::from_millis(config.settle_first_change_ms.into()),
+        },
     };
-    let executor = Arc::new(Executor::new(backend, limits, config.allowed_apps()?));
+    let executor = Arc::new(
+        Executor::new(backend, limits, config.allowed_apps()?).with_launch_env(launch_env),
+    );
     let service = ExecutorService::new(
         executor,
         ServiceLimits {
@@ -131,9 +226,15 @@ async fn serve(
         tls = config.tls_cert.is_some(),
         "ufo-executor listening"
     );
+    // The executor stores nothing: NUL in text is the backend's to refuse or type.
+    let checks = config
+        .request_checks
+        .checks(false, config.max_message_bytes)
+        .map_err(ufo_common::grpc::ServeError::from)?;
     serve_until(
         builder,
         routes.routes(),
+        checks,
         listener,
         intro.health_reporter,
         SERVICES,

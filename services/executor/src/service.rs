@@ -10,6 +10,7 @@ use ufo_proto::v1::{
     ListToolsRequest, ListToolsResponse, executor_server,
 };
 
+use crate::backend::SettleOutcome;
 use crate::encode::Format;
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
 use crate::tools::{Kind, registry};
@@ -143,6 +144,15 @@ impl executor_server::Executor for ExecutorService {
                     })
                     .collect(),
                 warnings: o.output.warnings,
+                settle: o.settle.map(|s| pb::Settle {
+                    outcome: match s.outcome {
+                        SettleOutcome::Settled => pb::SettleOutcome::Settled,
+                        SettleOutcome::NoChange => pb::SettleOutcome::NoChange,
+                        SettleOutcome::Timeout => pb::SettleOutcome::Timeout,
+                        SettleOutcome::Unsupported => pb::SettleOutcome::Unsupported,
+                    } as i32,
+                    waited_us: s.waited.as_micros().min(u128::from(u64::MAX)) as u64,
+                }),
             })
             .collect();
         Ok(Response::new(ExecuteResponse { results }))

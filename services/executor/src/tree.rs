@@ -10,6 +10,8 @@ use crate::backend::{RawNode, RawTree};
 pub const DEFAULT_CONTROL_TYPES: &[&str] = &[
     "Button",
     "Edit",
+    "Menu",
+    "HeaderItem",
     "TabItem",
     "Document",
     "ListItem",
@@ -36,6 +38,7 @@ pub const CONTROL_FIELDS: &[&str] = &[
     "visible",
     "automation_id",
     "kind",
+    "value",
 ];
 
 /// The numbered controls of one window from one listing.
@@ -45,6 +48,8 @@ pub struct ControlListing {
     pub window: u64,
     /// Control `i` has id `i + 1`.
     pub controls: Vec<RawNode>,
+    /// The name of the window the controls belong to (a dialog in front of the selected window).
+    pub front: String,
 }
 
 /// Keeps the controls worth showing an agent: of a wanted type, visible, with an on-screen area.
@@ -155,6 +160,10 @@ pub fn control_json(index: usize, node: &RawNode, fields: &[String]) -> Value {
     if want("kind") {
         m.insert("kind".into(), json!("CONTROL"));
     }
+    // An editable control's current text; without a field list only when there is one.
+    if fields.iter().any(|x| x == "value") || (fields.is_empty() && !node.value.is_empty()) {
+        m.insert("value".into(), json!(node.value));
+    }
     Value::Object(m)
 }
 
@@ -176,14 +185,18 @@ pub fn nested_json(nodes: &[RawNode]) -> Value {
             .iter()
             .filter_map(|&c| built[c].take())
             .collect();
-        built[i] = Some(json!({
+        let mut v = json!({
             "name": n.name,
             "type": n.control_type,
             "rect": n.rect.to_ltrb(),
             "enabled": n.enabled,
             "visible": n.visible,
             "children": kids,
-        }));
+        });
+        if !n.value.is_empty() {
+            v["value"] = json!(n.value);
+        }
+        built[i] = Some(v);
     }
     let mut out: Vec<Value> = roots.iter().filter_map(|&r| built[r].take()).collect();
     if out.len() == 1 {
@@ -210,6 +223,7 @@ mod tests {
             enabled: true,
             visible,
             automation_id: String::new(),
+            value: String::new(),
         }
     }
 
@@ -242,6 +256,7 @@ mod tests {
         let listing = ControlListing {
             window: 1,
             controls: filter_controls(&tree(), &["Button".into(), "Edit".into()]),
+            front: String::new(),
         };
         let (n, w) = listing.resolve("2", Some("name")).unwrap();
         assert_eq!((n.name.as_str(), w), ("Name", None));

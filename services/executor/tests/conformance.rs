@@ -59,6 +59,7 @@ async fn listed(backend: &LinuxBackend, w: &WindowInfo) -> Vec<RawNode> {
         max_nodes: 5000,
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(5),
+        max_value_chars: 256,
     };
     let tree = backend.control_tree(w, &limits).await.unwrap();
     filter_controls(&tree, &Limits::default().control_types)
@@ -288,7 +289,13 @@ async fn linux_backend_conformance() {
     );
     let full = ok(&exec, "get_ui_tree", json!({})).await.output.result;
     assert_eq!(full["truncated"], false);
-    assert!(full["node_count"].as_u64().unwrap() > 150);
+    // The live, shown tree (hidden pages and closed menus are not on screen; tests/observe.rs checks
+    // it against an independent live walk).
+    assert!(
+        full["node_count"].as_u64().unwrap() > 100,
+        "{}",
+        full["node_count"]
+    );
 
     // Launch (allow-list only) and close an application.
     let o = one(&exec, "launch_application", json!({"name": "xterm"})).await;

@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
 use crate::dispatch::{
-    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, execute_one,
+    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, Settle, SettleOutcome,
+    execute_one,
 };
 use crate::response::ActionSpec;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
@@ -14,11 +15,43 @@ use crate::target::{ControlSource, TargetInfo, TargetKind};
 /// How much of a read text an action's representation carries (the full value stays in the result).
 const READ_VALUE_CHARS: usize = 200;
 
+/// How much of an error text a representation carries by default (the full text stays in the result; the
+/// agents use their configured bound, see [`ActionRecord::representation_with`]).
+pub const ERROR_CHARS: usize = 300;
+
 /// The first `max` characters of `text`, with "…" when cut.
-fn truncate(text: &str, max: usize) -> String {
+pub fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
+    }
+}
+
+/// What happened to an action, as the model is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionOutcome {
+    /// It ran and did what it should.
+    Success,
+    /// It ran (or was checked) and failed.
+    Failure,
+    /// It did not run because an earlier action of its batch failed.
+    Skipped,
+    /// It was refused by policy before running (e.g. a launch not on the allow-list).
+    Denied,
+    /// Nothing to run.
+    None,
+}
+
+impl ActionOutcome {
+    /// The word the prompts use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Skipped => "skipped",
+            Self::Denied => "denied",
+            Self::None => "none",
+        }
     }
 }
 
@@ -38,10 +71,26 @@ pub struct ActionRecord {
 }
 
 impl ActionRecord {
-    /// e.g. `click_input on [12]Export`; an action that read a text (e.g. `texts`) carries what it read,
-    /// `texts on [9]Font → "Sans 12"`, so the next prompt and the blackboard show the value itself.
-    pub fn representation(&self) -> String {
-        let mut text = match &self.target {
+    /// What happened to it: a failure whose result says `denied` (see [`crate::agents::tools::denied`])
+    /// was refused by policy.
+    pub fn outcome(&self) -> ActionOutcome {
+        match self.result.status {
+            ResultStatus::Success => ActionOutcome::Success,
+            ResultStatus::Failure
+                if self.result.result.get("denied") == Some(&Value::Bool(true)) =>
+            {
+                ActionOutcome::Denied
+            }
+            ResultStatus::Failure => ActionOutcome::Failure,
+            ResultStatus::Skipped => ActionOutcome::Skipped,
+            ResultStatus::None => ActionOutcome::None,
+        }
+    }
+
+    /// The action without its outcome, e.g. `click_input on [12]Export` (what no-progress detection
+    /// compares between steps).
+    pub fn action_text(&self) -> String {
+        match &self.target {
             Some(t) => format!("{} on [{}]{}", self.function, t.label, t.name),
             None if self.arguments.is_empty() => self.function.clone(),
             None => format!(
@@ -49,9 +98,38 @@ impl ActionRecord {
                 self.function,
                 Value::Object(self.arguments.clone())
             ),
-        };
-        if let (ResultStatus::Success, Value::String(read)) =
-            (self.result.status, &self.result.result)
+        }
+    }
+
+    /// [`Self::representation_with`] at the default error bound.
+    pub fn representation(&self) -> String {
+        self.representation_with(ERROR_CHARS)
+    }
+
+    /// The action and what happened to it, so the next prompt and the blackboard tell the model:
+    /// `click_input on [12]Export [success]`, `texts on [9]Font [success] → "Sans 12"` (a read text is
+    /// carried), `set_edit_text on [3]Name [failure: control [3]Name is disabled]`,
+    /// `click_input on [5]Save [skipped: an earlier action of the batch failed]`; errors are cut at
+    /// `error_chars` characters.
+    pub fn representation_with(&self, error_chars: usize) -> String {
+        let mut text = self.action_text();
+        let outcome = self.outcome();
+        match outcome {
+            ActionOutcome::None if self.result.error.is_empty() => {}
+            // Not run, for a reason the model must know (e.g. an approved action whose outcome is unknown).
+            ActionOutcome::None => text.push_str(&format!(
+                " [not run: {}]",
+                truncate(&self.result.error, error_chars)
+            )),
+            ActionOutcome::Success => text.push_str(" [success]"),
+            _ if self.result.error.is_empty() => text.push_str(&format!(" [{}]", outcome.as_str())),
+            _ => text.push_str(&format!(
+                " [{}: {}]",
+                outcome.as_str(),
+                truncate(&self.result.error, error_chars)
+            )),
+        }
+        if let (ActionOutcome::Success, Value::String(read)) = (outcome, &self.result.result)
             && !read.is_empty()
         {
             text.push_str(" → ");
@@ -66,6 +144,7 @@ impl ActionRecord {
             "function": self.function,
             "arguments": self.arguments,
             "status": self.status,
+            "outcome": self.outcome().as_str(),
             "target": self.target.as_ref().map(|t| json!({"label": t.label, "name": t.name, "type": t.control_type})),
             "result": self.result.to_json(),
             "representation": self.representation(),
@@ -90,6 +169,7 @@ impl ActionRecord {
                 result: Some(ufo_proto::json::to_value(self.result.result.clone())),
                 call_id: self.result.call_id.clone(),
                 duration_us: 0,
+                settle: self.result.settle.map(settle_to_proto),
                 images: vec![],
                 warnings: self.result.warnings.clone(),
             }),
@@ -106,6 +186,26 @@ impl ActionRecord {
             representation: self.representation(),
         }
     }
+}
+
+/// A settle wait as the session proto.
+pub fn settle_to_proto(s: Settle) -> v1::Settle {
+    let outcome = match s.outcome {
+        SettleOutcome::Settled => v1::SettleOutcome::Settled,
+        SettleOutcome::NoChange => v1::SettleOutcome::NoChange,
+        SettleOutcome::Timeout => v1::SettleOutcome::Timeout,
+        SettleOutcome::Unsupported => v1::SettleOutcome::Unsupported,
+        SettleOutcome::Unspecified => v1::SettleOutcome::Unspecified,
+    };
+    v1::Settle {
+        outcome: outcome as i32,
+        waited_us: s.waited_us,
+    }
+}
+
+/// A settle wait for memory items and prompts: `{"outcome": "settled", "waited_ms": 12.5}`.
+pub fn settle_json(s: Settle) -> Value {
+    json!({"outcome": s.outcome, "waited_ms": s.waited_us as f64 / 1000.0})
 }
 
 /// Turns an action on labelled controls into the executor command: the label becomes the executor id (and
@@ -226,7 +326,7 @@ pub async fn run_actions(
         records.push(ActionRecord {
             function: spec.function.clone(),
             arguments: spec.arguments.clone(),
-            status: spec.status.clone(),
+            status: spec.status.to_string(),
             target,
             result,
         });
@@ -251,20 +351,45 @@ mod tests {
     #[test]
     fn a_read_text_is_part_of_the_representation() {
         let read = record("texts", CommandResult::success(json!("Sans 12")));
-        assert_eq!(read.representation(), r#"texts → "Sans 12""#);
+        assert_eq!(read.representation(), r#"texts [success] → "Sans 12""#);
     }
 
     #[test]
-    fn object_results_failures_and_empty_reads_add_nothing() {
+    fn every_outcome_is_told_with_its_bounded_error() {
         let click = record(
             "click_input",
             CommandResult::success(json!({"method": "action"})),
         );
-        assert_eq!(click.representation(), "click_input");
+        assert_eq!(click.representation(), "click_input [success]");
         let failed = record("texts", CommandResult::failure("gone"));
-        assert_eq!(failed.representation(), "texts");
+        assert_eq!(failed.outcome(), ActionOutcome::Failure);
+        assert_eq!(failed.representation(), "texts [failure: gone]");
+        let long = record("texts", CommandResult::failure("x".repeat(50)));
+        assert_eq!(
+            long.representation_with(10),
+            format!("texts [failure: {}…]", "x".repeat(10))
+        );
+        let skipped = record(
+            "click_input",
+            CommandResult::skipped("an earlier action of the batch failed"),
+        );
+        assert_eq!(
+            skipped.representation(),
+            "click_input [skipped: an earlier action of the batch failed]"
+        );
+        let denied = record(
+            "launch_application",
+            crate::agents::tools::denied("not allowed".into(), json!({})),
+        );
+        assert_eq!(denied.outcome(), ActionOutcome::Denied);
+        assert_eq!(
+            denied.representation(),
+            "launch_application [denied: not allowed]"
+        );
+        assert_eq!(denied.to_json()["outcome"], "denied");
         let empty = record("texts", CommandResult::success(json!("")));
-        assert_eq!(empty.representation(), "texts");
+        assert_eq!(empty.representation(), "texts [success]");
+        assert_eq!(record("", CommandResult::none()).representation(), "");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::services::AgentServices;
-use super::settings::{AgentSettings, PendingFallback};
+use super::settings::AgentSettings;
 use crate::llm::LlmError;
 use crate::llm::config::LlmArgs;
 use crate::vision::{Marker, Palette, VisionError};
@@ -60,26 +60,41 @@ pub struct AgentArgs {
     /// Check before each action of a batch that its control still exists and is enabled.
     #[arg(long, env = "UFO_AGENT_PRECHECK_CONTROLS", default_value_t = true, action = clap::ArgAction::Set)]
     pub precheck_controls: bool,
-    /// Seconds a question waits for answers.
-    #[arg(long, env = "UFO_AGENT_PENDING_TIMEOUT_SECS", default_value_t = 600)]
-    pub pending_timeout_secs: u64,
-    /// What an unanswered question does: continue with "no answer", or fail the round.
-    #[arg(
-        long,
-        env = "UFO_AGENT_PENDING_FALLBACK",
-        value_enum,
-        default_value = "continue"
-    )]
-    pub pending_fallback: PendingFallback,
-    /// Seconds a held action waits for approval before it counts as rejected.
-    #[arg(long, env = "UFO_AGENT_CONFIRM_TIMEOUT_SECS", default_value_t = 600)]
-    pub confirm_timeout_secs: u64,
     /// TrueType font for set-of-marks labels.
     #[arg(long, env = "UFO_AGENT_LABEL_FONT", default_value = crate::vision::annotate::DEFAULT_FONT)]
     pub label_font: PathBuf,
     /// Label height in pixels.
     #[arg(long, env = "UFO_AGENT_LABEL_PX", default_value_t = 14.0)]
     pub label_px: f32,
+    /// Characters of an action's error text shown to the models (the full text is stored with the step).
+    #[arg(long, env = "UFO_AGENT_ACTION_ERROR_CHARS", default_value_t = crate::agents::action::ERROR_CHARS)]
+    pub action_error_chars: usize,
+    /// Newest blackboard images sent to the models as images (0 = their metadata only).
+    #[arg(long, env = "UFO_AGENT_BLACKBOARD_IMAGES", default_value_t = 2)]
+    pub blackboard_images: usize,
+    /// Largest width and height of a blackboard image sent to a model (downscaled to fit).
+    #[arg(long, env = "UFO_AGENT_BLACKBOARD_IMAGE_PX", default_value_t = 640)]
+    pub blackboard_image_px: u32,
+    /// Times the same action may run on an unchanged screen before the AppAgent is told it makes no
+    /// progress.
+    #[arg(long, env = "UFO_AGENT_NO_PROGRESS_WARN", default_value_t = 3)]
+    pub no_progress_warn: u32,
+    /// Further repeats after that warning before the AppAgent fails the subtask back to the HostAgent.
+    #[arg(long, env = "UFO_AGENT_NO_PROGRESS_FAIL", default_value_t = 2)]
+    pub no_progress_fail: u32,
+    /// Milliseconds a launch waits for the program's window to appear.
+    #[arg(
+        long,
+        env = "UFO_AGENT_LAUNCH_WINDOW_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub launch_window_timeout_ms: u64,
+    /// Milliseconds between looks at the window list while waiting for a launched program's window.
+    #[arg(long, env = "UFO_AGENT_LAUNCH_POLL_MS", default_value_t = 100)]
+    pub launch_poll_ms: u64,
+    /// Newest HostAgent actions (with their results) shown in its prompt.
+    #[arg(long, env = "UFO_AGENT_HOST_PREVIOUS_ACTIONS", default_value_t = 10)]
+    pub host_previous_actions: usize,
 }
 
 impl AgentArgs {
@@ -102,12 +117,20 @@ impl AgentArgs {
             save_full_screen: self.save_full_screen,
             save_ui_tree: self.save_ui_tree,
             precheck_controls: self.precheck_controls,
-            pending_timeout: Duration::from_secs(self.pending_timeout_secs),
-            pending_fallback: self.pending_fallback,
-            confirm_timeout: Duration::from_secs(self.confirm_timeout_secs),
             confirm_always: false,
             confirm_never: false,
             temperature: None,
+            action_error_chars: self.action_error_chars,
+            blackboard_images: self.blackboard_images,
+            blackboard_image_max: (
+                self.blackboard_image_px.max(1),
+                self.blackboard_image_px.max(1),
+            ),
+            no_progress_warn: self.no_progress_warn.max(1),
+            no_progress_fail: self.no_progress_fail,
+            launch_window_timeout: Duration::from_millis(self.launch_window_timeout_ms),
+            launch_poll_interval: Duration::from_millis(self.launch_poll_ms.max(1)),
+            host_previous_actions: self.host_previous_actions,
         }
     }
 

@@ -7,6 +7,7 @@
 //! - [`action`]: executed actions ([`action::ActionRecord`]) and the multi-action runner.
 //! - [`host`]: HostAgent strategies, processor and state.
 //! - [`app`]: AppAgent strategies, processor and state.
+//! - [`tools`]: the functions each agent offers its model, from the executor's catalog.
 
 pub mod action;
 pub mod app;
@@ -15,8 +16,9 @@ pub mod host;
 pub mod keys;
 pub mod services;
 pub mod settings;
+pub mod tools;
 
 pub use app::AppAgent;
 pub use host::HostAgent;
 pub use services::AgentServices;
-pub use settings::{AgentSettings, PendingFallback};
+pub use settings::AgentSettings;

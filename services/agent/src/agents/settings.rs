@@ -1,16 +1,6 @@
 //! Agent limits and switches, built from the service configuration (every value has a documented default).
 
 use std::time::Duration;
-
-/// What happens when a question times out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PendingFallback {
-    /// Record "no answer" on the blackboard and continue.
-    Continue,
-    /// End the round as failed.
-    Fail,
-}
-
 /// Limits and switches of the agents.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -40,18 +30,28 @@ pub struct AgentSettings {
     pub save_ui_tree: bool,
     /// Check before each action of a batch that its control still exists and is enabled.
     pub precheck_controls: bool,
-    /// How long a question waits for answers.
-    pub pending_timeout: Duration,
-    /// What a timed-out question does.
-    pub pending_fallback: PendingFallback,
-    /// How long a held action waits for approval (then it is rejected).
-    pub confirm_timeout: Duration,
     /// Hold every action for confirmation, not only those the model marks CONFIRM.
     pub confirm_always: bool,
     /// Run actions the model marks CONFIRM without holding them.
     pub confirm_never: bool,
     /// Sampling temperature.
     pub temperature: Option<f64>,
+    /// Characters of an action's error text shown in prompts and trajectories.
+    pub action_error_chars: usize,
+    /// Newest blackboard images sent to the models as images (0 = metadata only).
+    pub blackboard_images: usize,
+    /// Blackboard images are downscaled to fit this size.
+    pub blackboard_image_max: (u32, u32),
+    /// Times the same action may run on an unchanged screen before the AppAgent is told so.
+    pub no_progress_warn: u32,
+    /// Further repeats after that warning before the AppAgent fails back to the HostAgent.
+    pub no_progress_fail: u32,
+    /// How long a launch waits for the program's window to appear.
+    pub launch_window_timeout: Duration,
+    /// How often the window list is looked at while waiting for a launched program's window.
+    pub launch_poll_interval: Duration,
+    /// Newest HostAgent actions shown in its prompt.
+    pub host_previous_actions: usize,
 }
 
 impl Default for AgentSettings {
@@ -81,12 +81,17 @@ impl Default for AgentSettings {
             save_full_screen: false,
             save_ui_tree: false,
             precheck_controls: true,
-            pending_timeout: Duration::from_secs(600),
-            pending_fallback: PendingFallback::Continue,
-            confirm_timeout: Duration::from_secs(600),
             confirm_always: false,
             confirm_never: false,
             temperature: None,
+            action_error_chars: super::action::ERROR_CHARS,
+            blackboard_images: 2,
+            blackboard_image_max: (640, 640),
+            no_progress_warn: 3,
+            no_progress_fail: 2,
+            launch_window_timeout: Duration::from_secs(10),
+            launch_poll_interval: Duration::from_millis(100),
+            host_previous_actions: 10,
         }
     }
 }

@@ -5,13 +5,14 @@
 use tracing::instrument;
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
-    AppendBlackboardRequest, AppendEventsRequest, GetBlackboardRequest, HeldAction, PendingQuestion,
+    AppendBlackboardRequest, AppendEventsRequest, GetBlackboardRequest, PendingQuestion,
 };
 
 use super::auth::Caller;
 use super::error::ApiError;
 use super::service::{TaskSnapshot, Tasks};
 use super::validate::no_nul;
+use crate::control::{HeldAction, Next};
 use crate::runner::hitl;
 
 fn describe_held(held: &HeldAction) -> String {
@@ -108,7 +109,7 @@ impl Tasks {
             })?;
             chosen.push(question.clone());
         }
-        let (entries, events) = hitl::answer_writes(&chosen, &answers);
+        let (entries, events) = hitl::answer_writes(&board, &chosen, &answers);
         client
             .append_blackboard(AppendBlackboardRequest {
                 session_id: session.id.clone(),
@@ -138,7 +139,12 @@ impl Tasks {
         }
         let session = self.session(id, caller).await?;
         Self::still_open(&session)?;
-        let held = self.hold_state(&session).await?.held().cloned();
+        let snapshot = self.snapshot(session).await?;
+        let held = match (&snapshot.next, &snapshot.held) {
+            (Some(Next::Hold { action }), Some(_)) => Some(action.clone()),
+            _ => None,
+        };
+        let session = snapshot.session;
         let held = match held {
             None => {
                 return Err(ApiError::new(
@@ -166,7 +172,7 @@ impl Tasks {
         self.client()
             .append_events(AppendEventsRequest {
                 session_id: session.id.clone(),
-                events: vec![hitl::decision_event(held.step, approve, reason)],
+                events: vec![hitl::decision_event(&held, approve, reason)],
                 lease_owner: String::new(),
             })
             .await?;

@@ -5,6 +5,7 @@
 //! - [`service`]: the task operations both share, reading and writing only through the session service.
 //! - [`auth`]: bearer API keys (fail-closed); [`error`] / [`extract`]: `{code, message}` errors everywhere.
 //! - [`model`]: REST bodies; [`session`]: the session-service client.
+//! - [`sse`]: a task's events as server-sent events; [`web`]: the task viewer and the API docs page.
 
 pub mod auth;
 pub mod decisions;
@@ -16,7 +17,9 @@ pub mod openapi;
 pub mod rest;
 pub mod service;
 pub mod session;
+pub mod sse;
 pub mod validate;
+pub mod web;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -50,6 +53,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::confirm))
         .routes(routes!(rest::add_request))
         .routes(routes!(rest::cancel))
+        .routes(routes!(sse::events))
         .route_layer(axum::middleware::from_fn_with_state(
             state.keys.clone(),
             auth::require_key,
@@ -59,17 +63,20 @@ pub fn app(state: AppState) -> Router {
         .split_for_parts();
     let document = openapi::finish(doc, state.tasks.limits(), state.tasks.executors());
     let max_body = state.tasks.limits().max_body_bytes;
-    api.route(
-        "/openapi.json",
-        axum::routing::get(move || {
-            let document = document.clone();
-            async move { axum::Json(document) }
-        }),
-    )
-    .fallback(|| async { ApiError::new(ufo_common::ErrorCode::NotFound, "no such endpoint") })
-    .layer(DefaultBodyLimit::max(max_body))
-    .layer(tower_http::trace::TraceLayer::new_for_http().make_span_with(http_span as fn(&_) -> _))
-    .with_state(state)
+    api.merge(web::router(&state))
+        .route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let document = document.clone();
+                async move { axum::Json(document) }
+            }),
+        )
+        .fallback(|| async { ApiError::new(ufo_common::ErrorCode::NotFound, "no such endpoint") })
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().make_span_with(http_span as fn(&_) -> _),
+        )
+        .with_state(state)
 }
 
 fn http_span(request: &http::Request<axum::body::Body>) -> tracing::Span {

@@ -17,6 +17,7 @@ use crate::vision::Screenshot;
 pub struct GrpcDispatcher {
     client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
     command_deadline_ms: u32,
+    catalog: std::sync::Arc<super::tools::CatalogCache>,
 }
 
 impl GrpcDispatcher {
@@ -53,6 +54,7 @@ impl GrpcDispatcher {
         Ok(Self {
             client,
             command_deadline_ms,
+            catalog: Default::default(),
         })
     }
 }
@@ -85,6 +87,16 @@ fn from_proto(r: v1::Result) -> CommandResult {
         call_id: r.call_id,
         images: r.images.into_iter().map(image).collect(),
         warnings: r.warnings,
+        settle: r.settle.map(|s| super::Settle {
+            outcome: match v1::SettleOutcome::try_from(s.outcome) {
+                Ok(v1::SettleOutcome::Settled) => super::SettleOutcome::Settled,
+                Ok(v1::SettleOutcome::NoChange) => super::SettleOutcome::NoChange,
+                Ok(v1::SettleOutcome::Timeout) => super::SettleOutcome::Timeout,
+                Ok(v1::SettleOutcome::Unsupported) => super::SettleOutcome::Unsupported,
+                _ => super::SettleOutcome::Unspecified,
+            },
+            waited_us: s.waited_us,
+        }),
     }
 }
 
@@ -122,9 +134,15 @@ impl CommandDispatcher for GrpcDispatcher {
             .execute(request)
             .instrument(span)
             .await
-            .map_err(|s| DispatchError::Rpc {
-                code: format!("{:?}", s.code()),
-                message: s.message().to_owned(),
+            .map_err(|s| {
+                // The executor may come back restarted with other tools: fetch its catalog again.
+                if super::tools::is_transport_failure(s.code()) {
+                    self.catalog.invalidate();
+                }
+                DispatchError::Rpc {
+                    code: format!("{:?}", s.code()),
+                    message: s.message().to_owned(),
+                }
             })?
             .into_inner();
         if response.results.len() != sent {
@@ -134,5 +152,13 @@ impl CommandDispatcher for GrpcDispatcher {
             });
         }
         Ok(response.results.into_iter().map(from_proto).collect())
+    }
+
+    async fn catalog(
+        &self,
+    ) -> Result<std::sync::Arc<super::tools::ExecutorCatalog>, DispatchError> {
+        self.catalog
+            .get_or_fetch(|| super::tools::fetch(self.client.clone()))
+            .await
     }
 }

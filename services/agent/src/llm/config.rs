@@ -34,7 +34,8 @@ pub struct LlmArgs {
     #[arg(
         long,
         env = "UFO_LLM_BASE_URL",
-        default_value = "https://api.openai.com/v1"
+        default_value = "https://api.openai.com/v1",
+        value_parser = super::check::parse_base_url
     )]
     pub llm_base_url: String,
     /// API key (never logged); omit for local servers that need none.
@@ -59,7 +60,7 @@ pub struct LlmArgs {
     #[arg(long, env = "UFO_LLM_BACKUP_MODEL")]
     pub llm_backup_model: Option<String>,
     /// Base URL of the backup model's endpoint.
-    #[arg(long, env = "UFO_LLM_BACKUP_BASE_URL")]
+    #[arg(long, env = "UFO_LLM_BACKUP_BASE_URL", value_parser = super::check::parse_base_url)]
     pub llm_backup_base_url: Option<String>,
     /// API key of the backup endpoint (defaults to --llm-api-key).
     #[arg(long, env = "UFO_LLM_BACKUP_API_KEY", hide_env_values = true)]

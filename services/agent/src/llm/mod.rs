@@ -9,11 +9,13 @@
 //! - [`fallback`]: a backup model used after the primary fails.
 //! - [`json`]: JSON extraction tolerant of code fences and prose.
 //! - [`reask`]: ask for JSON, validate, and re-ask telling the model what was wrong.
+//! - [`check`]: the model endpoint checked at start (`ufo-agent --check-model`).
 //! - [`cost`]: per-model price table and usage/cost totals per step, round and session.
 //!
 //! Seeds 000/001 "LLM Interaction": the reference retries JSON parsing `json_parsing_retry` times with the
 //! backup engine; here that is [`reask::ask_json`] over a [`fallback::Fallback`] model.
 
+pub mod check;
 pub mod config;
 pub mod cost;
 pub mod error;

@@ -1,14 +1,18 @@
 //! AppAgent prompt: images (last selected control, clean, annotated), control list as compact
 //! `["id", "name", "type"]` lines, subtask, host message, previous actions with repeat counts, plan,
-//! blackboard and optional retrieved knowledge.
+//! blackboard (text and its newest images) and optional retrieved knowledge; the system prompt carries
+//! the function list built from the executor's tools.
 
 use serde_json::Value;
 
 use crate::llm::{ContentPart, ImageData, Message, Role};
 use crate::target::TargetInfo;
 
-/// The AppAgent's system prompt.
-pub const SYSTEM: &str = r#"You are an AppAgent operating one application window to complete a subtask. The annotated
+/// The AppAgent's system prompt around its function list (the executor's tools, see
+/// [`crate::agents::tools`]).
+pub fn system(functions: &str) -> String {
+    format!(
+        r#"You are an AppAgent operating one application window to complete a subtask. The annotated
 screenshot numbers each control; the control list gives ["id", "name", "type"] for each.
 
 Reply with ONE JSON object and nothing else, with these fields:
@@ -16,18 +20,26 @@ Reply with ONE JSON object and nothing else, with these fields:
 - "thought": your reasoning.
 - "plan": the remaining steps, as a list of strings.
 - "comment": a short note for the user.
-- "action": one action {"function": ..., "arguments": {"id": "<control id>", ...}, "status": ...} or a
-  list of such actions to run in order (they stop at the first failure). Functions: click_input
-  {"id", "button", "double"}, set_edit_text {"id", "text"}, keyboard_input {"id", "keys"}, texts {"id"},
-  wheel_mouse_input {"id", "wheel_dist"}, click_on_coordinates {"x", "y"} (fractions 0..1 of the window),
-  wait {"seconds"}, summary {"text"}.
+- "action": one action {{"function": ..., "arguments": {{"id": "<control id>", ...}}, "status": ...}} or a
+  list of such actions to run in order (they stop at the first failure; the rest are skipped). "id" is
+  a control id from the list; parameters marked "?" are optional.
 - "status" (per action, or at the top level without actions): CONTINUE (act and look again), SCREENSHOT
   (take a new screenshot and decide again without acting), PENDING (ask the user "questions"), CONFIRM
   (the action needs the user's approval first), FINISH (the subtask is done after these actions; put
-  what was achieved or found in "result"), FAIL (the subtask cannot be done here).
-- "save_screenshot": {"save": true|false, "reason": "..."} to keep this screenshot on the blackboard.
+  what was achieved or found in "result"; if an action fails, the subtask is not finished and you look
+  again), FAIL (the subtask cannot be done here).
+- "save_screenshot": {{"save": true|false, "reason": "..."}} to keep this screenshot on the blackboard.
 - "result": the subtask's result (FINISH) or information found.
-- "questions": questions for the user (PENDING only)."#;
+- "questions": questions for the user (PENDING only).
+
+Previous actions are listed with what happened to each: [success], [failure: error], [skipped: reason]
+(not run because an earlier action of its batch failed) or [denied: reason] (refused by policy). Do not
+assume a failed, skipped or denied action took effect.
+
+Functions:
+{functions}"#
+    )
+}
 
 /// Everything the AppAgent prompt shows.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +66,12 @@ pub struct AppPromptInput<'a> {
     pub blackboard: &'a str,
     /// Retrieved knowledge ("" when none).
     pub knowledge: &'a str,
+    /// The function list (one line per tool).
+    pub functions: &'a str,
+    /// Blackboard images with their captions (after the step's own screenshots).
+    pub blackboard_images: &'a [(String, ImageData)],
+    /// A warning that the agent repeats itself without effect ("" when none).
+    pub no_progress: &'a str,
 }
 
 /// The control list: one `["id", "name", "type"]` JSON array per line.
@@ -99,6 +117,10 @@ pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
         parts.push(ContentPart::Text(format!("{caption}:")));
         parts.push(ContentPart::Image(img.clone()));
     }
+    for (caption, img) in input.blackboard_images {
+        parts.push(ContentPart::Text(format!("{caption}:")));
+        parts.push(ContentPart::Image(img.clone()));
+    }
     let none = |v: String| if v.is_empty() { "none".to_owned() } else { v };
     let mut text = format!(
         "[Request]\n{}\n\n[Application]\n{}\n\n[Current subtask]\n{}\n\n[Message from the HostAgent]\n{}\n\n\
@@ -119,6 +141,9 @@ pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
                 .join("\n")
         ),
     );
+    if !input.no_progress.is_empty() {
+        text.push_str(&format!("\n[No progress]\n{}\n", input.no_progress));
+    }
     if !input.knowledge.is_empty() {
         text.push_str(&format!("\n[Retrieved knowledge]\n{}\n", input.knowledge));
     }
@@ -128,7 +153,7 @@ pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
     }
     parts.push(ContentPart::Text(text));
     vec![
-        Message::text(Role::System, SYSTEM),
+        Message::text(Role::System, system(input.functions)),
         Message {
             role: Role::User,
             parts,

@@ -1,12 +1,17 @@
-//! HostAgent prompt: desktop screenshot, target list, request, previous subtasks, previous plan, blackboard.
+//! HostAgent prompt: desktop screenshot and blackboard images, target list, launchable applications,
+//! request, previous subtasks, previous plan, its own previous actions with their outcomes, blackboard; the
+//! system prompt carries the function list built from the executor's tools.
 
 use serde_json::{Value, json};
 
 use crate::llm::{ContentPart, ImageData, Message, Role};
 use crate::target::TargetInfo;
 
-/// The HostAgent's system prompt: its role, the statuses and the JSON response fields.
-pub const SYSTEM: &str = r#"You are the HostAgent of a desktop automation system. You decompose the user's request into
+/// The HostAgent's system prompt: its role, the statuses, the JSON response fields and its functions
+/// (the executor's desktop-level tools, see [`crate::agents::tools`]).
+pub fn system(functions: &str) -> String {
+    format!(
+        r#"You are the HostAgent of a desktop automation system. You decompose the user's request into
 subtasks, choose the application (or third-party agent) for the current subtask and hand it to an
 AppAgent, launch applications when needed, and decide when the whole request is done.
 
@@ -23,10 +28,20 @@ Reply with ONE JSON object and nothing else, with these fields:
   FAIL (the request cannot be done).
 - "comment": a short note for the user.
 - "questions": a list of questions for the user (PENDING only).
-- "function": "select_application_window" with "arguments": {"id": "<label>"} to assign a target, or
-  another tool such as "launch_application" with its arguments, or "" for none.
+- "function": "select_application_window" with "arguments": {{"id": "<label>"}} to assign a target, or
+  another of the functions below with its arguments, or "" for none. "launch_application" starts one
+  of the launchable applications and waits for its window; with status ASSIGN that window is assigned
+  the subtask at once.
 - "arguments": the function's arguments (an object).
-- "result": the final answer or what was found ("" otherwise)."#;
+- "result": the final answer or what was found ("" otherwise).
+
+Your previous actions are listed with what happened to each: [success], [failure: error], [skipped:
+reason] or [denied: reason] (refused by policy). Do not assume a failed or denied action took effect.
+
+Functions:
+{functions}"#
+    )
+}
 
 /// Everything the HostAgent prompt shows.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +58,14 @@ pub struct HostPromptInput<'a> {
     pub previous_plan: &'a [String],
     /// Rendered blackboard ("" when empty).
     pub blackboard: &'a str,
+    /// The function list (one line per tool).
+    pub functions: &'a str,
+    /// The programs `launch_application` may start.
+    pub launchable: &'a str,
+    /// The HostAgent's newest actions with what happened to each.
+    pub previous_actions: &'a [String],
+    /// Blackboard images with their captions.
+    pub blackboard_images: &'a [(String, ImageData)],
 }
 
 /// The target list as one compact JSON object per line.
@@ -64,6 +87,10 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
         parts.push(ContentPart::Text("Current desktop screenshot:".into()));
         parts.push(ContentPart::Image(img.clone()));
     }
+    for (caption, img) in input.blackboard_images {
+        parts.push(ContentPart::Text(format!("{caption}:")));
+        parts.push(ContentPart::Image(img.clone()));
+    }
     let subtasks = if input.previous_subtasks.is_empty() {
         "none".to_owned()
     } else {
@@ -79,12 +106,20 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     } else {
         input.previous_plan.join("\n")
     };
+    let actions = if input.previous_actions.is_empty() {
+        "none".to_owned()
+    } else {
+        input.previous_actions.join("\n")
+    };
     let mut text = format!(
-        "[Request]\n{}\n\n[Available targets]\n{}\n\n[Previous subtasks]\n{}\n\n[Previous plan]\n{}\n",
+        "[Request]\n{}\n\n[Available targets]\n{}\n\n[Launchable applications]\n{}\n\n\
+         [Previous subtasks]\n{}\n\n[Previous plan]\n{}\n\n[Your previous actions]\n{}\n",
         input.request,
         target_list(input.targets),
+        input.launchable,
         subtasks,
-        plan
+        plan,
+        actions
     );
     if !input.blackboard.is_empty() {
         text.push('\n');
@@ -92,7 +127,7 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     }
     parts.push(ContentPart::Text(text));
     vec![
-        Message::text(Role::System, SYSTEM),
+        Message::text(Role::System, system(input.functions)),
         Message {
             role: Role::User,
             parts,

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use image::{Rgba, RgbaImage};
 use serde_json::{Value, json};
 
+use crate::dispatch::tools::{ExecutorCatalog, ToolSpec};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
 use crate::target::Rect;
 use crate::vision::Screenshot;
@@ -68,6 +69,8 @@ pub struct FakeWindow {
 struct State {
     windows: Vec<FakeWindow>,
     launchable: Vec<FakeWindow>,
+    // Process names ever registered as launchable (the executor's allow-list).
+    allowed: Vec<String>,
     active: Option<usize>,
     log: Vec<Command>,
     // Encoded screenshots by (width, height, origin): the double should cost next to nothing.
@@ -116,6 +119,67 @@ impl FakeDesktop {
         }
     }
 
+    /// The tools this double answers, described as an executor's `ListTools` would (the parameter
+    /// schemas list only the properties the double reads).
+    pub fn tool_specs() -> Vec<ToolSpec> {
+        use crate::dispatch::ToolType::{Action, DataCollection};
+        let spec = |name: &str, kind, props: &[&str], required: &[&str]| ToolSpec {
+            name: name.to_owned(),
+            description: format!("{name} (executor double)"),
+            kind,
+            parameters: json!({
+                "type": "object",
+                "properties": props.iter().map(|p| ((*p).to_owned(), json!({"type": "string"}))).collect::<serde_json::Map<_, _>>(),
+                "required": required,
+            }),
+        };
+        vec![
+            spec("capture_desktop_screenshot", DataCollection, &[], &[]),
+            spec("capture_window_screenshot", DataCollection, &[], &[]),
+            spec("get_desktop_app_target_info", DataCollection, &[], &[]),
+            spec("get_app_window_info", DataCollection, &[], &[]),
+            spec(
+                "get_app_window_controls_target_info",
+                DataCollection,
+                &[],
+                &[],
+            ),
+            spec("get_ui_tree", DataCollection, &[], &[]),
+            spec("select_application_window", Action, &["id"], &["id"]),
+            spec("launch_application", Action, &["name"], &["name"]),
+            spec("click_input", Action, &["id", "button"], &["id"]),
+            spec("click_on_coordinates", Action, &["x", "y"], &["x", "y"]),
+            spec("set_edit_text", Action, &["id", "text"], &["id", "text"]),
+            spec("keyboard_input", Action, &["id", "keys"], &["keys"]),
+            spec("texts", DataCollection, &["id"], &["id"]),
+            spec("wait", Action, &["seconds"], &["seconds"]),
+            spec("summary", Action, &["text"], &["text"]),
+        ]
+    }
+
+    /// [`Self::tool_specs`] as `ListTools` serves them (for gRPC adapters over this double).
+    pub fn proto_tools() -> Vec<ufo_proto::v1::ToolSpec> {
+        use ufo_proto::v1;
+        Self::tool_specs()
+            .into_iter()
+            .map(|t| v1::ToolSpec {
+                name: t.name,
+                description: t.description,
+                tool_type: match t.kind {
+                    crate::dispatch::ToolType::Action => v1::ToolType::Action,
+                    crate::dispatch::ToolType::DataCollection => v1::ToolType::DataCollection,
+                } as i32,
+                parameters_schema: ufo_proto::json::to_struct(t.parameters).ok(),
+                result_schema: None,
+            })
+            .collect()
+    }
+
+    /// The programs `launch_application` may start (every window registered as launchable).
+    pub fn allowed_applications(&self) -> Vec<String> {
+        self.lock().allowed.clone()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -124,7 +188,11 @@ impl FakeDesktop {
 
     /// Windows `launch_application` can open (matched by process name).
     pub fn add_launchable(&self, window: FakeWindow) {
-        self.lock().launchable.push(window);
+        let mut s = self.lock();
+        if !s.allowed.contains(&window.process) {
+            s.allowed.push(window.process.clone());
+        }
+        s.launchable.push(window);
     }
 
     /// Every command received, in order.
@@ -304,5 +372,13 @@ impl CommandDispatcher for FakeDesktop {
             out.push(r);
         }
         Ok(out)
+    }
+
+    async fn catalog(&self) -> Result<std::sync::Arc<ExecutorCatalog>, DispatchError> {
+        // The allow-list is what `launch_application` can open: the windows registered as launchable.
+        Ok(std::sync::Arc::new(ExecutorCatalog {
+            tools: Self::tool_specs(),
+            allowed_applications: self.allowed_applications(),
+        }))
     }
 }

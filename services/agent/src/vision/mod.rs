@@ -12,5 +12,5 @@ pub mod screenshot;
 pub use annotate::{Marker, Palette};
 pub use image_ops::{crop_control, crop_pixels, downscale_pixels, downscale_png};
 pub use merge::{iou, merge_controls};
-pub use prompt::{PromptImageSpec, PromptImages, prompt_images};
+pub use prompt::{PromptImageSpec, PromptImages, blackboard_images, prompt_images};
 pub use screenshot::{Screenshot, VisionError};

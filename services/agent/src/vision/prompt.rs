@@ -8,10 +8,13 @@
 //! they are: no decode, no resize, no encode.
 
 use image::RgbaImage;
+use serde_json::Value;
 
 use super::annotate::{Mark, Marker};
-use super::image_ops::{fitted_size, resize_fast};
+use super::image_ops::{downscale_png, fitted_size, resize_fast};
 use super::screenshot::{Screenshot, VisionError, encode_png};
+use crate::llm::ImageData;
+use crate::memory::Blackboard;
 use crate::target::Rect;
 
 /// Which prompt images to build.
@@ -95,6 +98,40 @@ pub fn prompt_images(
     Ok(out)
 }
 
+/// The newest `count` blackboard images this process holds the pixels of, downscaled to fit `max`, each
+/// with a caption naming its blackboard index and metadata (so the text's `image_i` entry and the image
+/// match). Images restored from the session store without their bytes stay as metadata in the text; an
+/// image that cannot be decoded is left out with a warning.
+pub fn blackboard_images(
+    board: &Blackboard,
+    count: usize,
+    max: (u32, u32),
+) -> Vec<(String, ImageData)> {
+    let mut out: Vec<(String, ImageData)> = board
+        .images
+        .iter()
+        .enumerate()
+        .rev()
+        .filter_map(|(i, img)| img.screenshot.as_ref().map(|s| (i, img, s)))
+        .take(count)
+        .filter_map(|(i, img, shot)| match downscale_png(shot, max.0, max.1) {
+            Ok(small) => Some((
+                format!(
+                    "Blackboard image_{i} ({})",
+                    Value::Object(img.metadata.clone())
+                ),
+                small.to_image_data(),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, index = i, "blackboard image left out of the prompt");
+                None
+            }
+        })
+        .collect();
+    out.reverse();
+    out
+}
+
 fn scale_rect(r: Rect, fx: f64, fy: f64) -> Rect {
     let s = |v: i32, f: f64| (f64::from(v) * f).round() as i32;
     Rect::new(s(r.left, fx), s(r.top, fy), s(r.right, fx), s(r.bottom, fy))
@@ -103,8 +140,9 @@ fn scale_rect(r: Rect, fx: f64, fy: f64) -> Rect {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::BlackboardImage;
+    use crate::vision::Palette;
     use crate::vision::annotate::DEFAULT_FONT;
-    use crate::vision::{Palette, image_ops::downscale_png};
     use image::Rgba;
     use std::path::Path;
 
@@ -181,5 +219,35 @@ mod tests {
         let out = prompt_images(&clean, None, &annotated, &marks, &marker, only_annotated).unwrap();
         assert!(out.clean.is_none());
         assert_eq!(out.annotated.unwrap().width, 400);
+    }
+
+    #[test]
+    fn the_newest_blackboard_images_with_pixels_are_downscaled_in_order() {
+        let (_, clean, _, _) = setup();
+        let image = |app: &str, shot: Option<Screenshot>| BlackboardImage {
+            metadata: serde_json::json!({"application": app})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            artifact_id: String::new(),
+            screenshot: shot,
+        };
+        let mut board = Blackboard::default();
+        board.images.push(image("first", Some(clean.clone())));
+        board.images.push(image("stored", None));
+        board.images.push(image("second", Some(clean.clone())));
+        board.images.push(image("third", Some(clean.clone())));
+        let got = blackboard_images(&board, 2, (200, 200));
+        let captions: Vec<_> = got.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(
+            captions,
+            [
+                r#"Blackboard image_2 ({"application":"second"})"#,
+                r#"Blackboard image_3 ({"application":"third"})"#
+            ]
+        );
+        let small = image::load_from_memory(&got[0].1.bytes).unwrap();
+        assert_eq!((small.width(), small.height()), (200, 100));
+        assert!(blackboard_images(&board, 0, (200, 200)).is_empty());
     }
 }

@@ -8,7 +8,7 @@ pub mod linux;
 pub mod windows;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -76,7 +76,8 @@ pub struct Capture {
     pub origin: Point,
 }
 
-/// A backend-specific reference to a control, valid until the next tree walk of its window.
+/// A backend-specific reference to a control: it stays valid across later tree walks until the
+/// control is gone (an AT-SPI object path; a stable UI Automation handle, see [`crate::handles`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ControlHandle(pub String);
 
@@ -101,6 +102,9 @@ pub struct RawNode {
     pub visible: bool,
     /// Automation id / accessible id, empty when none.
     pub automation_id: String,
+    /// The current text of an editable control (at most [`TreeLimits::max_value_chars`] characters),
+    /// empty for other controls and for password fields.
+    pub value: String,
 }
 
 /// How far a tree walk may go.
@@ -112,6 +116,8 @@ pub struct TreeLimits {
     pub max_depth: u32,
     /// Stop when this instant passes (and report truncation).
     pub deadline: Instant,
+    /// Longest current text read for an editable control, in characters (0: none).
+    pub max_value_chars: usize,
 }
 
 /// A flattened tree walk.
@@ -132,6 +138,39 @@ pub struct ControlState {
     pub visible: bool,
     /// Current bounds in screen pixels.
     pub rect: Rect,
+}
+
+/// Bounds of the wait for a settled screen (the settle protocol of `executor.proto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleOptions {
+    /// Longest wait in all.
+    pub timeout: Duration,
+    /// How long the screen must stay unchanged to count as settled.
+    pub quiet: Duration,
+    /// How long after the action a first change may take before "nothing changed" is concluded.
+    pub first_change: Duration,
+}
+
+/// How a wait for a settled screen ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettleOutcome {
+    /// Changed, then quiet.
+    Settled,
+    /// Nothing changed within the first-change time.
+    NoChange,
+    /// Still changing at the timeout.
+    Timeout,
+    /// The backend cannot see changes.
+    Unsupported,
+}
+
+/// A finished wait for a settled screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettleReport {
+    /// How it ended.
+    pub outcome: SettleOutcome,
+    /// Time spent waiting.
+    pub waited: Duration,
 }
 
 /// A mouse button.
@@ -157,8 +196,8 @@ pub enum MouseButton {
 /// - action methods return once the input was delivered (not necessarily processed by the application);
 /// - every method returns within a bounded time or is cancelled by the caller's deadline (dropping the
 ///   future must leave the backend usable);
-/// - handles from `control_tree` stay usable until the next `control_tree` call for the same window;
-///   a destroyed control yields [`BackendError::Gone`].
+/// - handles from `control_tree` stay usable across later `control_tree` calls until the control is
+///   gone; a destroyed control yields [`BackendError::Gone`].
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// "atspi" or "uia".
@@ -194,6 +233,18 @@ pub trait Backend: Send + Sync {
     ) -> BackendResult<String>;
     /// Replaces (`clear` true) or appends to the text of an editable control.
     async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()>;
+    /// Like [`set_text`](Self::set_text), and says how the text got in ("set_text" by default;
+    /// "pattern:Value", "pattern:Text+keyboard" or "keyboard (...)" on Windows), so a result can say
+    /// when the keyboard had to stand in for an accessibility interface.
+    async fn enter_text(
+        &self,
+        control: &RawNode,
+        text: &str,
+        clear: bool,
+    ) -> BackendResult<String> {
+        self.set_text(control, text, clear).await?;
+        Ok("set_text".into())
+    }
     /// The text a control shows (its value/text content, else its name).
     async fn read_text(&self, control: &RawNode) -> BackendResult<String>;
     /// Gives a control the keyboard focus.
@@ -213,20 +264,41 @@ pub trait Backend: Send + Sync {
         self.wheel(control.rect.center(), notches).await?;
         Ok("wheel".into())
     }
+    /// The window the window manager reports as active, when it reports one.
+    fn active_window(&self) -> Option<u64> {
+        None
+    }
+    /// The desktop's screen-change counter, read just before an action; `None` when this backend
+    /// cannot see changes (then observations report [`SettleOutcome::Unsupported`]).
+    fn change_mark(&self) -> Option<u64> {
+        None
+    }
+    /// Waits until the screen changed after `mark` (read at `since`) and then stayed unchanged, within
+    /// `opts`; never a fixed sleep.
+    async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
+        let _ = (mark, since, opts);
+        SettleReport {
+            outcome: SettleOutcome::Unsupported,
+            waited: Duration::ZERO,
+        }
+    }
 }
 
-/// Builds the backend for this platform.
-pub async fn platform_backend() -> BackendResult<Arc<dyn Backend>> {
+/// Builds the backend for this platform. `max_handles` bounds the Windows backend's control-handle
+/// table (AT-SPI handles are object paths and need none).
+pub async fn platform_backend(max_handles: usize) -> BackendResult<Arc<dyn Backend>> {
     #[cfg(target_os = "linux")]
     {
+        let _ = max_handles;
         Ok(Arc::new(linux::LinuxBackend::connect().await?))
     }
     #[cfg(windows)]
     {
-        Ok(Arc::new(windows::UiaBackend::start()?))
+        Ok(Arc::new(windows::UiaBackend::start(max_handles)?))
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
+        let _ = max_handles;
         Err(BackendError::Unsupported(
             "this operating system has no backend",
         ))

@@ -75,7 +75,8 @@ fn control_schema() -> Value {
         "properties": {
             "id": {"type": "string"}, "name": {"type": "string"}, "type": {"type": "string"},
             "rect": rect_schema(), "enabled": {"type": "boolean"}, "visible": {"type": "boolean"},
-            "automation_id": {"type": "string"}, "kind": {"type": "string"}
+            "automation_id": {"type": "string"}, "kind": {"type": "string"},
+            "value": {"type": "string", "description": "an editable control's current text (bounded)"}
         }
     })
 }

@@ -3,11 +3,14 @@
 
 use serde_json::{Map, Value as Json, json};
 use ufo_proto::json::{from_optional_struct, from_value, to_value};
-use ufo_proto::v1::{Action, PhaseTiming, Result as CommandResult, ResultStatus};
+use ufo_proto::v1::{
+    Action, PhaseTiming, Result as CommandResult, ResultStatus, Settle, SettleOutcome,
+};
 
 use super::types::{db_name, proto_name};
 
 const RESULT_PREFIX: &str = "RESULT_STATUS_";
+const SETTLE_PREFIX: &str = "SETTLE_OUTCOME_";
 
 fn object(value: Json) -> Option<prost_types::Struct> {
     match value {
@@ -52,6 +55,14 @@ fn result_to_json(r: &CommandResult) -> Json {
         "call_id": r.call_id,
         "duration_us": r.duration_us,
         "warnings": r.warnings,
+        // How long the observation waited for the screen to settle (executor.proto's Settle).
+        "settle": r.settle.as_ref().map(|s| json!({
+            "outcome": db_name(
+                SettleOutcome::try_from(s.outcome).unwrap_or(SettleOutcome::Unspecified).as_str_name(),
+                SETTLE_PREFIX,
+            ),
+            "waited_us": s.waited_us,
+        })),
     })
 }
 
@@ -96,6 +107,18 @@ fn result_from_json(mut map: Map<String, Json>) -> CommandResult {
                 .filter_map(|w| w.as_str().map(str::to_owned))
                 .collect(),
             _ => Vec::new(),
+        },
+        settle: match map.remove("settle") {
+            Some(Json::Object(s)) => Some(Settle {
+                outcome: SettleOutcome::from_str_name(&proto_name(
+                    &text(&s, "outcome"),
+                    SETTLE_PREFIX,
+                ))
+                .unwrap_or(SettleOutcome::Unspecified)
+                .into(),
+                waited_us: s.get("waited_us").and_then(Json::as_u64).unwrap_or(0),
+            }),
+            _ => None,
         },
     }
 }
@@ -163,6 +186,10 @@ mod tests {
                 duration_us: 42,
                 images: Vec::new(),
                 warnings: vec!["name mismatch".into()],
+                settle: Some(Settle {
+                    outcome: SettleOutcome::Settled.into(),
+                    waited_us: 7_000,
+                }),
             }),
             target_id: "12".into(),
             target_name: "Export".into(),

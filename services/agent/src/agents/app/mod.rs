@@ -2,6 +2,8 @@
 //! (screenshot capture, then control info), LLM interaction, action execution, memory update; fail_fast as
 //! seed 001's table.
 
+pub mod memory_update;
+pub mod progress;
 pub mod strategies;
 
 use std::sync::Arc;
@@ -94,7 +96,10 @@ impl ProcessorTemplate for AppProcessor {
             ProcessingPhase::ActionExecution,
             strategies::AppActionExecution,
         )?;
-        s.register(ProcessingPhase::MemoryUpdate, strategies::AppMemoryUpdate)?;
+        s.register(
+            ProcessingPhase::MemoryUpdate,
+            memory_update::AppMemoryUpdate,
+        )?;
         Ok(())
     }
 

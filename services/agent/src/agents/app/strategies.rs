@@ -3,14 +3,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::AppAgent;
-use crate::agents::action::{ActionRecord, Precheck, run_actions};
+pub use super::memory_update::AppMemoryUpdate;
+use super::progress::{Progress, judge, screen_hash};
+use crate::agents::action::{Precheck, run_actions};
 use crate::agents::keys::*;
-use crate::dispatch::{Command, ResultStatus};
+use crate::agents::tools::{Audience, function_list, offered};
+use crate::dispatch::Command;
 use crate::llm::{ChatRequest, ImageData, ask_json};
-use crate::memory::{BlackboardImage, MemoryItem};
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
@@ -19,8 +21,8 @@ use crate::response::AppResponse;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
 use crate::vision::annotate::Mark;
 use crate::vision::{
-    PromptImageSpec, Screenshot, crop_control, crop_pixels, downscale_png, merge_controls,
-    prompt_images,
+    PromptImageSpec, Screenshot, blackboard_images, crop_control, crop_pixels, downscale_png,
+    merge_controls, prompt_images,
 };
 
 /// The set-of-marks of `controls` in `clean`'s pixel coordinates (controls without a rectangle have none).
@@ -59,6 +61,8 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             DESKTOP_SCREENSHOT.provided(),
             UI_TREE.provided(),
             WINDOW_INFO.provided(),
+            TOOL_CATALOG.provided(),
+            SETTLE.provided(),
         ]
     }
     async fn execute(
@@ -80,8 +84,13 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         if settings.save_ui_tree {
             commands.push(Command::observe("get_ui_tree", json!({})));
         }
-        let results = ctx
-            .require(DISPATCHER)?
+        let dispatcher = ctx.require(DISPATCHER)?.clone();
+        // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
+        let catalog = dispatcher
+            .catalog()
+            .await
+            .map_err(|e| failed("cannot read the executor's tools", e))?;
+        let results = dispatcher
             .execute(commands)
             .await
             .map_err(|e| failed("screenshot capture failed", e))?;
@@ -91,7 +100,12 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
                 bad.error
             )));
         }
-        let mut out = Outputs::new();
+        let mut out = Outputs::new().with(TOOL_CATALOG, catalog);
+        // The executor waits for the screen to settle before the first observation after an action and
+        // says how long: recorded with the step.
+        if let Some(settle) = results.iter().find_map(|r| r.settle) {
+            out.insert(SETTLE, settle);
+        }
         let clean = results
             .first()
             .and_then(|r| r.images.first())
@@ -240,6 +254,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             PREVIOUS_SUBTASKS.optional("finished subtasks"),
             BLACKBOARD.optional("shared context"),
             CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
+            TOOL_CATALOG.required("the functions"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -247,6 +262,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             APP_RESPONSE.provided(),
             RESPONSE_TEXT.provided(),
             LLM_TOTALS.provided(),
+            SCREEN_HASH.provided(),
         ]
     }
     async fn execute(
@@ -255,6 +271,28 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let s = &agent.services.settings;
+        let screen = screen_hash(ctx.require(CLEAN_SCREENSHOT)?);
+        let no_progress = match judge(&agent.memory, &screen, s) {
+            Progress::Fine => String::new(),
+            Progress::Warn(w) => w,
+            Progress::Fail(reason) => {
+                // Asking again would repeat the same action: fail back to the HostAgent to re-plan.
+                tracing::warn!(%reason, "AppAgent makes no progress");
+                let response = AppResponse {
+                    observation: "the screen did not change".into(),
+                    thought: reason.clone(),
+                    comment: reason.clone(),
+                    status: "FAIL".into(),
+                    result: reason,
+                    ..AppResponse::default()
+                };
+                return Ok(Outputs::new()
+                    .with(APP_RESPONSE, response)
+                    .with(RESPONSE_TEXT, String::new())
+                    .with(LLM_TOTALS, Default::default())
+                    .with(SCREEN_HASH, screen));
+            }
+        };
         let (w, h) = s.prompt_image_max;
         let controls = ctx.require(CONTROLS)?;
         let mut images: Vec<(&'static str, ImageData)> = Vec::new();
@@ -289,11 +327,16 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         if let Some(a) = prompt.annotated {
             images.push(("Annotated screenshot", a.to_image_data()));
         }
-        let blackboard = ctx
-            .get(BLACKBOARD)?
-            .filter(|b| !b.is_empty())
-            .map(|b| b.to_prompt())
+        let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
+        let blackboard = board.map(|b| b.to_prompt()).unwrap_or_default();
+        let board_images = board
+            .map(|b| blackboard_images(b, s.blackboard_images, s.blackboard_image_max))
             .unwrap_or_default();
+        let catalog = ctx.require(TOOL_CATALOG)?;
+        let offered: Vec<String> = offered(catalog, Audience::App)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
         let subtask = ctx.require(SUBTASK)?;
         let knowledge = match &agent.services.knowledge {
             Some(k) => k
@@ -320,6 +363,9 @@ impl Strategy<AppAgent> for AppLlmInteraction {
                 previous_subtasks: ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice),
                 blackboard: &blackboard,
                 knowledge: &knowledge,
+                functions: &function_list(catalog, Audience::App),
+                blackboard_images: &board_images,
+                no_progress: &no_progress,
             }),
             temperature: s.temperature,
             max_tokens: None,
@@ -332,6 +378,13 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             |m| {
                 let r = AppResponse::parse(&m)?;
                 for a in &r.actions {
+                    if !offered.contains(&a.function) {
+                        return Err(format!(
+                            "function {} is not available; the functions are: {}",
+                            a.function,
+                            offered.join(", ")
+                        ));
+                    }
                     if let Some(id) = a.arguments.get("id") {
                         let label = id.as_str().map_or_else(|| id.to_string(), str::to_owned);
                         if !controls.iter().any(|c| c.label == label) {
@@ -350,14 +403,15 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         Ok(Outputs::new()
             .with(APP_RESPONSE, asked.value)
             .with(RESPONSE_TEXT, asked.text)
-            .with(LLM_TOTALS, asked.totals))
+            .with(LLM_TOTALS, asked.totals)
+            .with(SCREEN_HASH, screen))
     }
 }
 
 /// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
 /// FAIL and ERROR do not act).
-pub fn app_acts(status: &str) -> bool {
-    matches!(status, "CONTINUE" | "FINISH")
+pub fn app_acts(status: &crate::response::AppStatus) -> bool {
+    status.acts()
 }
 
 /// Runs the decided action(s) as one batch (see [`run_actions`]).
@@ -391,8 +445,9 @@ impl Strategy<AppAgent> for AppActionExecution {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
-        let held = s.confirm_always || (response.status == "CONFIRM" && !s.confirm_never);
-        let acts = app_acts(&response.status) || (response.status == "CONFIRM" && s.confirm_never);
+        let confirm = response.status == crate::response::AppStatus::Confirm;
+        let held = s.confirm_always || (confirm && !s.confirm_never);
+        let acts = app_acts(&response.status) || (confirm && s.confirm_never);
         if held || !acts || response.actions.is_empty() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
@@ -423,117 +478,6 @@ impl Strategy<AppAgent> for AppActionExecution {
             out.insert(SELECTED_CONTROL_SCREENSHOT, crop);
         }
         out.insert(ACTIONS, records);
-        Ok(out)
-    }
-}
-
-/// Records the step: memory item, trajectory, and the screenshot to save when the model asked.
-#[derive(Debug, Clone, Copy)]
-pub struct AppMemoryUpdate;
-
-#[async_trait]
-impl Strategy<AppAgent> for AppMemoryUpdate {
-    fn name(&self) -> &str {
-        "app_memory_update"
-    }
-    fn fail_fast(&self) -> bool {
-        false
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            pkeys::SESSION_STEP.required("numbers the memory item"),
-            APP_RESPONSE.required("the step's decision"),
-            ACTIONS.optional("what was executed"),
-            SUBTASK.optional("the subtask"),
-            LLM_TOTALS.optional("the step's cost"),
-            CLEAN_SCREENSHOT.optional("saved when asked"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            MEMORY_ITEM.provided(),
-            TRAJECTORY.provided(),
-            SAVED_IMAGE.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
-        let response = ctx.require(APP_RESPONSE)?;
-        let step = *ctx.require(pkeys::SESSION_STEP)?;
-        let mut item = MemoryItem::new();
-        if let Ok(Value::Object(m)) = serde_json::to_value(response) {
-            item.extend(&m);
-        }
-        item.set("session_step", step)
-            .set("step", step)
-            .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
-            .set(
-                "round_step",
-                ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
-            )
-            .set("agent_step", agent.memory.len() as u64 + 1)
-            .set("agent_name", agent.name.clone())
-            .set("application", agent.app_root.clone())
-            .set("subtask", ctx.get(SUBTASK)?.cloned().unwrap_or_default());
-        if let Some(actions) = ctx.get(ACTIONS)? {
-            item.set(
-                "action",
-                actions
-                    .iter()
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            );
-            item.set(
-                "action_success",
-                actions
-                    .iter()
-                    .filter(|a| a.result.status == ResultStatus::Success)
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            );
-            item.set(
-                "function_call",
-                actions
-                    .iter()
-                    .map(|a| a.function.clone())
-                    .collect::<Vec<_>>(),
-            );
-            item.set(
-                "action_representation",
-                actions
-                    .iter()
-                    .map(ActionRecord::representation)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
-        }
-        if let Some(t) = ctx.get(LLM_TOTALS)? {
-            item.set("cost", t.cost);
-        }
-        let trajectory = item.select(&agent.services.settings.history_keys);
-        let mut out = Outputs::new()
-            .with(MEMORY_ITEM, item)
-            .with(TRAJECTORY, trajectory);
-        if response.save_screenshot.save
-            && let Some(shot) = ctx.get(CLEAN_SCREENSHOT)?
-        {
-            let metadata = json!({
-                "screenshot application": agent.app_root,
-                "saving reason": response.save_screenshot.reason,
-                "step": step,
-            });
-            out.insert(
-                SAVED_IMAGE,
-                BlackboardImage {
-                    metadata: metadata.as_object().cloned().unwrap_or_default(),
-                    artifact_id: String::new(),
-                    screenshot: Some(shot.clone()),
-                },
-            );
-        }
         Ok(out)
     }
 }

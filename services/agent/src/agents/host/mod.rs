@@ -2,6 +2,7 @@
 //! seed 000's table: data collection and LLM interaction stop the pipeline, action execution and memory
 //! update are logged and tolerated).
 
+pub mod launch;
 pub mod strategies;
 
 use crate::memory::Memory;
@@ -32,6 +33,27 @@ impl HostAgent {
             memory: Memory::default(),
             services,
         }
+    }
+
+    /// Its newest `max` actions with what happened to each, as `step 3: launch_application … [denied: …]`.
+    pub fn previous_actions(&self, max: usize) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .memory
+            .items()
+            .iter()
+            .rev()
+            .filter(|m| !m.str("action_representation").is_empty())
+            .take(max)
+            .map(|m| {
+                let step = m
+                    .get("step")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                format!("step {step}: {}", m.str("action_representation"))
+            })
+            .collect();
+        out.reverse();
+        out
     }
 
     /// The plan of the latest step (seed 000: "Get previous plan from memory").

@@ -5,8 +5,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::HostAgent;
+use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
+use crate::agents::settings::AgentSettings;
+use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
 use crate::memory::MemoryItem;
@@ -16,7 +19,7 @@ use crate::processor::{
 use crate::prompts::host::{HostPromptInput, messages};
 use crate::response::HostResponse;
 use crate::target::{TargetInfo, TargetKind, TargetRegistry};
-use crate::vision::downscale_png;
+use crate::vision::{blackboard_images, downscale_png};
 
 fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
     StrategyError::with_source(what.to_owned(), e)
@@ -39,7 +42,12 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         vec![DISPATCHER.required("runs the screenshot and window-list commands")]
     }
     fn provides(&self) -> Vec<Provided> {
-        vec![DESKTOP_SCREENSHOT.provided(), TARGET_REGISTRY.provided()]
+        vec![
+            DESKTOP_SCREENSHOT.provided(),
+            TARGET_REGISTRY.provided(),
+            TOOL_CATALOG.provided(),
+            SETTLE.provided(),
+        ]
     }
     async fn execute(
         &self,
@@ -47,6 +55,11 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let dispatcher = ctx.require(DISPATCHER)?.clone();
+        // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
+        let catalog = dispatcher
+            .catalog()
+            .await
+            .map_err(|e| failed("cannot read the executor's tools", e))?;
         let results = dispatcher
             .execute(vec![
                 Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
@@ -91,9 +104,15 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
-        Ok(Outputs::new()
+        let mut out = Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
-            .with(TARGET_REGISTRY, registry))
+            .with(TARGET_REGISTRY, registry)
+            .with(TOOL_CATALOG, catalog);
+        // How long the executor waited for the screen to settle after the previous action.
+        if let Some(settle) = shot.settle.or(windows.settle) {
+            out.insert(SETTLE, settle);
+        }
+        Ok(out)
     }
 }
 
@@ -113,6 +132,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         vec![
             TARGET_REGISTRY.required("the selectable targets"),
             DESKTOP_SCREENSHOT.required("the desktop image"),
+            TOOL_CATALOG.required("the functions and launchable applications"),
             pkeys::REQUEST.required("the user's request"),
             PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
             BLACKBOARD.optional("shared context from earlier steps"),
@@ -136,13 +156,21 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         let desktop = downscale_png(ctx.require(DESKTOP_SCREENSHOT)?, w, h)
             .map_err(|e| failed("cannot prepare the desktop screenshot", e))?
             .to_image_data();
-        let blackboard = ctx
-            .get(BLACKBOARD)?
-            .filter(|b| !b.is_empty())
-            .map(|b| b.to_prompt())
+        let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
+        let blackboard = board.map(|b| b.to_prompt()).unwrap_or_default();
+        let board_images = board
+            .map(|b| {
+                blackboard_images(b, settings.blackboard_images, settings.blackboard_image_max)
+            })
             .unwrap_or_default();
         let previous: &[Value] = ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice);
         let plan = agent.previous_plan();
+        let catalog = ctx.require(TOOL_CATALOG)?;
+        let offered: Vec<String> = offered(catalog, Audience::Host)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        let previous_actions = agent.previous_actions(settings.host_previous_actions);
         let request = ChatRequest {
             messages: messages(HostPromptInput {
                 request: ctx.require(pkeys::REQUEST)?,
@@ -151,6 +179,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 previous_subtasks: previous,
                 previous_plan: &plan,
                 blackboard: &blackboard,
+                functions: &function_list(catalog, Audience::Host),
+                launchable: &launchable(catalog),
+                previous_actions: &previous_actions,
+                blackboard_images: &board_images,
             }),
             temperature: settings.temperature,
             max_tokens: None,
@@ -162,6 +194,13 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             settings.max_reasks,
             |m| {
                 let r = HostResponse::parse(&m)?;
+                if !r.function.is_empty() && !offered.contains(&r.function) {
+                    return Err(format!(
+                        "function {} is not available; the functions are: {}",
+                        r.function,
+                        offered.join(", ")
+                    ));
+                }
                 if r.function == "select_application_window" {
                     let label = r
                         .arguments
@@ -191,8 +230,8 @@ impl Strategy<HostAgent> for HostLlmInteraction {
 pub struct HostActionExecution;
 
 /// Statuses for which the HostAgent runs its function now.
-pub fn host_acts(status: &str) -> bool {
-    matches!(status, "ASSIGN" | "CONTINUE")
+pub fn host_acts(status: &crate::response::HostStatus) -> bool {
+    status.acts()
 }
 
 /// Executes a HostAgent function (also used when a held function is approved).
@@ -200,6 +239,7 @@ pub async fn run_host_function(
     dispatcher: &dyn crate::dispatch::CommandDispatcher,
     response: &HostResponse,
     registry: &TargetRegistry,
+    settings: &AgentSettings,
 ) -> Result<(ActionRecord, Option<TargetInfo>), crate::dispatch::DispatchError> {
     let mut target = None;
     let result = match response.function.as_str() {
@@ -231,6 +271,17 @@ pub async fn run_host_function(
                 }
             }
         }
+        "launch_application" => {
+            let catalog = dispatcher.catalog().await?;
+            match check_launch(&catalog, &response.arguments) {
+                Some(denial) => denial,
+                None => {
+                    let (result, window) = launch_and_wait(dispatcher, response, settings).await?;
+                    target = window;
+                    result
+                }
+            }
+        }
         other => {
             execute_one(
                 dispatcher,
@@ -243,7 +294,7 @@ pub async fn run_host_function(
         ActionRecord {
             function: response.function.clone(),
             arguments: response.arguments.clone(),
-            status: response.status.clone(),
+            status: response.status.to_string(),
             target: target.clone(),
             result,
         },
@@ -275,16 +326,21 @@ impl Strategy<HostAgent> for HostActionExecution {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
-        let hold = response.status == "CONFIRM" && !agent.services.settings.confirm_never
+        let confirm = response.status == crate::response::HostStatus::Confirm;
+        let hold = confirm && !agent.services.settings.confirm_never
             || agent.services.settings.confirm_always && !response.function.is_empty();
-        if !(host_acts(&response.status) || response.status == "CONFIRM") || hold {
+        if !(host_acts(&response.status) || confirm) || hold {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let dispatcher = ctx.require(DISPATCHER)?.clone();
-        let (record, target) =
-            run_host_function(dispatcher.as_ref(), response, ctx.require(TARGET_REGISTRY)?)
-                .await
-                .map_err(|e| failed("host action failed", e))?;
+        let (record, target) = run_host_function(
+            dispatcher.as_ref(),
+            response,
+            ctx.require(TARGET_REGISTRY)?,
+            &agent.services.settings,
+        )
+        .await
+        .map_err(|e| failed("host action failed", e))?;
         let mut out = Outputs::new();
         if let Some(t) = target {
             out.insert(SELECTED_TARGET, t);
@@ -317,6 +373,7 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
             ACTIONS.optional("what was executed"),
             SELECTED_TARGET.optional("the selected application"),
             LLM_TOTALS.optional("the step's cost"),
+            SETTLE.optional("the wait for a settled screen"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -350,11 +407,12 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
                     .map(ActionRecord::to_json)
                     .collect::<Vec<_>>(),
             );
+            let chars = agent.services.settings.action_error_chars;
             item.set(
                 "action_representation",
                 actions
                     .iter()
-                    .map(ActionRecord::representation)
+                    .map(|a| a.representation_with(chars))
                     .collect::<Vec<_>>()
                     .join("; "),
             );
@@ -365,6 +423,9 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         }
         if let Some(t) = ctx.get(SELECTED_TARGET)? {
             item.set("application", t.app_root());
+        }
+        if let Some(settle) = ctx.get(SETTLE)? {
+            item.set("settle", crate::agents::action::settle_json(*settle));
         }
         if let Some(totals) = ctx.get(LLM_TOTALS)? {
             item.set("cost", totals.cost);

@@ -186,8 +186,13 @@ impl OpenAiCompatible {
         if e.is_timeout() {
             LlmError::Timeout(self.config.timeout)
         } else {
-            // Without the URL: it may carry query parameters an operator considers private.
-            LlmError::Transport(e.without_url().to_string())
+            // The host and the innermost cause ("Connection refused", "dns error"), not the whole URL:
+            // it may carry query parameters an operator considers private.
+            let host = reqwest::Url::parse(&self.config.base_url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_default();
+            LlmError::Transport(format!("{host}: {}", super::check::transport_cause(&e)))
         }
     }
 }

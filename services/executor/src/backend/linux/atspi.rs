@@ -1,34 +1,29 @@
-//! The AT-SPI2 half of the Linux backend: the accessibility tree over D-Bus and actions through the
-//! Action / EditableText / Text / Value / Component interfaces.
+//! The AT-SPI2 half of the Linux backend: connections (peer-to-peer where the application offers it)
+//! and actions through the Action / EditableText / Text / Value / Component interfaces. The tree walk
+//! is in [`super::walk`].
 //!
-//! Speed: one `org.a11y.atspi.Cache.GetItems` call returns an application's whole cached tree (names,
-//! roles, states, interfaces, parents); bounds come from concurrent `GetExtents` calls. The cache leaves
-//! out the children of list and tree views, so those subtrees are walked with (concurrent) live calls.
+//! Speed: the walk remembers what it fetched for each listed control (interfaces, bounds); the live
+//! check before an action reads states and extents and, the first time, the action list, all in one
+//! concurrent round; the action itself is then one call.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
 
 use atspi::proxy::accessible::AccessibleProxy;
 use atspi::proxy::action::ActionProxy;
 use atspi::proxy::application::ApplicationProxy;
 use atspi::proxy::bus::BusProxy;
-use atspi::proxy::cache::CacheProxy;
 use atspi::proxy::component::ComponentProxy;
 use atspi::proxy::editable_text::EditableTextProxy;
 use atspi::proxy::text::TextProxy;
 use atspi::proxy::value::ValueProxy;
-use atspi::{CoordType, Interface, InterfaceSet, Role, State, StateSet};
+use atspi::{CoordType, Interface, InterfaceSet, State, StateSet};
 use futures::future::join_all;
 
-use super::roles::control_type;
-use crate::backend::{
-    BackendError, BackendResult, ControlHandle, ControlState, RawNode, RawTree, TreeLimits,
-    WindowInfo,
-};
+use crate::backend::{BackendError, BackendResult, ControlHandle, ControlState};
 use crate::geometry::Rect;
 
-fn derr(e: zbus::Error) -> BackendError {
+pub(super) fn derr(e: zbus::Error) -> BackendError {
     match &e {
         zbus::Error::MethodError(name, _, _)
             if name.as_str().contains("UnknownObject")
@@ -46,19 +41,26 @@ fn derr(e: zbus::Error) -> BackendError {
     }
 }
 
-const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
+pub(super) const ROOT_PATH: &str = "/org/a11y/atspi/accessible/root";
 
 /// A node key: (bus name, object path).
-type Key = (String, String);
+pub(super) type Key = (String, String);
 
-/// What the walk knows about one accessible.
-#[derive(Debug, Clone)]
-struct Info {
-    name: String,
-    role: Role,
-    states: StateSet,
-    child_count: i32,
+/// The action names that mean "click", in order of preference.
+const CLICKS: &[&str] = &[
+    "click", "press", "activate", "toggle", "jump", "select", "open",
+];
+
+/// What the last walk fetched about a listed control, reused by actions on it.
+#[derive(Debug, Clone, Default)]
+struct Known {
+    ifaces: InterfaceSet,
+    /// Index and name of its click-like action: `None` until asked, `Some(None)` when it has none.
+    click: Option<Option<(i32, &'static str)>>,
 }
+
+/// Most controls remembered between walks (the walk replaces the set each time).
+const MAX_KNOWN: usize = 20_000;
 
 /// The accessibility bus connection.
 pub struct Atspi {
@@ -67,6 +69,8 @@ pub struct Atspi {
     /// Direct peer-to-peer connections to applications, by bus name (the cache interface and most
     /// calls are only served, or served much faster, there).
     peers: tokio::sync::Mutex<HashMap<String, zbus::Connection>>,
+    /// What the last walks fetched, by control.
+    known: Mutex<HashMap<Key, Known>>,
 }
 
 macro_rules! proxy {
@@ -80,9 +84,10 @@ macro_rules! proxy {
                 .await
         }
         .await
-        .map_err(derr)
+        .map_err($crate::backend::linux::atspi::derr)
     };
 }
+pub(super) use proxy;
 
 /// Splits a control handle into its bus name and object path.
 fn key_of(handle: &ControlHandle) -> BackendResult<(&str, &str)> {
@@ -92,11 +97,11 @@ fn key_of(handle: &ControlHandle) -> BackendResult<(&str, &str)> {
         .ok_or(BackendError::Gone("control"))
 }
 
-fn visible(states: StateSet) -> bool {
+pub(super) fn visible(states: StateSet) -> bool {
     states.contains(State::Showing) && states.contains(State::Visible)
 }
 
-fn enabled(states: StateSet) -> bool {
+pub(super) fn enabled(states: StateSet) -> bool {
     states.contains(State::Enabled) || states.contains(State::Sensitive)
 }
 
@@ -127,12 +132,13 @@ impl Atspi {
             conn,
             apps_by_pid: Mutex::new(HashMap::new()),
             peers: tokio::sync::Mutex::new(HashMap::new()),
+            known: Mutex::new(HashMap::new()),
         })
     }
 
     /// The connection to use for calls to application `bus`: a direct peer-to-peer one when the
     /// application offers it, else the accessibility bus.
-    async fn conn_for(&self, bus: &str) -> zbus::Connection {
+    pub(super) async fn conn_for(&self, bus: &str) -> zbus::Connection {
         let mut peers = self.peers.lock().await;
         if let Some(c) = peers.get(bus) {
             return c.clone();
@@ -188,7 +194,7 @@ impl Atspi {
     }
 
     /// The application bus name owning process `pid`.
-    async fn app_for_pid(&self, pid: u32) -> BackendResult<String> {
+    pub(super) async fn app_for_pid(&self, pid: u32) -> BackendResult<String> {
         if let Some(name) = self
             .apps_by_pid
             .lock()
@@ -223,274 +229,7 @@ impl Atspi {
         })
     }
 
-    /// Walks the controls of `window` within `limits`.
-    pub async fn tree(&self, window: &WindowInfo, limits: &TreeLimits) -> BackendResult<RawTree> {
-        let pid = window.pid.ok_or_else(|| {
-            BackendError::Failed(format!("window '{}' has no process id", window.title))
-        })?;
-        let bus = self.app_for_pid(pid).await?;
-        let cache = proxy!(
-            CacheProxy<'static>,
-            &self.conn_for(bus.as_str()).await,
-            bus.as_str(),
-            "/org/a11y/atspi/cache"
-        )?;
-        // Applications answer in the current item layout or the legacy one (children listed inline).
-        let items: Vec<(
-            atspi::ObjectRefOwned,
-            atspi::ObjectRefOwned,
-            i32,
-            i32,
-            String,
-            Role,
-            StateSet,
-        )> = match cache.get_items().await {
-            Ok(items) => items
-                .into_iter()
-                .map(|i| {
-                    (
-                        i.object,
-                        i.parent,
-                        i.index,
-                        i.children,
-                        i.short_name,
-                        i.role,
-                        i.states,
-                    )
-                })
-                .collect(),
-            Err(_) => {
-                let legacy = cache.get_legacy_items().await.unwrap_or_default();
-                let mut index_of: HashMap<String, i32> = HashMap::new();
-                for it in &legacy {
-                    for (i, c) in it.children.iter().enumerate() {
-                        index_of.insert(c.path_as_str().to_owned(), i as i32);
-                    }
-                }
-                legacy
-                    .into_iter()
-                    .map(|i| {
-                        let idx = index_of.get(i.object.path_as_str()).copied().unwrap_or(0);
-                        let n = i32::try_from(i.children.len()).unwrap_or(i32::MAX);
-                        (i.object, i.parent, idx, n, i.short_name, i.role, i.states)
-                    })
-                    .collect()
-            }
-        };
-        let mut info: HashMap<Key, Info> = HashMap::with_capacity(items.len());
-        let mut children: HashMap<Key, Vec<(i32, Key)>> = HashMap::new();
-        let mut frames = Vec::new();
-        for (object, parent, index, count, name, role, states) in items {
-            let key: Key = (bus.clone(), object.path_as_str().to_owned());
-            let parent: Key = (bus.clone(), parent.path_as_str().to_owned());
-            if parent.1 == ROOT_PATH
-                && matches!(
-                    role,
-                    Role::Frame | Role::Window | Role::Dialog | Role::Alert
-                )
-            {
-                frames.push((key.clone(), name.clone(), states));
-            }
-            children
-                .entry(parent)
-                .or_default()
-                .push((index, key.clone()));
-            info.insert(
-                key,
-                Info {
-                    name,
-                    role,
-                    states,
-                    child_count: count,
-                },
-            );
-        }
-        let mut cut = false;
-        if info.is_empty() {
-            // No cache interface: walk the application live, level by level with concurrent calls.
-            let root: Key = (bus.clone(), ROOT_PATH.to_owned());
-            let root_info = self
-                .live_info(&root)
-                .await
-                .ok_or(BackendError::Gone("application"))?;
-            info.insert(root.clone(), root_info);
-            cut = self
-                .fill_uncached(&mut info, &mut children, &root, limits)
-                .await;
-            for (_, k) in children.get(&root).cloned().unwrap_or_default() {
-                if let Some(i) = info.get(&k).filter(|i| {
-                    matches!(
-                        i.role,
-                        Role::Frame | Role::Window | Role::Dialog | Role::Alert
-                    )
-                }) {
-                    frames.push((k.clone(), i.name.clone(), i.states));
-                }
-            }
-        }
-        for list in children.values_mut() {
-            list.sort_by_key(|(i, _)| *i);
-        }
-        let frame = frames
-            .iter()
-            .find(|(_, name, _)| name == &window.title)
-            .or_else(|| frames.iter().find(|(_, _, s)| s.contains(State::Active)))
-            .or(frames.first())
-            .map(|(k, _, _)| k.clone())
-            .ok_or_else(|| {
-                BackendError::Failed(format!("window '{}' has no accessible frame", window.title))
-            })?;
-
-        cut |= self
-            .fill_uncached(&mut info, &mut children, &frame, limits)
-            .await;
-
-        // Pre-order within the limits.
-        let mut order: Vec<(Key, Option<usize>, u32)> = Vec::new();
-        let mut stack = vec![(frame, None, 0u32)];
-        let mut truncated = cut;
-        while let Some((key, parent, depth)) = stack.pop() {
-            if order.len() >= limits.max_nodes || Instant::now() >= limits.deadline {
-                truncated = true;
-                break;
-            }
-            let me = order.len();
-            if let Some(kids) = children.get(&key) {
-                if depth >= limits.max_depth {
-                    truncated |= !kids.is_empty();
-                } else {
-                    stack.extend(
-                        kids.iter()
-                            .rev()
-                            .map(|(_, k)| (k.clone(), Some(me), depth + 1)),
-                    );
-                }
-            }
-            order.push((key, parent, depth));
-        }
-        let extents = join_all(order.iter().map(|(k, _, _)| self.extents(&k.0, &k.1))).await;
-        let nodes = order
-            .into_iter()
-            .zip(extents)
-            .filter_map(|((key, parent, depth), rect)| {
-                let i = info.get(&key)?;
-                Some(RawNode {
-                    handle: ControlHandle(format!("{}\n{}", key.0, key.1)),
-                    parent,
-                    depth,
-                    name: i.name.clone(),
-                    control_type: control_type(i.role, i.states.contains(State::Editable))
-                        .to_owned(),
-                    rect: rect.unwrap_or_default(),
-                    enabled: enabled(i.states),
-                    visible: visible(i.states),
-                    automation_id: String::new(),
-                })
-            })
-            .collect();
-        Ok(RawTree { nodes, truncated })
-    }
-
-    /// Walks, level by level with concurrent calls, the subtrees the cache leaves out (list and tree
-    /// views) below `frame`.
-    async fn fill_uncached(
-        &self,
-        info: &mut HashMap<Key, Info>,
-        children: &mut HashMap<Key, Vec<(i32, Key)>>,
-        frame: &Key,
-        limits: &TreeLimits,
-    ) -> bool {
-        // Containers whose cached children are fewer than they report.
-        let mut frontier: Vec<Key> = Vec::new();
-        let mut stack = vec![frame.clone()];
-        while let Some(k) = stack.pop() {
-            let have = children.get(&k).map_or(0, Vec::len);
-            if info
-                .get(&k)
-                .is_some_and(|i| i.child_count > 0 && have < i.child_count as usize)
-            {
-                frontier.push(k.clone());
-            }
-            if let Some(kids) = children.get(&k) {
-                stack.extend(kids.iter().map(|(_, c)| c.clone()));
-            }
-        }
-        let mut budget = limits.max_nodes.saturating_sub(info.len());
-        let mut level = 0;
-        while !frontier.is_empty()
-            && budget > 0
-            && Instant::now() < limits.deadline
-            && level < limits.max_depth
-        {
-            level += 1;
-            let lists = join_all(frontier.iter().map(|k| self.live_children(k))).await;
-            // (parent, index in parent, child) for every child not known yet, fetched in one round.
-            let mut wanted: Vec<(Key, i32, Key)> = Vec::new();
-            for (parent, kids) in frontier.iter().zip(lists) {
-                for (i, k) in kids.into_iter().enumerate() {
-                    if wanted.len() < budget && !info.contains_key(&k) {
-                        wanted.push((parent.clone(), i32::try_from(i).unwrap_or(i32::MAX), k));
-                    }
-                }
-            }
-            budget -= wanted.len();
-            let infos = join_all(wanted.iter().map(|(_, _, k)| self.live_info(k))).await;
-            let mut next_keys = Vec::new();
-            for ((parent, index, k), inf) in wanted.into_iter().zip(infos) {
-                if let Some(inf) = inf {
-                    if inf.child_count > 0 {
-                        next_keys.push(k.clone());
-                    }
-                    children.entry(parent).or_default().push((index, k.clone()));
-                    info.insert(k, inf);
-                }
-            }
-            frontier = next_keys;
-        }
-        for list in children.values_mut() {
-            list.sort_by_key(|(i, _)| *i);
-        }
-        !frontier.is_empty()
-    }
-
-    async fn live_children(&self, key: &Key) -> Vec<Key> {
-        let Ok(p) = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn_for(key.0.as_str()).await,
-            key.0.as_str(),
-            key.1.as_str()
-        ) else {
-            return Vec::new();
-        };
-        p.get_children()
-            .await
-            .map(|c| {
-                c.iter()
-                    .filter_map(|o| Some((o.name_as_str()?.to_owned(), o.path_as_str().to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    async fn live_info(&self, key: &Key) -> Option<Info> {
-        let p = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn_for(key.0.as_str()).await,
-            key.0.as_str(),
-            key.1.as_str()
-        )
-        .ok()?;
-        let (name, role, states, count) =
-            futures::join!(p.name(), p.get_role(), p.get_state(), p.child_count());
-        Some(Info {
-            name: name.ok()?,
-            role: role.ok()?,
-            states: states.ok()?,
-            child_count: count.unwrap_or(0),
-        })
-    }
-
-    async fn extents(&self, bus: &str, path: &str) -> Option<Rect> {
+    pub(super) async fn extents(&self, bus: &str, path: &str) -> Option<Rect> {
         let c = proxy!(
             ComponentProxy<'static>,
             &self.conn_for(bus).await,
@@ -502,7 +241,57 @@ impl Atspi {
         Some(Rect::from_xywh(x, y, w, h))
     }
 
-    /// Live enabled/visible/bounds.
+    /// Replaces what the walks remember with the controls of the latest walk.
+    pub(super) fn remember(&self, controls: Vec<(Key, InterfaceSet, Option<Rect>)>) {
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        let mut next = HashMap::with_capacity(controls.len().min(MAX_KNOWN));
+        for (k, ifaces, _) in controls.into_iter().take(MAX_KNOWN) {
+            // Keep the action index learnt earlier: it does not change while the control lives.
+            let click = known.get(&k).and_then(|o| o.click);
+            next.insert(k, Known { ifaces, click });
+        }
+        *known = next;
+    }
+
+    fn known(&self, bus: &str, path: &str) -> Option<Known> {
+        self.known
+            .lock()
+            .ok()?
+            .get(&(bus.to_owned(), path.to_owned()))
+            .cloned()
+    }
+
+    fn learn_click(&self, bus: &str, path: &str, click: Option<(i32, &'static str)>) {
+        if let Ok(mut known) = self.known.lock() {
+            known
+                .entry((bus.to_owned(), path.to_owned()))
+                .or_default()
+                .click = Some(click);
+        }
+    }
+
+    /// The click-like action among a control's actions.
+    async fn fetch_click(
+        &self,
+        bus: &str,
+        path: &str,
+    ) -> BackendResult<Option<(i32, &'static str)>> {
+        let act = proxy!(ActionProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+        let actions = act.get_actions().await.map_err(derr)?;
+        let click = CLICKS.iter().find_map(|want| {
+            actions
+                .iter()
+                .position(|a| a.name.eq_ignore_ascii_case(want))
+                .map(|i| (i32::try_from(i).unwrap_or(i32::MAX), *want))
+        });
+        self.learn_click(bus, path, click);
+        Ok(click)
+    }
+
+    /// Live enabled/visible/bounds. For a control the walk listed, the first check also learns its
+    /// click action in the same round, so the click that follows is a single call.
     pub async fn state(&self, handle: &ControlHandle) -> BackendResult<ControlState> {
         let (bus, path) = key_of(handle)?;
         let a = proxy!(
@@ -511,7 +300,16 @@ impl Atspi {
             bus,
             path
         )?;
-        let (states, rect) = futures::join!(a.get_state(), self.extents(bus, path));
+        let learn = self
+            .known(bus, path)
+            .is_some_and(|k| k.ifaces.contains(Interface::Action) && k.click.is_none());
+        let click = async {
+            if learn {
+                // Not knowing the action yet is not an error of the state check.
+                let _ = self.fetch_click(bus, path).await;
+            }
+        };
+        let (states, rect, ()) = futures::join!(a.get_state(), self.extents(bus, path), click);
         let states = states.map_err(derr)?;
         if states.contains(State::Defunct) {
             return Err(BackendError::Gone("control"));
@@ -523,7 +321,11 @@ impl Atspi {
         })
     }
 
+    /// The control's interfaces: remembered from the walk, else asked.
     async fn interfaces(&self, bus: &str, path: &str) -> BackendResult<InterfaceSet> {
+        if let Some(k) = self.known(bus, path) {
+            return Ok(k.ifaces);
+        }
         let a = proxy!(
             AccessibleProxy<'static>,
             &self.conn_for(bus).await,
@@ -543,20 +345,15 @@ impl Atspi {
         {
             return Ok(None);
         }
-        let act = proxy!(ActionProxy<'static>, &self.conn_for(bus).await, bus, path)?;
-        let actions = act.get_actions().await.map_err(derr)?;
-        const CLICKS: &[&str] = &[
-            "click", "press", "activate", "toggle", "jump", "select", "open",
-        ];
-        let Some((i, name)) = CLICKS.iter().find_map(|want| {
-            actions
-                .iter()
-                .position(|a| a.name.eq_ignore_ascii_case(want))
-                .map(|i| (i, *want))
-        }) else {
+        let click = match self.known(bus, path).and_then(|k| k.click) {
+            Some(c) => c,
+            None => self.fetch_click(bus, path).await?,
+        };
+        let Some((i, name)) = click else {
             return Ok(None);
         };
-        if act.do_action(i as i32).await.map_err(derr)? {
+        let act = proxy!(ActionProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+        if act.do_action(i).await.map_err(derr)? {
             Ok(Some(format!("action:{name}")))
         } else {
             Err(BackendError::Failed(format!(

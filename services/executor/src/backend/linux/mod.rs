@@ -2,7 +2,9 @@
 //! screens, screenshots, windows and synthesized input ([`x11`]).
 
 pub mod atspi;
+pub mod damage;
 pub mod roles;
+pub mod walk;
 pub mod x11;
 
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use async_trait::async_trait;
 
 use crate::backend::{
     Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
-    ScreenInfo, TreeLimits, WindowInfo,
+    ScreenInfo, SettleOptions, SettleOutcome, SettleReport, TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -23,6 +25,8 @@ const ACTIVATE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct LinuxBackend {
     x: x11::X11,
     a11y: atspi::Atspi,
+    /// Screen changes, when the X server reports them.
+    damage: Option<damage::Damage>,
 }
 
 impl LinuxBackend {
@@ -38,7 +42,13 @@ impl LinuxBackend {
     ) -> BackendResult<Self> {
         let x = x11::X11::connect(display)?;
         let a11y = atspi::Atspi::connect(session_bus).await?;
-        Ok(Self { x, a11y })
+        let damage = damage::Damage::start(display);
+        if damage.is_none() {
+            tracing::warn!(
+                "the X server reports no screen changes (no DAMAGE extension); observations will not wait for a settled screen"
+            );
+        }
+        Ok(Self { x, a11y, damage })
     }
 
     /// The AT-SPI side (tests observe state changes through it).
@@ -181,5 +191,23 @@ impl Backend for LinuxBackend {
 
     async fn send_keys(&self, keys: &[KeyStroke]) -> BackendResult<()> {
         self.x.keys(keys)
+    }
+
+    fn active_window(&self) -> Option<u64> {
+        self.x.active_window().map(u64::from)
+    }
+
+    fn change_mark(&self) -> Option<u64> {
+        self.damage.as_ref().map(damage::Damage::mark)
+    }
+
+    async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
+        match &self.damage {
+            Some(d) => d.settle(mark, since, opts).await,
+            None => SettleReport {
+                outcome: SettleOutcome::Unsupported,
+                waited: Duration::ZERO,
+            },
+        }
     }
 }

@@ -37,7 +37,9 @@ pub fn control_type(role: Role, editable: bool) -> &'static str {
         | DocumentPresentation | Terminal => "Document",
         Separator => "Separator",
         TitleBar => "TitleBar",
-        Header | TableColumnHeader | ColumnHeader | TableRowHeader | RowHeader => "Header",
+        // Column and row headers are clickable (they sort); the header bar itself is "Header".
+        TableColumnHeader | ColumnHeader | TableRowHeader | RowHeader => "HeaderItem",
+        Header => "Header",
         Grouping | Form => "Group",
         Calendar => "Calendar",
         _ => "Pane",

@@ -1,0 +1,206 @@
+//! Checks the model endpoint before a task needs it (`ufo-agent --check-model`, which `ufo up` and
+//! `ufo doctor` run, and a warning in the log at every start): is there a key where one is needed, does
+//! the endpoint answer, does it accept the key, does it list the configured models. Every finding names
+//! the URL, the model and the cause, with what to change.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::config::{LlmArgs, LlmFlavor};
+
+/// One finding of [`check`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Whether a task would fail because of it.
+    pub problem: bool,
+    /// What was found, naming the URL, the model and the cause, and the fix.
+    pub text: String,
+}
+
+impl Finding {
+    fn problem(text: String) -> Self {
+        Self {
+            problem: true,
+            text,
+        }
+    }
+
+    fn ok(text: String) -> Self {
+        Self {
+            problem: false,
+            text,
+        }
+    }
+}
+
+/// Validates a model endpoint URL (a `--llm-base-url` value parser): http or https with a host.
+pub fn parse_base_url(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| {
+        format!("{text:?} is not a URL ({e}); write it with its scheme, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(format!(
+            "{text:?} must start with http:// or https:// and name a host, e.g. https://api.openai.com/v1"
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
+/// Whether the endpoint is on this machine or a private network (local model servers need no key).
+fn is_local(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    match host.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
+        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback(),
+        Err(_) => host == "localhost" || host.ends_with(".local"),
+    }
+}
+
+/// Checks the configured endpoint and models, waiting at most `timeout` for the endpoint.
+pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
+    let base = llm.llm_base_url.trim_end_matches('/');
+    let models: Vec<&str> = {
+        let mut m = vec![llm.host_model.as_str()];
+        if llm.app_model != llm.host_model {
+            m.push(&llm.app_model);
+        }
+        m
+    };
+    let named = format!("model endpoint {base} (model {})", models.join(", "));
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return vec![Finding::problem(format!(
+            "{named}: not a URL; fix: set --llm-base-url / UFO_LLM_BASE_URL to e.g. https://api.openai.com/v1"
+        ))];
+    };
+    let mut findings = Vec::new();
+    let key = llm.llm_api_key.as_ref().map(|k| k.expose().to_owned());
+    if key.is_none() && !is_local(&url) {
+        findings.push(Finding::problem(format!(
+            "{named}: no API key; fix: export UFO_LLM_API_KEY=<your key> (or --llm-api-key), or point \
+             UFO_LLM_BASE_URL at a local server that needs none"
+        )));
+    }
+    let list_url = match llm.llm_flavor {
+        LlmFlavor::Openai => format!("{base}/models"),
+        LlmFlavor::Azure => format!(
+            "{base}/openai/models?api-version={}",
+            llm.llm_azure_api_version
+        ),
+    };
+    let client = match reqwest::Client::builder().timeout(timeout).build() {
+        Ok(c) => c,
+        Err(e) => {
+            findings.push(Finding::problem(format!(
+                "{named}: cannot build an HTTP client ({e})"
+            )));
+            return findings;
+        }
+    };
+    let mut request = client.get(&list_url);
+    if let Some(key) = &key {
+        request = match llm.llm_flavor {
+            LlmFlavor::Openai => request.bearer_auth(key),
+            LlmFlavor::Azure => request.header("api-key", key),
+        };
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            findings.push(Finding::problem(format!(
+                "{named}: cannot reach it ({}); fix: check the address and that the server runs \
+                 (UFO_LLM_BASE_URL), or the network/proxy",
+                transport_cause(&e)
+            )));
+            return findings;
+        }
+    };
+    let status = response.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        let fix = if key.is_some() {
+            "the key is wrong or lacks access: set UFO_LLM_API_KEY to a valid key"
+        } else {
+            "set UFO_LLM_API_KEY"
+        };
+        findings.push(Finding::problem(format!(
+            "{named}: the endpoint refused the key (HTTP {}); fix: {fix}",
+            status.as_u16()
+        )));
+        return findings;
+    }
+    if !status.is_success() {
+        // Not every compatible server lists models (some answer 404): reachable is what we can say.
+        findings.push(Finding::ok(format!(
+            "{named}: reachable (listing models answered HTTP {}; the models were not checked)",
+            status.as_u16()
+        )));
+        return findings;
+    }
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let listed: Vec<String> = body
+        .get("data")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let unknown: Vec<&str> = models
+        .iter()
+        .copied()
+        .filter(|m| !listed.is_empty() && !listed.iter().any(|l| l == m))
+        .collect();
+    if unknown.is_empty() {
+        findings.push(Finding::ok(format!("{named}: reachable, models available")));
+    } else {
+        findings.push(Finding::problem(format!(
+            "{named}: the endpoint does not offer {}; fix: set UFO_HOST_MODEL / UFO_APP_MODEL to one it \
+             lists ({})",
+            unknown.join(", "),
+            listed.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    findings
+}
+
+/// The innermost cause of a transport error ("Connection refused", "dns error: ..."), which says the most.
+pub fn transport_cause(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        return "timed out".to_owned();
+    }
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_need_a_scheme_and_a_host() {
+        assert_eq!(
+            parse_base_url("https://api.openai.com/v1/").unwrap(),
+            "https://api.openai.com/v1"
+        );
+        assert!(parse_base_url("api.openai.com/v1").is_err());
+        assert!(parse_base_url("localhost:11434/v1").is_err());
+        assert!(parse_base_url("ftp://example.com").is_err());
+    }
+
+    #[test]
+    fn local_servers_need_no_key() {
+        for (url, local) in [
+            ("http://127.0.0.1:11434/v1", true),
+            ("http://localhost:8000/v1", true),
+            ("http://192.168.1.5:8000/v1", true),
+            ("https://api.openai.com/v1", false),
+        ] {
+            assert_eq!(is_local(&reqwest::Url::parse(url).unwrap()), local, "{url}");
+        }
+    }
+}

@@ -1,0 +1,495 @@
+//! The tree walk of the Linux backend: which top-level accessible the user sees, and its live, visible
+//! subtree.
+//!
+//! One `org.a11y.atspi.Cache.GetItems` call returns an application's cached tree (names, roles, states,
+//! interfaces, parents). The cache is not the screen: it keeps nodes the application no longer shows
+//! (hidden notebook pages, closed menus; their rect is `[-2147483648, ...]`) and leaves out the children
+//! of containers that manage their descendants (tables, tree views, list boxes, menus report
+//! `children = -1`). So the walk prunes every subtree that is not `showing` before fetching any extents
+//! (listing cost does not grow with hidden cached nodes), and walks the left-out children live, level by
+//! level with concurrent calls, bounded by the node and time limits.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use atspi::proxy::accessible::AccessibleProxy;
+use atspi::proxy::cache::CacheProxy;
+use atspi::proxy::text::TextProxy;
+use atspi::{Interface, InterfaceSet, RelationType, Role, State, StateSet};
+use futures::future::join_all;
+
+use super::atspi::{Atspi, Key, ROOT_PATH, enabled, proxy, visible};
+use super::roles::control_type;
+use crate::backend::{
+    BackendError, BackendResult, ControlHandle, RawNode, RawTree, TreeLimits, WindowInfo,
+};
+
+/// What the walk knows about one accessible.
+#[derive(Debug, Clone)]
+pub(super) struct Info {
+    pub name: String,
+    pub role: Role,
+    pub states: StateSet,
+    /// Children the accessible reports; -1 when it manages its descendants (walk them live).
+    pub child_count: i32,
+    pub ifaces: InterfaceSet,
+}
+
+/// Roles of a window that sits in front of its application's main window while it is shown.
+fn is_dialog(role: Role) -> bool {
+    matches!(
+        role,
+        Role::Dialog | Role::FileChooser | Role::Alert | Role::ColorChooser | Role::FontChooser
+    )
+}
+
+/// Roles of a transient window drawn over the main one (menus, combo-box and completion popups).
+fn is_popup(role: Role) -> bool {
+    matches!(role, Role::Window | Role::PopupMenu | Role::Menu)
+}
+
+/// Which top-level accessibles of an application are observed for `window`: the one the user sees as
+/// active, plus the popups shown over it. Errors say why it cannot be told.
+pub(super) fn choose_top(tops: &[(Key, &Info)], title: &str) -> Result<(Key, Vec<Key>), String> {
+    let showing: Vec<&(Key, &Info)> = tops
+        .iter()
+        .filter(|(_, i)| i.states.contains(State::Showing))
+        .collect();
+    let pick = |v: Vec<&(Key, &Info)>| (v.len() == 1).then(|| v[0].0.clone());
+    // A shown dialog (modal or active) is what the user deals with first; then the active window; then
+    // the window titled as the selected one; then the only window shown.
+    let dialogs: Vec<_> = showing
+        .iter()
+        .copied()
+        .filter(|(_, i)| is_dialog(i.role))
+        .collect();
+    let chosen = pick(
+        dialogs
+            .iter()
+            .copied()
+            .filter(|(_, i)| i.states.contains(State::Active))
+            .collect(),
+    )
+    .or_else(|| {
+        pick(
+            dialogs
+                .iter()
+                .copied()
+                .filter(|(_, i)| i.states.contains(State::Modal))
+                .collect(),
+        )
+    })
+    .or_else(|| {
+        pick(
+            showing
+                .iter()
+                .copied()
+                .filter(|(_, i)| i.states.contains(State::Active))
+                .collect(),
+        )
+    })
+    .or_else(|| {
+        pick(
+            showing
+                .iter()
+                .copied()
+                .filter(|(_, i)| !is_popup(i.role) && i.name == title)
+                .collect(),
+        )
+    })
+    .or_else(|| {
+        pick(
+            showing
+                .iter()
+                .copied()
+                .filter(|(_, i)| !is_popup(i.role))
+                .collect(),
+        )
+    });
+    let Some(chosen) = chosen else {
+        let names: Vec<String> = showing
+            .iter()
+            .map(|(_, i)| format!("'{}' ({})", i.name, i.role.name()))
+            .collect();
+        return Err(if names.is_empty() {
+            format!("window '{title}' has no shown accessible window")
+        } else {
+            format!(
+                "cannot tell which of the application's windows is the one on screen for '{title}': {} are shown and none is active or titled so",
+                names.join(", ")
+            )
+        });
+    };
+    let popups = showing
+        .iter()
+        .filter(|(k, i)| *k != chosen && is_popup(i.role))
+        .map(|(k, _)| k.clone())
+        .collect();
+    Ok((chosen, popups))
+}
+
+impl Atspi {
+    /// Walks the live, visible controls of `window` within `limits`.
+    pub async fn tree(&self, window: &WindowInfo, limits: &TreeLimits) -> BackendResult<RawTree> {
+        let pid = window.pid.ok_or_else(|| {
+            BackendError::Failed(format!("window '{}' has no process id", window.title))
+        })?;
+        let bus = self.app_for_pid(pid).await?;
+        let conn = self.conn_for(bus.as_str()).await;
+        let cache = proxy!(
+            CacheProxy<'static>,
+            &conn,
+            bus.as_str(),
+            "/org/a11y/atspi/cache"
+        )?;
+        let mut info: HashMap<Key, Info> = HashMap::new();
+        let mut children: HashMap<Key, Vec<(i32, Key)>> = HashMap::new();
+        // Applications answer in the current item layout or the legacy one (children listed inline).
+        match cache.get_items().await {
+            Ok(items) => {
+                for i in items {
+                    let key: Key = (bus.clone(), i.object.path_as_str().to_owned());
+                    let parent: Key = (bus.clone(), i.parent.path_as_str().to_owned());
+                    children
+                        .entry(parent)
+                        .or_default()
+                        .push((i.index, key.clone()));
+                    info.insert(
+                        key,
+                        Info {
+                            name: i.short_name,
+                            role: i.role,
+                            states: i.states,
+                            child_count: i.children,
+                            ifaces: i.ifaces,
+                        },
+                    );
+                }
+            }
+            Err(_) => {
+                for i in cache.get_legacy_items().await.unwrap_or_default() {
+                    let key: Key = (bus.clone(), i.object.path_as_str().to_owned());
+                    for (n, c) in i.children.iter().enumerate() {
+                        children.entry(key.clone()).or_default().push((
+                            i32::try_from(n).unwrap_or(i32::MAX),
+                            (bus.clone(), c.path_as_str().to_owned()),
+                        ));
+                    }
+                    info.insert(
+                        key,
+                        Info {
+                            name: i.short_name,
+                            role: i.role,
+                            states: i.states,
+                            child_count: i32::try_from(i.children.len()).unwrap_or(i32::MAX),
+                            ifaces: i.ifaces,
+                        },
+                    );
+                }
+            }
+        }
+        let root: Key = (bus.clone(), ROOT_PATH.to_owned());
+        if info.is_empty() {
+            // No cache interface: walk the application live from its root.
+            let root_info = self
+                .live_info(&root)
+                .await
+                .ok_or(BackendError::Gone("application"))?;
+            info.insert(root.clone(), root_info);
+        }
+        // The application's top-level windows are walked live: the cache's list can be stale.
+        let top_keys = self.live_children(&root).await;
+        let missing: Vec<Key> = top_keys
+            .iter()
+            .filter(|k| !info.contains_key(*k))
+            .cloned()
+            .collect();
+        for (k, i) in missing
+            .iter()
+            .zip(join_all(missing.iter().map(|k| self.live_info(k))).await)
+        {
+            if let Some(i) = i {
+                info.insert(k.clone(), i);
+            }
+        }
+        let tops: Vec<(Key, &Info)> = top_keys
+            .iter()
+            .filter_map(|k| Some((k.clone(), info.get(k)?)))
+            .collect();
+        let (frame, popups) = choose_top(&tops, &window.title).map_err(BackendError::Failed)?;
+
+        // Pre-order of the showing nodes within the limits; popups hang under the window.
+        let mut truncated = false;
+        let mut order: Vec<(Key, Option<usize>, u32)> = Vec::new();
+        let mut budget_live = limits.max_nodes;
+        let mut stack: Vec<(Key, Option<usize>, u32)> =
+            popups.into_iter().rev().map(|k| (k, Some(0), 1)).collect();
+        stack.push((frame, None, 0));
+        while let Some((key, parent, depth)) = stack.pop() {
+            if order.len() >= limits.max_nodes || Instant::now() >= limits.deadline {
+                truncated = true;
+                break;
+            }
+            let Some(i) = info.get(&key) else { continue };
+            if parent.is_some() && !i.states.contains(State::Showing) {
+                continue;
+            }
+            let me = order.len();
+            order.push((key.clone(), parent, depth));
+            let want_live = i.child_count < 0
+                || children.get(&key).map_or(0, Vec::len)
+                    < usize::try_from(i.child_count).unwrap_or(0);
+            if want_live && depth < limits.max_depth && budget_live > 0 {
+                // A container the cache does not describe fully: its children, live and concurrently.
+                let kids = self.live_children(&key).await;
+                let new: Vec<Key> = kids
+                    .iter()
+                    .filter(|k| !info.contains_key(*k))
+                    .take(budget_live)
+                    .cloned()
+                    .collect();
+                budget_live -= new.len();
+                for (k, inf) in new
+                    .iter()
+                    .zip(join_all(new.iter().map(|k| self.live_info(k))).await)
+                {
+                    if let Some(inf) = inf {
+                        info.insert(k.clone(), inf);
+                    }
+                }
+                let list = kids
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, k)| (i32::try_from(n).unwrap_or(i32::MAX), k))
+                    .collect();
+                children.insert(key.clone(), list);
+            }
+            if let Some(kids) = children.get_mut(&key) {
+                kids.sort_by_key(|(n, _)| *n);
+                if depth >= limits.max_depth {
+                    truncated |= !kids.is_empty();
+                } else {
+                    stack.extend(
+                        kids.iter()
+                            .rev()
+                            .map(|(_, k)| (k.clone(), Some(me), depth + 1)),
+                    );
+                }
+            }
+        }
+        let extents = join_all(order.iter().map(|(k, _, _)| self.extents(&k.0, &k.1))).await;
+        let texts = join_all(order.iter().map(|(k, _, _)| {
+            let i = info.get(k);
+            self.editable_details(k, i, &info, limits.max_value_chars)
+        }))
+        .await;
+        let mut remembered = Vec::with_capacity(order.len());
+        let nodes = order
+            .into_iter()
+            .zip(extents)
+            .zip(texts)
+            .filter_map(|(((key, parent, depth), rect), (label, value))| {
+                let i = info.get(&key)?;
+                remembered.push((key.clone(), i.ifaces, rect));
+                let name = if i.name.trim().is_empty() {
+                    label
+                } else {
+                    i.name.clone()
+                };
+                Some(RawNode {
+                    handle: ControlHandle(format!("{}\n{}", key.0, key.1)),
+                    parent,
+                    depth,
+                    name,
+                    control_type: match control_type(i.role, i.states.contains(State::Editable)) {
+                        // An icon with an action (an entry's clear or refresh icon) is a button.
+                        "Image" if i.ifaces.contains(Interface::Action) => "Button",
+                        t => t,
+                    }
+                    .to_owned(),
+                    rect: rect.unwrap_or_default(),
+                    enabled: enabled(i.states),
+                    visible: visible(i.states),
+                    automation_id: String::new(),
+                    value,
+                })
+            })
+            .collect();
+        self.remember(remembered);
+        Ok(RawTree { nodes, truncated })
+    }
+
+    /// For an editable text with no name: the name of its label (label-for relation) or its
+    /// placeholder; and its current text, at most `max_chars` characters (never a password's).
+    async fn editable_details(
+        &self,
+        key: &Key,
+        i: Option<&Info>,
+        info: &HashMap<Key, Info>,
+        max_chars: usize,
+    ) -> (String, String) {
+        let Some(i) = i else {
+            return (String::new(), String::new());
+        };
+        let editable =
+            i.states.contains(State::Editable) || i.ifaces.contains(Interface::EditableText);
+        if !editable || !i.ifaces.contains(Interface::Text) {
+            return (String::new(), String::new());
+        }
+        let conn = self.conn_for(key.0.as_str()).await;
+        let value = async {
+            if i.role == Role::PasswordText || max_chars == 0 {
+                return String::new();
+            }
+            let Ok(t) = proxy!(TextProxy<'static>, &conn, key.0.as_str(), key.1.as_str()) else {
+                return String::new();
+            };
+            let end = i32::try_from(max_chars).unwrap_or(i32::MAX);
+            t.get_text(0, end).await.unwrap_or_default()
+        };
+        let label = async {
+            if !i.name.trim().is_empty() {
+                return String::new();
+            }
+            let Ok(a) = proxy!(
+                AccessibleProxy<'static>,
+                &conn,
+                key.0.as_str(),
+                key.1.as_str()
+            ) else {
+                return String::new();
+            };
+            let (rel, attrs) = futures::join!(a.get_relation_set(), a.get_attributes());
+            for (kind, targets) in rel.unwrap_or_default() {
+                if kind != RelationType::LabelledBy {
+                    continue;
+                }
+                for t in targets {
+                    let k: Key = (
+                        t.name_as_str().unwrap_or(key.0.as_str()).to_owned(),
+                        t.path_as_str().to_owned(),
+                    );
+                    let name = match info.get(&k) {
+                        Some(l) => l.name.clone(),
+                        None => self.live_info(&k).await.map(|l| l.name).unwrap_or_default(),
+                    };
+                    if !name.trim().is_empty() {
+                        return name;
+                    }
+                }
+            }
+            attrs
+                .ok()
+                .and_then(|a| a.get("placeholder-text").cloned())
+                .unwrap_or_default()
+        };
+        let (label, value) = futures::join!(label, value);
+        (label, value)
+    }
+
+    /// Children of an accessible, asked live.
+    pub(super) async fn live_children(&self, key: &Key) -> Vec<Key> {
+        let conn = self.conn_for(key.0.as_str()).await;
+        let Ok(p) = proxy!(
+            AccessibleProxy<'static>,
+            &conn,
+            key.0.as_str(),
+            key.1.as_str()
+        ) else {
+            return Vec::new();
+        };
+        p.get_children()
+            .await
+            .map(|c| {
+                c.iter()
+                    .filter_map(|o| Some((o.name_as_str()?.to_owned(), o.path_as_str().to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Name, role, states, child count and interfaces of an accessible, asked live (concurrently).
+    pub(super) async fn live_info(&self, key: &Key) -> Option<Info> {
+        let conn = self.conn_for(key.0.as_str()).await;
+        let p = proxy!(
+            AccessibleProxy<'static>,
+            &conn,
+            key.0.as_str(),
+            key.1.as_str()
+        )
+        .ok()?;
+        let (name, role, states, count, ifaces) = futures::join!(
+            p.name(),
+            p.get_role(),
+            p.get_state(),
+            p.child_count(),
+            p.get_interfaces()
+        );
+        Some(Info {
+            name: name.ok()?,
+            role: role.ok()?,
+            states: states.ok()?,
+            child_count: count.unwrap_or(0),
+            ifaces: ifaces.unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, role: Role, states: &[State]) -> Info {
+        Info {
+            name: name.into(),
+            role,
+            states: states.iter().copied().collect(),
+            child_count: 0,
+            ifaces: InterfaceSet::empty(),
+        }
+    }
+
+    fn key(p: &str) -> Key {
+        (":1.1".into(), p.into())
+    }
+
+    #[test]
+    fn a_shown_file_chooser_wins_over_the_main_window() {
+        let main = info("Untitled 1 - Mousepad", Role::Frame, &[State::Showing]);
+        let chooser = info(
+            "Save As",
+            Role::FileChooser,
+            &[State::Showing, State::Modal],
+        );
+        let tops = vec![(key("/1"), &main), (key("/2"), &chooser)];
+        let (k, popups) = choose_top(&tops, "Untitled 1 - Mousepad").unwrap();
+        assert_eq!(k, key("/2"));
+        assert!(popups.is_empty());
+    }
+
+    #[test]
+    fn hidden_dialogs_do_not_count_and_popups_hang_under_the_window() {
+        let main = info("Main", Role::Frame, &[State::Showing, State::Active]);
+        let gone = info("Old", Role::Dialog, &[]);
+        let popup = info("", Role::Window, &[State::Showing]);
+        let tops = vec![(key("/1"), &main), (key("/2"), &gone), (key("/3"), &popup)];
+        let (k, popups) = choose_top(&tops, "Main").unwrap();
+        assert_eq!(k, key("/1"));
+        assert_eq!(popups, vec![key("/3")]);
+    }
+
+    #[test]
+    fn two_inactive_windows_with_other_titles_are_reported() {
+        let a = info("A", Role::Frame, &[State::Showing]);
+        let b = info("B", Role::Frame, &[State::Showing]);
+        let tops = vec![(key("/1"), &a), (key("/2"), &b)];
+        let err = choose_top(&tops, "C").unwrap_err();
+        assert!(err.contains("cannot tell"), "{err}");
+        assert!(
+            err.contains("'A' (frame)") && err.contains("'B' (frame)"),
+            "{err}"
+        );
+        assert_eq!(choose_top(&tops, "B").unwrap().0, key("/2"));
+        assert!(choose_top(&[], "C").unwrap_err().contains("no shown"));
+    }
+}

@@ -1,0 +1,386 @@
+//! A private, accessible X desktop the executor can bring along (`ufo-executor --desktop headless`, which
+//! `ufo up` uses on a machine without a display) and that tests and benchmarks run on: Xvfb on a display
+//! number no other run uses, a private D-Bus session bus, the AT-SPI bus launcher and the xfwm4 window
+//! manager. Every step waits on a readiness condition (never a fixed sleep); everything is torn down by
+//! the process ids recorded here when the [`Desktop`] is dropped.
+//!
+//! Programs are started without any inherited `NO_AT_BRIDGE` (it would hide them from AT-SPI).
+
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use x11rb::connection::Connection as _;
+use x11rb::protocol::xproto::{AtomEnum, ConnectionExt as _};
+
+/// How long any start-up step may take.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Pause between readiness polls.
+const POLL: Duration = Duration::from_millis(10);
+/// Where Debian's at-spi2-core puts the AT-SPI bus launcher.
+pub const ATSPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
+
+/// The programs a headless desktop needs, with the Debian package that provides each.
+pub const REQUIRED_PROGRAMS: [(&str, &str); 4] = [
+    ("Xvfb", "xvfb"),
+    ("dbus-daemon", "dbus"),
+    (ATSPI_BUS_LAUNCHER, "at-spi2-core"),
+    ("xfwm4", "xfwm4"),
+];
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Why a desktop could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DesktopError {
+    /// A program could not be started (usually: its package is not installed).
+    #[error("cannot start {program} (install the Debian packages {packages})")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// What to install.
+        packages: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A step did not become ready in time.
+    #[error("timed out after {READY_TIMEOUT:?} waiting for {0}")]
+    Timeout(&'static str),
+    /// Every display number tried was taken or Xvfb would not start on it.
+    #[error("no free X display for Xvfb (tried :{first}..:{last})")]
+    NoDisplay {
+        /// First display number tried.
+        first: u32,
+        /// Last display number tried.
+        last: u32,
+    },
+    /// The session bus did not print its address.
+    #[error("dbus-daemon printed no address")]
+    NoBusAddress,
+    /// A local failure (files, pipes).
+    #[error("i/o failed while starting the desktop")]
+    Io(#[from] std::io::Error),
+    /// The session bus or AT-SPI could not be reached.
+    #[error("cannot reach the session bus")]
+    Bus(#[from] zbus::Error),
+    /// The X server could not be queried.
+    #[error("cannot query the X server: {0}")]
+    X11(String),
+}
+
+const PACKAGES: &str = "xvfb dbus at-spi2-core xfwm4";
+
+/// The programs of [`REQUIRED_PROGRAMS`] that cannot be found (by PATH or absolute path), with their packages.
+pub fn missing_programs() -> Vec<(&'static str, &'static str)> {
+    REQUIRED_PROGRAMS
+        .iter()
+        .copied()
+        .filter(|(program, _)| find_program(program).is_none())
+        .collect()
+}
+
+/// `program` resolved through PATH (or as given when it is a path).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    let path = std::path::Path::new(program);
+    if path.is_absolute() {
+        return path.is_file().then(|| path.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+/// A running private desktop; dropping it stops every process it started.
+pub struct Desktop {
+    pub(crate) display: String,
+    pub(crate) bus_address: String,
+    pub(crate) runtime_dir: PathBuf,
+    /// Started processes, each the leader of its own process group, in start order.
+    pub(crate) children: Vec<(&'static str, Child)>,
+}
+
+impl std::fmt::Debug for Desktop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desktop")
+            .field("display", &self.display)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) async fn poll<T, F, Fut>(what: &'static str, mut check: F) -> Result<T, DesktopError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let until = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if Instant::now() > until {
+            return Err(DesktopError::Timeout(what));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn spawn(command: &mut Command, program: &str) -> Result<Child, DesktopError> {
+    command.spawn().map_err(|source| DesktopError::Spawn {
+        program: program.to_owned(),
+        packages: PACKAGES,
+        source,
+    })
+}
+
+impl Desktop {
+    /// Starts Xvfb (`width`×`height`×24), a session bus, the AT-SPI bus and xfwm4.
+    pub async fn start(width: u32, height: u32) -> Result<Self, DesktopError> {
+        let runtime_dir = std::env::temp_dir().join(format!(
+            "ufo-desktop-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(runtime_dir.join("cache"))?;
+        // The runtime directory must be private (GLib and D-Bus refuse or warn otherwise).
+        std::fs::set_permissions(
+            &runtime_dir,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
+        let mut desk = Self {
+            display: String::new(),
+            bus_address: String::new(),
+            runtime_dir,
+            children: Vec::new(),
+        };
+        desk.start_xvfb(width, height).await?;
+        desk.start_bus()?;
+        desk.start_atspi().await?;
+        desk.start_wm().await?;
+        Ok(desk)
+    }
+
+    /// The X display, e.g. ":117".
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// The private session bus address.
+    pub fn bus_address(&self) -> &str {
+        &self.bus_address
+    }
+
+    /// Environment a program needs to run on this desktop.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("DISPLAY".into(), self.display.clone()),
+            ("DBUS_SESSION_BUS_ADDRESS".into(), self.bus_address.clone()),
+            (
+                "XDG_RUNTIME_DIR".into(),
+                self.runtime_dir.display().to_string(),
+            ),
+            // GLib falls back to the cache directory for the AT-SPI bus socket (`~/.cache/at-spi/bus`)
+            // when it does not use the runtime directory; a per-desktop cache keeps concurrent desktops
+            // (parallel tests, a second test run) from sharing, and deleting, one socket.
+            (
+                "XDG_CACHE_HOME".into(),
+                self.runtime_dir.join("cache").display().to_string(),
+            ),
+            ("GSETTINGS_BACKEND".into(), "memory".into()),
+            ("GDK_BACKEND".into(), "x11".into()),
+        ]
+    }
+
+    /// The first essential desktop process (X server, session bus) that has exited, if any: a supervisor
+    /// stops the executor then. The AT-SPI bus launcher may exit by itself once the accessibility bus
+    /// runs, and the window manager is not essential to reading or driving applications.
+    pub fn exited(&mut self) -> Option<String> {
+        self.children
+            .iter_mut()
+            .filter(|(name, _)| matches!(*name, "Xvfb" | "dbus-daemon"))
+            .find_map(|(name, child)| {
+                child
+                    .try_wait()
+                    .ok()
+                    .flatten()
+                    .map(|status| format!("{name} exited ({status})"))
+            })
+    }
+
+    /// A command for `program` on this desktop, in its own process group, without NO_AT_BRIDGE.
+    pub(crate) fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env_remove("NO_AT_BRIDGE")
+            .env_remove("WAYLAND_DISPLAY")
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        c
+    }
+
+    async fn start_xvfb(&mut self, width: u32, height: u32) -> Result<(), DesktopError> {
+        // A display number derived from the pid and a counter, skipping ones in use.
+        let base = 200 + (std::process::id() % 400) * 8 + NEXT.fetch_add(1, Ordering::Relaxed) % 8;
+        let numbers: Vec<u32> = (base..base + 400)
+            .map(|n| 200 + (n - 200) % 3_000)
+            .collect();
+        for &n in &numbers {
+            if std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists() {
+                continue;
+            }
+            let mut child = spawn(
+                Command::new("Xvfb")
+                    .args([
+                        format!(":{n}"),
+                        "-screen".into(),
+                        "0".into(),
+                        format!("{width}x{height}x24"),
+                        "-nolisten".into(),
+                        "tcp".into(),
+                        "-noreset".into(),
+                    ])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .process_group(0),
+                "Xvfb",
+            )?;
+            let display = format!(":{n}");
+            let until = Instant::now() + READY_TIMEOUT;
+            loop {
+                if x11rb::connect(Some(&display)).is_ok() {
+                    self.display = display;
+                    self.children.push(("Xvfb", child));
+                    return Ok(());
+                }
+                if child.try_wait()?.is_some() || Instant::now() > until {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        Err(DesktopError::NoDisplay {
+            first: numbers.first().copied().unwrap_or(base),
+            last: numbers.last().copied().unwrap_or(base),
+        })
+    }
+
+    fn start_bus(&mut self) -> Result<(), DesktopError> {
+        let mut child = spawn(
+            Command::new("dbus-daemon")
+                .args(["--session", "--nofork", "--print-address=1"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .process_group(0),
+            "dbus-daemon",
+        )?;
+        let out = child.stdout.take();
+        self.children.push(("dbus-daemon", child));
+        let out = out.ok_or(DesktopError::NoBusAddress)?;
+        // dbus-daemon prints its address once it listens: reading that line is the readiness check.
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)?;
+        if line.trim().is_empty() {
+            return Err(DesktopError::NoBusAddress);
+        }
+        self.bus_address = line.trim().to_owned();
+        Ok(())
+    }
+
+    async fn start_atspi(&mut self) -> Result<(), DesktopError> {
+        let child = spawn(
+            self.command(ATSPI_BUS_LAUNCHER).arg("--launch-immediately"),
+            ATSPI_BUS_LAUNCHER,
+        )?;
+        self.children.push(("at-spi-bus-launcher", child));
+        let session = zbus::connection::Builder::address(self.bus_address.as_str())?
+            .build()
+            .await?;
+        poll("the AT-SPI bus", || {
+            let session = session.clone();
+            async move {
+                let bus = atspi::proxy::bus::BusProxy::new(&session).await.ok()?;
+                bus.get_address().await.ok().filter(|a| !a.is_empty())
+            }
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn start_wm(&mut self) -> Result<(), DesktopError> {
+        let child = spawn(
+            self.command("xfwm4")
+                .args(["--compositor=off", "--sm-client-disable"]),
+            "xfwm4",
+        )?;
+        self.children.push(("xfwm4", child));
+        let x11 = |e: &dyn std::fmt::Display| DesktopError::X11(e.to_string());
+        let (conn, screen) = x11rb::connect(Some(&self.display)).map_err(|e| x11(&e))?;
+        let root = conn.setup().roots[screen].root;
+        let atom = conn
+            .intern_atom(false, b"_NET_SUPPORTING_WM_CHECK")
+            .map_err(|e| x11(&e))?
+            .reply()
+            .map_err(|e| x11(&e))?
+            .atom;
+        poll("the window manager", || {
+            let ok = conn
+                .get_property(false, root, atom, AtomEnum::WINDOW, 0, 1)
+                .ok()
+                .and_then(|c| c.reply().ok())
+                .is_some_and(|r| r.value_len > 0);
+            async move { ok.then_some(()) }
+        })
+        .await
+    }
+
+    /// Stops a process this desktop started (and its process group).
+    pub fn stop_process(&mut self, pid: u32) {
+        if let Some(i) = self.children.iter().position(|(_, c)| c.id() == pid) {
+            let (_, mut c) = self.children.remove(i);
+            stop(&mut c);
+        }
+    }
+}
+
+/// SIGTERM to the process group, then SIGKILL if it has not exited shortly after.
+fn stop(child: &mut Child) {
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return;
+    };
+    // SAFETY: signalling a process group we created; no memory is involved.
+    unsafe {
+        libc::kill(-pid, libc::SIGTERM);
+    }
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+impl Drop for Desktop {
+    fn drop(&mut self) {
+        while let Some((_, mut c)) = self.children.pop() {
+            stop(&mut c);
+        }
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}

@@ -1,0 +1,334 @@
+//! The executor observes what is really on screen (issue 17), on a private Xvfb desktop with real GTK
+//! applications: the control list against an independent live pyatspi walk (`live_walk.py`) on every
+//! gtk3-widget-factory page and on mousepad's open File menu; the first observation after typing shows
+//! the typed text (frames compared, no sleeps); Save As observes the file chooser and writes the file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use ufo_executor::backend::{Backend, SettleOutcome, WindowInfo};
+use ufo_executor::encode::Format;
+use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
+use ufo_executor::testing::Desktop;
+
+const OPTS: BatchOptions = BatchOptions {
+    deadline: Duration::from_secs(20),
+    format: Format::Png,
+};
+
+async fn one(exec: &Executor, tool: &str, params: Value) -> Outcome {
+    let cmd = CommandSpec {
+        tool: tool.into(),
+        params,
+        call_id: "c".into(),
+    };
+    exec.execute(vec![cmd], OPTS).await.remove(0)
+}
+
+async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
+    let o = one(exec, tool, params.clone()).await;
+    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
+    o
+}
+
+async fn until<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f().await {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Selects `w` in the executor by its listed id.
+async fn select(exec: &Executor, w: &WindowInfo) {
+    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(w.handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .expect("window listed");
+    ok(exec, "select_application_window", json!({"id": id})).await;
+}
+
+/// The independent walk's nodes (visible and actionable) for process `pid`.
+fn live_walk(desk: &Desktop, pid: u32, title: &str) -> (Value, Vec<Value>) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/live_walk.py");
+    // Debian's interpreter: python3-pyatspi installs there, whatever python3 comes first in PATH.
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg(script)
+        .arg(pid.to_string())
+        .arg(title)
+        .env_remove("NO_AT_BRIDGE")
+        .envs(desk.env())
+        .output()
+        .expect("python3 runs (install python3-pyatspi)");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "live walk output is not JSON ({e}): {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert!(v.get("error").is_none(), "live walk: {v}");
+    (v["window"].clone(), v["nodes"].as_array().unwrap().clone())
+}
+
+/// Every node of the live walk is among the executor's listed controls (same bounds); returns the
+/// number of listed controls.
+async fn compare(exec: &Executor, desk: &Desktop, pid: u32, title: &str, what: &str) -> usize {
+    let listed = ok(
+        exec,
+        "get_app_window_controls_target_info",
+        json!({"field_list": ["id", "name", "type", "rect"]}),
+    )
+    .await
+    .output
+    .result;
+    let listed = listed.as_array().unwrap();
+    let (window, live) = live_walk(desk, pid, title);
+    let missing: Vec<&Value> = live
+        .iter()
+        .filter(|n| {
+            let r = n["rect"].as_array().unwrap();
+            let (x, y) = (r[0].as_i64().unwrap(), r[1].as_i64().unwrap());
+            let (w, h) = (r[2].as_i64().unwrap(), r[3].as_i64().unwrap());
+            let ltrb = json!([x, y, x + w, y + h]);
+            !listed.iter().any(|c| c["rect"] == ltrb)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what} ({window}): {} of {} live controls missing from the {} listed: {missing:#?}",
+        missing.len(),
+        live.len(),
+        listed.len()
+    );
+    assert!(!live.is_empty(), "{what}: the live walk found nothing");
+    listed.len()
+}
+
+fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {
+    controls
+        .as_array()?
+        .iter()
+        .find(|c| pred(c))
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+}
+
+async fn controls(exec: &Executor) -> Value {
+    ok(exec, "get_app_window_controls_target_info", json!({}))
+        .await
+        .output
+        .result
+}
+
+fn executor(backend: Arc<dyn Backend>, desk: &Desktop) -> Executor {
+    Executor::new(backend, Limits::default(), Vec::new()).with_launch_env(desk.env())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controls_match_a_live_walk_on_every_widget_factory_page_and_mousepads_file_menu() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec = executor(backend.clone(), &desk);
+    let (pid, factory) = desk
+        .launch(backend.as_ref(), "gtk3-widget-factory", &[])
+        .await
+        .unwrap();
+    select(&exec, &factory).await;
+    let mut pages = 0;
+    for page in ["Page 1", "Page 2", "Page 3"] {
+        let list = controls(&exec).await;
+        let tab = id_where(&list, |c| {
+            matches!(c["type"].as_str(), Some("TabItem" | "RadioButton")) && c["name"] == page
+        })
+        .unwrap_or_else(|| panic!("tab '{page}' listed: {list}"));
+        ok(&exec, "click_input", json!({"id": tab})).await;
+        let n = compare(&exec, &desk, pid, &factory.title, page).await;
+        assert!(n > 20, "{page}: only {n} controls");
+        pages += 1;
+    }
+    assert_eq!(pages, 3);
+
+    let (mp_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    select(&exec, &mp).await;
+    let list = controls(&exec).await;
+    let file = id_where(&list, |c| c["type"] == "Menu" && c["name"] == "File")
+        .unwrap_or_else(|| panic!("mousepad's File menu listed: {list}"));
+    ok(&exec, "click_input", json!({"id": file})).await;
+    let n = compare(&exec, &desk, mp_pid, &mp.title, "mousepad File menu").await;
+    let list = controls(&exec).await;
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "MenuItem" && c["name"].as_str().unwrap().contains("Save As")),
+        "the open File menu lists Save As ({n} controls): {list}"
+    );
+}
+
+/// The document's text as the executor reads it.
+async fn document_text(exec: &Executor) -> String {
+    let list = controls(exec).await;
+    let doc = id_where(&list, |c| {
+        c["type"] == "Edit" && c["rect"][2].as_i64().unwrap() - c["rect"][0].as_i64().unwrap() > 300
+    })
+    .unwrap_or_else(|| panic!("mousepad's document listed: {list}"));
+    ok(exec, "texts", json!({"id": doc}))
+        .await
+        .output
+        .result
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_into_mousepad_twenty_times_is_seen_by_the_next_screenshot_every_time() {
+    let mut desk = Desktop::start(1024, 768).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec = executor(backend.clone(), &desk);
+    let (_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    select(&exec, &mp).await;
+    let mut before = ok(&exec, "capture_window_screenshot", json!({}))
+        .await
+        .output
+        .images[0]
+        .data
+        .clone();
+    let mut waited = Vec::new();
+    for i in 0..20 {
+        ok(&exec, "keyboard_input", json!({"keys": format!("w{i} ")})).await;
+        let shot = ok(&exec, "capture_window_screenshot", json!({})).await;
+        let settle = shot
+            .settle
+            .expect("the first observation after an action settles");
+        assert_eq!(
+            settle.outcome,
+            SettleOutcome::Settled,
+            "round {i}: {settle:?}"
+        );
+        waited.push(settle.waited);
+        let now = shot.output.images[0].data.clone();
+        assert_ne!(
+            now, before,
+            "round {i}: the screenshot after typing is the one before it"
+        );
+        before = now;
+    }
+    let text = document_text(&exec).await;
+    let want: String = (0..20).map(|i| format!("w{i} ")).collect();
+    assert_eq!(text, want);
+    eprintln!("settle waits: {waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_as_observes_the_file_chooser_and_writes_the_file() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec = executor(backend.clone(), &desk);
+    let (_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    select(&exec, &mp).await;
+    ok(&exec, "keyboard_input", json!({"keys": "hello from ufo"})).await;
+    assert_eq!(document_text(&exec).await, "hello from ufo");
+
+    ok(&exec, "keyboard_input", json!({"keys": "^+s"})).await;
+    // The chooser opens asynchronously: observe until the listing is the dialog's.
+    let end = Instant::now() + Duration::from_secs(10);
+    let list = loop {
+        let o = one(&exec, "get_app_window_controls_target_info", json!({})).await;
+        let front = o
+            .output
+            .warnings
+            .iter()
+            .any(|w| w.contains("in front of the selected window"));
+        if o.status == Status::Success && front {
+            break o.output.result;
+        }
+        assert!(
+            Instant::now() < end,
+            "the file chooser was never observed: {o:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        !list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Menu" && c["name"] == "File"),
+        "the main window's menu is not among the dialog's controls: {list}"
+    );
+    let name = id_where(&list, |c| c["type"] == "Edit" && c["name"] == "Name:")
+        .unwrap_or_else(|| panic!("the chooser's Name field is listed: {list}"));
+    let shot = ok(&exec, "capture_window_screenshot", json!({})).await;
+    assert!(
+        shot.output.warnings.iter().any(|w| w.contains("Save As")),
+        "{:?}",
+        shot.output.warnings
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saved.txt");
+    // Typed as a user would; the chooser checks the folder asynchronously and enables Save (and
+    // Enter) once it has: observe that, then press Enter in the name field.
+    let keys = format!("^a{}", path.display());
+    ok(&exec, "keyboard_input", json!({"id": name, "keys": keys})).await;
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = controls(&exec).await;
+        let save_enabled = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Button" && c["name"] == "Save" && c["enabled"] == true);
+        if save_enabled {
+            let field = id_where(&list, |c| c["type"] == "Edit" && c["name"] == "Name:").unwrap();
+            assert_eq!(field, name, "the name field keeps its id");
+            break;
+        }
+        assert!(Instant::now() < end, "Save never became enabled: {list}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    ok(
+        &exec,
+        "keyboard_input",
+        json!({"id": name, "keys": "{ENTER}"}),
+    )
+    .await;
+    until("the file to be written", || async {
+        let t = std::fs::read_to_string(&path);
+        t.is_ok_and(|t| t.trim_end_matches('\n') == "hello from ufo")
+    })
+    .await;
+    // Back on the main window: the document is unchanged.
+    until("the chooser to close", || async {
+        one(&exec, "get_app_window_controls_target_info", json!({}))
+            .await
+            .output
+            .warnings
+            .is_empty()
+    })
+    .await;
+    assert_eq!(document_text(&exec).await, "hello from ufo");
+}

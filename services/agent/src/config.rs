@@ -69,6 +69,11 @@ pub struct ApiConfig {
     )]
     pub api_keys: Vec<String>,
 
+    /// Names of the API keys that are admins (see every caller's tasks), comma-separated; every other key
+    /// is a user, which sees and acts on only the tasks it submitted.
+    #[arg(long = "api-admins", env = "UFO_API_ADMINS", value_delimiter = ',')]
+    pub api_admins: Vec<String>,
+
     /// A file with one API key per line (`name:key` or `key`; `#` starts a comment).
     #[arg(long = "api-keys-file", env = "UFO_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,

@@ -83,7 +83,7 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
         &http,
         reqwest::Method::POST,
         format!("{url}/answers"),
-        Some(json!({"answers": ["report.txt"]})),
+        Some(json!({"answers": ["report.txt"], "question_ids": [waiting["pending_questions"][0]["id"]]})),
     )
     .await;
     let done = eventually(60, "the end", || async {
@@ -667,7 +667,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
         &http,
         reqwest::Method::POST,
         format!("{url}/confirmation"),
-        Some(json!({"approve": true, "reason": "go ahead"})),
+        Some(json!({"approve": true, "reason": "go ahead", "action_id": waiting["held_action"]["id"]})),
     )
     .await;
     assert!(answer.get("code").is_none(), "approved: {answer}");

@@ -244,7 +244,7 @@ async fn questions_confirmations_cancel_and_limits() {
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{asks}/answers"),
-            Some(json!({"answers": ["notes.txt"]})),
+            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
         )
         .await;
     assert_eq!(status, 200);
@@ -263,6 +263,7 @@ async fn questions_confirmations_cancel_and_limits() {
             task_id: held.clone(),
             approve: true,
             reason: String::new(),
+            action_id: task["held_action"]["id"].as_str().unwrap().to_owned(),
         }))
         .await
         .unwrap()
@@ -271,12 +272,12 @@ async fn questions_confirmations_cancel_and_limits() {
     api.wait_status(&held, "finished").await;
     assert_eq!(api.steps(&held).await[1]["thought"], "decision Some(true)");
 
-    api.wait_status(&rejected, "waiting").await;
+    let task = api.wait_status(&rejected, "waiting").await;
     let (status, _) = api
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{rejected}/confirmation"),
-            Some(json!({"approve": false})),
+            Some(json!({"approve": false, "action_id": task["held_action"]["id"]})),
         )
         .await;
     assert_eq!(status, 200);
@@ -508,12 +509,12 @@ async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
         .await;
     let mut first = spawn_runner(&session, &log, true);
     let first_pid = first.id().unwrap();
-    api.wait_status(&id, "waiting").await;
+    let task = api.wait_status(&id, "waiting").await;
     let (status, _) = api
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": task["held_action"]["id"]})),
         )
         .await;
     assert_eq!(status, 200);

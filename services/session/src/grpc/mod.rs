@@ -152,7 +152,12 @@ impl SessionStore for SessionService {
         };
         let (sessions, next) = self
             .store
-            .list_sessions(filter, cursor, self.limits.page(r.page_size))
+            .list_sessions(
+                filter,
+                optional(r.owner).as_deref(),
+                cursor,
+                self.limits.page(r.page_size),
+            )
             .await
             .map_err(status)?;
         Ok(Response::new(ListSessionsResponse {

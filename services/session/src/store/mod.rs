@@ -53,11 +53,12 @@ pub trait Store: Send + Sync + 'static {
     /// The session with this id.
     async fn get_session(&self, id: Uuid) -> StoreResult<Session>;
 
-    /// Sessions newest first (by creation time, then id), optionally of one status, after `cursor`.
-    /// Returns at most `limit` sessions and the cursor of the next page when more exist.
+    /// Sessions newest first (by creation time, then id), optionally of one status and one owner, after
+    /// `cursor`. Returns at most `limit` sessions and the cursor of the next page when more exist.
     async fn list_sessions(
         &self,
         status: Option<SessionStatus>,
+        owner: Option<&str>,
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)>;

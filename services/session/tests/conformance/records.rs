@@ -57,7 +57,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let (page, next) = store.list_sessions(None, cursor, 2).await.unwrap();
+        let (page, next) = store.list_sessions(None, None, cursor, 2).await.unwrap();
         assert!(page.len() <= 2);
         seen.extend(page.into_iter().map(|s| s.id));
         match next {
@@ -71,6 +71,18 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
     let mut sorted = seen.clone();
     sorted.sort();
     assert_eq!(sorted, expected, "every session exactly once");
+    // One owner's sessions only.
+    let (owned, _) = store
+        .list_sessions(None, Some("tests"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(owned.len(), 5);
+    assert!(owned.iter().all(|s| s.owner == "tests"));
+    let (none, _) = store
+        .list_sessions(None, Some("nobody"), None, 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty());
 
     store
         .set_session_status(StatusChange {
@@ -82,7 +94,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let (cancelled, _) = store
-        .list_sessions(Some(SessionStatus::Cancelled), None, 10)
+        .list_sessions(Some(SessionStatus::Cancelled), None, None, 10)
         .await
         .unwrap();
     assert_eq!(cancelled.len(), 1);

@@ -33,6 +33,10 @@ pub struct Config {
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
+
     /// LLM endpoint, models, retries and prices.
     #[command(flatten)]
     pub llm: crate::llm::config::LlmArgs,
@@ -224,6 +228,16 @@ pub struct SessionConfig {
     pub session_timeout_ms: u64,
 }
 
+/// What unanswered questions do when their wait times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum QuestionFallback {
+    /// The round fails ("no answer from a person within Ns").
+    #[default]
+    Fail,
+    /// Each question is answered "(no answer within the timeout)" and the round goes on.
+    Continue,
+}
+
 /// The task runner: how many tasks this replica runs and how it holds them.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunnerConfig {
@@ -247,13 +261,33 @@ pub struct RunnerConfig {
     )]
     pub claim_interval_ms: u64,
 
-    /// How long a task waits for answers or a confirmation before the task fails, in seconds (default 3600).
+    /// How long a task waits for answers to its questions, in seconds (default 3600); then
+    /// `--question-fallback` applies.
     #[arg(
-        long = "human-timeout-seconds",
-        env = "UFO_HUMAN_TIMEOUT_SECONDS",
+        long = "question-timeout-seconds",
+        env = "UFO_QUESTION_TIMEOUT_SECONDS",
         default_value_t = 3600
     )]
-    pub human_timeout_seconds: u64,
+    pub question_timeout_seconds: u64,
+
+    /// What unanswered questions do after `--question-timeout-seconds`: `fail` the round (default), or
+    /// `continue` with the answer "(no answer within the timeout)" recorded for each.
+    #[arg(
+        long = "question-fallback",
+        env = "UFO_QUESTION_FALLBACK",
+        value_enum,
+        default_value = "fail"
+    )]
+    pub question_fallback: QuestionFallback,
+
+    /// How long a held action waits for a decision, in seconds (default 3600); then it is rejected (the
+    /// rejection, with reason "no decision within Ns", is recorded like a person's).
+    #[arg(
+        long = "confirm-timeout-seconds",
+        env = "UFO_CONFIRM_TIMEOUT_SECONDS",
+        default_value_t = 3600
+    )]
+    pub confirm_timeout_seconds: u64,
 
     /// Bearer token sent to executors; unset sends none.
     #[arg(

@@ -19,6 +19,7 @@
 pub mod agents;
 pub mod api;
 pub mod config;
+pub mod control;
 pub mod dispatch;
 pub mod executors;
 pub mod llm;
@@ -98,9 +99,15 @@ pub async fn run(
         api::grpc::AgentApi::new(tasks.clone()),
         keys.clone(),
     ));
+    // Tasks are stored in Postgres: NUL is refused. The API server keeps tonic's default 4 MiB limit.
+    let checks = config
+        .request_checks
+        .checks(true, 4 * 1024 * 1024)
+        .map_err(ufo_common::grpc::ServeError::from)?;
     let grpc = serve_until(
         tonic::transport::Server::builder(),
         routes.routes(),
+        checks,
         listeners.grpc,
         intro.health_reporter,
         SERVICES,

@@ -2,9 +2,13 @@
 //!
 //! Keys are accepted in the reference's spelling (`"Current Sub-Task"`, `"Args"`, `"ControlLabel"`) and in
 //! snake case. Validation rejects what cannot be acted on (missing observation/thought/status, a
-//! non-object `arguments`); an *unknown status value* is kept as is, so the FSM turns it into ERROR.
+//! non-object `arguments`); an *unknown status value* is kept as is ([`HostStatus::Other`],
+//! [`AppStatus::Other`]), so the FSM turns it into ERROR.
+//!
+//! This module is the one place where status and state names are spelled: the rest of the agent matches
+//! on [`HostStatus`], [`AppStatus`], [`AgentState`] and [`Outcome`] and writes them with `as_str`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::llm::ResponseFormat;
@@ -66,6 +70,152 @@ pub fn app_response_format() -> ResponseFormat {
     }
 }
 
+/// Declares a closed set of upper-case names with an `Other` variant for anything else, parsed
+/// case-insensitively and (de)serialized as the name.
+macro_rules! names {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(from = "String", into = "String")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+            /// A value outside the set, kept as given (upper-cased).
+            Other(String),
+        }
+
+        impl $name {
+            /// The name as recorded.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(Self::$variant => $text,)+
+                    Self::Other(s) => s,
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(s: String) -> Self {
+                let s = s.trim().to_ascii_uppercase();
+                match s.as_str() {
+                    $($text => Self::$variant,)+
+                    _ => Self::Other(s),
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                s.to_owned().into()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.as_str().to_owned()
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::Other(String::new())
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names! {
+    /// The HostAgent's status (seed 000).
+    HostStatus {
+        /// Hand the subtask to an AppAgent.
+        Assign = "ASSIGN",
+        /// Keep working.
+        Continue = "CONTINUE",
+        /// Ask the user.
+        Pending = "PENDING",
+        /// Hold the function for confirmation.
+        Confirm = "CONFIRM",
+        /// The request is done.
+        Finish = "FINISH",
+        /// Give up.
+        Fail = "FAIL",
+    }
+}
+
+names! {
+    /// The AppAgent's status (seed 001).
+    AppStatus {
+        /// Keep working.
+        Continue = "CONTINUE",
+        /// Take a new screenshot before deciding.
+        Screenshot = "SCREENSHOT",
+        /// Ask the user.
+        Pending = "PENDING",
+        /// Hold the actions for confirmation.
+        Confirm = "CONFIRM",
+        /// The subtask is done.
+        Finish = "FINISH",
+        /// The subtask failed.
+        Fail = "FAIL",
+    }
+}
+
+names! {
+    /// The round's FSM state of the active agent (a step's `state_before` / `state_after`).
+    AgentState {
+        /// Acting.
+        Continue = "CONTINUE",
+        /// The HostAgent handed control to an AppAgent.
+        Assign = "ASSIGN",
+        /// Waiting for answers.
+        Pending = "PENDING",
+        /// Waiting for a decision on a held action.
+        Confirm = "CONFIRM",
+        /// Done (subtask or round).
+        Finish = "FINISH",
+        /// Failed (subtask or round).
+        Fail = "FAIL",
+        /// Ended by an error or an unknown status.
+        Error = "ERROR",
+    }
+}
+
+names! {
+    /// How a subtask or a held action ended, as recorded in memory and the finished-subtask list.
+    Outcome {
+        /// The subtask finished.
+        Finish = "FINISH",
+        /// The subtask failed.
+        Fail = "FAIL",
+        /// The user rejected its held action.
+        Rejected = "REJECTED",
+        /// The held action was approved and run.
+        Approved = "APPROVED",
+        /// The held action was approved, but a runner stopped while running it.
+        ApprovedOutcomeUnknown = "APPROVED_OUTCOME_UNKNOWN",
+    }
+}
+
+impl HostStatus {
+    /// Whether the HostAgent runs its function now for this status (CONFIRM holds it).
+    pub fn acts(&self) -> bool {
+        matches!(self, Self::Assign | Self::Continue)
+    }
+}
+
+impl AppStatus {
+    /// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
+    /// FAIL run nothing).
+    pub fn acts(&self) -> bool {
+        matches!(self, Self::Continue | Self::Finish)
+    }
+}
+
 fn field<'a>(m: &'a Map<String, Value>, names: &[&str]) -> Option<&'a Value> {
     let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '-', ' '], "");
     names.iter().find_map(|n| {
@@ -115,7 +265,7 @@ fn require(value: &str, name: &str) -> Result<(), String> {
 }
 
 /// The HostAgent's answer.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostResponse {
     /// What it sees.
     pub observation: String,
@@ -131,8 +281,8 @@ pub struct HostResponse {
     pub control_text: String,
     /// Remaining subtasks.
     pub plan: Vec<String>,
-    /// Next state, upper-cased.
-    pub status: String,
+    /// Next state.
+    pub status: HostStatus,
     /// For the user.
     pub comment: String,
     /// Clarification questions (PENDING).
@@ -156,7 +306,7 @@ impl HostResponse {
             control_label: text(m, &["control_label", "ControlLabel"]),
             control_text: text(m, &["control_text", "ControlText"]),
             plan: list(m, &["plan"]),
-            status: text(m, &["status"]).trim().to_ascii_uppercase(),
+            status: text(m, &["status"]).into(),
             comment: text(m, &["comment"]),
             questions: list(m, &["questions"]),
             function: text(m, &["function"]),
@@ -165,7 +315,7 @@ impl HostResponse {
         };
         require(&r.observation, "observation")?;
         require(&r.thought, "thought")?;
-        require(&r.status, "status")?;
+        require(r.status.as_str(), "status")?;
         // A selection may name its target by label only; make `arguments.id` the single source.
         if r.function == "select_application_window" && !r.arguments.contains_key("id") {
             if r.control_label.is_empty() {
@@ -176,7 +326,7 @@ impl HostResponse {
             r.arguments
                 .insert("id".into(), Value::String(r.control_label.clone()));
         }
-        if r.status == "ASSIGN" && r.function.is_empty() {
+        if r.status == HostStatus::Assign && r.function.is_empty() {
             return Err(
                 "status ASSIGN needs function select_application_window with arguments.id".into(),
             );
@@ -186,14 +336,14 @@ impl HostResponse {
 }
 
 /// One action of the AppAgent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ActionSpec {
     /// Tool name, e.g. `click_input`.
     pub function: String,
     /// Arguments; `id` is a control label from the annotated screenshot.
     pub arguments: Map<String, Value>,
     /// The status proposed with this action.
-    pub status: String,
+    pub status: AppStatus,
 }
 
 /// `SaveScreenshot`.
@@ -219,7 +369,7 @@ pub struct AppResponse {
     /// One action, or several for a speculative multi-action batch.
     pub actions: Vec<ActionSpec>,
     /// The step's status: the last action's status, else the top-level `status`.
-    pub status: String,
+    pub status: AppStatus,
     /// Save the screenshot to the blackboard.
     pub save_screenshot: SaveScreenshot,
     /// Result of the subtask (FINISH) or what was found.
@@ -228,21 +378,21 @@ pub struct AppResponse {
     pub questions: Vec<String>,
 }
 
-fn action(v: &Value, default_status: &str) -> Result<ActionSpec, String> {
+fn action(v: &Value, default_status: &AppStatus) -> Result<ActionSpec, String> {
     let m = v.as_object().ok_or("each action must be a JSON object")?;
     let mut arguments = object(m, &["arguments", "args"])?;
     let label = text(m, &["control_label", "ControlLabel"]);
     if !label.is_empty() && !arguments.contains_key("id") {
         arguments.insert("id".into(), Value::String(label));
     }
-    let status = text(m, &["status"]).trim().to_ascii_uppercase();
+    let status = text(m, &["status"]);
     Ok(ActionSpec {
         function: text(m, &["function"]),
         arguments,
-        status: if status.is_empty() {
-            default_status.to_owned()
+        status: if status.trim().is_empty() {
+            default_status.clone()
         } else {
-            status
+            status.into()
         },
     })
 }
@@ -250,7 +400,7 @@ fn action(v: &Value, default_status: &str) -> Result<ActionSpec, String> {
 impl AppResponse {
     /// Parses and validates.
     pub fn parse(m: &Map<String, Value>) -> Result<Self, String> {
-        let top_status = text(m, &["status"]).trim().to_ascii_uppercase();
+        let top_status = AppStatus::from(text(m, &["status"]));
         let mut actions = match field(m, &["action", "actions"]) {
             Some(Value::Array(list)) => list
                 .iter()
@@ -296,7 +446,7 @@ impl AppResponse {
         };
         require(&r.observation, "observation")?;
         require(&r.thought, "thought")?;
-        require(&r.status, "status")?;
+        require(r.status.as_str(), "status")?;
         Ok(r)
     }
 }
@@ -317,7 +467,7 @@ mod tests {
             "Plan": ["a", "b"], "Status": "assign", "Function": "select_application_window", "Args": {}
         })))
         .unwrap();
-        assert_eq!(r.status, "ASSIGN");
+        assert_eq!(r.status, HostStatus::Assign);
         assert_eq!(r.current_subtask, "write");
         assert_eq!(r.arguments["id"], json!("1"));
         assert_eq!(r.plan, ["a", "b"]);
@@ -340,7 +490,7 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(one.actions.len(), 1);
-        assert_eq!(one.status, "CONTINUE");
+        assert_eq!(one.status, AppStatus::Continue);
         let many = AppResponse::parse(&obj(json!({
             "observation": "o", "thought": "t", "status": "CONTINUE",
             "action": [{"function": "set_edit_text", "arguments": {"id": "1", "text": "x"}},
@@ -349,20 +499,42 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(many.actions.len(), 2);
-        assert_eq!(many.actions[0].status, "CONTINUE");
-        assert_eq!(many.status, "FINISH");
+        assert_eq!(many.actions[0].status, AppStatus::Continue);
+        assert_eq!(many.status, AppStatus::Finish);
         assert!(many.save_screenshot.save);
         let flat = AppResponse::parse(&obj(json!({
             "Observation": "o", "Thought": "t", "ControlLabel": "12", "Function": "click_input",
             "Args": {"button": "left"}, "Status": "SCREENSHOT"
         })))
         .unwrap();
+        assert_eq!(flat.status, AppStatus::Screenshot);
         assert_eq!(flat.actions[0].arguments["id"], json!("12"));
         assert!(
             AppResponse::parse(&obj(
                 json!({"observation": "o", "thought": "t", "action": 3})
             ))
             .is_err()
+        );
+    }
+
+    #[test]
+    fn unknown_statuses_are_kept_and_names_round_trip() {
+        let r = HostResponse::parse(&obj(
+            json!({"observation": "o", "thought": "t", "status": "dance"}),
+        ))
+        .unwrap();
+        assert_eq!(r.status, HostStatus::Other("DANCE".into()));
+        assert_eq!(
+            serde_json::to_value(AgentState::Confirm).unwrap(),
+            json!("CONFIRM")
+        );
+        let back: AppStatus = serde_json::from_value(json!("screenshot")).unwrap();
+        assert_eq!(back, AppStatus::Screenshot);
+        assert!(HostStatus::Assign.acts() && !HostStatus::Confirm.acts());
+        assert!(AppStatus::Finish.acts() && !AppStatus::Pending.acts());
+        assert_eq!(
+            Outcome::ApprovedOutcomeUnknown.to_string(),
+            "APPROVED_OUTCOME_UNKNOWN"
         );
     }
 }

@@ -107,6 +107,33 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
             .is_empty(),
         "the desktop screenshot is stored"
     );
+    // One answer: one QUESTION_ANSWERED event and one blackboard entry for it (next to the question's).
+    let all = events(&session, &id).await;
+    assert!(gapless(&all));
+    assert_eq!(count(&all, EventKind::QuestionAsked), 1);
+    assert_eq!(count(&all, EventKind::QuestionAnswered), 1);
+    let board = session
+        .client()
+        .get_blackboard(ufo_proto::v1::GetBlackboardRequest {
+            session_id: id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let texts: Vec<Value> = board
+        .questions
+        .iter()
+        .map(|e| ufo_proto::json::from_optional_struct(e.value.clone()))
+        .collect();
+    assert_eq!(texts.len(), 2, "the question and its answer: {texts:?}");
+    assert_eq!(
+        texts.iter().filter(|q| q["answer"] == "report.txt").count(),
+        1
+    );
+    assert_eq!(
+        texts[0]["id"], texts[1]["id"],
+        "the answer names the question"
+    );
     agent.stop().await;
     session.stop().await;
 }
@@ -513,6 +540,30 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
         "each step once, the interrupted one produced again by the sheet's AppAgent"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 7);
+    // What the sheet's AppAgent clicked is recorded in screenshot pixels, for the viewer to draw.
+    let viewed = call(&http, reqwest::Method::GET, format!("{url}/steps"), None).await;
+    let clicked: Vec<&Value> = viewed["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["actions"][0]["function"] == "click_input")
+        .collect();
+    assert!(!clicked.is_empty());
+    for step in clicked {
+        let acted = &step["acted"];
+        assert_eq!(acted.as_array().map(Vec::len), Some(1), "{step}");
+        assert_eq!(acted[0]["function"], "click_input");
+        let r: Vec<i64> = serde_json::from_value(acted[0]["rect"].clone()).unwrap();
+        let p: Vec<i64> = serde_json::from_value(acted[0]["point"].clone()).unwrap();
+        assert!(
+            r[0] >= 0 && r[1] >= 0 && r[0] < r[2] && r[1] < r[3],
+            "{acted}"
+        );
+        assert!(
+            (r[0]..r[2]).contains(&p[0]) && (r[1]..r[3]).contains(&p[1]),
+            "{acted}"
+        );
+    }
     let all = events(&session, &id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::StepFinished), 6);
@@ -591,7 +642,18 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     let all = events(&session, &id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::ActionHeld), 1);
+    assert_eq!(count(&all, EventKind::ConfirmationRequested), 1);
     assert_eq!(count(&all, EventKind::TaskClaimed), 2);
+    // One approval: one ACTION_APPROVED, with the person's reason, which the resolving step records.
+    let approvals: Vec<_> = all
+        .iter()
+        .filter(|e| e.kind == EventKind::ActionApproved as i32)
+        .collect();
+    assert_eq!(approvals.len(), 1);
+    let payload = ufo_proto::json::from_optional_struct(approvals[0].payload.clone());
+    assert_eq!(payload["reason"], "go ahead");
+    assert_eq!(payload["id"], "h2");
+    assert_eq!(steps[2].comment, "go ahead");
     second.kill().await.unwrap();
     api_agent.stop().await;
     session.stop().await;

@@ -10,9 +10,11 @@ use axum::body::Body;
 use http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
+use ufo_agent::control::{HeldAction, Next, StepControl};
+use ufo_agent::runner::hitl;
 use ufo_proto::v1::{
-    AppendEventsRequest, ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest,
-    SessionStatus, SetSessionStatusRequest, Step,
+    ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest, SessionStatus,
+    SetSessionStatusRequest, Step,
 };
 
 async fn send(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -321,7 +323,9 @@ async fn listing_reading_and_paths() {
 }
 
 /// Claims the task as a worker and records one step with a screenshot, optionally asking a question.
-async fn record_step(session: &Session, id: &str, ask: bool) {
+/// Records step 1 the way the runner does: its control value says what comes next, and the question entries
+/// and the hold's events go with it.
+async fn record_step(session: &Session, id: &str, next: Next) {
     let mut c = session.client();
     let claimed = c
         .claim_task(ClaimTaskRequest {
@@ -353,26 +357,33 @@ async fn record_step(session: &Session, id: &str, ask: bool) {
         .await
         .unwrap()
         .into_inner();
+    let mut next = next;
+    next.assign_ids(1);
+    let mut step = Step {
+        session_id: id.into(),
+        step: 1,
+        round: 1,
+        round_step: 1,
+        agent_name: "HostAgent".into(),
+        agent_kind: ufo_proto::v1::AgentKind::Host as i32,
+        state_after: "PENDING".into(),
+        thought: "need a name".into(),
+        ..Default::default()
+    };
+    StepControl {
+        next: next.clone(),
+        round: None,
+    }
+    .write(&mut step);
+    let (blackboard, events) = match &next {
+        Next::Ask { questions } => (hitl::question_entries(questions), Vec::new()),
+        Next::Hold { action } => (Vec::new(), hitl::held_events(action)),
+        _ => (Vec::new(), Vec::new()),
+    };
     c.record_step(RecordStepRequest {
-        step: Some(Step {
-            session_id: id.into(),
-            step: 1,
-            round: 1,
-            round_step: 1,
-            agent_name: "HostAgent".into(),
-            agent_kind: ufo_proto::v1::AgentKind::Host as i32,
-            state_after: "PENDING".into(),
-            thought: "need a name".into(),
-            ..Default::default()
-        }),
-        blackboard: if ask {
-            ufo_agent::runner::hitl::question_entries(&[
-                "which name?".into(),
-                "which folder?".into(),
-            ])
-        } else {
-            Vec::new()
-        },
+        step: Some(step),
+        blackboard,
+        events,
         artifact_ids: vec![art.id],
         lease_owner: "w".into(),
         ..Default::default()
@@ -409,7 +420,12 @@ async fn steps_screenshots_and_answers() {
         "failed_precondition",
         "no question is pending",
     );
-    record_step(&session, &id, true).await;
+    record_step(
+        &session,
+        &id,
+        Next::ask(["which name?".to_owned(), "which folder?".to_owned()]),
+    )
+    .await;
 
     let (status, steps) = send(&app, "GET", &format!("/v1/tasks/{id}/steps"), None).await;
     assert_eq!(status, StatusCode::OK);
@@ -547,24 +563,15 @@ async fn confirmation_follow_ups_and_cancel() {
         "invalid_argument",
         "approve",
     );
-    record_step(&session, &id, false).await;
-    let held = ufo_proto::v1::HeldAction {
+    let held = HeldAction {
         agent_name: "AppAgent".into(),
         function: "click_input".into(),
         arguments_json: r#"{"id":"7"}"#.into(),
         target_name: "Delete".into(),
         reason: "irreversible".into(),
-        step: 1,
+        ..Default::default()
     };
-    session
-        .client()
-        .append_events(AppendEventsRequest {
-            session_id: id.clone(),
-            events: vec![ufo_agent::runner::hitl::held_event(&held)],
-            lease_owner: "w".into(),
-        })
-        .await
-        .unwrap();
+    record_step(&session, &id, Next::Hold { action: held }).await;
     let (_, task) = send(&app, "GET", &format!("/v1/tasks/{id}"), None).await;
     assert_eq!(task["held_action"]["function"], "click_input");
     assert_eq!(task["held_action"]["arguments"], json!({"id": "7"}));

@@ -91,26 +91,14 @@ impl Executor for Adapter {
         &self,
         _r: Request<v1::ListToolsRequest>,
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
-        let tools = FakeDesktop::tool_specs()
-            .into_iter()
-            .map(|t| v1::ToolSpec {
-                name: t.name,
-                description: t.description,
-                tool_type: match t.kind {
-                    ToolType::Action => v1::ToolType::Action,
-                    ToolType::DataCollection => v1::ToolType::DataCollection,
-                } as i32,
-                parameters_schema: ufo_proto::json::to_struct(t.parameters).ok(),
-                result_schema: None,
-            })
-            .collect();
+        let tools = FakeDesktop::proto_tools();
         Ok(Response::new(v1::ListToolsResponse { tools }))
     }
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,
     ) -> Result<Response<v1::Capabilities>, Status> {
-        let allowed = self.0.catalog().await.unwrap().allowed_applications.clone();
+        let allowed = self.0.allowed_applications();
         Ok(Response::new(v1::Capabilities {
             allowed_applications: allowed,
             ..v1::Capabilities::default()
@@ -284,4 +272,68 @@ async fn a_task_runs_through_the_grpc_dispatcher() {
     while round.next_step(&hooks).await.is_some() {}
     assert_eq!(round.end(), Some(&RoundEnd::Finished("7 typed".into())));
     assert_eq!(desktop.text_of("sheet", "Cell").as_deref(), Some("7"));
+}
+
+/// Serves the adapter on `listener` until `stop`; the returned handle ends when the server has stopped.
+fn serve_listener(
+    desktop: Arc<FakeDesktop>,
+    listener: tokio::net::TcpListener,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                stop.cancelled_owned(),
+            )
+            .await
+            .unwrap();
+    })
+}
+
+#[tokio::test]
+async fn the_tool_catalog_is_cached_and_fetched_again_after_the_executor_comes_back() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let first = Arc::new(desktop());
+    let stop = CancellationToken::new();
+    let server = serve_listener(first.clone(), listener, stop.clone());
+    let grpc = GrpcDispatcher::connect_lazy(
+        &format!("http://{addr}"),
+        Some("tok"),
+        5_000,
+        16 << 20,
+        None,
+    )
+    .unwrap();
+    let catalog = grpc.catalog().await.unwrap();
+    assert!(catalog.allowed_applications.is_empty());
+    assert_eq!(
+        catalog.names(),
+        FakeDesktop::tool_specs()
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+    );
+    // The executor restarts with another allow-list. Until a call fails, the cached catalog is used.
+    stop.cancel();
+    server.await.unwrap();
+    let probe = || vec![Command::observe("get_desktop_app_target_info", json!({}))];
+    let err = grpc.execute(probe()).await.unwrap_err();
+    assert!(err.to_string().contains("Unavailable"), "{err}");
+    let second = Arc::new(desktop());
+    second.add_launchable(ufo_agent::testing::FakeWindow {
+        id: "w9".into(),
+        name: "Calc".into(),
+        process: "calc".into(),
+        rect: ufo_agent::target::Rect::new(0, 0, 10, 10),
+        controls: vec![],
+    });
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let stop = CancellationToken::new();
+    let server = serve_listener(second, listener, stop.clone());
+    assert_eq!(grpc.catalog().await.unwrap().allowed_applications, ["calc"]);
+    stop.cancel();
+    server.await.unwrap();
 }

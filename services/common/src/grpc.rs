@@ -212,20 +212,36 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
 /// `grpc-message` header (percent-encoded: tonic encodes spaces).
 const OVERSIZED: &[u8] = b"Error,%20decoded%20message%20length%20too%20large";
 
-/// tonic answers a request message over the server's decoding limit with OUT_OF_RANGE; the gRPC status
-/// code for "message larger than the configured limit" is RESOURCE_EXHAUSTED (grpc/doc/statuscodes.md),
-/// which is what clients retry or report on. Such an error is a trailers-only response (the status is in
-/// the headers), rewritten here.
-fn oversized_is_resource_exhausted<B>(mut response: http::Response<B>) -> http::Response<B> {
+/// The starts of tonic's INTERNAL messages for a request it could not decode: prost's error, a unary
+/// call without a message, a truncated frame. [`crate::checked`] answers these before tonic sees them;
+/// this catches whatever its walk lets through.
+const UNDECODABLE: [&[u8]; 3] = [
+    b"failed%20to%20decode%20Protobuf%20message",
+    b"Missing%20request%20message",
+    b"Unexpected%20EOF%20decoding%20stream",
+];
+
+/// Rewrites tonic's status codes for a caller's mistakes (a trailers-only response: the status is in
+/// the headers):
+/// - a request message over the server's decoding limit is OUT_OF_RANGE in tonic; the gRPC status code
+///   for "message larger than the configured limit" is RESOURCE_EXHAUSTED (grpc/doc/statuscodes.md),
+///   which is what clients retry or report on;
+/// - an undecodable request is INTERNAL in tonic-prost ("as per statuscodes.md", which means a *response*
+///   the client cannot parse); a request the server cannot parse is the caller's INVALID_ARGUMENT.
+fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
     let headers = response.headers_mut();
-    let out_of_range = headers
-        .get("grpc-status")
-        .is_some_and(|code| code.as_bytes() == b"11");
-    let oversized = headers
+    let code = headers.get("grpc-status").map(|c| c.as_bytes().to_vec());
+    let message = headers
         .get("grpc-message")
-        .is_some_and(|message| message.as_bytes().starts_with(OVERSIZED));
-    if out_of_range && oversized {
-        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+        .map(|m| m.as_bytes().to_vec())
+        .unwrap_or_default();
+    let rewrite = match code.as_deref() {
+        Some(b"11") if message.starts_with(OVERSIZED) => Some("8"),
+        Some(b"13") if UNDECODABLE.iter().any(|p| message.starts_with(p)) => Some("3"),
+        _ => None,
+    };
+    if let Some(code) = rewrite {
+        headers.insert("grpc-status", http::HeaderValue::from_static(code));
     }
     response
 }
@@ -235,14 +251,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_oversized_messages_become_resource_exhausted() {
+    fn only_callers_mistakes_are_rewritten() {
         let response = |code: &'static str, message: &'static str| {
             let mut r = http::Response::new(());
             r.headers_mut()
                 .insert("grpc-status", http::HeaderValue::from_static(code));
             r.headers_mut()
                 .insert("grpc-message", http::HeaderValue::from_static(message));
-            oversized_is_resource_exhausted(r)
+            caller_errors(r)
         };
         let status = |r: http::Response<()>| r.headers()["grpc-status"].clone();
         assert_eq!(
@@ -253,6 +269,15 @@ mod tests {
             "8"
         );
         assert_eq!(status(response("11", "page%20out%20of%20range")), "11");
+        assert_eq!(
+            status(response(
+                "13",
+                "failed%20to%20decode%20Protobuf%20message:%20invalid%20wire%20type"
+            )),
+            "3"
+        );
+        assert_eq!(status(response("13", "Missing%20request%20message.")), "3");
+        assert_eq!(status(response("13", "database%20exploded")), "13");
         assert_eq!(
             status(response(
                 "3",
@@ -302,13 +327,17 @@ pub enum ServeError {
     /// Reflection could not be built.
     #[error(transparent)]
     Reflection(#[from] ReflectionError),
+    /// The request checks' descriptors could not be read.
+    #[error("cannot index the protobuf descriptors")]
+    Descriptors(#[from] crate::wire::DescriptorError),
 }
 
-/// Serves `routes` (behind the tracing layer) on `listener` until `shutdown` fires, then marks `services` NOT_SERVING and lets
-/// in-flight calls finish (tonic's graceful shutdown).
+/// Serves `routes` (behind the tracing layer and `checks`) on `listener` until `shutdown` fires, then
+/// marks `services` NOT_SERVING and lets in-flight calls finish (tonic's graceful shutdown).
 pub async fn serve_until(
     server: tonic::transport::Server,
     routes: tonic::service::Routes,
+    checks: crate::checked::RequestChecks,
     listener: tokio::net::TcpListener,
     health_reporter: tonic_health::server::HealthReporter,
     services: &'static [&'static str],
@@ -326,8 +355,9 @@ pub async fn serve_until(
     server
         .layer(trace_layer())
         .layer(tower::util::MapResponseLayer::new(
-            oversized_is_resource_exhausted as fn(_) -> _,
+            caller_errors as fn(_) -> _,
         ))
+        .layer(checks.layer())
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, signal)
         .await?;

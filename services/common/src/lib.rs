@@ -4,10 +4,13 @@
 //! - [`shutdown`]: SIGINT/SIGTERM turned into one `CancellationToken`.
 //! - [`telemetry`]: `tracing` with optional OTLP/gRPC export and W3C trace-context propagation.
 //! - [`grpc`]: health + reflection services, bearer-token auth, client channels that carry trace context.
+//! - [`checked`] and [`wire`]: malformed gRPC requests refused as INVALID_ARGUMENT before they are decoded.
 
+pub mod checked;
 pub mod error;
 pub mod grpc;
 pub mod shutdown;
 pub mod telemetry;
+pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode};

@@ -103,14 +103,19 @@ impl Executor for StandIn {
         &self,
         _: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
-        Ok(Response::new(pb::ListToolsResponse::default()))
+        Ok(Response::new(pb::ListToolsResponse {
+            tools: FakeDesktop::proto_tools(),
+        }))
     }
 
     async fn get_capabilities(
         &self,
         _: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::Capabilities>, Status> {
-        Ok(Response::new(pb::Capabilities::default()))
+        Ok(Response::new(pb::Capabilities {
+            allowed_applications: self.0.allowed_applications(),
+            ..pb::Capabilities::default()
+        }))
     }
 }
 

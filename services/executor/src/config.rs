@@ -87,6 +87,15 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_MAX_TREE_DEPTH", default_value_t = 64)]
     pub max_tree_depth: u32,
 
+    /// Most control handles the Windows backend keeps (a handle stays valid across tree walks until
+    /// its control is gone; past this many, those met longest ago are forgotten first).
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_MAX_CONTROL_HANDLES",
+        default_value_t = 100_000
+    )]
+    pub max_control_handles: usize,
+
     /// Most key strokes one keyboard_input may send.
     #[arg(long, env = "UFO_EXECUTOR_MAX_KEY_STROKES", default_value_t = 20_000)]
     pub max_key_strokes: usize,
@@ -133,6 +142,10 @@ pub struct Config {
 
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
 }
 
 /// Which desktop the executor drives.

@@ -261,11 +261,12 @@ impl Executor {
                 let (node, warnings) = self
                     .actionable(st, &a.id.0, a.name.as_deref(), deadline)
                     .await?;
-                self.backend
-                    .set_text(&node, &a.text, a.clear_current_text)
+                let method = self
+                    .backend
+                    .enter_text(&node, &a.text, a.clear_current_text)
                     .await
                     .map_err(be)?;
-                Ok(action_output(&a.id.0, &node, "set_text", warnings))
+                Ok(action_output(&a.id.0, &node, &method, warnings))
             }
             "keyboard_input" => {
                 let a: p::KeyboardInput = parse(tool, params)?;

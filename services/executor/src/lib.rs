@@ -7,7 +7,8 @@
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
 //! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
-//! - [`keys`], [`geometry`], [`tree`], [`encode`]: platform-independent logic shared by the backends.
+//! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`]: platform-independent logic shared by
+//!   the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
 //! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
 //!   [`testing`] adds test helpers on it (applications started and waited for).
@@ -20,6 +21,7 @@ mod dispatch;
 pub mod encode;
 pub mod executor;
 pub mod geometry;
+pub mod handles;
 pub mod keys;
 pub mod service;
 /// Test helpers on the private desktop, compiled only with the `testing` feature.
@@ -93,7 +95,7 @@ pub async fn run(
     if config.desktop == config::DesktopMode::Headless {
         return run_headless(config, builder, listener, shutdown).await;
     }
-    let backend = backend::platform_backend().await?;
+    let backend = backend::platform_backend(config.max_control_handles).await?;
     serve(config, builder, backend, Vec::new(), listener, shutdown).await
 }
 
@@ -224,9 +226,15 @@ async fn serve(
         tls = config.tls_cert.is_some(),
         "ufo-executor listening"
     );
+    // The executor stores nothing: NUL in text is the backend's to refuse or type.
+    let checks = config
+        .request_checks
+        .checks(false, config.max_message_bytes)
+        .map_err(ufo_common::grpc::ServeError::from)?;
     serve_until(
         builder,
         routes.routes(),
+        checks,
         listener,
         intro.health_reporter,
         SERVICES,

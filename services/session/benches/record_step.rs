@@ -239,6 +239,7 @@ async fn main() {
         let options = |max_connections| postgres::PgOptions {
             max_connections,
             async_commit,
+            acquire_timeout: std::time::Duration::from_secs(30),
             batching: postgres::StepBatching {
                 max_steps: env_usize("UFO_BENCH_STEP_BATCH", 32),
                 writers: env_usize("UFO_BENCH_STEP_WRITERS", 2),

@@ -53,6 +53,12 @@ pub struct Config {
         value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub pool_size: u32,
 
+    /// How long a call waits for a Postgres connection before it fails with UNAVAILABLE (while the
+    /// database is down or restarting), in milliseconds.
+    #[arg(long, env = "UFO_SESSION_DB_ACQUIRE_TIMEOUT_MS", default_value_t = 5_000,
+        value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub db_acquire_timeout_ms: u64,
+
     /// Default page size of ListSessions.
     #[arg(long, env = "UFO_SESSION_DEFAULT_PAGE_SIZE", default_value_t = 50,
         value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -91,6 +97,10 @@ pub struct Config {
 
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+
+    /// Malformed-request checks in front of the gRPC server.
+    #[command(flatten)]
+    pub request_checks: ufo_common::checked::RequestCheckArgs,
 }
 
 impl std::fmt::Debug for Config {

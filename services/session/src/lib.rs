@@ -51,6 +51,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
             let options = store::postgres::PgOptions {
                 max_connections: config.pool_size,
                 async_commit: config.pg_async_commit,
+                acquire_timeout: std::time::Duration::from_millis(config.db_acquire_timeout_ms),
                 batching: store::postgres::StepBatching {
                     max_steps: config.pg_step_batch as usize,
                     writers: config.pg_step_writers as usize,
@@ -93,9 +94,15 @@ pub async fn serve(
     routes.add_service(tonic::service::interceptor::InterceptedService::new(
         server, auth,
     ));
+    // The session service stores what it receives in Postgres: NUL is refused before it gets there.
+    let checks = config
+        .request_checks
+        .checks(true, max_bytes)
+        .map_err(ServeError::from)?;
     serve_until(
         tonic::transport::Server::builder(),
         routes.routes(),
+        checks,
         listener,
         intro.health_reporter,
         SERVICES,

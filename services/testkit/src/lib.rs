@@ -10,6 +10,8 @@
 //! - [`postgres`]: a fresh uniquely named database per test ([`TestDatabase`]), dropped afterwards.
 //! - [`cluster`]: session + executor + agent as real processes on free ports ([`Cluster`]), with an API
 //!   key, optional Postgres database, LLM server and span export.
+//! - [`malformed`]: a malformed-input sweep generated from the proto descriptors ([`malformed::Sweep`]),
+//!   sent as raw gRPC bodies to a real server.
 //! - [`wait`]: polling with a deadline ([`poll_until`]); tests never synchronise on sleeps.
 //!
 //! An end-to-end test reads: start an [`OtlpCollector`], create a [`TestDatabase`], spawn
@@ -23,6 +25,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod collector;
+pub mod malformed;
 pub mod postgres;
 pub mod process;
 pub mod spans;

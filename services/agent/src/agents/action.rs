@@ -6,7 +6,8 @@ use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
 use crate::dispatch::{
-    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, execute_one,
+    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, Settle, SettleOutcome,
+    execute_one,
 };
 use crate::response::ActionSpec;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
@@ -114,7 +115,12 @@ impl ActionRecord {
         let mut text = self.action_text();
         let outcome = self.outcome();
         match outcome {
-            ActionOutcome::None => {}
+            ActionOutcome::None if self.result.error.is_empty() => {}
+            // Not run, for a reason the model must know (e.g. an approved action whose outcome is unknown).
+            ActionOutcome::None => text.push_str(&format!(
+                " [not run: {}]",
+                truncate(&self.result.error, error_chars)
+            )),
             ActionOutcome::Success => text.push_str(" [success]"),
             _ if self.result.error.is_empty() => text.push_str(&format!(" [{}]", outcome.as_str())),
             _ => text.push_str(&format!(
@@ -163,7 +169,7 @@ impl ActionRecord {
                 result: Some(ufo_proto::json::to_value(self.result.result.clone())),
                 call_id: self.result.call_id.clone(),
                 duration_us: 0,
-                settle: None,
+                settle: self.result.settle.map(settle_to_proto),
                 images: vec![],
                 warnings: self.result.warnings.clone(),
             }),
@@ -180,6 +186,26 @@ impl ActionRecord {
             representation: self.representation(),
         }
     }
+}
+
+/// A settle wait as the session proto.
+pub fn settle_to_proto(s: Settle) -> v1::Settle {
+    let outcome = match s.outcome {
+        SettleOutcome::Settled => v1::SettleOutcome::Settled,
+        SettleOutcome::NoChange => v1::SettleOutcome::NoChange,
+        SettleOutcome::Timeout => v1::SettleOutcome::Timeout,
+        SettleOutcome::Unsupported => v1::SettleOutcome::Unsupported,
+        SettleOutcome::Unspecified => v1::SettleOutcome::Unspecified,
+    };
+    v1::Settle {
+        outcome: outcome as i32,
+        waited_us: s.waited_us,
+    }
+}
+
+/// A settle wait for memory items and prompts: `{"outcome": "settled", "waited_ms": 12.5}`.
+pub fn settle_json(s: Settle) -> Value {
+    json!({"outcome": s.outcome, "waited_ms": s.waited_us as f64 / 1000.0})
 }
 
 /// Turns an action on labelled controls into the executor command: the label becomes the executor id (and
@@ -300,7 +326,7 @@ pub async fn run_actions(
         records.push(ActionRecord {
             function: spec.function.clone(),
             arguments: spec.arguments.clone(),
-            status: spec.status.clone(),
+            status: spec.status.to_string(),
             target,
             result,
         });

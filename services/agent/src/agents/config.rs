@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::services::AgentServices;
-use super::settings::{AgentSettings, PendingFallback};
+use super::settings::AgentSettings;
 use crate::llm::LlmError;
 use crate::llm::config::LlmArgs;
 use crate::vision::{Marker, Palette, VisionError};
@@ -60,20 +60,6 @@ pub struct AgentArgs {
     /// Check before each action of a batch that its control still exists and is enabled.
     #[arg(long, env = "UFO_AGENT_PRECHECK_CONTROLS", default_value_t = true, action = clap::ArgAction::Set)]
     pub precheck_controls: bool,
-    /// Seconds a question waits for answers.
-    #[arg(long, env = "UFO_AGENT_PENDING_TIMEOUT_SECS", default_value_t = 600)]
-    pub pending_timeout_secs: u64,
-    /// What an unanswered question does: continue with "no answer", or fail the round.
-    #[arg(
-        long,
-        env = "UFO_AGENT_PENDING_FALLBACK",
-        value_enum,
-        default_value = "continue"
-    )]
-    pub pending_fallback: PendingFallback,
-    /// Seconds a held action waits for approval before it counts as rejected.
-    #[arg(long, env = "UFO_AGENT_CONFIRM_TIMEOUT_SECS", default_value_t = 600)]
-    pub confirm_timeout_secs: u64,
     /// TrueType font for set-of-marks labels.
     #[arg(long, env = "UFO_AGENT_LABEL_FONT", default_value = crate::vision::annotate::DEFAULT_FONT)]
     pub label_font: PathBuf,
@@ -131,9 +117,6 @@ impl AgentArgs {
             save_full_screen: self.save_full_screen,
             save_ui_tree: self.save_ui_tree,
             precheck_controls: self.precheck_controls,
-            pending_timeout: Duration::from_secs(self.pending_timeout_secs),
-            pending_fallback: self.pending_fallback,
-            confirm_timeout: Duration::from_secs(self.confirm_timeout_secs),
             confirm_always: false,
             confirm_never: false,
             temperature: None,

@@ -6,8 +6,8 @@ use image::RgbaImage;
 use serde_json::{Map, Value};
 
 use super::action::ActionRecord;
-use crate::dispatch::CommandDispatcher;
 use crate::dispatch::tools::ExecutorCatalog;
+use crate::dispatch::{CommandDispatcher, Settle};
 use crate::llm::Totals;
 use crate::memory::{Blackboard, BlackboardImage, MemoryItem};
 use crate::processor::Key;
@@ -68,5 +68,7 @@ pub const SELECTED_CONTROL_SCREENSHOT: Key<Screenshot> = Key::new("selected_cont
 pub const TOOL_CATALOG: Key<Arc<ExecutorCatalog>> = Key::new("tool_catalog");
 /// Hash of the screen the AppAgent saw this step (no-progress detection).
 pub const SCREEN_HASH: Key<String> = Key::new("screen_hash");
+/// How long the step's first observation waited for the screen to settle after the previous action.
+pub const SETTLE: Key<Settle> = Key::new("settle");
 /// A screenshot saved to the blackboard.
 pub const SAVED_IMAGE: Key<BlackboardImage> = Key::new("saved_image");

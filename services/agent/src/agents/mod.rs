@@ -21,4 +21,4 @@ pub mod tools;
 pub use app::AppAgent;
 pub use host::HostAgent;
 pub use services::AgentServices;
-pub use settings::{AgentSettings, PendingFallback};
+pub use settings::AgentSettings;

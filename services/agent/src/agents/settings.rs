@@ -1,16 +1,6 @@
 //! Agent limits and switches, built from the service configuration (every value has a documented default).
 
 use std::time::Duration;
-
-/// What happens when a question times out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PendingFallback {
-    /// Record "no answer" on the blackboard and continue.
-    Continue,
-    /// End the round as failed.
-    Fail,
-}
-
 /// Limits and switches of the agents.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -40,12 +30,6 @@ pub struct AgentSettings {
     pub save_ui_tree: bool,
     /// Check before each action of a batch that its control still exists and is enabled.
     pub precheck_controls: bool,
-    /// How long a question waits for answers.
-    pub pending_timeout: Duration,
-    /// What a timed-out question does.
-    pub pending_fallback: PendingFallback,
-    /// How long a held action waits for approval (then it is rejected).
-    pub confirm_timeout: Duration,
     /// Hold every action for confirmation, not only those the model marks CONFIRM.
     pub confirm_always: bool,
     /// Run actions the model marks CONFIRM without holding them.
@@ -97,9 +81,6 @@ impl Default for AgentSettings {
             save_full_screen: false,
             save_ui_tree: false,
             precheck_controls: true,
-            pending_timeout: Duration::from_secs(600),
-            pending_fallback: PendingFallback::Continue,
-            confirm_timeout: Duration::from_secs(600),
             confirm_always: false,
             confirm_never: false,
             temperature: None,

@@ -19,12 +19,13 @@ use super::session::SessionClient;
 use super::validate::PriceCheck;
 use super::validate::no_nul;
 use crate::config::ApiConfig;
+use crate::control::{HeldAction as Held, Next, StepControl};
 use crate::executors::{ExecutorConfigError, ExecutorRegistry};
-use crate::runner::hitl::{self, HoldState};
+use crate::runner::hitl;
 
-/// First window of newest events read to find the held action (widened fourfold as needed; not a limit:
-/// the result is exact whatever its size). A hold step writes about four events, a decision one or two.
-const HOLD_WINDOW: u64 = 16;
+/// First window of newest events read to find a decision on the held action (widened fourfold as needed;
+/// not a limit: the result is exact whatever its size). A hold step writes about four events, a decision one.
+const DECISION_WINDOW: u64 = 16;
 
 /// Everything `GET /v1/tasks/{id}` shows, read from the session service.
 #[derive(Debug, Clone)]
@@ -39,6 +40,8 @@ pub struct TaskSnapshot {
     pub pending: Vec<PendingQuestion>,
     /// The action waiting for a confirmation.
     pub held: Option<HeldAction>,
+    /// What the newest step decided (stored with it), with the ids of the held action and the questions.
+    pub next: Option<Next>,
 }
 
 impl TaskSnapshot {
@@ -173,8 +176,8 @@ impl Tasks {
             Ok(SessionStatus::Running | SessionStatus::Waiting)
         );
         let mut state = String::new();
-        let mut holds = true;
-        if active && session.totals.is_some_and(|t| t.steps > 0) {
+        let mut next = None;
+        if session.totals.is_some_and(|t| t.steps > 0) {
             let last = session.totals.map_or(0, |t| t.steps);
             let steps = client
                 .list_steps(ListStepsRequest {
@@ -186,33 +189,29 @@ impl Tasks {
                 .into_inner()
                 .steps;
             if let Some(step) = steps.first() {
-                state = format!("{}:{}", step.agent_name, step.state_after);
-                // A step without the runner's marker (written by other tools) may hold one too.
-                holds = step
-                    .extra
-                    .as_ref()
-                    .and_then(|e| e.fields.get(crate::runner::task::NEXT_KEY))
-                    .map(|v| ufo_proto::json::from_value(v.clone()))
-                    .is_none_or(|m| m["kind"] == "hold");
+                if active {
+                    state = format!("{}:{}", step.agent_name, step.state_after);
+                }
+                next = StepControl::of(step).ok().map(|c| c.next);
             }
         }
-        let board = client
-            .get_blackboard(GetBlackboardRequest {
-                session_id: session.id.clone(),
-            })
-            .await?
-            .into_inner();
-        let pending = if is_terminal(session.status) {
-            Vec::new()
-        } else {
+        let open = !is_terminal(session.status);
+        let pending = if open && matches!(next, Some(Next::Ask { .. })) {
+            let board = client
+                .get_blackboard(GetBlackboardRequest {
+                    session_id: session.id.clone(),
+                })
+                .await?
+                .into_inner();
             hitl::pending_questions(&board)
-        };
-        // Only the newest step can hold an action: when the runner's marker says it did not, no event read.
-        let held = if SessionStatus::try_from(session.status) == Ok(SessionStatus::Waiting) && holds
-        {
-            self.hold_state(&session).await?.held().cloned()
         } else {
-            None
+            Vec::new()
+        };
+        let held = match &next {
+            Some(Next::Hold { action }) if open && !self.decided(&session, action).await? => {
+                Some(action.to_proto())
+            }
+            _ => None,
         };
         Ok(TaskSnapshot {
             session,
@@ -220,34 +219,40 @@ impl Tasks {
             state,
             pending,
             held,
+            next,
         })
     }
 
-    /// The newest held action's state, from a bounded read of the newest events: a window of the last
-    /// `HOLD_WINDOW` events, widened fourfold until it holds an ACTION_HELD event (or reaches the first
-    /// event). Only the newest ACTION_HELD and the decisions after it decide what is held, so the fold of
-    /// that window is exact for [`HoldState::held`]; a task waiting on a confirmation reads a handful of
-    /// events however long its log is. (Decisions on older holds are not folded: callers use `held()` only.)
-    async fn hold_state(&self, session: &Session) -> Result<HoldState, ApiError> {
+    /// Whether a decision on `held` (the newest step's, from its stored control value) is in the event log:
+    /// a bounded read of the newest events, a window of `DECISION_WINDOW` widened fourfold until it reaches
+    /// the hold step's STEP_FINISHED (every decision on it comes after) or the first event.
+    async fn decided(&self, session: &Session, held: &Held) -> Result<bool, ApiError> {
         let last = session.last_seq;
-        let mut window = HOLD_WINDOW;
+        if last == 0 {
+            return Ok(false);
+        }
+        let mut window = DECISION_WINDOW;
         loop {
             let from = last.saturating_sub(window - 1).max(1);
-            let mut state = HoldState::default();
-            let mut saw_hold = false;
-            if last > 0 {
-                let mut stream = self.watch(&session.id, from).await?;
-                while let Some(event) = stream.next().await {
-                    let event = event?;
-                    saw_hold |= event.kind == EventKind::ActionHeld as i32;
-                    state.apply(&event);
-                    if event.seq >= last {
-                        break;
-                    }
+            let mut reached_hold = from == 1;
+            let mut stream = self.watch(&session.id, from).await?;
+            while let Some(event) = stream.next().await {
+                let event = event?;
+                let kind = EventKind::try_from(event.kind);
+                reached_hold |= kind == Ok(EventKind::StepFinished) && event.step == held.step;
+                if matches!(
+                    kind,
+                    Ok(EventKind::ActionApproved | EventKind::ActionRejected)
+                ) && event.step == held.step
+                {
+                    return Ok(true);
+                }
+                if event.seq >= last {
+                    break;
                 }
             }
-            if saw_hold || from == 1 {
-                return Ok(state);
+            if reached_hold {
+                return Ok(false);
             }
             window = window.saturating_mul(4);
         }
@@ -372,7 +377,7 @@ impl Tasks {
                 pending.len()
             )));
         }
-        let (entries, events) = hitl::answer_writes(&pending, &answers);
+        let (entries, events) = hitl::answer_writes(&board, &pending, &answers);
         client
             .append_blackboard(AppendBlackboardRequest {
                 session_id: session.id.clone(),
@@ -399,22 +404,19 @@ impl Tasks {
         }
         let session = self.session(id).await?;
         Self::still_open(&session)?;
-        let held = self
-            .hold_state(&session)
-            .await?
-            .held()
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::FailedPrecondition,
-                    "no action is held for confirmation",
-                )
-            })?;
+        let snapshot = self.snapshot(session).await?;
+        let (Some(Next::Hold { action }), Some(_)) = (&snapshot.next, &snapshot.held) else {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                "no action is held for confirmation",
+            ));
+        };
+        let session = snapshot.session.clone();
         self.client
             .clone()
             .append_events(AppendEventsRequest {
                 session_id: session.id.clone(),
-                events: vec![hitl::decision_event(held.step, approve, reason)],
+                events: vec![hitl::decision_event(action, approve, reason)],
                 lease_owner: String::new(),
             })
             .await?;

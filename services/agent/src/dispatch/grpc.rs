@@ -87,6 +87,16 @@ fn from_proto(r: v1::Result) -> CommandResult {
         call_id: r.call_id,
         images: r.images.into_iter().map(image).collect(),
         warnings: r.warnings,
+        settle: r.settle.map(|s| super::Settle {
+            outcome: match v1::SettleOutcome::try_from(s.outcome) {
+                Ok(v1::SettleOutcome::Settled) => super::SettleOutcome::Settled,
+                Ok(v1::SettleOutcome::NoChange) => super::SettleOutcome::NoChange,
+                Ok(v1::SettleOutcome::Timeout) => super::SettleOutcome::Timeout,
+                Ok(v1::SettleOutcome::Unsupported) => super::SettleOutcome::Unsupported,
+                _ => super::SettleOutcome::Unspecified,
+            },
+            waited_us: s.waited_us,
+        }),
     }
 }
 

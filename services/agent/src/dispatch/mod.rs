@@ -70,6 +70,31 @@ pub enum ResultStatus {
     None,
 }
 
+/// How an observation waited for the screen to settle after an action (executor.proto `Settle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettleOutcome {
+    /// The screen changed after the action and then stayed unchanged for the quiet time.
+    Settled,
+    /// Nothing changed within the first-change time.
+    NoChange,
+    /// The screen kept changing until the timeout; observed anyway.
+    Timeout,
+    /// The desktop cannot report changes.
+    Unsupported,
+    /// The executor did not say.
+    Unspecified,
+}
+
+/// The settle wait an observation reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    /// How the wait ended.
+    pub outcome: SettleOutcome,
+    /// Time waited, in microseconds.
+    pub waited_us: u64,
+}
+
 /// The result of one command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandResult {
@@ -85,6 +110,8 @@ pub struct CommandResult {
     pub images: Vec<Screenshot>,
     /// Non-fatal remarks.
     pub warnings: Vec<String>,
+    /// On the first observation after an action: how long it waited for the screen to settle.
+    pub settle: Option<Settle>,
 }
 
 impl CommandResult {
@@ -97,6 +124,7 @@ impl CommandResult {
             call_id: String::new(),
             images: vec![],
             warnings: vec![],
+            settle: None,
         }
     }
 

@@ -18,6 +18,36 @@ pub struct BlackboardImage {
     pub screenshot: Option<Screenshot>,
 }
 
+/// The stored question entries as `{question, answer}` pairs: an answer entry (`{question, answer, answers:
+/// <index>}`, appended when a person answers) fills in the question it answers instead of being listed
+/// again, so the board reads the same rebuilt from the store as it does in the round that took the answers.
+fn questions(entries: &[v1::BlackboardEntry]) -> Vec<Value> {
+    let mut sorted: Vec<_> = entries.iter().collect();
+    sorted.sort_by_key(|e| e.index);
+    let mut out: Vec<Value> = Vec::new();
+    let mut at: Vec<u64> = Vec::new();
+    for entry in sorted {
+        let e = ufo_proto::json::from_optional_struct(entry.value.clone());
+        match e.get("answers").and_then(Value::as_u64) {
+            Some(asked) => {
+                let target = at.iter().position(|&j| j == asked);
+                match target {
+                    Some(pos) if out[pos]["answer"].is_null() => {
+                        out[pos]["answer"] = e["answer"].clone();
+                    }
+                    Some(_) => {}
+                    None => out.push(json!({"question": e["question"], "answer": e["answer"]})),
+                }
+            }
+            None => {
+                at.push(entry.index);
+                out.push(json!({"question": e["question"], "answer": e["answer"]}));
+            }
+        }
+    }
+    out
+}
+
 /// The shared blackboard.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Blackboard {
@@ -102,7 +132,7 @@ impl Blackboard {
         let mut images: Vec<_> = b.images.iter().collect();
         images.sort_by_key(|e| e.index);
         Self {
-            questions: values(&b.questions),
+            questions: questions(&b.questions),
             requests: values(&b.requests),
             trajectories: values(&b.trajectories),
             images: images
@@ -199,5 +229,38 @@ mod tests {
             "{text}"
         );
         assert_eq!(Blackboard::from_proto(&b.to_proto()), b);
+    }
+
+    #[test]
+    fn a_stored_answer_fills_in_its_question() {
+        let stored = |index: u64, value: Value| {
+            entry(v1::BlackboardKind::Question, index, value, String::new())
+        };
+        let board = v1::Blackboard {
+            questions: vec![
+                stored(
+                    0,
+                    json!({"question": "Which file?", "answer": null, "id": "q2-1"}),
+                ),
+                stored(
+                    1,
+                    json!({"question": "Which folder?", "answer": null, "id": "q2-2"}),
+                ),
+                stored(
+                    2,
+                    json!({"question": "Which file?", "answer": "a.txt", "answers": 0}),
+                ),
+            ],
+            ..Default::default()
+        };
+        let mut answered = Blackboard::default();
+        answered.add_question("Which file?", "a.txt");
+        let b = Blackboard::from_proto(&board);
+        assert_eq!(b.questions[0], answered.questions[0]);
+        assert_eq!(
+            b.questions[1],
+            json!({"question": "Which folder?", "answer": null})
+        );
+        assert_eq!(b.questions.len(), 2);
     }
 }

@@ -10,9 +10,11 @@ use ufo_proto::v1;
 use super::record::{Carry, StepRecord, artifact};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::keys::*;
+use crate::control::HeldAction;
 use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
+use crate::response::{AgentState, AppStatus, Outcome};
 
 use super::step::{Draft, phases};
 
@@ -26,7 +28,7 @@ impl Round {
         let Some(agent) = self.apps.get(key) else {
             self.end = Some(RoundEnd::Failed(format!("no AppAgent for {key}")));
             let draft = self.empty_draft(before, started);
-            return self.finish(draft, Map::new(), carry, "ERROR");
+            return self.finish(draft, Map::new(), carry, &AgentState::Error);
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
@@ -73,11 +75,11 @@ impl Round {
             .any(|a| a.result.status == ResultStatus::Failure);
         let held = !response.actions.is_empty()
             && actions.is_empty()
-            && ((status == "CONFIRM" && !s.confirm_never)
-                || (s.confirm_always && crate::agents::app::strategies::app_acts(&status)));
-        let after: String = if let Some(e) = &error {
+            && ((status == AppStatus::Confirm && !s.confirm_never)
+                || (s.confirm_always && status.acts()));
+        let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
-            "ERROR".into()
+            AgentState::Error
         } else if held {
             let first = &response.actions[0];
             let target = first
@@ -90,7 +92,8 @@ impl Round {
                 })
                 .map(|c| c.name.clone())
                 .unwrap_or_default();
-            let info = v1::HeldAction {
+            let info = HeldAction {
+                id: String::new(),
                 agent_name: agent_name.clone(),
                 function: response
                     .actions
@@ -103,20 +106,25 @@ impl Round {
                 reason: response.comment.clone(),
                 step: self.session_step,
             };
+            // Only the controls the held actions name: that is all running them looks up.
+            let named = controls
+                .iter()
+                .filter(|c| {
+                    response
+                        .actions
+                        .iter()
+                        .any(|a| super::resume::label(a).as_deref() == Some(&c.label))
+                })
+                .cloned()
+                .collect();
             let h = Held::App {
                 actions: response.actions.clone(),
-                controls: controls.clone(),
+                controls: named,
                 status: status.clone(),
             };
-            self.hold(h, info, &mut carry).into()
+            self.hold(h, info)
         } else {
-            self.app_transition(
-                &status,
-                &response.result,
-                &response.questions,
-                acted_failed,
-                &mut carry,
-            )
+            self.app_transition(&status, &response.result, &response.questions, acted_failed)
         };
         self.settle(&was, &after);
         let mut extra = Map::new();
@@ -124,6 +132,9 @@ impl Round {
         extra.insert("questions".into(), json!(response.questions));
         extra.insert("application".into(), json!(app_root));
         extra.insert("controls".into(), json!(controls.len()));
+        if let Some(shot) = &clean {
+            extra.insert("acted".into(), acted(&actions, shot));
+        }
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
@@ -136,7 +147,7 @@ impl Round {
             thought: response.thought.clone(),
             plan: response.plan.clone(),
             comment: response.comment.clone(),
-            status,
+            status: status.to_string(),
             actions,
             phases: phases(&result),
             totals,
@@ -161,42 +172,64 @@ impl Round {
 
     pub(super) fn app_transition(
         &mut self,
-        status: &str,
+        status: &AppStatus,
         result: &str,
         questions: &[String],
         acted_failed: bool,
-        carry: &mut Carry,
-    ) -> String {
+    ) -> AgentState {
         match status {
-            "CONTINUE" | "SCREENSHOT" | "CONFIRM" => "CONTINUE".into(),
-            // A batch that failed midway did not finish the subtask: look again.
-            "FINISH" if acted_failed => "CONTINUE".into(),
-            "FINISH" => {
-                self.archive("FINISH", result);
-                self.active = Active::Host;
-                "FINISH".into()
+            AppStatus::Continue | AppStatus::Screenshot | AppStatus::Confirm => {
+                AgentState::Continue
             }
-            "PENDING" => self.ask(questions.to_vec(), carry).into(),
-            "FAIL" => {
-                self.archive("FAIL", result);
+            // A batch that failed midway did not finish the subtask: look again.
+            AppStatus::Finish if acted_failed => AgentState::Continue,
+            AppStatus::Finish => {
+                self.archive(Outcome::Finish, result);
+                self.active = Active::Host;
+                AgentState::Finish
+            }
+            AppStatus::Pending => self.ask(questions.to_vec()),
+            AppStatus::Fail => {
+                self.archive(Outcome::Fail, result);
                 self.replans += 1;
                 if self.replans > self.services.settings.max_replans {
                     self.end = Some(RoundEnd::Failed(format!(
                         "re-plan limit reached ({}) after subtask failed: {}",
                         self.services.settings.max_replans, self.subtask
                     )));
-                    "FAIL".into()
                 } else {
                     self.active = Active::Host;
-                    "FAIL".into()
                 }
+                AgentState::Fail
             }
-            other => {
+            AppStatus::Other(other) => {
                 self.end = Some(RoundEnd::Failed(format!(
                     "AppAgent returned status {other:?}"
                 )));
-                "ERROR".into()
+                AgentState::Error
             }
         }
     }
+}
+
+/// What the step acted on, in the screenshot's pixels, for viewers to draw over it: per action with a
+/// located target, its label, rectangle `[left, top, right, bottom]` and click point (the centre, where
+/// the executor clicks a control).
+fn acted(
+    actions: &[crate::agents::action::ActionRecord],
+    shot: &crate::vision::Screenshot,
+) -> Value {
+    actions
+        .iter()
+        .filter_map(|a| {
+            let target = a.target.as_ref()?;
+            let r = shot.to_pixels(target.rect?);
+            Some(json!({
+                "function": a.function,
+                "label": target.label,
+                "rect": [r.left, r.top, r.right, r.bottom],
+                "point": [(r.left + r.right) / 2, (r.top + r.bottom) / 2],
+            }))
+        })
+        .collect()
 }

@@ -3,15 +3,18 @@
 
 use std::time::SystemTime;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord, event};
+use super::record::{Carry, StepRecord};
 use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
+use crate::control::HeldAction;
 use crate::dispatch::{CommandResult, ResultStatus};
 use crate::memory::MemoryItem;
+use crate::response::{AgentState, AppStatus, HostStatus, Outcome};
+use crate::target::TargetRegistry;
 
 /// Why an approved action is recorded as not run when a resumed runner finds it already started.
 const UNKNOWN_OUTCOME: &str = "an earlier runner stopped while running this approved action, before its \
@@ -26,14 +29,15 @@ fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &m
         call_id: String::new(),
         images: Vec::new(),
         warnings: Vec::new(),
+        settle: None,
     };
     match held {
         Held::Host { response, .. } => {
-            draft_status.clone_from(&response.status);
+            *draft_status = response.status.to_string();
             actions.push(ActionRecord {
                 function: response.function.clone(),
                 arguments: response.arguments.clone(),
-                status: response.status.clone(),
+                status: response.status.to_string(),
                 target: None,
                 result: result(),
             });
@@ -43,7 +47,7 @@ fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &m
             controls,
             status,
         } => {
-            *draft_status = status;
+            *draft_status = status.to_string();
             actions.extend(specs.into_iter().map(|spec| {
                 let label = super::resume::label(&spec);
                 ActionRecord {
@@ -53,7 +57,7 @@ fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &m
                         .cloned(),
                     function: spec.function,
                     arguments: spec.arguments,
-                    status: spec.status,
+                    status: spec.status.to_string(),
                     result: result(),
                 }
             }));
@@ -66,37 +70,33 @@ impl Round {
     pub(super) async fn resolve_held(
         &mut self,
         held: Held,
-        info: v1::HeldAction,
+        info: HeldAction,
         decision: Decision,
-        mut carry: Carry,
+        carry: Carry,
     ) -> StepRecord {
+        // The decision's event was written once, by whoever made it; this step records what followed.
         self.begin();
         let started = SystemTime::now();
-        let payload = json!({"approve": decision.approve, "reason": decision.reason, "held_step": info.step,
-                "already_started": decision.already_started});
-        let kind = if decision.approve {
-            v1::EventKind::ActionApproved
-        } else {
-            v1::EventKind::ActionRejected
-        };
-        carry.events.push(event(kind, payload, 0, 0));
         let was = self.active.clone();
-        let mut draft = self.empty_draft("CONFIRM".into(), started);
+        let mut draft = self.empty_draft(AgentState::Confirm, started);
         draft.comment = decision.reason.clone();
         draft.kind = match held {
             Held::Host { .. } => v1::AgentKind::Host,
             Held::App { .. } => v1::AgentKind::App,
         };
         let rejected = || format!("the user rejected {}: {}", info.function, decision.reason);
-        let after: String = match (held, decision.approve) {
+        let after = match (held, decision.approve) {
             (held, true) if decision.already_started => {
                 draft.comment = UNKNOWN_OUTCOME.into();
                 unknown_outcome(held, &mut draft.actions, &mut draft.status);
                 // The agent that proposed it stays active and looks at the screen again before deciding.
-                "CONTINUE".into()
+                AgentState::Continue
             }
-            (Held::Host { response, registry }, true) => {
-                draft.status = response.status.clone();
+            (Held::Host { response, targets }, true) => {
+                draft.status = response.status.to_string();
+                let mut registry = TargetRegistry::new();
+                // Registration order is label order, so re-registering gives every target its label back.
+                registry.register(targets);
                 match run_host_function(
                     self.dispatcher.as_ref(),
                     &response,
@@ -108,16 +108,15 @@ impl Round {
                     Ok((record, target)) => {
                         let failed = record.result.status == ResultStatus::Failure;
                         draft.actions.push(record);
-                        let status = if response.status == "CONFIRM" {
-                            "CONTINUE"
-                        } else {
-                            response.status.as_str()
+                        let status = match &response.status {
+                            HostStatus::Confirm => HostStatus::Continue,
+                            other => other.clone(),
                         };
-                        self.host_transition(status, &response, target, failed, &mut carry)
+                        self.host_transition(&status, &response, target, failed)
                     }
                     Err(e) => {
                         self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
-                        "ERROR".into()
+                        AgentState::Error
                     }
                 }
             }
@@ -129,7 +128,7 @@ impl Round {
                 },
                 true,
             ) => {
-                draft.status = status.clone();
+                draft.status = status.to_string();
                 // Time has passed while the action was held: check every control, the first included.
                 let precheck = if self.services.settings.precheck_controls {
                     Precheck::All
@@ -142,27 +141,26 @@ impl Round {
                             .iter()
                             .any(|r| r.result.status == ResultStatus::Failure);
                         draft.actions = records;
-                        let next = if status == "CONFIRM" {
-                            "CONTINUE"
-                        } else {
-                            status.as_str()
+                        let next = match status {
+                            AppStatus::Confirm => AppStatus::Continue,
+                            other => other,
                         };
-                        self.app_transition(next, "", &[], failed, &mut carry)
+                        self.app_transition(&next, "", &[], failed)
                     }
                     Err(e) => {
                         self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
-                        "ERROR".into()
+                        AgentState::Error
                     }
                 }
             }
             (Held::Host { .. }, false) => {
-                self.archive("REJECTED", &rejected());
-                "CONTINUE".into()
+                self.archive(Outcome::Rejected, &rejected());
+                AgentState::Continue
             }
             (Held::App { .. }, false) => {
-                self.archive("REJECTED", &rejected());
+                self.archive(Outcome::Rejected, &rejected());
                 self.active = Active::Host;
-                "FINISH".into()
+                AgentState::Finish
             }
         };
         self.settle(&was, &after);
@@ -174,12 +172,13 @@ impl Round {
             .set(
                 "status",
                 if decision.approve && decision.already_started {
-                    "APPROVED_OUTCOME_UNKNOWN"
+                    Outcome::ApprovedOutcomeUnknown
                 } else if decision.approve {
-                    "APPROVED"
+                    Outcome::Approved
                 } else {
-                    "REJECTED"
-                },
+                    Outcome::Rejected
+                }
+                .to_string(),
             )
             .set("confirmation_reason", decision.reason.clone())
             .set("action", Round::actions_json(&draft.actions))

@@ -10,8 +10,10 @@ use ufo_proto::v1;
 use super::record::{Carry, StepRecord, artifact};
 use super::{Active, Round, RoundEnd};
 use crate::agents::keys::*;
+use crate::control::HeldAction;
 use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
+use crate::response::{AgentState, HostStatus, Outcome};
 use crate::target::TargetKind;
 
 use super::step::{Draft, phases};
@@ -49,14 +51,14 @@ impl Round {
             .any(|a| a.result.status == ResultStatus::Failure);
         let held = !response.function.is_empty()
             && actions.is_empty()
-            && ((status == "CONFIRM" && !s.confirm_never)
-                || (s.confirm_always
-                    && super::super::agents::host::strategies::host_acts(&status)));
-        let after: String = if let Some(e) = &error {
+            && ((status == HostStatus::Confirm && !s.confirm_never)
+                || (s.confirm_always && status.acts()));
+        let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
-            "ERROR".into()
+            AgentState::Error
         } else if held {
-            let info = v1::HeldAction {
+            let info = HeldAction {
+                id: String::new(),
                 agent_name: self.host.name.clone(),
                 function: response.function.clone(),
                 arguments_json: Value::Object(response.arguments.clone()).to_string(),
@@ -68,14 +70,12 @@ impl Round {
             self.hold(
                 super::Held::Host {
                     response: Box::new(response.clone()),
-                    registry,
+                    targets: registry.all().to_vec(),
                 },
                 info,
-                &mut carry,
             )
-            .into()
         } else {
-            self.host_transition(&status, &response, selected, acted_failed, &mut carry)
+            self.host_transition(&status, &response, selected, acted_failed)
         };
         self.settle(&was, &after);
         let mut extra = Map::new();
@@ -95,7 +95,7 @@ impl Round {
             thought: response.thought.clone(),
             plan: response.plan.clone(),
             comment: response.comment.clone(),
-            status,
+            status: status.to_string(),
             actions,
             phases: phases(&result),
             totals,
@@ -113,15 +113,14 @@ impl Round {
 
     pub(super) fn host_transition(
         &mut self,
-        status: &str,
+        status: &HostStatus,
         response: &crate::response::HostResponse,
         selected: Option<crate::target::TargetInfo>,
         acted_failed: bool,
-        carry: &mut Carry,
-    ) -> String {
+    ) -> AgentState {
         match status {
-            "CONTINUE" | "CONFIRM" => "CONTINUE".into(),
-            "ASSIGN" => {
+            HostStatus::Continue | HostStatus::Confirm => AgentState::Continue,
+            HostStatus::Assign => {
                 self.subtask = response.current_subtask.clone();
                 self.host_message = response.message.clone();
                 match selected {
@@ -129,10 +128,10 @@ impl Round {
                         // Third-party agents are registered for selection, but none runs in this service:
                         // the subtask is archived as failed so the HostAgent re-plans.
                         self.archive(
-                            "FAIL",
+                            Outcome::Fail,
                             &format!("third-party agent {} is not available here", t.name),
                         );
-                        "CONTINUE".into()
+                        AgentState::Continue
                     }
                     Some(t) if !acted_failed => {
                         let key = t.app_root();
@@ -141,38 +140,38 @@ impl Round {
                             self.apps.insert(key.clone(), agent);
                         }
                         let Some(app) = self.apps.get_mut(&key) else {
-                            return "ERROR".into();
+                            return AgentState::Error;
                         };
                         app.window = t;
                         self.active = Active::App(key);
-                        "ASSIGN".into()
+                        AgentState::Assign
                     }
                     // The selection failed; the HostAgent sees it in memory and decides again.
-                    _ => "CONTINUE".into(),
+                    _ => AgentState::Continue,
                 }
             }
-            "PENDING" => self.ask(response.questions.clone(), carry).into(),
-            "FINISH" => {
+            HostStatus::Pending => self.ask(response.questions.clone()),
+            HostStatus::Finish => {
                 let result = if response.result.is_empty() {
                     &response.comment
                 } else {
                     &response.result
                 };
                 self.end = Some(RoundEnd::Finished(result.clone()));
-                "FINISH".into()
+                AgentState::Finish
             }
-            "FAIL" => {
+            HostStatus::Fail => {
                 self.end = Some(RoundEnd::Failed(format!(
                     "HostAgent gave up: {}",
                     response.comment
                 )));
-                "FAIL".into()
+                AgentState::Fail
             }
-            other => {
+            HostStatus::Other(other) => {
                 self.end = Some(RoundEnd::Failed(format!(
                     "HostAgent returned status {other:?}"
                 )));
-                "ERROR".into()
+                AgentState::Error
             }
         }
     }

@@ -3,12 +3,14 @@
 //!
 //! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns a
 //! [`StepRecord`] to persist (it maps to `RecordStepRequest`), or `None` when the round has ended
-//! ([`Round::end`] says how). Waiting for people goes through [`Hooks`], which the runner implements.
+//! ([`Round::end`] says how). Each step carries what the round decided next ([`crate::control::Next`]);
+//! the runner alone waits for people and writes the questions, holds, answers and decisions: the round
+//! only takes what arrived through [`Hooks`] (answers, a decision), already waited for.
 //!
 //! Fixes over the reference (seed 002 and the issue): CONFIRM *holds* the proposed action until it is
-//! approved (it runs) or rejected (the subtask finishes with that outcome); PENDING asks and waits for
-//! answers, which go on the blackboard, with a configurable timeout and fallback; an AppAgent FAIL returns
-//! control to the HostAgent to re-plan, bounded by `max_replans`; an unknown status is ERROR.
+//! approved (it runs) or rejected (the subtask finishes with that outcome); PENDING asks and continues
+//! with the answers; an AppAgent FAIL returns control to the HostAgent to re-plan, bounded by
+//! `max_replans`; an unknown status is ERROR.
 
 mod app_step;
 mod held;
@@ -18,7 +20,7 @@ mod resume;
 mod step;
 
 pub use record::{StepArtifact, StepRecord};
-pub use resume::RESUME_KEY;
+pub use resume::RoundState;
 
 /// The finished subtasks `{subtask, status, result}` recorded in stored memory items, in step order
 /// (what [`Round::previous_subtasks`] held), for resuming a session.
@@ -34,9 +36,9 @@ pub fn previous_subtasks_from_store(items: &[v1::MemoryItem]) -> Vec<Value> {
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument as _;
 use ufo_proto::v1;
@@ -45,12 +47,13 @@ use crate::agents::action::ActionRecord;
 use crate::agents::app::AppProcessor;
 use crate::agents::host::HostProcessor;
 use crate::agents::{AgentServices, AppAgent, HostAgent};
+use crate::control::{HeldAction, Next, StepControl};
 use crate::dispatch::CommandDispatcher;
 use crate::llm::Totals;
 use crate::memory::{Blackboard, Memory};
 use crate::processor::{BuildError, Processor};
-use crate::response::{ActionSpec, HostResponse};
-use crate::target::{TargetInfo, TargetRegistry};
+use crate::response::{ActionSpec, AgentState, AppStatus, HostResponse, Outcome};
+use crate::target::TargetInfo;
 
 /// A person's decision on a held action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,14 +67,14 @@ pub struct Decision {
     pub already_started: bool,
 }
 
-/// How the round waits for people. Implemented by the task runner (answers and confirmations arrive
-/// through the API); `None` means the wait timed out.
+/// What people gave the round, after the runner waited for it (the runner owns the waiting, its timeouts
+/// and their fallback); `None` means nothing arrived.
 #[async_trait]
 pub trait Hooks: Send + Sync {
-    /// Waits for answers to `questions` (in order), at most `timeout`.
-    async fn answers(&self, questions: &[String], timeout: Duration) -> Option<Vec<String>>;
-    /// Waits for a decision on `held`, at most `timeout`.
-    async fn confirmation(&self, held: &v1::HeldAction, timeout: Duration) -> Option<Decision>;
+    /// The answers to `questions` (in order).
+    async fn answers(&self, questions: &[String]) -> Option<Vec<String>>;
+    /// The decision on `held`.
+    async fn confirmation(&self, held: &HeldAction) -> Option<Decision>;
 }
 
 /// Which agent acts next.
@@ -92,17 +95,25 @@ pub enum RoundEnd {
     Failed(String),
 }
 
-/// An action held for confirmation.
-#[derive(Debug, Clone)]
-pub(crate) enum Held {
+/// An action held for confirmation, with what running it needs (stored with the step for a resume).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Held {
+    /// The HostAgent's function.
     Host {
+        /// Its reply.
         response: Box<HostResponse>,
-        registry: TargetRegistry,
+        /// The targets it chose from, in label order.
+        targets: Vec<TargetInfo>,
     },
+    /// The AppAgent's actions.
     App {
+        /// The proposed batch.
         actions: Vec<ActionSpec>,
+        /// The controls the actions name.
         controls: Vec<TargetInfo>,
-        status: String,
+        /// The step's status.
+        status: AppStatus,
     },
 }
 
@@ -116,9 +127,9 @@ pub struct Round {
     pub(crate) host: HostAgent,
     pub(crate) apps: HashMap<String, AppAgent>,
     pub(crate) active: Active,
-    pub(crate) state: String,
+    pub(crate) state: AgentState,
     pub(crate) pending: Vec<String>,
-    pub(crate) held: Option<(Held, v1::HeldAction)>,
+    pub(crate) held: Option<(Held, HeldAction)>,
     pub(crate) blackboard: Arc<Blackboard>,
     pub(crate) previous_subtasks: Vec<Value>,
     pub(crate) subtask: String,
@@ -174,7 +185,7 @@ impl Round {
             host,
             apps: HashMap::new(),
             active: Active::Host,
-            state: "CONTINUE".into(),
+            state: AgentState::Continue,
             pending: vec![],
             held: None,
             blackboard: Arc::new(blackboard),
@@ -211,8 +222,35 @@ impl Round {
     }
 
     /// The action waiting for confirmation (CONFIRM).
-    pub fn held_action(&self) -> Option<&v1::HeldAction> {
+    pub fn held_action(&self) -> Option<&HeldAction> {
         self.held.as_ref().map(|(_, h)| h)
+    }
+
+    /// What the round decided after its newest step (ids not yet assigned: the runner assigns them).
+    pub fn next(&self) -> Next {
+        match (&self.end, &self.held, self.pending.is_empty()) {
+            (Some(RoundEnd::Finished(result)), ..) => Next::Finish {
+                result: result.clone(),
+            },
+            (Some(RoundEnd::Failed(reason)), ..) => Next::Fail {
+                reason: reason.clone(),
+            },
+            (None, Some((_, action)), _) => Next::Hold {
+                action: action.clone(),
+            },
+            (None, None, false) => Next::ask(self.pending.clone()),
+            (None, None, true) => Next::Continue {
+                agent: self.active_name(),
+            },
+        }
+    }
+
+    /// The value stored with the newest step: [`Round::next`] and the round's state.
+    pub fn control(&self) -> StepControl {
+        StepControl {
+            next: self.next(),
+            round: Some(Box::new(self.state_after())),
+        }
     }
 
     /// The shared blackboard.
@@ -282,11 +320,9 @@ impl Round {
             Arc::make_mut(&mut self.blackboard).add_request(&request);
             carry.request_entry(&request);
         }
-        if self.state == "PENDING" {
-            let timeout = self.services.settings.pending_timeout;
-            let span = tracing::info_span!("wait.answers", questions = self.pending.len());
-            let answers = hooks.answers(&self.pending, timeout).instrument(span).await;
-            if !self.apply_answers(answers, &mut carry) {
+        if self.state == AgentState::Pending {
+            let answers = hooks.answers(&self.pending).await;
+            if !self.apply_answers(answers) {
                 return None;
             }
         }
@@ -299,26 +335,20 @@ impl Round {
             agent = %self.active_name(),
             state = %self.state,
         );
-        if self.state == "CONFIRM" {
+        if self.state == AgentState::Confirm {
             if let Some((held, info)) = self.held.take() {
-                let timeout = self.services.settings.confirm_timeout;
-                let wait = tracing::info_span!("wait.confirmation", function = %info.function);
-                let decision = hooks
-                    .confirmation(&info, timeout)
-                    .instrument(wait)
-                    .await
-                    .unwrap_or(Decision {
-                        approve: false,
-                        reason: format!("no decision within {}s", timeout.as_secs()),
-                        already_started: false,
-                    });
+                let decision = hooks.confirmation(&info).await.unwrap_or(Decision {
+                    approve: false,
+                    reason: "no decision was given".into(),
+                    already_started: false,
+                });
                 return Some(
                     self.resolve_held(held, info, decision, carry)
                         .instrument(span)
                         .await,
                 );
             }
-            self.state = "CONTINUE".into();
+            self.state = AgentState::Continue;
         }
         Some(match self.active.clone() {
             Active::Host => self.host_step(carry).instrument(span).await,
@@ -326,9 +356,9 @@ impl Round {
         })
     }
 
-    pub(crate) fn archive(&mut self, status: &str, result: &str) {
+    pub(crate) fn archive(&mut self, outcome: Outcome, result: &str) {
         let entry =
-            serde_json::json!({"subtask": self.subtask, "status": status, "result": result});
+            serde_json::json!({"subtask": self.subtask, "status": outcome, "result": result});
         self.previous_subtasks.push(entry.clone());
         // Stored with the step's memory item so a resumed round can rebuild the list.
         self.archived = Some(entry);

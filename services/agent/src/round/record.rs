@@ -1,5 +1,5 @@
-//! What one step leaves behind, shaped for `RecordStepRequest`: the step row, memory item, blackboard
-//! entries, artifacts (stored by the runner with the step) and events.
+//! What one step leaves behind, shaped for `RecordStepRequest`: the step row (with what the round decided
+//! next), memory item, blackboard entries and artifacts (stored by the runner with the step).
 
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
@@ -30,8 +30,6 @@ pub struct StepRecord {
     pub blackboard: Vec<v1::BlackboardEntry>,
     /// Artifacts to store.
     pub artifacts: Vec<StepArtifact>,
-    /// Events, in order.
-    pub events: Vec<v1::EventDraft>,
     /// LLM calls, tokens and cost of the step.
     pub totals: Totals,
 }
@@ -49,26 +47,22 @@ impl StepRecord {
             memory_item: Some(ufo_proto::json::object_to_struct(self.memory_item.clone())),
             blackboard: self.blackboard.clone(),
             artifact_ids,
-            events: self.events.clone(),
+            events: Vec::new(),
             lease_owner: lease_owner.to_owned(),
             artifacts: Vec::new(),
         }
     }
 
-    /// Events of this kind.
-    pub fn events_of(&self, kind: v1::EventKind) -> Vec<&v1::EventDraft> {
-        self.events
-            .iter()
-            .filter(|e| e.kind == kind as i32)
-            .collect()
+    /// What the round decided after this step (stored with it).
+    pub fn control(&self) -> Option<crate::control::StepControl> {
+        crate::control::StepControl::of(&self.step).ok()
     }
 }
 
-/// Entries and events gathered before the step runs (answers, the round's request).
+/// Entries gathered before the step runs (the round's request).
 #[derive(Debug, Default)]
 pub(crate) struct Carry {
     pub blackboard: Vec<v1::BlackboardEntry>,
-    pub events: Vec<v1::EventDraft>,
 }
 
 impl Carry {
@@ -79,16 +73,6 @@ impl Carry {
             json!({"request": request}),
             String::new(),
         ));
-    }
-}
-
-/// An event draft.
-pub(crate) fn event(kind: v1::EventKind, payload: Value, step: u64, round: u32) -> v1::EventDraft {
-    v1::EventDraft {
-        kind: kind as i32,
-        payload: ufo_proto::json::to_struct(payload).ok(),
-        step,
-        round,
     }
 }
 

@@ -4,22 +4,23 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord, event};
+use super::record::{Carry, StepRecord};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
-use crate::agents::settings::PendingFallback;
+use crate::control::HeldAction;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::processor::{ProcessingResult, Values, keys as pkeys};
+use crate::response::AgentState;
 
 pub(super) struct Draft {
     pub(super) agent: String,
     pub(super) kind: v1::AgentKind,
-    pub(super) before: String,
+    pub(super) before: AgentState,
     pub(super) subtask: String,
     pub(super) observation: String,
     pub(super) thought: String,
@@ -62,11 +63,11 @@ impl Round {
     }
 
     /// The new active agent's state: an agent that just received control starts in CONTINUE.
-    pub(super) fn settle(&mut self, was: &Active, after: &str) {
+    pub(super) fn settle(&mut self, was: &Active, after: &AgentState) {
         self.state = if *was != self.active && self.end.is_none() {
-            "CONTINUE".into()
+            AgentState::Continue
         } else {
-            after.to_owned()
+            after.clone()
         };
     }
 
@@ -79,8 +80,8 @@ impl Round {
         &mut self,
         d: Draft,
         mut memory: Map<String, Value>,
-        mut carry: Carry,
-        after: &str,
+        carry: Carry,
+        after: &AgentState,
     ) -> StepRecord {
         self.totals.add(d.totals);
         if let Some(archived) = self.archived.take() {
@@ -97,18 +98,15 @@ impl Round {
                 item.set("archived_subtask", archived);
             }
         }
-        // After the transition: what a runner resuming after a crash restores (see `resume`).
-        let mut extra = d.extra;
-        extra.insert(super::RESUME_KEY.into(), self.snapshot());
-        let step = v1::Step {
+        let mut step = v1::Step {
             session_id: self.session_id.clone(),
             step: self.session_step,
             round: self.round,
             round_step: self.round_step,
             agent_name: d.agent,
             agent_kind: d.kind as i32,
-            state_before: d.before,
-            state_after: after.to_owned(),
+            state_before: d.before.to_string(),
+            state_after: after.to_string(),
             subtask: d.subtask,
             observation: d.observation,
             thought: d.thought,
@@ -122,93 +120,48 @@ impl Round {
             output_tokens: d.totals.usage.output_tokens,
             started_at: Some(d.started.into()),
             finished_at: Some(SystemTime::now().into()),
-            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            extra: Some(ufo_proto::json::object_to_struct(d.extra)),
             artifacts: vec![],
         };
-        for e in &mut carry.events {
-            e.step = self.session_step;
-            e.round = self.round;
-        }
+        // After the transition: what the round decided and what a runner resuming after a crash restores.
+        self.control().write(&mut step);
         StepRecord {
             step,
             memory_item: memory,
             blackboard: carry.blackboard,
             artifacts: vec![],
-            events: carry.events,
             totals: d.totals,
         }
     }
 
-    pub(super) fn ask(&mut self, questions: Vec<String>, carry: &mut Carry) -> &'static str {
-        carry.events.push(event(
-            v1::EventKind::QuestionAsked,
-            json!({"questions": questions}),
-            0,
-            0,
-        ));
+    /// Asks `questions`: the runner writes them and waits for the answers.
+    pub(super) fn ask(&mut self, questions: Vec<String>) -> AgentState {
         self.pending = questions;
-        "PENDING"
+        AgentState::Pending
     }
 
-    pub(super) fn hold(
-        &mut self,
-        held: Held,
-        info: v1::HeldAction,
-        carry: &mut Carry,
-    ) -> &'static str {
-        let payload = json!({"agent": info.agent_name, "function": info.function, "arguments": info.arguments_json,
-                             "target": info.target_name, "reason": info.reason});
-        carry.events.push(event(
-            v1::EventKind::ConfirmationRequested,
-            payload.clone(),
-            0,
-            0,
-        ));
-        carry
-            .events
-            .push(event(v1::EventKind::ActionHeld, payload, 0, 0));
+    /// Holds an action: the runner writes it and waits for the decision.
+    pub(super) fn hold(&mut self, held: Held, info: HeldAction) -> AgentState {
         self.held = Some((held, info));
-        "CONFIRM"
+        AgentState::Confirm
     }
 
-    /// Applies answers (or the timeout fallback); false when the round ended.
-    pub(super) fn apply_answers(
-        &mut self,
-        answers: Option<Vec<String>>,
-        carry: &mut Carry,
-    ) -> bool {
+    /// Takes the answers (the runner wrote them to the store, with its timeout fallback); false when the
+    /// round ended because none arrived.
+    pub(super) fn apply_answers(&mut self, answers: Option<Vec<String>>) -> bool {
         let questions = std::mem::take(&mut self.pending);
-        let answers = match answers {
-            Some(a) => a,
-            None if self.services.settings.pending_fallback == PendingFallback::Fail => {
-                self.end = Some(RoundEnd::Failed(
-                    "the questions were not answered in time".into(),
-                ));
-                self.state = "FAIL".into();
-                return false;
-            }
-            None => questions
-                .iter()
-                .map(|_| "(no answer within the timeout)".to_owned())
-                .collect(),
+        let Some(answers) = answers else {
+            self.end = Some(RoundEnd::Failed("the questions were not answered".into()));
+            self.state = AgentState::Fail;
+            return false;
         };
+        // The store has them already (one entry per answer, written by whoever answered); this is the
+        // round's own copy of the board, the same the store gives a rebuilt round.
         for (i, q) in questions.iter().enumerate() {
             let a = answers.get(i).cloned().unwrap_or_default();
             Arc::make_mut(&mut self.blackboard).add_question(q, &a);
-            carry.blackboard.push(entry(
-                v1::BlackboardKind::Question,
-                0,
-                json!({"question": q, "answer": a}),
-                String::new(),
-            ));
         }
-        carry.events.push(event(
-            v1::EventKind::QuestionAnswered,
-            json!({"answers": answers}),
-            0,
-            0,
-        ));
-        self.state = "CONTINUE".into();
+        self.state = AgentState::Continue;
         true
     }
 
@@ -230,7 +183,7 @@ impl Round {
         item.0
     }
 
-    pub(super) fn empty_draft(&self, before: String, started: SystemTime) -> Draft {
+    pub(super) fn empty_draft(&self, before: AgentState, started: SystemTime) -> Draft {
         Draft {
             agent: self.active_name(),
             kind: v1::AgentKind::App,

@@ -4,13 +4,14 @@
 //! steps follow each other on this runner. When the cache has no matching round (first step, another
 //! runner's task after a crash, a dropped step) it rebuilds one from the store: the HostAgent's memory
 //! items, the blackboard (questions with answers, requests, trajectories) and the round's progress. The
-//! people-facing waits happen in the runner (questions and held actions are written with the step and
-//! awaited through the session's events); the [`Hooks`] given to the round only read what arrived.
+//! people-facing waits happen in the runner (questions and held actions are written with the step from its
+//! typed control value and awaited through the session's events); the [`Hooks`] given to the round only
+//! read what arrived.
 //!
 //! On resume the round is rebuilt entirely from the store ([`crate::round::Round::restore`]): the HostAgent's
 //! memory and every AppAgent's (per application, from the memory items stored under its agent name), the
 //! finished-subtask list (the `archived_subtask` of stored memory items), the blackboard, and the round's
-//! control state recorded with its last step (active agent and window, FSM state, current subtask, host
+//! state recorded with its last step's control value (active agent and window, FSM state, current subtask, host
 //! message, re-plan count, pending questions, the held action). So an action held when the runner died stays
 //! held: the runner waits for the decision in the store and this driver runs or rejects that very action
 //! without asking the model again. Not rebuilt: the last acted-on control's screenshot (the AppAgent's
@@ -19,10 +20,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use ufo_proto::v1::{self, EventKind};
+use ufo_proto::v1;
 
 use super::driver::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver,
@@ -31,6 +31,7 @@ use super::hitl;
 use super::task_config::{ConfirmPolicy, TaskConfig};
 use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
+use crate::control::{HeldAction, StepControl};
 use crate::dispatch::CommandDispatcher;
 use crate::memory::{Blackboard, Memory};
 use crate::round::{Decision, Hooks, Round, RoundEnd, StepRecord, previous_subtasks_from_store};
@@ -157,11 +158,11 @@ impl AgentsDriver {
                 .iter()
                 .rev()
                 .find(|s| s.round == input.round.number);
-            let extra = last
-                .and_then(|s| s.extra.clone())
-                .map(ufo_proto::json::struct_to_map)
-                .unwrap_or_default();
-            if let Err(e) = round.restore(&extra) {
+            let restored = last
+                .ok_or_else(|| "the round has no recorded step".to_owned())
+                .and_then(|s| StepControl::of(s).map_err(|e| e.to_string()))
+                .and_then(|control| round.restore(&control));
+            if let Err(e) = restored {
                 // A step recorded before snapshots existed: the HostAgent takes over from its memory.
                 tracing::warn!(error = %e, "cannot restore the round's state; the HostAgent continues");
             }
@@ -177,13 +178,12 @@ fn round_number(round: &Round) -> u32 {
 /// Answers and decisions the runner already waited for, read from the store.
 struct StoreHooks {
     blackboard: v1::Blackboard,
-    decision: Option<bool>,
-    approved_run_started: bool,
+    decision: Option<Decision>,
 }
 
 #[async_trait]
 impl Hooks for StoreHooks {
-    async fn answers(&self, questions: &[String], _timeout: Duration) -> Option<Vec<String>> {
+    async fn answers(&self, questions: &[String]) -> Option<Vec<String>> {
         questions
             .iter()
             .map(|q| {
@@ -196,38 +196,12 @@ impl Hooks for StoreHooks {
             .collect()
     }
 
-    async fn confirmation(&self, _held: &v1::HeldAction, _timeout: Duration) -> Option<Decision> {
-        self.decision.map(|approve| Decision {
-            approve,
-            reason: if approve { "approved" } else { "rejected" }.to_owned(),
-            already_started: approve && self.approved_run_started,
-        })
+    async fn confirmation(&self, _held: &HeldAction) -> Option<Decision> {
+        self.decision.clone()
     }
 }
 
 fn output(record: StepRecord, round: &Round) -> StepOutput {
-    let next = match round.end() {
-        Some(RoundEnd::Finished(r)) => Next::Finish(r.clone()),
-        Some(RoundEnd::Failed(r)) => Next::Fail(r.clone()),
-        None => match (round.held_action(), round.pending_questions()) {
-            (Some(held), _) => Next::Hold(held.clone()),
-            (None, questions) if !questions.is_empty() => Next::Ask(questions.to_vec()),
-            _ => Next::Continue,
-        },
-    };
-    // The runner writes the question and hold events itself, in the form the API reads back.
-    let events = record
-        .events
-        .into_iter()
-        .filter(|e| {
-            !matches!(
-                EventKind::try_from(e.kind),
-                Ok(EventKind::QuestionAsked
-                    | EventKind::ActionHeld
-                    | EventKind::ConfirmationRequested)
-            )
-        })
-        .collect();
     StepOutput {
         step: record.step,
         memory_item: Some(record.memory_item),
@@ -242,8 +216,8 @@ fn output(record: StepRecord, round: &Round) -> StepOutput {
                 metadata: a.metadata,
             })
             .collect(),
-        events,
-        next,
+        events: Vec::new(),
+        next: round.next(),
     }
 }
 
@@ -256,8 +230,10 @@ impl TaskDriver for AgentsDriver {
         };
         let hooks = StoreHooks {
             blackboard: input.blackboard.clone(),
-            decision: input.decision,
-            approved_run_started: input.approved_run_started,
+            decision: input.decision.clone().map(|mut d| {
+                d.already_started = d.approve && input.approved_run_started;
+                d
+            }),
         };
         match round.next_step(&hooks).await {
             Some(record) => {
@@ -268,9 +244,11 @@ impl TaskDriver for AgentsDriver {
                 Ok(out.into())
             }
             None => Ok(Produced::Ended(match round.end() {
-                Some(RoundEnd::Finished(r)) => Next::Finish(r.clone()),
-                Some(RoundEnd::Failed(r)) => Next::Fail(r.clone()),
-                None => Next::Fail("the agents stopped without a result".into()),
+                Some(RoundEnd::Finished(r)) => Next::Finish { result: r.clone() },
+                Some(RoundEnd::Failed(r)) => Next::Fail { reason: r.clone() },
+                None => Next::Fail {
+                    reason: "the agents stopped without a result".into(),
+                },
             })),
         }
     }

@@ -5,14 +5,15 @@
 //! replaying an action whose result was never recorded.
 
 use ufo_proto::v1::{
-    ArtifactKind, Blackboard, BlackboardEntry, EventDraft, HeldAction, MemoryItem, Round, Session,
-    Step,
+    ArtifactKind, Blackboard, BlackboardEntry, EventDraft, MemoryItem, Round, Session, Step,
 };
 
 use super::task_config::TaskConfig;
+pub use crate::control::Next;
+use crate::round::Decision;
 
 /// What the driver sees when asked for the next step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StepInput<'a> {
     /// The task's session.
     pub session: &'a Session,
@@ -30,8 +31,9 @@ pub struct StepInput<'a> {
     pub step: u64,
     /// Its number within the round.
     pub round_step: u32,
-    /// When the previous step held an action: the person's decision (true = approved: run it now).
-    pub decision: Option<bool>,
+    /// When the previous step held an action: the person's decision (approved: run it now), with their
+    /// reason.
+    pub decision: Option<Decision>,
     /// With an approval: an earlier runner already started running the approved action for this step
     /// (its `STEP_STARTED` event is in the log) and died before recording the step. The action's outcome
     /// is unknown, so the driver must not run it again; it observes first.
@@ -51,21 +53,6 @@ pub struct ArtifactUpload {
     pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
-/// What happens after a step.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Next {
-    /// Produce the next step.
-    Continue,
-    /// Ask a person these questions and wait for the answers (they appear in the blackboard).
-    Ask(Vec<String>),
-    /// Hold this action (not executed) until a person approves or rejects it.
-    Hold(HeldAction),
-    /// The round is done, with this result.
-    Finish(String),
-    /// The round failed, for this reason.
-    Fail(String),
-}
-
 /// One produced step.
 #[derive(Debug, Clone)]
 pub struct StepOutput {
@@ -79,7 +66,8 @@ pub struct StepOutput {
     pub artifacts: Vec<ArtifactUpload>,
     /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
     pub events: Vec<EventDraft>,
-    /// What happens next.
+    /// What happens next (the runner gives the questions and the held action their ids and stores it with
+    /// the step, with the round state the step's control value may already carry).
     pub next: Next,
 }
 

@@ -1,19 +1,26 @@
 //! The human-in-the-loop protocol over the session store, shared by the API (which writes answers and
 //! decisions) and the runner (which asks, holds and waits). It lives entirely in the store, so any replica
-//! can serve the person and any runner can resume the wait after a crash.
+//! can serve the person and any runner can resume the wait after a crash. Each fact is written once:
 //!
-//! - A question is a blackboard QUESTION entry `{question, answer: null}` written with the step that asks
-//!   it, plus a QUESTION_ASKED event `{index, question}`.
-//! - An answer is another QUESTION entry `{question, answer, answers: <index of the question>}` plus a
-//!   QUESTION_ANSWERED event `{index, answer}`; the blackboard is append-only, so answers never rewrite.
-//! - A held action is an ACTION_HELD event (payload: [`HeldAction`] fields) written with the step that
-//!   proposed it; a decision is an ACTION_APPROVED / ACTION_REJECTED event `{step, reason}`.
+//! - What a task waits for is the newest step's control value ([`crate::control::Next::Ask`] or
+//!   [`crate::control::Next::Hold`], with stable ids).
+//! - A question is a blackboard QUESTION entry `{question, answer: null, id}` written by the runner with the
+//!   step that asks it, plus one QUESTION_ASKED event `{id, question}`.
+//! - An answer is one QUESTION entry `{question, answer, answers: <index of the question>, id}` plus one
+//!   QUESTION_ANSWERED event `{index, id, answer}`, written by the API (or by the runner's timeout
+//!   fallback); the blackboard is append-only, so answers never rewrite.
+//! - A held action is one ACTION_HELD and one CONFIRMATION_REQUESTED event written by the runner with the
+//!   step that proposed it; a decision is one ACTION_APPROVED / ACTION_REJECTED event `{step, id, reason}`
+//!   written by the API (or by the runner when the confirmation times out).
+
+use std::collections::HashMap;
 
 use serde_json::{Value as Json, json};
 use ufo_proto::v1::{
-    Blackboard, BlackboardEntry, BlackboardKind, Event, EventDraft, EventKind, HeldAction,
-    PendingQuestion,
+    Blackboard, BlackboardEntry, BlackboardKind, Event, EventDraft, EventKind, PendingQuestion,
 };
+
+use crate::control::{HeldAction, Question};
 
 fn field(entry: &BlackboardEntry, key: &str) -> Json {
     entry
@@ -50,27 +57,48 @@ pub fn pending_questions(board: &Blackboard) -> Vec<PendingQuestion> {
 }
 
 /// Blackboard entries that ask `questions` (written with the asking step).
-pub fn question_entries(questions: &[String]) -> Vec<BlackboardEntry> {
+pub fn question_entries(questions: &[Question]) -> Vec<BlackboardEntry> {
     questions
         .iter()
-        .map(|q| entry(json!({ "question": q, "answer": null })))
+        .map(|q| entry(json!({ "question": q.text, "answer": null, "id": q.id })))
         .collect()
 }
 
-/// Entries and events that answer `pending` with `answers` (same order).
+/// The QUESTION_ASKED events of `questions`.
+pub fn question_events(questions: &[Question], step: u64) -> Vec<EventDraft> {
+    questions
+        .iter()
+        .map(|q| {
+            draft(
+                EventKind::QuestionAsked,
+                json!({ "id": q.id, "question": q.text }),
+                step,
+            )
+        })
+        .collect()
+}
+
+/// Entries and events that answer `pending` with `answers` (same order), one of each per answer.
 pub fn answer_writes(
+    board: &Blackboard,
     pending: &[PendingQuestion],
     answers: &[String],
 ) -> (Vec<BlackboardEntry>, Vec<EventDraft>) {
+    let ids: HashMap<u64, String> = board
+        .questions
+        .iter()
+        .filter_map(|e| Some((e.index, field(e, "id").as_str()?.to_owned())))
+        .collect();
     pending
         .iter()
         .zip(answers)
         .map(|(q, a)| {
+            let id = ids.get(&q.index).cloned().unwrap_or_default();
             (
-                entry(json!({ "question": q.question, "answer": a, "answers": q.index })),
+                entry(json!({ "question": q.question, "answer": a, "answers": q.index, "id": id })),
                 draft(
                     EventKind::QuestionAnswered,
-                    json!({ "index": q.index, "answer": a }),
+                    json!({ "index": q.index, "id": id, "answer": a }),
                     0,
                 ),
             )
@@ -96,30 +124,42 @@ pub fn draft(kind: EventKind, payload: Json, step: u64) -> EventDraft {
     }
 }
 
-/// The ACTION_HELD event for `held`.
-pub fn held_event(held: &HeldAction) -> EventDraft {
-    draft(
-        EventKind::ActionHeld,
-        json!({
-            "agent_name": held.agent_name,
-            "function": held.function,
-            "arguments_json": held.arguments_json,
-            "target_name": held.target_name,
-            "reason": held.reason,
-            "step": held.step,
-        }),
-        held.step,
-    )
+/// The ACTION_HELD and CONFIRMATION_REQUESTED events for `held`.
+pub fn held_events(held: &HeldAction) -> Vec<EventDraft> {
+    vec![
+        draft(
+            EventKind::ActionHeld,
+            json!({
+                "id": held.id,
+                "agent_name": held.agent_name,
+                "function": held.function,
+                "arguments_json": held.arguments_json,
+                "target_name": held.target_name,
+                "reason": held.reason,
+                "step": held.step,
+            }),
+            held.step,
+        ),
+        draft(
+            EventKind::ConfirmationRequested,
+            json!({"id": held.id, "function": held.function, "reason": held.reason}),
+            held.step,
+        ),
+    ]
 }
 
-/// The decision event for the action held at `step`.
-pub fn decision_event(step: u64, approve: bool, reason: &str) -> EventDraft {
+/// The decision event for `held`.
+pub fn decision_event(held: &HeldAction, approve: bool, reason: &str) -> EventDraft {
     let kind = if approve {
         EventKind::ActionApproved
     } else {
         EventKind::ActionRejected
     };
-    draft(kind, json!({ "step": step, "reason": reason }), step)
+    draft(
+        kind,
+        json!({ "step": held.step, "id": held.id, "reason": reason }),
+        held.step,
+    )
 }
 
 fn payload(event: &Event, key: &str) -> Json {
@@ -131,56 +171,42 @@ fn payload(event: &Event, key: &str) -> Json {
         .unwrap_or(Json::Null)
 }
 
-fn text(event: &Event, key: &str) -> String {
-    payload(event, key).as_str().unwrap_or_default().to_owned()
+/// A person's decision on a held action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonDecision {
+    /// Run it.
+    pub approve: bool,
+    /// Their reason.
+    pub reason: String,
 }
 
-/// Folds events into the held-action state: the newest held action without a decision, and decisions.
+/// The decisions seen in the event log, by the step that held the action (the first one wins).
 #[derive(Debug, Default, Clone)]
-pub struct HoldState {
-    held: Option<HeldAction>,
-    decisions: Vec<(u64, bool)>,
-}
+pub struct Decisions(HashMap<u64, PersonDecision>);
 
-impl HoldState {
-    /// Applies one event (in sequence order).
-    pub fn apply(&mut self, event: &Event) {
-        match EventKind::try_from(event.kind) {
-            Ok(EventKind::ActionHeld) => {
-                self.held = Some(HeldAction {
-                    agent_name: text(event, "agent_name"),
-                    function: text(event, "function"),
-                    arguments_json: text(event, "arguments_json"),
-                    target_name: text(event, "target_name"),
-                    reason: text(event, "reason"),
-                    step: payload(event, "step").as_u64().unwrap_or(event.step),
-                });
-            }
-            Ok(kind @ (EventKind::ActionApproved | EventKind::ActionRejected)) => {
-                let step = payload(event, "step").as_u64().unwrap_or(event.step);
-                if !self.decisions.iter().any(|(s, _)| *s == step) {
-                    self.decisions
-                        .push((step, kind == EventKind::ActionApproved));
-                }
-                if self.held.as_ref().is_some_and(|h| h.step == step) {
-                    self.held = None;
-                }
-            }
-            _ => {}
+impl Decisions {
+    /// Applies one event (in sequence order); true when it was a new decision.
+    pub fn apply(&mut self, event: &Event) -> bool {
+        let approve = match EventKind::try_from(event.kind) {
+            Ok(EventKind::ActionApproved) => true,
+            Ok(EventKind::ActionRejected) => false,
+            _ => return false,
+        };
+        let step = payload(event, "step").as_u64().unwrap_or(event.step);
+        if self.0.contains_key(&step) {
+            return false;
         }
+        let reason = payload(event, "reason")
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        self.0.insert(step, PersonDecision { approve, reason });
+        true
     }
 
-    /// The action waiting for a decision, if any.
-    pub fn held(&self) -> Option<&HeldAction> {
-        self.held.as_ref()
-    }
-
-    /// The decision on the action held at `step` (the first one wins).
-    pub fn decision(&self, step: u64) -> Option<bool> {
-        self.decisions
-            .iter()
-            .find(|(s, _)| *s == step)
-            .map(|(_, approve)| *approve)
+    /// The decision on the action held at `step`.
+    pub fn get(&self, step: u64) -> Option<&PersonDecision> {
+        self.0.get(&step)
     }
 }
 
@@ -202,13 +228,25 @@ mod tests {
         }
     }
 
+    fn questions(texts: &[&str]) -> Vec<Question> {
+        let mut next = crate::control::Next::ask(texts.iter().map(|t| (*t).to_owned()));
+        next.assign_ids(2);
+        match next {
+            crate::control::Next::Ask { questions } => questions,
+            _ => unreachable!(),
+        }
+    }
+
     #[test]
     fn answered_questions_are_not_pending() {
-        let mut entries = question_entries(&["which file?".into(), "which format?".into()]);
-        let pending = pending_questions(&board(entries.clone()));
+        let mut entries = question_entries(&questions(&["which file?", "which format?"]));
+        let b = board(entries.clone());
+        let pending = pending_questions(&b);
         assert_eq!(pending.len(), 2);
-        let (answers, events) = answer_writes(&pending[..1], &["a.txt".into()]);
+        let (answers, events) = answer_writes(&b, &pending[..1], &["a.txt".into()]);
         assert_eq!(events.len(), 1);
+        assert_eq!(answers.len(), 1);
+        assert_eq!(field(&answers[0], "id"), json!("q2-1"));
         entries.extend(answers);
         let b = board(entries);
         let pending = pending_questions(&b);
@@ -219,8 +257,9 @@ mod tests {
     }
 
     #[test]
-    fn a_decision_clears_the_held_action() {
+    fn the_first_decision_wins_with_its_reason() {
         let held = HeldAction {
+            id: "h3".into(),
             function: "click_input".into(),
             step: 3,
             ..Default::default()
@@ -231,14 +270,14 @@ mod tests {
             step: d.step,
             ..Default::default()
         };
-        let mut state = HoldState::default();
-        state.apply(&as_event(held_event(&held)));
-        assert_eq!(state.held().map(|h| h.step), Some(3));
-        assert_eq!(state.decision(3), None);
-        state.apply(&as_event(decision_event(3, false, "no")));
-        assert!(state.held().is_none());
-        assert_eq!(state.decision(3), Some(false));
-        state.apply(&as_event(decision_event(3, true, "")));
-        assert_eq!(state.decision(3), Some(false), "the first decision wins");
+        let mut seen = Decisions::default();
+        assert_eq!(held_events(&held).len(), 2);
+        assert!(!seen.apply(&as_event(held_events(&held).remove(0))));
+        assert_eq!(seen.get(3), None);
+        assert!(seen.apply(&as_event(decision_event(&held, false, "not that one"))));
+        assert!(!seen.apply(&as_event(decision_event(&held, true, ""))));
+        let first = seen.get(3).unwrap();
+        assert!(!first.approve);
+        assert_eq!(first.reason, "not that one");
     }
 }

@@ -1,16 +1,16 @@
-//! Recording one produced step: the step with its artifacts, memory item, blackboard entries, the runner's
-//! question/hold entries and events, and the runner's marker of what comes next, in one RecordStep fenced
-//! by the lease owner (artifacts beyond the inline budget are put first and linked).
+//! Recording one produced step: the step with its artifacts, memory item, blackboard entries, its typed
+//! control value (what comes next, ids assigned) and the question/hold entries and events that value
+//! implies — each written once, here — in one RecordStep fenced by the lease owner (artifacts beyond the
+//! inline budget are put first and linked).
 
-use serde_json::json;
 use ufo_proto::v1::{
-    ArtifactRef, BlackboardKind, EventKind, GetBlackboardRequest, PutArtifactRequest,
-    RecordStepRequest, Round, StepArtifact,
+    ArtifactRef, BlackboardKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest,
+    Round, StepArtifact,
 };
 
-use super::driver::Next;
 use super::hitl;
-use super::task::{History, NEXT_KEY, StoreError, TaskRun};
+use super::task::{History, StoreError, TaskRun};
+use crate::control::{Next, StepControl};
 
 impl TaskRun {
     pub(super) async fn record(
@@ -50,33 +50,16 @@ impl TaskRun {
             .collect();
         let mut blackboard = output.blackboard;
         let mut events = output.events;
-        let next = match &output.next {
-            Next::Continue => json!({"kind": "continue"}),
-            Next::Ask(questions) => {
+        let mut next = output.next;
+        next.assign_ids(number);
+        match &next {
+            Next::Ask { questions } => {
                 blackboard.extend(hitl::question_entries(questions));
-                for q in questions {
-                    events.push(hitl::draft(
-                        EventKind::QuestionAsked,
-                        json!({"question": q}),
-                        number,
-                    ));
-                }
-                json!({"kind": "ask"})
+                events.extend(hitl::question_events(questions, number));
             }
-            Next::Hold(held) => {
-                let mut held = held.clone();
-                held.step = number;
-                events.push(hitl::held_event(&held));
-                events.push(hitl::draft(
-                    EventKind::ConfirmationRequested,
-                    json!({"function": held.function, "reason": held.reason}),
-                    number,
-                ));
-                json!({"kind": "hold"})
-            }
-            Next::Finish(result) => json!({"kind": "finish", "result": result}),
-            Next::Fail(reason) => json!({"kind": "fail", "result": reason}),
-        };
+            Next::Hold { action } => events.extend(hitl::held_events(action)),
+            Next::Continue { .. } | Next::Finish { .. } | Next::Fail { .. } => {}
+        }
         for event in &mut events {
             event.step = number;
             event.round = round.number;
@@ -86,10 +69,13 @@ impl TaskRun {
         step.step = number;
         step.round = round.number;
         step.round_step = round_step;
-        let extra = step.extra.get_or_insert_with(Default::default);
-        extra
-            .fields
-            .insert(NEXT_KEY.to_owned(), ufo_proto::json::to_value(next));
+        // The round state the driver stored with the step stays; what comes next is the runner's, with ids.
+        let round_state = StepControl::of(&step).ok().and_then(|c| c.round);
+        StepControl {
+            next,
+            round: round_state,
+        }
+        .write(&mut step);
         let wrote_board = !blackboard.is_empty();
         let memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
         let mut request = RecordStepRequest {

@@ -6,24 +6,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value as Json;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
-    AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest, GetBlackboardRequest,
-    GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest, ReleaseTaskRequest,
-    Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step, WatchEventsRequest,
+    AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest,
+    GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest,
+    ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
+    WatchEventsRequest,
 };
 
-use super::driver::{Next, StepInput, TaskDriver};
+use super::driver::{StepInput, TaskDriver};
 use super::hitl;
 use super::task_config::TaskConfig;
 use super::watch::{Signals, StopReason, follow_events, keep_lease};
 use crate::api::session::SessionClient;
-use crate::config::RunnerConfig;
+use crate::config::{QuestionFallback, RunnerConfig};
+use crate::control::{HeldAction, Next, StepControl};
+use crate::round::Decision;
 
-/// Key of the runner's marker in a step's `extra`: what the runner does after the step.
-pub const NEXT_KEY: &str = "ufo_next";
+/// The answer recorded for a question nobody answered in time (`--question-fallback continue`).
+pub const NO_ANSWER: &str = "(no answer within the timeout)";
 
 /// How a task run ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,11 +44,11 @@ pub enum Outcome {
 
 /// What a task waits for from a person.
 #[derive(Debug, Clone, Copy)]
-enum WaitFor {
+enum WaitFor<'a> {
     /// Answers to every pending question.
     Answers,
-    /// A decision on the action held at this step.
-    Decision(u64),
+    /// A decision on this held action.
+    Decision(&'a HeldAction),
 }
 
 enum RoundEnd {
@@ -76,14 +78,6 @@ pub(super) struct History {
     pub(super) steps: Vec<Step>,
     pub(super) memory: Vec<ufo_proto::v1::MemoryItem>,
     pub(super) blackboard: ufo_proto::v1::Blackboard,
-}
-
-fn marker(step: &Step) -> Json {
-    step.extra
-        .as_ref()
-        .and_then(|e| e.fields.get(NEXT_KEY))
-        .map(|v| ufo_proto::json::from_value(v.clone()))
-        .unwrap_or(Json::Null)
 }
 
 impl TaskRun {
@@ -366,26 +360,30 @@ impl TaskRun {
         Ok(false)
     }
 
-    /// Waits until `ready` holds (re-checked on every answer or decision), the task must stop, or the
-    /// human timeout passes.
+    /// Waits until what `wait` names has arrived (re-checked on every answer or decision), the task must
+    /// stop, or its timeout passes (then the documented fallback applies). Returns the decision when
+    /// waiting for one.
     async fn wait_for_person(
         &self,
         signals: &Signals,
-        wait: WaitFor,
+        wait: WaitFor<'_>,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Result<(), RoundEnd>, StoreError> {
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_secs(self.config.human_timeout_seconds);
+    ) -> Result<Result<Option<Decision>, RoundEnd>, StoreError> {
+        let seconds = match wait {
+            WaitFor::Answers => self.config.question_timeout_seconds,
+            WaitFor::Decision(_) => self.config.confirm_timeout_seconds,
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
         let mut waiting = false;
         loop {
             let notified = signals.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.ready(signals, wait, board).await? {
+            if let Some(arrived) = self.arrived(signals, wait, board).await? {
                 if waiting {
                     self.set_status(SessionStatus::Running).await?;
                 }
-                return Ok(Ok(()));
+                return Ok(Ok(arrived));
             }
             if let Some(stop) = self.stopped(signals) {
                 return Ok(Err(RoundEnd::Stop(stop)));
@@ -399,22 +397,74 @@ impl TaskRun {
                 () = signals.stop.cancelled() => {}
                 () = self.shutdown.cancelled() => {}
                 () = tokio::time::sleep_until(deadline) => {
-                    return Ok(Err(RoundEnd::Failed(format!(
-                        "no answer from a person within {}s",
-                        self.config.human_timeout_seconds
-                    ))));
+                    let fallback = self.timed_out(wait, seconds, board).await?;
+                    if waiting && fallback.is_ok() {
+                        self.set_status(SessionStatus::Running).await?;
+                    }
+                    return Ok(fallback);
                 }
             }
         }
     }
 
-    /// Whether what the task waits for has arrived; re-reads the blackboard for answers.
-    async fn ready(
+    /// The fallback of a wait that timed out, written once to the store like a person's input would be:
+    /// unanswered questions fail the round (`--question-fallback fail`) or are answered [`NO_ANSWER`]
+    /// (`continue`); an undecided held action is rejected.
+    async fn timed_out(
+        &self,
+        wait: WaitFor<'_>,
+        seconds: u64,
+        board: &mut ufo_proto::v1::Blackboard,
+    ) -> Result<Result<Option<Decision>, RoundEnd>, StoreError> {
+        let mut client = self.client.clone();
+        let session_id = self.session.id.clone();
+        match wait {
+            WaitFor::Answers if self.config.question_fallback == QuestionFallback::Fail => Ok(Err(
+                RoundEnd::Failed(format!("no answer from a person within {seconds}s")),
+            )),
+            WaitFor::Answers => {
+                let pending = hitl::pending_questions(board);
+                let answers = vec![NO_ANSWER.to_owned(); pending.len()];
+                let (entries, events) = hitl::answer_writes(board, &pending, &answers);
+                client
+                    .append_blackboard(AppendBlackboardRequest {
+                        session_id: session_id.clone(),
+                        entries,
+                        events,
+                    })
+                    .await?;
+                *board = client
+                    .get_blackboard(GetBlackboardRequest { session_id })
+                    .await?
+                    .into_inner();
+                Ok(Ok(None))
+            }
+            WaitFor::Decision(held) => {
+                let reason = format!("no decision within {seconds}s");
+                client
+                    .append_events(AppendEventsRequest {
+                        session_id,
+                        events: vec![hitl::decision_event(held, false, &reason)],
+                        lease_owner: self.worker_id.clone(),
+                    })
+                    .await?;
+                Ok(Ok(Some(Decision {
+                    approve: false,
+                    reason,
+                    already_started: false,
+                })))
+            }
+        }
+    }
+
+    /// What the task waits for, once it has arrived (re-reads the blackboard for answers): `Some(None)` for
+    /// answers, `Some(Some(decision))` for a decision.
+    async fn arrived(
         &self,
         signals: &Signals,
-        wait: WaitFor,
+        wait: WaitFor<'_>,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Option<Decision>>, StoreError> {
         Ok(match wait {
             WaitFor::Answers => {
                 *board = self
@@ -425,9 +475,15 @@ impl TaskRun {
                     })
                     .await?
                     .into_inner();
-                hitl::pending_questions(board).is_empty()
+                hitl::pending_questions(board).is_empty().then_some(None)
             }
-            WaitFor::Decision(step) => signals.decision(step).is_some(),
+            WaitFor::Decision(held) => signals.decision(held.step).map(|d| {
+                Some(Decision {
+                    approve: d.approve,
+                    reason: d.reason,
+                    already_started: false,
+                })
+            }),
         })
     }
 
@@ -457,57 +513,48 @@ impl TaskRun {
             let mut decision = None;
             let mut approved_run_started = false;
             let number = history.steps.len() as u64 + 1;
-            if let Some(last) = &last {
-                let next = marker(last);
-                let text = |k: &str| {
-                    next.get(k)
-                        .and_then(Json::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                match next
-                    .get("kind")
-                    .and_then(Json::as_str)
-                    .unwrap_or("continue")
-                {
-                    "finish" => return Ok(RoundEnd::Finished(text("result"))),
-                    "fail" => return Ok(RoundEnd::Failed(text("result"))),
-                    "ask" => {
-                        let waited = self
-                            .wait_for_person(signals, WaitFor::Answers, &mut history.blackboard)
-                            .await?;
-                        if let Err(end) = waited {
-                            return Ok(end);
-                        }
+            // A step without a control value (written by other tools) is followed by the next step.
+            let next = last
+                .as_ref()
+                .and_then(|s| StepControl::of(s).ok())
+                .map(|c| c.next);
+            match &next {
+                Some(Next::Finish { result }) => return Ok(RoundEnd::Finished(result.clone())),
+                Some(Next::Fail { reason }) => return Ok(RoundEnd::Failed(reason.clone())),
+                Some(Next::Ask { .. }) => {
+                    let waited = self
+                        .wait_for_person(signals, WaitFor::Answers, &mut history.blackboard)
+                        .await?;
+                    if let Err(end) = waited {
+                        return Ok(end);
                     }
-                    "hold" => {
-                        let step = last.step;
-                        let waited = self
-                            .wait_for_person(
-                                signals,
-                                WaitFor::Decision(step),
-                                &mut history.blackboard,
-                            )
-                            .await?;
-                        if let Err(end) = waited {
-                            return Ok(end);
-                        }
-                        decision = signals.decision(step);
-                        if decision == Some(true) {
-                            match self.start_approved_run(number, step).await {
-                                Ok(started) => approved_run_started = started,
-                                Err(StoreError(status))
-                                    if status.code() == tonic::Code::FailedPrecondition =>
-                                {
-                                    tracing::warn!(error = %status, "another worker holds the task");
-                                    return Ok(RoundEnd::Stop(Outcome::LeaseLost));
-                                }
-                                Err(e) => return Err(e),
-                            }
-                        }
-                    }
-                    _ => {}
                 }
+                Some(Next::Hold { action }) => {
+                    let waited = self
+                        .wait_for_person(
+                            signals,
+                            WaitFor::Decision(action),
+                            &mut history.blackboard,
+                        )
+                        .await?;
+                    decision = match waited {
+                        Ok(decision) => decision,
+                        Err(end) => return Ok(end),
+                    };
+                    if decision.as_ref().is_some_and(|d| d.approve) {
+                        match self.start_approved_run(number, action.step).await {
+                            Ok(started) => approved_run_started = started,
+                            Err(StoreError(status))
+                                if status.code() == tonic::Code::FailedPrecondition =>
+                            {
+                                tracing::warn!(error = %status, "another worker holds the task");
+                                return Ok(RoundEnd::Stop(Outcome::LeaseLost));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Some(Next::Continue { .. }) | None => {}
             }
             if let Some(reason) = self.over_limit(config, history) {
                 return Ok(RoundEnd::Failed(reason));
@@ -544,11 +591,11 @@ impl TaskRun {
             };
             let output = match produced {
                 Ok(super::driver::Produced::Step(o)) => *o,
-                Ok(super::driver::Produced::Ended(Next::Finish(r))) => {
-                    return Ok(RoundEnd::Finished(r));
+                Ok(super::driver::Produced::Ended(Next::Finish { result })) => {
+                    return Ok(RoundEnd::Finished(result));
                 }
-                Ok(super::driver::Produced::Ended(Next::Fail(r))) => {
-                    return Ok(RoundEnd::Failed(r));
+                Ok(super::driver::Produced::Ended(Next::Fail { reason })) => {
+                    return Ok(RoundEnd::Failed(reason));
                 }
                 Ok(super::driver::Produced::Ended(other)) => {
                     return Ok(RoundEnd::Failed(format!(

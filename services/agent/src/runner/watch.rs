@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::{EventKind, RenewLeaseRequest, WatchEventsRequest};
 
-use super::hitl::HoldState;
+use super::hitl::{Decisions, PersonDecision};
 use crate::api::session::SessionClient;
 
 /// Why a task must stop working (set once).
@@ -30,7 +30,7 @@ pub struct Signals {
     reason: Mutex<Option<StopReason>>,
     /// Woken on every answer or decision.
     pub changed: Notify,
-    hold: Mutex<HoldState>,
+    decisions: Mutex<Decisions>,
 }
 
 impl Signals {
@@ -48,8 +48,11 @@ impl Signals {
     }
 
     /// The decision on the action held at `step`, if made.
-    pub fn decision(&self, step: u64) -> Option<bool> {
-        self.hold.lock().ok().and_then(|h| h.decision(step))
+    pub fn decision(&self, step: u64) -> Option<PersonDecision> {
+        self.decisions
+            .lock()
+            .ok()
+            .and_then(|d| d.get(step).cloned())
     }
 }
 
@@ -127,8 +130,8 @@ pub async fn follow_events(
             };
             let Some(Ok(event)) = item else { break };
             next_seq = event.seq + 1;
-            if let Ok(mut hold) = signals.hold.lock() {
-                hold.apply(&event);
+            if let Ok(mut decisions) = signals.decisions.lock() {
+                decisions.apply(&event);
             }
             match EventKind::try_from(event.kind) {
                 Ok(EventKind::CancelRequested) => signals.stop_with(StopReason::Cancel),

@@ -157,6 +157,29 @@ impl FakeDesktop {
         ]
     }
 
+    /// [`Self::tool_specs`] as `ListTools` serves them (for gRPC adapters over this double).
+    pub fn proto_tools() -> Vec<ufo_proto::v1::ToolSpec> {
+        use ufo_proto::v1;
+        Self::tool_specs()
+            .into_iter()
+            .map(|t| v1::ToolSpec {
+                name: t.name,
+                description: t.description,
+                tool_type: match t.kind {
+                    crate::dispatch::ToolType::Action => v1::ToolType::Action,
+                    crate::dispatch::ToolType::DataCollection => v1::ToolType::DataCollection,
+                } as i32,
+                parameters_schema: ufo_proto::json::to_struct(t.parameters).ok(),
+                result_schema: None,
+            })
+            .collect()
+    }
+
+    /// The programs `launch_application` may start (every window registered as launchable).
+    pub fn allowed_applications(&self) -> Vec<String> {
+        self.lock().allowed.clone()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state
             .lock()
@@ -166,7 +189,9 @@ impl FakeDesktop {
     /// Windows `launch_application` can open (matched by process name).
     pub fn add_launchable(&self, window: FakeWindow) {
         let mut s = self.lock();
-        s.allowed.push(window.process.clone());
+        if !s.allowed.contains(&window.process) {
+            s.allowed.push(window.process.clone());
+        }
         s.launchable.push(window);
     }
 
@@ -351,12 +376,9 @@ impl CommandDispatcher for FakeDesktop {
 
     async fn catalog(&self) -> Result<std::sync::Arc<ExecutorCatalog>, DispatchError> {
         // The allow-list is what `launch_application` can open: the windows registered as launchable.
-        let s = self.lock();
-        let mut allowed: Vec<String> = s.allowed.clone();
-        allowed.dedup();
         Ok(std::sync::Arc::new(ExecutorCatalog {
             tools: Self::tool_specs(),
-            allowed_applications: allowed,
+            allowed_applications: self.allowed_applications(),
         }))
     }
 }

@@ -8,10 +8,17 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
+use ufo_agent::control::HeldAction;
 use ufo_agent::runner::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
 };
-use ufo_proto::v1::{AgentKind, ArtifactKind, HeldAction, Step};
+use ufo_proto::v1::{AgentKind, ArtifactKind, Step};
+
+fn cont() -> Next {
+    Next::Continue {
+        agent: "HostAgent".into(),
+    }
+}
 
 /// The scripted driver.
 #[derive(Debug, Default)]
@@ -63,34 +70,39 @@ impl TaskDriver for ScriptDriver {
             thought = format!("the person answered {answer}");
         }
         if directive(first, "hold").is_some_and(|h| h + 1 == k) {
-            thought = format!("decision {:?}", input.decision);
+            thought = format!("decision {:?}", input.decision.as_ref().map(|d| d.approve));
             if input.approved_run_started {
                 // An earlier runner was killed while "running" the approved action: never run it twice.
                 thought = "the approved action was already started; observed again".into();
-                return Ok(output(&input, thought, Next::Continue).into());
+                return Ok(output(&input, thought, cont()).into());
             }
-            if input.decision == Some(false) {
-                return Ok(
-                    output(&input, thought, Next::Finish("rejected by a person".into())).into(),
-                );
+            if input.decision.as_ref().is_some_and(|d| !d.approve) {
+                let next = Next::Finish {
+                    result: "rejected by a person".into(),
+                };
+                return Ok(output(&input, thought, next).into());
             }
         }
         self.log(&input);
         let next = if directive(first, "ask") == Some(k) {
-            Next::Ask(vec!["which name?".into()])
+            Next::ask(["which name?".to_owned()])
         } else if directive(first, "hold") == Some(k) {
-            Next::Hold(HeldAction {
-                agent_name: "AppAgent".into(),
-                function: "click_input".into(),
-                arguments_json: r#"{"id":"3"}"#.into(),
-                target_name: "Delete".into(),
-                reason: "deletes a file".into(),
-                step: 0,
-            })
+            Next::Hold {
+                action: HeldAction {
+                    agent_name: "AppAgent".into(),
+                    function: "click_input".into(),
+                    arguments_json: r#"{"id":"3"}"#.into(),
+                    target_name: "Delete".into(),
+                    reason: "deletes a file".into(),
+                    ..Default::default()
+                },
+            }
         } else if k >= steps {
-            Next::Finish(format!("done after {k} steps"))
+            Next::Finish {
+                result: format!("done after {k} steps"),
+            }
         } else {
-            Next::Continue
+            cont()
         };
         Ok(output(&input, thought, next).into())
     }

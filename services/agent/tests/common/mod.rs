@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};
+use ufo_agent::control::HeldAction;
 use ufo_agent::llm::PriceTable;
 use ufo_agent::llm::openai::{OpenAiCompatible, OpenAiConfig};
 use ufo_agent::llm::retry::RetryPolicy;
@@ -19,7 +20,6 @@ use ufo_agent::testing::{
     FakeControl, FakeDesktop, FakeWindow, RecordedRequest, ScriptedLlm, ScriptedReply,
 };
 use ufo_agent::vision::{Marker, Palette};
-use ufo_proto::v1;
 
 pub fn fast_retry() -> RetryPolicy {
     RetryPolicy {
@@ -137,22 +137,22 @@ pub fn by_name(
     }
 }
 
-/// Hooks answering from fixed values; `None` simulates a timeout.
+/// Hooks answering from fixed values; `None` is nothing arrived.
 #[derive(Default)]
 pub struct TestHooks {
     pub answers: Option<Vec<String>>,
     pub decision: Option<Decision>,
     pub asked: Mutex<Vec<Vec<String>>>,
-    pub held: Mutex<Vec<v1::HeldAction>>,
+    pub held: Mutex<Vec<HeldAction>>,
 }
 
 #[async_trait]
 impl Hooks for TestHooks {
-    async fn answers(&self, questions: &[String], _timeout: Duration) -> Option<Vec<String>> {
+    async fn answers(&self, questions: &[String]) -> Option<Vec<String>> {
         self.asked.lock().unwrap().push(questions.to_vec());
         self.answers.clone()
     }
-    async fn confirmation(&self, held: &v1::HeldAction, _timeout: Duration) -> Option<Decision> {
+    async fn confirmation(&self, held: &HeldAction) -> Option<Decision> {
         self.held.lock().unwrap().push(held.clone());
         self.decision.clone()
     }

@@ -76,7 +76,8 @@ pub struct Capture {
     pub origin: Point,
 }
 
-/// A backend-specific reference to a control, valid until the next tree walk of its window.
+/// A backend-specific reference to a control: it stays valid across later tree walks until the
+/// control is gone (an AT-SPI object path; a stable UI Automation handle, see [`crate::handles`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ControlHandle(pub String);
 
@@ -195,8 +196,8 @@ pub enum MouseButton {
 /// - action methods return once the input was delivered (not necessarily processed by the application);
 /// - every method returns within a bounded time or is cancelled by the caller's deadline (dropping the
 ///   future must leave the backend usable);
-/// - handles from `control_tree` stay usable until the next `control_tree` call for the same window;
-///   a destroyed control yields [`BackendError::Gone`].
+/// - handles from `control_tree` stay usable across later `control_tree` calls until the control is
+///   gone; a destroyed control yields [`BackendError::Gone`].
 #[async_trait]
 pub trait Backend: Send + Sync {
     /// "atspi" or "uia".
@@ -232,6 +233,18 @@ pub trait Backend: Send + Sync {
     ) -> BackendResult<String>;
     /// Replaces (`clear` true) or appends to the text of an editable control.
     async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()>;
+    /// Like [`set_text`](Self::set_text), and says how the text got in ("set_text" by default;
+    /// "pattern:Value", "pattern:Text+keyboard" or "keyboard (...)" on Windows), so a result can say
+    /// when the keyboard had to stand in for an accessibility interface.
+    async fn enter_text(
+        &self,
+        control: &RawNode,
+        text: &str,
+        clear: bool,
+    ) -> BackendResult<String> {
+        self.set_text(control, text, clear).await?;
+        Ok("set_text".into())
+    }
     /// The text a control shows (its value/text content, else its name).
     async fn read_text(&self, control: &RawNode) -> BackendResult<String>;
     /// Gives a control the keyboard focus.
@@ -271,18 +284,21 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// Builds the backend for this platform.
-pub async fn platform_backend() -> BackendResult<Arc<dyn Backend>> {
+/// Builds the backend for this platform. `max_handles` bounds the Windows backend's control-handle
+/// table (AT-SPI handles are object paths and need none).
+pub async fn platform_backend(max_handles: usize) -> BackendResult<Arc<dyn Backend>> {
     #[cfg(target_os = "linux")]
     {
+        let _ = max_handles;
         Ok(Arc::new(linux::LinuxBackend::connect().await?))
     }
     #[cfg(windows)]
     {
-        Ok(Arc::new(windows::UiaBackend::start()?))
+        Ok(Arc::new(windows::UiaBackend::start(max_handles)?))
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
+        let _ = max_handles;
         Err(BackendError::Unsupported(
             "this operating system has no backend",
         ))

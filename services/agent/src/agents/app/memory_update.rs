@@ -39,6 +39,7 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
             pkeys::REQUEST.optional("the user's request"),
             TOOL_CATALOG.optional("each action's tool type"),
             SCREEN_HASH.optional("the screen the step saw"),
+            SETTLE.optional("the wait for a settled screen"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -75,6 +76,9 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
                 ctx.get(pkeys::REQUEST)?.cloned().unwrap_or_default(),
             )
             .set("subtask", ctx.get(SUBTASK)?.cloned().unwrap_or_default());
+        if let Some(settle) = ctx.get(SETTLE)? {
+            item.set("settle", crate::agents::action::settle_json(*settle));
+        }
         if let Some(screen) = ctx.get(SCREEN_HASH)? {
             item.set(SCREEN_KEY, screen.clone());
         }

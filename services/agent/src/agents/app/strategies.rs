@@ -62,6 +62,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             UI_TREE.provided(),
             WINDOW_INFO.provided(),
             TOOL_CATALOG.provided(),
+            SETTLE.provided(),
         ]
     }
     async fn execute(
@@ -100,6 +101,11 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             )));
         }
         let mut out = Outputs::new().with(TOOL_CATALOG, catalog);
+        // The executor waits for the screen to settle before the first observation after an action and
+        // says how long: recorded with the step.
+        if let Some(settle) = results.iter().find_map(|r| r.settle) {
+            out.insert(SETTLE, settle);
+        }
         let clean = results
             .first()
             .and_then(|r| r.images.first())
@@ -404,8 +410,8 @@ impl Strategy<AppAgent> for AppLlmInteraction {
 
 /// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
 /// FAIL and ERROR do not act).
-pub fn app_acts(status: &str) -> bool {
-    matches!(status, "CONTINUE" | "FINISH")
+pub fn app_acts(status: &crate::response::AppStatus) -> bool {
+    status.acts()
 }
 
 /// Runs the decided action(s) as one batch (see [`run_actions`]).
@@ -439,8 +445,9 @@ impl Strategy<AppAgent> for AppActionExecution {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
-        let held = s.confirm_always || (response.status == "CONFIRM" && !s.confirm_never);
-        let acts = app_acts(&response.status) || (response.status == "CONFIRM" && s.confirm_never);
+        let confirm = response.status == crate::response::AppStatus::Confirm;
+        let held = s.confirm_always || (confirm && !s.confirm_never);
+        let acts = app_acts(&response.status) || (confirm && s.confirm_never);
         if held || !acts || response.actions.is_empty() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }

@@ -46,6 +46,7 @@ impl Strategy<HostAgent> for DesktopDataCollection {
             DESKTOP_SCREENSHOT.provided(),
             TARGET_REGISTRY.provided(),
             TOOL_CATALOG.provided(),
+            SETTLE.provided(),
         ]
     }
     async fn execute(
@@ -103,10 +104,15 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
-        Ok(Outputs::new()
+        let mut out = Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
             .with(TARGET_REGISTRY, registry)
-            .with(TOOL_CATALOG, catalog))
+            .with(TOOL_CATALOG, catalog);
+        // How long the executor waited for the screen to settle after the previous action.
+        if let Some(settle) = shot.settle.or(windows.settle) {
+            out.insert(SETTLE, settle);
+        }
+        Ok(out)
     }
 }
 
@@ -224,8 +230,8 @@ impl Strategy<HostAgent> for HostLlmInteraction {
 pub struct HostActionExecution;
 
 /// Statuses for which the HostAgent runs its function now.
-pub fn host_acts(status: &str) -> bool {
-    matches!(status, "ASSIGN" | "CONTINUE")
+pub fn host_acts(status: &crate::response::HostStatus) -> bool {
+    status.acts()
 }
 
 /// Executes a HostAgent function (also used when a held function is approved).
@@ -288,7 +294,7 @@ pub async fn run_host_function(
         ActionRecord {
             function: response.function.clone(),
             arguments: response.arguments.clone(),
-            status: response.status.clone(),
+            status: response.status.to_string(),
             target: target.clone(),
             result,
         },
@@ -320,9 +326,10 @@ impl Strategy<HostAgent> for HostActionExecution {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
-        let hold = response.status == "CONFIRM" && !agent.services.settings.confirm_never
+        let confirm = response.status == crate::response::HostStatus::Confirm;
+        let hold = confirm && !agent.services.settings.confirm_never
             || agent.services.settings.confirm_always && !response.function.is_empty();
-        if !(host_acts(&response.status) || response.status == "CONFIRM") || hold {
+        if !(host_acts(&response.status) || confirm) || hold {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let dispatcher = ctx.require(DISPATCHER)?.clone();
@@ -366,6 +373,7 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
             ACTIONS.optional("what was executed"),
             SELECTED_TARGET.optional("the selected application"),
             LLM_TOTALS.optional("the step's cost"),
+            SETTLE.optional("the wait for a settled screen"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -415,6 +423,9 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         }
         if let Some(t) = ctx.get(SELECTED_TARGET)? {
             item.set("application", t.app_root());
+        }
+        if let Some(settle) = ctx.get(SETTLE)? {
+            item.set("settle", crate::agents::action::settle_json(*settle));
         }
         if let Some(totals) = ctx.get(LLM_TOTALS)? {
             item.set("cost", totals.cost);

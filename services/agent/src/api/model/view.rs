@@ -209,6 +209,23 @@ pub struct StepView {
     pub finished_at: String,
     /// Screenshot kinds stored for this step (`clean`, `annotated`, `desktop`).
     pub screenshots: Vec<String>,
+    /// What the step acted on, in screenshot pixels (for drawing over the screenshot).
+    pub acted: Vec<ActedView>,
+}
+
+/// A control an action of the step targeted, located in the step's screenshots.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct ActedView {
+    /// The tool.
+    #[serde(default)]
+    pub function: String,
+    /// The control's label in the annotated screenshot.
+    #[serde(default)]
+    pub label: String,
+    /// `[left, top, right, bottom]` in screenshot pixels.
+    pub rect: [i64; 4],
+    /// `[x, y]` where the pointer acts, in screenshot pixels.
+    pub point: [i64; 2],
 }
 
 /// One page of steps.
@@ -386,6 +403,13 @@ impl From<pb::Step> for StepView {
             output_tokens: s.output_tokens,
             started_at: time(s.started_at),
             finished_at: time(s.finished_at),
+            acted: s
+                .extra
+                .as_ref()
+                .and_then(|e| e.fields.get("acted"))
+                .map(|v| ufo_proto::json::from_value(v.clone()))
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default(),
             screenshots: s
                 .artifacts
                 .iter()

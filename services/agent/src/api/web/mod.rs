@@ -99,11 +99,7 @@ async fn page_config(State(state): State<AppState>) -> axum::Json<PageConfig> {
     axum::Json(PageConfig {
         jaeger_url: limits.viewer.jaeger_url.clone(),
         trace_service: "ufo-agent",
-        executors: limits
-            .executors
-            .iter()
-            .filter_map(|e| e.split_once('=').map(|(name, _)| name.trim().to_owned()))
-            .collect(),
+        executors: state.tasks.executors().names().map(str::to_owned).collect(),
     })
 }
 

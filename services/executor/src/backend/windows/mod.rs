@@ -1,57 +1,33 @@
 //! The Windows backend: UI Automation through COM (`CUIAutomation`), on one dedicated MTA thread that
-//! owns every COM object (they are not `Send`); async callers send it jobs. Trees are walked with the
-//! control-view walker and a cache request (name, control type, bounds, enabled, offscreen, automation
-//! id) so one round trip per element fetches everything. Actions use the Invoke, Toggle, SelectionItem,
-//! ExpandCollapse, Value and Scroll patterns, falling back to SendInput ([`win32`]).
+//! owns every COM object (they are not `Send`); async callers send it jobs.
+//!
+//! - [`uia`]: the automation object, tree walks with a cache request (one round trip per element),
+//!   stable control handles, and the fallbacks that keep the executor running where UI Automation is
+//!   incomplete (Wine 10, some providers);
+//! - [`actions`]: Invoke, Toggle, SelectionItem, ExpandCollapse, Value, Text and Scroll patterns, each
+//!   with its fallback;
+//! - [`props`]: property reads through `Get*PropertyValueEx`;
+//! - [`window`]: top-level windows (cloaked ones filtered), activation, native child controls;
+//! - [`win32`]: monitors, BitBlt capture, SendInput.
 
+mod actions;
+mod props;
+mod uia;
 pub mod win32;
+pub mod window;
 
 use std::sync::mpsc;
-use std::time::Instant;
 
 use async_trait::async_trait;
-use windows::Win32::System::Com::{
-    CLSCTX_INPROC_SERVER, COINIT_MULTITHREADED, CoCreateInstance, CoInitializeEx,
-};
-use windows::Win32::UI::Accessibility::{
-    CUIAutomation, ExpandCollapseState_Collapsed, IUIAutomation, IUIAutomationCacheRequest,
-    IUIAutomationElement, IUIAutomationExpandCollapsePattern, IUIAutomationInvokePattern,
-    IUIAutomationScrollPattern, IUIAutomationSelectionItemPattern, IUIAutomationTogglePattern,
-    IUIAutomationTreeWalker, IUIAutomationValuePattern, ScrollAmount_NoAmount,
-    ScrollAmount_SmallDecrement, ScrollAmount_SmallIncrement, UIA_AutomationIdPropertyId,
-    UIA_BoundingRectanglePropertyId, UIA_ControlTypePropertyId, UIA_ExpandCollapsePatternId,
-    UIA_InvokePatternId, UIA_IsEnabledPropertyId, UIA_IsOffscreenPropertyId, UIA_NamePropertyId,
-    UIA_ScrollPatternId, UIA_SelectionItemPatternId, UIA_TogglePatternId, UIA_ValuePatternId,
-};
-use windows::Win32::UI::HiDpi::{
-    DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2, SetProcessDpiAwarenessContext,
-};
-use windows::core::BSTR;
 
+use self::actions::Written;
+use self::uia::Uia;
 use crate::backend::{
-    Backend, BackendError, BackendResult, Capture, ControlHandle, ControlState, MouseButton,
-    RawNode, RawTree, ScreenInfo, TreeLimits, WindowInfo,
+    Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
+    ScreenInfo, TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
-use crate::uia_types::control_type_name;
-
-/// Scroll-pattern line steps per wheel notch (Windows' default wheel setting scrolls 3 lines).
-const LINES_PER_NOTCH: u32 = 3;
-
-fn uerr(what: &str, e: windows::core::Error) -> BackendError {
-    BackendError::Failed(format!("{what}: {}", e.message()))
-}
-
-/// State owned by the UIA thread.
-struct Uia {
-    automation: IUIAutomation,
-    walker: IUIAutomationTreeWalker,
-    cache: IUIAutomationCacheRequest,
-    /// Elements of the last walk; a handle is "<generation>:<index>".
-    elements: Vec<IUIAutomationElement>,
-    generation: u64,
-}
 
 type Job = Box<dyn FnOnce(&mut Uia) + Send>;
 
@@ -60,272 +36,15 @@ pub struct UiaBackend {
     jobs: mpsc::Sender<Job>,
 }
 
-impl Uia {
-    fn new() -> BackendResult<Self> {
-        // SAFETY: COM initialisation and object creation on this thread, which owns the objects.
-        unsafe {
-            let _ = SetProcessDpiAwarenessContext(DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2);
-            CoInitializeEx(None, COINIT_MULTITHREADED)
-                .ok()
-                .map_err(|e| uerr("CoInitializeEx", e))?;
-            let automation: IUIAutomation =
-                CoCreateInstance(&CUIAutomation, None, CLSCTX_INPROC_SERVER)
-                    .map_err(|e| uerr("CUIAutomation", e))?;
-            let walker = automation
-                .ControlViewWalker()
-                .map_err(|e| uerr("ControlViewWalker", e))?;
-            let cache = automation
-                .CreateCacheRequest()
-                .map_err(|e| uerr("CreateCacheRequest", e))?;
-            for p in [
-                UIA_NamePropertyId,
-                UIA_ControlTypePropertyId,
-                UIA_BoundingRectanglePropertyId,
-                UIA_IsEnabledPropertyId,
-                UIA_IsOffscreenPropertyId,
-                UIA_AutomationIdPropertyId,
-            ] {
-                cache.AddProperty(p).map_err(|e| uerr("AddProperty", e))?;
-            }
-            Ok(Self {
-                automation,
-                walker,
-                cache,
-                elements: Vec::new(),
-                generation: 0,
-            })
-        }
-    }
-
-    fn element(&self, h: &ControlHandle) -> BackendResult<&IUIAutomationElement> {
-        let (g, i) = h.0.split_once(':').ok_or(BackendError::Gone("control"))?;
-        if g.parse::<u64>().ok() != Some(self.generation) {
-            return Err(BackendError::Gone("control"));
-        }
-        i.parse::<usize>()
-            .ok()
-            .and_then(|i| self.elements.get(i))
-            .ok_or(BackendError::Gone("control"))
-    }
-
-    fn node(
-        &self,
-        e: &IUIAutomationElement,
-        parent: Option<usize>,
-        depth: u32,
-        index: usize,
-    ) -> RawNode {
-        // SAFETY: cached property reads on a live element.
-        unsafe {
-            let r = e.CachedBoundingRectangle().unwrap_or_default();
-            RawNode {
-                handle: ControlHandle(format!("{}:{index}", self.generation)),
-                parent,
-                depth,
-                name: e.CachedName().map(|b| b.to_string()).unwrap_or_default(),
-                control_type: control_type_name(e.CachedControlType().map(|t| t.0).unwrap_or(0))
-                    .to_owned(),
-                rect: Rect {
-                    left: r.left,
-                    top: r.top,
-                    right: r.right,
-                    bottom: r.bottom,
-                },
-                enabled: e.CachedIsEnabled().map(|b| b.as_bool()).unwrap_or(false),
-                visible: !e.CachedIsOffscreen().map(|b| b.as_bool()).unwrap_or(true),
-                automation_id: e
-                    .CachedAutomationId()
-                    .map(|b| b.to_string())
-                    .unwrap_or_default(),
-                value: String::new(),
-            }
-        }
-    }
-
-    /// Pre-order walk with the control-view walker, building the cache per element.
-    fn tree(&mut self, window: u64, limits: &TreeLimits) -> BackendResult<RawTree> {
-        self.generation += 1;
-        self.elements.clear();
-        let mut nodes = Vec::new();
-        let mut truncated = false;
-        // SAFETY: UIA calls on this thread's objects.
-        unsafe {
-            let root = self
-                .automation
-                .ElementFromHandleBuildCache(win32::hwnd(window), &self.cache)
-                .map_err(|e| uerr("ElementFromHandle", e))?;
-            let mut stack: Vec<(IUIAutomationElement, Option<usize>, u32)> = vec![(root, None, 0)];
-            while let Some((e, parent, depth)) = stack.pop() {
-                if nodes.len() >= limits.max_nodes || Instant::now() >= limits.deadline {
-                    truncated = true;
-                    break;
-                }
-                let me = nodes.len();
-                nodes.push(self.node(&e, parent, depth, me));
-                let mut kids = Vec::new();
-                let mut child = self
-                    .walker
-                    .GetFirstChildElementBuildCache(&e, &self.cache)
-                    .ok();
-                while let Some(c) = child {
-                    child = self
-                        .walker
-                        .GetNextSiblingElementBuildCache(&c, &self.cache)
-                        .ok();
-                    kids.push(c);
-                }
-                if depth >= limits.max_depth {
-                    truncated |= !kids.is_empty();
-                } else {
-                    stack.extend(kids.into_iter().rev().map(|c| (c, Some(me), depth + 1)));
-                }
-                self.elements.push(e);
-            }
-        }
-        Ok(RawTree { nodes, truncated })
-    }
-
-    fn state(&self, h: &ControlHandle) -> BackendResult<ControlState> {
-        let e = self.element(h)?;
-        // SAFETY: current property reads on a live element.
-        unsafe {
-            let r = e
-                .CurrentBoundingRectangle()
-                .map_err(|_| BackendError::Gone("control"))?;
-            Ok(ControlState {
-                enabled: e.CurrentIsEnabled().map(|b| b.as_bool()).unwrap_or(false),
-                visible: !e.CurrentIsOffscreen().map(|b| b.as_bool()).unwrap_or(true),
-                rect: Rect {
-                    left: r.left,
-                    top: r.top,
-                    right: r.right,
-                    bottom: r.bottom,
-                },
-            })
-        }
-    }
-
-    /// Clicks through the first pattern the control supports; `None` when it supports none.
-    fn pattern_click(&self, h: &ControlHandle) -> BackendResult<Option<String>> {
-        let e = self.element(h)?;
-        // SAFETY: pattern calls on a live element.
-        unsafe {
-            if let Ok(p) = e.GetCurrentPatternAs::<IUIAutomationInvokePattern>(UIA_InvokePatternId)
-            {
-                p.Invoke().map_err(|e| uerr("Invoke", e))?;
-                return Ok(Some("pattern:invoke".into()));
-            }
-            if let Ok(p) = e.GetCurrentPatternAs::<IUIAutomationTogglePattern>(UIA_TogglePatternId)
-            {
-                p.Toggle().map_err(|e| uerr("Toggle", e))?;
-                return Ok(Some("pattern:toggle".into()));
-            }
-            if let Ok(p) = e.GetCurrentPatternAs::<IUIAutomationSelectionItemPattern>(
-                UIA_SelectionItemPatternId,
-            ) {
-                p.Select().map_err(|e| uerr("Select", e))?;
-                return Ok(Some("pattern:select".into()));
-            }
-            if let Ok(p) = e.GetCurrentPatternAs::<IUIAutomationExpandCollapsePattern>(
-                UIA_ExpandCollapsePatternId,
-            ) {
-                if p.CurrentExpandCollapseState().ok() == Some(ExpandCollapseState_Collapsed) {
-                    p.Expand().map_err(|e| uerr("Expand", e))?;
-                } else {
-                    p.Collapse().map_err(|e| uerr("Collapse", e))?;
-                }
-                return Ok(Some("pattern:expand_collapse".into()));
-            }
-        }
-        Ok(None)
-    }
-
-    fn set_text(&self, h: &ControlHandle, text: &str, clear: bool) -> BackendResult<()> {
-        let e = self.element(h)?;
-        // SAFETY: pattern calls on a live element.
-        unsafe {
-            let p = e
-                .GetCurrentPatternAs::<IUIAutomationValuePattern>(UIA_ValuePatternId)
-                .map_err(|_| {
-                    BackendError::Failed("the control is not editable (no Value pattern)".into())
-                })?;
-            if p.CurrentIsReadOnly().map(|b| b.as_bool()).unwrap_or(false) {
-                return Err(BackendError::Failed("the control is read-only".into()));
-            }
-            let value = if clear {
-                text.to_owned()
-            } else {
-                format!(
-                    "{}{text}",
-                    p.CurrentValue().map(|b| b.to_string()).unwrap_or_default()
-                )
-            };
-            p.SetValue(&BSTR::from(value))
-                .map_err(|e| uerr("SetValue", e))
-        }
-    }
-
-    fn read_text(&self, h: &ControlHandle) -> BackendResult<String> {
-        let e = self.element(h)?;
-        // SAFETY: pattern and property calls on a live element.
-        unsafe {
-            if let Ok(v) = e
-                .GetCurrentPatternAs::<IUIAutomationValuePattern>(UIA_ValuePatternId)
-                .and_then(|p| p.CurrentValue())
-            {
-                return Ok(v.to_string());
-            }
-            Ok(e.CurrentName().map(|b| b.to_string()).unwrap_or_default())
-        }
-    }
-
-    fn focus(&self, h: &ControlHandle) -> BackendResult<()> {
-        let e = self.element(h)?;
-        // SAFETY: a focus call on a live element.
-        unsafe { e.SetFocus() }.map_err(|e| uerr("SetFocus", e))
-    }
-
-    /// Scrolls vertically with the Scroll pattern, [`LINES_PER_NOTCH`] small steps per notch; false
-    /// when the control has no Scroll pattern or cannot scroll vertically (the caller then turns the
-    /// wheel over it, which the control's scrollable ancestor receives).
-    fn scroll(&self, h: &ControlHandle, notches: i32) -> BackendResult<bool> {
-        let e = self.element(h)?;
-        // SAFETY: pattern calls on a live element.
-        unsafe {
-            let Ok(p) = e.GetCurrentPatternAs::<IUIAutomationScrollPattern>(UIA_ScrollPatternId)
-            else {
-                return Ok(false);
-            };
-            if !p
-                .CurrentVerticallyScrollable()
-                .map(|b| b.as_bool())
-                .unwrap_or(false)
-            {
-                return Ok(false);
-            }
-            // A positive wheel distance scrolls up, i.e. towards the start of the content.
-            let amount = if notches > 0 {
-                ScrollAmount_SmallDecrement
-            } else {
-                ScrollAmount_SmallIncrement
-            };
-            for _ in 0..notches.unsigned_abs().saturating_mul(LINES_PER_NOTCH) {
-                p.Scroll(ScrollAmount_NoAmount, amount)
-                    .map_err(|e| uerr("Scroll", e))?;
-            }
-            Ok(true)
-        }
-    }
-}
-
 impl UiaBackend {
-    /// Starts the UIA thread and creates the automation object.
-    pub fn start() -> BackendResult<Self> {
+    /// Starts the UIA thread and creates the automation object; the backend keeps at most
+    /// `max_handles` control handles (see [`crate::handles`]).
+    pub fn start(max_handles: usize) -> BackendResult<Self> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<BackendResult<()>>();
         std::thread::Builder::new()
             .name("uia".into())
-            .spawn(move || match Uia::new() {
+            .spawn(move || match Uia::new(max_handles) {
                 Ok(mut uia) => {
                     let _ = ready_tx.send(Ok(()));
                     while let Ok(job) = rx.recv() {
@@ -381,21 +100,29 @@ impl Backend for UiaBackend {
     }
 
     async fn windows(&self) -> BackendResult<Vec<WindowInfo>> {
-        win32::windows()
+        window::windows()
     }
 
-    async fn activate(&self, window: &WindowInfo) -> BackendResult<WindowInfo> {
-        if !win32::activate(window.handle) {
+    fn active_window(&self) -> Option<u64> {
+        window::foreground()
+    }
+
+    async fn activate(&self, w: &WindowInfo) -> BackendResult<WindowInfo> {
+        let handle = w.handle;
+        let shown = tokio::task::spawn_blocking(move || window::activate(handle))
+            .await
+            .map_err(|_| BackendError::Failed("activation was interrupted".into()))?;
+        if !shown {
             return Err(BackendError::Failed(format!(
                 "windows refused to bring '{}' to the foreground",
-                window.title
+                w.title
             )));
         }
-        win32::window_info(win32::hwnd(window.handle)).ok_or(BackendError::Gone("window"))
+        window::window_info(win32::hwnd(w.handle)).ok_or(BackendError::Gone("window"))
     }
 
-    async fn close(&self, window: &WindowInfo) -> BackendResult<()> {
-        win32::close(window.handle)
+    async fn close(&self, w: &WindowInfo) -> BackendResult<()> {
+        window::close(w.handle)
     }
 
     async fn control_tree(
@@ -429,8 +156,30 @@ impl Backend for UiaBackend {
     }
 
     async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()> {
+        self.enter_text(control, text, clear).await.map(|_| ())
+    }
+
+    /// The Value pattern, else the keyboard into the focused control (after placing the caret with
+    /// the Text pattern for documents, or with Ctrl+A / Ctrl+End when there is no pattern at all).
+    async fn enter_text(
+        &self,
+        control: &RawNode,
+        text: &str,
+        clear: bool,
+    ) -> BackendResult<String> {
         let (h, text) = (control.handle.clone(), text.to_owned());
-        self.call(move |u| u.set_text(&h, &text, clear)).await
+        let (written, how) = self.call(move |u| u.enter_text(&h, &text, clear)).await?;
+        if let Written::Keyboard {
+            click_first,
+            strokes,
+        } = written
+        {
+            if let Some(p) = click_first {
+                win32::click(p, MouseButton::Left, false)?;
+            }
+            win32::keys(&strokes)?;
+        }
+        Ok(how.to_owned())
     }
 
     async fn read_text(&self, control: &RawNode) -> BackendResult<String> {

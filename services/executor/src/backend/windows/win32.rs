@@ -1,14 +1,11 @@
 //! Plain Win32 for the Windows backend: monitors (per-monitor DPI), GDI BitBlt capture of any region of
-//! the virtual desktop, top-level windows, activation, closing, and SendInput mouse and keyboard input.
+//! the virtual desktop, and SendInput mouse and keyboard input (windows themselves: [`super::window`]).
 
-use windows::Win32::Foundation::{CloseHandle, HWND, LPARAM, RECT, WPARAM};
+use windows::Win32::Foundation::{HWND, LPARAM, RECT};
 use windows::Win32::Graphics::Gdi::{
     BI_RGB, BITMAPINFO, BITMAPINFOHEADER, BitBlt, CAPTUREBLT, CreateCompatibleBitmap,
     CreateCompatibleDC, DIB_RGB_COLORS, DeleteDC, DeleteObject, EnumDisplayMonitors, GetDC,
     GetDIBits, GetMonitorInfoW, HDC, HMONITOR, MONITORINFO, ReleaseDC, SRCCOPY, SelectObject,
-};
-use windows::Win32::System::Threading::{
-    OpenProcess, PROCESS_NAME_WIN32, PROCESS_QUERY_LIMITED_INFORMATION, QueryFullProcessImageNameW,
 };
 use windows::Win32::UI::HiDpi::{GetDpiForMonitor, MDT_EFFECTIVE_DPI};
 use windows::Win32::UI::Input::KeyboardAndMouse::{
@@ -19,23 +16,20 @@ use windows::Win32::UI::Input::KeyboardAndMouse::{
     MOUSEINPUT, SendInput, VIRTUAL_KEY,
 };
 use windows::Win32::UI::WindowsAndMessaging::{
-    EnumWindows, GW_OWNER, GWL_EXSTYLE, GetClassNameW, GetForegroundWindow, GetSystemMetrics,
-    GetWindow, GetWindowLongW, GetWindowRect, GetWindowTextW, GetWindowThreadProcessId, IsIconic,
-    IsWindowVisible, MONITORINFOF_PRIMARY, PostMessageW, SM_CXVIRTUALSCREEN, SM_CYVIRTUALSCREEN,
-    SM_XVIRTUALSCREEN, SM_YVIRTUALSCREEN, SW_RESTORE, SetForegroundWindow, ShowWindow, WM_CLOSE,
-    WS_EX_TOOLWINDOW,
+    GetSystemMetrics, MONITORINFOF_PRIMARY, SM_CXVIRTUALSCREEN, SM_CYVIRTUALSCREEN,
+    SM_XVIRTUALSCREEN, SM_YVIRTUALSCREEN,
 };
-use windows::core::{BOOL, PWSTR};
+use windows::core::BOOL;
 
-use crate::backend::{BackendError, BackendResult, Capture, MouseButton, ScreenInfo, WindowInfo};
+use crate::backend::{BackendError, BackendResult, Capture, MouseButton, ScreenInfo};
 use crate::geometry::{Point, Rect, dpi_scale, normalized_absolute};
 use crate::keys::{Key, KeyStroke, NamedKey};
 
-fn werr(what: &str, e: windows::core::Error) -> BackendError {
+pub(super) fn werr(what: &str, e: windows::core::Error) -> BackendError {
     BackendError::Failed(format!("{what}: {}", e.message()))
 }
 
-fn rect(r: RECT) -> Rect {
+pub(super) fn rect(r: RECT) -> Rect {
     Rect {
         left: r.left,
         top: r.top,
@@ -172,96 +166,6 @@ pub fn capture(region: Rect) -> BackendResult<Capture> {
     }
 }
 
-unsafe extern "system" fn window_proc(h: HWND, data: LPARAM) -> BOOL {
-    // SAFETY: `data` is the `Vec` passed by `windows` and outlives the enumeration.
-    let out = unsafe { &mut *(data.0 as *mut Vec<HWND>) };
-    out.push(h);
-    BOOL(1)
-}
-
-fn process_name(pid: u32) -> String {
-    // SAFETY: the handle is closed before returning; the buffer outlives the call.
-    unsafe {
-        let Ok(h) = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, false, pid) else {
-            return String::new();
-        };
-        let mut buf = [0u16; 1024];
-        let mut len = buf.len() as u32;
-        let ok =
-            QueryFullProcessImageNameW(h, PROCESS_NAME_WIN32, PWSTR(buf.as_mut_ptr()), &mut len)
-                .is_ok();
-        let _ = CloseHandle(h);
-        if !ok {
-            return String::new();
-        }
-        let path = String::from_utf16_lossy(&buf[..len as usize]);
-        path.rsplit('\\').next().unwrap_or_default().to_owned()
-    }
-}
-
-/// Information about one window.
-pub fn window_info(h: HWND) -> Option<WindowInfo> {
-    // SAFETY: read-only queries on a window handle; buffers outlive the calls.
-    unsafe {
-        let mut title = [0u16; 512];
-        let n = GetWindowTextW(h, &mut title);
-        let mut class = [0u16; 256];
-        let c = GetClassNameW(h, &mut class);
-        let mut r = RECT::default();
-        GetWindowRect(h, &mut r).ok()?;
-        let mut pid = 0u32;
-        GetWindowThreadProcessId(h, Some(&mut pid));
-        Some(WindowInfo {
-            handle: h.0 as usize as u64,
-            title: String::from_utf16_lossy(&title[..n.max(0) as usize]),
-            process_name: process_name(pid),
-            pid: (pid != 0).then_some(pid),
-            rect: rect(r),
-            class_name: String::from_utf16_lossy(&class[..c.max(0) as usize]),
-        })
-    }
-}
-
-/// Visible, unowned, non-tool top-level windows in Z order.
-pub fn windows() -> BackendResult<Vec<WindowInfo>> {
-    let mut handles: Vec<HWND> = Vec::new();
-    // SAFETY: the callback only touches `handles` during the call.
-    unsafe { EnumWindows(Some(window_proc), LPARAM(&mut handles as *mut _ as isize)) }
-        .map_err(|e| werr("EnumWindows", e))?;
-    Ok(handles
-        .into_iter()
-        .filter(|&h| {
-            // SAFETY: read-only queries.
-            unsafe {
-                IsWindowVisible(h).as_bool()
-                    && GetWindow(h, GW_OWNER).map_or(true, |o| o.0.is_null())
-                    && (GetWindowLongW(h, GWL_EXSTYLE) as u32 & WS_EX_TOOLWINDOW.0) == 0
-            }
-        })
-        .filter_map(window_info)
-        .collect())
-}
-
-/// Restores and brings a window to the foreground; true when it is the foreground window afterwards.
-pub fn activate(handle: u64) -> bool {
-    let h = hwnd(handle);
-    // SAFETY: window management calls on a handle.
-    unsafe {
-        if IsIconic(h).as_bool() {
-            let _ = ShowWindow(h, SW_RESTORE);
-        }
-        let _ = SetForegroundWindow(h);
-        GetForegroundWindow() == h
-    }
-}
-
-/// Posts WM_CLOSE.
-pub fn close(handle: u64) -> BackendResult<()> {
-    // SAFETY: posting a message to a window handle.
-    unsafe { PostMessageW(Some(hwnd(handle)), WM_CLOSE, WPARAM(0), LPARAM(0)) }
-        .map_err(|e| werr("PostMessageW", e))
-}
-
 fn mouse(flags: MOUSE_EVENT_FLAGS, dx: i32, dy: i32, data: i32) -> INPUT {
     INPUT {
         r#type: INPUT_MOUSE,
@@ -306,6 +210,13 @@ fn button_flags(b: MouseButton) -> (MOUSE_EVENT_FLAGS, MOUSE_EVENT_FLAGS) {
         MouseButton::Right => (MOUSEEVENTF_RIGHTDOWN, MOUSEEVENTF_RIGHTUP),
         MouseButton::Middle => (MOUSEEVENTF_MIDDLEDOWN, MOUSEEVENTF_MIDDLEUP),
     }
+}
+
+/// A mouse move by zero pixels: an input event that changes nothing on screen but makes this process
+/// the last to have sent input, which Windows requires before it lets a background process take the
+/// foreground (see `SetForegroundWindow`).
+pub(super) fn nudge() -> BackendResult<()> {
+    send(&[mouse(MOUSEEVENTF_MOVE, 0, 0, 0)])
 }
 
 /// Clicks at a point.

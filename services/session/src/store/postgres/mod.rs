@@ -298,6 +298,8 @@ pub struct PgOptions {
     /// Commit without waiting for the WAL flush (`synchronous_commit = off`): several times faster on
     /// slow disks, but a database crash can lose the last few hundred milliseconds of commits.
     pub async_commit: bool,
+    /// Longest wait for a pooled connection (sqlx's default is 30 s): past it a call is UNAVAILABLE.
+    pub acquire_timeout: std::time::Duration,
     /// Group commit of recorded steps.
     pub batching: StepBatching,
 }
@@ -313,6 +315,7 @@ pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreErro
         // No ping round trip before every use of a pooled connection: a broken connection fails the call
         // with an error (retried by the caller, e.g. the runner) and is then discarded by the pool.
         .test_before_acquire(false)
+        .acquire_timeout(options.acquire_timeout)
         .connect_with(connect)
         .await?;
     MIGRATOR.run(&pool).await?;

@@ -22,7 +22,7 @@
       else if (k === 'class') el.className = v;
       else el.setAttribute(k, v === true ? '' : String(v));
     }
-    for (const kid of kids.flat()) {
+    for (const kid of kids.flat(Infinity)) {
       if (kid === null || kid === undefined || kid === false) continue;
       el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     }
@@ -59,7 +59,7 @@
     const text = await r.text();
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-    if (r.status === 401) { signOut('The API key was refused: ' + (data?.message || r.status)); }
+    if (r.status === 401) { signOut(`The API key was refused (${data?.code || 401}: ${data?.message || ''}).`); }
     if (!r.ok) throw new ApiError(r.status, data?.code || 'error', data?.message || ('HTTP ' + r.status));
     return data;
   }
@@ -126,7 +126,8 @@
     sessionStorage.removeItem(KEY);
     for (const url of blobs.values()) URL.revokeObjectURL(url);
     blobs.clear();
-    location.hash = '#/';
+    // replaceState: no hashchange, whose route() would drop the message.
+    history.replaceState(null, '', '#/');
     route(message);
   }
   async function route(message) {
@@ -160,8 +161,8 @@
         config = await api('/ui/config.json');
         route();
       } catch (e) {
-        sessionStorage.removeItem(KEY);
-        flash(out, e);
+        // A refused key has already re-rendered this form with the reason (signOut).
+        if (key()) { sessionStorage.removeItem(KEY); flash(out, e); }
       }
     });
     main.replaceChildren(h('section', {}, form));
@@ -201,7 +202,7 @@
     const num = (id, label, step) => h('label', {}, label + ' ', h('input', { type: 'number', id, min: 0, step, size: 6 }));
     const policy = h('select', { id: 'confirm-policy' }, h('option', { value: '' }, 'default'),
       ['sensitive', 'always', 'never'].map((p) => h('option', { value: p }, p)));
-    const executor = h('select', { id: 'executor' }, h('option', { value: '' }, 'default'),
+    const executor = h('select', { id: 'executor' }, h('option', { value: '' }, '(server default)'),
       config.executors.map((e) => h('option', { value: e }, e)));
     const out = h('p', { id: 'submit-error', class: 'error' });
     const form = h('form', { id: 'submit' }, h('h2', {}, 'New task'), request,
@@ -283,32 +284,44 @@
     await follow(from);
   }
 
+  // The header is built once per page; a refresh updates its facts, never the controls (a person may be
+  // typing a follow-up, or about to click Cancel, when an event arrives).
   function renderHead(head, task, reopen) {
-    const out = h('p', { class: 'error', id: 'task-error' });
+    let parts = head.parts;
+    if (!parts) {
+      const out = h('p', { class: 'error', id: 'task-error' });
+      const cancel = h('button', { class: 'danger', id: 'cancel', onclick: async () => {
+        try { await api(head.task.links.cancel, { method: 'POST', body: { reason: 'cancelled from the viewer' } }); reopen(); } catch (e) { flash(out, e); }
+      } }, 'Cancel');
+      const followText = h('input', { type: 'text', id: 'follow-up', size: 50, placeholder: 'a follow-up request' });
+      const followUp = h('form', { class: 'row', id: 'follow-up-form' }, followText, h('button', { type: 'submit', class: 'secondary' }, 'Add request'));
+      followUp.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        try { await api(head.task.links.requests, { method: 'POST', body: { request: followText.value } }); followText.value = ''; reopen(); } catch (e) { flash(out, e); }
+      });
+      parts = head.parts = { nav: h('div', { class: 'row' }), info: h('div', {}), cancel };
+      head.replaceChildren(parts.nav, parts.info, h('div', { class: 'row' }, cancel, followUp), out);
+    }
+    head.task = task;
     const ended = TERMINAL.has(task.status);
-    const cancel = h('button', { class: 'danger', id: 'cancel', disabled: ended, onclick: async () => {
-      try { await api(task.links.cancel, { method: 'POST', body: { reason: 'cancelled from the viewer' } }); reopen(); } catch (e) { flash(out, e); }
-    } }, 'Cancel');
-    const followText = h('input', { type: 'text', id: 'follow-up', size: 50, placeholder: 'a follow-up request' });
-    const followUp = h('form', { class: 'row', id: 'follow-up-form' }, followText, h('button', { type: 'submit', class: 'secondary' }, 'Add request'));
-    followUp.addEventListener('submit', async (ev) => {
-      ev.preventDefault();
-      try { await api(task.links.requests, { method: 'POST', body: { request: followText.value } }); followText.value = ''; reopen(); } catch (e) { flash(out, e); }
-    });
+    parts.cancel.disabled = ended;
     const trace = config.jaeger_url ? h('a', { id: 'trace', target: '_blank', rel: 'noopener noreferrer',
       href: `${config.jaeger_url}/search?service=${encodeURIComponent(config.trace_service)}&tags=${encodeURIComponent(JSON.stringify({ task_id: task.id }))}` }, 'trace') : null;
-    head.replaceChildren(
-      h('div', { class: 'row' }, h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace),
+    parts.nav.replaceChildren(h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace);
+    parts.info.replaceChildren(h('div', {},
       h('h1', {}, task.request),
       h('div', { class: 'row' }, badge(task.status), task.state ? h('code', {}, task.state) : null,
         h('span', { class: 'muted' }, `${task.totals.steps} steps · ${money(task.totals.cost)} · ${task.totals.input_tokens + task.totals.output_tokens} tokens · ${task.totals.duration_seconds.toFixed(1)} s · created ${age(task.created_at)}`),
         task.cancel_requested && !ended ? h('span', { class: 'status waiting' }, 'cancel requested') : null),
       task.result ? h('p', { id: 'result' }, h('span', { class: 'label' }, 'result '), task.result) : null,
-      task.rounds.length > 1 ? h('ol', {}, task.rounds.map((r) => h('li', {}, `${r.request} — ${r.status}${r.result ? ': ' + r.result : ''}`))) : null,
-      h('div', { class: 'row' }, cancel, followUp), out);
+      task.rounds.length > 1 ? h('ol', {}, task.rounds.map((r) => h('li', {}, `${r.request} — ${r.status}${r.result ? ': ' + r.result : ''}`))) : null));
   }
 
   function renderWaits(waits, task, refresh) {
+    // Unchanged questions and hold: keep the form (and what the person is typing in it).
+    const signature = JSON.stringify([task.pending_questions, task.held_action]);
+    if (waits.dataset.signature === signature) return;
+    waits.dataset.signature = signature;
     const parts = [];
     const out = h('p', { class: 'error' });
     if (task.pending_questions.length) {
@@ -375,7 +388,7 @@
     const explain = { failure: 'failed', skipped: 'skipped (an earlier action of the batch failed or changed the window)', none: 'not executed' };
     return h('div', { class: 'action ' + status, 'data-result': status },
       h('div', {}, h('code', {}, a.representation || `${a.function}(${JSON.stringify(a.arguments)})`),
-        a.target_name ? [' on ', h('b', {}, a.target_name)] : null, ' ', h('span', { class: 'status' }, status)),
+        a.target_name && !a.representation ? [' on ', h('b', {}, a.target_name)] : null, ' ', h('span', { class: 'status' }, status)),
       r && r.error ? h('div', { class: 'error' }, `${explain[status] || status}: ${r.error}`) : (status !== 'success' && explain[status] ? h('div', { class: 'muted' }, explain[status]) : null),
       r && r.result !== null && r.result !== undefined && JSON.stringify(r.result) !== '{}' ? h('details', {}, h('summary', {}, 'result'), h('pre', {}, JSON.stringify(r.result, null, 2))) : null);
   }

@@ -7,7 +7,7 @@
   function h(tag, attrs, ...kids) {
     const el = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) el.setAttribute(k, String(v));
-    for (const kid of kids.flat()) {
+    for (const kid of kids.flat(Infinity)) {
       if (kid === null || kid === undefined || kid === false) continue;
       el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     }
@@ -66,11 +66,11 @@
       }
     }
     const schemas = Object.entries(doc.components?.schemas || {}).sort(([a], [b]) => a.localeCompare(b));
-    root.replaceChildren(
+    root.replaceChildren(h('div', {},
       h('h1', {}, `${doc.info.title} ${doc.info.version || ''}`),
       doc.info.description ? h('p', {}, doc.info.description) : null,
       h('p', { class: 'muted' }, 'Authenticate with ', h('code', {}, 'Authorization: Bearer <API key>'), '. Errors are ', h('code', {}, '{code, message}'), '. The raw document: ', h('a', { href: '/openapi.json' }, '/openapi.json'), '.'),
       [...byTag].map(([tag, ops]) => [h('h1', { id: 'tag-' + tag }, tag), ops]),
-      h('h1', {}, 'Schemas'), schemas.map(([n, s]) => schema(n, s)));
+      h('h1', {}, 'Schemas'), schemas.map(([n, s]) => schema(n, s))));
   }).catch((e) => root.replaceChildren(h('p', { class: 'error' }, 'cannot load /openapi.json: ' + e.message)));
 })();

@@ -85,37 +85,44 @@ fn live_walk(desk: &Desktop, pid: u32, title: &str) -> (Value, Vec<Value>) {
 }
 
 /// Every node of the live walk is among the executor's listed controls (same bounds); returns the
-/// number of listed controls.
+/// number of listed controls. The two walks run one after the other, so while the application is still
+/// changing (a page transition a loaded machine draws slowly) they can see different screens: both are
+/// repeated until they agree, bounded.
 async fn compare(exec: &Executor, desk: &Desktop, pid: u32, title: &str, what: &str) -> usize {
-    let listed = ok(
-        exec,
-        "get_app_window_controls_target_info",
-        json!({"field_list": ["id", "name", "type", "rect"]}),
-    )
-    .await
-    .output
-    .result;
-    let listed = listed.as_array().unwrap();
-    let (window, live) = live_walk(desk, pid, title);
-    let missing: Vec<&Value> = live
-        .iter()
-        .filter(|n| {
-            let r = n["rect"].as_array().unwrap();
-            let (x, y) = (r[0].as_i64().unwrap(), r[1].as_i64().unwrap());
-            let (w, h) = (r[2].as_i64().unwrap(), r[3].as_i64().unwrap());
-            let ltrb = json!([x, y, x + w, y + h]);
-            !listed.iter().any(|c| c["rect"] == ltrb)
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{what} ({window}): {} of {} live controls missing from the {} listed: {missing:#?}",
-        missing.len(),
-        live.len(),
-        listed.len()
-    );
-    assert!(!live.is_empty(), "{what}: the live walk found nothing");
-    listed.len()
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listed = ok(
+            exec,
+            "get_app_window_controls_target_info",
+            json!({"field_list": ["id", "name", "type", "rect"]}),
+        )
+        .await
+        .output
+        .result;
+        let listed = listed.as_array().unwrap();
+        let (window, live) = live_walk(desk, pid, title);
+        let missing: Vec<&Value> = live
+            .iter()
+            .filter(|n| {
+                let r = n["rect"].as_array().unwrap();
+                let (x, y) = (r[0].as_i64().unwrap(), r[1].as_i64().unwrap());
+                let (w, h) = (r[2].as_i64().unwrap(), r[3].as_i64().unwrap());
+                let ltrb = json!([x, y, x + w, y + h]);
+                !listed.iter().any(|c| c["rect"] == ltrb)
+            })
+            .collect();
+        if missing.is_empty() && !live.is_empty() {
+            return listed.len();
+        }
+        assert!(
+            Instant::now() < end,
+            "{what} ({window}): {} of {} live controls missing from the {} listed: {missing:#?}",
+            missing.len(),
+            live.len(),
+            listed.len()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {

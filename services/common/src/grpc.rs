@@ -123,7 +123,7 @@ impl Interceptor for RequireBearer {
 /// case-insensitively (RFC 7235) and may be followed by several spaces.
 pub fn bearer(header: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = header.split_at_checked(6)?;
-    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.first().is_some_and(|c| *c == b' ') {
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first().is_none_or(|c| *c != b' ') {
         return None;
     }
     let start = rest.iter().position(|c| *c != b' ')?;

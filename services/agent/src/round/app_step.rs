@@ -105,7 +105,6 @@ impl Round {
                 target_name: target,
                 reason: response.comment.clone(),
                 step: self.session_step,
-                ..Default::default()
             };
             // Only the controls the held actions name: that is all running them looks up.
             let named = controls

@@ -65,7 +65,6 @@ impl Round {
                 target_name: response.control_text.clone(),
                 reason: response.comment.clone(),
                 step: self.session_step,
-                ..Default::default()
             };
             self.subtask = response.current_subtask.clone();
             self.hold(

@@ -227,3 +227,93 @@ async fn s3_config_errors_are_clear() {
     let err = S3BlobStore::connect(&S3Options::default()).unwrap_err();
     assert!(matches!(err, BlobError::Config(_)), "{err:?}");
 }
+
+/// The session service configured with `--blob-s3-*` (real gRPC, real S3 server): a step's screenshot goes
+/// to the bucket, its row keeps the reference, and GetArtifact serves the bytes back from the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_service_keeps_step_blobs_in_s3() {
+    use ufo_proto::v1::{
+        ArtifactKind, BeginRoundRequest, CreateSessionRequest, GetArtifactRequest,
+        RecordStepRequest, Step, StepArtifact,
+    };
+
+    let moto = Moto::start("ufo-service").await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ufo_session::Config::defaults();
+    config.database_url = None;
+    config.sqlite_path = dir.path().join("session.sqlite3");
+    config.auth_token = None;
+    let o = &moto.options;
+    config.blobs.blob_s3_bucket = Some(o.bucket.clone());
+    config.blobs.blob_s3_endpoint = o.endpoint.clone();
+    config.blobs.blob_s3_access_key_id = o.access_key_id.clone();
+    config.blobs.blob_s3_secret_access_key = o.secret_access_key.clone();
+    config.blobs.blob_s3_prefix = "service".into();
+    config.blobs.blob_s3_allow_http = true;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
+    let mut c = ufo_session::client::connect(&url, None, 4 * 1024 * 1024)
+        .await
+        .unwrap();
+
+    let session = c
+        .create_session(CreateSessionRequest {
+            request: "look at the screen".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    c.begin_round(BeginRoundRequest {
+        session_id: session.id.clone(),
+        number: 1,
+        lease_owner: String::new(),
+    })
+    .await
+    .unwrap();
+    let shot = Bytes::from_static(b"the pixels the model saw");
+    let recorded = c
+        .record_step(RecordStepRequest {
+            step: Some(Step {
+                session_id: session.id.clone(),
+                step: 1,
+                round: 1,
+                round_step: 1,
+                agent_name: "HostAgent".into(),
+                agent_kind: ufo_proto::v1::AgentKind::Host.into(),
+                ..Default::default()
+            }),
+            artifacts: vec![StepArtifact {
+                kind: ArtifactKind::CleanScreenshot.into(),
+                content_type: "image/png".into(),
+                data: shot.clone(),
+                metadata: None,
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let hash = BlobHash::of(&shot);
+    let bucket = S3BlobStore::connect(&S3Options {
+        prefix: "service".into(),
+        ..moto.options.clone()
+    })
+    .unwrap();
+    assert_eq!(bucket.get(&hash).await.unwrap(), shot);
+    let stored = recorded.step.unwrap().artifacts;
+    assert_eq!(stored[0].id, hash.as_str());
+    let served = c
+        .get_artifact(GetArtifactRequest {
+            artifact_id: hash.as_str().into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(served.data, shot);
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
+}

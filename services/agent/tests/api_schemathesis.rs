@@ -26,6 +26,10 @@ async fn schemathesis_finds_no_failure() {
             &examples,
             "--header",
             &format!("Authorization: Bearer {KEY}"),
+            // The event stream stays open while its task lives (no runner here: for ever), which a
+            // request/response fuzzer reads as a hang; tests/api_sse.rs covers it, bad input included.
+            "--exclude-path",
+            "/v1/tasks/{id}/events",
             // A request that hangs is a failure, not a stuck run.
             "--request-timeout",
             "30",

@@ -320,6 +320,7 @@ async fn a_hundred_sse_clients_on_one_task_all_receive_every_event() {
     // Held at its first step: every client connects while the task is live, then it runs to the end.
     let id = submit(&base, "steps=5 hold=1").await;
     wait_status(&base, &id, "waiting").await;
+    let started = std::time::Instant::now();
     let mut readers = Vec::new();
     for _ in 0..100 {
         readers.push(Reader::open(&base, &id, None, "").await);
@@ -328,6 +329,7 @@ async fn a_hundred_sse_clients_on_one_task_all_receive_every_event() {
         .into_iter()
         .map(|r| tokio::spawn(r.rest()))
         .collect();
+    let connected = started.elapsed();
     approve(&base, &id).await;
     let task = wait_status(&base, &id, "finished").await;
     let last = task["last_seq"].as_u64().unwrap();
@@ -337,6 +339,10 @@ async fn a_hundred_sse_clients_on_one_task_all_receive_every_event() {
         assert_eq!(seqs(&messages), expected);
         assert_eq!(messages.last().unwrap().event, "end");
     }
+    eprintln!(
+        "100 SSE clients: connected in {connected:?}, all {last} events and `end` received by all {:?} after",
+        started.elapsed() - connected
+    );
     agent.stop().await;
     session.stop().await;
 }

@@ -3,6 +3,7 @@
 //! named by its id, a unique prefix of it, or `last` (the newest task).
 
 use std::io::IsTerminal as _;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -141,7 +142,8 @@ async fn follow(
     args: &FollowArgs,
 ) -> Result<Outcome, CliError> {
     let prompt = !args.no_prompt;
-    let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?;
+    let mut follower = Follower::new(api, &conn.grpc, conn.token.as_deref(), prompt)?
+        .reconnect_for(Duration::from_secs(args.reconnect_seconds));
     // Ctrl-C (also at a prompt) stops following only: say so, and how to pick the task up again.
     let task = tokio::select! {
         task = follower.follow(id, from) => task?,

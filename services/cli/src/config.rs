@@ -280,6 +280,12 @@ pub struct FollowArgs {
     /// `ufo confirm`). The default prompts when stdin is a terminal.
     #[arg(long)]
     pub no_prompt: bool,
+
+    /// How long to keep reconnecting after the stream drops (the agent restarting, the network) before
+    /// giving up, in seconds. Every successful reconnection starts the count again, so any number of
+    /// drops is survived while the task runs.
+    #[arg(long, env = "UFO_RECONNECT_SECONDS", default_value_t = 120)]
+    pub reconnect_seconds: u64,
 }
 
 /// `--confirm-policy` values.

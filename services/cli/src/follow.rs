@@ -1,6 +1,6 @@
 //! Following a task live: `AgentService.StreamSteps` from a sequence number, one line per step and notable
 //! event, questions and held actions prompted on the terminal and answered through the REST API, and a
-//! transparent resume (from the last seen sequence number + 1) when the stream drops.
+//! transparent resume (from the last seen sequence number + 1) whenever the stream drops, with backoff.
 
 use std::time::Duration;
 
@@ -14,8 +14,10 @@ use crate::api::ApiClient;
 use crate::error::CliError;
 use crate::render;
 
-/// How often a dropped stream is resumed before giving up.
-const RESUME_ATTEMPTS: u32 = 5;
+/// The first wait before reconnecting; it doubles per failed attempt up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Follows one task until its stream ends.
 pub struct Follower {
@@ -28,6 +30,10 @@ pub struct Follower {
     prompted_hold: Option<String>,
     /// Whether a stream was ever opened: only then is a failure a drop worth resuming after.
     connected: bool,
+    /// How long reconnecting may keep failing before the follower gives up.
+    reconnect_for: Duration,
+    /// Whether a stream was opened since the last failure (ends the current outage).
+    reopened: bool,
 }
 
 impl Follower {
@@ -50,28 +56,77 @@ impl Follower {
             stdin: prompt.then(|| BufReader::new(tokio::io::stdin()).lines()),
             prompted_hold: None,
             connected: false,
+            reconnect_for: Duration::from_secs(120),
+            reopened: false,
         })
     }
 
+    /// Keeps reconnecting for up to `budget` of consecutive failures (reset by every reconnection).
+    pub fn reconnect_for(mut self, budget: Duration) -> Self {
+        self.reconnect_for = budget;
+        self
+    }
+
     /// Prints the task's events from `from_seq` until the task ends; returns the final task.
+    ///
+    /// A dropped stream (the agent restarting, UNAVAILABLE) is resumed from the event after the last
+    /// one shown, so nothing is missed or shown twice, with exponential backoff; the follower gives up
+    /// only when reconnecting has failed for the whole reconnect budget in a row.
     pub async fn follow(&mut self, task_id: &str, from_seq: u64) -> Result<Value, CliError> {
         let mut next = from_seq.max(1);
-        let mut failures = 0;
+        // The first failure of the current outage, and the attempts since.
+        let mut outage: Option<(tokio::time::Instant, u32)> = None;
         loop {
-            match self.stream_once(task_id, &mut next).await {
-                Ok(()) => break,
-                Err(e) if self.connected && resumable(&e) && failures < RESUME_ATTEMPTS => {
-                    failures += 1;
-                    eprintln!("stream interrupted ({e}); resuming from event {next}");
-                    tokio::time::sleep(Duration::from_millis(200 * u64::from(failures))).await;
+            let reconnecting = outage.is_some();
+            let result = match self.stream_once(task_id, &mut next, reconnecting).await {
+                // The stream ends after the task's terminal event; an end without one (an agent
+                // shutting down) is a drop like any other.
+                Ok(()) => self.api.get(task_id).await.and_then(|task| {
+                    let status = task.get("status").and_then(Value::as_str).unwrap_or("");
+                    if render::is_terminal(status) {
+                        Ok(task)
+                    } else {
+                        Err(CliError::Grpc {
+                            code: tonic::Code::Unavailable,
+                            message: "the stream ended while the task runs".to_owned(),
+                        })
+                    }
+                }),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(task) => return Ok(task),
+                Err(e) if self.connected && resumable(&e) => {
+                    let (since, attempts) = match outage {
+                        // A stream was opened since the last failure: a new outage.
+                        Some((since, attempts)) if !self.reopened => (since, attempts + 1),
+                        _ => {
+                            eprintln!("stream interrupted ({e}); reconnecting from event {next}");
+                            (tokio::time::Instant::now(), 1)
+                        }
+                    };
+                    self.reopened = false;
+                    if since.elapsed() > self.reconnect_for {
+                        eprintln!(
+                            "giving up after {attempts} reconnection attempts in {}s",
+                            since.elapsed().as_secs()
+                        );
+                        return Err(e);
+                    }
+                    outage = Some((since, attempts));
+                    tokio::time::sleep(backoff(attempts)).await;
                 }
                 Err(e) => return Err(e),
             }
         }
-        self.api.get(task_id).await
     }
 
-    async fn stream_once(&mut self, task_id: &str, next: &mut u64) -> Result<(), CliError> {
+    async fn stream_once(
+        &mut self,
+        task_id: &str,
+        next: &mut u64,
+        reconnecting: bool,
+    ) -> Result<(), CliError> {
         let channel = tonic::transport::Endpoint::from_shared(self.grpc_url.clone())
             .map_err(|e| CliError::InvalidArgument {
                 flag: "--grpc",
@@ -96,11 +151,19 @@ impl Follower {
             .map_err(|s| CliError::from_status(s, &self.grpc_url))?
             .into_inner();
         self.connected = true;
+        self.reopened = true;
+        if reconnecting {
+            eprintln!("reconnected; resuming from event {next}");
+        }
         while let Some(event) = stream
             .message()
             .await
             .map_err(|s| CliError::from_status(s, &self.grpc_url))?
         {
+            // A replay overlapping what was shown (a server resuming from an older point) is skipped.
+            if event.seq < *next {
+                continue;
+            }
             *next = event.seq + 1;
             self.show(task_id, &event).await?;
         }
@@ -207,6 +270,13 @@ impl Follower {
         out.flush().await?;
         Ok(lines.next_line().await?)
     }
+}
+
+/// The wait before reconnection attempt `attempt` (1-based): 100 ms doubling, at most 5 s.
+fn backoff(attempt: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF)
 }
 
 /// Whether a failure is worth resuming the stream after (the connection dropped, not a refusal).

@@ -96,6 +96,24 @@ pub struct Config {
     )]
     pub max_control_handles: usize,
 
+    /// Windows: how long select_application_window waits to see the window in the foreground, in
+    /// milliseconds (the switch completes asynchronously on the window's thread).
+    #[arg(long, env = "UFO_EXECUTOR_FOREGROUND_WAIT_MS", default_value_t = 1_000)]
+    pub foreground_wait_ms: u32,
+
+    /// Windows: how long a native control may take to answer WM_GETTEXT (the text fallback where UI
+    /// Automation has no Value or Text pattern) before it counts as hung, in milliseconds.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_NATIVE_TEXT_TIMEOUT_MS",
+        default_value_t = 2_000
+    )]
+    pub native_text_timeout_ms: u32,
+
+    /// Windows: longest native control text read through WM_GETTEXT, in characters.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_NATIVE_TEXT_CHARS", default_value_t = 16 * 1024 * 1024)]
+    pub max_native_text_chars: usize,
+
     /// Most key strokes one keyboard_input may send.
     #[arg(long, env = "UFO_EXECUTOR_MAX_KEY_STROKES", default_value_t = 20_000)]
     pub max_key_strokes: usize,

@@ -95,7 +95,13 @@ pub async fn run(
     if config.desktop == config::DesktopMode::Headless {
         return run_headless(config, builder, listener, shutdown).await;
     }
-    let backend = backend::platform_backend(config.max_control_handles).await?;
+    let backend = backend::platform_backend(backend::WindowsOptions {
+        max_control_handles: config.max_control_handles,
+        foreground_wait: Duration::from_millis(config.foreground_wait_ms.into()),
+        native_text_timeout: Duration::from_millis(config.native_text_timeout_ms.into()),
+        max_native_text_chars: config.max_native_text_chars,
+    })
+    .await?;
     serve(config, builder, backend, Vec::new(), listener, shutdown).await
 }
 

@@ -56,7 +56,16 @@ impl From<tonic::Status> for ApiError {
     /// Maps a session-service failure: client-class messages pass through (the session service names the
     /// field and never leaks internals); server-class causes are logged and replaced.
     fn from(status: tonic::Status) -> Self {
-        let code = ErrorCode::from_grpc(status.code());
+        // A transport failure (the session service went away mid-call or mid-stream) arrives as
+        // INTERNAL or UNKNOWN with the transport error as its source, not as a status the session
+        // service sent: for the caller it is UNAVAILABLE, and worth retrying.
+        let transport = std::error::Error::source(&status).is_some()
+            && matches!(status.code(), tonic::Code::Internal | tonic::Code::Unknown);
+        let code = if transport {
+            ErrorCode::Unavailable
+        } else {
+            ErrorCode::from_grpc(status.code())
+        };
         match code {
             ErrorCode::Internal => {
                 tracing::error!(grpc.code = ?status.code(), error = %status.message(), "session service failed");

@@ -11,6 +11,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -22,10 +23,11 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Path, Query};
 use super::model::TaskStatus;
-use super::service::Tasks;
+use super::service::{TaskSnapshot, Tasks};
 
 /// `GET /v1/tasks/{id}/events` query.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
@@ -123,6 +125,7 @@ comment lines (`:`) are keep-alives. After the task's terminal event the last me
 `data: <StreamEnd JSON>`; a failure mid-stream is `event: error` with `data: {code, message}`.")))]
 pub async fn events(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
@@ -130,12 +133,18 @@ pub async fn events(
     let from = start_seq(&headers, &query)?;
     let id = id.to_string();
     // Unknown task: 404 now, not an empty stream.
-    state.tasks.get(&id).await?;
+    task(&state.tasks, &id, &caller).await?;
     let upstream = state.tasks.watch(&id, from).await?;
     let keep_alive = Duration::from_secs(state.tasks.limits().viewer.sse_keepalive_seconds);
     let span = tracing::info_span!("sse.events", task_id = %id, from_seq = from);
-    let stream = relay(upstream, state.tasks.clone(), id, span).into_future_stream();
+    let stream = relay(upstream, state.tasks.clone(), id, caller, span).into_future_stream();
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive)))
+}
+
+/// The task as `caller` may see it: the one place the stream reads it, so the per-caller rules of the
+/// other endpoints apply here too.
+async fn task(tasks: &Tasks, id: &str, _caller: &Caller) -> Result<TaskSnapshot, ApiError> {
+    tasks.get(id).await
 }
 
 enum Phase {
@@ -147,15 +156,23 @@ struct Relay<S> {
     upstream: S,
     tasks: Tasks,
     id: String,
+    caller: Caller,
     phase: Phase,
     span: tracing::Span,
 }
 
-fn relay<S>(upstream: S, tasks: Tasks, id: String, span: tracing::Span) -> Relay<S> {
+fn relay<S>(
+    upstream: S,
+    tasks: Tasks,
+    id: String,
+    caller: Caller,
+    span: tracing::Span,
+) -> Relay<S> {
     Relay {
         upstream,
         tasks,
         id,
+        caller,
         phase: Phase::Relay,
         span,
     }
@@ -186,7 +203,7 @@ where
             }
             None => {
                 s.phase = Phase::Done;
-                match s.tasks.get(&s.id).await {
+                match task(&s.tasks, &s.id, &s.caller).await {
                     Ok(task) => json_event(
                         "end",
                         &StreamEnd {

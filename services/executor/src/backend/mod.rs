@@ -284,21 +284,33 @@ pub trait Backend: Send + Sync {
     }
 }
 
-/// Builds the backend for this platform. `max_handles` bounds the Windows backend's control-handle
-/// table (AT-SPI handles are object paths and need none).
-pub async fn platform_backend(max_handles: usize) -> BackendResult<Arc<dyn Backend>> {
+/// Limits of the Windows backend (the Linux one has no use for them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowsOptions {
+    /// Most control handles kept (see [`crate::handles`]).
+    pub max_control_handles: usize,
+    /// How long activation waits to see a window become the foreground one.
+    pub foreground_wait: Duration,
+    /// How long a native control may take to answer WM_GETTEXT.
+    pub native_text_timeout: Duration,
+    /// Longest native control text read, in characters.
+    pub max_native_text_chars: usize,
+}
+
+/// Builds the backend for this platform.
+pub async fn platform_backend(windows_opts: WindowsOptions) -> BackendResult<Arc<dyn Backend>> {
     #[cfg(target_os = "linux")]
     {
-        let _ = max_handles;
+        let _ = windows_opts;
         Ok(Arc::new(linux::LinuxBackend::connect().await?))
     }
     #[cfg(windows)]
     {
-        Ok(Arc::new(windows::UiaBackend::start(max_handles)?))
+        Ok(Arc::new(windows::UiaBackend::start(windows_opts)?))
     }
     #[cfg(not(any(target_os = "linux", windows)))]
     {
-        let _ = max_handles;
+        let _ = windows_opts;
         Err(BackendError::Unsupported(
             "this operating system has no backend",
         ))

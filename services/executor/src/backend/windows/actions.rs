@@ -173,6 +173,7 @@ impl Uia {
             let click_first = if focused {
                 None
             } else {
+                tracing::debug!("fallback: focusing by a click before typing");
                 Some(self.bounds(h)?.center())
             };
             let prefix: Vec<KeyStroke> = if clear {
@@ -218,7 +219,8 @@ impl Uia {
                 return Ok(t.to_string());
             }
         }
-        if let Some(t) = el.hwnd.and_then(window::window_text) {
+        if let Some(t) = el.hwnd.and_then(|h| window::window_text(h, &self.opts)) {
+            tracing::debug!("fallback: texts through WM_GETTEXT (no Value or Text pattern)");
             return Ok(t);
         }
         let v = props::string(e, UIA_ValueValuePropertyId, From::Live);
@@ -235,7 +237,10 @@ impl Uia {
         let uia = unsafe { el.e.SetFocus() };
         match (uia, el.hwnd) {
             (Ok(()), _) => Ok(()),
-            (Err(_), Some(w)) if window::focus_native(w) => Ok(()),
+            (Err(_), Some(w)) if window::focus_native(w, self.opts.foreground_wait) => {
+                tracing::debug!("fallback: Win32 focus (UIA SetFocus failed)");
+                Ok(())
+            }
             (Err(e), _) => Err(BackendError::Failed(format!(
                 "cannot focus this control here (SetFocus: {}); click it instead",
                 e.message()

@@ -24,7 +24,7 @@ use self::actions::Written;
 use self::uia::Uia;
 use crate::backend::{
     Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
-    ScreenInfo, TreeLimits, WindowInfo,
+    ScreenInfo, TreeLimits, WindowInfo, WindowsOptions,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -34,17 +34,17 @@ type Job = Box<dyn FnOnce(&mut Uia) + Send>;
 /// UI Automation + Win32.
 pub struct UiaBackend {
     jobs: mpsc::Sender<Job>,
+    opts: WindowsOptions,
 }
 
 impl UiaBackend {
-    /// Starts the UIA thread and creates the automation object; the backend keeps at most
-    /// `max_handles` control handles (see [`crate::handles`]).
-    pub fn start(max_handles: usize) -> BackendResult<Self> {
+    /// Starts the UIA thread and creates the automation object.
+    pub fn start(opts: WindowsOptions) -> BackendResult<Self> {
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel::<BackendResult<()>>();
         std::thread::Builder::new()
             .name("uia".into())
-            .spawn(move || match Uia::new(max_handles) {
+            .spawn(move || match Uia::new(opts) {
                 Ok(mut uia) => {
                     let _ = ready_tx.send(Ok(()));
                     while let Ok(job) = rx.recv() {
@@ -61,7 +61,7 @@ impl UiaBackend {
         ready_rx
             .recv()
             .map_err(|_| BackendError::Unavailable("the UI Automation thread stopped".into()))??;
-        Ok(Self { jobs })
+        Ok(Self { jobs, opts })
     }
 
     async fn call<T: Send + 'static>(
@@ -108,8 +108,8 @@ impl Backend for UiaBackend {
     }
 
     async fn activate(&self, w: &WindowInfo) -> BackendResult<WindowInfo> {
-        let handle = w.handle;
-        let shown = tokio::task::spawn_blocking(move || window::activate(handle))
+        let (handle, wait) = (w.handle, self.opts.foreground_wait);
+        let shown = tokio::task::spawn_blocking(move || window::activate(handle, wait))
             .await
             .map_err(|_| BackendError::Failed("activation was interrupted".into()))?;
         if !shown {

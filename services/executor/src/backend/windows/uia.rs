@@ -32,6 +32,7 @@ use super::props::{self, From};
 use super::{win32, window};
 use crate::backend::{
     BackendError, BackendResult, ControlHandle, ControlState, RawNode, RawTree, TreeLimits,
+    WindowsOptions,
 };
 use crate::handles::{ElementKey, HandleTable};
 use crate::uia_types::control_type_name;
@@ -52,10 +53,11 @@ pub(super) struct Uia {
     walker: IUIAutomationTreeWalker,
     cache: Option<IUIAutomationCacheRequest>,
     pub(super) handles: HandleTable<Element>,
+    pub(super) opts: WindowsOptions,
 }
 
 impl Uia {
-    pub(super) fn new(max_handles: usize) -> BackendResult<Self> {
+    pub(super) fn new(opts: WindowsOptions) -> BackendResult<Self> {
         // SAFETY: COM initialisation and object creation on this thread, which owns the objects.
         unsafe {
             let _ = SetProcessDpiAwarenessContext(DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2);
@@ -100,7 +102,8 @@ impl Uia {
                 automation,
                 walker,
                 cache,
-                handles: HandleTable::new(max_handles),
+                handles: HandleTable::new(opts.max_control_handles),
+                opts,
             })
         }
     }
@@ -119,6 +122,7 @@ impl Uia {
                 return Ok(e);
             }
             let e = self.automation.ElementFromHandle(hwnd)?;
+            tracing::debug!("fallback: ElementFromHandle + BuildUpdatedCache");
             Ok(self.cached(e))
         }
     }
@@ -162,6 +166,12 @@ impl Uia {
                     Some(Element { e, hwnd: Some(c) })
                 })
                 .collect();
+            if !kids.is_empty() {
+                tracing::debug!(
+                    found = kids.len(),
+                    "fallback: child windows (the walker found none)"
+                );
+            }
         }
         kids
     }
@@ -169,7 +179,6 @@ impl Uia {
     fn node(
         &self,
         el: &Element,
-        handle: u64,
         parent: Option<usize>,
         depth: u32,
         max_value_chars: usize,
@@ -178,7 +187,8 @@ impl Uia {
         let control_type =
             control_type_name(props::int(e, UIA_ControlTypePropertyId, From::Cache).unwrap_or(0));
         RawNode {
-            handle: ControlHandle(handle.to_string()),
+            // Set by the caller once the element is in the handle table.
+            handle: ControlHandle(String::new()),
             parent,
             depth,
             name: props::string(e, UIA_NamePropertyId, From::Cache),
@@ -190,7 +200,7 @@ impl Uia {
             visible: !props::boolean(e, UIA_IsOffscreenPropertyId, From::Cache).unwrap_or(false),
             automation_id: props::string(e, UIA_AutomationIdPropertyId, From::Cache),
             value: if matches!(control_type, "Edit" | "Document") {
-                value(el, max_value_chars)
+                value(el, max_value_chars, &self.opts)
             } else {
                 String::new()
             },
@@ -227,15 +237,9 @@ impl Uia {
             let key = props::runtime_id(&el.e, UIA_RuntimeIdPropertyId)
                 .map(ElementKey::Runtime)
                 .or(el.hwnd.map(ElementKey::Native));
-            let node_handle = {
-                let node = self.node(&el, 0, parent, depth, limits.max_value_chars);
-                let h = self.handles.insert(walk, window, key, el);
-                RawNode {
-                    handle: ControlHandle(h.to_string()),
-                    ..node
-                }
-            };
-            nodes.push(node_handle);
+            let mut node = self.node(&el, parent, depth, limits.max_value_chars);
+            node.handle = ControlHandle(self.handles.insert(walk, window, key, el).to_string());
+            nodes.push(node);
             stack.extend(kids.into_iter().rev().map(|c| (c, Some(me), depth + 1)));
         }
         self.handles.finish(walk, window, !truncated);
@@ -260,13 +264,13 @@ impl Uia {
 
 /// The current text of an editable control, at most `max` characters; empty for password fields.
 /// The Value property, else the window text of a native edit (where UIA gives no Value).
-fn value(el: &Element, max: usize) -> String {
+fn value(el: &Element, max: usize, opts: &WindowsOptions) -> String {
     if max == 0 || props::boolean(&el.e, UIA_IsPasswordPropertyId, From::Live).unwrap_or(false) {
         return String::new();
     }
     let mut v = props::string(&el.e, UIA_ValueValuePropertyId, From::Live);
     if v.is_empty()
-        && let Some(t) = el.hwnd.and_then(window::window_text)
+        && let Some(t) = el.hwnd.and_then(|h| window::window_text(h, opts))
     {
         v = t;
     }

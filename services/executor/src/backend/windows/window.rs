@@ -21,16 +21,8 @@ use windows::Win32::UI::WindowsAndMessaging::{
 use windows::core::{BOOL, PWSTR};
 
 use super::win32::{self, hwnd, rect, werr};
-use crate::backend::{BackendResult, WindowInfo};
+use crate::backend::{BackendResult, WindowInfo, WindowsOptions};
 use crate::geometry::Rect;
-
-/// How long activation waits to see the window become the foreground one (the switch completes on
-/// the target's thread, asynchronously).
-const FOREGROUND_WAIT: Duration = Duration::from_millis(1000);
-/// How long a native control may take to answer WM_GETTEXT before it counts as hung.
-const TEXT_TIMEOUT_MS: u32 = 2000;
-/// The longest window text read (characters).
-const MAX_TEXT_CHARS: usize = 16 * 1024 * 1024;
 
 unsafe extern "system" fn collect(h: HWND, data: LPARAM) -> BOOL {
     // SAFETY: `data` is the `Vec` passed by the enumerating function and outlives the enumeration.
@@ -126,7 +118,8 @@ pub fn windows() -> BackendResult<Vec<WindowInfo>> {
 /// the last input event or shares the foreground thread's input state, so (the documented ways) this
 /// first sends a zero-distance mouse move, then attaches to the foreground thread's input around the
 /// call, and finally waits (bounded) until the switch is seen.
-pub fn activate(handle: u64) -> bool {
+/// `wait` bounds that last wait (the switch completes asynchronously on the target's thread).
+pub fn activate(handle: u64, wait: Duration) -> bool {
     let h = hwnd(handle);
     // SAFETY: window management calls on a handle; the input attachment is undone before returning.
     unsafe {
@@ -151,7 +144,7 @@ pub fn activate(handle: u64) -> bool {
         if attached {
             let _ = AttachThreadInput(me, fg_thread, false);
         }
-        let until = Instant::now() + FOREGROUND_WAIT;
+        let until = Instant::now() + wait;
         while GetForegroundWindow() != h {
             if Instant::now() >= until {
                 return false;
@@ -206,7 +199,8 @@ pub fn window_rect(handle: u64) -> Option<Rect> {
 
 /// The text of a native control (an edit's content, a button's caption) through WM_GETTEXT, which
 /// unlike GetWindowText reaches controls of other processes; `None` when it does not answer.
-pub fn window_text(handle: u64) -> Option<String> {
+/// `opts` bounds the wait for an answer and the length read.
+pub fn window_text(handle: u64, opts: &WindowsOptions) -> Option<String> {
     let h = hwnd(handle);
     let ask = |msg: u32, wparam: usize, lparam: isize| {
         let mut out = 0usize;
@@ -218,13 +212,13 @@ pub fn window_text(handle: u64) -> Option<String> {
                 WPARAM(wparam),
                 LPARAM(lparam),
                 SMTO_ABORTIFHUNG,
-                TEXT_TIMEOUT_MS,
+                u32::try_from(opts.native_text_timeout.as_millis()).unwrap_or(u32::MAX),
                 Some(&mut out),
             )
         };
         (r.0 != 0).then_some(out)
     };
-    let len = ask(WM_GETTEXTLENGTH, 0, 0)?.min(MAX_TEXT_CHARS);
+    let len = ask(WM_GETTEXTLENGTH, 0, 0)?.min(opts.max_native_text_chars);
     let mut buf = vec![0u16; len + 1];
     let got = ask(WM_GETTEXT, buf.len(), buf.as_mut_ptr() as isize)?.min(len);
     Some(String::from_utf16_lossy(&buf[..got]))
@@ -232,7 +226,8 @@ pub fn window_text(handle: u64) -> Option<String> {
 
 /// Gives a native control the keyboard focus: its top-level window is activated, then this thread
 /// shares the control's input state for the `SetFocus` call. True once the control has the focus.
-pub fn focus_native(handle: u64) -> bool {
+/// `wait` bounds the activation.
+pub fn focus_native(handle: u64, wait: Duration) -> bool {
     let h = hwnd(handle);
     // SAFETY: window and input-state calls on handles; the attachment is undone before returning.
     unsafe {
@@ -247,7 +242,7 @@ pub fn focus_native(handle: u64) -> bool {
             }
             top = p;
         }
-        let _ = activate(top.0 as usize as u64);
+        let _ = activate(top.0 as usize as u64, wait);
         let me = GetCurrentThreadId();
         let target = GetWindowThreadProcessId(h, None);
         if target == 0 {

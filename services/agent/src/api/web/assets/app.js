@@ -332,15 +332,19 @@
       form.addEventListener('submit', async (ev) => {
         ev.preventDefault();
         // Answers go in the order of the questions shown (the API answers pending questions in order).
-        try { await api(task.links.answers, { method: 'POST', body: { answers: inputs.map((i) => i.value) } }); await refresh(); } catch (e) { flash(out, e); }
+        // Bound to the questions on screen: their ids travel with the answers, and a question no longer
+        // pending is refused (409) rather than answered.
+        const body = { answers: inputs.map((i) => i.value) };
+        if (task.pending_questions.every((q) => q.id !== undefined)) body.question_ids = task.pending_questions.map((q) => q.id);
+        try { await api(task.links.answers, { method: 'POST', body }); await refresh(); } catch (e) { flash(out, e); }
       });
       parts.push(h('section', { class: 'ask' }, form));
     }
     const held = task.held_action;
     if (held) {
       const reason = h('input', { type: 'text', id: 'decision-reason', size: 40, placeholder: 'reason (optional)' });
-      // Bound to the action on screen: the step that proposed it travels with the decision's display, and
-      // a decision arriving after the hold changed is refused by the API (409) rather than applied.
+      // Bound to the action on screen: its id travels with the decision, and a decision arriving after the
+      // hold changed is refused by the API (409) rather than applied to another action.
       const decide = (approve) => async () => {
         const body = { approve };
         if (reason.value) body.reason = reason.value;

@@ -152,6 +152,30 @@ async fn directory_backend_conforms() {
     assert_eq!(store.list().await.unwrap().len(), 3);
 }
 
+/// Part files left by a crashed write are removed when the store is opened again; fresh ones (a write in
+/// flight) are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_backend_removes_stale_part_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirBlobStore::open(dir.path()).unwrap();
+    let (stale, fresh) = (
+        store.root().join("tmp").join("crashed.part"),
+        store.root().join("tmp").join("writing.part"),
+    );
+    std::fs::write(&stale, b"half a blob").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(2 * 3600))
+        .unwrap();
+    std::fs::write(&fresh, b"in flight").unwrap();
+    DirBlobStore::open(dir.path()).unwrap();
+    assert!(!stale.exists(), "the stale part file is still there");
+    assert!(fresh.exists(), "a fresh part file was removed");
+    assert!(store.list().await.unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn directory_backend_sweeps() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,6 +16,10 @@ use super::{BlobError, BlobHash, BlobInfo, BlobResult, BlobStore, verified_hash}
 
 /// Subdirectory for in-flight writes (never listed as blobs).
 const TMP_DIR: &str = "tmp";
+
+/// Age after which a part file in [`TMP_DIR`] is a leftover of a crashed write (no write takes this long),
+/// removed when the store is opened.
+const STALE_PART: Duration = Duration::from_secs(3600);
 
 /// Blobs as files under one root directory.
 #[derive(Debug, Clone)]
@@ -29,6 +33,7 @@ impl DirBlobStore {
         let root = root.into();
         fs::create_dir_all(root.join(TMP_DIR))?;
         sync_dir(&root)?;
+        remove_stale_parts(&root.join(TMP_DIR), STALE_PART)?;
         Ok(Self { root })
     }
 
@@ -58,6 +63,25 @@ impl DirBlobStore {
 /// Fsyncs a directory so a rename or a new entry in it is durable.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Removes part files older than `age` (left by a write that crashed before its rename).
+fn remove_stale_parts(tmp: &Path, age: Duration) -> io::Result<()> {
+    let now = SystemTime::now();
+    for entry in fs::read_dir(tmp)? {
+        let entry = entry?;
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| now.duration_since(t).is_ok_and(|a| a >= age));
+        if old {
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 fn write_blob(root: &Path, shard: &Path, path: &Path, bytes: &[u8]) -> BlobResult<()> {

@@ -350,6 +350,7 @@ impl SessionStore for SessionService {
             content_type: required("content_type", r.content_type)?,
             data: validate::artifact_data("data", r.data, self.limits.validation())?,
             metadata: validate::object(r.metadata),
+            blob: None,
         };
         Ok(Response::new(
             self.store.put_artifact(artifact).await.map_err(status)?,

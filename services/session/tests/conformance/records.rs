@@ -105,6 +105,7 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     let id = session(&*store).await;
     let artifact = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 1,
             kind: ArtifactKind::CleanScreenshot,
@@ -292,6 +293,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // Images keep their metadata; indices are per kind.
     let image = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -303,6 +305,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
         .unwrap();
     let same_bytes = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -321,6 +324,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // The same reference put again with other metadata: the stored one stands and is returned.
     let again = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -334,6 +338,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // No session, no artifact.
     let orphan = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: Uuid::new_v4(),
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -514,6 +519,7 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     // One artifact put beforehand and linked, two carried by the step.
     let desktop = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 1,
             kind: ArtifactKind::DesktopScreenshot,

@@ -101,6 +101,10 @@ impl Store for SqlStore {
         self.get_artifact_impl(key).await
     }
 
+    async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>> {
+        self.referenced_blobs_impl(hashes).await
+    }
+
     async fn append_events(
         &self,
         id: Uuid,

@@ -141,10 +141,11 @@ impl Store for BlobbedStore {
     async fn list_sessions(
         &self,
         status: Option<SessionStatus>,
+        owner: Option<&str>,
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
-        self.inner.list_sessions(status, cursor, limit).await
+        self.inner.list_sessions(status, owner, cursor, limit).await
     }
 
     async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session> {

@@ -122,7 +122,7 @@ async fn caller_named_addresses_are_refused_and_metadata_addresses_always() {
             json!({"request": "x", "executor": executor}),
         )
         .await;
-        assert_eq!(status, 422, "{executor}: {body}");
+        assert_eq!(status, 400, "{executor}: {body}");
         assert_eq!(body["code"], "invalid_argument", "{executor}");
         assert!(body["message"].as_str().unwrap().contains("executor"));
     }
@@ -210,7 +210,7 @@ async fn an_unpriced_model_is_refused_at_submission_unless_a_default_price_is_se
         json!({"request": "x", "model": {"app_model": "free-lunch-1"}, "limits": {"max_cost": 0.5}}),
     )
     .await;
-    assert_eq!(status, 422, "{body}");
+    assert_eq!(status, 400, "{body}");
     assert!(body["message"].as_str().unwrap().contains("free-lunch-1"));
     assert!(
         body["message"]

@@ -61,7 +61,12 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::healthz))
         .routes(routes!(rest::readyz))
         .split_for_parts();
-    let document = openapi::finish(doc, state.tasks.limits(), state.tasks.executors());
+    let document = openapi::finish(
+        doc,
+        state.tasks.limits(),
+        state.tasks.executors(),
+        state.tasks.prices(),
+    );
     let max_body = state.tasks.limits().max_body_bytes;
     api.merge(web::router(&state))
         .route(

@@ -86,6 +86,7 @@ pub fn finish(
     doc: OpenApi,
     limits: &ApiConfig,
     executors: &crate::executors::ExecutorRegistry,
+    prices: &super::validate::PriceCheck,
 ) -> Json {
     let mut doc = serde_json::to_value(doc).unwrap_or_else(|_| json!({}));
     if let Some(paths) = doc.get_mut("paths").and_then(Json::as_object_mut) {
@@ -207,6 +208,34 @@ pub fn finish(
         obj.insert(
             "pattern".into(),
             json!(format!("^({})?$", alternatives.join("|"))),
+        );
+    }
+    // Models: without a default price only priced models are accepted (issue 16), so the schema says so.
+    for field in ["host_model", "app_model"] {
+        let Some((names, default_priced)) = prices.choices(field) else {
+            continue;
+        };
+        let alternatives: Vec<String> = names.iter().map(|n| regex_escape(n)).collect();
+        let optional = if default_priced { "?" } else { "" };
+        if let Some(obj) = doc
+            .pointer_mut(&format!("/components/schemas/ModelBody/properties/{field}"))
+            .and_then(Json::as_object_mut)
+        {
+            obj.insert(
+                "pattern".into(),
+                json!(format!("^({}){optional}$", alternatives.join("|"))),
+            );
+        }
+    }
+    // Cancel's body is optional, but when present it is an object (`null` is refused like `[]`).
+    if let Some(body) = doc
+        .pointer_mut("/paths/~1v1~1tasks~1{id}~1cancel/post/requestBody")
+        .and_then(Json::as_object_mut)
+    {
+        body.insert("required".into(), json!(false));
+        body.insert(
+            "content".into(),
+            json!({"application/json": {"schema": {"$ref": "#/components/schemas/CancelBody"}}}),
         );
     }
     doc

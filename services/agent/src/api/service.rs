@@ -124,7 +124,7 @@ impl Tasks {
         &self.executors
     }
 
-    pub(super) fn prices(&self) -> &PriceCheck {
+    pub(crate) fn prices(&self) -> &PriceCheck {
         &self.prices
     }
 

@@ -37,6 +37,23 @@ impl PriceCheck {
         }
     }
 
+    /// The model names a submission may choose for `field` (`host_model` or `app_model`), as the
+    /// OpenAPI pattern documents them: the priced models, and empty (the default) when the default is
+    /// priced. `None` when every name is accepted (the operator set a default price).
+    pub(super) fn choices(&self, field: &str) -> Option<(Vec<String>, bool)> {
+        if self.prices.has_default() {
+            return None;
+        }
+        let default = if field == "host_model" {
+            &self.host_model
+        } else {
+            &self.app_model
+        };
+        let mut names: Vec<String> = self.prices.models().map(str::to_owned).collect();
+        names.sort();
+        Some((names, self.prices.price(default).is_some()))
+    }
+
     /// The first model of a task choosing `host`/`app` (empty: the default) that has no price.
     fn unpriced(&self, host: &str, app: &str) -> Option<(&'static str, String)> {
         let pick = |chosen: &str, default: &str| {
@@ -90,7 +107,7 @@ impl Tasks {
     fn resolve_executor(&self, executor: &str) -> Result<(String, String), ApiError> {
         self.executors()
             .resolve(executor)
-            .map_err(|refusal| ApiError::unprocessable(refusal.to_string()))
+            .map_err(|refusal| ApiError::invalid(refusal.to_string()))
     }
 
     /// Validates a submission and resolves its defaults.
@@ -138,7 +155,7 @@ impl Tasks {
             }
         }
         if let Some((field, name)) = self.prices().unpriced(&model.host_model, &model.app_model) {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "{field}: model {name:?} has no price, so limits.max_cost cannot hold; the operator must \
                  price it (--llm-prices) or set --llm-default-price"
             )));

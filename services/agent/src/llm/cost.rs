@@ -75,6 +75,16 @@ impl PriceTable {
         Ok(table)
     }
 
+    /// The models priced by name.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        self.prices.keys().map(String::as_str)
+    }
+
+    /// Whether models not in the table have the operator's default price.
+    pub fn has_default(&self) -> bool {
+        self.default.is_some()
+    }
+
     /// The same table pricing every other model at `default`.
     pub fn with_default(mut self, default: Option<Price>) -> Self {
         self.default = default;

@@ -69,6 +69,11 @@ pub struct ApiConfig {
     )]
     pub api_keys: Vec<String>,
 
+    /// Names of the API keys that are admins (see every caller's tasks), comma-separated; every other key
+    /// is a user, which sees and acts on only the tasks it submitted.
+    #[arg(long = "api-admins", env = "UFO_API_ADMINS", value_delimiter = ',')]
+    pub api_admins: Vec<String>,
+
     /// A file with one API key per line (`name:key` or `key`; `#` starts a comment).
     #[arg(long = "api-keys-file", env = "UFO_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
@@ -289,6 +294,21 @@ pub struct RunnerConfig {
     )]
     pub confirm_timeout_seconds: u64,
 
+    /// Attempts of a store write (RecordStep, an intent, a status) while the session service is
+    /// unreachable or reports a transient failure, with exponential backoff from 100 ms to 5 s (default 8,
+    /// about 15 s); then the task is released. A deterministic refusal fails the task at once.
+    #[arg(
+        long = "store-retry-attempts",
+        env = "UFO_STORE_RETRY_ATTEMPTS",
+        default_value_t = 8
+    )]
+    pub store_retry_attempts: u32,
+
+    /// Releases without a recorded step after which a claimed task fails instead of running again
+    /// (default 5).
+    #[arg(long = "max-releases", env = "UFO_MAX_RELEASES", default_value_t = 5)]
+    pub max_releases: u32,
+
     /// Bearer token sent to executors; unset sends none.
     #[arg(
         long = "executor-token",
@@ -337,4 +357,14 @@ pub struct RunnerConfig {
     /// the next runner observes again), in milliseconds (default 20000).
     #[arg(long = "drain-ms", env = "UFO_DRAIN_MS", default_value_t = 20_000)]
     pub drain_ms: u64,
+}
+
+impl RunnerConfig {
+    /// How store writes are retried (`--store-retry-attempts`).
+    pub fn store_retry(&self) -> crate::runner::retry::Retry {
+        crate::runner::retry::Retry {
+            attempts: self.store_retry_attempts.max(1),
+            ..Default::default()
+        }
+    }
 }

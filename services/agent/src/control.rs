@@ -46,6 +46,7 @@ impl HeldAction {
     /// As the API shows it.
     pub fn to_proto(&self) -> v1::HeldAction {
         v1::HeldAction {
+            id: self.id.clone(),
             agent_name: self.agent_name.clone(),
             function: self.function.clone(),
             arguments_json: self.arguments_json.clone(),

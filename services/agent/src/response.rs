@@ -196,8 +196,6 @@ names! {
         Rejected = "REJECTED",
         /// The held action was approved and run.
         Approved = "APPROVED",
-        /// The held action was approved, but a runner stopped while running it.
-        ApprovedOutcomeUnknown = "APPROVED_OUTCOME_UNKNOWN",
     }
 }
 
@@ -532,9 +530,6 @@ mod tests {
         assert_eq!(back, AppStatus::Screenshot);
         assert!(HostStatus::Assign.acts() && !HostStatus::Confirm.acts());
         assert!(AppStatus::Finish.acts() && !AppStatus::Pending.acts());
-        assert_eq!(
-            Outcome::ApprovedOutcomeUnknown.to_string(),
-            "APPROVED_OUTCOME_UNKNOWN"
-        );
+        assert_eq!(Outcome::Rejected.to_string(), "REJECTED");
     }
 }

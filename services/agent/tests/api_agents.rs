@@ -83,7 +83,7 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
         &http,
         reqwest::Method::POST,
         format!("{url}/answers"),
-        Some(json!({"answers": ["report.txt"]})),
+        Some(json!({"answers": ["report.txt"], "question_ids": [waiting["pending_questions"][0]["id"]]})),
     )
     .await;
     let done = eventually(60, "the end", || async {
@@ -134,6 +134,58 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
         texts[0]["id"], texts[1]["id"],
         "the answer names the question"
     );
+    agent.stop().await;
+    session.stop().await;
+}
+
+#[tokio::test]
+async fn a_model_reply_with_nul_is_recorded_sanitised_in_one_call() {
+    let session = Session::start().await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let services = common::services(&llm, AgentSettings::default());
+    let desktop = Arc::new(common::desktop());
+    let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
+        Arc::new(move |_| Ok(services.clone())),
+        Arc::new(move |_| Ok(desktop.clone() as Arc<dyn CommandDispatcher>)),
+    ));
+    let agent = Agent::start(
+        agent_config(
+            &session.url,
+            &["--lease-ms", "5000", "--claim-interval-ms", "50"],
+        ),
+        Some(driver),
+    )
+    .await;
+    // NUL in the thought, the plan and the result: the store refuses NUL in text and JSON.
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"thought": "I see\u{0}it", "plan": ["a\u{0}"], "result": "done\u{0}", "comment": "x"}),
+    ));
+    let http = reqwest::Client::new();
+    let task = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/tasks", agent.http),
+        Some(json!({"request": "look"})),
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    let url = format!("{}/v1/tasks/{id}", agent.http);
+    let done = eventually(60, "the end", || async {
+        let t = call(&http, reqwest::Method::GET, url.clone(), None).await;
+        (t["status"] == "finished" || t["status"] == "failed").then_some(t)
+    })
+    .await;
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(done["result"], "done\u{FFFD}");
+    assert_eq!(
+        llm.requests().len(),
+        1,
+        "one model call, no claim/release loop"
+    );
+    let steps = all_steps(&session, &id).await;
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].thought, "I see\u{FFFD}it");
     agent.stop().await;
     session.stop().await;
 }
@@ -615,7 +667,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
         &http,
         reqwest::Method::POST,
         format!("{url}/confirmation"),
-        Some(json!({"approve": true, "reason": "go ahead"})),
+        Some(json!({"approve": true, "reason": "go ahead", "action_id": waiting["held_action"]["id"]})),
     )
     .await;
     assert!(answer.get("code").is_none(), "approved: {answer}");

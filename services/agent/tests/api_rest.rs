@@ -413,7 +413,7 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a"]})),
+            Some(json!({"answers": ["a"], "question_ids": ["q1-1"]})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -483,12 +483,21 @@ async fn steps_screenshots_and_answers() {
     assert_eq!(task["status"], "waiting");
     assert_eq!(task["state"], "HostAgent:PENDING");
     assert_eq!(task["pending_questions"].as_array().unwrap().len(), 2);
+    let q0 = task["pending_questions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let q1 = task["pending_questions"][1]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!q0.is_empty() && q0 != q1, "{task}");
     assert_error(
         &send(
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": ["a", "b", "c"]})),
+            Some(json!({"answers": ["a", "b", "c"], "question_ids": [q0, q1]})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -500,7 +509,7 @@ async fn steps_screenshots_and_answers() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/answers"),
-            Some(json!({"answers": []})),
+            Some(json!({"answers": [], "question_ids": []})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -511,19 +520,32 @@ async fn steps_screenshots_and_answers() {
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["report.txt"]})),
+        Some(json!({"answers": ["report.txt"], "question_ids": [q0]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
     assert_eq!(
         task["pending_questions"],
-        json!([{"index": 1, "question": "which folder?"}])
+        json!([{"id": q1, "index": 1, "question": "which folder?"}])
+    );
+    // An answer naming a question answered meanwhile is refused, saying what is pending now.
+    assert_error(
+        &send(
+            &app,
+            "POST",
+            &format!("/v1/tasks/{id}/answers"),
+            Some(json!({"answers": ["again"], "question_ids": [q0]})),
+        )
+        .await,
+        StatusCode::CONFLICT,
+        "failed_precondition",
+        &format!("pending now: {q1}"),
     );
     let (status, task) = send(
         &app,
         "POST",
         &format!("/v1/tasks/{id}/answers"),
-        Some(json!({"answers": ["docs"]})),
+        Some(json!({"answers": ["docs"], "question_ids": [q1]})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
@@ -544,7 +566,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": "h1"})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -556,7 +578,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": "yes"})),
+            Some(json!({"approve": "yes", "action_id": "h1"})),
         )
         .await,
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -575,11 +597,43 @@ async fn confirmation_follow_ups_and_cancel() {
     let (_, task) = send(&app, "GET", &format!("/v1/tasks/{id}"), None).await;
     assert_eq!(task["held_action"]["function"], "click_input");
     assert_eq!(task["held_action"]["arguments"], json!({"id": "7"}));
+    let held_id = task["held_action"]["id"].as_str().unwrap().to_owned();
+    assert!(!held_id.is_empty(), "{task}");
+    for (body, status, mentions) in [
+        (
+            json!({"approve": true}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "action_id".to_owned(),
+        ),
+        (
+            json!({"approve": true, "action_id": ""}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("held now: {held_id} (click_input on \"Delete\")"),
+        ),
+        (
+            json!({"approve": true, "action_id": "h0"}),
+            StatusCode::CONFLICT,
+            format!("held now: {held_id}"),
+        ),
+    ] {
+        let (got, error) = send(
+            &app,
+            "POST",
+            &format!("/v1/tasks/{id}/confirmation"),
+            Some(body.clone()),
+        )
+        .await;
+        assert_eq!(got, status, "{body}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(&mentions),
+            "{body}: {error}"
+        );
+    }
     let (status, task) = send(
         &app,
         "POST",
         &format!("/v1/tasks/{id}/confirmation"),
-        Some(json!({"approve": false, "reason": "not that one"})),
+        Some(json!({"approve": false, "reason": "not that one", "action_id": held_id})),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{task}");
@@ -589,7 +643,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": held_id})),
         )
         .await,
         StatusCode::CONFLICT,
@@ -654,7 +708,7 @@ async fn confirmation_follow_ups_and_cancel() {
             &app,
             "POST",
             &format!("/v1/tasks/{other}/answers"),
-            Some(json!({"answers": ["x"]})),
+            Some(json!({"answers": ["x"], "question_ids": ["q1-1"]})),
         )
         .await,
         StatusCode::CONFLICT,

@@ -244,7 +244,7 @@ async fn questions_confirmations_cancel_and_limits() {
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{asks}/answers"),
-            Some(json!({"answers": ["notes.txt"]})),
+            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
         )
         .await;
     assert_eq!(status, 200);
@@ -263,6 +263,7 @@ async fn questions_confirmations_cancel_and_limits() {
             task_id: held.clone(),
             approve: true,
             reason: String::new(),
+            action_id: task["held_action"]["id"].as_str().unwrap().to_owned(),
         }))
         .await
         .unwrap()
@@ -271,12 +272,12 @@ async fn questions_confirmations_cancel_and_limits() {
     api.wait_status(&held, "finished").await;
     assert_eq!(api.steps(&held).await[1]["thought"], "decision Some(true)");
 
-    api.wait_status(&rejected, "waiting").await;
+    let task = api.wait_status(&rejected, "waiting").await;
     let (status, _) = api
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{rejected}/confirmation"),
-            Some(json!({"approve": false})),
+            Some(json!({"approve": false, "action_id": task["held_action"]["id"]})),
         )
         .await;
     assert_eq!(status, 200);
@@ -370,6 +371,7 @@ async fn runner_child() {
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver {
         action_log: Some(log.into()),
         honour_block,
+        executor: std::env::var("UFO_TEST_CHILD_EXECUTOR").ok(),
     });
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -456,10 +458,28 @@ async fn a_task_survives_sigkill_of_its_runner() {
         [1, 2, 3, 4, 5],
         "each step once"
     );
-    // Step 3 was produced again by the new runner, which observed first (it saw the 2 recorded steps).
+    // Step 3's action ran and its result was never recorded: the new runner recorded it from its intent,
+    // outcome unknown, and step 4 observed again (it saw the 3 recorded steps). Nothing ran twice.
+    assert_eq!(steps[2].comment, ufo_agent::runner::intent::UNKNOWN);
+    assert_eq!(steps[2].actions[0].function, "script_action");
     assert_eq!(
-        steps[2].observation,
-        format!("pid {second_pid} saw 2 steps")
+        steps[3].observation,
+        format!("pid {second_pid} saw 3 steps")
+    );
+    let ran: Vec<(u64, u32)> = action_log(&log)
+        .into_iter()
+        .filter(|(t, _, _)| *t == id)
+        .map(|(_, step, pid)| (step, pid))
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            (1, first_pid),
+            (2, first_pid),
+            (3, first_pid),
+            (4, second_pid),
+            (5, second_pid)
+        ]
     );
     assert_eq!(steps[1].observation, format!("pid {first_pid} saw 1 steps"));
 
@@ -489,12 +509,12 @@ async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
         .await;
     let mut first = spawn_runner(&session, &log, true);
     let first_pid = first.id().unwrap();
-    api.wait_status(&id, "waiting").await;
+    let task = api.wait_status(&id, "waiting").await;
     let (status, _) = api
         .call(
             reqwest::Method::POST,
             &format!("/v1/tasks/{id}/confirmation"),
-            Some(json!({"approve": true})),
+            Some(json!({"approve": true, "action_id": task["held_action"]["id"]})),
         )
         .await;
     assert_eq!(status, 200);
@@ -529,10 +549,14 @@ async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
     );
     let steps = api.steps(&id).await;
     assert_eq!(steps.len(), 4);
+    // The second runner found the intent of step 2 without its step: recorded with an unknown outcome.
     assert_eq!(
-        steps[1]["thought"],
-        "the approved action was already started; observed again"
+        steps[1]["comment"],
+        ufo_agent::runner::intent::UNKNOWN,
+        "{}",
+        steps[1]
     );
+    assert_eq!(steps[1]["actions"][0]["function"], "script_action");
     let events = all_events(&session, &id).await;
     assert_gapless(&events);
     let started: Vec<u64> = events
@@ -542,8 +566,8 @@ async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
         .collect();
     assert_eq!(
         started,
-        [2],
-        "one STEP_STARTED, written before the approved run"
+        [1, 2, 3, 4],
+        "one intent before each step's action, none replayed"
     );
     assert_eq!(count(&events, EventKind::StepFinished), 4);
 

@@ -137,11 +137,12 @@ async fn wait_status(base: &str, id: &str, status: &str) -> Value {
 }
 
 async fn approve(base: &str, id: &str) {
+    let (_, task) = call(base, reqwest::Method::GET, &format!("/v1/tasks/{id}"), None).await;
     let (status, body) = call(
         base,
         reqwest::Method::POST,
         &format!("/v1/tasks/{id}/confirmation"),
-        Some(json!({"approve": true})),
+        Some(json!({"approve": true, "action_id": task["held_action"]["id"]})),
     )
     .await;
     assert_eq!(status, 200, "{body}");

@@ -41,7 +41,6 @@ async fn confirm_holds_the_action_until_approved_then_runs_it() {
         decision: Some(Decision {
             approve: true,
             reason: "fine".into(),
-            already_started: false,
         }),
         ..TestHooks::default()
     };
@@ -71,57 +70,6 @@ async fn confirm_holds_the_action_until_approved_then_runs_it() {
 }
 
 #[tokio::test]
-async fn an_approved_action_an_earlier_runner_started_is_not_run_again() {
-    let llm = ScriptedLlm::start().await.unwrap();
-    let desktop = Arc::new(desktop());
-    let mut round = round(
-        services(&llm, AgentSettings::default()),
-        desktop.clone(),
-        "copy",
-    );
-    llm.push_json(&assign("0", "copy the note"));
-    llm.push_fn(confirm_click());
-    let hooks = TestHooks {
-        decision: Some(Decision {
-            approve: true,
-            reason: "approved".into(),
-            already_started: true,
-        }),
-        ..TestHooks::default()
-    };
-    round.next_step(&hooks).await.unwrap();
-    round.next_step(&hooks).await.unwrap();
-    assert_eq!(round.state(), "AppAgent/notes:CONFIRM");
-    let acted_before = desktop.actions().len();
-
-    let resolved = round.next_step(&hooks).await.unwrap();
-    assert_eq!(
-        desktop.actions().len(),
-        acted_before,
-        "nothing ran: the action may already have happened"
-    );
-    let action = &resolved.step.actions[0];
-    assert_eq!(action.function, "click_input");
-    assert_eq!(action.target_name, "Copy");
-    let result = action.result.as_ref().unwrap();
-    assert_eq!(result.status, v1::ResultStatus::None as i32);
-    assert!(result.error.contains("not run again"), "{}", result.error);
-    assert_eq!(resolved.memory_item["status"], "APPROVED_OUTCOME_UNKNOWN");
-    // The AppAgent stays in charge and observes the window before deciding anything else.
-    assert_eq!(round.state(), "AppAgent/notes:CONTINUE");
-    assert!(round.held_action().is_none());
-    let requests = llm.requests().len();
-    llm.push_json(&app("FINISH", json!([]), "copied"));
-    let next = round.next_step(&hooks).await.unwrap();
-    assert_eq!(
-        llm.requests().len(),
-        requests + 1,
-        "a fresh look and decision"
-    );
-    assert_eq!(next.step.agent_name, "AppAgent/notes");
-}
-
-#[tokio::test]
 async fn confirm_rejected_finishes_the_subtask_and_returns_to_the_host() {
     let llm = ScriptedLlm::start().await.unwrap();
     let desktop = Arc::new(desktop());
@@ -136,7 +84,6 @@ async fn confirm_rejected_finishes_the_subtask_and_returns_to_the_host() {
         decision: Some(Decision {
             approve: false,
             reason: "not now".into(),
-            already_started: false,
         }),
         ..TestHooks::default()
     };
@@ -382,7 +329,6 @@ async fn confirm_policy_always_holds_every_action() {
         decision: Some(Decision {
             approve: true,
             reason: String::new(),
-            already_started: false,
         }),
         ..TestHooks::default()
     };
@@ -453,7 +399,6 @@ async fn an_approved_action_is_checked_again_before_it_runs() {
         decision: Some(Decision {
             approve: true,
             reason: "ok".into(),
-            already_started: false,
         }),
         ..TestHooks::default()
     };

@@ -165,22 +165,32 @@ impl ApiClient {
         self.call(Method::GET, &path, None).await
     }
 
-    /// `POST /v1/tasks/{id}/answers`.
-    pub async fn answer(&self, id: &str, answers: &[String]) -> Result<Value, CliError> {
+    /// `POST /v1/tasks/{id}/answers`: `answers[i]` answers the pending question `question_ids[i]`.
+    pub async fn answer(
+        &self,
+        id: &str,
+        question_ids: &[String],
+        answers: &[String],
+    ) -> Result<Value, CliError> {
         let path = format!("/v1/tasks/{}/answers", encode(id));
-        self.call(Method::POST, &path, Some(json!({ "answers": answers })))
-            .await
+        self.call(
+            Method::POST,
+            &path,
+            Some(json!({ "answers": answers, "question_ids": question_ids })),
+        )
+        .await
     }
 
-    /// `POST /v1/tasks/{id}/confirmation`.
+    /// `POST /v1/tasks/{id}/confirmation` deciding the held action `action_id` (and no other).
     pub async fn confirm(
         &self,
         id: &str,
+        action_id: &str,
         approve: bool,
         reason: Option<&str>,
     ) -> Result<Value, CliError> {
         let path = format!("/v1/tasks/{}/confirmation", encode(id));
-        let mut body = json!({ "approve": approve });
+        let mut body = json!({ "approve": approve, "action_id": action_id });
         if let Some(reason) = reason {
             body["reason"] = json!(reason);
         }

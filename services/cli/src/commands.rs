@@ -55,10 +55,8 @@ pub async fn resolve(api: &ApiClient, given: &str) -> Result<String, CliError> {
         });
     }
     if given.is_empty() || !given.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return Err(CliError::InvalidArgument {
-            flag: "task id",
-            reason: format!("{given:?} is neither a task id, a prefix of one, nor `last`"),
-        });
+        // Not a UUID prefix: passed on as it is, and the service says whether such a task exists.
+        return Ok(given.to_owned());
     }
     let wanted = given.to_ascii_lowercase();
     let mut matches = Vec::new();
@@ -235,7 +233,29 @@ pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
 /// `ufo answer`.
 pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
-    let task = api.answer(&id, &args.answers).await?;
+    // Without --question, the answers go to the questions pending now, in order; they are shown first so
+    // the person sees what is being answered, and the ids sent bind each answer to its question.
+    let ids = if args.question.is_empty() {
+        let task = api.get(&id).await?;
+        let pending: Vec<(String, String)> = task
+            .get("pending_questions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|q| {
+                let text = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_owned);
+                Some((text("id")?, text("question")?))
+            })
+            .take(args.answers.len())
+            .collect();
+        for (qid, question) in &pending {
+            println!("{qid}: {question}");
+        }
+        pending.into_iter().map(|(qid, _)| qid).collect()
+    } else {
+        args.question.clone()
+    };
+    let task = api.answer(&id, &ids, &args.answers).await?;
     println!("answered; task is {}", status_of(&task));
     Ok(Outcome::Success)
 }
@@ -243,8 +263,32 @@ pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliErro
 /// `ufo confirm`.
 pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
+    // Without --action, the action held now is shown and exactly that one is decided.
+    let action_id = match &args.action {
+        Some(action) => action.clone(),
+        None => {
+            let task = api.get(&id).await?;
+            let held = task
+                .get("held_action")
+                .filter(|h| h.is_object())
+                .ok_or_else(|| CliError::InvalidArgument {
+                    flag: "task id",
+                    reason: format!("task {id} holds no action for confirmation"),
+                })?;
+            println!("held action: {}", crate::render::held_text(held));
+            held.get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        }
+    };
     let task = api
-        .confirm(&id, args.approve && !args.reject, args.reason.as_deref())
+        .confirm(
+            &id,
+            &action_id,
+            args.approve && !args.reject,
+            args.reason.as_deref(),
+        )
         .await?;
     let verb = if args.approve { "approved" } else { "rejected" };
     println!("{verb}; task is {}", status_of(&task));

@@ -365,9 +365,14 @@ pub struct AnswerArgs {
     /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
 
-    /// One answer per pending question, in order.
+    /// One answer per pending question, in order (or per `--question`).
     #[arg(required = true)]
     pub answers: Vec<String>,
+
+    /// Id of the pending question each answer answers (`pending_questions[].id`), repeated in the order
+    /// of the answers. Without it the answers go to the questions pending now, in order.
+    #[arg(long = "question")]
+    pub question: Vec<String>,
 }
 
 /// `ufo confirm`.
@@ -375,6 +380,11 @@ pub struct AnswerArgs {
 pub struct ConfirmArgs {
     /// Task id (a unique prefix of it, or `last` for the newest task).
     pub id: String,
+
+    /// Id of the held action decided (`held_action.id`, shown by `ufo show`). Without it, the action held
+    /// now is shown and decided; a different action held by then is refused by the service.
+    #[arg(long = "action")]
+    pub action: Option<String>,
 
     /// Approve the held action (run it).
     #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]

@@ -214,18 +214,22 @@ impl Follower {
     /// Prompts for whatever the task waits on right now (it may already be answered when replaying).
     async fn ask_person(&mut self, task_id: &str) -> Result<(), CliError> {
         let task = self.api.get(task_id).await?;
-        let questions: Vec<String> = task
+        // (id, question): the answers name the questions shown, so they cannot land on others.
+        let questions: Vec<(String, String)> = task
             .get("pending_questions")
             .and_then(Value::as_array)
             .map(|qs| {
                 qs.iter()
-                    .filter_map(|q| q.get("question").and_then(Value::as_str).map(str::to_owned))
+                    .filter_map(|q| {
+                        let text = |k: &str| q.get(k).and_then(Value::as_str).map(str::to_owned);
+                        Some((text("id")?, text("question")?))
+                    })
                     .collect()
             })
             .unwrap_or_default();
         if !questions.is_empty() {
             let mut answers = Vec::with_capacity(questions.len());
-            for question in &questions {
+            for (_, question) in &questions {
                 match self.read_line(&format!("? {question}\n> ")).await? {
                     Some(answer) => answers.push(answer),
                     None => {
@@ -234,7 +238,8 @@ impl Follower {
                     }
                 }
             }
-            self.api.answer(task_id, &answers).await?;
+            let ids: Vec<String> = questions.into_iter().map(|(id, _)| id).collect();
+            self.api.answer(task_id, &ids, &answers).await?;
             return Ok(());
         }
         if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
@@ -251,7 +256,10 @@ impl Follower {
             match self.read_line(&prompt).await? {
                 Some(answer) => {
                     let approve = matches!(answer.trim().to_lowercase().as_str(), "y" | "yes");
-                    self.api.confirm(task_id, approve, None).await?;
+                    // The decision names the action displayed: if another was decided meanwhile and a
+                    // newer one is held, the service refuses (409) instead of deciding the newer one.
+                    let action_id = held.get("id").and_then(Value::as_str).unwrap_or_default();
+                    self.api.confirm(task_id, action_id, approve, None).await?;
                 }
                 None => println!(
                     "(no decision given; decide later with `ufo confirm {task_id} --approve|--reject`)"

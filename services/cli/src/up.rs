@@ -242,7 +242,7 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             }
             (Some(url), Some(Desktop::Headless)) => {
                 println!("  executor       {url}   (its own headless desktop)");
-                print_desktop(&desktop_info);
+                print_desktop(&desktop_info, &agent_http);
             }
             (Some(url), None) => println!("  executor       {url}   (remote)"),
             (None, _) => println!("  executor       none: {}", no_executor_reason(&args)),
@@ -302,7 +302,7 @@ fn no_executor_reason(args: &UpArgs) -> String {
 }
 
 /// How to look at the headless desktop.
-fn print_desktop(info: &Path) {
+fn print_desktop(info: &Path, agent_http: &str) {
     let text = std::fs::read_to_string(info).unwrap_or_default();
     let display = text
         .lines()
@@ -312,7 +312,9 @@ fn print_desktop(info: &Path) {
         "  desktop        Xvfb display {display} (stopped with ufo up; DISPLAY and bus address in {})",
         info.display()
     );
-    println!("                 see it: `ufo screenshot <task> <step>` saves what each step saw");
+    println!(
+        "                 see it: the viewer at {agent_http}/ shows each step's screenshots (or `ufo screenshot <task> <step>`)"
+    );
     if find_program("x11vnc").is_some() {
         println!(
             "                 live: x11vnc -display {display} -localhost -nopw -forever, then a VNC viewer on 127.0.0.1:5900"

@@ -97,7 +97,7 @@ impl RequireBearer {
             return Ok(());
         };
         let presented = header
-            .and_then(|h| h.strip_prefix(b"Bearer "))
+            .and_then(bearer)
             .ok_or_else(|| Status::unauthenticated("missing bearer token"))?;
         if constant_time_eq(presented, expected) {
             Ok(())
@@ -117,6 +117,17 @@ impl Interceptor for RequireBearer {
         )?;
         Ok(request)
     }
+}
+
+/// The credentials of an `authorization` value using the `Bearer` scheme, which is matched
+/// case-insensitively (RFC 7235) and may be followed by several spaces.
+pub fn bearer(header: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = header.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || rest.first().is_none_or(|c| *c != b' ') {
+        return None;
+    }
+    let start = rest.iter().position(|c| *c != b' ')?;
+    Some(&rest[start..])
 }
 
 /// Compares secrets in time independent of where they differ.
@@ -249,6 +260,19 @@ fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"BEARER  abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"Bearerabc"), None);
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bearer "), None);
+        let auth = RequireBearer::new(Some("t"));
+        assert!(auth.check(Some(b"bEaReR t")).is_ok());
+        assert!(auth.check(Some(b"Bearer u")).is_err());
+    }
 
     #[test]
     fn only_callers_mistakes_are_rewritten() {

@@ -139,16 +139,6 @@ async fn main() {
         clicks.push(o.duration);
     }
     time("click_input (check box)", clicks, format!("via {method}"));
-    let mut coords = Vec::new();
-    for _ in 0..RUNS {
-        coords.push(
-            one("click_on_coordinates", json!({"x": 0.5, "y": 0.01}))
-                .await
-                .duration,
-        );
-    }
-    time("click_on_coordinates (XTEST)", coords, String::new());
-
     // Request to confirmed effect, observed through AT-SPI as the pyatspi baseline observes it.
     let tree = dynb
         .control_tree(
@@ -202,6 +192,16 @@ async fn main() {
         set.push(t.elapsed());
     }
     time("set_edit_text 20 chars until read back", set, String::new());
+
+    let mut coords = Vec::new();
+    for _ in 0..RUNS {
+        coords.push(
+            one("click_on_coordinates", json!({"x": 0.5, "y": 0.01}))
+                .await
+                .duration,
+        );
+    }
+    time("click_on_coordinates (XTEST)", coords, String::new());
 
     // The pyatspi baseline, same desktop, same application.
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/pyatspi_baseline.py");

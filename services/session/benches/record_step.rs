@@ -5,7 +5,7 @@
 //! `UFO_BENCH_STEPS` (per writer, default 1000) and `UFO_BENCH_DELIVERIES` (default 500). Durable runs also
 //! record steps carrying screenshots inline (two of `UFO_BENCH_ARTIFACT_BYTES`, default 300000, and a crop
 //! of a tenth of that; `UFO_BENCH_ARTIFACT_STEPS` with 1 writer, default 200, an eighth of that per writer
-//! with 16).
+//! with 16), then the same with the bytes in a blob directory (`BlobbedStore`, in the system temp dir).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -15,7 +15,9 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 use sqlx::{Connection as _, Executor as _};
 use ufo_proto::v1::{AgentKind, ArtifactKind, EventDraft, EventKind, RecordStepRequest, Step};
+use ufo_session::blob::dir::DirBlobStore;
 use ufo_session::grpc::validate::{Limits, record_step};
+use ufo_session::store::blobbed::BlobbedStore;
 use ufo_session::store::{NewSession, Store, postgres};
 use ufo_session::watch::{WatchOptions, watch};
 use uuid::Uuid;
@@ -263,6 +265,13 @@ async fn main() {
             let shots = [artifact_bytes, artifact_bytes, artifact_bytes / 10];
             record(&store, 1, artifact_steps, &shots).await;
             record(&store, 16, artifact_steps / 8, &shots).await;
+            // The same steps with their bytes in a blob directory (issue 22): the rows keep references.
+            let dir = tempfile::tempdir().unwrap();
+            let blobs = Arc::new(DirBlobStore::open(dir.path()).unwrap());
+            let blobbed: Arc<dyn Store> = Arc::new(BlobbedStore::new(Arc::clone(&store), blobs));
+            println!("(next two: artifact bytes in a blob directory, not in Postgres)");
+            record(&blobbed, 1, artifact_steps, &shots).await;
+            record(&blobbed, 16, artifact_steps / 8, &shots).await;
         }
         let same = Arc::clone(&store);
         delivery(

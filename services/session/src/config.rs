@@ -95,12 +95,108 @@ pub struct Config {
         value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_batch: u32,
 
+    /// Blob store of artifact bytes (screenshots): a directory or an S3-compatible bucket.
+    #[command(flatten)]
+    pub blobs: BlobArgs,
+
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
     /// Malformed-request checks in front of the gRPC server.
     #[command(flatten)]
     pub request_checks: ufo_common::checked::RequestCheckArgs,
+}
+
+/// Where artifact bytes are stored. The database keeps only references (hash, size, content type).
+///
+/// - `--blob-s3-bucket` set: an S3-compatible object store (for several replicas sharing one store);
+/// - else `--blob-dir` set, or the embedded SQLite store in use: a local directory (default: `<sqlite file
+///   name without extension>.blobs` next to the SQLite file);
+/// - else (Postgres without either): bytes stay in Postgres rows as before (a warning is logged).
+#[derive(Clone, clap::Args)]
+pub struct BlobArgs {
+    /// Directory of the local blob store (created if missing).
+    #[arg(long, env = "UFO_SESSION_BLOB_DIR")]
+    pub blob_dir: Option<PathBuf>,
+
+    /// Bucket of an S3-compatible blob store (must exist); takes precedence over --blob-dir.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_BUCKET")]
+    pub blob_s3_bucket: Option<String>,
+
+    /// Endpoint URL of a non-AWS S3 server (MinIO, Ceph radosgw...); AWS's when absent.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_ENDPOINT")]
+    pub blob_s3_endpoint: Option<String>,
+
+    /// Region of the S3 bucket.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_REGION", default_value = "us-east-1")]
+    pub blob_s3_region: String,
+
+    /// S3 access key id; the standard AWS environment/instance credentials when absent.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_ACCESS_KEY_ID")]
+    pub blob_s3_access_key_id: Option<String>,
+
+    /// S3 secret access key.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_SECRET_ACCESS_KEY")]
+    pub blob_s3_secret_access_key: Option<String>,
+
+    /// Key prefix of blobs inside the bucket.
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_PREFIX", default_value = "blobs")]
+    pub blob_s3_prefix: String,
+
+    /// Allow a plain-HTTP S3 endpoint (local test servers only).
+    #[arg(long, env = "UFO_SESSION_BLOB_S3_ALLOW_HTTP", default_value_t = false)]
+    pub blob_s3_allow_http: bool,
+
+    /// Age in seconds after which a blob no row references is deleted by the sweeper. Must exceed the
+    /// longest time between a screenshot's upload and its step's commit.
+    #[arg(long, env = "UFO_SESSION_BLOB_SWEEP_GRACE_S", default_value_t = 3600,
+        value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    pub blob_sweep_grace_s: u64,
+
+    /// Seconds between sweeps of unreferenced blobs; 0 disables the sweeper.
+    #[arg(long, env = "UFO_SESSION_BLOB_SWEEP_INTERVAL_S", default_value_t = 600,
+        value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    pub blob_sweep_interval_s: u64,
+}
+
+impl Config {
+    /// The blob store these flags select (`None`: bytes stay in the Postgres rows).
+    pub fn blob_location(&self) -> Option<BlobLocation> {
+        let b = &self.blobs;
+        if let Some(bucket) = &b.blob_s3_bucket {
+            return Some(BlobLocation::S3(crate::blob::s3::S3Options {
+                bucket: bucket.clone(),
+                endpoint: b.blob_s3_endpoint.clone(),
+                region: b.blob_s3_region.clone(),
+                access_key_id: b.blob_s3_access_key_id.clone(),
+                secret_access_key: b.blob_s3_secret_access_key.clone(),
+                prefix: b.blob_s3_prefix.clone(),
+                allow_http: b.blob_s3_allow_http,
+            }));
+        }
+        if let Some(dir) = &b.blob_dir {
+            return Some(BlobLocation::Dir(dir.clone()));
+        }
+        if self.database_url.is_some() {
+            return None;
+        }
+        let stem = self.sqlite_path.file_stem().map_or_else(
+            || "ufo-session".into(),
+            |s| s.to_string_lossy().into_owned(),
+        );
+        Some(BlobLocation::Dir(
+            self.sqlite_path.with_file_name(format!("{stem}.blobs")),
+        ))
+    }
+}
+
+/// The blob store [`Config::blob_location`] selected.
+#[derive(Debug, Clone)]
+pub enum BlobLocation {
+    /// A local directory.
+    Dir(PathBuf),
+    /// An S3-compatible bucket.
+    S3(crate::blob::s3::S3Options),
 }
 
 impl std::fmt::Debug for Config {
@@ -122,6 +218,7 @@ impl std::fmt::Debug for Config {
             .field("lease_max_ms", &self.lease_max_ms)
             .field("watch_buffer", &self.watch_buffer)
             .field("max_message_bytes", &self.max_message_bytes)
+            .field("blobs", &self.blob_location())
             .finish_non_exhaustive()
     }
 }

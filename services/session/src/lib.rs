@@ -2,6 +2,7 @@
 //!
 //! Layout:
 //! - [`config`]: the CLI/env configuration.
+//! - [`blob`]: the content-addressed blob store of artifact bytes (directory or S3) and its sweeper.
 //! - [`store`]: the [`Store`](store::Store) trait and its Postgres and embedded SQLite implementations
 //!   (schema in `migrations/` and `migrations_sqlite/`).
 //! - [`watch`]: WatchEvents' replay-then-follow producer.
@@ -10,6 +11,7 @@
 //! - [`run`]: opens the store (running migrations), then serves gRPC (with health and reflection) on a
 //!   bound listener until the shutdown token fires.
 
+pub mod blob;
 pub mod client;
 pub mod config;
 pub mod grpc;
@@ -19,13 +21,17 @@ pub mod watch;
 pub use config::Config;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use ufo_common::grpc::{RequireBearer, ServeError, introspection, serve_until};
 use ufo_proto::v1::session_store_server::SessionStoreServer;
 
+use crate::blob::BlobStore;
+use crate::config::BlobLocation;
 use crate::grpc::{ServiceLimits, SessionService};
+use crate::store::blobbed::BlobbedStore;
 use crate::store::{Store, StoreError};
 
 /// gRPC services this server exposes (for health and reflection).
@@ -37,14 +43,66 @@ pub enum RunError {
     /// The store could not be opened or migrated.
     #[error("cannot open the session store")]
     Store(#[from] StoreError),
+    /// The blob store could not be opened.
+    #[error("cannot open the blob store")]
+    Blobs(#[from] blob::BlobError),
     /// The gRPC server failed.
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
 
-/// Opens the configured store: Postgres when a database URL is set, else the embedded SQLite file.
+/// Opens the configured store (rows and, when configured, the blob store holding artifact bytes).
 /// Migrations run here.
-pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
+    let rows = open_rows(config).await?;
+    Ok(match open_blobs(config)? {
+        Some(blobs) => Arc::new(BlobbedStore::new(rows, blobs)),
+        None => rows,
+    })
+}
+
+/// Opens the blob store the configuration selects (`None`: artifact bytes stay in the Postgres rows).
+pub fn open_blobs(config: &Config) -> Result<Option<Arc<dyn BlobStore>>, blob::BlobError> {
+    Ok(match config.blob_location() {
+        Some(BlobLocation::Dir(dir)) => {
+            tracing::info!(dir = %dir.display(), "blob store: directory");
+            Some(Arc::new(blob::dir::DirBlobStore::open(dir)?))
+        }
+        Some(BlobLocation::S3(options)) => {
+            tracing::info!(bucket = %options.bucket, "blob store: s3");
+            Some(Arc::new(blob::s3::S3BlobStore::connect(&options)?))
+        }
+        None => {
+            tracing::warn!(
+                "no --blob-dir or --blob-s3-bucket: artifact bytes are stored in Postgres rows"
+            );
+            None
+        }
+    })
+}
+
+/// Sweeps unreferenced blobs every `interval` until `shutdown` fires (failures are logged, not fatal).
+async fn sweep_blobs(
+    store: BlobbedStore,
+    grace: Duration,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(error) = blob::sweep::sweep(store.blobs().as_ref(), &store, grace).await {
+            tracing::warn!(error = %error, "blob sweep failed; retrying at the next interval");
+        }
+    }
+}
+
+/// Opens the row store: Postgres when a database URL is set, else the embedded SQLite file.
+async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match &config.database_url {
         Some(url) => {
             tracing::info!("session store: postgres");
@@ -72,7 +130,23 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let store = open_store(&config).await?;
+    let rows = open_rows(&config).await?;
+    let store: Arc<dyn Store> = match open_blobs(&config)? {
+        Some(blobs) => {
+            let blobbed = BlobbedStore::new(rows, blobs);
+            let args = &config.blobs;
+            if args.blob_sweep_interval_s > 0 {
+                tokio::spawn(sweep_blobs(
+                    blobbed.clone(),
+                    Duration::from_secs(args.blob_sweep_grace_s),
+                    Duration::from_secs(args.blob_sweep_interval_s),
+                    shutdown.child_token(),
+                ));
+            }
+            Arc::new(blobbed)
+        }
+        None => rows,
+    };
     serve(store, &config, listener, shutdown).await
 }
 

@@ -60,9 +60,9 @@ pub struct AgentArgs {
     /// Check before each action of a batch that its control still exists and is enabled.
     #[arg(long, env = "UFO_AGENT_PRECHECK_CONTROLS", default_value_t = true, action = clap::ArgAction::Set)]
     pub precheck_controls: bool,
-    /// TrueType font for set-of-marks labels.
-    #[arg(long, env = "UFO_AGENT_LABEL_FONT", default_value = crate::vision::annotate::DEFAULT_FONT)]
-    pub label_font: PathBuf,
+    /// TrueType font for set-of-marks labels (default: DejaVu Sans Bold, built into the binary).
+    #[arg(long, env = "UFO_AGENT_LABEL_FONT")]
+    pub label_font: Option<PathBuf>,
     /// Label height in pixels.
     #[arg(long, env = "UFO_AGENT_LABEL_PX", default_value_t = 14.0)]
     pub label_px: f32,
@@ -136,11 +136,10 @@ impl AgentArgs {
 
     /// Loads the label font (once per process; share the result).
     pub fn marker(&self) -> Result<Arc<Marker>, VisionError> {
-        Ok(Arc::new(Marker::load(
-            &self.label_font,
-            self.label_px,
-            Palette::default(),
-        )?))
+        Ok(Arc::new(match &self.label_font {
+            Some(path) => Marker::load(path, self.label_px, Palette::default())?,
+            None => Marker::embedded(self.label_px, Palette::default())?,
+        }))
     }
 }
 

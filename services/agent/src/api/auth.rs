@@ -1,6 +1,8 @@
-//! API-key authentication for REST and gRPC: `Authorization: Bearer <key>`. Keys come from a configured
-//! list and/or a file; with no key the service refuses to start unless explicitly run in insecure local
-//! mode (fail-closed). A key may carry a name (`name:key`) that labels the tasks it submits.
+//! API-key authentication for REST and gRPC: `Authorization: Bearer <key>` (the scheme matched
+//! case-insensitively, RFC 7235). Keys come from a configured list and/or a file; with no key the service
+//! refuses to start unless explicitly run in insecure local mode (fail-closed). A key may carry a name
+//! (`name:key`) that owns the tasks it submits; a key is a `user` (sees only its own tasks) unless its name
+//! is in `--api-admins` (sees every task). In insecure mode the one anonymous caller is an admin.
 
 use std::sync::Arc;
 
@@ -13,14 +15,48 @@ use ufo_common::grpc::constant_time_eq;
 use super::error::ApiError;
 use crate::config::ApiConfig;
 
-/// The authenticated caller's label (the key's name, or `anonymous` in insecure mode).
+/// What a caller may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sees, streams, answers, confirms, follows up and cancels only its own tasks.
+    User,
+    /// Sees and acts on every task.
+    Admin,
+}
+
+/// The authenticated caller: the key's name (which owns the tasks it submits) and its role.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller(pub String);
+pub struct Caller {
+    /// The key's name (`anonymous` in insecure mode).
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+}
+
+impl Caller {
+    /// A caller named `name` with `role`.
+    pub fn new(name: impl Into<String>, role: Role) -> Self {
+        Self {
+            name: name.into(),
+            role,
+        }
+    }
+
+    /// Whether this caller may see a task owned by `owner`.
+    pub fn may_see(&self, owner: &str) -> bool {
+        self.role == Role::Admin || self.name == owner
+    }
+
+    /// The owner filter of this caller's listings (`None`: everyone's).
+    pub fn owner_filter(&self) -> Option<&str> {
+        (self.role != Role::Admin).then_some(self.name.as_str())
+    }
+}
 
 /// The accepted keys, or insecure mode.
 #[derive(Clone)]
 pub struct ApiKeys {
-    keys: Arc<[(String, Vec<u8>)]>,
+    keys: Arc<[(Caller, Vec<u8>)]>,
     insecure: bool,
 }
 
@@ -71,7 +107,12 @@ impl ApiKeys {
             if key.is_empty() || key.chars().any(char::is_whitespace) {
                 return Err(AuthConfigError::BadKey);
             }
-            keys.push((name, key.as_bytes().to_vec()));
+            let role = if config.api_admins.iter().any(|a| a.trim() == name) {
+                Role::Admin
+            } else {
+                Role::User
+            };
+            keys.push((Caller::new(name, role), key.as_bytes().to_vec()));
         }
         if keys.is_empty() && !config.insecure_no_auth {
             return Err(AuthConfigError::NoKeys);
@@ -87,15 +128,15 @@ impl ApiKeys {
     /// Checks a raw `authorization` header value.
     pub fn check(&self, header: Option<&[u8]>) -> Result<Caller, ApiError> {
         if self.insecure {
-            return Ok(Caller("anonymous".to_owned()));
+            return Ok(Caller::new("anonymous", Role::Admin));
         }
         let presented = header
-            .and_then(|h| h.strip_prefix(b"Bearer "))
+            .and_then(ufo_common::grpc::bearer)
             .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "missing bearer token"))?;
         self.keys
             .iter()
             .find(|(_, key)| constant_time_eq(presented, key))
-            .map(|(name, _)| Caller(name.clone()))
+            .map(|(caller, _)| caller.clone())
             .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "invalid bearer token"))
     }
 }
@@ -148,14 +189,30 @@ mod tests {
             Err(AuthConfigError::NoKeys)
         ));
         let open = ApiKeys::from_config(&config(&["--insecure-no-auth"])).unwrap();
-        assert_eq!(open.check(None).unwrap().0, "anonymous");
+        assert_eq!(
+            open.check(None).unwrap(),
+            Caller::new("anonymous", Role::Admin)
+        );
     }
 
     #[test]
     fn named_keys_label_the_caller() {
-        let keys = ApiKeys::from_config(&config(&["--api-keys", "ci:abc,def"])).unwrap();
-        assert_eq!(keys.check(Some(b"Bearer abc")).unwrap().0, "ci");
-        assert_eq!(keys.check(Some(b"Bearer def")).unwrap().0, "key2");
+        let keys = ApiKeys::from_config(&config(&[
+            "--api-keys",
+            "ci:abc,def,ops:ghi",
+            "--api-admins",
+            "ops",
+        ]))
+        .unwrap();
+        assert_eq!(
+            keys.check(Some(b"Bearer abc")).unwrap(),
+            Caller::new("ci", Role::User)
+        );
+        assert_eq!(keys.check(Some(b"bearer abc")).unwrap().name, "ci");
+        assert_eq!(keys.check(Some(b"BEARER   abc")).unwrap().name, "ci");
+        assert_eq!(keys.check(Some(b"Bearer def")).unwrap().name, "key2");
+        assert_eq!(keys.check(Some(b"Bearer ghi")).unwrap().role, Role::Admin);
+        assert!(keys.check(Some(b"Basic abc")).is_err());
         assert_eq!(
             keys.check(Some(b"Bearer nope")).unwrap_err().code,
             ErrorCode::Unauthenticated
@@ -174,7 +231,7 @@ mod tests {
         std::fs::write(&path, "# comment\nops:k1\n\nk2\n").unwrap();
         let keys =
             ApiKeys::from_config(&config(&["--api-keys-file", path.to_str().unwrap()])).unwrap();
-        assert_eq!(keys.check(Some(b"Bearer k1")).unwrap().0, "ops");
+        assert_eq!(keys.check(Some(b"Bearer k1")).unwrap().name, "ops");
         assert!(keys.check(Some(b"Bearer k2")).is_ok());
     }
 }

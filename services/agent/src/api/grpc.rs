@@ -30,11 +30,14 @@ impl AgentApi {
     }
 }
 
-fn caller<T>(request: &Request<T>) -> String {
+/// The caller the interceptor authenticated. A request without one (the interceptor always sets it) is
+/// treated as unauthenticated rather than trusted.
+fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
     request
         .extensions()
         .get::<Caller>()
-        .map_or_else(|| "anonymous".to_owned(), |c| c.0.clone())
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("missing bearer token"))
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Event, Status>> + Send + 'static>>;
@@ -45,13 +48,17 @@ impl AgentService for AgentApi {
         &self,
         request: Request<SubmitTaskRequest>,
     ) -> Result<Response<Task>, Status> {
-        let owner = caller(&request);
-        let task = self.tasks.submit(&owner, request.into_inner()).await?;
+        let caller = caller(&request)?;
+        let task = self.tasks.submit(&caller, request.into_inner()).await?;
         Ok(Response::new(task.to_proto()))
     }
 
     async fn get_task(&self, request: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
-        let task = self.tasks.get(&request.into_inner().task_id).await?;
+        let caller = caller(&request)?;
+        let task = self
+            .tasks
+            .get(&request.into_inner().task_id, &caller)
+            .await?;
         Ok(Response::new(task.to_proto()))
     }
 
@@ -61,10 +68,11 @@ impl AgentService for AgentApi {
         &self,
         request: Request<StreamStepsRequest>,
     ) -> Result<Response<Self::StreamStepsStream>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let id = task_id(&request.task_id)?;
-        // Fail fast with NOT_FOUND for an unknown task rather than an empty stream.
-        self.tasks.get(&id).await?;
+        // Fail fast with NOT_FOUND for an unknown task (or another caller's) rather than an empty stream.
+        self.tasks.get(&id, &caller).await?;
         let mut upstream = self.tasks.watch(&id, request.from_seq).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(self.buffer);
         let span = tracing::info_span!("stream_steps", task_id = %id, from_seq = request.from_seq);
@@ -87,16 +95,32 @@ impl AgentService for AgentApi {
     }
 
     async fn answer(&self, request: Request<AnswerRequest>) -> Result<Response<Task>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
-        let task = self.tasks.answer(&request.task_id, request.answers).await?;
+        let task = self
+            .tasks
+            .answer(
+                &request.task_id,
+                &caller,
+                request.question_ids,
+                request.answers,
+            )
+            .await?;
         Ok(Response::new(task.to_proto()))
     }
 
     async fn confirm(&self, request: Request<ConfirmRequest>) -> Result<Response<Task>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let task = self
             .tasks
-            .confirm(&request.task_id, request.approve, &request.reason)
+            .confirm(
+                &request.task_id,
+                &caller,
+                &request.action_id,
+                request.approve,
+                &request.reason,
+            )
             .await?;
         Ok(Response::new(task.to_proto()))
     }
@@ -105,17 +129,22 @@ impl AgentService for AgentApi {
         &self,
         request: Request<AddRequestRequest>,
     ) -> Result<Response<Task>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let task = self
             .tasks
-            .add_request(&request.task_id, request.request)
+            .add_request(&request.task_id, &caller, request.request)
             .await?;
         Ok(Response::new(task.to_proto()))
     }
 
     async fn cancel(&self, request: Request<CancelRequest>) -> Result<Response<Task>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
-        let task = self.tasks.cancel(&request.task_id, request.reason).await?;
+        let task = self
+            .tasks
+            .cancel(&request.task_id, &caller, request.reason)
+            .await?;
         Ok(Response::new(task.to_proto()))
     }
 }

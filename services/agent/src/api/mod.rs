@@ -8,6 +8,7 @@
 //! - [`sse`]: a task's events as server-sent events; [`web`]: the task viewer and the API docs page.
 
 pub mod auth;
+pub mod decisions;
 pub mod error;
 pub mod extract;
 pub mod grpc;

@@ -25,7 +25,7 @@ pub async fn submit_task(
     Extension(caller): Extension<Caller>,
     Json(body): Json<SubmitTask>,
 ) -> Result<Response, ApiError> {
-    let task = state.tasks.submit(&caller.0, body.into_proto()).await?;
+    let task = state.tasks.submit(&caller, body.into_proto()).await?;
     let view = TaskView::from_snapshot(task);
     let location = view.links.self_.clone();
     Ok((
@@ -41,6 +41,7 @@ pub async fn submit_task(
     responses((status = 200, description = "a page of tasks", body = TaskPage)))]
 pub async fn list_tasks(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<ListQuery>,
 ) -> Result<axum::Json<TaskPage>, ApiError> {
     if query.page_size == Some(0) {
@@ -52,6 +53,7 @@ pub async fn list_tasks(
     let (sessions, next_page_token) = state
         .tasks
         .list(
+            &caller,
             query.page_size.unwrap_or(0),
             query.page_token.unwrap_or_default(),
             status,
@@ -68,9 +70,10 @@ pub async fn list_tasks(
     responses((status = 200, description = "the task", body = TaskView)))]
 pub async fn get_task(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
 ) -> Result<axum::Json<TaskView>, ApiError> {
-    let task = state.tasks.get(&id.to_string()).await?;
+    let task = state.tasks.get(&id.to_string(), &caller).await?;
     Ok(axum::Json(TaskView::from_snapshot(task)))
 }
 
@@ -80,6 +83,7 @@ pub async fn get_task(
     responses((status = 200, description = "steps in order", body = StepPage)))]
 pub async fn list_steps(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Query(query): Query<StepsQuery>,
 ) -> Result<axum::Json<StepPage>, ApiError> {
@@ -93,6 +97,7 @@ pub async fn list_steps(
         .tasks
         .steps(
             &id.to_string(),
+            &caller,
             query.from.unwrap_or(1),
             query.limit.unwrap_or(0),
         )
@@ -109,6 +114,7 @@ pub async fn list_steps(
     responses((status = 200, description = "image bytes")))]
 pub async fn screenshot(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((id, n)): Path<(Uuid, u64)>,
     Query(query): Query<ScreenshotQuery>,
 ) -> Result<Response, ApiError> {
@@ -117,7 +123,10 @@ pub async fn screenshot(
         ScreenshotKind::Annotated => ArtifactKind::AnnotatedScreenshot,
         ScreenshotKind::Desktop => ArtifactKind::DesktopScreenshot,
     };
-    let artifact = state.tasks.artifact(&id.to_string(), n, kind).await?;
+    let artifact = state
+        .tasks
+        .artifact(&id.to_string(), &caller, n, kind)
+        .await?;
     let content_type = artifact
         .r#ref
         .map(|r| r.content_type)
@@ -132,6 +141,7 @@ pub async fn screenshot(
     responses((status = 200, description = "the task after the answers", body = TaskView)))]
 pub async fn answer(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<AnswersBody>,
 ) -> Result<axum::Json<TaskView>, ApiError> {
@@ -139,6 +149,8 @@ pub async fn answer(
         .tasks
         .answer(
             &id.to_string(),
+            &caller,
+            body.question_ids,
             body.answers.into_iter().map(|a| a.0).collect(),
         )
         .await?;
@@ -151,6 +163,7 @@ pub async fn answer(
     responses((status = 200, description = "the task after the decision", body = TaskView)))]
 pub async fn confirm(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<ConfirmationBody>,
 ) -> Result<axum::Json<TaskView>, ApiError> {
@@ -158,6 +171,8 @@ pub async fn confirm(
         .tasks
         .confirm(
             &id.to_string(),
+            &caller,
+            &body.action_id,
             body.approve,
             body.reason.as_deref().unwrap_or_default(),
         )
@@ -171,12 +186,13 @@ pub async fn confirm(
     responses((status = 202, description = "the round is queued", body = TaskView)))]
 pub async fn add_request(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     Json(body): Json<FollowUpBody>,
 ) -> Result<Response, ApiError> {
     let task = state
         .tasks
-        .add_request(&id.to_string(), body.request)
+        .add_request(&id.to_string(), &caller, body.request)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -191,21 +207,25 @@ pub async fn add_request(
     responses((status = 202, description = "cancellation requested", body = TaskView)))]
 pub async fn cancel(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<Uuid>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    // The body is optional (`curl -X POST .../cancel` works), so it is parsed here rather than extracted.
+    // The body is optional (`curl -X POST .../cancel` works), so it is parsed here rather than extracted;
+    // when present it must be a JSON object like every other body (`[]` or `null` is 400).
     let body: Option<CancelBody> = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        serde_json::from_slice(&body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => ApiError::unprocessable(e.to_string()),
-            _ => ApiError::invalid(e.to_string()),
-        })?
+        let value: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| ApiError::invalid(e.to_string()))?;
+        if !value.is_object() {
+            return Err(ApiError::invalid("the body must be a JSON object"));
+        }
+        Some(serde_json::from_value(value).map_err(|e| ApiError::unprocessable(e.to_string()))?)
     };
     let body = body.unwrap_or_default();
     let reason = body.reason.unwrap_or_default();
-    let task = state.tasks.cancel(&id.to_string(), reason).await?;
+    let task = state.tasks.cancel(&id.to_string(), &caller, reason).await?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(TaskView::from_snapshot(task)),

@@ -7,13 +7,13 @@ use futures::StreamExt as _;
 use tracing::instrument;
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
-    AddRoundRequest, AppendBlackboardRequest, AppendEventsRequest, Artifact, ArtifactKind, Event,
-    EventKind, GetArtifactRequest, GetBlackboardRequest, GetSessionRequest, HeldAction,
-    ListRoundsRequest, ListSessionsRequest, ListStepsRequest, PendingQuestion,
-    RequestCancelRequest, Round, Session, SessionStatus, Step, SubmitTaskRequest, Task,
-    WatchEventsRequest,
+    AddRoundRequest, Artifact, ArtifactKind, Event, EventKind, GetArtifactRequest,
+    GetBlackboardRequest, GetSessionRequest, HeldAction, ListRoundsRequest, ListSessionsRequest,
+    ListStepsRequest, PendingQuestion, RequestCancelRequest, Round, Session, SessionStatus, Step,
+    SubmitTaskRequest, Task, WatchEventsRequest,
 };
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::session::SessionClient;
 use super::validate::PriceCheck;
@@ -114,6 +114,11 @@ impl Tasks {
         &self.limits
     }
 
+    /// A handle on the session service for unary calls.
+    pub(super) fn client(&self) -> SessionClient {
+        self.client.clone()
+    }
+
     /// The declared executors.
     pub fn executors(&self) -> &ExecutorRegistry {
         &self.executors
@@ -124,10 +129,10 @@ impl Tasks {
     }
 
     /// Queues a task.
-    #[instrument(skip_all, fields(owner = %owner))]
+    #[instrument(skip_all, fields(owner = %caller.name))]
     pub async fn submit(
         &self,
-        owner: &str,
+        caller: &Caller,
         req: SubmitTaskRequest,
     ) -> Result<TaskSnapshot, ApiError> {
         let config = self.resolve(&req)?;
@@ -137,7 +142,7 @@ impl Tasks {
             .create_session(ufo_proto::v1::CreateSessionRequest {
                 request: req.request,
                 config: Some(config.to_struct()),
-                owner: owner.to_owned(),
+                owner: caller.name.clone(),
                 id: uuid::Uuid::now_v7().to_string(),
             })
             .await?
@@ -145,24 +150,35 @@ impl Tasks {
         self.snapshot(session).await
     }
 
-    async fn session(&self, id: &str) -> Result<Session, ApiError> {
+    /// The session `id` if `caller` may see it; another caller's task is NOT_FOUND with the same message
+    /// as a missing one, so ids do not leak.
+    pub(super) async fn session(&self, id: &str, caller: &Caller) -> Result<Session, ApiError> {
         let id = task_id(id)?;
-        Ok(self
+        let session = self
             .client
             .clone()
-            .get_session(GetSessionRequest { session_id: id })
+            .get_session(GetSessionRequest {
+                session_id: id.clone(),
+            })
             .await?
-            .into_inner())
+            .into_inner();
+        if !caller.may_see(&session.owner) {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("session {id} not found"),
+            ));
+        }
+        Ok(session)
     }
 
     /// A task's current view.
-    #[instrument(skip(self))]
-    pub async fn get(&self, id: &str) -> Result<TaskSnapshot, ApiError> {
-        let session = self.session(id).await?;
+    #[instrument(skip(self, caller))]
+    pub async fn get(&self, id: &str, caller: &Caller) -> Result<TaskSnapshot, ApiError> {
+        let session = self.session(id, caller).await?;
         self.snapshot(session).await
     }
 
-    async fn snapshot(&self, session: Session) -> Result<TaskSnapshot, ApiError> {
+    pub(super) async fn snapshot(&self, session: Session) -> Result<TaskSnapshot, ApiError> {
         let mut client = self.client.clone();
         let rounds = client
             .list_rounds(ListRoundsRequest {
@@ -259,9 +275,10 @@ impl Tasks {
     }
 
     /// Lists tasks, newest first.
-    #[instrument(skip(self))]
+    #[instrument(skip(self, caller))]
     pub async fn list(
         &self,
+        caller: &Caller,
         page_size: u32,
         page_token: String,
         status: SessionStatus,
@@ -274,6 +291,7 @@ impl Tasks {
                 page_size,
                 page_token,
                 status: status as i32,
+                owner: caller.owner_filter().unwrap_or_default().to_owned(),
             })
             .await?
             .into_inner();
@@ -281,9 +299,15 @@ impl Tasks {
     }
 
     /// A task's steps from `from_step` (1-based).
-    #[instrument(skip(self))]
-    pub async fn steps(&self, id: &str, from_step: u64, limit: u32) -> Result<Vec<Step>, ApiError> {
-        let session = self.session(id).await?;
+    #[instrument(skip(self, caller))]
+    pub async fn steps(
+        &self,
+        id: &str,
+        caller: &Caller,
+        from_step: u64,
+        limit: u32,
+    ) -> Result<Vec<Step>, ApiError> {
+        let session = self.session(id, caller).await?;
         let limit = self.page(limit);
         Ok(self
             .client
@@ -299,14 +323,15 @@ impl Tasks {
     }
 
     /// A step's artifact of `kind`.
-    #[instrument(skip(self))]
+    #[instrument(skip(self, caller))]
     pub async fn artifact(
         &self,
         id: &str,
+        caller: &Caller,
         step: u64,
         kind: ArtifactKind,
     ) -> Result<Artifact, ApiError> {
-        let session = self.session(id).await?;
+        let session = self.session(id, caller).await?;
         if step == 0 {
             return Err(ApiError::invalid("n must be at least 1"));
         }
@@ -323,7 +348,7 @@ impl Tasks {
             .into_inner())
     }
 
-    fn still_open(session: &Session) -> Result<(), ApiError> {
+    pub(super) fn still_open(session: &Session) -> Result<(), ApiError> {
         if is_terminal(session.status) {
             return Err(ApiError::new(
                 ErrorCode::FailedPrecondition,
@@ -333,101 +358,16 @@ impl Tasks {
         Ok(())
     }
 
-    /// Answers the pending questions in order (fewer answers than questions answer the first ones).
-    #[instrument(skip(self, answers))]
-    pub async fn answer(&self, id: &str, answers: Vec<String>) -> Result<TaskSnapshot, ApiError> {
-        if answers.is_empty() {
-            return Err(ApiError::unprocessable("answers must not be empty"));
-        }
-        for answer in &answers {
-            no_nul("answers", answer)?;
-        }
-        let max = self.limits.max_answer_chars;
-        if answers.iter().any(|a| a.chars().count() > max) {
-            return Err(ApiError::unprocessable(format!(
-                "answers: each answer must be at most {max} characters"
-            )));
-        }
-        let session = self.session(id).await?;
-        Self::still_open(&session)?;
-        let mut client = self.client.clone();
-        let board = client
-            .get_blackboard(GetBlackboardRequest {
-                session_id: session.id.clone(),
-            })
-            .await?
-            .into_inner();
-        let pending = hitl::pending_questions(&board);
-        if pending.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::FailedPrecondition,
-                "no question is pending",
-            ));
-        }
-        if answers.len() > self.limits.max_answers {
-            return Err(ApiError::unprocessable(format!(
-                "answers: at most {} answers per call",
-                self.limits.max_answers
-            )));
-        }
-        if answers.len() > pending.len() {
-            return Err(ApiError::unprocessable(format!(
-                "answers: {} answers for {} pending questions",
-                answers.len(),
-                pending.len()
-            )));
-        }
-        let (entries, events) = hitl::answer_writes(&board, &pending, &answers);
-        client
-            .append_blackboard(AppendBlackboardRequest {
-                session_id: session.id.clone(),
-                entries,
-                events,
-            })
-            .await?;
-        self.get(&session.id).await
-    }
-
-    /// Approves or rejects the held action.
-    #[instrument(skip(self, reason))]
-    pub async fn confirm(
+    /// Adds a follow-up request: a new round in the same session.
+    #[instrument(skip(self, caller, request))]
+    pub async fn add_request(
         &self,
         id: &str,
-        approve: bool,
-        reason: &str,
+        caller: &Caller,
+        request: String,
     ) -> Result<TaskSnapshot, ApiError> {
-        if reason.chars().count() > self.limits.max_answer_chars {
-            return Err(ApiError::unprocessable(format!(
-                "reason must be at most {} characters",
-                self.limits.max_answer_chars
-            )));
-        }
-        let session = self.session(id).await?;
-        Self::still_open(&session)?;
-        let snapshot = self.snapshot(session).await?;
-        let (Some(Next::Hold { action }), Some(_)) = (&snapshot.next, &snapshot.held) else {
-            return Err(ApiError::new(
-                ErrorCode::FailedPrecondition,
-                "no action is held for confirmation",
-            ));
-        };
-        let session = snapshot.session.clone();
-        self.client
-            .clone()
-            .append_events(AppendEventsRequest {
-                session_id: session.id.clone(),
-                events: vec![hitl::decision_event(action, approve, reason)],
-                lease_owner: String::new(),
-            })
-            .await?;
-        self.get(&session.id).await
-    }
-
-    /// Adds a follow-up request: a new round in the same session.
-    #[instrument(skip(self, request))]
-    pub async fn add_request(&self, id: &str, request: String) -> Result<TaskSnapshot, ApiError> {
         self.check_request("request", &request)?;
-        let session = self.session(id).await?;
+        let session = self.session(id, caller).await?;
         if SessionStatus::try_from(session.status) == Ok(SessionStatus::Cancelled) {
             return Err(ApiError::new(
                 ErrorCode::FailedPrecondition,
@@ -441,12 +381,17 @@ impl Tasks {
                 request,
             })
             .await?;
-        self.get(&session.id).await
+        self.get(&session.id, caller).await
     }
 
     /// Asks the task to stop.
-    #[instrument(skip(self, reason))]
-    pub async fn cancel(&self, id: &str, reason: String) -> Result<TaskSnapshot, ApiError> {
+    #[instrument(skip(self, caller, reason))]
+    pub async fn cancel(
+        &self,
+        id: &str,
+        caller: &Caller,
+        reason: String,
+    ) -> Result<TaskSnapshot, ApiError> {
         no_nul("reason", &reason)?;
         if reason.chars().count() > self.limits.max_answer_chars {
             return Err(ApiError::unprocessable(format!(
@@ -454,7 +399,7 @@ impl Tasks {
                 self.limits.max_answer_chars
             )));
         }
-        let session = self.session(id).await?;
+        let session = self.session(id, caller).await?;
         Self::still_open(&session)?;
         let session = self
             .client

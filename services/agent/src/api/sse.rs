@@ -8,10 +8,11 @@
 //! sends `event: end` with the task's final status and closes; a failure of the session service mid-stream
 //! is sent as `event: error` with the usual `{code, message}` before closing.
 
+use super::auth::Caller;
+use axum::Extension;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -23,11 +24,10 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
-use super::auth::Caller;
 use super::error::ApiError;
 use super::extract::{Path, Query};
 use super::model::TaskStatus;
-use super::service::{TaskSnapshot, Tasks};
+use super::service::Tasks;
 
 /// `GET /v1/tasks/{id}/events` query.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
@@ -132,19 +132,13 @@ pub async fn events(
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let from = start_seq(&headers, &query)?;
     let id = id.to_string();
-    // Unknown task: 404 now, not an empty stream.
-    task(&state.tasks, &id, &caller).await?;
+    // Unknown task (or another caller's): 404 now, not an empty stream.
+    state.tasks.get(&id, &caller).await?;
     let upstream = state.tasks.watch(&id, from).await?;
     let keep_alive = Duration::from_secs(state.tasks.limits().viewer.sse_keepalive_seconds);
     let span = tracing::info_span!("sse.events", task_id = %id, from_seq = from);
     let stream = relay(upstream, state.tasks.clone(), id, caller, span).into_future_stream();
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(keep_alive)))
-}
-
-/// The task as `caller` may see it: the one place the stream reads it, so the per-caller rules of the
-/// other endpoints apply here too.
-async fn task(tasks: &Tasks, id: &str, _caller: &Caller) -> Result<TaskSnapshot, ApiError> {
-    tasks.get(id).await
 }
 
 enum Phase {
@@ -203,7 +197,7 @@ where
             }
             None => {
                 s.phase = Phase::Done;
-                match task(&s.tasks, &s.id, &s.caller).await {
+                match s.tasks.get(&s.id, &s.caller).await {
                     Ok(task) => json_event(
                         "end",
                         &StreamEnd {

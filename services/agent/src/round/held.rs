@@ -3,7 +3,6 @@
 
 use std::time::SystemTime;
 
-use serde_json::Value;
 use ufo_proto::v1;
 
 use super::record::{Carry, StepRecord};
@@ -11,59 +10,10 @@ use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
 use crate::control::HeldAction;
-use crate::dispatch::{CommandResult, ResultStatus};
+use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::response::{AgentState, AppStatus, HostStatus, Outcome};
 use crate::target::TargetRegistry;
-
-/// Why an approved action is recorded as not run when a resumed runner finds it already started.
-const UNKNOWN_OUTCOME: &str = "an earlier runner stopped while running this approved action, before its \
-result was recorded: it may or may not have happened, so it is not run again and the agent observes first";
-
-/// Records the held actions with an unknown outcome (status `none`), without running them.
-fn unknown_outcome(held: Held, actions: &mut Vec<ActionRecord>, draft_status: &mut String) {
-    let result = || CommandResult {
-        status: ResultStatus::None,
-        error: UNKNOWN_OUTCOME.into(),
-        result: Value::Null,
-        call_id: String::new(),
-        images: Vec::new(),
-        warnings: Vec::new(),
-        settle: None,
-    };
-    match held {
-        Held::Host { response, .. } => {
-            *draft_status = response.status.to_string();
-            actions.push(ActionRecord {
-                function: response.function.clone(),
-                arguments: response.arguments.clone(),
-                status: response.status.to_string(),
-                target: None,
-                result: result(),
-            });
-        }
-        Held::App {
-            actions: specs,
-            controls,
-            status,
-        } => {
-            *draft_status = status.to_string();
-            actions.extend(specs.into_iter().map(|spec| {
-                let label = super::resume::label(&spec);
-                ActionRecord {
-                    target: controls
-                        .iter()
-                        .find(|c| label.as_deref() == Some(c.label.as_str()))
-                        .cloned(),
-                    function: spec.function,
-                    arguments: spec.arguments,
-                    status: spec.status.to_string(),
-                    result: result(),
-                }
-            }));
-        }
-    }
-}
 
 impl Round {
     /// Runs or rejects the held action and records that as a step.
@@ -85,13 +35,9 @@ impl Round {
             Held::App { .. } => v1::AgentKind::App,
         };
         let rejected = || format!("the user rejected {}: {}", info.function, decision.reason);
+        // An approved action whose runner stopped while running it is not here: the runner that took the
+        // task over recorded it from its intent with an unknown outcome (see `runner::intent`).
         let after = match (held, decision.approve) {
-            (held, true) if decision.already_started => {
-                draft.comment = UNKNOWN_OUTCOME.into();
-                unknown_outcome(held, &mut draft.actions, &mut draft.status);
-                // The agent that proposed it stays active and looks at the screen again before deciding.
-                AgentState::Continue
-            }
             (Held::Host { response, targets }, true) => {
                 draft.status = response.status.to_string();
                 let mut registry = TargetRegistry::new();
@@ -171,9 +117,7 @@ impl Round {
             .set("step", self.session_step)
             .set(
                 "status",
-                if decision.approve && decision.already_started {
-                    Outcome::ApprovedOutcomeUnknown
-                } else if decision.approve {
+                if decision.approve {
                     Outcome::Approved
                 } else {
                     Outcome::Rejected

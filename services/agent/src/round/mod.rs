@@ -60,11 +60,8 @@ use crate::target::TargetInfo;
 pub struct Decision {
     /// Run it.
     pub approve: bool,
-    /// Why (shown in memory and events).
+    /// Why (shown in memory and the step's comment).
     pub reason: String,
-    /// An earlier runner began running this approved action and stopped before its result was recorded:
-    /// the action may or may not have happened, so it is not run again — the agent observes first.
-    pub already_started: bool,
 }
 
 /// What people gave the round, after the runner waited for it (the runner owns the waiting, its timeouts
@@ -305,15 +302,17 @@ impl Round {
             )));
             return None;
         }
+        let mut carry = record::Carry::default();
         if std::mem::take(&mut self.reselect) {
-            self.reselect_window()
-                .instrument(tracing::info_span!("resume.reselect_window"))
-                .await;
+            carry.actions.extend(
+                self.reselect_window()
+                    .instrument(tracing::info_span!("resume.reselect_window"))
+                    .await,
+            );
             if self.end.is_some() {
                 return None;
             }
         }
-        let mut carry = record::Carry::default();
         if self.new_request {
             self.new_request = false;
             let request = self.request.clone();
@@ -340,7 +339,6 @@ impl Round {
                 let decision = hooks.confirmation(&info).await.unwrap_or(Decision {
                     approve: false,
                     reason: "no decision was given".into(),
-                    already_started: false,
                 });
                 return Some(
                     self.resolve_held(held, info, decision, carry)

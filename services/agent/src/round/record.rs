@@ -59,10 +59,11 @@ impl StepRecord {
     }
 }
 
-/// Entries gathered before the step runs (the round's request).
+/// Entries and actions gathered before the step runs (the round's request, a window selected again).
 #[derive(Debug, Default)]
 pub(crate) struct Carry {
     pub blackboard: Vec<v1::BlackboardEntry>,
+    pub actions: Vec<crate::agents::action::ActionRecord>,
 }
 
 impl Carry {

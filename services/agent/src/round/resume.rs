@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Active, Held, Round};
+use crate::agents::action::ActionRecord;
 use crate::control::{Next, StepControl};
 use crate::dispatch::{Command, ResultStatus, execute_one};
 use crate::response::{ActionSpec, AgentState};
@@ -48,20 +49,25 @@ pub(super) fn label(spec: &ActionSpec) -> Option<String> {
 impl Round {
     /// After a restore that left an AppAgent active: selects its window again before the agent acts. If the
     /// window is gone, control returns to the HostAgent, which observes the desktop and re-plans.
-    pub(super) async fn reselect_window(&mut self) {
+    /// Returns the selection as an action of the next step (it reached the executor).
+    pub(super) async fn reselect_window(&mut self) -> Option<ActionRecord> {
         let Active::App(key) = self.active.clone() else {
-            return;
+            return None;
         };
-        let Some(window) = self.apps.get(&key).map(|a| a.window.clone()) else {
-            return;
+        let window = self.apps.get(&key).map(|a| a.window.clone())?;
+        let arguments = json!({"id": window.id, "name": window.name});
+        let command = Command::act("select_application_window", arguments.clone());
+        let record = |result| ActionRecord {
+            function: "select_application_window".into(),
+            arguments: arguments.as_object().cloned().unwrap_or_default(),
+            status: String::new(),
+            target: Some(window.clone()),
+            result,
         };
-        let command = Command::act(
-            "select_application_window",
-            json!({"id": window.id, "name": window.name}),
-        );
         match execute_one(self.dispatcher.as_ref(), command).await {
             Ok(r) if r.status == ResultStatus::Success => {
                 tracing::info!(application = %key, "window selected again after resume");
+                Some(record(r))
             }
             Ok(r) => {
                 tracing::warn!(application = %key, error = %r.error, "window gone after resume; the HostAgent re-plans");
@@ -69,11 +75,13 @@ impl Round {
                 self.state = AgentState::Continue;
                 self.held = None;
                 self.pending.clear();
+                Some(record(r))
             }
             Err(e) => {
                 self.end = Some(super::RoundEnd::Failed(format!(
                     "executor unreachable: {e}"
                 )));
+                None
             }
         }
     }

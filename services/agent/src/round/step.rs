@@ -113,7 +113,13 @@ impl Round {
             plan: d.plan,
             comment: d.comment,
             status: d.status,
-            actions: d.actions.iter().map(ActionRecord::to_proto).collect(),
+            // Every action sent to the executor is in the step, a window selected again first.
+            actions: carry
+                .actions
+                .iter()
+                .chain(&d.actions)
+                .map(ActionRecord::to_proto)
+                .collect(),
             phases: d.phases,
             cost: d.totals.cost,
             input_tokens: d.totals.usage.input_tokens,

@@ -28,6 +28,7 @@ use super::driver::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver,
 };
 use super::hitl;
+use super::intent::IntentGate;
 use super::task_config::{ConfirmPolicy, TaskConfig};
 use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
@@ -46,7 +47,7 @@ pub type DispatcherFactory =
 pub struct AgentsDriver {
     services: ServicesFactory,
     dispatcher: DispatcherFactory,
-    rounds: Mutex<HashMap<String, Round>>,
+    rounds: Mutex<HashMap<String, (Round, Arc<IntentGate>)>>,
 }
 
 impl std::fmt::Debug for AgentsDriver {
@@ -121,22 +122,25 @@ impl AgentsDriver {
         Ok(Self::new(services, dispatcher))
     }
 
-    fn take(&self, input: &StepInput<'_>) -> Option<Round> {
+    fn take(&self, input: &StepInput<'_>) -> Option<(Round, Arc<IntentGate>)> {
         let mut rounds = self.rounds.lock().ok()?;
-        let round = rounds.remove(&input.session.id)?;
+        let (round, gate) = rounds.remove(&input.session.id)?;
         (round_number(&round) == input.round.number && round.session_step() + 1 == input.step)
-            .then_some(round)
+            .then_some((round, gate))
     }
 
-    fn put_back(&self, session_id: &str, round: Round) {
+    fn put_back(&self, session_id: &str, round: Round, gate: Arc<IntentGate>) {
         if let Ok(mut rounds) = self.rounds.lock() {
-            rounds.insert(session_id.to_owned(), round);
+            rounds.insert(session_id.to_owned(), (round, gate));
         }
     }
 
-    fn rebuild(&self, input: &StepInput<'_>) -> Result<Round, DriverError> {
+    fn rebuild(&self, input: &StepInput<'_>) -> Result<(Round, Arc<IntentGate>), DriverError> {
         let services = (self.services)(input.config).map_err(DriverError::new)?;
-        let dispatcher = (self.dispatcher)(input.config).map_err(DriverError::new)?;
+        let gate = Arc::new(IntentGate::new(
+            (self.dispatcher)(input.config).map_err(DriverError::new)?,
+        ));
+        let dispatcher: Arc<dyn CommandDispatcher> = gate.clone();
         let mut host = HostAgent::new(services);
         host.memory = Memory::from_proto(input.memory, &host.name);
         let mut round = Round::new(
@@ -170,7 +174,7 @@ impl AgentsDriver {
                 tracing::warn!(error = %e, "cannot restore the round's state; the HostAgent continues");
             }
         }
-        Ok(round)
+        Ok((round, gate))
     }
 }
 
@@ -227,22 +231,21 @@ fn output(record: StepRecord, round: &Round) -> StepOutput {
 #[async_trait]
 impl TaskDriver for AgentsDriver {
     async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
-        let mut round = match self.take(&input) {
-            Some(round) => round,
+        let (mut round, gate) = match self.take(&input) {
+            Some(cached) => cached,
             None => self.rebuild(&input)?,
         };
+        // The agent active now is the one that acts in this step (a held action's proposer included).
+        gate.begin(input.intents.clone(), round.active_name());
         let hooks = StoreHooks {
             blackboard: input.blackboard.clone(),
-            decision: input.decision.clone().map(|mut d| {
-                d.already_started = d.approve && input.approved_run_started;
-                d
-            }),
+            decision: input.decision.clone(),
         };
         match round.next_step(&hooks).await {
             Some(record) => {
                 let out = output(record, &round);
                 if round.end().is_none() {
-                    self.put_back(&input.session.id, round);
+                    self.put_back(&input.session.id, round, gate);
                 }
                 Ok(out.into())
             }

@@ -34,10 +34,9 @@ pub struct StepInput<'a> {
     /// When the previous step held an action: the person's decision (approved: run it now), with their
     /// reason.
     pub decision: Option<Decision>,
-    /// With an approval: an earlier runner already started running the approved action for this step
-    /// (its `STEP_STARTED` event is in the log) and died before recording the step. The action's outcome
-    /// is unknown, so the driver must not run it again; it observes first.
-    pub approved_run_started: bool,
+    /// Where the step's intents go: every batch holding an action is recorded here before it is sent to
+    /// the executor (see [`super::intent`]).
+    pub intents: std::sync::Arc<dyn super::intent::IntentSink>,
 }
 
 /// An artifact produced by a step (stored before the step is recorded).

@@ -52,6 +52,7 @@ pub fn pending_questions(board: &Blackboard) -> Vec<PendingQuestion> {
         .map(|e| PendingQuestion {
             index: e.index,
             question: field(e, "question").as_str().unwrap_or_default().to_owned(),
+            id: field(e, "id").as_str().unwrap_or_default().to_owned(),
         })
         .collect()
 }

@@ -76,8 +76,23 @@ impl TaskRun {
             round: round_state,
         }
         .write(&mut step);
+        // Model text can hold what the store refuses (NUL): never let it make the step unrecordable.
+        super::sanitise::step(&mut step);
+        for entry in &mut blackboard {
+            super::sanitise::structure(&mut entry.value);
+        }
+        for event in &mut events {
+            super::sanitise::structure(&mut event.payload);
+        }
         let wrote_board = !blackboard.is_empty();
-        let memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
+        let memory_item = output.memory_item.map(|mut m| {
+            let mut v = serde_json::Value::Object(std::mem::take(&mut m));
+            super::sanitise::json(&mut v);
+            ufo_proto::json::object_to_struct(match v {
+                serde_json::Value::Object(m) => m,
+                _ => serde_json::Map::new(),
+            })
+        });
         let mut request = RecordStepRequest {
             step: Some(step),
             memory_item: memory_item.clone(),
@@ -87,7 +102,14 @@ impl TaskRun {
             lease_owner: self.worker_id.clone(),
             artifacts: inline,
         };
-        let recorded = match client.record_step(request.clone()).await {
+        // Retried on transient failures: an identical step already recorded comes back as a duplicate.
+        let recorded = match super::retry::retried(&self.config.store_retry(), "RecordStep", || {
+            let mut client = client.clone();
+            let request = request.clone();
+            async move { client.record_step(request).await }
+        })
+        .await
+        {
             Ok(recorded) => recorded.into_inner(),
             // Larger than the session service accepts in one message (its --max-message-bytes is below
             // this runner's inline budget): nothing was recorded, so the screenshots are stored one by one

@@ -10,13 +10,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
     AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest,
-    GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest,
+    GetBlackboardRequest, GetMemoryRequest, ListRoundsRequest, ListStepsRequest,
     ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
-    WatchEventsRequest,
 };
 
 use super::driver::{StepInput, TaskDriver};
 use super::hitl;
+use super::intent::{self, Intent, StoreIntents};
+use super::retry;
 use super::task_config::TaskConfig;
 use super::watch::{Signals, StopReason, follow_events, keep_lease};
 use crate::api::session::SessionClient;
@@ -108,9 +109,20 @@ impl TaskRun {
             ));
             let outcome = match self.drive(&signals).await {
                 Ok(outcome) => outcome,
-                Err(e) => {
+                // Retried already (bounded): the task goes back to the queue, and fails once it was released
+                // `--max-releases` times without progress.
+                Err(e) if retry::transient(e.0.code()) => {
                     tracing::error!(error = %e.0, "store failure; releasing the task");
                     Outcome::Shutdown
+                }
+                // A deterministic refusal does not pass by claiming the task again.
+                Err(e) => {
+                    tracing::error!(error = %e.0, "the session store refused a write; failing the task");
+                    Outcome::Failed(format!(
+                        "the session store refused to record the task's progress ({:?}): {}",
+                        e.0.code(),
+                        e.0.message()
+                    ))
                 }
             };
             let reported = self.report(&outcome).await;
@@ -144,7 +156,8 @@ impl TaskRun {
                 None
             }
         };
-        if let Some((status, result)) = status {
+        if let Some((status, mut result)) = status {
+            super::sanitise::text(&mut result);
             client
                 .set_session_status(SetSessionStatusRequest {
                     session_id: self.session.id.clone(),
@@ -201,6 +214,20 @@ impl TaskRun {
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
         };
         let mut history = self.load().await?;
+        // What happened since the last recorded step: releases without progress, a dead runner's intents.
+        let last_step = history.steps.len() as u64;
+        let tail = intent::since_last_step(&self.client, &self.session.id, last_step).await?;
+        let releases = tail
+            .iter()
+            .filter(|e| e.kind == EventKind::TaskReleased as i32)
+            .count();
+        if releases >= self.config.max_releases as usize {
+            return Ok(Outcome::Failed(format!(
+                "the task was released {releases} times without recording a step (see the runner's log \
+                 for the store errors); giving up instead of claiming it again"
+            )));
+        }
+        let mut intents = intent::intents(&tail, last_step + 1);
         let mut client = self.client.clone();
         let mut last_result = String::new();
         loop {
@@ -238,7 +265,7 @@ impl TaskRun {
                 .into_inner();
             let span = info_span!("round", round = round.number);
             let end = self
-                .drive_round(signals, &config, &round, &mut history)
+                .drive_round(signals, &config, &round, &mut history, &mut intents)
                 .instrument(span)
                 .await?;
             let (status, result) = match &end {
@@ -247,6 +274,8 @@ impl TaskRun {
                 RoundEnd::Stop(Outcome::Cancelled) => (RoundStatus::Cancelled, "cancelled".into()),
                 RoundEnd::Stop(other) => return Ok(other.clone()),
             };
+            let mut result = result;
+            super::sanitise::text(&mut result);
             client
                 .finish_round(FinishRoundRequest {
                     session_id: self.session.id.clone(),
@@ -306,58 +335,6 @@ impl TaskRun {
             })
             .await?;
         Ok(())
-    }
-
-    /// Called before step `step` runs the action approved at `held_step`. Returns whether an earlier runner
-    /// already started that run (its `STEP_STARTED` for `step` is in the event log, and the step was never
-    /// recorded, so the action's outcome is unknown). Otherwise appends that `STEP_STARTED`, fenced by the
-    /// lease, before anything runs: a runner that takes the task over after a crash then knows the action
-    /// may have happened and must not run it again.
-    async fn start_approved_run(&self, step: u64, held_step: u64) -> Result<bool, StoreError> {
-        let mut client = self.client.clone();
-        let session_id = self.session.id.clone();
-        let last_seq = client
-            .get_session(GetSessionRequest {
-                session_id: session_id.clone(),
-            })
-            .await?
-            .into_inner()
-            .last_seq;
-        if last_seq > 0 {
-            let mut events = client
-                .watch_events(WatchEventsRequest {
-                    session_id: session_id.clone(),
-                    from_seq: 1,
-                })
-                .await?
-                .into_inner();
-            while let Some(event) = events.message().await? {
-                if event.kind == EventKind::StepStarted as i32 && event.step == step {
-                    tracing::warn!(
-                        step,
-                        held_step,
-                        "an earlier runner started the approved action and stopped before recording it; \
-                         it is not run again"
-                    );
-                    return Ok(true);
-                }
-                if event.seq >= last_seq {
-                    break;
-                }
-            }
-        }
-        client
-            .append_events(AppendEventsRequest {
-                session_id,
-                events: vec![hitl::draft(
-                    EventKind::StepStarted,
-                    serde_json::json!({"step": step, "approved_held_step": held_step}),
-                    step,
-                )],
-                lease_owner: self.worker_id.clone(),
-            })
-            .await?;
-        Ok(false)
     }
 
     /// Waits until what `wait` names has arrived (re-checked on every answer or decision), the task must
@@ -451,7 +428,6 @@ impl TaskRun {
                 Ok(Ok(Some(Decision {
                     approve: false,
                     reason,
-                    already_started: false,
                 })))
             }
         }
@@ -481,7 +457,6 @@ impl TaskRun {
                 Some(Decision {
                     approve: d.approve,
                     reason: d.reason,
-                    already_started: false,
                 })
             }),
         })
@@ -493,6 +468,7 @@ impl TaskRun {
         config: &TaskConfig,
         round: &Round,
         history: &mut History,
+        intents: &mut Vec<Intent>,
     ) -> Result<RoundEnd, StoreError> {
         loop {
             if let Some(stop) = self.stopped(signals) {
@@ -511,8 +487,26 @@ impl TaskRun {
                 .count() as u32
                 + 1;
             let mut decision = None;
-            let mut approved_run_started = false;
             let number = history.steps.len() as u64 + 1;
+            if !intents.is_empty() {
+                // The previous runner stopped between acting and recording: record what it sent, outcome
+                // unknown; the agents observe again in the next step.
+                let dead = std::mem::take(intents);
+                tracing::warn!(
+                    step = number,
+                    actions = dead.len(),
+                    "recording a dead runner's intents"
+                );
+                let request = (round_step == 1).then_some(round.request.as_str());
+                let output = intent::unknown_step(&dead, last.as_ref(), request);
+                if let Some(end) = self
+                    .record_or_stop(number, round, round_step, output, history)
+                    .await?
+                {
+                    return Ok(end);
+                }
+                continue;
+            }
             // A step without a control value (written by other tools) is followed by the next step.
             let next = last
                 .as_ref()
@@ -541,18 +535,6 @@ impl TaskRun {
                         Ok(decision) => decision,
                         Err(end) => return Ok(end),
                     };
-                    if decision.as_ref().is_some_and(|d| d.approve) {
-                        match self.start_approved_run(number, action.step).await {
-                            Ok(started) => approved_run_started = started,
-                            Err(StoreError(status))
-                                if status.code() == tonic::Code::FailedPrecondition =>
-                            {
-                                tracing::warn!(error = %status, "another worker holds the task");
-                                return Ok(RoundEnd::Stop(Outcome::LeaseLost));
-                            }
-                            Err(e) => return Err(e),
-                        }
-                    }
                 }
                 Some(Next::Continue { .. }) | None => {}
             }
@@ -569,7 +551,14 @@ impl TaskRun {
                 step: number,
                 round_step,
                 decision,
-                approved_run_started,
+                intents: Arc::new(StoreIntents {
+                    client: self.client.clone(),
+                    session_id: self.session.id.clone(),
+                    worker_id: self.worker_id.clone(),
+                    step: number,
+                    round: round.number,
+                    retry: self.config.store_retry(),
+                }),
             };
             let span = info_span!("step", step = number, round_step);
             let drain = Duration::from_millis(self.config.drain_ms);
@@ -604,23 +593,46 @@ impl TaskRun {
                 }
                 Err(e) => return Ok(RoundEnd::Failed(e.message)),
             };
-            match self
-                .record(number, round, round_step, output, history)
+            if let Some(end) = self
+                .record_or_stop(number, round, round_step, output, history)
                 .instrument(span)
-                .await
+                .await?
             {
-                Ok(()) => {}
-                Err(StoreError(status))
-                    if matches!(
-                        status.code(),
-                        tonic::Code::FailedPrecondition | tonic::Code::AlreadyExists
-                    ) =>
-                {
-                    tracing::warn!(error = %status, "step refused: another worker holds the task");
-                    return Ok(RoundEnd::Stop(Outcome::LeaseLost));
-                }
-                Err(e) => return Err(e),
+                return Ok(end);
             }
         }
+    }
+
+    /// Records a step; a refusal because another worker holds the task stops this run.
+    async fn record_or_stop(
+        &self,
+        number: u64,
+        round: &Round,
+        round_step: u32,
+        output: super::driver::StepOutput,
+        history: &mut History,
+    ) -> Result<Option<RoundEnd>, StoreError> {
+        match self
+            .record(number, round, round_step, output, history)
+            .await
+        {
+            Ok(()) => Ok(None),
+            Err(StoreError(status))
+                if matches!(
+                    status.code(),
+                    tonic::Code::FailedPrecondition | tonic::Code::AlreadyExists
+                ) && self.lease_lost(&status) =>
+            {
+                tracing::warn!(error = %status, "step refused: another worker holds the task");
+                Ok(Some(RoundEnd::Stop(Outcome::LeaseLost)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a FAILED_PRECONDITION / ALREADY_EXISTS refusal is about the lease (another worker holds
+    /// the task) rather than about the step itself.
+    fn lease_lost(&self, status: &tonic::Status) -> bool {
+        status.code() == tonic::Code::AlreadyExists || status.message().contains("lease")
     }
 }

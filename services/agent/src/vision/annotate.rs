@@ -13,8 +13,13 @@ use image::{Rgba, RgbaImage};
 use super::screenshot::VisionError;
 use crate::target::Rect;
 
-/// The label font used when none is configured.
+/// Where Debian's fonts-dejavu-core puts the font the binary embeds (tests and benchmarks load it from
+/// there to compare; the service needs no system font).
 pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf";
+
+/// DejaVu Sans Bold, embedded so that the agent starts in an image without fonts (its licence, in
+/// `assets/DejaVu-LICENSE.txt`, allows redistribution with the notice).
+pub static EMBEDDED_FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-Bold.ttf");
 
 /// Colours by control type; unknown types get the default.
 #[derive(Debug, Clone)]
@@ -114,6 +119,15 @@ impl Marker {
         };
         let data = std::fs::read(path).map_err(|e| font_err(e.to_string()))?;
         let font = FontArc::try_from_vec(data).map_err(|e| font_err(e.to_string()))?;
+        Ok(Self::from_font(&font, px, palette))
+    }
+
+    /// Rasterises labels with the embedded DejaVu Sans Bold.
+    pub fn embedded(px: f32, palette: Palette) -> Result<Self, VisionError> {
+        let font = FontArc::try_from_slice(EMBEDDED_FONT).map_err(|e| VisionError::Font {
+            path: "(embedded DejaVuSans-Bold.ttf)".to_owned(),
+            reason: e.to_string(),
+        })?;
         Ok(Self::from_font(&font, px, palette))
     }
 
@@ -397,6 +411,24 @@ mod tests {
         assert_ne!(img, clean);
         undo.restore(&mut img);
         assert_eq!(img, clean);
+    }
+
+    #[test]
+    fn the_embedded_font_draws_like_the_system_one() {
+        let marks = [Mark {
+            label: "7",
+            rect: Rect::new(10, 10, 90, 60),
+            control_type: "Button",
+        }];
+        let mut embedded = RgbaImage::from_pixel(100, 70, Rgba([255, 255, 255, 255]));
+        let mut system = embedded.clone();
+        Marker::embedded(14.0, Palette::default())
+            .unwrap()
+            .annotate(&mut embedded, &marks);
+        Marker::load(Path::new(DEFAULT_FONT), 14.0, Palette::default())
+            .unwrap()
+            .annotate(&mut system, &marks);
+        assert_eq!(embedded, system, "the embedded font is DejaVu Sans Bold");
     }
 
     #[test]

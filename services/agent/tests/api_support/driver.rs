@@ -2,13 +2,15 @@
 //! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
 //! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
 //! log — then never return: the step is in flight when the test kills or cancels the runner), `shots=N`
-//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). An approved
-//! held action that an earlier runner already started is not "run" (logged) again.
+//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). Every step
+//! "acts" like the agents: its intent is recorded before the action is logged.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 
 use ufo_agent::control::HeldAction;
+use ufo_agent::dispatch::grpc::GrpcDispatcher;
+use ufo_agent::dispatch::{Command, CommandDispatcher as _};
 use ufo_agent::runner::{
     ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
 };
@@ -27,6 +29,8 @@ pub struct ScriptDriver {
     pub action_log: Option<PathBuf>,
     /// Whether `block=K` applies (a resumed runner must not block again).
     pub honour_block: bool,
+    /// An executor to send each step's action to (over gRPC), besides logging it.
+    pub executor: Option<String>,
 }
 
 fn directive(request: &str, key: &str) -> Option<u64> {
@@ -61,7 +65,7 @@ impl TaskDriver for ScriptDriver {
             .unwrap_or(2);
         let k = u64::from(input.round_step);
         if self.honour_block && directive(first, "block") == Some(input.step) {
-            self.log(&input);
+            self.act(&input).await?;
             std::future::pending::<()>().await;
         }
         let mut thought = format!("round {} step {k}", input.round.number);
@@ -71,11 +75,6 @@ impl TaskDriver for ScriptDriver {
         }
         if directive(first, "hold").is_some_and(|h| h + 1 == k) {
             thought = format!("decision {:?}", input.decision.as_ref().map(|d| d.approve));
-            if input.approved_run_started {
-                // An earlier runner was killed while "running" the approved action: never run it twice.
-                thought = "the approved action was already started; observed again".into();
-                return Ok(output(&input, thought, cont()).into());
-            }
             if input.decision.as_ref().is_some_and(|d| !d.approve) {
                 let next = Next::Finish {
                     result: "rejected by a person".into(),
@@ -83,7 +82,7 @@ impl TaskDriver for ScriptDriver {
                 return Ok(output(&input, thought, next).into());
             }
         }
-        self.log(&input);
+        let action = self.act(&input).await?;
         let next = if directive(first, "ask") == Some(k) {
             Next::ask(["which name?".to_owned()])
         } else if directive(first, "hold") == Some(k) {
@@ -104,11 +103,38 @@ impl TaskDriver for ScriptDriver {
         } else {
             cont()
         };
-        Ok(output(&input, thought, next).into())
+        let mut out = output(&input, thought, next);
+        out.step.actions.push(action);
+        Ok(out.into())
     }
 }
 
 impl ScriptDriver {
+    /// "Acts" the way the agents do: the intent is recorded first, then the action is logged.
+    async fn act(&self, input: &StepInput<'_>) -> Result<ufo_proto::v1::Action, DriverError> {
+        let arguments = serde_json::json!({"task": input.session.id, "step": input.step});
+        let command = Command::act("script_action", arguments.clone());
+        input
+            .intents
+            .record("HostAgent", std::slice::from_ref(&command))
+            .await
+            .map_err(DriverError::new)?;
+        if let Some(url) = &self.executor {
+            let executor = GrpcDispatcher::connect_lazy(url, None, 10_000, 1 << 22, None)
+                .map_err(|e| DriverError::new(e.to_string()))?;
+            executor
+                .execute(vec![command])
+                .await
+                .map_err(|e| DriverError::new(e.to_string()))?;
+        }
+        self.log(input);
+        Ok(ufo_proto::v1::Action {
+            function: "script_action".into(),
+            arguments: ufo_proto::json::to_struct(arguments).ok(),
+            ..Default::default()
+        })
+    }
+
     fn log(&self, input: &StepInput<'_>) {
         if let Some(path) = &self.action_log {
             let mut f = std::fs::OpenOptions::new()

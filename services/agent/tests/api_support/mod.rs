@@ -86,6 +86,27 @@ impl Session {
         }
     }
 
+    /// Stops the session service and starts it again on the same address and database (the test's own
+    /// in-process service: its connections drop and clients see it unreachable meanwhile).
+    #[allow(dead_code)] // used by some test binaries only
+    pub async fn restart(&mut self, down_for: Duration) {
+        self.shutdown.cancel();
+        (&mut self.task).await.unwrap();
+        tokio::time::sleep(down_for).await;
+        let addr = self.url.trim_start_matches("http://").to_owned();
+        let listener = TcpListener::bind(&addr).await.unwrap();
+        let mut config = ufo_session::Config::defaults();
+        config.database_url = Some(self.database_url.clone());
+        config.auth_token = None;
+        config.pool_size = 4;
+        self.shutdown = CancellationToken::new();
+        let token = self.shutdown.clone();
+        self.task = tokio::spawn(async move {
+            ufo_session::run(config, listener, token).await.unwrap();
+        });
+        self.wait_ready().await;
+    }
+
     pub fn client(&self) -> SessionClient {
         api::session::connect(&agent_config(&self.url, &[]).session).unwrap()
     }

@@ -152,7 +152,12 @@ impl SessionStore for SessionService {
         };
         let (sessions, next) = self
             .store
-            .list_sessions(filter, cursor, self.limits.page(r.page_size))
+            .list_sessions(
+                filter,
+                optional(r.owner).as_deref(),
+                cursor,
+                self.limits.page(r.page_size),
+            )
             .await
             .map_err(status)?;
         Ok(Response::new(ListSessionsResponse {
@@ -345,6 +350,7 @@ impl SessionStore for SessionService {
             content_type: required("content_type", r.content_type)?,
             data: validate::artifact_data("data", r.data, self.limits.validation())?,
             metadata: validate::object(r.metadata),
+            blob: None,
         };
         Ok(Response::new(
             self.store.put_artifact(artifact).await.map_err(status)?,

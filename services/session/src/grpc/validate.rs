@@ -233,6 +233,7 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
                 data: artifact_data(&field("data"), a.data, limits)?,
                 metadata: object(a.metadata),
                 sha256: hex::encode(digest),
+                blob: None,
             })
         })
         .collect::<Result<Vec<_>, Status>>()?;

@@ -22,6 +22,9 @@ pub enum StoreError {
     /// Migrations could not run.
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The blob store holding artifact bytes failed.
+    #[error("blob store error")]
+    Blob(#[from] crate::blob::BlobError),
     /// A stored value could not be read back (a bug or a hand-edited row).
     #[error("corrupt row: {0}")]
     Corrupt(String),

@@ -13,6 +13,7 @@
 //! replica can serve any artifact without shared storage. Screenshots are tens to hundreds of KiB (bounded by
 //! the message size limit), which Postgres TOASTs out of line; identical bytes are stored once.
 
+pub mod blobbed;
 pub mod error;
 pub mod notify;
 pub mod postgres;
@@ -53,11 +54,12 @@ pub trait Store: Send + Sync + 'static {
     /// The session with this id.
     async fn get_session(&self, id: Uuid) -> StoreResult<Session>;
 
-    /// Sessions newest first (by creation time, then id), optionally of one status, after `cursor`.
-    /// Returns at most `limit` sessions and the cursor of the next page when more exist.
+    /// Sessions newest first (by creation time, then id), optionally of one status and one owner, after
+    /// `cursor`. Returns at most `limit` sessions and the cursor of the next page when more exist.
     async fn list_sessions(
         &self,
         status: Option<SessionStatus>,
+        owner: Option<&str>,
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)>;
@@ -123,6 +125,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// An artifact by content id, or by (session, step, kind).
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact>;
+
+    /// Which of these hex SHA-256 an artifact row references (the blob sweeper keeps exactly those).
+    async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>>;
 
     /// Appends events in one transaction and returns them with their sequence numbers.
     async fn append_events(

@@ -150,10 +150,12 @@ pub struct NewArtifact {
     pub kind: ArtifactKind,
     /// MIME type.
     pub content_type: String,
-    /// The bytes.
+    /// The bytes (empty when `blob` says where they are).
     pub data: bytes::Bytes,
     /// Metadata (a JSON object).
     pub metadata: Json,
+    /// Set when the bytes are already durable in the blob store: the row keeps only the reference.
+    pub blob: Option<BlobRef>,
 }
 
 /// An artifact recorded with its step (stored under the step's session and number).
@@ -163,12 +165,37 @@ pub struct StepArtifact {
     pub kind: ArtifactKind,
     /// MIME type.
     pub content_type: String,
-    /// The bytes.
+    /// The bytes (empty when `blob` says where they are).
     pub data: bytes::Bytes,
     /// Metadata (a JSON object).
     pub metadata: Json,
-    /// Hex SHA-256 of `data` (its content id).
+    /// Hex SHA-256 of the bytes (its content id).
     pub sha256: String,
+    /// Set when the bytes are already durable in the blob store: the row keeps only the reference.
+    pub blob: Option<BlobRef>,
+}
+
+/// Bytes already stored in the blob store ([`crate::blob`]), referenced by an artifact row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobRef {
+    /// Hex SHA-256 of the bytes (the blob's name).
+    pub sha256: String,
+    /// Their length.
+    pub size: u64,
+}
+
+impl StepArtifact {
+    /// The bytes' length, wherever they are.
+    pub fn size(&self) -> u64 {
+        self.blob
+            .as_ref()
+            .map_or(self.data.len() as u64, |b| b.size)
+    }
+
+    /// The bytes when they go into the database row; `None` when the blob store holds them.
+    pub fn row_data(&self) -> Option<&[u8]> {
+        self.blob.is_none().then_some(self.data.as_ref())
+    }
 }
 
 /// How to find an artifact.

@@ -57,7 +57,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let (page, next) = store.list_sessions(None, cursor, 2).await.unwrap();
+        let (page, next) = store.list_sessions(None, None, cursor, 2).await.unwrap();
         assert!(page.len() <= 2);
         seen.extend(page.into_iter().map(|s| s.id));
         match next {
@@ -71,6 +71,18 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
     let mut sorted = seen.clone();
     sorted.sort();
     assert_eq!(sorted, expected, "every session exactly once");
+    // One owner's sessions only.
+    let (owned, _) = store
+        .list_sessions(None, Some("tests"), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(owned.len(), 5);
+    assert!(owned.iter().all(|s| s.owner == "tests"));
+    let (none, _) = store
+        .list_sessions(None, Some("nobody"), None, 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty());
 
     store
         .set_session_status(StatusChange {
@@ -82,7 +94,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let (cancelled, _) = store
-        .list_sessions(Some(SessionStatus::Cancelled), None, 10)
+        .list_sessions(Some(SessionStatus::Cancelled), None, None, 10)
         .await
         .unwrap();
     assert_eq!(cancelled.len(), 1);
@@ -93,6 +105,7 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     let id = session(&*store).await;
     let artifact = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 1,
             kind: ArtifactKind::CleanScreenshot,
@@ -280,6 +293,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // Images keep their metadata; indices are per kind.
     let image = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -291,6 +305,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
         .unwrap();
     let same_bytes = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -309,6 +324,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // The same reference put again with other metadata: the stored one stands and is returned.
     let again = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -322,6 +338,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     // No session, no artifact.
     let orphan = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: Uuid::new_v4(),
             step: 0,
             kind: ArtifactKind::DesktopScreenshot,
@@ -502,6 +519,7 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     // One artifact put beforehand and linked, two carried by the step.
     let desktop = store
         .put_artifact(NewArtifact {
+            blob: None,
             session_id: id,
             step: 1,
             kind: ArtifactKind::DesktopScreenshot,

@@ -134,9 +134,13 @@ impl SubmitTask {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnswersBody {
-    /// Answers in the order of the pending questions.
+    /// One answer per id in `question_ids`, in the same order.
     #[schema(min_items = 1, max_items = 16, inline)]
     pub answers: Vec<Answer>,
+    /// The ids of the pending questions answered (`pending_questions[].id` of the task); a question that
+    /// is not pending any more is 409.
+    #[schema(min_items = 1, max_items = 16)]
+    pub question_ids: Vec<String>,
 }
 
 /// One answer (any text without NUL characters).
@@ -150,6 +154,9 @@ pub struct Answer(pub String);
 pub struct ConfirmationBody {
     /// Approve (run the held action) or reject it.
     pub approve: bool,
+    /// The id of the held action decided (`held_action.id` of the task); another id than the one held now
+    /// is 409.
+    pub action_id: String,
     /// Why, for the record.
     #[serde(default)]
     #[schema(pattern = r"^[^\x00]*$")]

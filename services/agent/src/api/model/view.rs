@@ -40,6 +40,8 @@ pub struct RoundView {
 /// A question waiting for an answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct QuestionView {
+    /// The id an answer names (`question_ids` of `POST .../answers`).
+    pub id: String,
     /// Index among the task's questions.
     pub index: u64,
     /// The question.
@@ -49,6 +51,8 @@ pub struct QuestionView {
 /// An action waiting for a confirmation.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct HeldActionView {
+    /// The id a decision names (`action_id` of `POST .../confirmation`).
+    pub id: String,
     /// The agent that proposed it.
     pub agent_name: String,
     /// The tool.
@@ -321,12 +325,14 @@ impl TaskView {
             .pending
             .into_iter()
             .map(|q| QuestionView {
+                id: q.id,
                 index: q.index,
                 question: q.question,
             })
             .collect();
         view.held_action = snapshot.held.map(|h| HeldActionView {
             arguments: serde_json::from_str(&h.arguments_json).unwrap_or(Json::Null),
+            id: h.id,
             agent_name: h.agent_name,
             function: h.function,
             target_name: h.target_name,

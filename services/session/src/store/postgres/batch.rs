@@ -209,7 +209,7 @@ async fn write_batch(pool: &sqlx::PgPool, mut batch: Vec<Queued>) {
 const RECORD_STEPS: &str = "SELECT r_index, r_outcome, r_detail, r_last_seq, r_board, r_artifacts \
     FROM ufo_record_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
     $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, \
-    $40, $41, $42, $43, $44, $45, $46, $47)";
+    $40, $41, $42, $43, $44, $45, $46, $47, $48)";
 
 /// Ranges of each step's entries in the flattened arrays (1-based, inclusive; first > last when none).
 fn ranges(lens: impl Iterator<Item = usize>) -> (Vec<i32>, Vec<i32>) {
@@ -295,7 +295,16 @@ async fn call(
                 .collect::<Vec<_>>(),
         )
         .bind(new.iter().map(|a| Json(&a.metadata)).collect::<Vec<_>>())
-        .bind(new.iter().map(|a| a.data.as_ref()).collect::<Vec<&[u8]>>())
+        .bind(
+            new.iter()
+                .map(|a| a.row_data())
+                .collect::<Vec<Option<&[u8]>>>(),
+        )
+        .bind(
+            new.iter()
+                .map(|a| i64::try_from(a.size()).unwrap_or(i64::MAX))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await?;
     Ok(rows

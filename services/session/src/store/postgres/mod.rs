@@ -61,7 +61,12 @@ mod dialect {
         use crate::store::DbEnum as _;
         use sqlx::types::Json;
 
-        let size = i64::try_from(artifact.data.len()).unwrap_or(i64::MAX);
+        // With a blob reference the row keeps only hash and size (data NULL).
+        let stored = artifact
+            .blob
+            .as_ref()
+            .map_or(artifact.data.len() as u64, |b| b.size);
+        let size = i64::try_from(stored).unwrap_or(i64::MAX);
         let step = i64::try_from(artifact.step).unwrap_or(i64::MAX);
         let (found, content_type, metadata): (
             bool,
@@ -71,7 +76,7 @@ mod dialect {
             .bind(artifact.session_id)
             .bind(sha256)
             .bind(size)
-            .bind(artifact.data.as_ref())
+            .bind(artifact.blob.is_none().then_some(artifact.data.as_ref()))
             .bind(at)
             .bind(step)
             .bind(artifact.kind.db())
@@ -91,7 +96,7 @@ mod dialect {
             step: artifact.step,
             kind: artifact.kind.into(),
             content_type: content_type.unwrap_or_else(|| artifact.content_type.clone()),
-            size: artifact.data.len() as u64,
+            size: stored,
             metadata: match metadata.map(|m| m.0) {
                 Some(serde_json::Value::Object(map)) => {
                     Some(ufo_proto::json::object_to_struct(map))
@@ -100,6 +105,10 @@ mod dialect {
             },
         })
     }
+
+    /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
+    pub(super) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \
+        WHERE sha256 IN (SELECT jsonb_array_elements_text($1))";
 
     /// Locks the session row for the transaction.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";

@@ -58,7 +58,7 @@ pub(super) async fn insert_artifact(
          ON CONFLICT (sha256) DO NOTHING",
     )
     .bind(artifact.sha256)
-    .bind(i64::try_from(artifact.data.len()).unwrap_or(i64::MAX))
+    .bind(i64::try_from(artifact.size).unwrap_or(i64::MAX))
     .bind(artifact.data)
     .bind(at)
     .execute(&mut *conn)
@@ -86,7 +86,9 @@ pub(super) struct ArtifactRow<'a> {
     pub sha256: &'a str,
     pub content_type: &'a str,
     pub metadata: &'a Json,
-    pub data: &'a [u8],
+    /// `None` when the blob store holds the bytes (the row keeps the reference and size).
+    pub data: Option<&'a [u8]>,
+    pub size: u64,
 }
 
 /// Stores an artifact statement by statement in one transaction: the session must exist; the bytes once per
@@ -107,7 +109,11 @@ pub(crate) async fn put_artifact_statements(
             sha256,
             content_type: &artifact.content_type,
             metadata: &artifact.metadata,
-            data: &artifact.data,
+            data: artifact.blob.is_none().then_some(artifact.data.as_ref()),
+            size: artifact
+                .blob
+                .as_ref()
+                .map_or(artifact.data.len() as u64, |b| b.size),
         };
         insert_artifact(&mut tx, artifact.session_id, artifact.step, row, at).await?;
         let row = sqlx::query(
@@ -188,8 +194,23 @@ impl SqlStore {
         &self,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactRef> {
-        let sha256 = hex::encode(Sha256::digest(artifact.data.as_ref()));
+        let sha256 = match &artifact.blob {
+            Some(blob) => blob.sha256.clone(),
+            None => hex::encode(Sha256::digest(artifact.data.as_ref())),
+        };
         dialect::put_artifact(&self.write, &artifact, &sha256, now()).await
+    }
+
+    #[instrument(name = "store.referenced_blobs", skip_all, fields(count = hashes.len()))]
+    pub(super) async fn referenced_blobs_impl(
+        &self,
+        hashes: Vec<String>,
+    ) -> StoreResult<Vec<String>> {
+        let rows: Vec<(String,)> = sqlx::query_as(dialect::REFERENCED_BLOBS)
+            .bind(SqlJson(&hashes))
+            .fetch_all(&self.read)
+            .await?;
+        Ok(rows.into_iter().map(|(h,)| h).collect())
     }
 
     #[instrument(name = "store.get_artifact", skip_all)]
@@ -238,7 +259,10 @@ impl SqlStore {
         };
         Ok(Artifact {
             r#ref: Some(rows::artifact_ref(&row)?),
-            data: sqlx::Row::try_get::<Vec<u8>, _>(&row, "data")?.into(),
+            // NULL when the bytes live in the blob store (filled in by `BlobbedStore`).
+            data: sqlx::Row::try_get::<Option<Vec<u8>>, _>(&row, "data")?
+                .unwrap_or_default()
+                .into(),
         })
     }
 }

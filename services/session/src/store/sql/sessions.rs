@@ -159,18 +159,21 @@ impl SqlStore {
     pub(super) async fn list_sessions_impl(
         &self,
         status: Option<SessionStatus>,
+        owner: Option<&str>,
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
         let found = sqlx::query(
             "SELECT * FROM sessions WHERE ($1 IS NULL OR status = $1) \
              AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+             AND ($5 IS NULL OR owner = $5) \
              ORDER BY created_at DESC, id DESC LIMIT $4",
         )
         .bind(status.map(|s| s.db()))
         .bind(cursor.map(|c| c.created_at))
         .bind(cursor.map(|c| c.id))
         .bind(i64::from(limit) + 1)
+        .bind(owner)
         .fetch_all(&self.read)
         .await?;
         let more = found.len() > limit as usize;

@@ -264,7 +264,8 @@ impl SqlStore {
                     sha256: &a.sha256,
                     content_type: &a.content_type,
                     metadata: &a.metadata,
-                    data: &a.data,
+                    data: a.row_data(),
+                    size: a.size(),
                 };
                 insert_artifact(&mut tx, id, s.step, row, w.at).await?;
             }

@@ -28,10 +28,11 @@ impl Store for SqlStore {
     async fn list_sessions(
         &self,
         status: Option<SessionStatus>,
+        owner: Option<&str>,
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
-        self.list_sessions_impl(status, cursor, limit).await
+        self.list_sessions_impl(status, owner, cursor, limit).await
     }
 
     async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session> {
@@ -98,6 +99,10 @@ impl Store for SqlStore {
 
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact> {
         self.get_artifact_impl(key).await
+    }
+
+    async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>> {
+        self.referenced_blobs_impl(hashes).await
     }
 
     async fn append_events(

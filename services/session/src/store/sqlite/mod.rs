@@ -41,6 +41,10 @@ mod dialect {
         super::sql::put_artifact_statements(write, artifact, sha256, at).await
     }
 
+    /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
+    pub(super) const REFERENCED_BLOBS: &str =
+        "SELECT sha256 FROM artifact_blobs WHERE sha256 IN (SELECT value FROM json_each($1))";
+
     /// The single writer connection already serialises transactions: no row lock needed.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 

@@ -1,0 +1,327 @@
+//! Intent before action. Before any batch holding an action reaches an executor, the runner appends a
+//! STEP_STARTED event `{intent: true, step, round, agent, actions: [{tool, arguments}]}` fenced by its lease
+//! (one small write per batch; a runner that lost the lease is refused before anything runs). A runner that
+//! takes the task over and finds intents for the step after the last recorded one knows the previous runner
+//! stopped between sending those actions and recording their step: it records that step with those actions
+//! and the outcome [`UNKNOWN`], and the agents then observe again before deciding — nothing is replayed.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use ufo_proto::v1::{
+    AgentKind, AppendEventsRequest, Event, EventKind, GetSessionRequest, Step, WatchEventsRequest,
+};
+
+use super::driver::StepOutput;
+use super::retry::{Retry, retried};
+use crate::agents::action::ActionRecord;
+use crate::api::session::SessionClient;
+use crate::control::{Next, StepControl};
+use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
+use crate::response::AgentState;
+
+/// The recorded outcome of an action whose runner stopped before recording its step.
+pub const UNKNOWN: &str = "unknown — the previous runner stopped while running it";
+
+/// First window of newest events read to find a step's intents (widened fourfold until it reaches the
+/// previous step's STEP_FINISHED; not a limit).
+const WINDOW: u64 = 32;
+
+/// Where intents go before their actions run.
+#[async_trait]
+pub trait IntentSink: Send + Sync + std::fmt::Debug {
+    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
+    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String>;
+}
+
+/// Intents of one step of one task, appended to its event log under the runner's lease.
+#[derive(Clone)]
+pub struct StoreIntents {
+    pub(super) client: SessionClient,
+    pub(super) session_id: String,
+    pub(super) worker_id: String,
+    pub(super) step: u64,
+    pub(super) round: u32,
+    pub(super) retry: Retry,
+}
+
+impl std::fmt::Debug for StoreIntents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreIntents")
+            .field("step", &self.step)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl IntentSink for StoreIntents {
+    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+        let actions: Vec<Value> = commands
+            .iter()
+            .map(|c| json!({"tool": c.tool_name, "arguments": c.parameters}))
+            .collect();
+        let payload = json!({"intent": true, "step": self.step, "round": self.round, "agent": agent,
+                             "actions": actions});
+        let mut draft = super::hitl::draft(EventKind::StepStarted, payload, self.step);
+        draft.round = self.round;
+        let request = AppendEventsRequest {
+            session_id: self.session_id.clone(),
+            events: vec![draft],
+            lease_owner: self.worker_id.clone(),
+        };
+        let client = self.client.clone();
+        retried(&self.retry, "record the step's intent", || {
+            let mut client = client.clone();
+            let request = request.clone();
+            async move { client.append_events(request).await }
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot record the intent before acting: {e}"))
+    }
+}
+
+/// A dispatcher that records the intent of every batch holding an action before sending it.
+pub struct IntentGate {
+    inner: Arc<dyn CommandDispatcher>,
+    current: Mutex<Option<(Arc<dyn IntentSink>, String)>>,
+}
+
+impl IntentGate {
+    /// Gates `inner`.
+    pub fn new(inner: Arc<dyn CommandDispatcher>) -> Self {
+        Self {
+            inner,
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The step about to run: its intents go to `sink`, under `agent`'s name.
+    pub fn begin(&self, sink: Arc<dyn IntentSink>, agent: String) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some((sink, agent));
+        }
+    }
+}
+
+#[async_trait]
+impl CommandDispatcher for IntentGate {
+    async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError> {
+        let acts: Vec<Command> = commands
+            .iter()
+            .filter(|c| c.tool_type == crate::dispatch::ToolType::Action)
+            .cloned()
+            .collect();
+        if !acts.is_empty() {
+            let current = self.current.lock().ok().and_then(|c| c.clone());
+            if let Some((sink, agent)) = current {
+                sink.record(&agent, &acts)
+                    .await
+                    .map_err(|message| DispatchError::Rpc {
+                        code: "intent".into(),
+                        message,
+                    })?;
+            }
+        }
+        self.inner.execute(commands).await
+    }
+
+    async fn catalog(&self) -> Result<Arc<crate::dispatch::tools::ExecutorCatalog>, DispatchError> {
+        self.inner.catalog().await
+    }
+}
+
+/// One recorded intent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intent {
+    /// The agent that was acting.
+    pub agent: String,
+    /// The actions: `(tool, arguments)`.
+    pub actions: Vec<(String, serde_json::Map<String, Value>)>,
+}
+
+fn intent_of(event: &Event, step: u64) -> Option<Intent> {
+    if event.kind != EventKind::StepStarted as i32 || event.step != step {
+        return None;
+    }
+    let p = ufo_proto::json::from_optional_struct(event.payload.clone());
+    if p["intent"] != Value::Bool(true) {
+        return None;
+    }
+    Some(Intent {
+        agent: p["agent"].as_str().unwrap_or_default().to_owned(),
+        actions: p["actions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| {
+                        (
+                            x["tool"].as_str().unwrap_or_default().to_owned(),
+                            x["arguments"].as_object().cloned().unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
+/// The intents recorded for `step` in `events`, in order.
+pub fn intents(events: &[Event], step: u64) -> Vec<Intent> {
+    events.iter().filter_map(|e| intent_of(e, step)).collect()
+}
+
+/// The events after the STEP_FINISHED of `last_step` (every event when no step is recorded): a bounded
+/// read of the newest events, widened fourfold until it reaches that event or the first one.
+pub async fn since_last_step(
+    client: &SessionClient,
+    session_id: &str,
+    last_step: u64,
+) -> Result<Vec<Event>, tonic::Status> {
+    let mut client = client.clone();
+    let last = client
+        .get_session(GetSessionRequest {
+            session_id: session_id.to_owned(),
+        })
+        .await?
+        .into_inner()
+        .last_seq;
+    if last == 0 {
+        return Ok(Vec::new());
+    }
+    let mut window = WINDOW;
+    loop {
+        let from = last.saturating_sub(window - 1).max(1);
+        let mut found: Option<Vec<Event>> = (last_step == 0 && from == 1).then(Vec::new);
+        let mut events = client
+            .watch_events(WatchEventsRequest {
+                session_id: session_id.to_owned(),
+                from_seq: from,
+            })
+            .await?
+            .into_inner();
+        while let Some(event) = events.next().await {
+            let event = event?;
+            let seq = event.seq;
+            if event.kind == EventKind::StepFinished as i32 && event.step == last_step {
+                found = Some(Vec::new());
+            } else if let Some(f) = found.as_mut() {
+                f.push(event);
+            }
+            if seq >= last {
+                break;
+            }
+        }
+        if let Some(found) = found {
+            return Ok(found);
+        }
+        if from == 1 {
+            // The step's STEP_FINISHED is not in the log (written by other tools): nothing to resume.
+            return Ok(Vec::new());
+        }
+        window = window.saturating_mul(4);
+    }
+}
+
+/// The step a runner records for intents whose step was never recorded: their actions with the outcome
+/// [`UNKNOWN`], the round's state of the step before (`previous`) with the acting agent continuing, so it
+/// observes again.
+pub fn unknown_step(
+    intents: &[Intent],
+    previous: Option<&Step>,
+    request: Option<&str>,
+) -> StepOutput {
+    let agent = intents.last().map(|i| i.agent.clone()).unwrap_or_default();
+    let actions: Vec<ActionRecord> = intents
+        .iter()
+        .flat_map(|i| i.actions.iter())
+        .map(|(tool, arguments)| ActionRecord {
+            function: tool.clone(),
+            arguments: arguments.clone(),
+            status: String::new(),
+            target: None,
+            result: CommandResult {
+                status: ResultStatus::None,
+                error: UNKNOWN.into(),
+                ..CommandResult::none()
+            },
+        })
+        .collect();
+    let mut round = previous
+        .and_then(|s| StepControl::of(s).ok())
+        .and_then(|c| c.round);
+    if let Some(r) = round.as_deref_mut() {
+        r.state = AgentState::Continue;
+        r.held = None;
+    }
+    let mut step = Step {
+        agent_name: agent.clone(),
+        agent_kind: if agent.starts_with("HostAgent") {
+            AgentKind::Host
+        } else {
+            AgentKind::App
+        } as i32,
+        state_before: previous.map(|s| s.state_after.clone()).unwrap_or_default(),
+        state_after: AgentState::Continue.to_string(),
+        comment: UNKNOWN.into(),
+        actions: actions.iter().map(ActionRecord::to_proto).collect(),
+        ..Default::default()
+    };
+    let next = Next::Continue {
+        agent: agent.clone(),
+    };
+    StepControl {
+        next: next.clone(),
+        round,
+    }
+    .write(&mut step);
+    let representation: Vec<String> = actions.iter().map(ActionRecord::representation).collect();
+    let memory = json!({"agent_name": agent, "comment": UNKNOWN, "status": AgentState::Continue,
+                        "action": actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
+                        "action_representation": representation.join("; ")});
+    StepOutput {
+        step,
+        memory_item: memory.as_object().cloned(),
+        // The first step of a round carries the round's request onto the board.
+        blackboard: request
+            .map(|r| {
+                vec![crate::memory::blackboard::entry(
+                    ufo_proto::v1::BlackboardKind::Request,
+                    0,
+                    json!({"request": r}),
+                    String::new(),
+                )]
+            })
+            .unwrap_or_default(),
+        artifacts: Vec::new(),
+        events: Vec::new(),
+        next,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intents_are_read_back_and_become_an_unknown_step() {
+        let payload = json!({"intent": true, "step": 5, "agent": "AppAgent/notes",
+                             "actions": [{"tool": "click_input", "arguments": {"id": "3"}}]});
+        let event = Event {
+            kind: EventKind::StepStarted as i32,
+            step: 5,
+            payload: ufo_proto::json::to_struct(payload).ok(),
+            ..Default::default()
+        };
+        assert_eq!(intent_of(&event, 4), None);
+        let intent = intent_of(&event, 5).unwrap();
+        assert_eq!(intent.actions[0].0, "click_input");
+        let out = unknown_step(&[intent], None, None);
+        assert_eq!(out.step.actions.len(), 1);
+        let result = out.step.actions[0].result.as_ref().unwrap();
+        assert_eq!(result.error, UNKNOWN);
+        assert!(matches!(out.next, Next::Continue { agent } if agent == "AppAgent/notes"));
+    }
+}

@@ -1,0 +1,233 @@
+//! [`BlobbedStore`]: a [`Store`] whose artifact bytes live in a [`BlobStore`] and whose rows keep only
+//! references (hash, size, content type, metadata).
+//!
+//! Writes put the bytes first and only then run the database transaction that references them, so a step
+//! never commits with a blob that is not durable; a crash in between leaves an unreferenced blob, which
+//! [`crate::blob::sweep`] collects. Reads serve rows that still carry bytes (written before migration 0008)
+//! from the row, and the others from the blob store (read-through: nothing is migrated).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tracing::instrument;
+use ufo_proto::v1::{
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
+};
+use uuid::Uuid;
+
+use crate::blob::sweep::BlobReferences;
+use crate::blob::{BlobHash, BlobStore};
+use crate::store::{
+    ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
+    RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
+};
+
+/// A store with artifact bytes in a blob store.
+#[derive(Clone)]
+pub struct BlobbedStore {
+    inner: Arc<dyn Store>,
+    blobs: Arc<dyn BlobStore>,
+}
+
+impl std::fmt::Debug for BlobbedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobbedStore")
+            .field("blobs", &self.blobs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BlobbedStore {
+    /// `inner` keeps rows; `blobs` keeps bytes.
+    pub fn new(inner: Arc<dyn Store>, blobs: Arc<dyn BlobStore>) -> Self {
+        Self { inner, blobs }
+    }
+
+    /// The blob store (for the sweeper).
+    pub fn blobs(&self) -> &Arc<dyn BlobStore> {
+        &self.blobs
+    }
+
+    /// Puts `data` (checked against `sha256` when given) and returns the reference the row will keep.
+    async fn put_blob(&self, data: Bytes, sha256: Option<&str>) -> StoreResult<BlobRef> {
+        let expected = sha256.map(BlobHash::parse).transpose()?;
+        let size = data.len() as u64;
+        let hash = self.blobs.put(data, expected.as_ref()).await?;
+        Ok(BlobRef {
+            sha256: hash.as_str().to_owned(),
+            size,
+        })
+    }
+}
+
+#[async_trait]
+impl BlobReferences for BlobbedStore {
+    async fn referenced(
+        &self,
+        hashes: &[BlobHash],
+    ) -> Result<HashSet<BlobHash>, Box<dyn std::error::Error + Send + Sync>> {
+        let names = hashes.iter().map(|h| h.as_str().to_owned()).collect();
+        let kept = self.inner.referenced_blobs(names).await?;
+        Ok(kept
+            .iter()
+            .filter_map(|h| BlobHash::parse(h).ok())
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Store for BlobbedStore {
+    /// Uploads the step's new artifacts (concurrently) and waits until every one is durable, then records
+    /// the step referencing them.
+    #[instrument(name = "store.record_step_blobs", skip_all,
+        fields(session = %record.session_id, artifacts = record.artifacts.len()))]
+    async fn record_step(&self, mut record: StepRecord) -> StoreResult<RecordedStep> {
+        let uploads = record
+            .artifacts
+            .iter()
+            .filter(|a| a.blob.is_none())
+            .map(|a| self.put_blob(a.data.clone(), Some(&a.sha256)));
+        let refs = futures::future::try_join_all(uploads).await?;
+        let pending = record.artifacts.iter_mut().filter(|a| a.blob.is_none());
+        for (artifact, blob) in pending.zip(refs) {
+            artifact.data = Bytes::new();
+            artifact.blob = Some(blob);
+        }
+        self.inner.record_step(record).await
+    }
+
+    #[instrument(name = "store.put_artifact_blob", skip_all, fields(session = %artifact.session_id))]
+    async fn put_artifact(&self, mut artifact: NewArtifact) -> StoreResult<ArtifactRef> {
+        if artifact.blob.is_none() {
+            let data = std::mem::take(&mut artifact.data);
+            artifact.blob = Some(self.put_blob(data, None).await?);
+        }
+        self.inner.put_artifact(artifact).await
+    }
+
+    /// Serves the row's bytes when it has them (written before the blob store), else the blob's.
+    async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact> {
+        let mut artifact = self.inner.get_artifact(key).await?;
+        if let Some(r) = &artifact.r#ref
+            && artifact.data.is_empty()
+            && r.size > 0
+        {
+            artifact.data = self
+                .blobs
+                .get(&BlobHash::parse(&r.id)?)
+                .await?
+                .to_vec()
+                .into();
+        }
+        Ok(artifact)
+    }
+
+    async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>> {
+        self.inner.referenced_blobs(hashes).await
+    }
+
+    async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
+        self.inner.create_session(new).await
+    }
+
+    async fn get_session(&self, id: Uuid) -> StoreResult<Session> {
+        self.inner.get_session(id).await
+    }
+
+    async fn list_sessions(
+        &self,
+        status: Option<SessionStatus>,
+        owner: Option<&str>,
+        cursor: Option<PageCursor>,
+        limit: u32,
+    ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
+        self.inner.list_sessions(status, owner, cursor, limit).await
+    }
+
+    async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session> {
+        self.inner.set_session_status(change).await
+    }
+
+    async fn request_cancel(&self, id: Uuid, reason: String) -> StoreResult<Session> {
+        self.inner.request_cancel(id, reason).await
+    }
+
+    async fn add_round(&self, id: Uuid, request: String) -> StoreResult<Round> {
+        self.inner.add_round(id, request).await
+    }
+
+    async fn begin_round(
+        &self,
+        id: Uuid,
+        number: u32,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Round> {
+        self.inner.begin_round(id, number, lease_owner).await
+    }
+
+    async fn finish_round(&self, end: RoundEnd) -> StoreResult<Round> {
+        self.inner.finish_round(end).await
+    }
+
+    async fn list_rounds(&self, id: Uuid) -> StoreResult<Vec<Round>> {
+        self.inner.list_rounds(id).await
+    }
+
+    async fn list_steps(&self, id: Uuid, from_step: u64, limit: u32) -> StoreResult<Vec<Step>> {
+        self.inner.list_steps(id, from_step, limit).await
+    }
+
+    async fn get_step(&self, id: Uuid, step: u64) -> StoreResult<Step> {
+        self.inner.get_step(id, step).await
+    }
+
+    async fn get_memory(&self, id: Uuid, agent: Option<String>) -> StoreResult<Vec<MemoryItem>> {
+        self.inner.get_memory(id, agent).await
+    }
+
+    async fn get_blackboard(&self, id: Uuid) -> StoreResult<Blackboard> {
+        self.inner.get_blackboard(id).await
+    }
+
+    async fn append_blackboard(
+        &self,
+        id: Uuid,
+        entries: Vec<NewBlackboardEntry>,
+        events: Vec<NewEvent>,
+    ) -> StoreResult<(Vec<BlackboardEntry>, u64)> {
+        self.inner.append_blackboard(id, entries, events).await
+    }
+
+    async fn append_events(
+        &self,
+        id: Uuid,
+        events: Vec<NewEvent>,
+        lease_owner: Option<String>,
+    ) -> StoreResult<Vec<Event>> {
+        self.inner.append_events(id, events, lease_owner).await
+    }
+
+    async fn read_events(&self, id: Uuid, from_seq: u64, limit: u32) -> StoreResult<Vec<Event>> {
+        self.inner.read_events(id, from_seq, limit).await
+    }
+
+    fn subscribe(&self, id: Uuid) -> Subscription {
+        self.inner.subscribe(id)
+    }
+
+    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
+        self.inner.claim_task(worker, lease).await
+    }
+
+    async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease> {
+        self.inner.renew_lease(id, worker, lease).await
+    }
+
+    async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
+        self.inner.release_task(id, worker, requeue).await
+    }
+}

@@ -330,6 +330,17 @@ pub struct RunnerConfig {
     )]
     pub executor_deadline_ms: u32,
 
+    /// How long to keep retrying an executor that is unreachable (restarting), in milliseconds, in total
+    /// per batch (default 30000; 0: no retries). Observations are retried while it is UNAVAILABLE; a
+    /// batch with an action only when the connection was refused before sending (so it surely did not
+    /// run). After the budget the task fails with an error naming the executor.
+    #[arg(
+        long = "executor-retry-budget-ms",
+        env = "UFO_EXECUTOR_RETRY_BUDGET_MS",
+        default_value_t = 30_000
+    )]
+    pub executor_retry_budget_ms: u64,
+
     /// Largest gRPC message exchanged with an executor (screenshots), in bytes (default 33554432).
     #[arg(long = "executor-max-message-bytes", env = "UFO_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub executor_max_message_bytes: usize,

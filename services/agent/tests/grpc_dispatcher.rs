@@ -337,3 +337,155 @@ async fn the_tool_catalog_is_cached_and_fetched_again_after_the_executor_comes_b
     stop.cancel();
     server.await.unwrap();
 }
+
+/// Serves the adapter on `listener` until stopped; the handle ends once the port is released.
+fn serve_stoppable(
+    desktop: Arc<FakeDesktop>,
+    listener: tokio::net::TcpListener,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let handle = tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::TcpListenerStream::new(listener),
+                token.cancelled_owned(),
+            )
+            .await
+            .unwrap();
+    });
+    (stop, handle)
+}
+
+/// A listener on `port` that accepts connections and drops them at once (an executor that is up at
+/// the TCP level but not serving: UNAVAILABLE after connecting). Reports each accept on the channel.
+async fn dropping_listener(
+    port: u16,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let handle = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+            let _ = tx.send(());
+        }
+    });
+    (handle, rx)
+}
+
+fn retrying_client(port: u16, budget_ms: u64) -> GrpcDispatcher {
+    GrpcDispatcher::connect_lazy(
+        &format!("http://127.0.0.1:{port}"),
+        Some("tok"),
+        5_000,
+        16 << 20,
+        None,
+    )
+    .unwrap()
+    .with_retry_budget(std::time::Duration::from_millis(budget_ms))
+}
+
+#[tokio::test]
+async fn an_observation_is_retried_until_the_restarted_executor_answers() {
+    let desktop = Arc::new(desktop());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (stop, handle) = serve_stoppable(desktop.clone(), listener);
+    let grpc = Arc::new(retrying_client(port, 20_000));
+    let probe = || vec![Command::observe("get_app_window_info", json!({}))];
+    let first = grpc.execute(probe()).await.unwrap();
+    let before = desktop.log().len();
+
+    // The executor goes down; while it is down the port accepts and drops connections, so the test
+    // can see the client's attempts instead of guessing their timing.
+    stop.cancel();
+    handle.await.unwrap();
+    let (down, mut attempts) = dropping_listener(port).await;
+    let call = tokio::spawn({
+        let grpc = grpc.clone();
+        async move { grpc.execute(probe()).await }
+    });
+    // One attempt failed while it was down; the call can only succeed below by trying again.
+    attempts.recv().await.unwrap();
+    down.abort();
+    let _ = down.await;
+    // Back on the same port: the pending call goes through.
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (stop, _handle) = serve_stoppable(desktop.clone(), listener);
+    // The restarted executor answered the pending call as the first one did.
+    let results = call.await.unwrap().unwrap();
+    assert_eq!(results, first);
+    assert_eq!(desktop.log().len(), before + 1);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_action_is_not_retried_once_a_connection_was_made() {
+    let desktop = Arc::new(desktop());
+    let port = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (down, mut attempts) = dropping_listener(port).await;
+    let grpc = retrying_client(port, 20_000);
+    let started = std::time::Instant::now();
+    let err = grpc
+        .execute(vec![Command::act("click_input", json!({"id": "s2"}))])
+        .await
+        .unwrap_err();
+    // It may have reached the executor: failed at once, not after the budget.
+    assert!(
+        matches!(err, ufo_agent::dispatch::DispatchError::Rpc { .. }),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    attempts.recv().await.unwrap();
+    assert!(attempts.try_recv().is_err(), "the action was sent again");
+    down.abort();
+    assert!(desktop.log().is_empty());
+}
+
+#[tokio::test]
+async fn an_executor_that_stays_down_fails_after_the_budget_naming_it() {
+    // A port nobody listens on: every connection is refused.
+    let port = {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let grpc = retrying_client(port, 1_500);
+    for batch in [
+        vec![Command::observe("capture_desktop_screenshot", json!({}))],
+        // Refused before sending: provably not delivered, so an action is retried too.
+        vec![Command::act("click_input", json!({"id": "s2"}))],
+    ] {
+        let started = std::time::Instant::now();
+        let err = grpc.execute(batch).await.unwrap_err();
+        let waited = started.elapsed();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ufo_agent::dispatch::DispatchError::Unreachable { .. }),
+            "{text}"
+        );
+        assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+        assert!(text.contains("connection refused"), "{text}");
+        assert!(!text.contains("http://"), "{text}");
+        assert!(
+            waited >= std::time::Duration::from_millis(1_500),
+            "{waited:?}"
+        );
+        assert!(waited < std::time::Duration::from_secs(6), "{waited:?}");
+    }
+    let err = grpc.catalog().await.unwrap_err();
+    assert!(
+        matches!(err, ufo_agent::dispatch::DispatchError::Unreachable { .. }),
+        "{err}"
+    );
+}

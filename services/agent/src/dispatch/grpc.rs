@@ -1,6 +1,8 @@
 //! The executor's gRPC client as a [`CommandDispatcher`]: commands become `ufo.v1.Command`s (parameters as
 //! `Struct`), screenshots come back as bytes with their transform. One span per batch.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -18,6 +20,10 @@ pub struct GrpcDispatcher {
     client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
     command_deadline_ms: u32,
     catalog: std::sync::Arc<super::tools::CatalogCache>,
+    /// Total time to keep retrying an unreachable executor (zero: no retries).
+    retry_budget: Duration,
+    /// The executor as `host:port`, for errors shown to users.
+    label: String,
 }
 
 impl GrpcDispatcher {
@@ -51,11 +57,42 @@ impl GrpcDispatcher {
         let client = ExecutorClient::with_interceptor(channel, ctx)
             .max_decoding_message_size(max_message_bytes)
             .max_encoding_message_size(max_message_bytes);
+        let label = crate::executors::parse_address(address).map_or_else(
+            || "(unparsable address)".to_owned(),
+            |(host, port)| match port {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            },
+        );
         Ok(Self {
             client,
             command_deadline_ms,
             catalog: Default::default(),
+            retry_budget: Duration::ZERO,
+            label,
         })
+    }
+
+    /// Keeps retrying an unreachable executor for up to `budget` in total (observations while it is
+    /// UNAVAILABLE, actions only when the connection was refused before sending).
+    pub fn with_retry_budget(mut self, budget: Duration) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    fn unreachable(&self, waited: Duration, cause: String) -> DispatchError {
+        DispatchError::Unreachable {
+            executor: self.label.clone(),
+            waited_ms: waited.as_millis() as u64,
+            cause,
+        }
+    }
+}
+
+fn status_error(s: &tonic::Status) -> DispatchError {
+    DispatchError::Rpc {
+        code: format!("{:?}", s.code()),
+        message: s.message().to_owned(),
     }
 }
 
@@ -129,22 +166,43 @@ impl CommandDispatcher for GrpcDispatcher {
             image_format: v1::ImageFormat::Png as i32,
             jpeg_quality: 0,
         };
-        let mut client = self.client.clone();
-        let response = client
-            .execute(request)
-            .instrument(span)
-            .await
-            .map_err(|s| {
-                // The executor may come back restarted with other tools: fetch its catalog again.
-                if super::tools::is_transport_failure(s.code()) {
-                    self.catalog.invalidate();
-                }
-                DispatchError::Rpc {
-                    code: format!("{:?}", s.code()),
-                    message: s.message().to_owned(),
-                }
-            })?
-            .into_inner();
+        let observe_only = request
+            .commands
+            .iter()
+            .all(|c| c.tool_type == v1::ToolType::DataCollection as i32);
+        let retryable = |s: &tonic::Status| {
+            // The executor may come back restarted with other tools: fetch its catalog again.
+            if super::tools::is_transport_failure(s.code()) {
+                self.catalog.invalidate();
+            }
+            if observe_only {
+                // A connection dropped under the call surfaces as CANCELLED: repeating an
+                // observation is harmless, and the budget bounds it.
+                matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Cancelled)
+            } else {
+                super::retry::refused_before_sending(s)
+            }
+        };
+        let response = super::retry::retrying(self.retry_budget, retryable, || {
+            let mut client = self.client.clone();
+            let request = request.clone();
+            async move { client.execute(request).await }
+        })
+        .instrument(span)
+        .await
+        .map_err(|e| match e {
+            super::retry::Exhausted::Final(s) => status_error(&s),
+            super::retry::Exhausted::Budget { last, waited } => {
+                let refused = super::retry::refused_before_sending(&last);
+                let cause = format!(
+                    "{:?}{}",
+                    last.code(),
+                    if refused { ": connection refused" } else { "" }
+                );
+                self.unreachable(waited, cause)
+            }
+        })?
+        .into_inner();
         if response.results.len() != sent {
             return Err(DispatchError::Mismatch {
                 sent,
@@ -157,8 +215,20 @@ impl CommandDispatcher for GrpcDispatcher {
     async fn catalog(
         &self,
     ) -> Result<std::sync::Arc<super::tools::ExecutorCatalog>, DispatchError> {
+        let unavailable = |e: &DispatchError| matches!(e, DispatchError::Rpc { code, .. } if code == "Unavailable");
         self.catalog
-            .get_or_fetch(|| super::tools::fetch(self.client.clone()))
+            .get_or_fetch(|| async {
+                super::retry::retrying(self.retry_budget, unavailable, || {
+                    super::tools::fetch(self.client.clone())
+                })
+                .await
+                .map_err(|e| match e {
+                    super::retry::Exhausted::Final(e) => e,
+                    super::retry::Exhausted::Budget { waited, .. } => {
+                        self.unreachable(waited, "Unavailable".into())
+                    }
+                })
+            })
             .await
     }
 }

@@ -3,6 +3,7 @@
 //! unit level use `testing::FakeDesktop` (feature `testing`).
 
 pub mod grpc;
+mod retry;
 pub mod tools;
 
 use async_trait::async_trait;
@@ -184,6 +185,19 @@ pub enum DispatchError {
         /// Results received.
         got: usize,
     },
+    /// The executor stayed unreachable for the whole retry budget (`--executor-retry-budget-ms`).
+    #[error(
+        "executor {executor} is unreachable: still failing after {:.1} s of retries ({cause})",
+        *waited_ms as f64 / 1000.0
+    )]
+    Unreachable {
+        /// The executor, as `host:port` (no URL).
+        executor: String,
+        /// Time spent retrying, in milliseconds.
+        waited_ms: u64,
+        /// What the last attempt ran into.
+        cause: String,
+    },
     /// The executor address is unusable.
     #[error("invalid executor address: {0}")]
     Address(String),
@@ -192,7 +206,8 @@ pub enum DispatchError {
 /// Runs command batches on one desktop.
 ///
 /// Contract: results come back one per command in order; after the first `Failure` the remaining
-/// commands are `Skipped` without running. Batches are not retried (an action may not be idempotent).
+/// commands are `Skipped` without running. A batch of observations may be retried while the executor is
+/// unavailable; a batch with an action only when it provably was not delivered (see `retry`).
 #[async_trait]
 pub trait CommandDispatcher: Send + Sync {
     /// Runs `commands` in order.

@@ -90,6 +90,11 @@ pub struct LlmArgs {
     /// task using an unpriced model is refused at submission (its cost could not be limited).
     #[arg(long, env = "UFO_LLM_DEFAULT_PRICE", value_parser = PriceTable::parse_price)]
     pub llm_default_price: Option<super::cost::Price>,
+    /// Largest model reply body read, in bytes. The body is read as a stream and the call fails with a
+    /// clear error as soon as it grows past this, so a runaway reply cannot exhaust the agent's memory.
+    #[arg(long, env = "UFO_LLM_MAX_REPLY_BYTES", default_value_t = super::openai::DEFAULT_MAX_REPLY_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub llm_max_reply_bytes: u64,
     /// Sampling temperature; unset means the provider default.
     #[arg(long, env = "UFO_LLM_TEMPERATURE")]
     pub llm_temperature: Option<f64>,
@@ -120,6 +125,7 @@ impl LlmArgs {
             },
             json_object: self.llm_json_object,
             json_schema: self.llm_json_schema,
+            max_reply_bytes: self.llm_max_reply_bytes,
         }
     }
 

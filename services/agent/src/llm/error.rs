@@ -24,6 +24,13 @@ pub enum LlmError {
     /// The provider's response did not have the expected shape.
     #[error("unexpected response from the model endpoint: {0}")]
     Decode(String),
+    /// The reply body was larger than the configured cap; reading stopped there (never retried: the
+    /// same request would get the same reply).
+    #[error("the model reply exceeded the size cap of {limit} bytes (--llm-max-reply-bytes)")]
+    TooLarge {
+        /// The cap, in bytes.
+        limit: u64,
+    },
     /// The configuration is unusable (bad URL, bad header value).
     #[error("invalid model configuration: {0}")]
     Config(String),

@@ -113,7 +113,10 @@ impl AgentsDriver {
                 runner.executor_max_message_bytes,
                 conn.ca_pem.as_deref(),
             )
-            .map(|d| Arc::new(d) as Arc<dyn CommandDispatcher>)
+            .map(|d| {
+                let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
+                Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>
+            })
             .map_err(|e| format!("cannot reach the executor: {e}"))
         });
         Ok(Self::new(services, dispatcher))

@@ -48,7 +48,12 @@ pub struct OpenAiConfig {
     pub json_object: bool,
     /// The endpoint accepts `response_format: json_schema`.
     pub json_schema: bool,
+    /// Largest reply body read, in bytes; a larger one is [`LlmError::TooLarge`].
+    pub max_reply_bytes: u64,
 }
+
+/// Default of [`OpenAiConfig::max_reply_bytes`]: 4 MiB, far above any chat reply.
+pub const DEFAULT_MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
 
 impl OpenAiConfig {
     /// An OpenAI-compatible endpoint with defaults (60 s timeout, 3 retries, JSON object mode).
@@ -62,6 +67,7 @@ impl OpenAiConfig {
             retry: RetryPolicy::default(),
             json_object: true,
             json_schema: false,
+            max_reply_bytes: DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -149,21 +155,29 @@ impl OpenAiCompatible {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_retry_after);
-            let mut body = response.text().await.unwrap_or_default();
-            body.truncate(2_000);
+            // Only the start of an error body is kept, so only that much is read.
+            let body = read_capped(response, 2_000, false)
+                .await
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
             return Err(LlmError::Status {
                 status: status.as_u16(),
                 body,
                 retry_after,
             });
         }
-        let wire: wire::WireResponse = response.json().await.map_err(|e| {
-            if e.is_timeout() {
-                LlmError::Timeout(self.config.timeout)
-            } else {
-                LlmError::Decode(e.to_string())
-            }
-        })?;
+        let body = read_capped(response, self.config.max_reply_bytes, true)
+            .await
+            .map_err(|e| match e {
+                Capped::TooLarge => LlmError::TooLarge {
+                    limit: self.config.max_reply_bytes,
+                },
+                Capped::Read(e) if e.is_timeout() => LlmError::Timeout(self.config.timeout),
+                Capped::Read(e) => self.transport(e),
+            })?;
+        let wire: wire::WireResponse =
+            serde_json::from_slice(&body).map_err(|e| LlmError::Decode(e.to_string()))?;
+        drop(body);
         let text = wire
             .choices
             .into_iter()
@@ -195,6 +209,41 @@ impl OpenAiCompatible {
             LlmError::Transport(format!("{host}: {}", super::check::transport_cause(&e)))
         }
     }
+}
+
+/// Why [`read_capped`] stopped.
+enum Capped {
+    /// The body is longer than the cap.
+    TooLarge,
+    /// Reading failed.
+    Read(reqwest::Error),
+}
+
+/// Reads `response`'s body chunk by chunk, never holding more than `cap` bytes (plus one chunk): a
+/// huge or endless reply must not take the agent's memory with it. A declared `Content-Length` above
+/// the cap stops before reading anything. With `strict`, a longer body is [`Capped::TooLarge`];
+/// without, it is cut at `cap`.
+async fn read_capped(
+    mut response: reqwest::Response,
+    cap: u64,
+    strict: bool,
+) -> Result<Vec<u8>, Capped> {
+    if strict && response.content_length().is_some_and(|n| n > cap) {
+        return Err(Capped::TooLarge);
+    }
+    let cap_usize = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(Capped::Read)? {
+        if body.len() + chunk.len() > cap_usize {
+            if strict {
+                return Err(Capped::TooLarge);
+            }
+            body.extend_from_slice(&chunk[..cap_usize - body.len()]);
+            return Ok(body);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[async_trait]
@@ -260,6 +309,7 @@ fn error_type(e: &LlmError) -> &'static str {
         LlmError::Timeout(_) => "timeout",
         LlmError::Decode(_) => "decode",
         LlmError::Config(_) => "config",
+        LlmError::TooLarge { .. } => "too_large",
         LlmError::Unusable { .. } => "unusable",
         LlmError::BothFailed { .. } => "both_failed",
     }

@@ -205,7 +205,6 @@ async fn submitting_validates_every_field() {
             json!({"request": "x", "model": {"temperature": 3.0}}),
             "model.temperature",
         ),
-        (json!({"request": "x", "executor": "nowhere"}), "executor"),
         (json!({"request": "x", "bogus": 1}), "bogus"),
         (json!({"request": 5}), "request"),
         (
@@ -222,6 +221,20 @@ async fn submitting_validates_every_field() {
             mentions,
         );
     }
+    // An executor outside the operator's registry is refused as a bad request (issue 16: 400).
+    let result = send(
+        &app,
+        "POST",
+        "/v1/tasks",
+        Some(json!({"request": "x", "executor": "nowhere"})),
+    )
+    .await;
+    assert_error(
+        &result,
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        "executor",
+    );
     let (status, _, body) =
         send_raw(&app, "POST", "/v1/tasks", Some("{not json".into()), true).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);

@@ -195,7 +195,8 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
     use tokio::io::AsyncWriteExt as _;
     use ufo_proto::v1::session_store_client::SessionStoreClient;
     use ufo_proto::v1::{
-        AppendBlackboardRequest, BlackboardEntry, BlackboardKind, EventDraft, EventKind,
+        BeginRoundRequest, BlackboardEntry, BlackboardKind, ClaimTaskRequest, EventDraft,
+        EventKind, RecordStepRequest, SessionStatus, SetSessionStatusRequest, Step,
     };
 
     let cluster = cluster().await;
@@ -205,18 +206,50 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
         .trim()
         .to_owned();
 
-    // The runner's part, played through the real session service: the task asks a question.
+    // The runner's part, played through the real session service: it claims the task and records a step
+    // that asks a question (its typed decision, the question entry and the event), then the task waits.
     let channel = tonic::transport::Endpoint::from_shared(cluster.session_url.clone())
         .unwrap()
         .connect()
         .await
         .unwrap();
-    // As the runner writes it: the question carries the id that answers must name.
-    let question = serde_json::json!({"question": "which colour?", "answer": null, "id": "q1-1"});
-    SessionStoreClient::new(channel)
-        .append_blackboard(AppendBlackboardRequest {
+    let mut store = SessionStoreClient::new(channel);
+    let claimed = store
+        .claim_task(ClaimTaskRequest {
+            worker_id: "w".into(),
+            lease_ms: 60_000,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(claimed.id, id);
+    store
+        .begin_round(BeginRoundRequest {
             session_id: id.clone(),
-            entries: vec![BlackboardEntry {
+            number: 1,
+            lease_owner: "w".into(),
+        })
+        .await
+        .unwrap();
+    let control = serde_json::json!({"ufo_control": {"next": {"kind": "ask",
+        "questions": [{"id": "q1-1", "text": "which colour?"}]}}});
+    let question = serde_json::json!({"question": "which colour?", "answer": null, "id": "q1-1"});
+    store
+        .record_step(RecordStepRequest {
+            step: Some(Step {
+                session_id: id.clone(),
+                step: 1,
+                round: 1,
+                round_step: 1,
+                agent_name: "HostAgent".into(),
+                agent_kind: ufo_proto::v1::AgentKind::Host as i32,
+                state_after: "PENDING".into(),
+                extra: ufo_proto::json::to_struct(control).ok(),
+                ..Step::default()
+            }),
+            blackboard: vec![BlackboardEntry {
                 kind: BlackboardKind::Question as i32,
                 value: ufo_proto::json::to_struct(question).ok(),
                 ..BlackboardEntry::default()
@@ -224,11 +257,23 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
             events: vec![EventDraft {
                 kind: EventKind::QuestionAsked as i32,
                 payload: ufo_proto::json::to_struct(
-                    serde_json::json!({"question": "which colour?"}),
+                    serde_json::json!({"id": "q1-1", "question": "which colour?"}),
                 )
                 .ok(),
+                step: 1,
                 ..EventDraft::default()
             }],
+            lease_owner: "w".into(),
+            ..RecordStepRequest::default()
+        })
+        .await
+        .unwrap();
+    store
+        .set_session_status(SetSessionStatusRequest {
+            session_id: id.clone(),
+            status: SessionStatus::Waiting as i32,
+            result: String::new(),
+            lease_owner: "w".into(),
         })
         .await
         .unwrap();
@@ -272,6 +317,16 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
     assert_eq!(task["pending_questions"], serde_json::json!([]), "{task}");
 
     assert!(ufo(&cluster, &["cancel", &id]).await.status.success());
+    // The runner's part again: it holds the task, so it is the one that ends it on the cancel request.
+    store
+        .set_session_status(SetSessionStatusRequest {
+            session_id: id.clone(),
+            status: SessionStatus::Cancelled as i32,
+            result: "cancelled".into(),
+            lease_owner: "w".into(),
+        })
+        .await
+        .unwrap();
     let status = tokio::time::timeout(Duration::from_secs(30), watch.wait())
         .await
         .unwrap()

@@ -277,21 +277,5 @@ pub async fn doctor(args: DoctorArgs, conn: &Connection) -> Result<Outcome, CliE
 }
 
 async fn grpc_serving(url: &str) -> bool {
-    use tonic_health::pb::HealthCheckRequest;
-    use tonic_health::pb::health_check_response::ServingStatus;
-    use tonic_health::pb::health_client::HealthClient;
-    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(url.to_owned()) else {
-        return false;
-    };
-    let Ok(channel) = endpoint
-        .connect_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-    else {
-        return false;
-    };
-    HealthClient::new(channel)
-        .check(HealthCheckRequest::default())
-        .await
-        .is_ok_and(|r| r.into_inner().status == ServingStatus::Serving as i32)
+    crate::up::serving(url, Duration::from_secs(2)).await
 }

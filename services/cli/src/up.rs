@@ -376,7 +376,7 @@ async fn wait_grpc(
                 tail(&service.log)
             )));
         }
-        if serving(url).await {
+        if serving(url, Duration::from_secs(1)).await {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
@@ -391,18 +391,16 @@ async fn wait_grpc(
     }
 }
 
-async fn serving(url: &str) -> bool {
+/// Whether the gRPC health service at `url` says SERVING (false when nothing answers within
+/// `connect_timeout`).
+pub(crate) async fn serving(url: &str, connect_timeout: Duration) -> bool {
     use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::health_client::HealthClient;
     let Ok(endpoint) = tonic::transport::Endpoint::from_shared(url.to_owned()) else {
         return false;
     };
-    let Ok(channel) = endpoint
-        .connect_timeout(Duration::from_secs(1))
-        .connect()
-        .await
-    else {
+    let Ok(channel) = endpoint.connect_timeout(connect_timeout).connect().await else {
         return false;
     };
     HealthClient::new(channel)

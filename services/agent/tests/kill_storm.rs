@@ -21,7 +21,9 @@ use ufo_proto::v1;
 use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 const RUNNER_FLAGS: &[&str] = &["--lease-ms", "600", "--claim-interval-ms", "30"];
-const STEPS: u64 = 24;
+// Long enough that 12 kills land before the end even when the runner is fast (with 24 steps a quiet
+// machine finished the task after 10 kills).
+const STEPS: u64 = 60;
 const KILLS: usize = 12;
 
 /// An executor that logs every command it receives as `(task, step)` and succeeds.
@@ -142,7 +144,7 @@ async fn sigkilled_runners_lose_no_executed_action_and_run_none_twice() {
     let task: Value = reqwest::Client::new()
         .post(format!("{}/v1/tasks", api_agent.http))
         .bearer_auth(KEY)
-        .json(&json!({"request": format!("steps={STEPS}")}))
+        .json(&json!({"request": format!("steps={STEPS}"), "limits": {"max_steps": 200}}))
         .send()
         .await
         .unwrap()

@@ -46,6 +46,7 @@ pub struct ClusterBuilder {
     executor_args: Vec<OsString>,
     agent_args: Vec<OsString>,
     ready_timeout: Duration,
+    bin_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ClusterBuilder {
@@ -60,6 +61,7 @@ impl Default for ClusterBuilder {
             executor_args: Vec::new(),
             agent_args: Vec::new(),
             ready_timeout: Duration::from_secs(60),
+            bin_dir: None,
         }
     }
 }
@@ -124,6 +126,20 @@ impl ClusterBuilder {
         self
     }
 
+    /// Takes the service binaries from `dir` (e.g. next to a tool that ships with them) instead of
+    /// building the workspace's.
+    pub fn binaries_from(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.bin_dir = Some(dir.into());
+        self
+    }
+
+    fn binary(&self, name: &str) -> Result<std::path::PathBuf, BinaryError> {
+        match &self.bin_dir {
+            Some(dir) => Ok(dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX))),
+            None => workspace_binary(name),
+        }
+    }
+
     /// Starts session, executor (if any) and agent, in that order, each awaited on gRPC health.
     pub async fn start(self) -> Result<Cluster, ClusterError> {
         let dir = tempfile::tempdir()?;
@@ -134,7 +150,7 @@ impl ClusterBuilder {
 
         let session_port = free_port()?;
         let session_url = format!("http://127.0.0.1:{session_port}");
-        let mut session = ProcessBuilder::new("ufo-session", workspace_binary("ufo-session")?)
+        let mut session = ProcessBuilder::new("ufo-session", self.binary("ufo-session")?)
             .args(["--listen", &format!("127.0.0.1:{session_port}")])
             .current_dir(dir.path());
         session = match &self.database_url {
@@ -155,11 +171,10 @@ impl ClusterBuilder {
             ExecutorSetup::Local(env) => {
                 let port = free_port()?;
                 let url = format!("http://127.0.0.1:{port}");
-                let mut builder =
-                    ProcessBuilder::new("ufo-executor", workspace_binary("ufo-executor")?)
-                        .args(["--listen", &format!("127.0.0.1:{port}")])
-                        .env("UFO_EXECUTOR_TOKEN", &executor_token)
-                        .current_dir(dir.path());
+                let mut builder = ProcessBuilder::new("ufo-executor", self.binary("ufo-executor")?)
+                    .args(["--listen", &format!("127.0.0.1:{port}")])
+                    .env("UFO_EXECUTOR_TOKEN", &executor_token)
+                    .current_dir(dir.path());
                 for (key, value) in env {
                     builder = builder.env(key, value);
                 }
@@ -173,7 +188,7 @@ impl ClusterBuilder {
         let http_port = free_port()?;
         let grpc_url = format!("http://127.0.0.1:{grpc_port}");
         let rest_url = format!("http://127.0.0.1:{http_port}");
-        let mut agent = ProcessBuilder::new("ufo-agent", workspace_binary("ufo-agent")?)
+        let mut agent = ProcessBuilder::new("ufo-agent", self.binary("ufo-agent")?)
             .args(["--listen", &format!("127.0.0.1:{grpc_port}")])
             .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
             .args(["--session-url", session_url.as_str()])

@@ -1,0 +1,181 @@
+//! What a run found: one [`TaskReport`] per task, printed as a table with a summary (success rate,
+//! median steps, median prompt bytes per model call) and written as JSON for tools.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::standin::Tally;
+
+/// One task's outcome and measurements.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TaskReport {
+    /// The task's name.
+    pub name: String,
+    /// Task status and every check held.
+    pub passed: bool,
+    /// The task's final status (`finished`, `failed`, ... or `setup failed`).
+    pub status: String,
+    /// The agent's result or failure reason.
+    pub result: String,
+    /// The task id (for `ufo show`, the viewer, and a replay).
+    pub task_id: String,
+    /// Steps recorded.
+    pub steps: u64,
+    /// Model calls.
+    pub calls: u64,
+    /// Text bytes sent to the model, all calls.
+    pub text_bytes: u64,
+    /// Image bytes sent to the model, all calls.
+    pub image_bytes: u64,
+    /// Image pixels sent to the model, all calls.
+    pub image_pixels: u64,
+    /// Time the steps spent observing and acting (data collection and action execution phases: the
+    /// executor's work and the agent's image work around it), seconds.
+    pub observe_act_seconds: f64,
+    /// From submitting the task to its end, seconds.
+    pub wall_seconds: f64,
+    /// Each check's verdict.
+    pub checks: Vec<String>,
+    /// Why it failed (checker output and the last step), empty when it passed.
+    pub why: String,
+}
+
+impl TaskReport {
+    /// Fills the model figures from the endpoint's tally.
+    pub fn with_tally(mut self, t: Tally) -> Self {
+        self.calls = t.calls;
+        self.text_bytes = t.size.text_bytes;
+        self.image_bytes = t.size.image_bytes;
+        self.image_pixels = t.size.image_pixels;
+        self
+    }
+
+    fn per_call(&self, total: u64) -> u64 {
+        total.checked_div(self.calls).unwrap_or(0)
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The per-task table (Markdown, so it reads in a terminal and pastes into a report).
+pub fn table(reports: &[TaskReport]) -> String {
+    let mut out = String::from(
+        "| task | result | steps | model calls | text B/call | image B/call | image px/call | observe+act s | wall s |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in reports {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} |\n",
+            r.name,
+            if r.passed {
+                "pass".into()
+            } else {
+                format!("FAIL ({})", r.status)
+            },
+            r.steps,
+            r.calls,
+            thousands(r.per_call(r.text_bytes)),
+            thousands(r.per_call(r.image_bytes)),
+            thousands(r.per_call(r.image_pixels)),
+            r.observe_act_seconds,
+            r.wall_seconds,
+        ));
+    }
+    out
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}
+
+/// The fraction of tasks that passed (0 when there are none).
+pub fn success_rate(reports: &[TaskReport]) -> f64 {
+    if reports.is_empty() {
+        return 0.0;
+    }
+    reports.iter().filter(|r| r.passed).count() as f64 / reports.len() as f64
+}
+
+/// The summary lines.
+pub fn summary(reports: &[TaskReport], wall: Duration, threshold: f64) -> String {
+    let passed = reports.iter().filter(|r| r.passed).count();
+    let rate = success_rate(reports);
+    let text = median(reports.iter().map(|r| r.per_call(r.text_bytes)).collect());
+    let image = median(reports.iter().map(|r| r.per_call(r.image_bytes)).collect());
+    let total = median(
+        reports
+            .iter()
+            .map(|r| r.per_call(r.text_bytes + r.image_bytes))
+            .collect(),
+    );
+    format!(
+        "passed {passed}/{} ({:.1}%, threshold {:.1}%: {}) · median steps {} · median prompt bytes/call {} \
+         (text {}, image {}) · suite wall time {:.1} s",
+        reports.len(),
+        rate * 100.0,
+        threshold * 100.0,
+        if rate + 1e-9 >= threshold {
+            "met"
+        } else {
+            "NOT met"
+        },
+        median(reports.iter().map(|r| r.steps).collect()),
+        thousands(total),
+        thousands(text),
+        thousands(image),
+        wall.as_secs_f64(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_and_summary_show_per_call_figures_and_the_threshold() {
+        let a = TaskReport {
+            name: "a".into(),
+            passed: true,
+            steps: 4,
+            calls: 4,
+            text_bytes: 4_000,
+            image_bytes: 400_000,
+            ..TaskReport::default()
+        };
+        let b = TaskReport {
+            name: "b".into(),
+            status: "failed".into(),
+            steps: 9,
+            ..TaskReport::default()
+        };
+        let t = table(&[a.clone(), b.clone()]);
+        assert!(t.contains("| a | pass | 4 | 4 | 1,000 | 100,000 |"), "{t}");
+        assert!(t.contains("| b | FAIL (failed) | 9 | 0 |"), "{t}");
+        let s = summary(&[a, b], Duration::from_secs(3), 0.9);
+        assert!(
+            s.starts_with("passed 1/2 (50.0%, threshold 90.0%: NOT met)"),
+            "{s}"
+        );
+        assert!(s.contains("median steps 6"), "{s}");
+    }
+}

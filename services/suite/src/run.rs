@@ -1,0 +1,361 @@
+//! One run of the suite: one private desktop, one model endpoint and one cluster (`ufo-session`,
+//! `ufo-executor`, `ufo-agent` as real processes talking gRPC) shared by every task; per task: its
+//! files and applications, the request submitted over REST and followed over `StreamSteps`, the checks,
+//! the figures, and a clean desktop for the next task.
+//!
+//! A task passes when the agent says it finished *and* every check holds on real state. A replay pass
+//! fits here as a second [`Submission`] of a passed task after its setup is made again (see
+//! `docs/suite.md`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tracing::Instrument as _;
+use ufo_testkit::Cluster;
+
+use crate::api::{Agent, ApiError};
+use crate::check::{self, CheckSettings, Verdict};
+use crate::config::Config;
+use crate::desk::{Desk, DeskError, RunningApp};
+use crate::report::TaskReport;
+use crate::standin::{Mode, ModelServer, Patience};
+use crate::task::Task;
+
+/// Why the suite itself (not a task) could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// The desktop did not start.
+    #[error(transparent)]
+    Desk(#[from] DeskError),
+    /// The services did not start.
+    #[error("the services did not start")]
+    Cluster(#[from] ufo_testkit::ClusterError),
+    /// Local files or sockets.
+    #[error("{0}")]
+    Io(String, #[source] std::io::Error),
+}
+
+/// How a task is put to the agent: by the model (today), or later as a replay of a recorded task.
+#[derive(Debug, Clone)]
+pub enum Submission {
+    /// The request, decided step by step by the model endpoint.
+    Model,
+}
+
+/// What every task shares.
+struct Shared<'a> {
+    cfg: &'a Config,
+    desk: Desk,
+    model: ModelServer,
+    agent: Agent,
+    checks: CheckSettings,
+    probe: PathBuf,
+    out: PathBuf,
+    baseline: Vec<ufo_executor::backend::WindowInfo>,
+}
+
+fn stand_in_model(cfg: &Config) -> &str {
+    if cfg.model_url.is_some() {
+        &cfg.model
+    } else {
+        "ufo-suite-standin"
+    }
+}
+
+/// Runs `tasks` and returns a report per task, in order. `progress` is told each finished task.
+pub async fn run(
+    cfg: &Config,
+    tasks: &[Task],
+    out: &Path,
+    mut progress: impl FnMut(usize, &TaskReport),
+) -> Result<Vec<TaskReport>, SuiteError> {
+    let io = |what: &str| {
+        let what = what.to_owned();
+        move |e| SuiteError::Io(what, e)
+    };
+    let desk = Desk::start(cfg.screen.0, cfg.screen.1).await?;
+    let mode = match &cfg.model_url {
+        Some(url) => Mode::Forward {
+            base_url: url.clone(),
+            api_key: cfg.model_key.clone(),
+        },
+        None => Mode::StandIn(Patience {
+            max_waits: cfg.standin_max_waits,
+            max_retries: cfg.standin_max_retries,
+        }),
+    };
+    let model = ModelServer::start(mode, cfg.max_body_bytes)
+        .await
+        .map_err(io("cannot start the model endpoint"))?;
+    let model_name = stand_in_model(cfg);
+    let mut builder = Cluster::builder()
+        .local_executor(desk.env())
+        .llm_base_url(model.base_url())
+        .agent_args(["--claim-interval-ms", "50"])
+        .agent_args(["--host-model", model_name, "--app-model", model_name])
+        // The suite measures steps, not money: every model is priced at 0 so no task stops on cost.
+        .agent_args(["--llm-default-price", "0/0"])
+        // Nobody answers questions or approves actions during a suite run.
+        .agent_args([
+            "--question-timeout-seconds",
+            "5",
+            "--question-fallback",
+            "continue",
+        ])
+        .agent_args(["--confirm-timeout-seconds", "5"]);
+    if cfg.model_url.is_none() {
+        // The stand-in never fails transiently; a retry would only hide a bug.
+        builder = builder.agent_args(["--llm-max-retries", "0"]);
+    }
+    let launchable: BTreeSet<&str> = tasks.iter().flat_map(Task::launchable).collect();
+    for program in launchable {
+        builder = builder.executor_args(["--allow-app", program]);
+    }
+    if let Some(url) = &cfg.database_url {
+        builder = builder.database_url(url.clone());
+    }
+    let bin_dir = match &cfg.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()
+            .map_err(io("cannot locate ufo-suite"))?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    let mut cluster = builder.binaries_from(bin_dir).start().await?;
+    let agent = Agent::new(
+        cluster.rest_url.clone(),
+        cluster.grpc_url.clone(),
+        cluster.api_key.clone(),
+    );
+    let probe = check::install_probe(out).map_err(io("cannot write the probe script"))?;
+    let baseline = desk.windows().await?;
+    let shared = Shared {
+        cfg,
+        checks: CheckSettings {
+            python: cfg.python.clone(),
+            timeout: Duration::from_millis(cfg.check_timeout_ms),
+            env: desk.env(),
+        },
+        desk,
+        model,
+        agent,
+        probe,
+        out: out.to_owned(),
+        baseline,
+    };
+    let mut reports = Vec::new();
+    for (i, task) in tasks.iter().enumerate() {
+        let span = tracing::info_span!("suite.task", task = %task.name);
+        let report = run_task(&shared, task, Submission::Model)
+            .instrument(span)
+            .await;
+        progress(i, &report);
+        reports.push(report);
+    }
+    if let Err(e) = cluster.stop().await {
+        tracing::warn!(error = %e, "stopping the services failed");
+    }
+    Ok(reports)
+}
+
+async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
+    let dir = s.out.join("tasks").join(&task.name);
+    let task = task.resolved(&dir);
+    let mut report = TaskReport {
+        name: task.name.clone(),
+        ..TaskReport::default()
+    };
+    let mut apps = Vec::new();
+    if let Err(why) = set_up(s, &task, &dir, &mut apps).await {
+        report.status = "setup failed".into();
+        report.why = why;
+    } else {
+        s.model.begin(&task.request, task.subtasks.clone());
+        let started = Instant::now();
+        let outcome = submit_and_follow(s, &task, &how).await;
+        report.wall_seconds = started.elapsed().as_secs_f64();
+        report = report.with_tally(s.model.end(&task.request));
+        match outcome {
+            Err(e) => {
+                report.status = "error".into();
+                report.why = e.to_string();
+            }
+            Ok((id, view, steps)) => {
+                report.task_id = id;
+                report.status = view["status"].as_str().unwrap_or("unknown").to_owned();
+                report.result = view["result"].as_str().unwrap_or("").to_owned();
+                report.steps = steps.len() as u64;
+                report.observe_act_seconds = observe_act(&steps);
+                let verdicts = checks(s, &task, &dir, &mut apps).await;
+                report.checks = verdicts.iter().map(|v| v.message.clone()).collect();
+                report.passed = report.status == "finished" && verdicts.iter().all(|v| v.passed);
+                if !report.passed {
+                    report.why = explain(s, &report, &verdicts, &steps, &dir).await;
+                }
+            }
+        }
+    }
+    let cleanup = Duration::from_millis(s.cfg.cleanup_timeout_ms);
+    if let Err(e) = s.desk.clean_up(apps, &s.baseline, cleanup).await {
+        // The next task would see these windows: say so with this task.
+        report.why.push_str(&format!("\nclean-up: {e}"));
+        tracing::warn!(error = %e, "desktop not clean after the task");
+    }
+    report
+}
+
+async fn set_up(
+    s: &Shared<'_>,
+    task: &Task,
+    dir: &Path,
+    apps: &mut Vec<RunningApp>,
+) -> Result<(), String> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for f in &task.files {
+        let path = dir.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, &f.content)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    for app in &task.apps {
+        apps.push(
+            s.desk
+                .start_app(app, s.cfg.app_ready_timeout())
+                .await
+                .map_err(|e| format!("setup: {e}"))?,
+        );
+    }
+    Ok(())
+}
+
+async fn submit_and_follow(
+    s: &Shared<'_>,
+    task: &Task,
+    how: &Submission,
+) -> Result<(String, Value, Vec<Value>), ApiError> {
+    let timeout = task
+        .timeout
+        .unwrap_or(Duration::from_secs(u64::from(s.cfg.task_timeout_seconds)));
+    let body = match how {
+        Submission::Model => json!({
+            "request": task.request,
+            "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
+                       "timeout_seconds": timeout.as_secs()},
+            "confirm_policy": "never",
+        }),
+    };
+    let id = s.agent.submit(&body).await?;
+    // The agent enforces the time limit; the extra minute only guards against a stuck stream.
+    let ended = s
+        .agent
+        .follow(&id, timeout + Duration::from_secs(60))
+        .await?;
+    if !ended {
+        s.agent.cancel(&id, "the suite's time limit passed").await?;
+        s.agent.follow(&id, Duration::from_secs(30)).await?;
+    }
+    let view = s.agent.get(&format!("/v1/tasks/{id}")).await?;
+    let steps = s.agent.steps(&id).await?;
+    Ok((id, view, steps))
+}
+
+async fn checks(s: &Shared<'_>, task: &Task, dir: &Path, apps: &mut [RunningApp]) -> Vec<Verdict> {
+    let mut verdicts = Vec::new();
+    for c in &task.checks {
+        let span = tracing::info_span!("suite.check", check = ?c);
+        verdicts.push(
+            check::run(c, dir, apps, &s.probe, &s.checks)
+                .instrument(span)
+                .await,
+        );
+    }
+    verdicts
+}
+
+/// Seconds the steps spent in data collection and action execution.
+fn observe_act(steps: &[Value]) -> f64 {
+    steps
+        .iter()
+        .flat_map(|st| st["phases"].as_array().cloned().unwrap_or_default())
+        .filter(|p| {
+            matches!(
+                p["phase"].as_str(),
+                Some("data_collection" | "action_execution")
+            )
+        })
+        .filter_map(|p| p["seconds"].as_f64())
+        .sum()
+}
+
+/// Why a task did not pass: its status and result, the checks that failed, and the last step (what it
+/// observed, decided and what its actions did), with that step's screenshot saved next to the task.
+async fn explain(
+    s: &Shared<'_>,
+    r: &TaskReport,
+    verdicts: &[Verdict],
+    steps: &[Value],
+    dir: &Path,
+) -> String {
+    let mut why = vec![format!(
+        "task {} ended {}: {}",
+        r.task_id, r.status, r.result
+    )];
+    if r.status == "finished" {
+        why.push("the agent reported success, but the checks disagree".into());
+    }
+    for v in verdicts.iter().filter(|v| !v.passed) {
+        why.push(format!("check failed: {}", v.message));
+    }
+    if let Some(last) = steps.last() {
+        let actions: Vec<&str> = last["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["representation"].as_str())
+            .collect();
+        why.push(format!(
+            "last step {} ({}, status {}): observed: {}; thought: {}; actions: {}",
+            last["step"],
+            last["agent_name"].as_str().unwrap_or(""),
+            last["status"].as_str().unwrap_or(""),
+            last["observation"].as_str().unwrap_or(""),
+            last["thought"].as_str().unwrap_or(""),
+            if actions.is_empty() {
+                "none".into()
+            } else {
+                actions.join("; ")
+            }
+        ));
+        let step = last["step"].as_u64().unwrap_or(0);
+        let kinds: Vec<&str> = last["screenshots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if let Some(kind) = ["annotated", "desktop", "clean"]
+            .into_iter()
+            .find(|k| kinds.contains(k))
+        {
+            match s.agent.screenshot(&r.task_id, step, kind).await {
+                Ok(png) => {
+                    let path = dir.join(format!("last-step-{step}-{kind}.png"));
+                    if std::fs::write(&path, png).is_ok() {
+                        why.push(format!("its screenshot: {}", path.display()));
+                    }
+                }
+                Err(e) => why.push(format!("its screenshot could not be read: {e}")),
+            }
+        }
+    }
+    why.join("\n")
+}

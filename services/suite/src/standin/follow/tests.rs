@@ -1,0 +1,303 @@
+//! The stand-in's decisions on hand-written prompts: progress read from the prompt only, bounded waits
+//! and retries, failures that say why.
+
+use super::*;
+use crate::standin::prompt::{PastSubtask, Window};
+use crate::task::Subtask;
+
+fn sub(app: &str, what: &str, steps: &[&str]) -> Subtask {
+    Subtask {
+        app: app.into(),
+        launch: None,
+        launch_args: vec![],
+        what: what.into(),
+        steps: steps.iter().map(|s| Step::parse(s).unwrap()).collect(),
+        result: None,
+    }
+}
+
+fn prompt(agent: AgentKind) -> Prompt {
+    Prompt {
+        agent,
+        request: "r".into(),
+        subtask: String::new(),
+        host_message: String::new(),
+        controls: vec![],
+        windows: vec![],
+        actions: vec![],
+        subtasks: vec![],
+    }
+}
+
+fn control(label: &str, name: &str, kind: &str) -> Control {
+    Control {
+        label: label.into(),
+        name: name.into(),
+        kind: kind.into(),
+    }
+}
+
+fn done(function: &str, target: &str) -> PastAction {
+    PastAction {
+        function: function.into(),
+        target: Some(target.into()),
+        arguments: None,
+        outcome: Outcome::Success,
+        read: None,
+    }
+}
+
+const PATIENCE: Patience = Patience {
+    max_waits: 2,
+    max_retries: 1,
+};
+
+fn demo() -> Vec<Subtask> {
+    vec![
+        sub(
+            "Calc",
+            "compute",
+            &[
+                "click the button named '7'",
+                "read the text named 'Display'",
+            ],
+        ),
+        sub(
+            "Editor",
+            "write it",
+            &["type '{result}!' into the field named 'Body'"],
+        ),
+    ]
+}
+
+#[test]
+fn the_host_assigns_each_subtask_to_its_window_and_passes_results_on() {
+    let mut p = prompt(AgentKind::Host);
+    p.windows = vec![
+        Window {
+            label: "1".into(),
+            name: "My Editor".into(),
+            kind: "APPLICATION".into(),
+        },
+        Window {
+            label: "2".into(),
+            name: "calc".into(),
+            kind: "APPLICATION".into(),
+        },
+    ];
+    let mut w = Waits::default();
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "ASSIGN");
+    assert_eq!(r["arguments"]["id"], "2");
+    assert_eq!(r["current_subtask"], "compute");
+    p.subtasks.push(PastSubtask {
+        subtask: "compute".into(),
+        status: "FINISH".into(),
+        result: "7".into(),
+    });
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(
+        (r["status"].as_str(), r["arguments"]["id"].as_str()),
+        (Some("ASSIGN"), Some("1"))
+    );
+    assert_eq!(r["message"], "7");
+    p.subtasks.push(PastSubtask {
+        subtask: "write it".into(),
+        status: "FINISH".into(),
+        result: "ok".into(),
+    });
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(
+        (r["status"].as_str(), r["result"].as_str()),
+        (Some("FINISH"), Some("ok"))
+    );
+}
+
+#[test]
+fn the_host_waits_for_a_missing_window_then_fails_naming_what_it_saw() {
+    let mut p = prompt(AgentKind::Host);
+    p.windows = vec![Window {
+        label: "1".into(),
+        name: "Other".into(),
+        kind: "APPLICATION".into(),
+    }];
+    let mut w = Waits::default();
+    for _ in 0..PATIENCE.max_waits {
+        assert_eq!(decide(&demo(), &p, &mut w, PATIENCE)["status"], "CONTINUE");
+    }
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    assert!(r["result"].as_str().unwrap().contains("\"Other\""), "{r}");
+}
+
+#[test]
+fn the_host_launches_when_told_and_fails_when_the_launch_is_refused() {
+    let mut d = demo();
+    d[0].launch = Some("galculator".into());
+    let mut p = prompt(AgentKind::Host);
+    let mut w = Waits::default();
+    let r = decide(&d, &p, &mut w, PATIENCE);
+    assert_eq!(
+        (r["status"].as_str(), r["function"].as_str()),
+        (Some("ASSIGN"), Some("launch_application"))
+    );
+    assert_eq!(r["arguments"]["name"], "galculator");
+    p.actions.push(PastAction {
+        function: "launch_application".into(),
+        target: None,
+        arguments: None,
+        outcome: Outcome::NotDone("denied: not allowed".into()),
+        read: None,
+    });
+    let r = decide(&d, &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    assert!(
+        r["result"]
+            .as_str()
+            .unwrap()
+            .contains("denied: not allowed")
+    );
+}
+
+#[test]
+fn the_host_reassigns_a_failed_subtask_once_then_fails() {
+    let mut p = prompt(AgentKind::Host);
+    p.windows = vec![Window {
+        label: "2".into(),
+        name: "calc".into(),
+        kind: "APPLICATION".into(),
+    }];
+    let failed = PastSubtask {
+        subtask: "compute".into(),
+        status: "FAIL".into(),
+        result: "no 7".into(),
+    };
+    p.subtasks.push(failed.clone());
+    let mut w = Waits::default();
+    assert_eq!(decide(&demo(), &p, &mut w, PATIENCE)["status"], "ASSIGN");
+    p.subtasks.push(failed);
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    assert!(r["result"].as_str().unwrap().contains("no 7"));
+}
+
+#[test]
+fn the_app_acts_step_by_step_on_what_the_prompt_lists() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "compute".into();
+    p.controls = vec![control("4", "7", "Button"), control("9", "Display", "Text")];
+    let mut w = Waits::default();
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "CONTINUE");
+    assert_eq!(r["action"]["function"], "click_input");
+    assert_eq!(r["action"]["arguments"]["id"], "4");
+    // An earlier subtask's same click does not count twice: only the run the actions end with.
+    p.actions.push(done("click_input", "7"));
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["action"]["function"], "texts");
+    assert_eq!(r["action"]["arguments"]["id"], "9");
+    let mut read = done("texts", "Display");
+    read.read = Some("7".into());
+    p.actions.push(read);
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(
+        (r["status"].as_str(), r["result"].as_str()),
+        (Some("FINISH"), Some("7"))
+    );
+}
+
+#[test]
+fn the_app_moves_on_only_after_success_and_gives_up_with_the_error() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "compute".into();
+    p.controls = vec![control("4", "7", "Button")];
+    let mut failed = done("click_input", "7");
+    failed.outcome = Outcome::NotDone("failure: the control is disabled".into());
+    p.actions.push(failed.clone());
+    let mut w = Waits::default();
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(
+        r["action"]["function"], "click_input",
+        "retries the same step"
+    );
+    p.actions.push(failed);
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    assert!(
+        r["result"]
+            .as_str()
+            .unwrap()
+            .contains("the control is disabled"),
+        "{r}"
+    );
+}
+
+#[test]
+fn the_app_looks_again_for_a_missing_control_then_fails_naming_similar_ones() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "compute".into();
+    p.controls = vec![control("4", "77", "Button"), control("5", "7", "Text")];
+    let mut w = Waits::default();
+    for _ in 0..PATIENCE.max_waits {
+        assert_eq!(
+            decide(&demo(), &p, &mut w, PATIENCE)["status"],
+            "SCREENSHOT"
+        );
+    }
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    let why = r["result"].as_str().unwrap();
+    assert!(
+        why.contains("button \"7\" is not among the 2 listed controls"),
+        "{why}"
+    );
+    assert!(why.contains("\"77\" (Button)"), "{why}");
+}
+
+#[test]
+fn the_app_types_the_value_the_host_passed() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "write it".into();
+    p.controls = vec![control("3", "Body", "Edit")];
+    let mut w = Waits::default();
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL", "no value passed: {r}");
+    p.host_message = "4+2".into();
+    let r = decide(&demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["action"]["arguments"]["keys"], "4{+}2!");
+}
+
+#[test]
+fn an_unknown_subtask_fails() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "something else".into();
+    let r = decide(&demo(), &p, &mut Waits::default(), PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+}
+
+#[test]
+fn wait_steps_and_keys_without_a_control() {
+    let d = vec![sub(
+        "E",
+        "save",
+        &["wait for the button named 'Save'", "press ctrl+s"],
+    )];
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "save".into();
+    let mut w = Waits::default();
+    assert_eq!(decide(&d, &p, &mut w, PATIENCE)["status"], "SCREENSHOT");
+    p.controls = vec![control("1", "Save", "Button")];
+    let r = decide(&d, &p, &mut w, PATIENCE);
+    assert_eq!(
+        r["action"],
+        json!({"function": "keyboard_input", "arguments": {"keys": "^s"}, "status": "CONTINUE"})
+    );
+    p.actions.push(PastAction {
+        function: "keyboard_input".into(),
+        target: None,
+        arguments: Some(json!({"keys": "^s"})),
+        outcome: Outcome::Success,
+        read: None,
+    });
+    assert_eq!(decide(&d, &p, &mut w, PATIENCE)["status"], "FINISH");
+}

@@ -1,0 +1,703 @@
+//! Task files: one TOML file per task, read and checked here into a [`Task`]. A task declares its setup
+//! (files to create, applications to start, window sizes), the request in plain words, the demonstration
+//! (per subtask: the application window, the steps a person would take, written by name — see
+//! [`crate::demo`]) and the checks on real state afterwards (see [`crate::check`]).
+//!
+//! `{dir}` anywhere in a task's strings is the task's own scratch directory (absolute), so requests,
+//! arguments, typed text and checks can name files there. Paths of setup files and file checks are
+//! relative to that directory and may not leave it.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::demo::{Step, StepError};
+
+/// Why a task file cannot be used; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The file or folder could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML does not parse or has unknown or missing fields.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with line and column).
+        message: String,
+    },
+    /// A demonstration step is not understood.
+    #[error("{path}: subtask {subtask}, step {step}: {source}")]
+    Step {
+        /// The file.
+        path: PathBuf,
+        /// 1-based subtask number.
+        subtask: usize,
+        /// 1-based step number.
+        step: usize,
+        /// Why.
+        #[source]
+        source: StepError,
+    },
+    /// The content is well-formed but not usable.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two task files share a name or a request (the stand-in finds a task by its request).
+    #[error("{first} and {second} have the same {what}")]
+    Duplicate {
+        /// One file.
+        first: PathBuf,
+        /// The other.
+        second: PathBuf,
+        /// `name` or `request`.
+        what: &'static str,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTask {
+    name: Option<String>,
+    request: String,
+    max_steps: Option<u32>,
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    setup: RawSetup,
+    #[serde(default, rename = "subtask")]
+    subtasks: Vec<RawSubtask>,
+    #[serde(default, rename = "check")]
+    checks: Vec<RawCheck>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSetup {
+    #[serde(default)]
+    files: Vec<SetupFile>,
+    #[serde(default)]
+    apps: Vec<RawApp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApp {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    window: String,
+    size: Option<[u32; 2]>,
+    #[serde(default)]
+    output: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubtask {
+    app: String,
+    launch: Option<String>,
+    #[serde(default)]
+    launch_args: Vec<String>,
+    #[serde(rename = "do")]
+    what: String,
+    steps: Vec<String>,
+    result: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    file: Option<String>,
+    control: Option<ControlRef>,
+    process: Option<String>,
+    equals: Option<String>,
+    contains: Option<String>,
+    #[serde(default)]
+    state: Vec<String>,
+    #[serde(default)]
+    not_state: Vec<String>,
+    text: Option<String>,
+    text_contains: Option<String>,
+    value: Option<f64>,
+    exit_code: Option<i32>,
+    stdout: Option<String>,
+    stdout_contains: Option<String>,
+}
+
+/// A file created in the task's directory before the task starts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetupFile {
+    /// Path relative to the task directory.
+    pub path: String,
+    /// Its content.
+    pub content: String,
+}
+
+/// An application started before the task, on the suite's desktop.
+#[derive(Debug, Clone)]
+pub struct SetupApp {
+    /// The program (looked up in PATH).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Ready when a window whose title contains this (case-insensitive) shows controls.
+    pub window: String,
+    /// Window size to set once it is ready.
+    pub size: Option<(u32, u32)>,
+    /// Keep its standard output and exit code for `process` checks.
+    pub output: bool,
+}
+
+/// One subtask of the demonstration: what the HostAgent assigns and what the AppAgent then does.
+#[derive(Debug, Clone)]
+pub struct Subtask {
+    /// The window to assign: its title contains this (case-insensitive).
+    pub app: String,
+    /// Launch this allow-listed program first when no such window is listed.
+    pub launch: Option<String>,
+    /// Arguments of that launch.
+    pub launch_args: Vec<String>,
+    /// The subtask in words (what the HostAgent hands over; unique within the task).
+    pub what: String,
+    /// The steps, by name.
+    pub steps: Vec<Step>,
+    /// What the AppAgent reports when done (default: the texts it read, else "done").
+    pub result: Option<String>,
+}
+
+/// How a text must look.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextExpect {
+    /// Exactly this (a single trailing newline of the actual text is ignored).
+    Equals(String),
+    /// Contains this.
+    Contains(String),
+}
+
+impl TextExpect {
+    /// Whether `actual` meets it.
+    pub fn holds(&self, actual: &str) -> bool {
+        match self {
+            Self::Equals(want) => {
+                actual == want || actual.strip_suffix('\n') == Some(want.as_str())
+            }
+            Self::Contains(part) => actual.contains(part.as_str()),
+        }
+    }
+
+    fn fill(&mut self, dir: &str) {
+        match self {
+            Self::Equals(s) | Self::Contains(s) => *s = fill(s, dir),
+        }
+    }
+}
+
+impl std::fmt::Display for TextExpect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Equals(s) => write!(f, "equal to {s:?}"),
+            Self::Contains(s) => write!(f, "containing {s:?}"),
+        }
+    }
+}
+
+/// A control found by an independent accessibility walk (pyatspi), by application, role and name.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ControlRef {
+    /// The application's accessible name (e.g. `gtk3-widget-factory`, `zenity`).
+    pub app: String,
+    /// The AT-SPI role name (e.g. `check box`, `text`, `slider`, `table cell`).
+    pub role: String,
+    /// The accessible name; empty matches unnamed controls.
+    #[serde(default)]
+    pub name: String,
+    /// Which of the matching controls, 1-based in document order.
+    #[serde(default = "first")]
+    pub nth: u32,
+}
+
+fn first() -> u32 {
+    1
+}
+
+/// What a control must show.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ControlExpect {
+    /// States it must have (AT-SPI state names, e.g. `checked`, `selected`).
+    pub state: Vec<String>,
+    /// States it must not have.
+    pub not_state: Vec<String>,
+    /// Its text.
+    pub text: Option<TextExpect>,
+    /// Its numeric value (Value interface).
+    pub value: Option<f64>,
+}
+
+/// A check on real state after the task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Check {
+    /// A file's content.
+    File {
+        /// Relative to the task directory.
+        path: String,
+        /// Its content.
+        expect: TextExpect,
+    },
+    /// A control's state, text or value.
+    Control {
+        /// Which control.
+        target: ControlRef,
+        /// What it must show.
+        expect: ControlExpect,
+    },
+    /// A setup application's exit code and output (it must have exited).
+    Process {
+        /// The setup app's command.
+        command: String,
+        /// Its exit code.
+        exit_code: Option<i32>,
+        /// Its standard output.
+        stdout: Option<TextExpect>,
+    },
+}
+
+/// A task, checked and ready to run.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Its name (the file stem unless the file says otherwise).
+    pub name: String,
+    /// The file it came from.
+    pub path: PathBuf,
+    /// The request in plain words.
+    pub request: String,
+    /// Step limit (None: the suite's default).
+    pub max_steps: Option<u32>,
+    /// Time limit (None: the suite's default).
+    pub timeout: Option<Duration>,
+    /// Files to create.
+    pub files: Vec<SetupFile>,
+    /// Applications to start.
+    pub apps: Vec<SetupApp>,
+    /// The demonstration.
+    pub subtasks: Vec<Subtask>,
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+/// Replaces `{dir}` with the task directory.
+pub fn fill(s: &str, dir: &str) -> String {
+    s.replace("{dir}", dir)
+}
+
+fn relative_inside(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty()
+        && p.components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+impl Task {
+    /// Reads and checks one task file.
+    pub fn load(path: &Path) -> Result<Self, TaskError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Checks the text of a task file (`path` names it in errors and gives the default name).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, TaskError> {
+        let invalid = |message: String| TaskError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let raw: RawTask = toml::from_str(text).map_err(|e| TaskError::Syntax {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let name = raw.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        if name.trim().is_empty() {
+            return Err(invalid("the task has no name".into()));
+        }
+        if raw.request.trim().is_empty() {
+            return Err(invalid("request is empty".into()));
+        }
+        if raw.subtasks.is_empty() {
+            return Err(invalid(
+                "the demonstration is empty: add at least one [[subtask]]".into(),
+            ));
+        }
+        for f in &raw.setup.files {
+            if !relative_inside(&f.path) {
+                return Err(invalid(format!(
+                    "setup file {:?} must be a relative path inside the task directory",
+                    f.path
+                )));
+            }
+        }
+        let mut apps = Vec::new();
+        for a in raw.setup.apps {
+            if a.command.trim().is_empty() || a.window.trim().is_empty() {
+                return Err(invalid(
+                    "each setup app needs a command and a window".into(),
+                ));
+            }
+            if let Some([w, h]) = a.size
+                && (!(100..=10_000).contains(&w) || !(100..=10_000).contains(&h))
+            {
+                return Err(invalid(format!(
+                    "window size {w}x{h} of {} is out of range (100..=10000)",
+                    a.command
+                )));
+            }
+            apps.push(SetupApp {
+                command: a.command,
+                args: a.args,
+                window: a.window,
+                size: a.size.map(|[w, h]| (w, h)),
+                output: a.output,
+            });
+        }
+        let mut subtasks: Vec<Subtask> = Vec::new();
+        for (i, s) in raw.subtasks.into_iter().enumerate() {
+            if s.app.trim().is_empty() || s.what.trim().is_empty() {
+                return Err(invalid(format!(
+                    "subtask {} needs an app and a `do`",
+                    i + 1
+                )));
+            }
+            if subtasks.iter().any(|t| t.what == s.what) {
+                return Err(invalid(format!(
+                    "two subtasks say `do = {:?}`; each must be worded differently",
+                    s.what
+                )));
+            }
+            let steps = s
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(j, text)| {
+                    Step::parse(text).map_err(|source| TaskError::Step {
+                        path: path.to_owned(),
+                        subtask: i + 1,
+                        step: j + 1,
+                        source,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            if steps.is_empty() {
+                return Err(invalid(format!("subtask {} has no steps", i + 1)));
+            }
+            subtasks.push(Subtask {
+                app: s.app,
+                launch: s.launch.filter(|l| !l.trim().is_empty()),
+                launch_args: s.launch_args,
+                what: s.what,
+                steps,
+                result: s.result,
+            });
+        }
+        let checks = raw
+            .checks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| check(c, &apps).map_err(|m| invalid(format!("check {}: {m}", i + 1))))
+            .collect::<Result<Vec<_>, _>>()?;
+        if checks.is_empty() {
+            return Err(invalid(
+                "a task needs at least one [[check]] on real state".into(),
+            ));
+        }
+        Ok(Self {
+            name,
+            path: path.to_owned(),
+            request: raw.request,
+            max_steps: raw.max_steps,
+            timeout: raw.timeout_seconds.map(Duration::from_secs),
+            files: raw.setup.files,
+            apps,
+            subtasks,
+            checks,
+        })
+    }
+
+    /// The task with `{dir}` replaced by `dir` everywhere.
+    pub fn resolved(&self, dir: &Path) -> Self {
+        let d = dir.display().to_string();
+        let mut t = self.clone();
+        t.request = fill(&t.request, &d);
+        for f in &mut t.files {
+            f.content = fill(&f.content, &d);
+        }
+        for a in &mut t.apps {
+            a.args = a.args.iter().map(|s| fill(s, &d)).collect();
+            a.window = fill(&a.window, &d);
+        }
+        for s in &mut t.subtasks {
+            s.launch_args = s.launch_args.iter().map(|x| fill(x, &d)).collect();
+            s.what = fill(&s.what, &d);
+            s.result = s.result.as_deref().map(|r| fill(r, &d));
+            for step in &mut s.steps {
+                step.fill(&d);
+            }
+        }
+        for c in &mut t.checks {
+            match c {
+                Check::File { expect, .. } => expect.fill(&d),
+                Check::Control { expect, .. } => {
+                    if let Some(t) = &mut expect.text {
+                        t.fill(&d);
+                    }
+                }
+                Check::Process { stdout, .. } => {
+                    if let Some(t) = stdout {
+                        t.fill(&d);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Programs the HostAgent may launch in this task (the executor's allow-list needs them).
+    pub fn launchable(&self) -> impl Iterator<Item = &str> {
+        self.subtasks.iter().filter_map(|s| s.launch.as_deref())
+    }
+}
+
+fn text_expect(
+    equals: Option<String>,
+    contains: Option<String>,
+    what: &str,
+) -> Result<Option<TextExpect>, String> {
+    match (equals, contains) {
+        (Some(_), Some(_)) => Err(format!("give {what} one expectation, not both")),
+        (Some(e), None) => Ok(Some(TextExpect::Equals(e))),
+        (None, Some(c)) => Ok(Some(TextExpect::Contains(c))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
+    let kinds = [c.file.is_some(), c.control.is_some(), c.process.is_some()]
+        .iter()
+        .filter(|k| **k)
+        .count();
+    if kinds != 1 {
+        return Err("say exactly one of `file`, `control` or `process`".into());
+    }
+    let control_fields = !c.state.is_empty()
+        || !c.not_state.is_empty()
+        || c.text.is_some()
+        || c.text_contains.is_some()
+        || c.value.is_some();
+    let process_fields = c.exit_code.is_some() || c.stdout.is_some() || c.stdout_contains.is_some();
+    let file_fields = c.equals.is_some() || c.contains.is_some();
+    if let Some(path) = c.file {
+        if control_fields || process_fields {
+            return Err("a file check takes only `equals` or `contains`".into());
+        }
+        if !relative_inside(&path) {
+            return Err(format!(
+                "file {path:?} must be a relative path inside the task directory"
+            ));
+        }
+        let expect = text_expect(c.equals, c.contains, "a file check")?
+            .ok_or("a file check needs `equals` or `contains`")?;
+        return Ok(Check::File { path, expect });
+    }
+    if let Some(target) = c.control {
+        if file_fields || process_fields {
+            return Err(
+                "a control check takes `state`, `not_state`, `text`, `text_contains` or `value`"
+                    .into(),
+            );
+        }
+        if target.nth == 0 {
+            return Err("`nth` counts from 1".into());
+        }
+        let expect = ControlExpect {
+            state: c.state,
+            not_state: c.not_state,
+            text: text_expect(c.text, c.text_contains, "a control check")?,
+            value: c.value,
+        };
+        if expect == ControlExpect::default() {
+            return Err("a control check needs something to expect".into());
+        }
+        return Ok(Check::Control { target, expect });
+    }
+    let command = c.process.unwrap_or_default();
+    if file_fields || control_fields {
+        return Err("a process check takes `exit_code`, `stdout` or `stdout_contains`".into());
+    }
+    match apps.iter().find(|a| a.command == command) {
+        None => {
+            return Err(format!(
+                "process {command:?} is not one of the setup apps' commands"
+            ));
+        }
+        Some(a) if !a.output => {
+            return Err(format!(
+                "setup app {command:?} needs `output = true` for a process check"
+            ));
+        }
+        Some(_) => {}
+    }
+    let stdout = text_expect(c.stdout, c.stdout_contains, "a process check")?;
+    if c.exit_code.is_none() && stdout.is_none() {
+        return Err("a process check needs `exit_code` or a stdout expectation".into());
+    }
+    Ok(Check::Process {
+        command,
+        exit_code: c.exit_code,
+        stdout,
+    })
+}
+
+/// Every `*.toml` task under the given files and folders (folders are searched recursively), sorted by
+/// path; names and requests must be unique.
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
+    let mut files = Vec::new();
+    for p in paths {
+        collect(p, &mut files)?;
+    }
+    files.sort();
+    files.dedup();
+    let mut tasks: Vec<Task> = Vec::new();
+    for f in files {
+        let task = Task::load(&f)?;
+        for other in &tasks {
+            let what = if other.name == task.name {
+                "name"
+            } else if other.request == task.request {
+                "request"
+            } else {
+                continue;
+            };
+            return Err(TaskError::Duplicate {
+                first: other.path.clone(),
+                second: task.path.clone(),
+                what,
+            });
+        }
+        tasks.push(task);
+    }
+    Ok(tasks)
+}
+
+fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), TaskError> {
+    let read = |source| TaskError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read)?;
+    if meta.is_file() {
+        out.push(path.to_owned());
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(path).map_err(read)? {
+        let p = entry.map_err(read)?.path();
+        if p.is_dir() {
+            collect(&p, out)?;
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+request = "save it as {dir}/a.txt"
+[[setup.apps]]
+command = "zenity"
+args = ["--entry"]
+window = "Entry"
+output = true
+[[subtask]]
+app = "Entry"
+do = "fill it"
+steps = ["type 'x' into the text field named 'Name'", "click the button named 'OK'"]
+[[check]]
+process = "zenity"
+exit_code = 0
+stdout = "x"
+[[check]]
+file = "a.txt"
+contains = "{dir}"
+"#;
+
+    fn err(text: &str) -> String {
+        Task::parse(Path::new("t.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn a_good_task_loads_and_resolves_its_directory() {
+        let t = Task::parse(Path::new("x/entry.toml"), GOOD).unwrap();
+        assert_eq!(t.name, "entry");
+        let r = t.resolved(Path::new("/tmp/d"));
+        assert_eq!(r.request, "save it as /tmp/d/a.txt");
+        assert_eq!(
+            r.checks[1],
+            Check::File {
+                path: "a.txt".into(),
+                expect: TextExpect::Contains("/tmp/d".into())
+            }
+        );
+    }
+
+    #[test]
+    fn bad_tasks_say_what_is_wrong() {
+        assert!(
+            err("request = 1").contains("t.toml"),
+            "{}",
+            err("request = 1")
+        );
+        assert!(err(&GOOD.replace("request", "requets")).contains("unknown field"));
+        assert!(
+            err(&GOOD.replace("file = \"a.txt\"", "file = \"../a.txt\""))
+                .contains("inside the task directory")
+        );
+        assert!(
+            err(&GOOD.replace("output = true", "")).contains("needs `output = true`"),
+            "{}",
+            err(&GOOD.replace("output = true", ""))
+        );
+        assert!(err(&GOOD.replace("type 'x' into", "fling 'x' at")).contains("step 1"));
+        let no_checks = GOOD.split("[[check]]").next().unwrap();
+        assert!(err(no_checks).contains("at least one [[check]]"));
+    }
+
+    #[test]
+    fn text_expectations_ignore_one_trailing_newline() {
+        assert!(TextExpect::Equals("a".into()).holds("a\n"));
+        assert!(!TextExpect::Equals("a".into()).holds("a\n\n"));
+        assert!(TextExpect::Contains("b".into()).holds("abc"));
+    }
+}

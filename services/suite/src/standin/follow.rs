@@ -163,7 +163,7 @@ fn is_step(step: &Step, a: &PastAction) -> bool {
         return false;
     }
     match (&step.target, &step.action) {
-        (Some(t), _) => a.target.as_deref() == Some(t.name.as_str()),
+        (Some(t), _) => a.target.as_deref().is_some_and(|n| same_name(n, &t.name)),
         (None, Action::Press(keys)) => a
             .arguments
             .as_ref()
@@ -172,12 +172,24 @@ fn is_step(step: &Step, a: &PastAction) -> bool {
     }
 }
 
+/// A name as a person reads it: without surrounding spaces (GTK pads menu items), a trailing colon
+/// (labels like "Name:") or the difference between "…" and "...".
+pub fn same_name(listed: &str, wanted: &str) -> bool {
+    let norm = |s: &str| {
+        s.trim()
+            .trim_end_matches(':')
+            .trim_end()
+            .replace('…', "...")
+    };
+    norm(listed) == norm(wanted)
+}
+
 /// The control a step names, among those listed.
 fn find<'a>(controls: &'a [Control], step: &Step) -> Option<&'a Control> {
     let t = step.target.as_ref()?;
     let mut matching = controls
         .iter()
-        .filter(|c| c.name == t.name && t.kind.matches(&c.kind));
+        .filter(|c| same_name(&c.name, &t.name) && t.kind.matches(&c.kind));
     match t.nth {
         Nth::Index(n) => matching.nth(n - 1),
         Nth::Last => matching.next_back(),
@@ -204,7 +216,7 @@ fn similar(controls: &[Control], name: &str) -> String {
 }
 
 /// The action JSON for a step on a listed control (None for `wait for`).
-fn action_for(step: &Step, control: Option<&Control>, value: &str) -> Option<Value> {
+fn action_for(step: &Step, control: Option<&Control>, value: &str, status: &str) -> Option<Value> {
     let text = |s: &str| s.replace("{result}", value);
     let mut arguments = match control {
         Some(c) => json!({"id": c.label, "name": c.name}),
@@ -225,7 +237,7 @@ fn action_for(step: &Step, control: Option<&Control>, value: &str) -> Option<Val
     if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
         a.extend(e.clone());
     }
-    Some(json!({"function": function, "arguments": arguments, "status": "CONTINUE"}))
+    Some(json!({"function": function, "arguments": arguments, "status": status}))
 }
 
 fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) -> Value {
@@ -263,6 +275,17 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
         .filter(|((_, s), _)| s.action == Action::Read)
         .filter_map(|(_, a)| a.read.clone())
         .collect();
+    let result = sub
+        .result
+        .clone()
+        .map(|r| r.replace("{read}", &reads.join("\n")))
+        .unwrap_or_else(|| {
+            if reads.is_empty() {
+                format!("done: {}", sub.what)
+            } else {
+                reads.join("\n")
+            }
+        });
     // Steps from the one after the last done action up to the next action (waits included).
     let from = if k == 0 { 0 } else { acting[k - 1].0 + 1 };
     let to = acting.get(k).map_or(sub.steps.len(), |(i, _)| i + 1);
@@ -331,28 +354,22 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
                 ),
             );
         }
-        let Some(action) = action_for(step, control, &p.host_message) else {
+        // The last action finishes the subtask with it (as a person closing a dialog would say): the
+        // agent finishes only if it succeeds, and the window may be gone afterwards. A read must be
+        // seen first, so a subtask ending in a read finishes on the next call.
+        let last = index + 1 == sub.steps.len() && step.action != Action::Read;
+        let status = if last { "FINISH" } else { "CONTINUE" };
+        let Some(action) = action_for(step, control, &p.host_message, status) else {
             continue;
         };
         let next = control.map_or_else(String::new, |c| format!(" → [{}]{}", c.label, c.name));
         return app_reply(
-            "CONTINUE",
+            status,
             format!("{seen}; {progress}; next: {}{next}", step.text),
             format!("step {} of {}: {}", index + 1, sub.steps.len(), step.text),
-            json!({"plan": plan, "action": action}),
+            json!({"plan": plan, "action": action, "result": if last { result } else { String::new() }}),
         );
     }
-    let result = sub
-        .result
-        .clone()
-        .map(|r| r.replace("{read}", &reads.join("\n")))
-        .unwrap_or_else(|| {
-            if reads.is_empty() {
-                format!("done: {}", sub.what)
-            } else {
-                reads.join("\n")
-            }
-        });
     app_reply(
         "FINISH",
         format!("{seen}; {progress}"),

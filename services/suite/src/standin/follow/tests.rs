@@ -288,9 +288,11 @@ fn wait_steps_and_keys_without_a_control() {
     assert_eq!(decide(&d, &p, &mut w, PATIENCE)["status"], "SCREENSHOT");
     p.controls = vec![control("1", "Save", "Button")];
     let r = decide(&d, &p, &mut w, PATIENCE);
+    // The last action finishes the subtask with it (the agent finishes only if it succeeds).
+    assert_eq!(r["status"], "FINISH");
     assert_eq!(
         r["action"],
-        json!({"function": "keyboard_input", "arguments": {"keys": "^s"}, "status": "CONTINUE"})
+        json!({"function": "keyboard_input", "arguments": {"keys": "^s"}, "status": "FINISH"})
     );
     p.actions.push(PastAction {
         function: "keyboard_input".into(),
@@ -300,4 +302,12 @@ fn wait_steps_and_keys_without_a_control() {
         read: None,
     });
     assert_eq!(decide(&d, &p, &mut w, PATIENCE)["status"], "FINISH");
+}
+
+#[test]
+fn names_match_as_a_person_reads_them() {
+    assert!(same_name("Save As...      ", "Save As…"));
+    assert!(same_name("Name:", "Name"));
+    assert!(!same_name("Name", "Names"));
+    assert!(same_name("", ""));
 }

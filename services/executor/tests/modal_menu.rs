@@ -1,0 +1,117 @@
+//! A menu item that opens a modal dialog (mousepad's File ▸ Save As..., which runs `gtk_dialog_run`)
+//! must leave the application answering. Activating it with AT-SPI `Action.DoAction` runs the whole
+//! dialog inside the D-Bus call's dispatch in the application: the next request on that connection is
+//! never answered and the next key event freezes the application (found by the task suite, issue 20).
+//! The executor clicks menu items with the pointer instead, as a person does; this test observes the
+//! dialog, types into it and observes again, each within a deadline.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use ufo_executor::backend::Backend;
+use ufo_executor::encode::Format;
+use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
+use ufo_executor::testing::Desktop;
+
+/// Far less than a frozen application would take (the executor's own deadline is 10 s).
+const OPTS: BatchOptions = BatchOptions {
+    deadline: Duration::from_secs(5),
+    format: Format::Png,
+};
+
+async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
+    let cmd = CommandSpec {
+        tool: tool.into(),
+        params: params.clone(),
+        call_id: "c".into(),
+    };
+    let o = exec.execute(vec![cmd], OPTS).await.remove(0);
+    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
+    o
+}
+
+fn id_of(list: &Value, kind: &str, name: &str) -> Option<String> {
+    list.as_array()?
+        .iter()
+        .find(|c| c["type"] == kind && c["name"].as_str().unwrap().trim() == name)
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+}
+
+async fn controls(exec: &Executor) -> Value {
+    ok(exec, "get_app_window_controls_target_info", json!({}))
+        .await
+        .output
+        .result
+}
+
+/// Lists until a control of `kind` named `name` shows (the menu and the dialog open asynchronously).
+async fn wait_for(exec: &Executor, kind: &str, name: &str) -> (String, Value) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = controls(exec).await;
+        if let Some(id) = id_of(&list, kind, name) {
+            return (id, list);
+        }
+        assert!(Instant::now() < end, "{kind} {name:?} never listed: {list}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_menu_item_opening_a_modal_dialog_leaves_the_application_answering() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec =
+        Executor::new(backend.clone(), Limits::default(), Vec::new()).with_launch_env(desk.env());
+    let (_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(mp.handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .unwrap();
+    ok(&exec, "select_application_window", json!({"id": id})).await;
+    let (file, _) = wait_for(&exec, "Menu", "File").await;
+    ok(&exec, "click_input", json!({"id": file})).await;
+    let (save_as, _) = wait_for(&exec, "MenuItem", "Save As...").await;
+    let clicked = ok(&exec, "click_input", json!({"id": save_as})).await;
+    assert_eq!(
+        clicked.output.result["method"], "mouse",
+        "{:?}",
+        clicked.output.result
+    );
+    // The dialog is observed (the application answers while it runs) ...
+    let (name, _) = wait_for(&exec, "Edit", "Name:").await;
+    // ... and still answers after a key event reached it.
+    ok(
+        &exec,
+        "keyboard_input",
+        json!({"id": name, "keys": "answering"}),
+    )
+    .await;
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = controls(&exec).await;
+        let typed = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Edit" && c["value"] == "answering");
+        if typed {
+            break;
+        }
+        assert!(Instant::now() < end, "the typed name never showed: {list}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -7,8 +7,8 @@
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
 //! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
-//! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`]: platform-independent logic shared by
-//!   the backends.
+//! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
+//!   shared by the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
 //! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
 //!   [`testing`] adds test helpers on it (applications started and waited for).
@@ -23,6 +23,7 @@ pub mod executor;
 pub mod geometry;
 pub mod handles;
 pub mod keys;
+pub mod labels;
 pub mod service;
 /// Test helpers on the private desktop, compiled only with the `testing` feature.
 #[cfg(all(target_os = "linux", feature = "testing"))]

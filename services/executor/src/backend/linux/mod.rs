@@ -131,14 +131,17 @@ impl Backend for LinuxBackend {
         button: MouseButton,
         double: bool,
     ) -> BackendResult<String> {
-        // A menu item is clicked with the pointer, as a person does: GTK runs a menu item's activation
-        // (often a modal `gtk_dialog_run`, e.g. Save As) inside the `DoAction` call's D-Bus dispatch, and
-        // until that dialog closes the application answers nothing more on that connection and freezes
-        // at its next key event. Pointer events are dispatched from the main loop instead.
-        let menu_item = control.control_type == "MenuItem"
-            && control.rect.right > control.rect.left
-            && control.rect.bottom > control.rect.top;
-        let semantic = button == MouseButton::Left && !double && !menu_item;
+        // Menu items and list or tree rows are clicked with the pointer, as a person does. GTK runs a
+        // menu item's activation (often a modal `gtk_dialog_run`, e.g. Save As) inside the `DoAction`
+        // call's D-Bus dispatch, and until that dialog closes the application answers nothing more on
+        // that connection and freezes at its next key event; a row's click-like action is "activate"
+        // (a double click: zenity's list returns at once, with nothing selected). Pointer events are
+        // dispatched from the main loop and select a row as a click does.
+        let pointer_first = matches!(
+            control.control_type.as_str(),
+            "MenuItem" | "ListItem" | "TreeItem"
+        ) && !control.rect.is_empty();
+        let semantic = button == MouseButton::Left && !double && !pointer_first;
         if semantic && let Some(method) = self.a11y.do_click_action(&control.handle).await? {
             return Ok(method);
         }

@@ -284,7 +284,7 @@ impl Atspi {
         }))
         .await;
         let mut remembered = Vec::with_capacity(order.len());
-        let nodes = order
+        let mut nodes: Vec<RawNode> = order
             .into_iter()
             .zip(extents)
             .zip(texts)
@@ -316,6 +316,7 @@ impl Atspi {
             })
             .collect();
         self.remember(remembered);
+        crate::labels::name_unlabelled_fields(&mut nodes);
         Ok(RawTree { nodes, truncated })
     }
 

@@ -1,9 +1,11 @@
-//! A menu item that opens a modal dialog (mousepad's File ▸ Save As..., which runs `gtk_dialog_run`)
-//! must leave the application answering. Activating it with AT-SPI `Action.DoAction` runs the whole
-//! dialog inside the D-Bus call's dispatch in the application: the next request on that connection is
-//! never answered and the next key event freezes the application (found by the task suite, issue 20).
-//! The executor clicks menu items with the pointer instead, as a person does; this test observes the
-//! dialog, types into it and observes again, each within a deadline.
+//! Clicks that do what a person's click does (both found by the task suite, issue 20):
+//! - a menu item that opens a modal dialog (mousepad's File ▸ Save As..., which runs
+//!   `gtk_dialog_run`) must leave the application answering. Activating it with AT-SPI
+//!   `Action.DoAction` runs the whole dialog inside the D-Bus call's dispatch in the application: the
+//!   next request on that connection is never answered and the next key event freezes the application.
+//!   The test observes the dialog, types into it and observes again, each within a deadline;
+//! - a click on a list row selects it: the row's click-like action is "activate" (a double click), on
+//!   which zenity's list returns at once with nothing selected.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -115,3 +117,69 @@ async fn a_menu_item_opening_a_modal_dialog_leaves_the_application_answering() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_a_list_row_selects_it_without_activating_it() {
+    let mut desk = Desktop::start(1024, 768).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec =
+        Executor::new(backend.clone(), Limits::default(), Vec::new()).with_launch_env(desk.env());
+    let args = [
+        "--list", "--title", "People", "--column", "Name", "Otto", "Anna", "Bernd",
+    ];
+    let (_pid, win) = desk
+        .launch(backend.as_ref(), "zenity", &args)
+        .await
+        .unwrap();
+    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(win.handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .unwrap();
+    ok(&exec, "select_application_window", json!({"id": id})).await;
+    let (anna, _) = wait_for(&exec, "ListItem", "Anna").await;
+    let clicked = ok(&exec, "click_input", json!({"id": anna})).await;
+    assert_eq!(
+        clicked.output.result["method"], "mouse",
+        "{:?}",
+        clicked.output.result
+    );
+    // The dialog stays (a double click would have closed it) and its row is selected, as an
+    // independent live pyatspi walk sees it.
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args(["-c", ROW_STATES, "zenity", "Anna"])
+            .env_remove("NO_AT_BRIDGE")
+            .envs(desk.env())
+            .output()
+            .expect("python3 runs (install python3-pyatspi)");
+        let states = String::from_utf8_lossy(&out.stdout).into_owned();
+        if states.split_whitespace().any(|s| s == "selected") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the row Anna was never selected: {states} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Prints the states of the table cell named argv[2] in application argv[1] (nothing when absent).
+const ROW_STATES: &str = r#"
+import sys, pyatspi
+for app in pyatspi.Registry.getDesktop(0):
+    if app is None or app.name != sys.argv[1]:
+        continue
+    found = pyatspi.findDescendant(app, lambda n: n.getRoleName() == "table cell" and n.name == sys.argv[2])
+    if found is not None:
+        print(" ".join(pyatspi.stateToString(s) for s in found.getState().getStates()))
+"#;

@@ -13,6 +13,10 @@ const FIELDS: &[&str] = &["Edit", "ComboBox", "Spinner", "Slider"];
 /// The largest gap between a label and its field, as a multiple of the field's height.
 const MAX_GAP_HEIGHTS: i32 = 4;
 
+/// A field labelled this way is a line of input: at most this many times its label's height (a text
+/// area under a banner is not named after the banner).
+const MAX_FIELD_LABEL_HEIGHTS: u32 = 3;
+
 fn label_left_of(field: &Rect, label: &Rect) -> Option<i32> {
     let middle = (label.top + label.bottom) / 2;
     let gap = field.left - label.right;
@@ -45,6 +49,7 @@ pub fn name_unlabelled_fields(nodes: &mut [RawNode]) {
         let nearest = |how: fn(&Rect, &Rect) -> Option<i32>| {
             labels
                 .iter()
+                .filter(|(r, _)| node.rect.height() <= r.height() * MAX_FIELD_LABEL_HEIGHTS)
                 .filter_map(|(r, name)| how(&node.rect, r).map(|gap| (gap, name)))
                 .min_by_key(|(gap, _)| *gap)
                 .map(|(_, name)| name.clone())
@@ -123,11 +128,27 @@ mod tests {
             node("far away", "Text", [10, 300, 80, 320]),
             node("", "Edit", [600, 300, 700, 320]),
             node("", "Button", [100, 34, 120, 60]),
+            // mousepad: a warning banner right above the (tall) document view.
+            node(
+                "Warning: you are using the root account.",
+                "Text",
+                [10, 400, 890, 420],
+            ),
+            node("", "Edit", [10, 422, 890, 900]),
         ];
         name_unlabelled_fields(&mut nodes);
         assert_eq!(
             names(&nodes),
-            ["Comment", "Comment", "Size", "far away", "", ""]
+            [
+                "Comment",
+                "Comment",
+                "Size",
+                "far away",
+                "",
+                "",
+                "Warning: you are using the root account.",
+                ""
+            ]
         );
     }
 }

@@ -142,64 +142,18 @@ pub async fn run(
 }
 
 fn describe(t: &ControlRef) -> String {
-    let nth = if t.nth == 1 {
+    let which = if t.any {
+        "any ".to_owned()
+    } else if t.nth == 1 {
         String::new()
     } else {
         format!("#{} ", t.nth)
     };
-    format!("{nth}{} {:?} of {}", t.role, t.name, t.app)
+    format!("{which}{} {:?} of {}", t.role, t.name, t.app)
 }
 
-async fn control(
-    target: &ControlRef,
-    expect: &ControlExpect,
-    probe: &Path,
-    s: &CheckSettings,
-) -> Verdict {
-    let what = describe(target);
-    let bad = |message: String| Verdict {
-        passed: false,
-        message,
-    };
-    let arg = serde_json::json!({"app": target.app, "role": target.role, "name": target.name,
-                                  "nth": target.nth})
-    .to_string();
-    let run = tokio::process::Command::new(&s.python)
-        .arg(probe)
-        .arg(arg)
-        .env_remove("NO_AT_BRIDGE")
-        .envs(s.env.iter().cloned())
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = match tokio::time::timeout(Duration::from_secs(30), run).await {
-        Err(_) => return bad(format!("{what}: the pyatspi probe took over 30 s")),
-        Ok(Err(e)) => {
-            return bad(format!(
-                "{what}: cannot run {} for the pyatspi probe: {e}",
-                s.python.display()
-            ));
-        }
-        Ok(Ok(out)) => out,
-    };
-    let found: Value = match serde_json::from_slice(&out.stdout) {
-        Ok(v) => v,
-        Err(_) => {
-            return bad(format!(
-                "{what}: the pyatspi probe printed no verdict ({})",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-    };
-    if let Some(e) = found["error"].as_str() {
-        return bad(format!("{what}: the pyatspi probe failed: {e}"));
-    }
-    if found["found"] != Value::Bool(true) {
-        return bad(format!(
-            "{what}: not found by pyatspi (applications: {}; shown {}s: {})",
-            found["apps"], target.role, found["same_role"]
-        ));
-    }
+/// What is wrong with one control found by the probe (empty when it meets `expect`), and how it looks.
+fn judge(found: &Value, expect: &ControlExpect) -> (Vec<String>, String) {
     let states: Vec<&str> = found["states"]
         .as_array()
         .into_iter()
@@ -237,12 +191,81 @@ async fn control(
         states.join(", "),
         text.map_or("none".into(), cut)
     );
-    if problems.is_empty() {
-        Verdict {
+    (problems, shown)
+}
+
+async fn control(
+    target: &ControlRef,
+    expect: &ControlExpect,
+    probe: &Path,
+    s: &CheckSettings,
+) -> Verdict {
+    let what = describe(target);
+    let bad = |message: String| Verdict {
+        passed: false,
+        message,
+    };
+    let arg = serde_json::json!({"app": target.app, "role": target.role, "name": target.name})
+        .to_string();
+    let run = tokio::process::Command::new(&s.python)
+        .arg(probe)
+        .arg(arg)
+        .env_remove("NO_AT_BRIDGE")
+        .envs(s.env.iter().cloned())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = match tokio::time::timeout(Duration::from_secs(30), run).await {
+        Err(_) => return bad(format!("{what}: the pyatspi probe took over 30 s")),
+        Ok(Err(e)) => {
+            return bad(format!(
+                "{what}: cannot run {} for the pyatspi probe: {e}",
+                s.python.display()
+            ));
+        }
+        Ok(Ok(out)) => out,
+    };
+    let found: Value = match serde_json::from_slice(&out.stdout) {
+        Ok(v) => v,
+        Err(_) => {
+            return bad(format!(
+                "{what}: the pyatspi probe printed no verdict ({})",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    };
+    if let Some(e) = found["error"].as_str() {
+        return bad(format!("{what}: the pyatspi probe failed: {e}"));
+    }
+    let matches: Vec<&Value> = found["matches"].as_array().into_iter().flatten().collect();
+    let candidates: Vec<&Value> = if target.any {
+        matches
+    } else {
+        matches
+            .get(target.nth as usize - 1)
+            .into_iter()
+            .copied()
+            .collect()
+    };
+    if candidates.is_empty() {
+        return bad(format!(
+            "{what}: not found by pyatspi (applications: {}; shown {}s: {})",
+            found["apps"], target.role, found["same_role"]
+        ));
+    }
+    let judged: Vec<(Vec<String>, String)> = candidates.iter().map(|c| judge(c, expect)).collect();
+    match judged.iter().find(|(problems, _)| problems.is_empty()) {
+        Some((_, shown)) => Verdict {
             passed: true,
             message: format!("{what}: {shown}"),
+        },
+        None => {
+            let all: Vec<String> = judged
+                .iter()
+                .take(5)
+                .map(|(p, shown)| format!("{} ({shown})", p.join("; ")))
+                .collect();
+            bad(format!("{what}: {}", all.join(" | ")))
         }
-    } else {
-        bad(format!("{what}: {} ({shown})", problems.join("; ")))
     }
 }

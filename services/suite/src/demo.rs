@@ -117,10 +117,22 @@ impl Kind {
 
     /// The words for it.
     pub fn word(self) -> &'static str {
-        KINDS
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("control", |(w, _)| w)
+        match self {
+            Self::Any => "control",
+            Self::Menu => "menu",
+            Self::MenuItem => "menu item",
+            Self::Button => "button",
+            Self::CheckBox => "check box",
+            Self::RadioButton => "radio button",
+            Self::Edit => "text field",
+            Self::ComboBox => "combo box",
+            Self::Row => "row",
+            Self::Tab => "tab",
+            Self::Slider => "slider",
+            Self::SpinButton => "spin button",
+            Self::Text => "text",
+            Self::Document => "document",
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 # The suite's independent reader of accessible state: a live pyatspi walk, not the executor.
-# Usage: python3 probe.py '{"app": "...", "role": "check box", "name": "...", "nth": 1}'
-# Prints one JSON object: {"found": true, "role", "name", "states", "text", "value"} or
-# {"found": false, "apps": [...], "same_role": [...]}; {"error": "..."} when the walk itself fails.
+# Usage: python3 probe.py '{"app": "...", "role": "check box", "name": "..."}'
+# Prints one JSON object: {"matches": [{"name", "states", "text", "value"}, ...] (shown controls of that
+# role and name, in document order), "apps": [...], "same_role": [names of shown controls of that role]}
+# or {"error": "..."} when the walk itself fails.
 import json
 import sys
 
@@ -12,6 +13,7 @@ except ImportError as e:
     sys.exit(0)
 
 MAX_NODES = 20000
+MAX_MATCHES = 200
 
 
 def states_of(node):
@@ -26,11 +28,10 @@ def main():
     app_name = want["app"].lower()
     role = want["role"].lower()
     name = want.get("name", "")
-    nth = int(want.get("nth", 1))
     desktop = pyatspi.Registry.getDesktop(0)
     apps = []
     same_role = []
-    count = 0
+    matches = []
     seen = 0
     for app in desktop:
         if app is None:
@@ -54,23 +55,19 @@ def main():
                 continue
             if node_role == role:
                 same_role.append(node_name)
-                if node_name == name:
-                    count += 1
-                    if count == nth:
-                        out = {"found": True, "role": node_role, "name": node_name, "states": states,
-                               "text": None, "value": None}
-                        try:
-                            out["text"] = node.queryText().getText(0, -1)
-                        except Exception:
-                            pass
-                        try:
-                            out["value"] = node.queryValue().currentValue
-                        except Exception:
-                            pass
-                        print(json.dumps(out))
-                        return
+                if node_name == name and len(matches) < MAX_MATCHES:
+                    match = {"name": node_name, "states": states, "text": None, "value": None}
+                    try:
+                        match["text"] = node.queryText().getText(0, -1)
+                    except Exception:
+                        pass
+                    try:
+                        match["value"] = node.queryValue().currentValue
+                    except Exception:
+                        pass
+                    matches.append(match)
             stack.extend(reversed([c for c in children if c is not None]))
-    print(json.dumps({"found": False, "apps": apps, "same_role": same_role[:40]}))
+    print(json.dumps({"matches": matches, "apps": apps, "same_role": same_role[:40]}))
 
 
 try:

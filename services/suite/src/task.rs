@@ -228,6 +228,9 @@ pub struct ControlRef {
     /// Which of the matching controls, 1-based in document order.
     #[serde(default = "first")]
     pub nth: u32,
+    /// Any of the matching controls will do (for unnamed fields: "some text field now holds Grace").
+    #[serde(default)]
+    pub any: bool,
 }
 
 fn first() -> u32 {
@@ -534,6 +537,9 @@ fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
         }
         if target.nth == 0 {
             return Err("`nth` counts from 1".into());
+        }
+        if target.any && target.nth != 1 {
+            return Err("say `nth` or `any`, not both".into());
         }
         let expect = ControlExpect {
             state: c.state,

@@ -196,20 +196,22 @@ fn find<'a>(controls: &'a [Control], step: &Step) -> Option<&'a Control> {
     }
 }
 
-/// Controls whose name resembles the one wanted (for failure messages).
+/// Controls whose name resembles the one wanted, else what is listed (for failure messages).
 fn similar(controls: &[Control], name: &str) -> String {
-    let lower = name.to_lowercase();
+    let lower = name.trim().to_lowercase();
+    let shown = |c: &&Control| format!("{:?} ({})", c.name.trim(), c.kind);
     let near: Vec<String> = controls
         .iter()
         .filter(|c| {
-            let n = c.name.to_lowercase();
-            !n.is_empty() && (n.contains(&lower) || lower.contains(&n))
+            let n = c.name.trim().to_lowercase();
+            !n.is_empty() && !lower.is_empty() && (n.contains(&lower) || lower.contains(&n))
         })
         .take(8)
-        .map(|c| format!("{:?} ({})", c.name, c.kind))
+        .map(|c| shown(&c))
         .collect();
     if near.is_empty() {
-        "none with a similar name".into()
+        let listed: Vec<String> = controls.iter().take(30).map(|c| shown(&c)).collect();
+        format!("none with a similar name; listed: {}", listed.join(", "))
     } else {
         format!("similar: {}", near.join(", "))
     }

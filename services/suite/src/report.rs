@@ -39,6 +39,8 @@ pub struct TaskReport {
     pub checks: Vec<String>,
     /// Why it failed (checker output and the last step), empty when it passed.
     pub why: String,
+    /// Each step in brief: agent, status, actions and seconds per phase (JSON report only).
+    pub step_log: Vec<serde_json::Value>,
 }
 
 impl TaskReport {

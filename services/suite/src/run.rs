@@ -189,6 +189,7 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
                 report.result = view["result"].as_str().unwrap_or("").to_owned();
                 report.steps = steps.len() as u64;
                 report.observe_act_seconds = observe_act(&steps);
+                report.step_log = steps.iter().map(brief).collect();
                 let verdicts = checks(s, &task, &dir, &mut apps).await;
                 report.checks = verdicts.iter().map(|v| v.message.clone()).collect();
                 report.passed = report.status == "finished" && verdicts.iter().all(|v| v.passed);
@@ -279,6 +280,22 @@ async fn checks(s: &Shared<'_>, task: &Task, dir: &Path, apps: &mut [RunningApp]
         );
     }
     verdicts
+}
+
+/// A step in brief for the JSON report.
+fn brief(step: &Value) -> Value {
+    let phases: serde_json::Map<String, Value> = step["phases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["phase"].as_str()?.to_owned(), p["seconds"].clone())))
+        .collect();
+    json!({
+        "step": step["step"], "agent": step["agent_name"], "status": step["status"],
+        "actions": step["actions"].as_array().into_iter().flatten()
+            .map(|a| a["representation"].clone()).collect::<Vec<_>>(),
+        "seconds": phases,
+    })
 }
 
 /// Seconds the steps spent in data collection and action execution.

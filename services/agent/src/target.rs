@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The largest screen coordinate taken as a position (far beyond any real desktop).
+pub const MAX_COORDINATE: i32 = 1 << 20;
+
 /// A rectangle in screen coordinates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rect {
@@ -48,9 +51,15 @@ impl Rect {
         ((self.left + self.right) / 2, (self.top + self.bottom) / 2)
     }
 
-    /// Parses `[l, t, r, b]`, `{left, top, right, bottom}` or `{x, y, width, height}`.
+    /// Parses `[l, t, r, b]`, `{left, top, right, bottom}` or `{x, y, width, height}`. A coordinate
+    /// beyond ±[`MAX_COORDINATE`] is no position (AT-SPI reports `-2147483648` for controls it is not
+    /// drawing; arithmetic on it overflows), so such a rectangle is none.
     pub fn from_json(v: &Value) -> Option<Self> {
-        let n = |v: &Value| v.as_f64().map(|f| f.round() as i32);
+        let n = |v: &Value| {
+            v.as_f64()
+                .filter(|f| f.abs() <= f64::from(MAX_COORDINATE))
+                .map(|f| f.round() as i32)
+        };
         match v {
             Value::Array(a) if a.len() == 4 => {
                 Some(Self::new(n(&a[0])?, n(&a[1])?, n(&a[2])?, n(&a[3])?))
@@ -272,6 +281,29 @@ mod tests {
         assert_eq!(
             Rect::from_json(&json!([1, 2, 3, 4])),
             Some(Rect::new(1, 2, 3, 4))
+        );
+    }
+
+    #[test]
+    fn a_control_at_the_hidden_sentinel_has_no_rectangle() {
+        // What AT-SPI reports for a control it is not drawing (seen in a gtk3-widget-factory page
+        // switch); the mark and pixel arithmetic on it overflowed and panicked the agent.
+        let hidden = json!([
+            -2147483648i64,
+            -2147483648i64,
+            -2147483600i64,
+            -2147483620i64
+        ]);
+        assert_eq!(Rect::from_json(&hidden), None);
+        let t = TargetInfo::from_json(
+            &json!({"id": "3", "name": "row", "type": "ListItem", "rect": hidden}),
+            TargetKind::Control,
+        )
+        .unwrap();
+        assert_eq!(t.rect, None);
+        assert_eq!(
+            Rect::from_json(&json!([-5, 0, 1_048_576, 10])),
+            Some(Rect::new(-5, 0, 1_048_576, 10))
         );
     }
 }

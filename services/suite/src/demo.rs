@@ -10,7 +10,8 @@
 //!
 //! A target is `[the] [first|second|…|2nd|last] <kind> named|labelled|called '<name>'`; kinds map onto the
 //! control types the agent's control list shows. Quotes are `'…'` or `"…"`; a quote inside is doubled.
-//! `{result}` in typed or set text is the value the HostAgent passed with the subtask.
+//! `{result}` in typed or set text, or in a control's name, is the value the HostAgent passed with the
+//! subtask.
 
 /// Why a step is not understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -344,6 +345,9 @@ impl Cursor<'_> {
     }
 }
 
+/// The placeholder for the value the HostAgent passes with the subtask.
+pub const VALUE: &str = "{result}";
+
 /// Characters the executor's key syntax treats specially; typed literally as `{c}`.
 const SPECIAL: &[char] = &['+', '^', '%', '~', '(', ')', '{', '}'];
 
@@ -493,6 +497,27 @@ impl Step {
             Action::Type(s) | Action::SetText(s) => *s = crate::task::fill(s, dir),
             _ => {}
         }
+    }
+
+    /// Whether it names `{result}` (the value the HostAgent passes with the subtask).
+    pub fn uses_value(&self) -> bool {
+        let text =
+            matches!(&self.action, Action::Type(s) | Action::SetText(s) if s.contains(VALUE));
+        text || self.target.as_ref().is_some_and(|t| t.name.contains(VALUE))
+    }
+
+    /// The step with `{result}` replaced by `value` in its text and its control's name.
+    pub fn with_value(&self, value: &str) -> Self {
+        let mut step = self.clone();
+        match &mut step.action {
+            Action::Type(s) | Action::SetText(s) => *s = s.replace(VALUE, value),
+            _ => {}
+        }
+        if let Some(t) = &mut step.target {
+            t.name = t.name.replace(VALUE, value);
+        }
+        step.text = step.text.replace(VALUE, value);
+        step
     }
 
     /// The executor tool it calls (None for `wait for`).

@@ -155,6 +155,11 @@ pub async fn run(
         progress(i, &report);
         reports.push(report);
     }
+    // What the services said, for a failure the table and the report do not explain.
+    let logs = out.join("services.log");
+    if let Err(e) = std::fs::write(&logs, cluster.logs()) {
+        tracing::warn!(error = %e, path = %logs.display(), "cannot write the services' logs");
+    }
     if let Err(e) = cluster.stop().await {
         tracing::warn!(error = %e, "stopping the services failed");
     }

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
@@ -107,7 +108,23 @@ impl TaskRun {
                 signals.clone(),
                 done.clone(),
             ));
-            let outcome = match self.drive(&signals).await {
+            // A bug that panics inside a step must still end the task (and stop renewing its lease):
+            // otherwise it stays `running` for ever and no replica may take it over.
+            let driven = std::panic::AssertUnwindSafe(self.drive(&signals))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(panic = %what, "the task's step panicked; failing the task");
+                    Ok(Outcome::Failed(format!(
+                        "internal error in the agent service ({what}); the runner's log has the details"
+                    )))
+                });
+            let outcome = match driven {
                 Ok(outcome) => outcome,
                 // Retried already (bounded): the task goes back to the queue, and fails once it was released
                 // `--max-releases` times without progress.

@@ -97,7 +97,8 @@ impl Screenshot {
     /// Maps a screen rectangle to this image's pixel coordinates.
     pub fn to_pixels(&self, r: Rect) -> Rect {
         let s = if self.scale > 0.0 { self.scale } else { 1.0 };
-        let px = |v: i32, o: i32| (f64::from(v - o) / s).round() as i32;
+        // In f64: a coordinate far from the origin must not overflow (the cast saturates).
+        let px = |v: i32, o: i32| ((f64::from(v) - f64::from(o)) / s).round() as i32;
         Rect::new(
             px(r.left, self.origin_x),
             px(r.top, self.origin_y),
@@ -136,4 +137,28 @@ pub fn encode_png(img: &RgbaImage) -> Result<Bytes, VisionError> {
     )
     .map_err(VisionError::Encode)?;
     Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn far_away_rectangles_map_without_overflow() {
+        let shot = Screenshot {
+            mime: "image/png".into(),
+            bytes: Bytes::new(),
+            width: 100,
+            height: 100,
+            origin_x: 500,
+            origin_y: 300,
+            scale: 1.0,
+        };
+        assert_eq!(
+            shot.to_pixels(Rect::new(510, 320, 520, 330)),
+            Rect::new(10, 20, 20, 30)
+        );
+        let far = shot.to_pixels(Rect::new(i32::MIN, i32::MIN, i32::MAX, i32::MAX));
+        assert_eq!((far.left, far.right), (i32::MIN, i32::MAX - 500));
+    }
 }

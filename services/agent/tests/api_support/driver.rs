@@ -2,7 +2,8 @@
 //! script: `steps=N` (finish after N steps per round), `ask=K` (ask a question at round step K),
 //! `hold=K` (hold an action at round step K), `block=K` (at global step K, "act" — append to the action
 //! log — then never return: the step is in flight when the test kills or cancels the runner), `shots=N`
-//! (in the task's first request: every step has a clean and an annotated artifact of N bytes). Every step
+//! (in the task's first request: every step has a clean and an annotated artifact of N bytes), `panic=K`
+//! (at global step K the step panics, as a bug in the agents would). Every step
 //! "acts" like the agents: its intent is recorded before the action is logged.
 
 use std::io::Write as _;
@@ -67,6 +68,10 @@ impl TaskDriver for ScriptDriver {
         if self.honour_block && directive(first, "block") == Some(input.step) {
             self.act(&input).await?;
             std::future::pending::<()>().await;
+        }
+        #[allow(clippy::panic)]
+        if directive(first, "panic") == Some(input.step) {
+            panic!("scripted bug at step {}", input.step);
         }
         let mut thought = format!("round {} step {k}", input.round.number);
         if directive(first, "ask").is_some_and(|a| a + 1 == k) {

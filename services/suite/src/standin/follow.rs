@@ -83,11 +83,13 @@ fn host(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience)
                 return host_reply("FAIL", seen, json!({"result": why, "comment": why}));
             }
         }
+        // A window titled exactly so, else one whose title contains it ("Ticket" is the dialog, not
+        // "ticket.txt - Mousepad").
         let wanted = sub.app.to_lowercase();
-        let window = p
-            .windows
-            .iter()
-            .find(|w| w.kind == "APPLICATION" && w.name.to_lowercase().contains(&wanted));
+        let apps = || p.windows.iter().filter(|w| w.kind == "APPLICATION");
+        let window = apps()
+            .find(|w| w.name.to_lowercase() == wanted)
+            .or_else(|| apps().find(|w| w.name.to_lowercase().contains(&wanted)));
         if let Some(w) = window {
             return host_reply(
                 "ASSIGN",
@@ -218,8 +220,7 @@ fn similar(controls: &[Control], name: &str) -> String {
 }
 
 /// The action JSON for a step on a listed control (None for `wait for`).
-fn action_for(step: &Step, control: Option<&Control>, value: &str, status: &str) -> Option<Value> {
-    let text = |s: &str| s.replace("{result}", value);
+fn action_for(step: &Step, control: Option<&Control>, status: &str) -> Option<Value> {
     let mut arguments = match control {
         Some(c) => json!({"id": c.label, "name": c.name}),
         None => json!({}),
@@ -229,9 +230,9 @@ fn action_for(step: &Step, control: Option<&Control>, value: &str, status: &str)
         Action::DoubleClick => ("click_input", json!({"button": "left", "double": true})),
         Action::Type(s) => (
             "keyboard_input",
-            json!({"keys": crate::demo::escape_text(&text(s))}),
+            json!({"keys": crate::demo::escape_text(s)}),
         ),
-        Action::SetText(s) => ("set_edit_text", json!({"text": text(s)})),
+        Action::SetText(s) => ("set_edit_text", json!({"text": s})),
         Action::Press(keys) => ("keyboard_input", json!({"keys": keys})),
         Action::Read => ("texts", json!({})),
         Action::WaitFor => return None,
@@ -250,8 +251,23 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
             format!("the subtask {:?} is not in the demonstration", p.subtask),
         );
     };
-    let acting: Vec<(usize, &Step)> = sub
+    if p.host_message.is_empty()
+        && let Some(step) = sub.steps.iter().find(|s| s.uses_value())
+    {
+        return fail(
+            seen,
+            format!(
+                "{:?} needs the value the HostAgent passes, and it passed none",
+                step.text
+            ),
+        );
+    }
+    let steps: Vec<Step> = sub
         .steps
+        .iter()
+        .map(|s| s.with_value(&p.host_message))
+        .collect();
+    let acting: Vec<(usize, &Step)> = steps
         .iter()
         .enumerate()
         .filter(|(_, s)| s.function().is_some())
@@ -290,10 +306,10 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
         });
     // Steps from the one after the last done action up to the next action (waits included).
     let from = if k == 0 { 0 } else { acting[k - 1].0 + 1 };
-    let to = acting.get(k).map_or(sub.steps.len(), |(i, _)| i + 1);
+    let to = acting.get(k).map_or(steps.len(), |(i, _)| i + 1);
     let progress = format!("{k} of {} actions done", acting.len());
-    let plan: Vec<&str> = sub.steps[from..].iter().map(|s| s.text.as_str()).collect();
-    for (index, step) in sub.steps.iter().enumerate().take(to).skip(from) {
+    let plan: Vec<&str> = steps[from..].iter().map(|s| s.text.as_str()).collect();
+    for (index, step) in steps.iter().enumerate().take(to).skip(from) {
         let control = match &step.target {
             // `press` without a control needs nothing listed.
             None => None,
@@ -345,23 +361,12 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
                 ),
             );
         }
-        let needs_value = matches!(&step.action,
-            Action::Type(s) | Action::SetText(s) if s.contains("{result}"));
-        if needs_value && p.host_message.is_empty() {
-            return fail(
-                format!("{seen}; {progress}"),
-                format!(
-                    "{:?} needs the value the HostAgent passes, and it passed none",
-                    step.text
-                ),
-            );
-        }
         // The last action finishes the subtask with it (as a person closing a dialog would say): the
         // agent finishes only if it succeeds, and the window may be gone afterwards. A read must be
         // seen first, so a subtask ending in a read finishes on the next call.
-        let last = index + 1 == sub.steps.len() && step.action != Action::Read;
+        let last = index + 1 == steps.len() && step.action != Action::Read;
         let status = if last { "FINISH" } else { "CONTINUE" };
-        let Some(action) = action_for(step, control, &p.host_message, status) else {
+        let Some(action) = action_for(step, control, status) else {
             continue;
         };
         let next = control.map_or_else(String::new, |c| format!(" → [{}]{}", c.label, c.name));

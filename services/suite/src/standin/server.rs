@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -155,7 +156,16 @@ impl Drop for ModelServer {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, body: axum::body::Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    uri: Uri,
+    body: Result<axum::body::Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        // Too large (413) or unreadable: said in the same shape as every other refusal.
+        Err(e) => return error(e.status(), e.body_text()),
+    };
     let path = uri.path().to_owned();
     if path.ends_with("/models") {
         return match &shared.mode {

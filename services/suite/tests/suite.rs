@@ -1,0 +1,139 @@
+//! The task suite as CI runs it: `ufo-suite` runs every task file in the repository's `tasks/` folder
+//! against `ufo-session` (on a fresh Postgres database when `DATABASE_URL` is set, else SQLite),
+//! `ufo-executor` and `ufo-agent` as real processes on a private Xvfb desktop, with the
+//! demonstration-following model stand-in, and must meet its success threshold. Broken task files (in
+//! `tests/broken/`) must fail and say why, so the suite cannot pass by not looking.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+use ufo_testkit::{TestDatabase, workspace_binary};
+
+/// CI's success threshold: every task. With the stand-in a task's outcome depends only on the system
+/// (did it observe the right window, list the control, act, report truthfully), not on a model's
+/// judgement, so a failing task is a bug in the system or in the task file, and its report says which;
+/// a lower threshold would let a regression in one kind of control through unnoticed.
+const THRESHOLD: &str = "1.0";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+async fn run_suite(tasks: &Path, extra: &[&str], out: &Path) -> (Output, Value) {
+    // The services are the workspace's, built from the current sources.
+    let bin_dir = workspace_binary("ufo-agent")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    let db = match std::env::var("DATABASE_URL") {
+        Ok(_) => Some(TestDatabase::create().await.unwrap()),
+        Err(_) => None,
+    };
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo-suite"));
+    cmd.arg("--tasks")
+        .arg(tasks)
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .env("UFO_LOG", "warn")
+        .env_remove("NO_AT_BRIDGE")
+        .env_remove("DISPLAY")
+        .kill_on_drop(true);
+    if let Some(db) = &db {
+        cmd.arg("--database-url").arg(db.url());
+    }
+    let output = cmd.output().await.unwrap();
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    let report = std::fs::read(out.join("report.json"))
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap_or(Value::Null);
+    (output, report)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_in_the_repository_passes() {
+    let out = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(
+        &repo().join("tasks"),
+        &["--min-success", THRESHOLD],
+        out.path(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tasks = report["tasks"].as_array().cloned().unwrap_or_default();
+    let files = std::fs::read_dir(repo().join("tasks"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "toml")
+        })
+        .count();
+    assert!(files >= 20, "the suite has {files} task files");
+    assert_eq!(tasks.len(), files, "every task file ran:\n{stdout}");
+    // The table shows every task with its figures, and the summary the rate against the threshold.
+    for t in &tasks {
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            stdout.contains(&format!("| {name} | ")),
+            "{name} is in the table"
+        );
+        assert!(t["calls"].as_u64().unwrap() > 0 && t["image_pixels"].as_u64().unwrap() > 0);
+    }
+    assert!(stdout.contains("median prompt bytes/call"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "the suite did not meet its threshold of {THRESHOLD}:\n{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_tasks_fail_and_say_why() {
+    let out = tempfile::tempdir().unwrap();
+    let broken = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken");
+    let (output, report) = run_suite(
+        &broken,
+        &["--min-success", "0.5", "--standin-max-waits", "1"],
+        out.path(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "below the threshold:\n{stdout}"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2);
+    assert!(tasks.iter().all(|t| t["passed"] == false), "{report}");
+    // The agent finished but the check disagrees, with what it found.
+    assert!(
+        stdout.contains("the agent reported success, but the checks disagree"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(r#"output "Apollo\n", expected equal to "Gemini""#),
+        "{stdout}"
+    );
+    // The stand-in looked again, then failed naming what was listed; the dialog never answered.
+    assert!(
+        stdout.contains(
+            r#"button "Launch" is not among the 3 listed controls (similar: "Launch now?" (Text))"#
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("zenity is still running"), "{stdout}");
+    assert!(
+        stdout.contains("passed 0/2 (0.0%, threshold 50.0%: NOT met)"),
+        "{stdout}"
+    );
+}

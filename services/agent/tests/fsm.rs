@@ -48,9 +48,7 @@ async fn confirm_holds_the_action_until_approved_then_runs_it() {
     let held = round.next_step(&hooks).await.unwrap();
     assert_eq!(held.step.state_after, "CONFIRM");
     // The round decides to hold; the runner writes the hold's events (once) from this value.
-    assert!(
-        matches!(&held.control().unwrap().next, Next::Hold { action } if action.function == "click_input")
-    );
+    assert!(matches!(&held.next, Next::Hold { action } if action.function == "click_input"));
     assert!(held.step.actions.is_empty(), "nothing ran while held");
     assert!(!desktop.actions().contains(&"click_input".to_owned()));
     assert_eq!(round.held_action().unwrap().function, "click_input");
@@ -58,11 +56,11 @@ async fn confirm_holds_the_action_until_approved_then_runs_it() {
 
     let approved = round.next_step(&hooks).await.unwrap();
     assert_eq!(hooks.held.lock().unwrap()[0].target_name, "Copy");
-    assert_eq!(approved.memory_item["confirmation_reason"], "fine");
-    assert!(matches!(
-        approved.control().unwrap().next,
-        Next::Continue { .. }
-    ));
+    assert_eq!(
+        approved.memory_item.as_ref().unwrap()["confirmation_reason"],
+        "fine"
+    );
+    assert!(matches!(approved.next, Next::Continue { .. }));
     assert_eq!(approved.step.actions[0].target_name, "Copy");
     assert_eq!(desktop.actions().last().unwrap(), "click_input");
     assert_eq!(round.state(), "AppAgent/notes:CONTINUE");
@@ -90,7 +88,10 @@ async fn confirm_rejected_finishes_the_subtask_and_returns_to_the_host() {
     round.next_step(&hooks).await.unwrap();
     round.next_step(&hooks).await.unwrap();
     let rejected = round.next_step(&hooks).await.unwrap();
-    assert_eq!(rejected.memory_item["confirmation_reason"], "not now");
+    assert_eq!(
+        rejected.memory_item.as_ref().unwrap()["confirmation_reason"],
+        "not now"
+    );
     assert!(!desktop.actions().contains(&"click_input".to_owned()));
     let last = round.previous_subtasks().last().unwrap();
     assert_eq!(last["status"], "REJECTED");
@@ -142,9 +143,7 @@ async fn pending_asks_then_answers_go_on_the_blackboard_and_into_the_next_prompt
     };
     let asked = round.next_step(&hooks).await.unwrap();
     assert_eq!(asked.step.state_after, "PENDING");
-    assert!(
-        matches!(&asked.control().unwrap().next, Next::Ask { questions } if questions[0].text == "Which file?")
-    );
+    assert!(matches!(&asked.next, Next::Ask { questions } if questions[0].text == "Which file?"));
     assert_eq!(round.pending_questions(), ["Which file?"]);
     let next = round.next_step(&hooks).await.unwrap();
     // Whoever answered wrote the answer to the store; the round only takes it.

@@ -245,7 +245,7 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
     );
     // The AppAgent's first observation followed the launch and selection: the executor waited for the
     // screen to settle and the step records how long.
-    let settle = &records[2].memory_item["settle"];
+    let settle = &records[2].memory_item.as_ref().unwrap()["settle"];
     eprintln!("first AppAgent observation: settle {settle}");
     assert!(settle["waited_ms"].as_f64().is_some(), "{settle}");
     assert!(settle["outcome"].is_string(), "{settle}");

@@ -2,12 +2,11 @@
 //! to the HostAgent, FAIL bounded by the re-plan limit).
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord, artifact};
+use super::record::{Carry, artifact};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
@@ -15,20 +14,20 @@ use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
 use crate::response::{AgentState, AppStatus, Outcome};
+use crate::runner::StepOutput;
 
-use super::step::{Draft, phases};
+use super::step::phases;
 
 impl Round {
-    pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepRecord {
+    pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepOutput {
         self.begin();
-        let started = SystemTime::now();
-        let before = self.state.clone();
+        let row = self.row();
         let was = self.active.clone();
         let globals = Arc::new(self.globals());
         let Some(agent) = self.apps.get(key) else {
             self.end = Some(RoundEnd::Failed(format!("no AppAgent for {key}")));
-            let draft = self.empty_draft(before, started);
-            return self.finish(draft, Map::new(), carry, &AgentState::Error);
+            let totals = Default::default();
+            return self.finish(row, &[], totals, Map::new(), carry, &AgentState::Error);
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
@@ -138,23 +137,17 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
-        let draft = Draft {
-            agent: agent_name,
-            kind: v1::AgentKind::App,
-            before,
-            subtask: self.subtask.clone(),
+        let step = v1::Step {
             observation: response.observation.clone(),
             thought: response.thought.clone(),
             plan: response.plan.clone(),
             comment: response.comment.clone(),
             status: status.to_string(),
-            actions,
             phases: phases(&result),
-            totals,
-            started,
-            extra,
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            ..row
         };
-        let mut record = self.finish(draft, memory, carry, &after);
+        let mut record = self.finish(step, &actions, totals, memory, carry, &after);
         for (kind, shot) in [
             (v1::ArtifactKind::CleanScreenshot, clean),
             (v1::ArtifactKind::AnnotatedScreenshot, annotated),

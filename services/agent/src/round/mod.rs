@@ -1,11 +1,11 @@
 //! The round driver: the HostAgent FSM (CONTINUE, ASSIGN, PENDING, CONFIRM, FINISH, FAIL, ERROR) and the
 //! AppAgent FSM (CONTINUE, SCREENSHOT, PENDING, CONFIRM, FINISH, FAIL, ERROR) run step by step.
 //!
-//! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns a
-//! [`StepRecord`] to persist (it maps to `RecordStepRequest`), or `None` when the round has ended
-//! ([`Round::end`] says how). Each step carries what the round decided next ([`crate::control::Next`]);
-//! the runner alone waits for people and writes the questions, holds, answers and decisions: the round
-//! only takes what arrived through [`Hooks`] (answers, a decision), already waited for.
+//! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns the
+//! [`crate::runner::StepOutput`] to record, or `None` when the round has ended ([`Round::end`] says how).
+//! Each step carries what the round decided next ([`crate::control::Next`]); the runner alone waits for
+//! people and writes the questions, holds, answers and decisions: the round only takes what arrived
+//! through [`Hooks`] (answers, a decision), already waited for.
 //!
 //! Fixes over the reference (seed 002 and the issue): CONFIRM *holds* the proposed action until it is
 //! approved (it runs) or rejected (the subtask finishes with that outcome); PENDING asks and continues
@@ -19,7 +19,6 @@ mod record;
 mod resume;
 mod step;
 
-pub use record::{StepArtifact, StepRecord};
 pub use resume::RoundState;
 
 /// The finished subtasks `{subtask, status, result}` recorded in stored memory items, in step order
@@ -53,6 +52,7 @@ use crate::llm::Totals;
 use crate::memory::{Blackboard, Memory};
 use crate::processor::{BuildError, Processor};
 use crate::response::{ActionSpec, AgentState, AppStatus, HostResponse, Outcome};
+use crate::runner::StepOutput;
 use crate::target::TargetInfo;
 
 /// A person's decision on a held action.
@@ -291,7 +291,7 @@ impl Round {
     }
 
     /// Runs the next step; `None` once the round has ended.
-    pub async fn next_step(&mut self, hooks: &dyn Hooks) -> Option<StepRecord> {
+    pub async fn next_step(&mut self, hooks: &dyn Hooks) -> Option<StepOutput> {
         if self.end.is_some() {
             return None;
         }

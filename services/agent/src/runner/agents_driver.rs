@@ -24,9 +24,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ufo_proto::v1;
 
-use super::driver::{
-    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver,
-};
+use super::driver::{DriverError, StepInput, StepOutput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
 use super::task_config::{ConfirmPolicy, TaskConfig};
@@ -35,7 +33,7 @@ use crate::agents::{AgentServices, HostAgent};
 use crate::control::{HeldAction, StepControl};
 use crate::dispatch::CommandDispatcher;
 use crate::memory::{Blackboard, Memory};
-use crate::round::{Decision, Hooks, Round, RoundEnd, StepRecord, previous_subtasks_from_store};
+use crate::round::{Decision, Hooks, Round, RoundEnd, previous_subtasks_from_store};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
@@ -208,29 +206,9 @@ impl Hooks for StoreHooks {
     }
 }
 
-fn output(record: StepRecord, round: &Round) -> StepOutput {
-    StepOutput {
-        step: record.step,
-        memory_item: Some(record.memory_item),
-        blackboard: record.blackboard,
-        artifacts: record
-            .artifacts
-            .into_iter()
-            .map(|a| ArtifactUpload {
-                kind: a.kind,
-                content_type: a.screenshot.mime.clone(),
-                data: a.screenshot.bytes.clone(),
-                metadata: a.metadata,
-            })
-            .collect(),
-        events: Vec::new(),
-        next: round.next(),
-    }
-}
-
 #[async_trait]
 impl TaskDriver for AgentsDriver {
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,
             None => self.rebuild(&input)?,
@@ -241,21 +219,15 @@ impl TaskDriver for AgentsDriver {
             blackboard: input.blackboard.clone(),
             decision: input.decision.clone(),
         };
-        match round.next_step(&hooks).await {
-            Some(record) => {
-                let out = output(record, &round);
-                if round.end().is_none() {
-                    self.put_back(&input.session.id, round, gate);
-                }
-                Ok(out.into())
-            }
-            None => Ok(Produced::Ended(match round.end() {
-                Some(RoundEnd::Finished(r)) => Next::Finish { result: r.clone() },
-                Some(RoundEnd::Failed(r)) => Next::Fail { reason: r.clone() },
-                None => Next::Fail {
-                    reason: "the agents stopped without a result".into(),
-                },
-            })),
+        let Some(out) = round.next_step(&hooks).await else {
+            return Err(DriverError::new(match round.end() {
+                Some(RoundEnd::Failed(reason)) => reason.clone(),
+                _ => "the agents stopped without a step".to_owned(),
+            }));
+        };
+        if round.end().is_none() {
+            self.put_back(&input.session.id, round, gate);
         }
+        Ok(out)
     }
 }

@@ -70,22 +70,6 @@ pub struct StepOutput {
     pub next: Next,
 }
 
-/// What the driver produced: a step, or the round's end without one (e.g. a limit or an unanswered
-/// question ended it before any step ran).
-#[derive(Debug, Clone)]
-pub enum Produced {
-    /// A step to record.
-    Step(Box<StepOutput>),
-    /// The round ended without a step: [`Next::Finish`] or [`Next::Fail`].
-    Ended(Next),
-}
-
-impl From<StepOutput> for Produced {
-    fn from(step: StepOutput) -> Self {
-        Produced::Step(Box::new(step))
-    }
-}
-
 /// Why the driver could not produce a step. The runner fails the task with the message.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -107,6 +91,7 @@ impl DriverError {
 /// cancelled, its lease is lost, or shutdown's drain deadline passes, and nothing is recorded then.
 #[async_trait::async_trait]
 pub trait TaskDriver: Send + Sync {
-    /// Produces the next step of `input.round`.
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError>;
+    /// Produces the next step of `input.round`. A round that ends without a step (a limit, an unanswered
+    /// question) is an error with the reason.
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError>;
 }

@@ -21,6 +21,7 @@ use ufo_proto::v1::{
 };
 
 use crate::control::{HeldAction, Question};
+use crate::round::Decision;
 
 fn field(entry: &BlackboardEntry, key: &str) -> Json {
     entry
@@ -172,18 +173,9 @@ fn payload(event: &Event, key: &str) -> Json {
         .unwrap_or(Json::Null)
 }
 
-/// A person's decision on a held action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PersonDecision {
-    /// Run it.
-    pub approve: bool,
-    /// Their reason.
-    pub reason: String,
-}
-
 /// The decisions seen in the event log, by the step that held the action (the first one wins).
 #[derive(Debug, Default, Clone)]
-pub struct Decisions(HashMap<u64, PersonDecision>);
+pub struct Decisions(HashMap<u64, Decision>);
 
 impl Decisions {
     /// Applies one event (in sequence order); true when it was a new decision.
@@ -201,12 +193,12 @@ impl Decisions {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        self.0.insert(step, PersonDecision { approve, reason });
+        self.0.insert(step, Decision { approve, reason });
         true
     }
 
     /// The decision on the action held at `step`.
-    pub fn get(&self, step: u64) -> Option<&PersonDecision> {
+    pub fn get(&self, step: u64) -> Option<&Decision> {
         self.0.get(&step)
     }
 }

@@ -10,8 +10,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::{EventKind, RenewLeaseRequest, WatchEventsRequest};
 
-use super::hitl::{Decisions, PersonDecision};
+use super::hitl::Decisions;
 use crate::api::session::SessionClient;
+use crate::round::Decision;
 
 /// Why a task must stop working (set once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,7 @@ impl Signals {
     }
 
     /// The decision on the action held at `step`, if made.
-    pub fn decision(&self, step: u64) -> Option<PersonDecision> {
+    pub fn decision(&self, step: u64) -> Option<Decision> {
         self.decisions
             .lock()
             .ok()

@@ -12,7 +12,7 @@ use ufo_agent::control::HeldAction;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher as _};
 use ufo_agent::runner::{
-    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
+    ArtifactUpload, DriverError, Next, StepInput, StepOutput, TaskDriver, hitl,
 };
 use ufo_proto::v1::{AgentKind, ArtifactKind, Step};
 
@@ -57,7 +57,7 @@ pub fn png() -> Vec<u8> {
 
 #[async_trait::async_trait]
 impl TaskDriver for ScriptDriver {
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let request = &input.round.request;
         let first = &input.session.request;
         let steps = directive(request, "steps")

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
-use ufo_agent::round::RoundEnd;
+use ufo_agent::round::{Arrived, RoundEnd};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_proto::v1;
 
@@ -89,7 +89,7 @@ async fn host_assigns_two_subtasks_and_the_blackboard_carries_the_result() {
         json!({"result": "the sheet holds 42", "comment": "done"}),
     ));
 
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);
@@ -207,7 +207,7 @@ async fn a_round_is_rebuilt_from_what_the_session_store_holds() {
         )
     }));
     llm.push_json(&host("FINISH", json!({"result": "42"})));
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut stored = Vec::new();
     let mut board = v1::Blackboard::default();
     while let Some(r) = first.next_step(&hooks).await {

@@ -10,13 +10,14 @@ use super::record::{Carry, artifact};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
 use crate::response::{AgentState, AppStatus, Outcome};
 use crate::runner::StepOutput;
+use crate::target::TargetInfo;
 
-use super::step::phases;
+use super::resume::label;
+use super::step::{failed, phases};
 
 impl Round {
     pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepOutput {
@@ -66,31 +67,21 @@ impl Round {
             ));
             Arc::make_mut(&mut self.blackboard).images.push(img);
         }
-        let s = self.services.settings.clone();
         let status = response.status.clone();
         let agent_name = self.active_name();
-        let acted_failed = actions
-            .iter()
-            .any(|a| a.result.status == ResultStatus::Failure);
-        let held = !response.actions.is_empty()
-            && actions.is_empty()
-            && ((status == AppStatus::Confirm && !s.confirm_never)
-                || (s.confirm_always && status.acts()));
+        let confirm = status == AppStatus::Confirm;
+        let held = self.holds(
+            !response.actions.is_empty(),
+            &actions,
+            confirm,
+            status.acts(),
+        );
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
             AgentState::Error
         } else if held {
-            let first = &response.actions[0];
-            let target = first
-                .arguments
-                .get("id")
-                .and_then(|id| {
-                    controls
-                        .iter()
-                        .find(|c| Some(c.label.as_str()) == id.as_str())
-                })
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
+            let first = label(&response.actions[0]);
+            let target = controls.iter().find(|c| first.as_ref() == Some(&c.label));
             let info = HeldAction {
                 id: String::new(),
                 agent_name: agent_name.clone(),
@@ -101,21 +92,18 @@ impl Round {
                     .collect::<Vec<_>>()
                     .join(", "),
                 arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
-                target_name: target,
+                target_name: target.map(|c| c.name.clone()).unwrap_or_default(),
                 reason: response.comment.clone(),
                 step: self.session_step,
             };
             // Only the controls the held actions name: that is all running them looks up.
-            let named = controls
-                .iter()
-                .filter(|c| {
-                    response
-                        .actions
-                        .iter()
-                        .any(|a| super::resume::label(a).as_deref() == Some(&c.label))
-                })
-                .cloned()
-                .collect();
+            let names = |c: &&TargetInfo| {
+                response
+                    .actions
+                    .iter()
+                    .any(|a| label(a).as_ref() == Some(&c.label))
+            };
+            let named = controls.iter().filter(names).cloned().collect();
             let h = Held::App {
                 actions: response.actions.clone(),
                 controls: named,
@@ -123,7 +111,12 @@ impl Round {
             };
             self.hold(h, info)
         } else {
-            self.app_transition(&status, &response.result, &response.questions, acted_failed)
+            self.app_transition(
+                &status,
+                &response.result,
+                &response.questions,
+                failed(&actions),
+            )
         };
         self.settle(&was, &after);
         let mut extra = Map::new();

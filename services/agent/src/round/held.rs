@@ -6,7 +6,6 @@ use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::response::{AgentState, AppStatus, HostStatus, Outcome};
 use crate::runner::StepOutput;
@@ -73,9 +72,7 @@ impl Round {
                     AgentState::Error
                 }
                 Ok((records, target)) => {
-                    let failed = records
-                        .iter()
-                        .any(|r| r.result.status == ResultStatus::Failure);
+                    let failed = super::step::failed(&records);
                     actions = records;
                     // Approved: it runs as if the model had said CONTINUE (or what it said besides).
                     match held {
@@ -112,7 +109,13 @@ impl Round {
             .set("step", self.session_step)
             .set("status", outcome.to_string())
             .set("confirmation_reason", decision.reason.clone())
-            .set("action", Round::actions_json(&actions))
+            .set(
+                "action",
+                actions
+                    .iter()
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
+            )
             .set("action_representation", representation.join("; "));
         match &self.active {
             Active::Host => self.host.memory.push(memory.clone()),

@@ -10,13 +10,12 @@ use super::record::{Carry, artifact};
 use super::{Active, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::response::{AgentState, HostStatus, Outcome};
 use crate::runner::StepOutput;
 use crate::target::TargetKind;
 
-use super::step::phases;
+use super::step::{failed, phases};
 
 impl Round {
     pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepOutput {
@@ -43,15 +42,14 @@ impl Round {
         let desktop = local.take(DESKTOP_SCREENSHOT).ok().flatten();
         let memory = self.trajectory(&mut local, &mut carry);
         self.host.memory.push(MemoryItem(memory.clone()));
-        let s = self.services.settings.clone();
         let status = response.status.clone();
-        let acted_failed = actions
-            .iter()
-            .any(|a| a.result.status == ResultStatus::Failure);
-        let held = !response.function.is_empty()
-            && actions.is_empty()
-            && ((status == HostStatus::Confirm && !s.confirm_never)
-                || (s.confirm_always && status.acts()));
+        let confirm = status == HostStatus::Confirm;
+        let held = self.holds(
+            !response.function.is_empty(),
+            &actions,
+            confirm,
+            status.acts(),
+        );
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
             AgentState::Error
@@ -74,7 +72,7 @@ impl Round {
                 info,
             )
         } else {
-            self.host_transition(&status, &response, selected, acted_failed)
+            self.host_transition(&status, &response, selected, failed(&actions))
         };
         self.settle(&was, &after);
         let mut extra = Map::new();

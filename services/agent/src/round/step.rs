@@ -12,6 +12,7 @@ use super::{Active, Held, Round, RoundEnd};
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
 use crate::control::HeldAction;
+use crate::dispatch::ResultStatus;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::processor::{ProcessingResult, Values, keys as pkeys};
@@ -30,7 +31,27 @@ pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
         .collect()
 }
 
+/// Whether any of `actions` failed.
+pub(super) fn failed(actions: &[ActionRecord]) -> bool {
+    actions
+        .iter()
+        .any(|a| a.result.status == ResultStatus::Failure)
+}
+
 impl Round {
+    /// Whether a proposal that did not run is held for a person: the model asked to confirm it (unless
+    /// the task never confirms), or the task confirms every acting step.
+    pub(super) fn holds(
+        &self,
+        proposed: bool,
+        ran: &[ActionRecord],
+        confirm: bool,
+        acts: bool,
+    ) -> bool {
+        let s = &self.services.settings;
+        proposed && ran.is_empty() && ((confirm && !s.confirm_never) || (s.confirm_always && acts))
+    }
+
     pub(super) fn globals(&self) -> Values {
         Values::new()
             .with(pkeys::REQUEST, self.request.clone())
@@ -78,8 +99,8 @@ impl Round {
     }
 
     /// Completes the step after the transition: numbering, the actions (a window selected again first:
-    /// every action sent to the executor is in the step), cost, and what the round decided (also what a
-    /// runner resuming after a crash restores).
+    /// every action sent to the executor is in the step), cost, and what the round decided with its state
+    /// (what a runner resuming after a crash restores).
     pub(super) fn finish(
         &mut self,
         mut step: v1::Step,
@@ -119,14 +140,13 @@ impl Round {
         step.input_tokens = totals.usage.input_tokens;
         step.output_tokens = totals.usage.output_tokens;
         step.finished_at = Some(SystemTime::now().into());
-        self.control().write(&mut step);
         StepOutput {
             step,
             memory_item: Some(memory),
             blackboard: carry.blackboard,
             artifacts: vec![],
             events: vec![],
-            next: self.next(),
+            control: self.control(),
         }
     }
 

@@ -9,7 +9,7 @@ use ufo_proto::v1::{
 };
 
 use super::task_config::TaskConfig;
-pub use crate::control::Next;
+pub use crate::control::{Next, StepControl};
 use crate::round::Decision;
 
 /// What the driver sees when asked for the next step.
@@ -36,7 +36,7 @@ pub struct StepInput<'a> {
     pub decision: Option<Decision>,
     /// Where the step's intents go: every batch holding an action is recorded here before it is sent to
     /// the executor (see [`super::intent`]).
-    pub intents: std::sync::Arc<dyn super::intent::IntentSink>,
+    pub intents: std::sync::Arc<super::intent::StoreIntents>,
 }
 
 /// An artifact produced by a step (stored before the step is recorded).
@@ -65,9 +65,9 @@ pub struct StepOutput {
     pub artifacts: Vec<ArtifactUpload>,
     /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
     pub events: Vec<EventDraft>,
-    /// What happens next (the runner gives the questions and the held action their ids and stores it with
-    /// the step, with the round state the step's control value may already carry).
-    pub next: Next,
+    /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
+    /// and the held action their ids and stores it with the step).
+    pub control: StepControl,
 }
 
 /// Why the driver could not produce a step. The runner fails the task with the message.

@@ -26,15 +26,9 @@ use crate::response::AgentState;
 /// The recorded outcome of an action whose runner stopped before recording its step.
 pub const UNKNOWN: &str = "unknown — the previous runner stopped while running it";
 
-/// Where intents go before their actions run.
-#[async_trait]
-pub trait IntentSink: Send + Sync + std::fmt::Debug {
-    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
-    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String>;
-}
-
-/// Intents of one step of one task, appended to its event log under the runner's lease.
-#[derive(Clone)]
+/// Where the intents of one step of one task go before their actions run: its event log, under the
+/// runner's lease.
+#[derive(Clone, Debug)]
 pub struct StoreIntents {
     pub(super) client: SessionClient,
     pub(super) session_id: String,
@@ -44,17 +38,9 @@ pub struct StoreIntents {
     pub(super) retry: Retry,
 }
 
-impl std::fmt::Debug for StoreIntents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreIntents")
-            .field("step", &self.step)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl IntentSink for StoreIntents {
-    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+impl StoreIntents {
+    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
+    pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
         let intent = Intent {
             intent: true,
             step: self.step,
@@ -91,7 +77,7 @@ impl IntentSink for StoreIntents {
 /// A dispatcher that records the intent of every batch holding an action before sending it.
 pub struct IntentGate {
     inner: Arc<dyn CommandDispatcher>,
-    current: Mutex<Option<(Arc<dyn IntentSink>, String)>>,
+    current: Mutex<Option<(Arc<StoreIntents>, String)>>,
 }
 
 impl IntentGate {
@@ -104,7 +90,7 @@ impl IntentGate {
     }
 
     /// The step about to run: its intents go to `sink`, under `agent`'s name.
-    pub fn begin(&self, sink: Arc<dyn IntentSink>, agent: String) {
+    pub fn begin(&self, sink: Arc<StoreIntents>, agent: String) {
         if let Ok(mut current) = self.current.lock() {
             *current = Some((sink, agent));
         }
@@ -244,10 +230,9 @@ pub fn unknown_step(
         .and_then(|s| StepControl::of(s).ok())
         .and_then(|c| c.round);
     if let Some(r) = round.as_deref_mut() {
-        r.state = AgentState::Continue;
         r.held = None;
     }
-    let mut step = Step {
+    let step = Step {
         agent_name: agent.clone(),
         agent_kind: if agent.starts_with("HostAgent") {
             AgentKind::Host
@@ -260,14 +245,6 @@ pub fn unknown_step(
         actions: actions.iter().map(ActionRecord::to_proto).collect(),
         ..Default::default()
     };
-    let next = Next::Continue {
-        agent: agent.clone(),
-    };
-    StepControl {
-        next: next.clone(),
-        round,
-    }
-    .write(&mut step);
     let representation: Vec<String> = actions.iter().map(ActionRecord::representation).collect();
     let memory = json!({"agent_name": agent, "comment": UNKNOWN, "status": AgentState::Continue,
                         "action": actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
@@ -288,7 +265,10 @@ pub fn unknown_step(
             .unwrap_or_default(),
         artifacts: Vec::new(),
         events: Vec::new(),
-        next,
+        control: StepControl {
+            next: Next::Continue { agent },
+            round,
+        },
     }
 }
 
@@ -313,6 +293,6 @@ mod tests {
         assert_eq!(out.step.actions.len(), 1);
         let result = out.step.actions[0].result.as_ref().unwrap();
         assert_eq!(result.error, UNKNOWN);
-        assert!(matches!(out.next, Next::Continue { agent } if agent == "AppAgent/notes"));
+        assert!(matches!(out.control.next, Next::Continue { agent } if agent == "AppAgent/notes"));
     }
 }

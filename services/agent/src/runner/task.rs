@@ -43,11 +43,6 @@ pub enum Outcome {
     Shutdown,
 }
 
-/// A store failure inside the run loop.
-#[derive(Debug, thiserror::Error)]
-#[error("session store call failed")]
-pub(super) struct StoreError(#[from] tonic::Status);
-
 /// One claimed task.
 pub struct TaskRun {
     pub(crate) client: SessionClient,
@@ -96,23 +91,23 @@ impl TaskRun {
                 Ok(outcome) => outcome,
                 // Retried already (bounded): the task goes back to the queue, and fails once it was released
                 // `--max-releases` times without progress.
-                Err(e) if retry::transient(e.0.code()) => {
-                    tracing::error!(error = %e.0, "store failure; releasing the task");
+                Err(e) if retry::transient(e.code()) => {
+                    tracing::error!(error = %e, "store failure; releasing the task");
                     Outcome::Shutdown
                 }
                 // A deterministic refusal does not pass by claiming the task again.
                 Err(e) => {
-                    tracing::error!(error = %e.0, "the session store refused a write; failing the task");
+                    tracing::error!(error = %e, "the session store refused a write; failing the task");
                     Outcome::Failed(format!(
                         "the session store refused to record the task's progress ({:?}): {}",
-                        e.0.code(),
-                        e.0.message()
+                        e.code(),
+                        e.message()
                     ))
                 }
             };
             let reported = self.report(&outcome).await;
             if let Err(e) = reported {
-                tracing::error!(error = %e.0, ?outcome, "cannot report the task's end");
+                tracing::error!(error = %e, ?outcome, "cannot report the task's end");
             }
             done.cancel();
             let _ = tokio::join!(lease, follow);
@@ -123,7 +118,7 @@ impl TaskRun {
         .await
     }
 
-    async fn report(&self, outcome: &Outcome) -> Result<(), StoreError> {
+    async fn report(&self, outcome: &Outcome) -> Result<(), tonic::Status> {
         let (status, result) = match outcome {
             Outcome::Finished(r) => (SessionStatus::Finished, r.clone()),
             Outcome::Failed(r) => (SessionStatus::Failed, r.clone()),
@@ -146,7 +141,7 @@ impl TaskRun {
         &self,
         status: SessionStatus,
         mut result: String,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), tonic::Status> {
         super::sanitise::text(&mut result);
         self.client
             .clone()
@@ -160,7 +155,7 @@ impl TaskRun {
         Ok(())
     }
 
-    async fn board(&self) -> Result<ufo_proto::v1::Blackboard, StoreError> {
+    pub(super) async fn board(&self) -> Result<ufo_proto::v1::Blackboard, tonic::Status> {
         let request = GetBlackboardRequest {
             session_id: self.session.id.clone(),
         };
@@ -172,7 +167,7 @@ impl TaskRun {
             .into_inner())
     }
 
-    async fn load(&self) -> Result<History, StoreError> {
+    async fn load(&self) -> Result<History, tonic::Status> {
         let mut client = self.client.clone();
         let id = self.session.id.clone();
         let mut steps: Vec<Step> = Vec::new();
@@ -206,7 +201,7 @@ impl TaskRun {
         })
     }
 
-    async fn drive(&self, signals: &Signals) -> Result<Outcome, StoreError> {
+    async fn drive(&self, signals: &Signals) -> Result<Outcome, tonic::Status> {
         let config = match TaskConfig::from_struct(self.session.config.clone()) {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
@@ -323,7 +318,7 @@ impl TaskRun {
         signals: &Signals,
         held: Option<&HeldAction>,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Result<Option<Decision>, Outcome>, StoreError> {
+    ) -> Result<Result<Option<Decision>, Outcome>, tonic::Status> {
         let seconds = match held {
             None => self.config.question_timeout_seconds,
             Some(_) => self.config.confirm_timeout_seconds,
@@ -375,7 +370,7 @@ impl TaskRun {
         held: Option<&HeldAction>,
         seconds: u64,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Result<Option<Decision>, Outcome>, StoreError> {
+    ) -> Result<Result<Option<Decision>, Outcome>, tonic::Status> {
         let mut client = self.client.clone();
         let session_id = self.session.id.clone();
         if let Some(held) = held {
@@ -417,25 +412,84 @@ impl TaskRun {
         round: &Round,
         history: &mut History,
         intents: &mut Vec<Intent>,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<Outcome, tonic::Status> {
         loop {
             if let Some(stop) = self.stopped(signals) {
                 return Ok(stop);
             }
-            let last = history
-                .steps
-                .iter()
-                .rev()
-                .find(|s| s.round == round.number)
-                .cloned();
-            let round_step = history
+            let in_round: Vec<&Step> = history
                 .steps
                 .iter()
                 .filter(|s| s.round == round.number)
-                .count() as u32
-                + 1;
+                .collect();
+            let last = in_round.last().map(|s| (*s).clone());
+            let round_step = in_round.len() as u32 + 1;
             let number = history.steps.len() as u64 + 1;
-            if !intents.is_empty() {
+            let span = info_span!("step", step = number, round_step);
+            let output = if intents.is_empty() {
+                // A step without a control value (written by other tools) is followed by the next step.
+                let next = last
+                    .as_ref()
+                    .and_then(|s| StepControl::of(s).ok())
+                    .map(|c| c.next);
+                let held = match &next {
+                    Some(Next::Finish { result }) => return Ok(Outcome::Finished(result.clone())),
+                    Some(Next::Fail { reason }) => return Ok(Outcome::Failed(reason.clone())),
+                    Some(Next::Continue { .. }) | None => None,
+                    Some(Next::Ask { .. }) => Some(None),
+                    Some(Next::Hold { action }) => Some(Some(action)),
+                };
+                let mut decision = None;
+                if let Some(held) = held {
+                    match self
+                        .wait_for_person(signals, held, &mut history.blackboard)
+                        .await?
+                    {
+                        Ok(arrived) => decision = arrived,
+                        Err(end) => return Ok(end),
+                    }
+                }
+                if let Some(reason) = self.over_limit(config, history) {
+                    return Ok(Outcome::Failed(reason));
+                }
+                let input = StepInput {
+                    session: &self.session,
+                    config,
+                    round,
+                    steps: &history.steps,
+                    memory: &history.memory,
+                    blackboard: &history.blackboard,
+                    step: number,
+                    round_step,
+                    decision,
+                    intents: Arc::new(StoreIntents {
+                        client: self.client.clone(),
+                        session_id: self.session.id.clone(),
+                        worker_id: self.worker_id.clone(),
+                        step: number,
+                        round: round.number,
+                        retry: self.config.store_retry(),
+                    }),
+                };
+                let drain = Duration::from_millis(self.config.drain_ms);
+                tokio::select! {
+                    out = self.driver.next_step(input).instrument(span.clone()) => match out {
+                        Ok(output) => output,
+                        Err(e) => return Ok(Outcome::Failed(e.message)),
+                    },
+                    () = signals.stop.cancelled() => {
+                        return Ok(self.stopped(signals).unwrap_or(Outcome::Cancelled));
+                    }
+                    () = async { self.shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
+                        tracing::warn!("drain deadline passed; the step is abandoned and will be observed again");
+                        return Ok(Outcome::Shutdown);
+                    }
+                    () = tokio::time::sleep(self.remaining_time(config)) => {
+                        let limit = config.limits.timeout_seconds;
+                        return Ok(Outcome::Failed(format!("time limit of {limit}s reached")));
+                    }
+                }
+            } else {
                 // The previous runner stopped between acting and recording: record what it sent, outcome
                 // unknown; the agents observe again in the next step.
                 let dead = std::mem::take(intents);
@@ -445,87 +499,10 @@ impl TaskRun {
                     "recording a dead runner's intents"
                 );
                 let request = (round_step == 1).then_some(round.request.as_str());
-                let output = intent::unknown_step(&dead, last.as_ref(), request);
-                if let Some(end) = self
-                    .record_or_stop(number, round, round_step, output, history)
-                    .await?
-                {
-                    return Ok(end);
-                }
-                continue;
-            }
-            // A step without a control value (written by other tools) is followed by the next step.
-            let next = last
-                .as_ref()
-                .and_then(|s| StepControl::of(s).ok())
-                .map(|c| c.next);
-            let decision = match &next {
-                Some(Next::Finish { result }) => return Ok(Outcome::Finished(result.clone())),
-                Some(Next::Fail { reason }) => return Ok(Outcome::Failed(reason.clone())),
-                Some(Next::Continue { .. }) | None => None,
-                Some(Next::Ask { .. } | Next::Hold { .. }) => {
-                    let held = match &next {
-                        Some(Next::Hold { action }) => Some(action),
-                        _ => None,
-                    };
-                    match self
-                        .wait_for_person(signals, held, &mut history.blackboard)
-                        .await?
-                    {
-                        Ok(decision) => decision,
-                        Err(end) => return Ok(end),
-                    }
-                }
+                intent::unknown_step(&dead, last.as_ref(), request)
             };
-            if let Some(reason) = self.over_limit(config, history) {
-                return Ok(Outcome::Failed(reason));
-            }
-            let input = StepInput {
-                session: &self.session,
-                config,
-                round,
-                steps: &history.steps,
-                memory: &history.memory,
-                blackboard: &history.blackboard,
-                step: number,
-                round_step,
-                decision,
-                intents: Arc::new(StoreIntents {
-                    client: self.client.clone(),
-                    session_id: self.session.id.clone(),
-                    worker_id: self.worker_id.clone(),
-                    step: number,
-                    round: round.number,
-                    retry: self.config.store_retry(),
-                }),
-            };
-            let span = info_span!("step", step = number, round_step);
-            let drain = Duration::from_millis(self.config.drain_ms);
-            let produced = tokio::select! {
-                out = self.driver.next_step(input).instrument(span.clone()) => out,
-                () = signals.stop.cancelled() => {
-                    return Ok(self.stopped(signals).unwrap_or(Outcome::Cancelled));
-                }
-                () = async { self.shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
-                    tracing::warn!("drain deadline passed; the step is abandoned and will be observed again");
-                    return Ok(Outcome::Shutdown);
-                }
-                () = tokio::time::sleep(self.remaining_time(config)) => {
-                    return Ok(Outcome::Failed(format!(
-                        "time limit of {}s reached",
-                        config.limits.timeout_seconds
-                    )));
-                }
-            };
-            let output = match produced {
-                Ok(output) => output,
-                Err(e) => return Ok(Outcome::Failed(e.message)),
-            };
-            if let Some(end) = self
-                .record_or_stop(number, round, round_step, output, history)
-                .instrument(span)
-                .await?
-            {
+            let recorded = self.record_or_stop(number, round, round_step, output, history);
+            if let Some(end) = recorded.instrument(span).await? {
                 return Ok(end);
             }
         }
@@ -540,11 +517,11 @@ impl TaskRun {
         round_step: u32,
         output: super::driver::StepOutput,
         history: &mut History,
-    ) -> Result<Option<Outcome>, StoreError> {
+    ) -> Result<Option<Outcome>, tonic::Status> {
         let recorded = self.record(number, round, round_step, output, history);
         match recorded.await {
             Ok(()) => Ok(None),
-            Err(StoreError(status))
+            Err(status)
                 if status.code() == tonic::Code::AlreadyExists
                     || (status.code() == tonic::Code::FailedPrecondition
                         && status.message().contains("lease")) =>

@@ -79,7 +79,7 @@ impl TaskDriver for ScriptDriver {
                 let next = Next::Finish {
                     result: "rejected by a person".into(),
                 };
-                return Ok(output(&input, thought, next).into());
+                return Ok(output(&input, thought, next));
             }
         }
         let action = self.act(&input).await?;
@@ -105,7 +105,7 @@ impl TaskDriver for ScriptDriver {
         };
         let mut out = output(&input, thought, next);
         out.step.actions.push(action);
-        Ok(out.into())
+        Ok(out)
     }
 }
 
@@ -196,6 +196,6 @@ fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
             }],
         },
         events: Vec::new(),
-        next,
+        control: next.into(),
     }
 }

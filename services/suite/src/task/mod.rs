@@ -14,6 +14,10 @@ use serde::Deserialize;
 
 use crate::demo::{Step, StepError};
 
+mod raw;
+
+use raw::{RawTask, check};
+
 /// Why a task file cannot be used; every message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -65,75 +69,6 @@ pub enum TaskError {
         /// `name` or `request`.
         what: &'static str,
     },
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTask {
-    name: Option<String>,
-    request: String,
-    max_steps: Option<u32>,
-    timeout_seconds: Option<u64>,
-    #[serde(default)]
-    setup: RawSetup,
-    #[serde(default, rename = "subtask")]
-    subtasks: Vec<RawSubtask>,
-    #[serde(default, rename = "check")]
-    checks: Vec<RawCheck>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSetup {
-    #[serde(default)]
-    files: Vec<SetupFile>,
-    #[serde(default)]
-    apps: Vec<RawApp>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawApp {
-    command: String,
-    #[serde(default)]
-    args: Vec<String>,
-    window: String,
-    size: Option<[u32; 2]>,
-    #[serde(default)]
-    output: bool,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSubtask {
-    app: String,
-    launch: Option<String>,
-    #[serde(default)]
-    launch_args: Vec<String>,
-    #[serde(rename = "do")]
-    what: String,
-    steps: Vec<String>,
-    result: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCheck {
-    file: Option<String>,
-    control: Option<ControlRef>,
-    process: Option<String>,
-    equals: Option<String>,
-    contains: Option<String>,
-    #[serde(default)]
-    state: Vec<String>,
-    #[serde(default)]
-    not_state: Vec<String>,
-    text: Option<String>,
-    text_contains: Option<String>,
-    value: Option<f64>,
-    exit_code: Option<i32>,
-    stdout: Option<String>,
-    stdout_contains: Option<String>,
 }
 
 /// A file created in the task's directory before the task starts.
@@ -487,99 +422,6 @@ impl Task {
     }
 }
 
-fn text_expect(
-    equals: Option<String>,
-    contains: Option<String>,
-    what: &str,
-) -> Result<Option<TextExpect>, String> {
-    match (equals, contains) {
-        (Some(_), Some(_)) => Err(format!("give {what} one expectation, not both")),
-        (Some(e), None) => Ok(Some(TextExpect::Equals(e))),
-        (None, Some(c)) => Ok(Some(TextExpect::Contains(c))),
-        (None, None) => Ok(None),
-    }
-}
-
-fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
-    let kinds = [c.file.is_some(), c.control.is_some(), c.process.is_some()]
-        .iter()
-        .filter(|k| **k)
-        .count();
-    if kinds != 1 {
-        return Err("say exactly one of `file`, `control` or `process`".into());
-    }
-    let control_fields = !c.state.is_empty()
-        || !c.not_state.is_empty()
-        || c.text.is_some()
-        || c.text_contains.is_some()
-        || c.value.is_some();
-    let process_fields = c.exit_code.is_some() || c.stdout.is_some() || c.stdout_contains.is_some();
-    let file_fields = c.equals.is_some() || c.contains.is_some();
-    if let Some(path) = c.file {
-        if control_fields || process_fields {
-            return Err("a file check takes only `equals` or `contains`".into());
-        }
-        if !relative_inside(&path) {
-            return Err(format!(
-                "file {path:?} must be a relative path inside the task directory"
-            ));
-        }
-        let expect = text_expect(c.equals, c.contains, "a file check")?
-            .ok_or("a file check needs `equals` or `contains`")?;
-        return Ok(Check::File { path, expect });
-    }
-    if let Some(target) = c.control {
-        if file_fields || process_fields {
-            return Err(
-                "a control check takes `state`, `not_state`, `text`, `text_contains` or `value`"
-                    .into(),
-            );
-        }
-        if target.nth == 0 {
-            return Err("`nth` counts from 1".into());
-        }
-        if target.any && target.nth != 1 {
-            return Err("say `nth` or `any`, not both".into());
-        }
-        let expect = ControlExpect {
-            state: c.state,
-            not_state: c.not_state,
-            text: text_expect(c.text, c.text_contains, "a control check")?,
-            value: c.value,
-        };
-        if expect == ControlExpect::default() {
-            return Err("a control check needs something to expect".into());
-        }
-        return Ok(Check::Control { target, expect });
-    }
-    let command = c.process.unwrap_or_default();
-    if file_fields || control_fields {
-        return Err("a process check takes `exit_code`, `stdout` or `stdout_contains`".into());
-    }
-    match apps.iter().find(|a| a.command == command) {
-        None => {
-            return Err(format!(
-                "process {command:?} is not one of the setup apps' commands"
-            ));
-        }
-        Some(a) if !a.output => {
-            return Err(format!(
-                "setup app {command:?} needs `output = true` for a process check"
-            ));
-        }
-        Some(_) => {}
-    }
-    let stdout = text_expect(c.stdout, c.stdout_contains, "a process check")?;
-    if c.exit_code.is_none() && stdout.is_none() {
-        return Err("a process check needs `exit_code` or a stdout expectation".into());
-    }
-    Ok(Check::Process {
-        command,
-        exit_code: c.exit_code,
-        stdout,
-    })
-}
-
 /// Every `*.toml` task under the given files and folders (folders are searched recursively), sorted by
 /// path; names and requests must be unique.
 pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
@@ -634,76 +476,4 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), TaskError> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-request = "save it as {dir}/a.txt"
-[[setup.apps]]
-command = "zenity"
-args = ["--entry"]
-window = "Entry"
-output = true
-[[subtask]]
-app = "Entry"
-do = "fill it"
-steps = ["type 'x' into the text field named 'Name'", "click the button named 'OK'"]
-[[check]]
-process = "zenity"
-exit_code = 0
-stdout = "x"
-[[check]]
-file = "a.txt"
-contains = "{dir}"
-"#;
-
-    fn err(text: &str) -> String {
-        Task::parse(Path::new("t.toml"), text)
-            .unwrap_err()
-            .to_string()
-    }
-
-    #[test]
-    fn a_good_task_loads_and_resolves_its_directory() {
-        let t = Task::parse(Path::new("x/entry.toml"), GOOD).unwrap();
-        assert_eq!(t.name, "entry");
-        let r = t.resolved(Path::new("/tmp/d"));
-        assert_eq!(r.request, "save it as /tmp/d/a.txt");
-        assert_eq!(
-            r.checks[1],
-            Check::File {
-                path: "a.txt".into(),
-                expect: TextExpect::Contains("/tmp/d".into())
-            }
-        );
-    }
-
-    #[test]
-    fn bad_tasks_say_what_is_wrong() {
-        assert!(
-            err("request = 1").contains("t.toml"),
-            "{}",
-            err("request = 1")
-        );
-        assert!(err(&GOOD.replace("request", "requets")).contains("unknown field"));
-        assert!(
-            err(&GOOD.replace("file = \"a.txt\"", "file = \"../a.txt\""))
-                .contains("inside the task directory")
-        );
-        assert!(
-            err(&GOOD.replace("output = true", "")).contains("needs `output = true`"),
-            "{}",
-            err(&GOOD.replace("output = true", ""))
-        );
-        assert!(err(&GOOD.replace("type 'x' into", "fling 'x' at")).contains("step 1"));
-        let no_checks = GOOD.split("[[check]]").next().unwrap();
-        assert!(err(no_checks).contains("at least one [[check]]"));
-    }
-
-    #[test]
-    fn text_expectations_ignore_one_trailing_newline() {
-        assert!(TextExpect::Equals("a".into()).holds("a\n"));
-        assert!(!TextExpect::Equals("a".into()).holds("a\n\n"));
-        assert!(TextExpect::Contains("b".into()).holds("abc"));
-    }
-}
+mod tests;

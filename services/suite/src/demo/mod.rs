@@ -198,6 +198,11 @@ pub struct Step {
     pub target: Option<Target>,
 }
 
+mod keys;
+
+use keys::combo;
+pub use keys::escape_text;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Token {
     Word(String),
@@ -348,80 +353,6 @@ impl Cursor<'_> {
 /// The placeholder for the value the HostAgent passes with the subtask.
 pub const VALUE: &str = "{result}";
 
-/// Characters the executor's key syntax treats specially; typed literally as `{c}`.
-const SPECIAL: &[char] = &['+', '^', '%', '~', '(', ')', '{', '}'];
-
-/// A person's text in the executor's key syntax (special characters braced, newline as Enter).
-pub fn escape_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            c if SPECIAL.contains(&c) => {
-                out.push('{');
-                out.push(c);
-                out.push('}');
-            }
-            '\n' => out.push_str("{ENTER}"),
-            '\t' => out.push_str("{TAB}"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `ctrl+shift+s` → `^+s`, `enter` → `{ENTER}`, `page down` is `pagedown`.
-fn combo(word: &str) -> Result<String, String> {
-    let parts: Vec<&str> = word.split('+').collect();
-    let Some((key, mods)) = parts.split_last() else {
-        return Err(format!("empty key {word:?}"));
-    };
-    let mut out = String::new();
-    for m in mods {
-        out.push(match *m {
-            "ctrl" | "control" => '^',
-            "shift" => '+',
-            "alt" => '%',
-            other => return Err(format!("unknown modifier {other:?} in {word:?}")),
-        });
-    }
-    let mut chars = key.chars();
-    match (chars.next(), chars.next()) {
-        (Some(c), None) => out.push_str(&escape_text(&c.to_string())),
-        (None, _) => return Err(format!("missing key after the modifiers in {word:?}")),
-        _ => {
-            let name = match *key {
-                "enter" | "return" => "ENTER",
-                "tab" => "TAB",
-                "esc" | "escape" => "ESC",
-                "backspace" => "BACKSPACE",
-                "delete" | "del" => "DELETE",
-                "home" => "HOME",
-                "end" => "END",
-                "pageup" => "PGUP",
-                "pagedown" => "PGDN",
-                "up" => "UP",
-                "down" => "DOWN",
-                "left" => "LEFT",
-                "right" => "RIGHT",
-                "space" => "SPACE",
-                f if f.starts_with('f')
-                    && f[1..].parse::<u8>().is_ok_and(|n| (1..=12).contains(&n)) =>
-                {
-                    out.push('{');
-                    out.push_str(&f.to_uppercase());
-                    out.push('}');
-                    return Ok(out);
-                }
-                other => return Err(format!("unknown key {other:?}")),
-            };
-            out.push('{');
-            out.push_str(name);
-            out.push('}');
-        }
-    }
-    Ok(out)
-}
-
 impl Step {
     /// Parses one sentence.
     pub fn parse(text: &str) -> Result<Self, StepError> {
@@ -534,71 +465,4 @@ impl Step {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn t(kind: Kind, name: &str) -> Option<Target> {
-        Some(Target {
-            kind,
-            name: name.into(),
-            nth: Nth::Index(1),
-        })
-    }
-
-    #[test]
-    fn sentences_a_person_writes() {
-        let s = Step::parse("click the menu item named 'Save As…'").unwrap();
-        assert_eq!(s.action, Action::Click);
-        assert_eq!(s.target, t(Kind::MenuItem, "Save As…"));
-        let s = Step::parse("type 'it''s {x}' into the text field labelled \"Name\"").unwrap();
-        assert_eq!(s.action, Action::Type("it's {x}".into()));
-        assert_eq!(s.target, t(Kind::Edit, "Name"));
-        let s = Step::parse("press ctrl+s").unwrap();
-        assert_eq!(s.action, Action::Press("^s".into()));
-        assert_eq!(s.target, None);
-        let s = Step::parse("press down down enter in the slider named 'Volume'").unwrap();
-        assert_eq!(s.action, Action::Press("{DOWN}{DOWN}{ENTER}".into()));
-        assert_eq!(s.target, t(Kind::Slider, "Volume"));
-        let s = Step::parse("select the second row named 'Otto'").unwrap();
-        assert_eq!(s.target.unwrap().nth, Nth::Index(2));
-        let s = Step::parse("set the last field named '' to 'x'").unwrap();
-        assert_eq!(s.action, Action::SetText("x".into()));
-        assert_eq!(s.target.unwrap().nth, Nth::Last);
-        assert_eq!(
-            Step::parse("wait for the button named 'OK'")
-                .unwrap()
-                .action,
-            Action::WaitFor
-        );
-        assert_eq!(
-            Step::parse("read the text named 'R'").unwrap().function(),
-            Some("texts")
-        );
-    }
-
-    #[test]
-    fn mistakes_are_named() {
-        for (bad, says) in [
-            ("fling the button named 'x'", "unknown verb"),
-            (
-                "click the gizmo named 'x'",
-                "unknown kind of control \"gizmo\"",
-            ),
-            ("click the button 'x'", "expected `named"),
-            ("click the button named x", "in quotes"),
-            ("click the button named 'x", "unclosed"),
-            ("type 'a' the field named 'x'", "`into`"),
-            ("press ctrl+", "missing key"),
-            ("press hyper+x", "unknown modifier"),
-            ("click the button named 'x' now", "unexpected words"),
-        ] {
-            let e = Step::parse(bad).unwrap_err().to_string();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn typed_text_is_escaped_for_the_key_syntax() {
-        assert_eq!(escape_text("a+b (c) {d}\n"), "a{+}b {(}c{)} {{}d{}}{ENTER}");
-    }
-}
+mod tests;

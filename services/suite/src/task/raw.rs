@@ -1,0 +1,168 @@
+//! The TOML shapes of a task file as written (unknown fields refused) and the checks' conversion into
+//! [`super::Check`], with a message saying what is wrong with a check.
+
+use serde::Deserialize;
+
+use super::{Check, ControlExpect, ControlRef, SetupApp, SetupFile, TextExpect, relative_inside};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTask {
+    pub(super) name: Option<String>,
+    pub(super) request: String,
+    pub(super) max_steps: Option<u32>,
+    pub(super) timeout_seconds: Option<u64>,
+    #[serde(default)]
+    pub(super) setup: RawSetup,
+    #[serde(default, rename = "subtask")]
+    pub(super) subtasks: Vec<RawSubtask>,
+    #[serde(default, rename = "check")]
+    pub(super) checks: Vec<RawCheck>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSetup {
+    #[serde(default)]
+    pub(super) files: Vec<SetupFile>,
+    #[serde(default)]
+    pub(super) apps: Vec<RawApp>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApp {
+    pub(super) command: String,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    pub(super) window: String,
+    pub(super) size: Option<[u32; 2]>,
+    #[serde(default)]
+    pub(super) output: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSubtask {
+    pub(super) app: String,
+    pub(super) launch: Option<String>,
+    #[serde(default)]
+    pub(super) launch_args: Vec<String>,
+    #[serde(rename = "do")]
+    pub(super) what: String,
+    pub(super) steps: Vec<String>,
+    pub(super) result: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCheck {
+    pub(super) file: Option<String>,
+    pub(super) control: Option<ControlRef>,
+    pub(super) process: Option<String>,
+    pub(super) equals: Option<String>,
+    pub(super) contains: Option<String>,
+    #[serde(default)]
+    pub(super) state: Vec<String>,
+    #[serde(default)]
+    pub(super) not_state: Vec<String>,
+    pub(super) text: Option<String>,
+    pub(super) text_contains: Option<String>,
+    pub(super) value: Option<f64>,
+    pub(super) exit_code: Option<i32>,
+    pub(super) stdout: Option<String>,
+    pub(super) stdout_contains: Option<String>,
+}
+
+fn text_expect(
+    equals: Option<String>,
+    contains: Option<String>,
+    what: &str,
+) -> Result<Option<TextExpect>, String> {
+    match (equals, contains) {
+        (Some(_), Some(_)) => Err(format!("give {what} one expectation, not both")),
+        (Some(e), None) => Ok(Some(TextExpect::Equals(e))),
+        (None, Some(c)) => Ok(Some(TextExpect::Contains(c))),
+        (None, None) => Ok(None),
+    }
+}
+
+pub(super) fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
+    let kinds = [c.file.is_some(), c.control.is_some(), c.process.is_some()]
+        .iter()
+        .filter(|k| **k)
+        .count();
+    if kinds != 1 {
+        return Err("say exactly one of `file`, `control` or `process`".into());
+    }
+    let control_fields = !c.state.is_empty()
+        || !c.not_state.is_empty()
+        || c.text.is_some()
+        || c.text_contains.is_some()
+        || c.value.is_some();
+    let process_fields = c.exit_code.is_some() || c.stdout.is_some() || c.stdout_contains.is_some();
+    let file_fields = c.equals.is_some() || c.contains.is_some();
+    if let Some(path) = c.file {
+        if control_fields || process_fields {
+            return Err("a file check takes only `equals` or `contains`".into());
+        }
+        if !relative_inside(&path) {
+            return Err(format!(
+                "file {path:?} must be a relative path inside the task directory"
+            ));
+        }
+        let expect = text_expect(c.equals, c.contains, "a file check")?
+            .ok_or("a file check needs `equals` or `contains`")?;
+        return Ok(Check::File { path, expect });
+    }
+    if let Some(target) = c.control {
+        if file_fields || process_fields {
+            return Err(
+                "a control check takes `state`, `not_state`, `text`, `text_contains` or `value`"
+                    .into(),
+            );
+        }
+        if target.nth == 0 {
+            return Err("`nth` counts from 1".into());
+        }
+        if target.any && target.nth != 1 {
+            return Err("say `nth` or `any`, not both".into());
+        }
+        let expect = ControlExpect {
+            state: c.state,
+            not_state: c.not_state,
+            text: text_expect(c.text, c.text_contains, "a control check")?,
+            value: c.value,
+        };
+        if expect == ControlExpect::default() {
+            return Err("a control check needs something to expect".into());
+        }
+        return Ok(Check::Control { target, expect });
+    }
+    let command = c.process.unwrap_or_default();
+    if file_fields || control_fields {
+        return Err("a process check takes `exit_code`, `stdout` or `stdout_contains`".into());
+    }
+    match apps.iter().find(|a| a.command == command) {
+        None => {
+            return Err(format!(
+                "process {command:?} is not one of the setup apps' commands"
+            ));
+        }
+        Some(a) if !a.output => {
+            return Err(format!(
+                "setup app {command:?} needs `output = true` for a process check"
+            ));
+        }
+        Some(_) => {}
+    }
+    let stdout = text_expect(c.stdout, c.stdout_contains, "a process check")?;
+    if c.exit_code.is_none() && stdout.is_none() {
+        return Err("a process check needs `exit_code` or a stdout expectation".into());
+    }
+    Ok(Check::Process {
+        command,
+        exit_code: c.exit_code,
+        stdout,
+    })
+}

@@ -1,0 +1,73 @@
+//! Task files as written, and the mistakes in them said clearly.
+
+use super::*;
+
+const GOOD: &str = r#"
+request = "save it as {dir}/a.txt"
+[[setup.apps]]
+command = "zenity"
+args = ["--entry"]
+window = "Entry"
+output = true
+[[subtask]]
+app = "Entry"
+do = "fill it"
+steps = ["type 'x' into the text field named 'Name'", "click the button named 'OK'"]
+[[check]]
+process = "zenity"
+exit_code = 0
+stdout = "x"
+[[check]]
+file = "a.txt"
+contains = "{dir}"
+"#;
+
+fn err(text: &str) -> String {
+    Task::parse(Path::new("t.toml"), text)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_good_task_loads_and_resolves_its_directory() {
+    let t = Task::parse(Path::new("x/entry.toml"), GOOD).unwrap();
+    assert_eq!(t.name, "entry");
+    let r = t.resolved(Path::new("/tmp/d"));
+    assert_eq!(r.request, "save it as /tmp/d/a.txt");
+    assert_eq!(
+        r.checks[1],
+        Check::File {
+            path: "a.txt".into(),
+            expect: TextExpect::Contains("/tmp/d".into())
+        }
+    );
+}
+
+#[test]
+fn bad_tasks_say_what_is_wrong() {
+    assert!(
+        err("request = 1").contains("t.toml"),
+        "{}",
+        err("request = 1")
+    );
+    assert!(err(&GOOD.replace("request", "requets")).contains("unknown field"));
+    assert!(
+        err(&GOOD.replace("file = \"a.txt\"", "file = \"../a.txt\""))
+            .contains("inside the task directory")
+    );
+    assert!(
+        err(&GOOD.replace("output = true", "")).contains("needs `output = true`"),
+        "{}",
+        err(&GOOD.replace("output = true", ""))
+    );
+    assert!(err(&GOOD.replace("type 'x' into", "fling 'x' at")).contains("step 1"));
+    let no_checks = GOOD.split("[[check]]").next().unwrap();
+    assert!(err(no_checks).contains("at least one [[check]]"));
+}
+
+#[test]
+fn text_expectations_ignore_one_trailing_newline() {
+    assert!(TextExpect::Equals("a".into()).holds("a\n"));
+    assert!(!TextExpect::Equals("a".into()).holds("a\n\n"));
+    assert!(TextExpect::Contains("b".into()).holds("abc"));
+}

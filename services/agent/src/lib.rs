@@ -91,7 +91,7 @@ pub async fn run(
     let watch_client = api::session::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
 
-    let intro = introspection(SERVICES)
+    let intro = introspection(SERVICES, &config.reflection)
         .await
         .map_err(ufo_common::grpc::ServeError::from)?;
     let mut routes = intro.routes;

@@ -10,10 +10,11 @@
 //! - [`processor`]: the processor framework (phases, strategies, composition, validation, middleware) that
 //!   the HostAgent and AppAgents are built on (seeds 003 and 004).
 //! - [`agents`] / [`round`]: the HostAgent and AppAgents and the round driver that runs them step by step.
+//! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
 //! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
-//! - [`run`]: serves REST and gRPC (with health and reflection) and runs the task runner until the
+//! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until the
 //!   shutdown token fires.
 
 pub mod agents;
@@ -24,6 +25,7 @@ pub mod dispatch;
 pub mod executors;
 pub mod llm;
 pub mod memory;
+pub mod policy;
 pub mod processor;
 pub mod prompts;
 pub mod response;

@@ -73,15 +73,13 @@ impl Round {
         let acted_failed = actions
             .iter()
             .any(|a| a.result.status == ResultStatus::Failure);
-        let held = !response.actions.is_empty()
-            && actions.is_empty()
-            && ((status == AppStatus::Confirm && !s.confirm_never)
-                || (s.confirm_always && status.acts()));
+        let batch = crate::agents::app::strategies::batch(&response);
+        let hold = crate::policy::hold(&s, status == AppStatus::Confirm, status.acts(), &batch)
+            .filter(|_| actions.is_empty());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
             AgentState::Error
-        } else if held {
-            let first = &response.actions[0];
+        } else if let (Some(hold), Some(first)) = (hold, response.actions.first()) {
             let target = first
                 .arguments
                 .get("id")
@@ -103,7 +101,7 @@ impl Round {
                     .join(", "),
                 arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
                 target_name: target,
-                reason: response.comment.clone(),
+                reason: hold.reason(&response.comment),
                 step: self.session_step,
             };
             // Only the controls the held actions name: that is all running them looks up.

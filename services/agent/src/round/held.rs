@@ -81,7 +81,16 @@ impl Round {
                 } else {
                     Precheck::Off
                 };
-                match run_actions(self.dispatcher.as_ref(), &actions, &controls, precheck).await {
+                let policy = &self.services.settings.policy;
+                match run_actions(
+                    self.dispatcher.as_ref(),
+                    &actions,
+                    &controls,
+                    precheck,
+                    policy,
+                )
+                .await
+                {
                     Ok(records) => {
                         let failed = records
                             .iter()

@@ -49,21 +49,20 @@ impl Round {
         let acted_failed = actions
             .iter()
             .any(|a| a.result.status == ResultStatus::Failure);
-        let held = !response.function.is_empty()
-            && actions.is_empty()
-            && ((status == HostStatus::Confirm && !s.confirm_never)
-                || (s.confirm_always && status.acts()));
+        let batch = [(response.function.as_str(), &response.arguments)];
+        let hold = crate::policy::hold(&s, status == HostStatus::Confirm, status.acts(), &batch)
+            .filter(|_| actions.is_empty());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
             AgentState::Error
-        } else if held {
+        } else if let Some(hold) = hold {
             let info = HeldAction {
                 id: String::new(),
                 agent_name: self.host.name.clone(),
                 function: response.function.clone(),
                 arguments_json: Value::Object(response.arguments.clone()).to_string(),
                 target_name: response.control_text.clone(),
-                reason: response.comment.clone(),
+                reason: hold.reason(&response.comment),
                 step: self.session_step,
             };
             self.subtask = response.current_subtask.clone();

@@ -66,6 +66,7 @@ pub fn overrides(config: &TaskConfig) -> TaskOverrides {
         confirm_always: config.confirm_policy == ConfirmPolicy::Always,
         confirm_never: config.confirm_policy == ConfirmPolicy::Never,
         max_steps: Some(config.limits.max_steps),
+        policy: None,
     }
 }
 
@@ -78,6 +79,9 @@ pub enum DriverSetupError {
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
     Executors(#[from] crate::executors::ExecutorConfigError),
+    /// The consent policy file is invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
 }
 
 impl AgentsDriver {
@@ -95,8 +99,13 @@ impl AgentsDriver {
         let marker = config.agents.marker()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
+        let policy = config.agents.policy()?;
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
-            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
+            let overrides = crate::agents::config::TaskOverrides {
+                policy: Some(policy.clone()),
+                ..overrides(task)
+            };
+            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides)
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();

@@ -10,6 +10,8 @@
 //! - [`processor`]: the processor framework (phases, strategies, composition, validation, middleware) that
 //!   the HostAgent and AppAgents are built on (seeds 003 and 004).
 //! - [`agents`] / [`round`]: the HostAgent and AppAgents and the round driver that runs them step by step.
+//! - [`failure`]: what people are told when a step fails (the cause in their terms and a trace id; the
+//!   internals go to the log).
 //! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
@@ -23,6 +25,7 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod executors;
+pub mod failure;
 pub mod llm;
 pub mod memory;
 pub mod policy;

@@ -66,14 +66,27 @@ impl From<tonic::Status> for ApiError {
         } else {
             ErrorCode::from_grpc(status.code())
         };
+        // The caller gets the trace id; the log line with the cause carries the same one.
+        let trace = ufo_common::telemetry::current_trace_id();
+        let see = trace
+            .as_deref()
+            .map(|id| format!(" (trace {id})"))
+            .unwrap_or_default();
+        let trace_id = trace.as_deref().unwrap_or("none");
         match code {
             ErrorCode::Internal => {
-                tracing::error!(grpc.code = ?status.code(), error = %status.message(), "session service failed");
-                Self::new(code, "internal error; see the agent service logs")
+                tracing::error!(trace_id, grpc.code = ?status.code(), error = %status.message(), "session service failed");
+                Self::new(
+                    code,
+                    format!("internal error; see the agent service logs{see}"),
+                )
             }
             ErrorCode::Unavailable | ErrorCode::DeadlineExceeded => {
-                tracing::warn!(grpc.code = ?status.code(), error = %status.message(), "session service unreachable");
-                Self::new(ErrorCode::Unavailable, "the session service is unavailable")
+                tracing::warn!(trace_id, grpc.code = ?status.code(), error = %status.message(), "session service unreachable");
+                Self::new(
+                    ErrorCode::Unavailable,
+                    format!("the session service is unavailable{see}"),
+                )
             }
             _ => Self::new(code, status.message()),
         }

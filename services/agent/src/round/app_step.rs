@@ -32,7 +32,7 @@ impl Round {
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
         };
         let response = local.take(APP_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();

@@ -61,7 +61,7 @@ impl Round {
                         self.host_transition(&status, &response, target, failed)
                     }
                     Err(e) => {
-                        self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
+                        self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
                         AgentState::Error
                     }
                 }
@@ -103,7 +103,7 @@ impl Round {
                         self.app_transition(&next, "", &[], failed)
                     }
                     Err(e) => {
-                        self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
+                        self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
                         AgentState::Error
                     }
                 }

@@ -30,7 +30,7 @@ impl Round {
             .await
         {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
         };
         let response = local.take(HOST_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();

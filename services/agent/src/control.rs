@@ -130,6 +130,13 @@ pub struct StepControl {
     pub round: Option<Box<RoundState>>,
 }
 
+impl From<Next> for StepControl {
+    /// What comes next, without a round state.
+    fn from(next: Next) -> Self {
+        Self { next, round: None }
+    }
+}
+
 /// Why a stored control value cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {

@@ -388,11 +388,7 @@ async fn record_step(session: &Session, id: &str, next: Next) {
         round: None,
     }
     .write(&mut step);
-    let (blackboard, events) = match &next {
-        Next::Ask { questions } => (hitl::question_entries(questions), Vec::new()),
-        Next::Hold { action } => (Vec::new(), hitl::held_events(action)),
-        _ => (Vec::new(), Vec::new()),
-    };
+    let (blackboard, events) = hitl::writes(&next);
     c.record_step(RecordStepRequest {
         step: Some(step),
         blackboard,

@@ -21,10 +21,11 @@ use common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use ufo_agent::agents::{AgentSettings, HostAgent};
+use ufo_agent::control::Next;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError};
 use ufo_agent::policy::Policy;
-use ufo_agent::round::{Decision, Round, RoundEnd};
+use ufo_agent::round::{Arrived, Decision, Round, RoundEnd};
 use ufo_agent::testing::ScriptedReply;
 use ufo_executor::testing::Desktop;
 use ufo_proto::v1;
@@ -175,12 +176,12 @@ async fn the_policy_denies_before_the_executor_tells_the_model_and_holds_what_it
         ScriptedReply::Text(host("FINISH", json!({"result": "closed"})).to_string())
     });
 
-    let hooks = TestHooks {
+    let hooks = Arrived {
         decision: Some(Decision {
             approve: true,
             reason: "fine".into(),
         }),
-        ..TestHooks::default()
+        ..Arrived::default()
     };
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
@@ -209,7 +210,13 @@ async fn the_policy_denies_before_the_executor_tells_the_model_and_holds_what_it
         format!("{}\n", note.display())
     );
     // Held for the operator's confirm whatever the task said, with the policy's reason; then run.
-    let held = hooks.held.lock().unwrap().clone();
+    let held: Vec<_> = records
+        .iter()
+        .filter_map(|r| match &r.control.next {
+            Next::Hold { action } => Some(action.clone()),
+            _ => None,
+        })
+        .collect();
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].function, "close_application");
     assert_eq!(

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
-use ufo_agent::round::RoundEnd;
+use ufo_agent::round::{Arrived, RoundEnd};
 use ufo_agent::testing::{FakeDesktop, ScriptedLlm};
 use ufo_proto::v1;
 use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
@@ -268,7 +268,7 @@ async fn a_task_runs_through_the_grpc_dispatcher() {
         )
     }));
     llm.push_json(&host("FINISH", json!({"result": "7 typed"})));
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     while round.next_step(&hooks).await.is_some() {}
     assert_eq!(round.end(), Some(&RoundEnd::Finished("7 typed".into())));
     assert_eq!(desktop.text_of("sheet", "Cell").as_deref(), Some("7"));

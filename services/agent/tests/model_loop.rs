@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
-use ufo_agent::round::RoundEnd;
+use ufo_agent::round::{Arrived, RoundEnd};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 
 #[tokio::test]
@@ -54,7 +54,7 @@ async fn a_failed_first_action_is_told_with_its_error_and_the_rest_skipped_and_f
         ScriptedReply::Text(app("FAIL", json!([]), "Apply does not work").to_string())
     });
     llm.push_json(&host("FINISH", json!({"result": "could not apply"})));
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);
@@ -131,7 +131,7 @@ async fn the_same_action_on_an_unchanged_screen_is_told_after_n_and_fails_after_
         );
         ScriptedReply::Text(host("FAIL", json!({"comment": "stuck"})).to_string())
     });
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);
@@ -179,7 +179,7 @@ async fn a_saved_screenshot_reaches_the_next_prompts_as_an_image() {
         assert_eq!(urls.len(), 2);
         ScriptedReply::Text(host("FINISH", json!({"result": "42"})).to_string())
     });
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     while round.next_step(&hooks).await.is_some() {}
     assert_eq!(llm.remaining(), 0);
     assert_eq!(round.end(), Some(&RoundEnd::Finished("42".into())));

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use ufo_agent::agents::{AgentSettings, HostAgent};
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, execute_one};
-use ufo_agent::round::{Round, RoundEnd};
+use ufo_agent::round::{Arrived, Round, RoundEnd};
 use ufo_agent::target::{TargetInfo, TargetKind};
 use ufo_agent::testing::{RecordedRequest, ScriptedLlm, ScriptedReply};
 use ufo_executor::testing::Desktop;
@@ -172,7 +172,7 @@ async fn whole_task_against_the_linux_executor() {
     });
     llm.push_json(&host("FINISH", json!({"result": "42 is in the entry"})));
 
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);

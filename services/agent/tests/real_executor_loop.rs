@@ -24,7 +24,7 @@ use ufo_agent::agents::tools::{HOST_TOOLS, OBSERVATION_TOOLS};
 use ufo_agent::agents::{AgentSettings, HostAgent};
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
-use ufo_agent::round::{Round, RoundEnd};
+use ufo_agent::round::{Arrived, Round, RoundEnd};
 use ufo_agent::testing::{RecordedRequest, ScriptedLlm, ScriptedReply};
 use ufo_executor::testing::Desktop;
 use ufo_proto::v1;
@@ -192,7 +192,7 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
     });
     llm.push_json(&host("FINISH", json!({"result": "stopped"})));
 
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);
@@ -245,7 +245,7 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
     );
     // The AppAgent's first observation followed the launch and selection: the executor waited for the
     // screen to settle and the step records how long.
-    let settle = &records[2].memory_item["settle"];
+    let settle = &records[2].memory_item.as_ref().unwrap()["settle"];
     eprintln!("first AppAgent observation: settle {settle}");
     assert!(settle["waited_ms"].as_f64().is_some(), "{settle}");
     assert!(settle["outcome"].is_string(), "{settle}");

@@ -21,7 +21,7 @@ use browser_support::Browser;
 use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use ufo_agent::runner::{ArtifactUpload, DriverError, Produced, StepInput, TaskDriver};
+use ufo_agent::runner::{ArtifactUpload, DriverError, StepInput, StepOutput, TaskDriver};
 use ufo_proto::v1::{Action, ArtifactKind, PhaseTiming, ResultStatus};
 
 const ALICE: &str = "alice-key";
@@ -86,13 +86,14 @@ fn upload(kind: ArtifactKind, img: &RgbImage) -> ArtifactUpload {
 
 #[async_trait::async_trait]
 impl TaskDriver for ViewerDriver {
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let step = input.step;
         if input.session.request.contains("gated") {
             self.gate.acquire().await.unwrap().forget();
         }
         let mut produced = self.inner.next_step(input).await?;
-        if let Produced::Step(out) = &mut produced {
+        {
+            let out = &mut produced;
             let s = &mut out.step;
             s.agent_name = "AppAgent/Mousepad".into();
             s.subtask = "Save the document as notes.txt".into();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
-use ufo_agent::round::RoundEnd;
+use ufo_agent::round::{Arrived, RoundEnd};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_proto::v1;
 
@@ -89,7 +89,7 @@ async fn host_assigns_two_subtasks_and_the_blackboard_carries_the_result() {
         json!({"result": "the sheet holds 42", "comment": "done"}),
     ));
 
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut records = Vec::new();
     while let Some(r) = round.next_step(&hooks).await {
         records.push(r);
@@ -167,13 +167,9 @@ async fn host_assigns_two_subtasks_and_the_blackboard_carries_the_result() {
     assert_eq!(round.apps().len(), 2);
     assert_eq!(round.blackboard().requests.len(), 1);
     assert_eq!(round.blackboard().trajectories.len(), 6);
-    // Each step maps onto RecordStepRequest with its memory item, blackboard entries and artifacts.
-    let req = records[1].to_request(vec!["a".into()], "worker");
-    assert_eq!(
-        req.step.as_ref().unwrap().subtask,
-        "read the total in Notes"
-    );
-    let item = ufo_proto::json::from_optional_struct(req.memory_item);
+    // Each step carries what RecordStepRequest stores: its memory item, blackboard entries and artifacts.
+    assert_eq!(records[1].step.subtask, "read the total in Notes");
+    let item = records[1].memory_item.clone().unwrap();
     assert_eq!(item["result"], "total=42");
     assert_eq!(item["agent_name"], "AppAgent/notes");
     assert!(
@@ -211,17 +207,16 @@ async fn a_round_is_rebuilt_from_what_the_session_store_holds() {
         )
     }));
     llm.push_json(&host("FINISH", json!({"result": "42"})));
-    let hooks = TestHooks::default();
+    let hooks = Arrived::default();
     let mut stored = Vec::new();
     let mut board = v1::Blackboard::default();
     while let Some(r) = first.next_step(&hooks).await {
-        let req = r.to_request(vec![], "w");
         stored.push(v1::MemoryItem {
-            agent_name: req.step.as_ref().unwrap().agent_name.clone(),
-            step: req.step.as_ref().unwrap().step,
-            item: req.memory_item.clone(),
+            agent_name: r.step.agent_name.clone(),
+            step: r.step.step,
+            item: r.memory_item.map(ufo_proto::json::object_to_struct),
         });
-        for e in req.blackboard {
+        for e in r.blackboard {
             match v1::BlackboardKind::try_from(e.kind).unwrap() {
                 v1::BlackboardKind::Question => board.questions.push(e),
                 v1::BlackboardKind::Request => board.requests.push(e),

@@ -98,9 +98,27 @@ pub struct AgentArgs {
     /// The operator's consent policy (JSON, see docs/security.md): per tool, and per argument pattern,
     /// `allow`, `confirm` (held for a person whatever the task's confirm policy) or `deny` (refused
     /// before the executor; the model is told why). Without it every tool is allowed and launch
-    /// arguments are denied.
-    #[arg(long, env = "UFO_AGENT_POLICY_FILE")]
-    pub policy_file: Option<PathBuf>,
+    /// arguments are denied. Read and checked at start.
+    #[arg(long, env = "UFO_AGENT_POLICY_FILE", value_parser = load_policy)]
+    pub policy_file: Option<PolicyFile>,
+}
+
+/// A consent policy read from its file at start (a bad file is a startup error naming the problem).
+#[derive(Debug, Clone)]
+pub struct PolicyFile {
+    /// The file.
+    pub path: PathBuf,
+    /// What it says.
+    pub policy: Arc<crate::policy::Policy>,
+}
+
+fn load_policy(path: &str) -> Result<PolicyFile, String> {
+    let path = PathBuf::from(path);
+    let policy = crate::policy::Policy::load(&path).map_err(|e| e.to_string())?;
+    Ok(PolicyFile {
+        path,
+        policy: Arc::new(policy),
+    })
 }
 
 impl AgentArgs {
@@ -137,17 +155,12 @@ impl AgentArgs {
             launch_window_timeout: Duration::from_millis(self.launch_window_timeout_ms),
             launch_poll_interval: Duration::from_millis(self.launch_poll_ms.max(1)),
             host_previous_actions: self.host_previous_actions,
-            policy: Arc::new(crate::policy::Policy::default()),
+            policy: self
+                .policy_file
+                .as_ref()
+                .map(|f| f.policy.clone())
+                .unwrap_or_default(),
         }
-    }
-
-    /// Reads the consent policy (`--policy-file`; the built-in default without one). Read once at
-    /// start: a bad file stops the service, naming what is wrong.
-    pub fn policy(&self) -> Result<Arc<crate::policy::Policy>, crate::policy::PolicyError> {
-        Ok(Arc::new(match &self.policy_file {
-            Some(path) => crate::policy::Policy::load(path)?,
-            None => crate::policy::Policy::default(),
-        }))
     }
 
     /// Loads the label font (once per process; share the result).
@@ -185,8 +198,6 @@ pub struct TaskOverrides {
     pub confirm_never: bool,
     /// Step limit; `None` or 0 = the configured default; never above it.
     pub max_steps: Option<u32>,
-    /// The operator's consent policy; `None` = the built-in default.
-    pub policy: Option<Arc<crate::policy::Policy>>,
 }
 
 impl AgentServices {
@@ -201,9 +212,6 @@ impl AgentServices {
         settings.temperature = task.temperature.or(llm.llm_temperature);
         settings.confirm_always = task.confirm_always;
         settings.confirm_never = task.confirm_never;
-        if let Some(policy) = &task.policy {
-            settings.policy = policy.clone();
-        }
         if let Some(n) = task.max_steps.filter(|n| *n > 0) {
             settings.max_steps = n.min(settings.max_steps);
         }

@@ -146,3 +146,26 @@ fn a_task_policy_only_adds_holds() {
         ))
     );
 }
+
+#[test]
+fn the_policy_file_is_read_and_checked_at_start() {
+    use clap::Parser as _;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.json");
+    std::fs::write(&file, r#"{"tools": {"click_input": "maybe"}}"#).unwrap();
+    let parse =
+        || crate::Config::try_parse_from(["ufo-agent", "--policy-file", file.to_str().unwrap()]);
+    let e = parse().unwrap_err().to_string();
+    assert!(
+        e.contains("unknown variant `maybe`") && e.contains("policy.json"),
+        "{e}"
+    );
+    std::fs::write(&file, r#"{"tools": {"close_application": "confirm"}}"#).unwrap();
+    let settings = parse().unwrap().agents.settings();
+    assert_eq!(settings.policy.tools["close_application"], Verdict::Confirm);
+    let none = crate::Config::try_parse_from(["ufo-agent"])
+        .unwrap()
+        .agents
+        .settings();
+    assert!(none.policy.tools.is_empty() && none.policy.launch_elsewhere == Verdict::Deny);
+}

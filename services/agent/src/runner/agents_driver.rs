@@ -2,21 +2,12 @@
 //!
 //! A `Round` keeps the agents' working state between steps, so the driver caches one per task while its
 //! steps follow each other on this runner. When the cache has no matching round (first step, another
-//! runner's task after a crash, a dropped step) it rebuilds one from the store: the HostAgent's memory
-//! items, the blackboard (questions with answers, requests, trajectories) and the round's progress. The
-//! people-facing waits happen in the runner (questions and held actions are written with the step from its
-//! typed control value and awaited through the session's events); the [`Hooks`] given to the round only
-//! read what arrived.
-//!
-//! On resume the round is rebuilt entirely from the store ([`crate::round::Round::restore`]): the HostAgent's
-//! memory and every AppAgent's (per application, from the memory items stored under its agent name), the
-//! finished-subtask list (the `archived_subtask` of stored memory items), the blackboard, and the round's
-//! state recorded with its last step's control value (active agent and window, FSM state, current subtask, host
-//! message, re-plan count, pending questions, the held action). So an action held when the runner died stays
-//! held: the runner waits for the decision in the store and this driver runs or rejects that very action
-//! without asking the model again. Not rebuilt: the last acted-on control's screenshot (the AppAgent's
-//! first image of its next prompt) and the round's LLM totals (the runner sums the recorded steps).
-//! A step interrupted by the crash left nothing behind and is produced again: the agent observes first.
+//! runner's task after a crash, a dropped step) it rebuilds one entirely from the store: the HostAgent's
+//! memory and every AppAgent's (by agent name), the finished subtasks, the blackboard, and the round's
+//! state from its last step's control value ([`crate::round::Round::restore`]: an action held when the
+//! runner died stays held, and runs or is rejected without asking the model again). Not rebuilt: the last
+//! acted-on control's screenshot (the AppAgent's first image of its next prompt) and the round's LLM totals
+//! (the runner sums the recorded steps). The runner waits for people; the round is given what arrived.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,18 +15,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ufo_proto::v1;
 
-use super::driver::{
-    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver,
-};
+use super::driver::{DriverError, StepInput, StepOutput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
 use super::task_config::{ConfirmPolicy, TaskConfig};
 use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
-use crate::control::{HeldAction, StepControl};
+use crate::control::StepControl;
 use crate::dispatch::CommandDispatcher;
 use crate::memory::{Blackboard, Memory};
-use crate::round::{Decision, Hooks, Round, RoundEnd, StepRecord, previous_subtasks_from_store};
+use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
@@ -66,7 +55,6 @@ pub fn overrides(config: &TaskConfig) -> TaskOverrides {
         confirm_always: config.confirm_policy == ConfirmPolicy::Always,
         confirm_never: config.confirm_policy == ConfirmPolicy::Never,
         max_steps: Some(config.limits.max_steps),
-        policy: None,
     }
 }
 
@@ -79,9 +67,6 @@ pub enum DriverSetupError {
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
     Executors(#[from] crate::executors::ExecutorConfigError),
-    /// The consent policy file is invalid.
-    #[error(transparent)]
-    Policy(#[from] crate::policy::PolicyError),
 }
 
 impl AgentsDriver {
@@ -99,13 +84,8 @@ impl AgentsDriver {
         let marker = config.agents.marker()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
-        let policy = config.agents.policy()?;
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
-            let overrides = crate::agents::config::TaskOverrides {
-                policy: Some(policy.clone()),
-                ..overrides(task)
-            };
-            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides)
+            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();
@@ -134,7 +114,7 @@ impl AgentsDriver {
     fn take(&self, input: &StepInput<'_>) -> Option<(Round, Arc<IntentGate>)> {
         let mut rounds = self.rounds.lock().ok()?;
         let (round, gate) = rounds.remove(&input.session.id)?;
-        (round_number(&round) == input.round.number && round.session_step() + 1 == input.step)
+        (round.round == input.round.number && round.session_step() + 1 == input.step)
             .then_some((round, gate))
     }
 
@@ -187,84 +167,42 @@ impl AgentsDriver {
     }
 }
 
-fn round_number(round: &Round) -> u32 {
-    round.round
-}
-
-/// Answers and decisions the runner already waited for, read from the store.
-struct StoreHooks {
-    blackboard: v1::Blackboard,
-    decision: Option<Decision>,
-}
-
-#[async_trait]
-impl Hooks for StoreHooks {
-    async fn answers(&self, questions: &[String]) -> Option<Vec<String>> {
-        questions
-            .iter()
-            .map(|q| {
-                let asked = self.blackboard.questions.iter().rev().find(|e| {
-                    let v = ufo_proto::json::from_optional_struct(e.value.clone());
-                    v["question"] == q.as_str() && v["answer"].is_null()
-                })?;
-                hitl::answer_of(&self.blackboard, asked.index)
-            })
-            .collect()
-    }
-
-    async fn confirmation(&self, _held: &HeldAction) -> Option<Decision> {
-        self.decision.clone()
-    }
-}
-
-fn output(record: StepRecord, round: &Round) -> StepOutput {
-    StepOutput {
-        step: record.step,
-        memory_item: Some(record.memory_item),
-        blackboard: record.blackboard,
-        artifacts: record
-            .artifacts
-            .into_iter()
-            .map(|a| ArtifactUpload {
-                kind: a.kind,
-                content_type: a.screenshot.mime.clone(),
-                data: a.screenshot.bytes.clone(),
-                metadata: a.metadata,
-            })
-            .collect(),
-        events: Vec::new(),
-        next: round.next(),
-    }
+/// The answers the store holds to `questions` (each to the newest entry asking it), once all arrived.
+fn answers(board: &v1::Blackboard, questions: &[String]) -> Option<Vec<String>> {
+    let asking = |q: &str| {
+        board.questions.iter().rev().find(|e| {
+            let v = ufo_proto::json::from_optional_struct(e.value.clone());
+            v["question"] == q && v["answer"].is_null()
+        })
+    };
+    questions
+        .iter()
+        .map(|q| hitl::answer_of(board, asking(q)?.index))
+        .collect()
 }
 
 #[async_trait]
 impl TaskDriver for AgentsDriver {
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,
             None => self.rebuild(&input)?,
         };
         // The agent active now is the one that acts in this step (a held action's proposer included).
         gate.begin(input.intents.clone(), round.active_name());
-        let hooks = StoreHooks {
-            blackboard: input.blackboard.clone(),
+        let arrived = Arrived {
+            answers: answers(input.blackboard, round.pending_questions()),
             decision: input.decision.clone(),
         };
-        match round.next_step(&hooks).await {
-            Some(record) => {
-                let out = output(record, &round);
-                if round.end().is_none() {
-                    self.put_back(&input.session.id, round, gate);
-                }
-                Ok(out.into())
-            }
-            None => Ok(Produced::Ended(match round.end() {
-                Some(RoundEnd::Finished(r)) => Next::Finish { result: r.clone() },
-                Some(RoundEnd::Failed(r)) => Next::Fail { reason: r.clone() },
-                None => Next::Fail {
-                    reason: "the agents stopped without a result".into(),
-                },
-            })),
+        let Some(out) = round.next_step(&arrived).await else {
+            return Err(DriverError::new(match round.end() {
+                Some(RoundEnd::Failed(reason)) => reason.clone(),
+                _ => "the agents stopped without a step".to_owned(),
+            }));
+        };
+        if round.end().is_none() {
+            self.put_back(&input.session.id, round, gate);
         }
+        Ok(out)
     }
 }

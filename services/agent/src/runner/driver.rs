@@ -9,7 +9,7 @@ use ufo_proto::v1::{
 };
 
 use super::task_config::TaskConfig;
-pub use crate::control::Next;
+pub use crate::control::{Next, StepControl};
 use crate::round::Decision;
 
 /// What the driver sees when asked for the next step.
@@ -36,7 +36,7 @@ pub struct StepInput<'a> {
     pub decision: Option<Decision>,
     /// Where the step's intents go: every batch holding an action is recorded here before it is sent to
     /// the executor (see [`super::intent`]).
-    pub intents: std::sync::Arc<dyn super::intent::IntentSink>,
+    pub intents: std::sync::Arc<super::intent::StoreIntents>,
 }
 
 /// An artifact produced by a step (stored before the step is recorded).
@@ -65,25 +65,9 @@ pub struct StepOutput {
     pub artifacts: Vec<ArtifactUpload>,
     /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
     pub events: Vec<EventDraft>,
-    /// What happens next (the runner gives the questions and the held action their ids and stores it with
-    /// the step, with the round state the step's control value may already carry).
-    pub next: Next,
-}
-
-/// What the driver produced: a step, or the round's end without one (e.g. a limit or an unanswered
-/// question ended it before any step ran).
-#[derive(Debug, Clone)]
-pub enum Produced {
-    /// A step to record.
-    Step(Box<StepOutput>),
-    /// The round ended without a step: [`Next::Finish`] or [`Next::Fail`].
-    Ended(Next),
-}
-
-impl From<StepOutput> for Produced {
-    fn from(step: StepOutput) -> Self {
-        Produced::Step(Box::new(step))
-    }
+    /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
+    /// and the held action their ids and stores it with the step).
+    pub control: StepControl,
 }
 
 /// Why the driver could not produce a step. The runner fails the task with the message.
@@ -107,6 +91,7 @@ impl DriverError {
 /// cancelled, its lease is lost, or shutdown's drain deadline passes, and nothing is recorded then.
 #[async_trait::async_trait]
 pub trait TaskDriver: Send + Sync {
-    /// Produces the next step of `input.round`.
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError>;
+    /// Produces the next step of `input.round`. A round that ends without a step (a limit, an unanswered
+    /// question) is an error with the reason.
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError>;
 }

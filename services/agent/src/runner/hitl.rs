@@ -20,11 +20,12 @@ use ufo_proto::v1::{
     Blackboard, BlackboardEntry, BlackboardKind, Event, EventDraft, EventKind, PendingQuestion,
 };
 
-use crate::control::{HeldAction, Question};
+use crate::control::{HeldAction, Next};
+use crate::round::Decision;
 
-fn field(entry: &BlackboardEntry, key: &str) -> Json {
-    entry
-        .value
+/// The value of `key` in an entry's value or an event's payload.
+fn get(value: &Option<prost_types::Struct>, key: &str) -> Json {
+    value
         .as_ref()
         .and_then(|v| v.fields.get(key))
         .map(|v| ufo_proto::json::from_value(v.clone()))
@@ -34,8 +35,8 @@ fn field(entry: &BlackboardEntry, key: &str) -> Json {
 /// The answer recorded for question `index`, if any (the first one wins).
 pub fn answer_of(board: &Blackboard, index: u64) -> Option<String> {
     board.questions.iter().find_map(|e| {
-        let covers = e.index == index || field(e, "answers").as_u64() == Some(index);
-        match (covers, field(e, "answer")) {
+        let covers = e.index == index || get(&e.value, "answers").as_u64() == Some(index);
+        match (covers, get(&e.value, "answer")) {
             (true, Json::String(a)) => Some(a),
             _ => None,
         }
@@ -47,36 +48,36 @@ pub fn pending_questions(board: &Blackboard) -> Vec<PendingQuestion> {
     board
         .questions
         .iter()
-        .filter(|e| field(e, "answers").is_null())
+        .filter(|e| get(&e.value, "answers").is_null())
         .filter(|e| answer_of(board, e.index).is_none())
         .map(|e| PendingQuestion {
             index: e.index,
-            question: field(e, "question").as_str().unwrap_or_default().to_owned(),
-            id: field(e, "id").as_str().unwrap_or_default().to_owned(),
+            question: get(&e.value, "question")
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            id: get(&e.value, "id").as_str().unwrap_or_default().to_owned(),
         })
         .collect()
 }
 
-/// Blackboard entries that ask `questions` (written with the asking step).
-pub fn question_entries(questions: &[Question]) -> Vec<BlackboardEntry> {
-    questions
-        .iter()
-        .map(|q| entry(json!({ "question": q.text, "answer": null, "id": q.id })))
-        .collect()
-}
-
-/// The QUESTION_ASKED events of `questions`.
-pub fn question_events(questions: &[Question], step: u64) -> Vec<EventDraft> {
-    questions
-        .iter()
-        .map(|q| {
-            draft(
-                EventKind::QuestionAsked,
-                json!({ "id": q.id, "question": q.text }),
-                step,
-            )
-        })
-        .collect()
+/// What a step whose control value is `next` writes with it: the entries and QUESTION_ASKED events of
+/// the questions it asks, or the ACTION_HELD and CONFIRMATION_REQUESTED events of the action it holds.
+pub fn writes(next: &Next) -> (Vec<BlackboardEntry>, Vec<EventDraft>) {
+    match next {
+        Next::Ask { questions } => questions
+            .iter()
+            .map(|q| {
+                let asked = json!({ "id": q.id, "question": q.text });
+                (
+                    entry(json!({ "question": q.text, "answer": null, "id": q.id })),
+                    draft(EventKind::QuestionAsked, asked, 0),
+                )
+            })
+            .unzip(),
+        Next::Hold { action } => (Vec::new(), held_events(action)),
+        Next::Continue { .. } | Next::Finish { .. } | Next::Fail { .. } => Default::default(),
+    }
 }
 
 /// Entries and events that answer `pending` with `answers` (same order), one of each per answer.
@@ -88,7 +89,7 @@ pub fn answer_writes(
     let ids: HashMap<u64, String> = board
         .questions
         .iter()
-        .filter_map(|e| Some((e.index, field(e, "id").as_str()?.to_owned())))
+        .filter_map(|e| Some((e.index, get(&e.value, "id").as_str()?.to_owned())))
         .collect();
     pending
         .iter()
@@ -163,122 +164,15 @@ pub fn decision_event(held: &HeldAction, approve: bool, reason: &str) -> EventDr
     )
 }
 
-fn payload(event: &Event, key: &str) -> Json {
-    event
-        .payload
-        .as_ref()
-        .and_then(|p| p.fields.get(key))
-        .map(|v| ufo_proto::json::from_value(v.clone()))
-        .unwrap_or(Json::Null)
-}
-
-/// A person's decision on a held action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PersonDecision {
-    /// Run it.
-    pub approve: bool,
-    /// Their reason.
-    pub reason: String,
-}
-
-/// The decisions seen in the event log, by the step that held the action (the first one wins).
-#[derive(Debug, Default, Clone)]
-pub struct Decisions(HashMap<u64, PersonDecision>);
-
-impl Decisions {
-    /// Applies one event (in sequence order); true when it was a new decision.
-    pub fn apply(&mut self, event: &Event) -> bool {
-        let approve = match EventKind::try_from(event.kind) {
-            Ok(EventKind::ActionApproved) => true,
-            Ok(EventKind::ActionRejected) => false,
-            _ => return false,
-        };
-        let step = payload(event, "step").as_u64().unwrap_or(event.step);
-        if self.0.contains_key(&step) {
-            return false;
-        }
-        let reason = payload(event, "reason")
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        self.0.insert(step, PersonDecision { approve, reason });
-        true
-    }
-
-    /// The decision on the action held at `step`.
-    pub fn get(&self, step: u64) -> Option<&PersonDecision> {
-        self.0.get(&step)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn board(entries: Vec<BlackboardEntry>) -> Blackboard {
-        Blackboard {
-            questions: entries
-                .into_iter()
-                .enumerate()
-                .map(|(i, mut e)| {
-                    e.index = i as u64;
-                    e
-                })
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn questions(texts: &[&str]) -> Vec<Question> {
-        let mut next = crate::control::Next::ask(texts.iter().map(|t| (*t).to_owned()));
-        next.assign_ids(2);
-        match next {
-            crate::control::Next::Ask { questions } => questions,
-            _ => unreachable!(),
-        }
-    }
-
-    #[test]
-    fn answered_questions_are_not_pending() {
-        let mut entries = question_entries(&questions(&["which file?", "which format?"]));
-        let b = board(entries.clone());
-        let pending = pending_questions(&b);
-        assert_eq!(pending.len(), 2);
-        let (answers, events) = answer_writes(&b, &pending[..1], &["a.txt".into()]);
-        assert_eq!(events.len(), 1);
-        assert_eq!(answers.len(), 1);
-        assert_eq!(field(&answers[0], "id"), json!("q2-1"));
-        entries.extend(answers);
-        let b = board(entries);
-        let pending = pending_questions(&b);
-        assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].question, "which format?");
-        assert_eq!(answer_of(&b, 0).as_deref(), Some("a.txt"));
-        assert_eq!(answer_of(&b, 1), None);
-    }
-
-    #[test]
-    fn the_first_decision_wins_with_its_reason() {
-        let held = HeldAction {
-            id: "h3".into(),
-            function: "click_input".into(),
-            step: 3,
-            ..Default::default()
-        };
-        let as_event = |d: EventDraft| Event {
-            kind: d.kind,
-            payload: d.payload,
-            step: d.step,
-            ..Default::default()
-        };
-        let mut seen = Decisions::default();
-        assert_eq!(held_events(&held).len(), 2);
-        assert!(!seen.apply(&as_event(held_events(&held).remove(0))));
-        assert_eq!(seen.get(3), None);
-        assert!(seen.apply(&as_event(decision_event(&held, false, "not that one"))));
-        assert!(!seen.apply(&as_event(decision_event(&held, true, ""))));
-        let first = seen.get(3).unwrap();
-        assert!(!first.approve);
-        assert_eq!(first.reason, "not that one");
-    }
+/// The decision `event` records, with the step that held the action (the first one for a step wins).
+pub fn decision_of(event: &Event) -> Option<(u64, Decision)> {
+    let approve = match EventKind::try_from(event.kind) {
+        Ok(EventKind::ActionApproved) => true,
+        Ok(EventKind::ActionRejected) => false,
+        _ => return None,
+    };
+    let step = get(&event.payload, "step").as_u64().unwrap_or(event.step);
+    let reason = get(&event.payload, "reason");
+    let reason = reason.as_str().unwrap_or_default().to_owned();
+    Some((step, Decision { approve, reason }))
 }

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::StreamExt as _;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use ufo_proto::v1::{
     AgentKind, AppendEventsRequest, Event, EventKind, GetSessionRequest, Step, WatchEventsRequest,
@@ -25,19 +26,9 @@ use crate::response::AgentState;
 /// The recorded outcome of an action whose runner stopped before recording its step.
 pub const UNKNOWN: &str = "unknown — the previous runner stopped while running it";
 
-/// First window of newest events read to find a step's intents (widened fourfold until it reaches the
-/// previous step's STEP_FINISHED; not a limit).
-const WINDOW: u64 = 32;
-
-/// Where intents go before their actions run.
-#[async_trait]
-pub trait IntentSink: Send + Sync + std::fmt::Debug {
-    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
-    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String>;
-}
-
-/// Intents of one step of one task, appended to its event log under the runner's lease.
-#[derive(Clone)]
+/// Where the intents of one step of one task go before their actions run: its event log, under the
+/// runner's lease.
+#[derive(Clone, Debug)]
 pub struct StoreIntents {
     pub(super) client: SessionClient,
     pub(super) session_id: String,
@@ -47,23 +38,23 @@ pub struct StoreIntents {
     pub(super) retry: Retry,
 }
 
-impl std::fmt::Debug for StoreIntents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreIntents")
-            .field("step", &self.step)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl IntentSink for StoreIntents {
-    async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
-        let actions: Vec<Value> = commands
-            .iter()
-            .map(|c| json!({"tool": c.tool_name, "arguments": c.parameters}))
-            .collect();
-        let payload = json!({"intent": true, "step": self.step, "round": self.round, "agent": agent,
-                             "actions": actions});
+impl StoreIntents {
+    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
+    pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+        let intent = Intent {
+            intent: true,
+            step: self.step,
+            round: self.round,
+            agent: agent.to_owned(),
+            actions: commands
+                .iter()
+                .map(|c| IntendedAction {
+                    tool: c.tool_name.clone(),
+                    arguments: c.parameters.clone(),
+                })
+                .collect(),
+        };
+        let payload = serde_json::to_value(&intent).unwrap_or_default();
         let mut draft = super::hitl::draft(EventKind::StepStarted, payload, self.step);
         draft.round = self.round;
         let request = AppendEventsRequest {
@@ -86,7 +77,7 @@ impl IntentSink for StoreIntents {
 /// A dispatcher that records the intent of every batch holding an action before sending it.
 pub struct IntentGate {
     inner: Arc<dyn CommandDispatcher>,
-    current: Mutex<Option<(Arc<dyn IntentSink>, String)>>,
+    current: Mutex<Option<(Arc<StoreIntents>, String)>>,
 }
 
 impl IntentGate {
@@ -99,7 +90,7 @@ impl IntentGate {
     }
 
     /// The step about to run: its intents go to `sink`, under `agent`'s name.
-    pub fn begin(&self, sink: Arc<dyn IntentSink>, agent: String) {
+    pub fn begin(&self, sink: Arc<StoreIntents>, agent: String) {
         if let Ok(mut current) = self.current.lock() {
             *current = Some((sink, agent));
         }
@@ -133,39 +124,40 @@ impl CommandDispatcher for IntentGate {
     }
 }
 
-/// One recorded intent.
-#[derive(Debug, Clone, PartialEq)]
+/// One recorded intent: the payload of its STEP_STARTED event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Intent {
+    /// Marks a STEP_STARTED event as an intent.
+    pub intent: bool,
+    /// The step the actions belong to.
+    pub step: u64,
+    /// Its round.
+    #[serde(default)]
+    pub round: u32,
     /// The agent that was acting.
     pub agent: String,
-    /// The actions: `(tool, arguments)`.
-    pub actions: Vec<(String, serde_json::Map<String, Value>)>,
+    /// The actions, in order.
+    pub actions: Vec<IntendedAction>,
+}
+
+/// One action of an intent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntendedAction {
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub arguments: serde_json::Map<String, Value>,
 }
 
 fn intent_of(event: &Event, step: u64) -> Option<Intent> {
     if event.kind != EventKind::StepStarted as i32 || event.step != step {
         return None;
     }
-    let p = ufo_proto::json::from_optional_struct(event.payload.clone());
-    if p["intent"] != Value::Bool(true) {
-        return None;
-    }
-    Some(Intent {
-        agent: p["agent"].as_str().unwrap_or_default().to_owned(),
-        actions: p["actions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|x| {
-                        (
-                            x["tool"].as_str().unwrap_or_default().to_owned(),
-                            x["arguments"].as_object().cloned().unwrap_or_default(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-    })
+    let payload = ufo_proto::json::from_optional_struct(event.payload.clone());
+    serde_json::from_value(payload)
+        .ok()
+        .filter(|i: &Intent| i.intent)
 }
 
 /// The intents recorded for `step` in `events`, in order.
@@ -173,56 +165,41 @@ pub fn intents(events: &[Event], step: u64) -> Vec<Intent> {
     events.iter().filter_map(|e| intent_of(e, step)).collect()
 }
 
-/// The events after the STEP_FINISHED of `last_step` (every event when no step is recorded): a bounded
-/// read of the newest events, widened fourfold until it reaches that event or the first one.
+/// The events after the STEP_FINISHED of `last_step` (every event when no step is recorded; none when
+/// that event is not in the log, e.g. a step written by other tools: nothing to resume then). The log is
+/// read from its start, as the runner's event follower reads it.
 pub async fn since_last_step(
     client: &SessionClient,
     session_id: &str,
     last_step: u64,
 ) -> Result<Vec<Event>, tonic::Status> {
     let mut client = client.clone();
-    let last = client
-        .get_session(GetSessionRequest {
-            session_id: session_id.to_owned(),
-        })
-        .await?
-        .into_inner()
-        .last_seq;
+    let request = GetSessionRequest {
+        session_id: session_id.to_owned(),
+    };
+    let last = client.get_session(request).await?.into_inner().last_seq;
+    let mut tail = (last_step == 0).then(Vec::new);
     if last == 0 {
         return Ok(Vec::new());
     }
-    let mut window = WINDOW;
-    loop {
-        let from = last.saturating_sub(window - 1).max(1);
-        let mut found: Option<Vec<Event>> = (last_step == 0 && from == 1).then(Vec::new);
-        let mut events = client
-            .watch_events(WatchEventsRequest {
-                session_id: session_id.to_owned(),
-                from_seq: from,
-            })
-            .await?
-            .into_inner();
-        while let Some(event) = events.next().await {
-            let event = event?;
-            let seq = event.seq;
-            if event.kind == EventKind::StepFinished as i32 && event.step == last_step {
-                found = Some(Vec::new());
-            } else if let Some(f) = found.as_mut() {
-                f.push(event);
-            }
-            if seq >= last {
-                break;
-            }
+    let request = WatchEventsRequest {
+        session_id: session_id.to_owned(),
+        from_seq: 1,
+    };
+    let mut events = client.watch_events(request).await?.into_inner();
+    while let Some(event) = events.next().await {
+        let event = event?;
+        let seq = event.seq;
+        if event.kind == EventKind::StepFinished as i32 && event.step == last_step {
+            tail = Some(Vec::new());
+        } else if let Some(tail) = tail.as_mut() {
+            tail.push(event);
         }
-        if let Some(found) = found {
-            return Ok(found);
+        if seq >= last {
+            break;
         }
-        if from == 1 {
-            // The step's STEP_FINISHED is not in the log (written by other tools): nothing to resume.
-            return Ok(Vec::new());
-        }
-        window = window.saturating_mul(4);
     }
+    Ok(tail.unwrap_or_default())
 }
 
 /// The step a runner records for intents whose step was never recorded: their actions with the outcome
@@ -237,9 +214,9 @@ pub fn unknown_step(
     let actions: Vec<ActionRecord> = intents
         .iter()
         .flat_map(|i| i.actions.iter())
-        .map(|(tool, arguments)| ActionRecord {
-            function: tool.clone(),
-            arguments: arguments.clone(),
+        .map(|a| ActionRecord {
+            function: a.tool.clone(),
+            arguments: a.arguments.clone(),
             status: String::new(),
             target: None,
             result: CommandResult {
@@ -253,10 +230,9 @@ pub fn unknown_step(
         .and_then(|s| StepControl::of(s).ok())
         .and_then(|c| c.round);
     if let Some(r) = round.as_deref_mut() {
-        r.state = AgentState::Continue;
         r.held = None;
     }
-    let mut step = Step {
+    let step = Step {
         agent_name: agent.clone(),
         agent_kind: if agent.starts_with("HostAgent") {
             AgentKind::Host
@@ -269,14 +245,6 @@ pub fn unknown_step(
         actions: actions.iter().map(ActionRecord::to_proto).collect(),
         ..Default::default()
     };
-    let next = Next::Continue {
-        agent: agent.clone(),
-    };
-    StepControl {
-        next: next.clone(),
-        round,
-    }
-    .write(&mut step);
     let representation: Vec<String> = actions.iter().map(ActionRecord::representation).collect();
     let memory = json!({"agent_name": agent, "comment": UNKNOWN, "status": AgentState::Continue,
                         "action": actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
@@ -297,7 +265,10 @@ pub fn unknown_step(
             .unwrap_or_default(),
         artifacts: Vec::new(),
         events: Vec::new(),
-        next,
+        control: StepControl {
+            next: Next::Continue { agent },
+            round,
+        },
     }
 }
 
@@ -317,11 +288,11 @@ mod tests {
         };
         assert_eq!(intent_of(&event, 4), None);
         let intent = intent_of(&event, 5).unwrap();
-        assert_eq!(intent.actions[0].0, "click_input");
+        assert_eq!(intent.actions[0].tool, "click_input");
         let out = unknown_step(&[intent], None, None);
         assert_eq!(out.step.actions.len(), 1);
         let result = out.step.actions[0].result.as_ref().unwrap();
         assert_eq!(result.error, UNKNOWN);
-        assert!(matches!(out.next, Next::Continue { agent } if agent == "AppAgent/notes"));
+        assert!(matches!(out.control.next, Next::Continue { agent } if agent == "AppAgent/notes"));
     }
 }

@@ -24,6 +24,6 @@ pub mod watch;
 pub mod worker;
 
 pub use agents_driver::AgentsDriver;
-pub use driver::{ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver};
+pub use driver::{ArtifactUpload, DriverError, Next, StepInput, StepOutput, TaskDriver};
 pub use task::Outcome;
 pub use worker::Runner;

@@ -4,13 +4,11 @@
 //! inline budget are put first and linked).
 
 use ufo_proto::v1::{
-    ArtifactRef, BlackboardKind, GetBlackboardRequest, PutArtifactRequest, RecordStepRequest,
-    Round, StepArtifact,
+    ArtifactRef, BlackboardKind, PutArtifactRequest, RecordStepRequest, Round, StepArtifact,
 };
 
 use super::hitl;
-use super::task::{History, StoreError, TaskRun};
-use crate::control::{Next, StepControl};
+use super::task::{History, TaskRun};
 
 impl TaskRun {
     pub(super) async fn record(
@@ -20,46 +18,15 @@ impl TaskRun {
         round_step: u32,
         output: super::driver::StepOutput,
         history: &mut History,
-    ) -> Result<(), StoreError> {
-        let mut client = self.client.clone();
-        // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
-        // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
-        // links them.
-        let mut inline = Vec::new();
-        let mut separate = Vec::new();
-        let mut inline_bytes = 0usize;
-        for artifact in output.artifacts {
-            let artifact = StepArtifact {
-                kind: artifact.kind as i32,
-                content_type: artifact.content_type,
-                data: artifact.data,
-                metadata: Some(ufo_proto::json::object_to_struct(artifact.metadata)),
-            };
-            if inline_bytes + artifact.data.len() <= self.config.inline_artifact_bytes {
-                inline_bytes += artifact.data.len();
-                inline.push(artifact);
-            } else {
-                separate.push(artifact);
-            }
-        }
-        let artifact_ids = self
-            .put_artifacts(number, separate)
-            .await?
-            .into_iter()
-            .map(|stored| stored.id)
-            .collect();
+    ) -> Result<(), tonic::Status> {
+        let client = self.client.clone();
         let mut blackboard = output.blackboard;
         let mut events = output.events;
-        let mut next = output.next;
-        next.assign_ids(number);
-        match &next {
-            Next::Ask { questions } => {
-                blackboard.extend(hitl::question_entries(questions));
-                events.extend(hitl::question_events(questions, number));
-            }
-            Next::Hold { action } => events.extend(hitl::held_events(action)),
-            Next::Continue { .. } | Next::Finish { .. } | Next::Fail { .. } => {}
-        }
+        let mut control = output.control;
+        control.next.assign_ids(number);
+        let (asked, held) = hitl::writes(&control.next);
+        blackboard.extend(asked);
+        events.extend(held);
         for event in &mut events {
             event.step = number;
             event.round = round.number;
@@ -69,72 +36,78 @@ impl TaskRun {
         step.step = number;
         step.round = round.number;
         step.round_step = round_step;
-        // The round state the driver stored with the step stays; what comes next is the runner's, with ids.
-        let round_state = StepControl::of(&step).ok().and_then(|c| c.round);
-        StepControl {
-            next,
-            round: round_state,
-        }
-        .write(&mut step);
+        control.write(&mut step);
         // Model text can hold what the store refuses (NUL): never let it make the step unrecordable.
+        let mut memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
+        super::sanitise::structure(&mut memory_item);
         super::sanitise::step(&mut step);
-        for entry in &mut blackboard {
-            super::sanitise::structure(&mut entry.value);
-        }
-        for event in &mut events {
-            super::sanitise::structure(&mut event.payload);
-        }
+        blackboard
+            .iter_mut()
+            .for_each(|e| super::sanitise::structure(&mut e.value));
+        events
+            .iter_mut()
+            .for_each(|e| super::sanitise::structure(&mut e.payload));
         let wrote_board = !blackboard.is_empty();
-        let memory_item = output.memory_item.map(|mut m| {
-            let mut v = serde_json::Value::Object(std::mem::take(&mut m));
-            super::sanitise::json(&mut v);
-            ufo_proto::json::object_to_struct(match v {
-                serde_json::Value::Object(m) => m,
-                _ => serde_json::Map::new(),
-            })
-        });
-        let mut request = RecordStepRequest {
+        let base = RecordStepRequest {
             step: Some(step),
             memory_item: memory_item.clone(),
             blackboard,
-            artifact_ids,
+            artifact_ids: Vec::new(),
             events,
             lease_owner: self.worker_id.clone(),
-            artifacts: inline,
+            artifacts: Vec::new(),
         };
-        // Retried on transient failures: an identical step already recorded comes back as a duplicate.
-        let recorded = match super::retry::retried(&self.config.store_retry(), "RecordStep", || {
-            let mut client = client.clone();
-            let request = request.clone();
-            async move { client.record_step(request).await }
-        })
-        .await
-        {
-            Ok(recorded) => recorded.into_inner(),
-            // Larger than the session service accepts in one message (its --max-message-bytes is below
-            // this runner's inline budget): nothing was recorded, so the screenshots are stored one by one
-            // and the step links them.
-            Err(status)
-                if status.code() == tonic::Code::ResourceExhausted
-                    && !request.artifacts.is_empty() =>
-            {
-                tracing::warn!(step = number, error = %status,
-                    "the step with its screenshots is too large for the session service; storing them separately");
-                let stored = self
-                    .put_artifacts(number, std::mem::take(&mut request.artifacts))
-                    .await?;
-                request
-                    .artifact_ids
-                    .extend(stored.into_iter().map(|stored| stored.id));
-                // Nothing of the request is needed afterwards (its inline artifacts are now none).
-                client
-                    .record_step(std::mem::take(&mut request))
-                    .await?
-                    .into_inner()
+        let mut pending: Vec<StepArtifact> = output
+            .artifacts
+            .into_iter()
+            .map(|a| StepArtifact {
+                kind: a.kind as i32,
+                content_type: a.content_type,
+                data: a.data,
+                metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
+            })
+            .collect();
+        // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
+        // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
+        // links them. A step larger than the session service accepts in one message (its
+        // --max-message-bytes is below this runner's inline budget) is refused with nothing recorded: its
+        // inline artifacts are then stored that way too and it is sent again.
+        let retry = self.config.store_retry();
+        let mut budget = self.config.inline_artifact_bytes;
+        let mut linked = Vec::new();
+        let (recorded, inline) = loop {
+            let mut request = base.clone();
+            let mut inline_bytes = 0usize;
+            let mut separate = Vec::new();
+            for artifact in std::mem::take(&mut pending) {
+                if inline_bytes + artifact.data.len() <= budget {
+                    inline_bytes += artifact.data.len();
+                    request.artifacts.push(artifact);
+                } else {
+                    separate.push(artifact);
+                }
             }
-            Err(status) => return Err(status.into()),
+            let stored = self.put_artifacts(number, separate).await?;
+            linked.extend(stored.into_iter().map(|stored| stored.id));
+            request.artifact_ids.clone_from(&linked);
+            // Retried on transient failures: an identical step already recorded comes back as a duplicate.
+            let recorded = super::retry::retried(&retry, "RecordStep", || {
+                let mut client = client.clone();
+                let request = request.clone();
+                async move { client.record_step(request).await }
+            });
+            match recorded.await {
+                Ok(recorded) => break (recorded.into_inner(), request.artifacts),
+                Err(status)
+                    if status.code() == tonic::Code::ResourceExhausted && inline_bytes > 0 =>
+                {
+                    tracing::warn!(step = number, error = %status,
+                        "the step with its screenshots is too large for the session service; storing them separately");
+                    (pending, budget) = (request.artifacts, 0);
+                }
+                Err(status) => return Err(status),
+            }
         };
-        let inline = request.artifacts;
         let mut step = recorded.step.unwrap_or_default();
         // A session service older than `RecordStepRequest.artifacts` ignores the field and records the step
         // without them (e.g. during a rolling upgrade that reached the agents first): the step's references
@@ -160,12 +133,7 @@ impl TaskRun {
         history.steps.push(step);
         if recorded.duplicate && wrote_board {
             // Recorded earlier (a retried call): the board is read back whole.
-            history.blackboard = client
-                .get_blackboard(GetBlackboardRequest {
-                    session_id: self.session.id.clone(),
-                })
-                .await?
-                .into_inner();
+            history.blackboard = self.board().await?;
         } else {
             // The store returns the entries it wrote with their indices; during a run only this runner
             // writes the board, except for answers, which are read back when waited for.
@@ -195,7 +163,7 @@ impl TaskRun {
         &self,
         number: u64,
         artifacts: Vec<StepArtifact>,
-    ) -> Result<Vec<ArtifactRef>, StoreError> {
+    ) -> Result<Vec<ArtifactRef>, tonic::Status> {
         let puts = artifacts.into_iter().map(|artifact| {
             let mut client = self.client.clone();
             let request = PutArtifactRequest {
@@ -208,7 +176,7 @@ impl TaskRun {
             };
             async move { client.put_artifact(request).await.map(|r| r.into_inner()) }
         });
-        Ok(futures::future::try_join_all(puts).await?)
+        futures::future::try_join_all(puts).await
     }
 }
 

@@ -43,26 +43,6 @@ pub enum Outcome {
     Shutdown,
 }
 
-/// What a task waits for from a person.
-#[derive(Debug, Clone, Copy)]
-enum WaitFor<'a> {
-    /// Answers to every pending question.
-    Answers,
-    /// A decision on this held action.
-    Decision(&'a HeldAction),
-}
-
-enum RoundEnd {
-    Finished(String),
-    Failed(String),
-    Stop(Outcome),
-}
-
-/// A store failure inside the run loop.
-#[derive(Debug, thiserror::Error)]
-#[error("session store call failed")]
-pub(super) struct StoreError(#[from] tonic::Status);
-
 /// One claimed task.
 pub struct TaskRun {
     pub(crate) client: SessionClient,
@@ -111,23 +91,23 @@ impl TaskRun {
                 Ok(outcome) => outcome,
                 // Retried already (bounded): the task goes back to the queue, and fails once it was released
                 // `--max-releases` times without progress.
-                Err(e) if retry::transient(e.0.code()) => {
-                    tracing::error!(error = %e.0, "store failure; releasing the task");
+                Err(e) if retry::transient(e.code()) => {
+                    tracing::error!(error = %e, "store failure; releasing the task");
                     Outcome::Shutdown
                 }
                 // A deterministic refusal does not pass by claiming the task again.
                 Err(e) => {
-                    tracing::error!(error = %e.0, "the session store refused a write; failing the task");
+                    tracing::error!(error = %e, "the session store refused a write; failing the task");
                     Outcome::Failed(format!(
                         "the session store refused to record the task's progress ({:?}): {}",
-                        e.0.code(),
-                        e.0.message()
+                        e.code(),
+                        e.message()
                     ))
                 }
             };
             let reported = self.report(&outcome).await;
             if let Err(e) = reported {
-                tracing::error!(error = %e.0, ?outcome, "cannot report the task's end");
+                tracing::error!(error = %e, ?outcome, "cannot report the task's end");
             }
             done.cancel();
             let _ = tokio::join!(lease, follow);
@@ -138,39 +118,56 @@ impl TaskRun {
         .await
     }
 
-    async fn report(&self, outcome: &Outcome) -> Result<(), StoreError> {
-        let mut client = self.client.clone();
-        let status = match outcome {
-            Outcome::Finished(r) => Some((SessionStatus::Finished, r.clone())),
-            Outcome::Failed(r) => Some((SessionStatus::Failed, r.clone())),
-            Outcome::Cancelled => Some((SessionStatus::Cancelled, "cancelled".to_owned())),
-            Outcome::LeaseLost => None,
+    async fn report(&self, outcome: &Outcome) -> Result<(), tonic::Status> {
+        let (status, result) = match outcome {
+            Outcome::Finished(r) => (SessionStatus::Finished, r.clone()),
+            Outcome::Failed(r) => (SessionStatus::Failed, r.clone()),
+            Outcome::Cancelled => (SessionStatus::Cancelled, "cancelled".to_owned()),
+            Outcome::LeaseLost => return Ok(()),
             Outcome::Shutdown => {
-                client
-                    .release_task(ReleaseTaskRequest {
-                        session_id: self.session.id.clone(),
-                        worker_id: self.worker_id.clone(),
-                        requeue: true,
-                    })
-                    .await?;
-                None
+                let release = ReleaseTaskRequest {
+                    session_id: self.session.id.clone(),
+                    worker_id: self.worker_id.clone(),
+                    requeue: true,
+                };
+                self.client.clone().release_task(release).await?;
+                return Ok(());
             }
         };
-        if let Some((status, mut result)) = status {
-            super::sanitise::text(&mut result);
-            client
-                .set_session_status(SetSessionStatusRequest {
-                    session_id: self.session.id.clone(),
-                    status: status as i32,
-                    result,
-                    lease_owner: self.worker_id.clone(),
-                })
-                .await?;
-        }
+        self.set_status(status, result).await
+    }
+
+    async fn set_status(
+        &self,
+        status: SessionStatus,
+        mut result: String,
+    ) -> Result<(), tonic::Status> {
+        super::sanitise::text(&mut result);
+        self.client
+            .clone()
+            .set_session_status(SetSessionStatusRequest {
+                session_id: self.session.id.clone(),
+                status: status as i32,
+                result,
+                lease_owner: self.worker_id.clone(),
+            })
+            .await?;
         Ok(())
     }
 
-    async fn load(&self) -> Result<History, StoreError> {
+    pub(super) async fn board(&self) -> Result<ufo_proto::v1::Blackboard, tonic::Status> {
+        let request = GetBlackboardRequest {
+            session_id: self.session.id.clone(),
+        };
+        Ok(self
+            .client
+            .clone()
+            .get_blackboard(request)
+            .await?
+            .into_inner())
+    }
+
+    async fn load(&self) -> Result<History, tonic::Status> {
         let mut client = self.client.clone();
         let id = self.session.id.clone();
         let mut steps: Vec<Step> = Vec::new();
@@ -197,18 +194,14 @@ impl TaskRun {
             .await?
             .into_inner()
             .items;
-        let blackboard = client
-            .get_blackboard(GetBlackboardRequest { session_id: id })
-            .await?
-            .into_inner();
         Ok(History {
             steps,
             memory,
-            blackboard,
+            blackboard: self.board().await?,
         })
     }
 
-    async fn drive(&self, signals: &Signals) -> Result<Outcome, StoreError> {
+    async fn drive(&self, signals: &Signals) -> Result<Outcome, tonic::Status> {
         let config = match TaskConfig::from_struct(self.session.config.clone()) {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
@@ -257,38 +250,31 @@ impl TaskRun {
                 .into_inner();
             // Within a round the board is kept current from what RecordStep returns (and re-read when
             // answers are waited for); each round starts from the stored board.
-            history.blackboard = client
-                .get_blackboard(GetBlackboardRequest {
-                    session_id: self.session.id.clone(),
-                })
-                .await?
-                .into_inner();
+            history.blackboard = self.board().await?;
             let span = info_span!("round", round = round.number);
             let end = self
                 .drive_round(signals, &config, &round, &mut history, &mut intents)
                 .instrument(span)
                 .await?;
-            let (status, result) = match &end {
-                RoundEnd::Finished(r) => (RoundStatus::Finished, r.clone()),
-                RoundEnd::Failed(r) => (RoundStatus::Failed, r.clone()),
-                RoundEnd::Stop(Outcome::Cancelled) => (RoundStatus::Cancelled, "cancelled".into()),
-                RoundEnd::Stop(other) => return Ok(other.clone()),
+            let (status, mut result) = match &end {
+                Outcome::Finished(r) => (RoundStatus::Finished, r.clone()),
+                Outcome::Failed(r) => (RoundStatus::Failed, r.clone()),
+                Outcome::Cancelled => (RoundStatus::Cancelled, "cancelled".to_owned()),
+                Outcome::LeaseLost | Outcome::Shutdown => return Ok(end),
             };
-            let mut result = result;
             super::sanitise::text(&mut result);
             client
                 .finish_round(FinishRoundRequest {
                     session_id: self.session.id.clone(),
                     number: round.number,
                     status: status as i32,
-                    result: result.clone(),
+                    result,
                     lease_owner: self.worker_id.clone(),
                 })
                 .await?;
             match end {
-                RoundEnd::Finished(r) => last_result = r,
-                RoundEnd::Failed(r) => return Ok(Outcome::Failed(r)),
-                RoundEnd::Stop(o) => return Ok(o),
+                Outcome::Finished(r) => last_result = r,
+                other => return Ok(other),
             }
         }
     }
@@ -324,64 +310,56 @@ impl TaskRun {
         Duration::from_secs(u64::try_from(left).unwrap_or(0))
     }
 
-    async fn set_status(&self, status: SessionStatus) -> Result<(), StoreError> {
-        self.client
-            .clone()
-            .set_session_status(SetSessionStatusRequest {
-                session_id: self.session.id.clone(),
-                status: status as i32,
-                result: String::new(),
-                lease_owner: self.worker_id.clone(),
-            })
-            .await?;
-        Ok(())
-    }
-
-    /// Waits until what `wait` names has arrived (re-checked on every answer or decision), the task must
-    /// stop, or its timeout passes (then the documented fallback applies). Returns the decision when
-    /// waiting for one.
+    /// Waits until the answers to every pending question (`held` is `None`) or the decision on `held` have
+    /// arrived (re-checked on every answer or decision), the task must stop, or the timeout passes (then
+    /// the documented fallback applies). Returns the decision when waiting for one, or how the round ends.
     async fn wait_for_person(
         &self,
         signals: &Signals,
-        wait: WaitFor<'_>,
+        held: Option<&HeldAction>,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Result<Option<Decision>, RoundEnd>, StoreError> {
-        let seconds = match wait {
-            WaitFor::Answers => self.config.question_timeout_seconds,
-            WaitFor::Decision(_) => self.config.confirm_timeout_seconds,
+    ) -> Result<Result<Option<Decision>, Outcome>, tonic::Status> {
+        let seconds = match held {
+            None => self.config.question_timeout_seconds,
+            Some(_) => self.config.confirm_timeout_seconds,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
         let mut waiting = false;
-        loop {
+        let waited = loop {
             let notified = signals.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(arrived) = self.arrived(signals, wait, board).await? {
-                if waiting {
-                    self.set_status(SessionStatus::Running).await?;
+            // What arrived: the decision, or (re-reading the board) no question left unanswered.
+            if let Some(held) = held {
+                if let Some(decision) = signals.decision(held.step) {
+                    break Ok(Some(decision));
                 }
-                return Ok(Ok(arrived));
+            } else {
+                *board = self.board().await?;
+                if hitl::pending_questions(board).is_empty() {
+                    break Ok(None);
+                }
             }
             if let Some(stop) = self.stopped(signals) {
-                return Ok(Err(RoundEnd::Stop(stop)));
+                return Ok(Err(stop));
             }
             if !waiting {
-                self.set_status(SessionStatus::Waiting).await?;
+                self.set_status(SessionStatus::Waiting, String::new())
+                    .await?;
                 waiting = true;
             }
             tokio::select! {
                 () = &mut notified => {}
                 () = signals.stop.cancelled() => {}
                 () = self.shutdown.cancelled() => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    let fallback = self.timed_out(wait, seconds, board).await?;
-                    if waiting && fallback.is_ok() {
-                        self.set_status(SessionStatus::Running).await?;
-                    }
-                    return Ok(fallback);
-                }
+                () = tokio::time::sleep_until(deadline) => break self.timed_out(held, seconds, board).await?,
             }
+        };
+        if waiting && waited.is_ok() {
+            self.set_status(SessionStatus::Running, String::new())
+                .await?;
         }
+        Ok(waited)
     }
 
     /// The fallback of a wait that timed out, written once to the store like a person's input would be:
@@ -389,77 +367,42 @@ impl TaskRun {
     /// (`continue`); an undecided held action is rejected.
     async fn timed_out(
         &self,
-        wait: WaitFor<'_>,
+        held: Option<&HeldAction>,
         seconds: u64,
         board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Result<Option<Decision>, RoundEnd>, StoreError> {
+    ) -> Result<Result<Option<Decision>, Outcome>, tonic::Status> {
         let mut client = self.client.clone();
         let session_id = self.session.id.clone();
-        match wait {
-            WaitFor::Answers if self.config.question_fallback == QuestionFallback::Fail => Ok(Err(
-                RoundEnd::Failed(format!("no answer from a person within {seconds}s")),
-            )),
-            WaitFor::Answers => {
-                let pending = hitl::pending_questions(board);
-                let answers = vec![NO_ANSWER.to_owned(); pending.len()];
-                let (entries, events) = hitl::answer_writes(board, &pending, &answers);
-                client
-                    .append_blackboard(AppendBlackboardRequest {
-                        session_id: session_id.clone(),
-                        entries,
-                        events,
-                    })
-                    .await?;
-                *board = client
-                    .get_blackboard(GetBlackboardRequest { session_id })
-                    .await?
-                    .into_inner();
-                Ok(Ok(None))
-            }
-            WaitFor::Decision(held) => {
-                let reason = format!("no decision within {seconds}s");
-                client
-                    .append_events(AppendEventsRequest {
-                        session_id,
-                        events: vec![hitl::decision_event(held, false, &reason)],
-                        lease_owner: self.worker_id.clone(),
-                    })
-                    .await?;
-                Ok(Ok(Some(Decision {
-                    approve: false,
-                    reason,
-                })))
-            }
-        }
-    }
-
-    /// What the task waits for, once it has arrived (re-reads the blackboard for answers): `Some(None)` for
-    /// answers, `Some(Some(decision))` for a decision.
-    async fn arrived(
-        &self,
-        signals: &Signals,
-        wait: WaitFor<'_>,
-        board: &mut ufo_proto::v1::Blackboard,
-    ) -> Result<Option<Option<Decision>>, StoreError> {
-        Ok(match wait {
-            WaitFor::Answers => {
-                *board = self
-                    .client
-                    .clone()
-                    .get_blackboard(GetBlackboardRequest {
-                        session_id: self.session.id.clone(),
-                    })
-                    .await?
-                    .into_inner();
-                hitl::pending_questions(board).is_empty().then_some(None)
-            }
-            WaitFor::Decision(held) => signals.decision(held.step).map(|d| {
-                Some(Decision {
-                    approve: d.approve,
-                    reason: d.reason,
+        if let Some(held) = held {
+            let reason = format!("no decision within {seconds}s");
+            client
+                .append_events(AppendEventsRequest {
+                    session_id,
+                    events: vec![hitl::decision_event(held, false, &reason)],
+                    lease_owner: self.worker_id.clone(),
                 })
-            }),
-        })
+                .await?;
+            return Ok(Ok(Some(Decision {
+                approve: false,
+                reason,
+            })));
+        }
+        if self.config.question_fallback == QuestionFallback::Fail {
+            let reason = format!("no answer from a person within {seconds}s");
+            return Ok(Err(Outcome::Failed(reason)));
+        }
+        let pending = hitl::pending_questions(board);
+        let answers = vec![NO_ANSWER.to_owned(); pending.len()];
+        let (entries, events) = hitl::answer_writes(board, &pending, &answers);
+        client
+            .append_blackboard(AppendBlackboardRequest {
+                session_id,
+                entries,
+                events,
+            })
+            .await?;
+        *board = self.board().await?;
+        Ok(Ok(None))
     }
 
     async fn drive_round(
@@ -469,26 +412,84 @@ impl TaskRun {
         round: &Round,
         history: &mut History,
         intents: &mut Vec<Intent>,
-    ) -> Result<RoundEnd, StoreError> {
+    ) -> Result<Outcome, tonic::Status> {
         loop {
             if let Some(stop) = self.stopped(signals) {
-                return Ok(RoundEnd::Stop(stop));
+                return Ok(stop);
             }
-            let last = history
-                .steps
-                .iter()
-                .rev()
-                .find(|s| s.round == round.number)
-                .cloned();
-            let round_step = history
+            let in_round: Vec<&Step> = history
                 .steps
                 .iter()
                 .filter(|s| s.round == round.number)
-                .count() as u32
-                + 1;
-            let mut decision = None;
+                .collect();
+            let last = in_round.last().map(|s| (*s).clone());
+            let round_step = in_round.len() as u32 + 1;
             let number = history.steps.len() as u64 + 1;
-            if !intents.is_empty() {
+            let span = info_span!("step", step = number, round_step);
+            let output = if intents.is_empty() {
+                // A step without a control value (written by other tools) is followed by the next step.
+                let next = last
+                    .as_ref()
+                    .and_then(|s| StepControl::of(s).ok())
+                    .map(|c| c.next);
+                let held = match &next {
+                    Some(Next::Finish { result }) => return Ok(Outcome::Finished(result.clone())),
+                    Some(Next::Fail { reason }) => return Ok(Outcome::Failed(reason.clone())),
+                    Some(Next::Continue { .. }) | None => None,
+                    Some(Next::Ask { .. }) => Some(None),
+                    Some(Next::Hold { action }) => Some(Some(action)),
+                };
+                let mut decision = None;
+                if let Some(held) = held {
+                    match self
+                        .wait_for_person(signals, held, &mut history.blackboard)
+                        .await?
+                    {
+                        Ok(arrived) => decision = arrived,
+                        Err(end) => return Ok(end),
+                    }
+                }
+                if let Some(reason) = self.over_limit(config, history) {
+                    return Ok(Outcome::Failed(reason));
+                }
+                let input = StepInput {
+                    session: &self.session,
+                    config,
+                    round,
+                    steps: &history.steps,
+                    memory: &history.memory,
+                    blackboard: &history.blackboard,
+                    step: number,
+                    round_step,
+                    decision,
+                    intents: Arc::new(StoreIntents {
+                        client: self.client.clone(),
+                        session_id: self.session.id.clone(),
+                        worker_id: self.worker_id.clone(),
+                        step: number,
+                        round: round.number,
+                        retry: self.config.store_retry(),
+                    }),
+                };
+                let drain = Duration::from_millis(self.config.drain_ms);
+                tokio::select! {
+                    out = self.driver.next_step(input).instrument(span.clone()) => match out {
+                        Ok(output) => output,
+                        Err(e) => return Ok(Outcome::Failed(e.message)),
+                    },
+                    () = signals.stop.cancelled() => {
+                        return Ok(self.stopped(signals).unwrap_or(Outcome::Cancelled));
+                    }
+                    () = async { self.shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
+                        tracing::warn!("drain deadline passed; the step is abandoned and will be observed again");
+                        return Ok(Outcome::Shutdown);
+                    }
+                    () = tokio::time::sleep(self.remaining_time(config)) => {
+                        let limit = config.limits.timeout_seconds;
+                        return Ok(Outcome::Failed(format!("time limit of {limit}s reached")));
+                    }
+                }
+            } else {
                 // The previous runner stopped between acting and recording: record what it sent, outcome
                 // unknown; the agents observe again in the next step.
                 let dead = std::mem::take(intents);
@@ -498,112 +499,17 @@ impl TaskRun {
                     "recording a dead runner's intents"
                 );
                 let request = (round_step == 1).then_some(round.request.as_str());
-                let output = intent::unknown_step(&dead, last.as_ref(), request);
-                if let Some(end) = self
-                    .record_or_stop(number, round, round_step, output, history)
-                    .await?
-                {
-                    return Ok(end);
-                }
-                continue;
-            }
-            // A step without a control value (written by other tools) is followed by the next step.
-            let next = last
-                .as_ref()
-                .and_then(|s| StepControl::of(s).ok())
-                .map(|c| c.next);
-            match &next {
-                Some(Next::Finish { result }) => return Ok(RoundEnd::Finished(result.clone())),
-                Some(Next::Fail { reason }) => return Ok(RoundEnd::Failed(reason.clone())),
-                Some(Next::Ask { .. }) => {
-                    let waited = self
-                        .wait_for_person(signals, WaitFor::Answers, &mut history.blackboard)
-                        .await?;
-                    if let Err(end) = waited {
-                        return Ok(end);
-                    }
-                }
-                Some(Next::Hold { action }) => {
-                    let waited = self
-                        .wait_for_person(
-                            signals,
-                            WaitFor::Decision(action),
-                            &mut history.blackboard,
-                        )
-                        .await?;
-                    decision = match waited {
-                        Ok(decision) => decision,
-                        Err(end) => return Ok(end),
-                    };
-                }
-                Some(Next::Continue { .. }) | None => {}
-            }
-            if let Some(reason) = self.over_limit(config, history) {
-                return Ok(RoundEnd::Failed(reason));
-            }
-            let input = StepInput {
-                session: &self.session,
-                config,
-                round,
-                steps: &history.steps,
-                memory: &history.memory,
-                blackboard: &history.blackboard,
-                step: number,
-                round_step,
-                decision,
-                intents: Arc::new(StoreIntents {
-                    client: self.client.clone(),
-                    session_id: self.session.id.clone(),
-                    worker_id: self.worker_id.clone(),
-                    step: number,
-                    round: round.number,
-                    retry: self.config.store_retry(),
-                }),
+                intent::unknown_step(&dead, last.as_ref(), request)
             };
-            let span = info_span!("step", step = number, round_step);
-            let drain = Duration::from_millis(self.config.drain_ms);
-            let produced = tokio::select! {
-                out = self.driver.next_step(input).instrument(span.clone()) => out,
-                () = signals.stop.cancelled() => {
-                    return Ok(RoundEnd::Stop(self.stopped(signals).unwrap_or(Outcome::Cancelled)));
-                }
-                () = async { self.shutdown.cancelled().await; tokio::time::sleep(drain).await } => {
-                    tracing::warn!("drain deadline passed; the step is abandoned and will be observed again");
-                    return Ok(RoundEnd::Stop(Outcome::Shutdown));
-                }
-                () = tokio::time::sleep(self.remaining_time(config)) => {
-                    return Ok(RoundEnd::Failed(format!(
-                        "time limit of {}s reached",
-                        config.limits.timeout_seconds
-                    )));
-                }
-            };
-            let output = match produced {
-                Ok(super::driver::Produced::Step(o)) => *o,
-                Ok(super::driver::Produced::Ended(Next::Finish { result })) => {
-                    return Ok(RoundEnd::Finished(result));
-                }
-                Ok(super::driver::Produced::Ended(Next::Fail { reason })) => {
-                    return Ok(RoundEnd::Failed(reason));
-                }
-                Ok(super::driver::Produced::Ended(other)) => {
-                    return Ok(RoundEnd::Failed(format!(
-                        "the agents stopped without a step ({other:?})"
-                    )));
-                }
-                Err(e) => return Ok(RoundEnd::Failed(e.message)),
-            };
-            if let Some(end) = self
-                .record_or_stop(number, round, round_step, output, history)
-                .instrument(span)
-                .await?
-            {
+            let recorded = self.record_or_stop(number, round, round_step, output, history);
+            if let Some(end) = recorded.instrument(span).await? {
                 return Ok(end);
             }
         }
     }
 
-    /// Records a step; a refusal because another worker holds the task stops this run.
+    /// Records a step; a refusal because another worker holds the task (ALREADY_EXISTS, or a
+    /// FAILED_PRECONDITION about the lease rather than about the step itself) stops this run.
     async fn record_or_stop(
         &self,
         number: u64,
@@ -611,28 +517,19 @@ impl TaskRun {
         round_step: u32,
         output: super::driver::StepOutput,
         history: &mut History,
-    ) -> Result<Option<RoundEnd>, StoreError> {
-        match self
-            .record(number, round, round_step, output, history)
-            .await
-        {
+    ) -> Result<Option<Outcome>, tonic::Status> {
+        let recorded = self.record(number, round, round_step, output, history);
+        match recorded.await {
             Ok(()) => Ok(None),
-            Err(StoreError(status))
-                if matches!(
-                    status.code(),
-                    tonic::Code::FailedPrecondition | tonic::Code::AlreadyExists
-                ) && self.lease_lost(&status) =>
+            Err(status)
+                if status.code() == tonic::Code::AlreadyExists
+                    || (status.code() == tonic::Code::FailedPrecondition
+                        && status.message().contains("lease")) =>
             {
                 tracing::warn!(error = %status, "step refused: another worker holds the task");
-                Ok(Some(RoundEnd::Stop(Outcome::LeaseLost)))
+                Ok(Some(Outcome::LeaseLost))
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Whether a FAILED_PRECONDITION / ALREADY_EXISTS refusal is about the lease (another worker holds
-    /// the task) rather than about the step itself.
-    fn lease_lost(&self, status: &tonic::Status) -> bool {
-        status.code() == tonic::Code::AlreadyExists || status.message().contains("lease")
     }
 }

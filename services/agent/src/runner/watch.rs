@@ -2,6 +2,7 @@
 //! lost lease or a cancel request) and an event follower (the session's event log: cancel requests,
 //! answers and decisions, the moment they are written, by whichever replica served the person).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,8 +11,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::{EventKind, RenewLeaseRequest, WatchEventsRequest};
 
-use super::hitl::{Decisions, PersonDecision};
+use super::hitl::decision_of;
 use crate::api::session::SessionClient;
+use crate::round::Decision;
 
 /// Why a task must stop working (set once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +32,7 @@ pub struct Signals {
     reason: Mutex<Option<StopReason>>,
     /// Woken on every answer or decision.
     pub changed: Notify,
-    decisions: Mutex<Decisions>,
+    decisions: Mutex<HashMap<u64, Decision>>,
 }
 
 impl Signals {
@@ -48,11 +50,11 @@ impl Signals {
     }
 
     /// The decision on the action held at `step`, if made.
-    pub fn decision(&self, step: u64) -> Option<PersonDecision> {
+    pub fn decision(&self, step: u64) -> Option<Decision> {
         self.decisions
             .lock()
             .ok()
-            .and_then(|d| d.get(step).cloned())
+            .and_then(|d| d.get(&step).cloned())
     }
 }
 
@@ -130,8 +132,10 @@ pub async fn follow_events(
             };
             let Some(Ok(event)) = item else { break };
             next_seq = event.seq + 1;
-            if let Ok(mut decisions) = signals.decisions.lock() {
-                decisions.apply(&event);
+            if let (Some((step, decision)), Ok(mut decisions)) =
+                (decision_of(&event), signals.decisions.lock())
+            {
+                decisions.entry(step).or_insert(decision);
             }
             match EventKind::try_from(event.kind) {
                 Ok(EventKind::CancelRequested) => signals.stop_with(StopReason::Cancel),

@@ -12,7 +12,7 @@ use ufo_agent::control::HeldAction;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher as _};
 use ufo_agent::runner::{
-    ArtifactUpload, DriverError, Next, Produced, StepInput, StepOutput, TaskDriver, hitl,
+    ArtifactUpload, DriverError, Next, StepInput, StepOutput, TaskDriver, hitl,
 };
 use ufo_proto::v1::{AgentKind, ArtifactKind, Step};
 
@@ -57,7 +57,7 @@ pub fn png() -> Vec<u8> {
 
 #[async_trait::async_trait]
 impl TaskDriver for ScriptDriver {
-    async fn next_step(&self, input: StepInput<'_>) -> Result<Produced, DriverError> {
+    async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let request = &input.round.request;
         let first = &input.session.request;
         let steps = directive(request, "steps")
@@ -79,7 +79,7 @@ impl TaskDriver for ScriptDriver {
                 let next = Next::Finish {
                     result: "rejected by a person".into(),
                 };
-                return Ok(output(&input, thought, next).into());
+                return Ok(output(&input, thought, next));
             }
         }
         let action = self.act(&input).await?;
@@ -105,7 +105,7 @@ impl TaskDriver for ScriptDriver {
         };
         let mut out = output(&input, thought, next);
         out.step.actions.push(action);
-        Ok(out.into())
+        Ok(out)
     }
 }
 
@@ -196,6 +196,6 @@ fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
             }],
         },
         events: Vec::new(),
-        next,
+        control: next.into(),
     }
 }

@@ -3,18 +3,16 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};
-use ufo_agent::control::HeldAction;
 use ufo_agent::llm::PriceTable;
 use ufo_agent::llm::openai::{OpenAiCompatible, OpenAiConfig};
 use ufo_agent::llm::retry::RetryPolicy;
 use ufo_agent::memory::Blackboard;
-use ufo_agent::round::{Decision, Hooks, Round};
+use ufo_agent::round::Round;
 use ufo_agent::target::Rect;
 use ufo_agent::testing::{
     FakeControl, FakeDesktop, FakeWindow, RecordedRequest, ScriptedLlm, ScriptedReply,
@@ -134,26 +132,5 @@ pub fn by_name(
                 .unwrap_or_else(|| panic!("no control {name} in prompt"))
         };
         ScriptedReply::Text(f(&id).to_string())
-    }
-}
-
-/// Hooks answering from fixed values; `None` is nothing arrived.
-#[derive(Default)]
-pub struct TestHooks {
-    pub answers: Option<Vec<String>>,
-    pub decision: Option<Decision>,
-    pub asked: Mutex<Vec<Vec<String>>>,
-    pub held: Mutex<Vec<HeldAction>>,
-}
-
-#[async_trait]
-impl Hooks for TestHooks {
-    async fn answers(&self, questions: &[String]) -> Option<Vec<String>> {
-        self.asked.lock().unwrap().push(questions.to_vec());
-        self.answers.clone()
-    }
-    async fn confirmation(&self, held: &HeldAction) -> Option<Decision> {
-        self.held.lock().unwrap().push(held.clone());
-        self.decision.clone()
     }
 }

@@ -37,6 +37,10 @@ pub struct Config {
     #[command(flatten)]
     pub request_checks: ufo_common::checked::RequestCheckArgs,
 
+    /// Whether the gRPC server offers reflection.
+    #[command(flatten)]
+    pub reflection: ufo_common::grpc::ReflectionArgs,
+
     /// LLM endpoint, models, retries and prices.
     #[command(flatten)]
     pub llm: crate::llm::config::LlmArgs,

@@ -104,7 +104,7 @@ pub enum ExecutorConfigError {
     Default(String),
 }
 
-/// Why a task's executor is refused (a 422 naming `executor`).
+/// Why a task's executor is refused (a 400 naming `executor`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecutorRefusal {
     /// Not a declared name.

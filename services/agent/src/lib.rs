@@ -10,10 +10,13 @@
 //! - [`processor`]: the processor framework (phases, strategies, composition, validation, middleware) that
 //!   the HostAgent and AppAgents are built on (seeds 003 and 004).
 //! - [`agents`] / [`round`]: the HostAgent and AppAgents and the round driver that runs them step by step.
+//! - [`failure`]: what people are told when a step fails (the cause in their terms and a trace id; the
+//!   internals go to the log).
+//! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
 //! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
-//! - [`run`]: serves REST and gRPC (with health and reflection) and runs the task runner until the
+//! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until the
 //!   shutdown token fires.
 
 pub mod agents;
@@ -22,8 +25,10 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod executors;
+pub mod failure;
 pub mod llm;
 pub mod memory;
+pub mod policy;
 pub mod processor;
 pub mod prompts;
 pub mod response;
@@ -91,7 +96,7 @@ pub async fn run(
     let watch_client = api::session::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
 
-    let intro = introspection(SERVICES)
+    let intro = introspection(SERVICES, &config.reflection)
         .await
         .map_err(ufo_common::grpc::ServeError::from)?;
     let mut routes = intro.routes;

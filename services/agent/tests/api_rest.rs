@@ -101,7 +101,7 @@ async fn health_readiness_openapi_and_auth() {
         assert!(doc["paths"][path].is_object(), "{path} missing");
     }
     assert_eq!(
-        doc["paths"]["/v1/tasks"]["post"]["responses"]["422"]["content"]["application/json"]["schema"]
+        doc["paths"]["/v1/tasks"]["post"]["responses"]["400"]["content"]["application/json"]["schema"]
             ["$ref"],
         "#/components/schemas/Error"
     );
@@ -216,7 +216,7 @@ async fn submitting_validates_every_field() {
         let result = send(&app, "POST", "/v1/tasks", Some(body.clone())).await;
         assert_error(
             &result,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::BAD_REQUEST,
             "invalid_argument",
             mentions,
         );
@@ -509,7 +509,7 @@ async fn steps_screenshots_and_answers() {
             Some(json!({"answers": ["a", "b", "c"], "question_ids": [q0, q1]})),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::BAD_REQUEST,
         "invalid_argument",
         "answers",
     );
@@ -521,7 +521,7 @@ async fn steps_screenshots_and_answers() {
             Some(json!({"answers": [], "question_ids": []})),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::BAD_REQUEST,
         "invalid_argument",
         "answers",
     );
@@ -590,7 +590,7 @@ async fn confirmation_follow_ups_and_cancel() {
             Some(json!({"approve": "yes", "action_id": "h1"})),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::BAD_REQUEST,
         "invalid_argument",
         "approve",
     );
@@ -611,12 +611,12 @@ async fn confirmation_follow_ups_and_cancel() {
     for (body, status, mentions) in [
         (
             json!({"approve": true}),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::BAD_REQUEST,
             "action_id".to_owned(),
         ),
         (
             json!({"approve": true, "action_id": ""}),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::BAD_REQUEST,
             format!("held now: {held_id} (click_input on \"Delete\")"),
         ),
         (
@@ -677,7 +677,7 @@ async fn confirmation_follow_ups_and_cancel() {
             Some(json!({"request": ""})),
         )
         .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
+        StatusCode::BAD_REQUEST,
         "invalid_argument",
         "request",
     );

@@ -314,7 +314,13 @@ async fn questions_confirmations_cancel_and_limits() {
 #[tokio::test]
 async fn buf_curl_streams_a_tasks_steps_through_reflection() {
     let session = Session::start().await;
-    let agent = start(&session).await;
+    let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver {
+        honour_block: true,
+        ..Default::default()
+    });
+    let mut flags = RUNNER_FLAGS.to_vec();
+    flags.push("--grpc-reflection");
+    let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
     let api = Api::new(&agent);
     let id = api.submit(json!({"request": "steps=2"})).await;
     api.wait_status(&id, "finished").await;

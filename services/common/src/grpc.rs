@@ -22,9 +22,22 @@ pub struct Introspection {
 #[error("cannot build gRPC reflection")]
 pub struct ReflectionError(#[from] tonic_reflection::server::Error);
 
-/// Builds health (every service in `services` reported SERVING, plus the overall "" entry) and
-/// reflection limited to `services` and the health service.
-pub async fn introspection(services: &[&'static str]) -> Result<Introspection, ReflectionError> {
+/// Whether a gRPC server offers reflection; one setting shared by the three servers.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ReflectionArgs {
+    /// Serve gRPC server reflection (`grpc.reflection.v1` and `v1alpha`). It answers without a token and
+    /// lists every service, method and message, so it is off unless the operator wants it; clients such
+    /// as `buf curl` can read the proto files instead (`--schema proto/`).
+    #[arg(long = "grpc-reflection", env = "UFO_GRPC_REFLECTION")]
+    pub grpc_reflection: bool,
+}
+
+/// Builds health (every service in `services` reported SERVING, plus the overall "" entry) and, when
+/// `reflection` is on, reflection limited to `services` and the health service.
+pub async fn introspection(
+    services: &[&'static str],
+    reflection: &ReflectionArgs,
+) -> Result<Introspection, ReflectionError> {
     let (health_reporter, health) = tonic_health::server::health_reporter();
     for name in services {
         health_reporter
@@ -34,6 +47,14 @@ pub async fn introspection(services: &[&'static str]) -> Result<Introspection, R
     health_reporter
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
+    let mut routes = tonic::service::RoutesBuilder::default();
+    routes.add_service(health);
+    if !reflection.grpc_reflection {
+        return Ok(Introspection {
+            health_reporter,
+            routes,
+        });
+    }
     let mut v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(ufo_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -46,9 +67,7 @@ pub async fn introspection(services: &[&'static str]) -> Result<Introspection, R
         v1 = v1.with_service_name(*name);
         v1alpha = v1alpha.with_service_name(*name);
     }
-    let mut routes = tonic::service::RoutesBuilder::default();
     routes
-        .add_service(health)
         .add_service(v1.build_v1()?)
         .add_service(v1alpha.build_v1alpha()?);
     Ok(Introspection {

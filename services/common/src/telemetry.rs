@@ -61,6 +61,7 @@ pub enum TelemetryError {
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    exporting: bool,
 }
 
 impl Telemetry {
@@ -78,7 +79,7 @@ impl Telemetry {
 
     /// Whether spans are exported.
     pub fn exporting(&self) -> bool {
-        self.provider.is_some()
+        self.exporting
     }
 }
 
@@ -103,24 +104,38 @@ pub fn init(service_name: &'static str, args: &TelemetryArgs) -> Result<Telemetr
             .with_writer(std::io::stderr)
             .boxed(),
     };
+    // Without an endpoint spans still get trace ids (nothing is exported): the ids tie what a person
+    // is told ("trace …") to the log lines with the internal cause.
+    let exporting = args.otlp_endpoint.is_some();
     let provider = match &args.otlp_endpoint {
-        Some(endpoint) => Some(tracer_provider(
+        Some(endpoint) => tracer_provider(
             service_name,
             endpoint,
             std::time::Duration::from_millis(args.otlp_timeout_ms),
-        )?),
-        None => None,
+        )?,
+        None => SdkTracerProvider::builder().build(),
     };
-    let otel_layer = provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer(service_name))
-            .with_filter(EnvFilter::new("info"))
-    });
+    let otel_layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer(service_name))
+        .with_filter(EnvFilter::new("info"));
     tracing_subscriber::registry()
         .with(fmt_layer.with_filter(filter))
         .with(otel_layer)
         .try_init()?;
-    Ok(Telemetry { provider })
+    Ok(Telemetry {
+        provider: Some(provider),
+        exporting,
+    })
+}
+
+/// The trace id of the current span (32 hex digits), when it has one: what a log line and the text a
+/// person is shown share, so an operator can find the internal cause of what the person saw.
+pub fn current_trace_id() -> Option<String> {
+    use opentelemetry::trace::TraceContextExt as _;
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let ids = span.span_context();
+    ids.is_valid().then(|| ids.trace_id().to_string())
 }
 
 fn tracer_provider(

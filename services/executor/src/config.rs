@@ -118,9 +118,35 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_MAX_KEY_STROKES", default_value_t = 20_000)]
     pub max_key_strokes: usize,
 
-    /// Longest text set_edit_text accepts, in bytes.
+    /// Longest text set_edit_text, and key text keyboard_input, accepts, in bytes.
     #[arg(long, env = "UFO_EXECUTOR_MAX_TEXT_BYTES", default_value_t = 1024 * 1024)]
     pub max_text_bytes: usize,
+
+    /// Longest text summary echoes back, in bytes.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_SUMMARY_BYTES", default_value_t = 64 * 1024)]
+    pub max_summary_bytes: usize,
+
+    /// Directories launch_application arguments must lie in: each argument must be an absolute path that
+    /// resolves (through symlinks, without `..`) inside one of them. Without any, programs start
+    /// without arguments. Comma-separated in the environment.
+    #[arg(
+        long = "launch-dir",
+        env = "UFO_EXECUTOR_LAUNCH_DIRS",
+        value_delimiter = ','
+    )]
+    pub launch_dirs: Vec<PathBuf>,
+
+    /// Most arguments one launch_application may pass.
+    #[arg(long, env = "UFO_EXECUTOR_MAX_LAUNCH_ARGS", default_value_t = 16)]
+    pub max_launch_args: usize,
+
+    /// Longest launch_application argument, in bytes.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_MAX_LAUNCH_ARG_BYTES",
+        default_value_t = 4096
+    )]
+    pub max_launch_arg_bytes: usize,
 
     /// Control types listed by get_app_window_controls_target_info (UI Automation names).
     #[arg(
@@ -164,6 +190,10 @@ pub struct Config {
     /// Malformed-request checks in front of the gRPC server.
     #[command(flatten)]
     pub request_checks: ufo_common::checked::RequestCheckArgs,
+
+    /// Whether the gRPC server offers reflection.
+    #[command(flatten)]
+    pub reflection: ufo_common::grpc::ReflectionArgs,
 }
 
 /// Which desktop the executor drives.
@@ -196,6 +226,7 @@ impl std::fmt::Debug for Config {
             .field("tls_cert", &self.tls_cert)
             .field("tls_key", &self.tls_key)
             .field("allow_apps", &self.allow_apps)
+            .field("launch_dirs", &self.launch_dirs)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("desktop", &self.desktop)
             .finish_non_exhaustive()
@@ -232,6 +263,14 @@ pub enum ConfigError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// A launch directory does not exist or is not a directory.
+    #[error("bad --launch-dir {path}: {why}")]
+    LaunchDir {
+        /// The directory as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
     },
     /// Deadline settings contradict each other.
     #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
@@ -283,7 +322,14 @@ impl Config {
         if self.default_deadline_ms == 0 || self.default_deadline_ms > self.max_deadline_ms {
             return Err(ConfigError::BadDeadlines);
         }
+        self.launch_dirs()?;
         self.allowed_apps().map(|_| ())
+    }
+
+    /// The launch directories, resolved (each must exist and be a directory).
+    pub fn launch_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
+        crate::launch::launch_dirs(&self.launch_dirs)
+            .map_err(|(path, why)| ConfigError::LaunchDir { path, why })
     }
 
     /// The TLS certificate chain and key (PEM bytes) when TLS is configured.

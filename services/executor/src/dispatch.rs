@@ -251,13 +251,7 @@ impl Executor {
             }
             "set_edit_text" => {
                 let a: p::SetEditText = parse(tool, params)?;
-                if a.text.len() > self.limits.max_text_bytes {
-                    return Err(format!(
-                        "invalid parameters for {tool}: text is {} bytes, more than the limit of {}",
-                        a.text.len(),
-                        self.limits.max_text_bytes
-                    ));
-                }
+                too_long(tool, "text", &a.text, self.limits.max_text_bytes)?;
                 let (node, warnings) = self
                     .actionable(st, &a.id.0, a.name.as_deref(), deadline)
                     .await?;
@@ -270,6 +264,7 @@ impl Executor {
             }
             "keyboard_input" => {
                 let a: p::KeyboardInput = parse(tool, params)?;
+                too_long(tool, "keys", &a.keys, self.limits.max_text_bytes)?;
                 let keys = parse_keys(&a.keys, self.limits.max_key_strokes)
                     .map_err(|e| format!("invalid parameters for {tool}: keys: {e}"))?;
                 let mut out = ToolOutput::default();
@@ -331,6 +326,7 @@ impl Executor {
             }
             "summary" => {
                 let a: p::Summary = parse(tool, params)?;
+                too_long(tool, "text", &a.text, self.limits.max_summary_bytes)?;
                 ok(json!(a.text))
             }
             other => Err(format!(
@@ -492,35 +488,6 @@ impl Executor {
             warnings: Vec::new(),
         })
     }
-
-    fn launch(&self, name: &str, args: &[String]) -> ToolResult {
-        let Some((_, program)) = self.apps.iter().find(|(n, _)| n == name) else {
-            let allowed = self.app_names();
-            return Err(format!(
-                "application '{name}' is not on the allow-list; allowed: {}",
-                if allowed.is_empty() {
-                    "none".to_owned()
-                } else {
-                    allowed.join(", ")
-                }
-            ));
-        };
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .envs(self.launch_env.iter().map(|(k, v)| (k, v)))
-            .env_remove("NO_AT_BRIDGE")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start '{name}': {e}"))?;
-        let pid = child.id();
-        // Reap the child when it exits so it does not linger as a zombie.
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
-        ok(json!({"name": name, "pid": pid}))
-    }
 }
 
 /// Says so when what was observed is another window of the application (a dialog) than the selected
@@ -533,6 +500,17 @@ fn front_window_warning(selected: &WindowInfo, front: &str) -> Vec<String> {
         "the application's window '{front}' is in front of the selected window '{}'; observed '{front}'",
         selected.title
     )]
+}
+
+/// Refuses a text parameter longer than `max` bytes, naming it.
+fn too_long(tool: &str, field: &str, text: &str, max: usize) -> Result<(), String> {
+    if text.len() > max {
+        return Err(format!(
+            "invalid parameters for {tool}: {field} is {} bytes, more than the limit of {max}",
+            text.len()
+        ));
+    }
+    Ok(())
 }
 
 fn fraction_point(rect: &Rect, x: f64, y: f64, tool: &str) -> Result<Point, String> {

@@ -25,8 +25,16 @@ pub struct Limits {
     pub max_tree_depth: u32,
     /// Most key strokes per keyboard_input.
     pub max_key_strokes: usize,
-    /// Longest set_edit_text text in bytes.
+    /// Longest set_edit_text text and keyboard_input key text, in bytes.
     pub max_text_bytes: usize,
+    /// Longest summary text, in bytes.
+    pub max_summary_bytes: usize,
+    /// Most arguments of one launch_application.
+    pub max_launch_args: usize,
+    /// Longest launch_application argument, in bytes.
+    pub max_launch_arg_bytes: usize,
+    /// Directories launch arguments must lie in (resolved; empty: launches take no arguments).
+    pub launch_dirs: Vec<PathBuf>,
     /// Control types listed for agents.
     pub control_types: Vec<String>,
     /// Longest current text listed for an editable control, in characters.
@@ -43,6 +51,10 @@ impl Default for Limits {
             max_tree_depth: 64,
             max_key_strokes: 20_000,
             max_text_bytes: 1024 * 1024,
+            max_summary_bytes: 64 * 1024,
+            max_launch_args: 16,
+            max_launch_arg_bytes: 4096,
+            launch_dirs: Vec::new(),
             control_types: crate::tree::DEFAULT_CONTROL_TYPES
                 .iter()
                 .map(|s| (*s).to_owned())

@@ -7,6 +7,8 @@
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
 //! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
+//! - [`launch`]: `launch_application` and its hard limits (allow-list, argument count and size, launch
+//!   directories).
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
@@ -24,6 +26,7 @@ pub mod geometry;
 pub mod handles;
 pub mod keys;
 pub mod labels;
+pub mod launch;
 pub mod service;
 /// Test helpers on the private desktop, compiled only with the `testing` feature.
 #[cfg(all(target_os = "linux", feature = "testing"))]
@@ -195,6 +198,10 @@ async fn serve(
         max_tree_depth: config.max_tree_depth,
         max_key_strokes: config.max_key_strokes,
         max_text_bytes: config.max_text_bytes,
+        max_summary_bytes: config.max_summary_bytes,
+        max_launch_args: config.max_launch_args,
+        max_launch_arg_bytes: config.max_launch_arg_bytes,
+        launch_dirs: config.launch_dirs()?,
         control_types: config.control_types.clone(),
         max_value_chars: config.max_value_chars,
         settle: crate::backend::SettleOptions {
@@ -220,7 +227,7 @@ async fn serve(
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);
     let auth = RequireBearer::new(config.token.as_deref());
-    let intro = introspection(SERVICES)
+    let intro = introspection(SERVICES, &config.reflection)
         .await
         .map_err(ufo_common::grpc::ServeError::from)?;
     let mut routes = intro.routes;

@@ -105,6 +105,10 @@ pub struct Config {
     /// Malformed-request checks in front of the gRPC server.
     #[command(flatten)]
     pub request_checks: ufo_common::checked::RequestCheckArgs,
+
+    /// Whether the gRPC server offers reflection.
+    #[command(flatten)]
+    pub reflection: ufo_common::grpc::ReflectionArgs,
 }
 
 /// Where artifact bytes are stored. The database keeps only references (hash, size, content type).

@@ -163,7 +163,9 @@ pub async fn serve(
         .max_decoding_message_size(max_bytes)
         .max_encoding_message_size(max_bytes);
     let auth = RequireBearer::new(config.auth_token.as_deref());
-    let intro = introspection(SERVICES).await.map_err(ServeError::from)?;
+    let intro = introspection(SERVICES, &config.reflection)
+        .await
+        .map_err(ServeError::from)?;
     let mut routes = intro.routes;
     routes.add_service(tonic::service::interceptor::InterceptedService::new(
         server, auth,

@@ -1,5 +1,6 @@
 //! Every service binary, as a real process: it starts, answers gRPC health, lists its services through
-//! server reflection to an outside client (`buf curl --list-methods`), and exits 0 on SIGTERM.
+//! server reflection to an outside client (`buf curl --list-methods`) when the operator turned it on
+//! (`UFO_GRPC_REFLECTION`; without it there is no reflection), and exits 0 on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -9,9 +10,9 @@ use ufo_testkit::{ProcessBuilder, ServiceProcess, free_port, workspace_binary};
 
 const READY: Duration = Duration::from_secs(60);
 
-/// The methods reflection lists for the server at `url`, through `buf curl` (npm `@bufbuild/buf`).
-fn list_methods(url: &str) -> Vec<String> {
-    let output = std::process::Command::new("buf")
+/// `buf curl --list-methods` against the server at `url` (npm `@bufbuild/buf`).
+fn buf_list_methods(url: &str) -> std::process::Output {
+    std::process::Command::new("buf")
         .args([
             "curl",
             "--protocol",
@@ -21,7 +22,12 @@ fn list_methods(url: &str) -> Vec<String> {
             url,
         ])
         .output()
-        .expect("buf is installed (npm install -g @bufbuild/buf)");
+        .expect("buf is installed (npm install -g @bufbuild/buf)")
+}
+
+/// The methods reflection lists for the server at `url`.
+fn list_methods(url: &str) -> Vec<String> {
+    let output = buf_list_methods(url);
     assert!(
         output.status.success(),
         "buf curl --list-methods {url} failed: {}",
@@ -47,6 +53,7 @@ async fn check_lifecycle(
         .args(["--listen".to_owned(), format!("127.0.0.1:{port}")])
         .args(args)
         .env_remove("UFO_OTLP_ENDPOINT")
+        .env("UFO_GRPC_REFLECTION", "true")
         .current_dir(dir);
     for (key, value) in env {
         builder = builder.env(key, value);
@@ -146,4 +153,29 @@ async fn the_agent_service_starts_serves_health_and_reflection_and_stops_cleanly
     .await;
     let status = session.stop().await.unwrap().expect("running");
     assert!(status.success(), "ufo-session exited with {status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_is_off_unless_the_operator_turns_it_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut process = ProcessBuilder::new("ufo-session", workspace_binary("ufo-session").unwrap())
+        .args(["--listen".to_owned(), format!("127.0.0.1:{port}")])
+        .arg("--sqlite-path")
+        .arg(dir.path().join("session.sqlite3"))
+        .env_remove("UFO_OTLP_ENDPOINT")
+        .env_remove("UFO_GRPC_REFLECTION")
+        .current_dir(dir.path())
+        .spawn()
+        .unwrap();
+    process.wait_grpc_ready(&url, READY).await.unwrap();
+    let output = buf_list_methods(&url);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("unimplemented"),
+        "reflection answered: {}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    process.stop().await.unwrap();
 }

@@ -154,6 +154,10 @@ impl ActionRecord {
     /// As the session proto.
     pub fn to_proto(&self) -> v1::Action {
         let status = match self.result.status {
+            // Recorded as its own status, so people and the API see a refusal, not a failure.
+            ResultStatus::Failure if self.outcome() == ActionOutcome::Denied => {
+                v1::ResultStatus::Denied
+            }
             ResultStatus::Success => v1::ResultStatus::Success,
             ResultStatus::Failure => v1::ResultStatus::Failure,
             ResultStatus::Skipped => v1::ResultStatus::Skipped,
@@ -290,13 +294,19 @@ pub enum Precheck {
     All,
 }
 
-/// Runs `actions` in order against labelled `controls`; see the module doc for the rules.
+/// Runs `actions` in order against labelled `controls`; see the module doc for the rules. A batch with
+/// an action the operator's `policy` denies runs nothing: that action is recorded as denied (the reason
+/// reaches the next prompt) and the others as skipped.
 pub async fn run_actions(
     dispatcher: &dyn CommandDispatcher,
     actions: &[ActionSpec],
     controls: &[TargetInfo],
     precheck: Precheck,
+    policy: &crate::policy::Policy,
 ) -> Result<Vec<ActionRecord>, DispatchError> {
+    if let Some(records) = refused(actions, controls, policy) {
+        return Ok(records);
+    }
     let mut records = Vec::with_capacity(actions.len());
     let mut failed = false;
     for (i, spec) in actions.iter().enumerate() {
@@ -332,6 +342,41 @@ pub async fn run_actions(
         });
     }
     Ok(records)
+}
+
+/// The records of a batch the policy refuses (see [`run_actions`]), or `None` when it may run.
+fn refused(
+    actions: &[ActionSpec],
+    controls: &[TargetInfo],
+    policy: &crate::policy::Policy,
+) -> Option<Vec<ActionRecord>> {
+    let denials: Vec<Option<CommandResult>> = actions
+        .iter()
+        .map(|a| policy.denial(&a.function, &a.arguments))
+        .collect();
+    let first = denials.iter().position(Option::is_some)? + 1;
+    Some(
+        actions
+            .iter()
+            .zip(denials)
+            .map(|(spec, denial)| {
+                let target = label_of(spec)
+                    .and_then(|l| controls.iter().find(|c| c.label == l))
+                    .cloned();
+                ActionRecord {
+                    function: spec.function.clone(),
+                    arguments: spec.arguments.clone(),
+                    status: spec.status.to_string(),
+                    target,
+                    result: denial.unwrap_or_else(|| {
+                        CommandResult::skipped(format!(
+                            "not run: action {first} of the batch was denied"
+                        ))
+                    }),
+                }
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

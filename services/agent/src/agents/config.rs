@@ -95,6 +95,30 @@ pub struct AgentArgs {
     /// Newest HostAgent actions (with their results) shown in its prompt.
     #[arg(long, env = "UFO_AGENT_HOST_PREVIOUS_ACTIONS", default_value_t = 10)]
     pub host_previous_actions: usize,
+    /// The operator's consent policy (JSON, see docs/security.md): per tool, and per argument pattern,
+    /// `allow`, `confirm` (held for a person whatever the task's confirm policy) or `deny` (refused
+    /// before the executor; the model is told why). Without it every tool is allowed and launch
+    /// arguments are denied. Read and checked at start.
+    #[arg(long, env = "UFO_AGENT_POLICY_FILE", value_parser = load_policy)]
+    pub policy_file: Option<PolicyFile>,
+}
+
+/// A consent policy read from its file at start (a bad file is a startup error naming the problem).
+#[derive(Debug, Clone)]
+pub struct PolicyFile {
+    /// The file.
+    pub path: PathBuf,
+    /// What it says.
+    pub policy: Arc<crate::policy::Policy>,
+}
+
+fn load_policy(path: &str) -> Result<PolicyFile, String> {
+    let path = PathBuf::from(path);
+    let policy = crate::policy::Policy::load(&path).map_err(|e| e.to_string())?;
+    Ok(PolicyFile {
+        path,
+        policy: Arc::new(policy),
+    })
 }
 
 impl AgentArgs {
@@ -131,6 +155,11 @@ impl AgentArgs {
             launch_window_timeout: Duration::from_millis(self.launch_window_timeout_ms),
             launch_poll_interval: Duration::from_millis(self.launch_poll_ms.max(1)),
             host_previous_actions: self.host_previous_actions,
+            policy: self
+                .policy_file
+                .as_ref()
+                .map(|f| f.policy.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -1,6 +1,10 @@
 //! Agent limits and switches, built from the service configuration (every value has a documented default).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::policy::Policy;
+
 /// Limits and switches of the agents.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {
@@ -52,6 +56,9 @@ pub struct AgentSettings {
     pub launch_poll_interval: Duration,
     /// Newest HostAgent actions shown in its prompt.
     pub host_previous_actions: usize,
+    /// The operator's consent policy (`--policy-file`): which actions run, wait for a person, or are
+    /// refused.
+    pub policy: Arc<Policy>,
 }
 
 impl Default for AgentSettings {
@@ -92,6 +99,7 @@ impl Default for AgentSettings {
             launch_window_timeout: Duration::from_secs(10),
             launch_poll_interval: Duration::from_millis(100),
             host_previous_actions: 10,
+            policy: Arc::new(Policy::default()),
         }
     }
 }

@@ -49,19 +49,19 @@ impl Tasks {
         answers: Vec<String>,
     ) -> Result<TaskSnapshot, ApiError> {
         if answers.is_empty() {
-            return Err(ApiError::unprocessable("answers must not be empty"));
+            return Err(ApiError::invalid("answers must not be empty"));
         }
         for answer in &answers {
             no_nul("answers", answer)?;
         }
         let max = self.limits().max_answer_chars;
         if answers.iter().any(|a| a.chars().count() > max) {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "answers: each answer must be at most {max} characters"
             )));
         }
         if answers.len() > self.limits().max_answers {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "answers: at most {} answers per call",
                 self.limits().max_answers
             )));
@@ -83,7 +83,7 @@ impl Tasks {
             ));
         }
         if question_ids.len() != answers.len() {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "question_ids: {} ids for {} answers; name the pending question each answer answers \
                  (pending now: {})",
                 question_ids.len(),
@@ -94,7 +94,7 @@ impl Tasks {
         let mut chosen = Vec::with_capacity(question_ids.len());
         for (i, qid) in question_ids.iter().enumerate() {
             if question_ids[..i].contains(qid) {
-                return Err(ApiError::unprocessable(format!(
+                return Err(ApiError::invalid(format!(
                     "question_ids: {qid:?} is named twice"
                 )));
             }
@@ -132,7 +132,7 @@ impl Tasks {
     ) -> Result<TaskSnapshot, ApiError> {
         no_nul("reason", reason)?;
         if reason.chars().count() > self.limits().max_answer_chars {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "reason must be at most {} characters",
                 self.limits().max_answer_chars
             )));
@@ -153,7 +153,7 @@ impl Tasks {
                 ));
             }
             Some(held) if action_id.trim().is_empty() => {
-                return Err(ApiError::unprocessable(format!(
+                return Err(ApiError::invalid(format!(
                     "action_id must name the held action; held now: {}",
                     describe_held(&held)
                 )));

@@ -14,8 +14,6 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// What is wrong, naming the field where there is one.
     pub message: String,
-    /// Overrides the code's status (422 for well-formed JSON with invalid content).
-    pub status: Option<StatusCode>,
 }
 
 impl ApiError {
@@ -24,26 +22,18 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
-            status: None,
         }
     }
 
-    /// A bad field (400).
+    /// A malformed request or an invalid field (400, whether the JSON is broken or a value in it is
+    /// wrong: one status for every caller mistake in a request).
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidArgument, message)
     }
 
-    /// A well-formed body whose content is invalid (422).
-    pub fn unprocessable(message: impl Into<String>) -> Self {
-        Self {
-            status: Some(StatusCode::UNPROCESSABLE_ENTITY),
-            ..Self::invalid(message)
-        }
-    }
-
     /// The HTTP status of this error.
     pub fn http_status(&self) -> StatusCode {
-        self.status.unwrap_or_else(|| self.code.http_status())
+        self.code.http_status()
     }
 
     /// The gRPC status of this error.
@@ -66,14 +56,27 @@ impl From<tonic::Status> for ApiError {
         } else {
             ErrorCode::from_grpc(status.code())
         };
+        // The caller gets the trace id; the log line with the cause carries the same one.
+        let trace = ufo_common::telemetry::current_trace_id();
+        let see = trace
+            .as_deref()
+            .map(|id| format!(" (trace {id})"))
+            .unwrap_or_default();
+        let trace_id = trace.as_deref().unwrap_or("none");
         match code {
             ErrorCode::Internal => {
-                tracing::error!(grpc.code = ?status.code(), error = %status.message(), "session service failed");
-                Self::new(code, "internal error; see the agent service logs")
+                tracing::error!(trace_id, grpc.code = ?status.code(), error = %status.message(), "session service failed");
+                Self::new(
+                    code,
+                    format!("internal error; see the agent service logs{see}"),
+                )
             }
             ErrorCode::Unavailable | ErrorCode::DeadlineExceeded => {
-                tracing::warn!(grpc.code = ?status.code(), error = %status.message(), "session service unreachable");
-                Self::new(ErrorCode::Unavailable, "the session service is unavailable")
+                tracing::warn!(trace_id, grpc.code = ?status.code(), error = %status.message(), "session service unreachable");
+                Self::new(
+                    ErrorCode::Unavailable,
+                    format!("the session service is unavailable{see}"),
+                )
             }
             _ => Self::new(code, status.message()),
         }

@@ -7,7 +7,7 @@ use ufo_common::ErrorCode;
 
 use super::error::ApiError;
 
-/// `axum::Json` with JSON errors: syntax → 400, wrong shape → 422, not JSON → 415, too large → 413.
+/// `axum::Json` with JSON errors: syntax or wrong shape → 400, not JSON → 415, too large → 413.
 /// Bodies must be JSON objects (serde would otherwise accept an array for a struct).
 #[derive(Debug)]
 pub struct Json<T>(pub T);
@@ -22,7 +22,7 @@ where
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
         let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state).await?;
         if !value.is_object() {
-            return Err(ApiError::unprocessable("the body must be a JSON object"));
+            return Err(ApiError::invalid("the body must be a JSON object"));
         }
         // Through axum's decoder again so the error names the field's path (`limits.max_steps: ...`).
         let bytes = serde_json::to_vec(&value).map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -44,7 +44,7 @@ pub struct Query<T>(pub T);
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection {
-            JsonRejection::JsonDataError(e) => ApiError::unprocessable(e.body_text()),
+            JsonRejection::JsonDataError(e) => ApiError::invalid(e.body_text()),
             JsonRejection::JsonSyntaxError(e) => ApiError::invalid(e.body_text()),
             JsonRejection::MissingJsonContentType(_) => ApiError::new(
                 ErrorCode::UnsupportedMediaType,

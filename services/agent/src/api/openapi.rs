@@ -46,7 +46,7 @@ pub fn base() -> OpenApi {
 }
 
 /// Error statuses by operation kind: every operation may fail auth, hit an unavailable session service or
-/// an internal error; operations with path or query parameters may get 400; bodies add 413/415/422.
+/// an internal error; operations with path or query parameters may get 400; bodies add 400/413/415.
 fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u16, &'static str)> {
     let mut out = vec![
         (500, "internal error"),
@@ -63,10 +63,12 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
     }
     if method == "post" {
         out.extend([
-            (400, "malformed JSON"),
+            (
+                400,
+                "malformed JSON or an invalid field (the message names it)",
+            ),
             (413, "request body too large"),
             (415, "content type is not application/json"),
-            (422, "a field is invalid (the message names it)"),
         ]);
         if path.contains("{id}") {
             out.push((

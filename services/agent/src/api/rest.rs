@@ -221,7 +221,7 @@ pub async fn cancel(
         if !value.is_object() {
             return Err(ApiError::invalid("the body must be a JSON object"));
         }
-        Some(serde_json::from_value(value).map_err(|e| ApiError::unprocessable(e.to_string()))?)
+        Some(serde_json::from_value(value).map_err(|e| ApiError::invalid(e.to_string()))?)
     };
     let body = body.unwrap_or_default();
     let reason = body.reason.unwrap_or_default();

@@ -394,7 +394,7 @@ impl Tasks {
     ) -> Result<TaskSnapshot, ApiError> {
         no_nul("reason", &reason)?;
         if reason.chars().count() > self.limits.max_answer_chars {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "reason must be at most {} characters",
                 self.limits.max_answer_chars
             )));

@@ -10,7 +10,7 @@ use crate::runner::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig}
 /// Text stored in the session service may not contain NUL characters (Postgres text cannot hold them).
 pub(super) fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {
     if text.contains('\0') {
-        return Err(ApiError::unprocessable(format!(
+        return Err(ApiError::invalid(format!(
             "{field} must not contain NUL characters"
         )));
     }
@@ -91,13 +91,11 @@ impl Tasks {
     pub(super) fn check_request(&self, field: &str, text: &str) -> Result<(), ApiError> {
         no_nul(field, text)?;
         if text.trim().is_empty() {
-            return Err(ApiError::unprocessable(format!(
-                "{field} must not be empty"
-            )));
+            return Err(ApiError::invalid(format!("{field} must not be empty")));
         }
         let max = self.limits().max_request_chars;
         if text.chars().count() > max {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "{field} is longer than {max} characters"
             )));
         }
@@ -118,20 +116,20 @@ impl Tasks {
         let (executor_name, executor) = self.resolve_executor(&req.executor)?;
         let limits = req.limits.unwrap_or_default();
         if limits.max_steps > l.max_steps_cap {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "limits.max_steps must be at most {}",
                 l.max_steps_cap
             )));
         }
         if !limits.max_cost.is_finite() || limits.max_cost < 0.0 || limits.max_cost > l.max_cost_cap
         {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "limits.max_cost must be between 0 and {}",
                 l.max_cost_cap
             )));
         }
         if limits.timeout_seconds > l.timeout_cap_seconds {
-            return Err(ApiError::unprocessable(format!(
+            return Err(ApiError::invalid(format!(
                 "limits.timeout_seconds must be at most {}",
                 l.timeout_cap_seconds
             )));
@@ -140,7 +138,7 @@ impl Tasks {
         if let Some(t) = model.temperature
             && !(0.0..=2.0).contains(&t)
         {
-            return Err(ApiError::unprocessable(
+            return Err(ApiError::invalid(
                 "model.temperature must be between 0 and 2",
             ));
         }
@@ -149,7 +147,7 @@ impl Tasks {
             ("model.app_model", &model.app_model),
         ] {
             if name.chars().count() > 200 || name.chars().any(char::is_control) {
-                return Err(ApiError::unprocessable(format!(
+                return Err(ApiError::invalid(format!(
                     "{field} must be at most 200 printable characters"
                 )));
             }
@@ -161,9 +159,7 @@ impl Tasks {
             )));
         }
         if ufo_proto::v1::ConfirmPolicy::try_from(req.confirm_policy).is_err() {
-            return Err(ApiError::unprocessable(
-                "confirm_policy is not a known policy",
-            ));
+            return Err(ApiError::invalid("confirm_policy is not a known policy"));
         }
         Ok(TaskConfig {
             executor,

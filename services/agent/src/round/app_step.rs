@@ -32,7 +32,7 @@ impl Round {
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
         };
         let response = local.take(APP_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
@@ -70,17 +70,13 @@ impl Round {
         let status = response.status.clone();
         let agent_name = self.active_name();
         let confirm = status == AppStatus::Confirm;
-        let held = self.holds(
-            !response.actions.is_empty(),
-            &actions,
-            confirm,
-            status.acts(),
-        );
+        let batch = crate::agents::app::strategies::batch(&response);
+        let held = self.holds(&batch, &actions, confirm, status.acts());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
             AgentState::Error
-        } else if held {
-            let first = label(&response.actions[0]);
+        } else if let (Some(hold), Some(first)) = (held, response.actions.first()) {
+            let first = label(first);
             let target = controls.iter().find(|c| first.as_ref() == Some(&c.label));
             let info = HeldAction {
                 id: String::new(),
@@ -93,7 +89,7 @@ impl Round {
                     .join(", "),
                 arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
                 target_name: target.map(|c| c.name.clone()).unwrap_or_default(),
-                reason: response.comment.clone(),
+                reason: hold.reason(&response.comment),
                 step: self.session_step,
             };
             // Only the controls the held actions name: that is all running them looks up.

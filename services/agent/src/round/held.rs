@@ -61,14 +61,15 @@ impl Round {
                     } else {
                         Precheck::Off
                     };
-                    run_actions(self.dispatcher.as_ref(), actions, controls, precheck)
+                    let p = &self.services.settings.policy;
+                    run_actions(self.dispatcher.as_ref(), actions, controls, precheck, p)
                         .await
                         .map(|records| (records, None))
                 }
             };
             match ran {
                 Err(e) => {
-                    self.end = Some(RoundEnd::Failed(format!("executor unreachable: {e}")));
+                    self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
                     AgentState::Error
                 }
                 Ok((records, target)) => {

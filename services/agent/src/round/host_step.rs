@@ -28,7 +28,7 @@ impl Round {
             .await
         {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(f.error.to_string())),
+            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
         };
         let response = local.take(HOST_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
@@ -44,23 +44,19 @@ impl Round {
         self.host.memory.push(MemoryItem(memory.clone()));
         let status = response.status.clone();
         let confirm = status == HostStatus::Confirm;
-        let held = self.holds(
-            !response.function.is_empty(),
-            &actions,
-            confirm,
-            status.acts(),
-        );
+        let batch = [(response.function.as_str(), &response.arguments)];
+        let held = self.holds(&batch, &actions, confirm, status.acts());
         let after = if let Some(e) = &error {
             self.end = Some(RoundEnd::Failed(format!("HostAgent error: {e}")));
             AgentState::Error
-        } else if held {
+        } else if let Some(hold) = held {
             let info = HeldAction {
                 id: String::new(),
                 agent_name: self.host.name.clone(),
                 function: response.function.clone(),
                 arguments_json: Value::Object(response.arguments.clone()).to_string(),
                 target_name: response.control_text.clone(),
-                reason: response.comment.clone(),
+                reason: hold.reason(&response.comment),
                 step: self.session_step,
             };
             self.subtask = response.current_subtask.clone();

@@ -39,17 +39,17 @@ pub(super) fn failed(actions: &[ActionRecord]) -> bool {
 }
 
 impl Round {
-    /// Whether a proposal that did not run is held for a person: the model asked to confirm it (unless
-    /// the task never confirms), or the task confirms every acting step.
+    /// Why a proposal that did not run is held for a person, if it is (the operator's policy, the model's
+    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::policy::hold`]).
     pub(super) fn holds(
         &self,
-        proposed: bool,
+        batch: &[(&str, &serde_json::Map<String, serde_json::Value>)],
         ran: &[ActionRecord],
         confirm: bool,
         acts: bool,
-    ) -> bool {
+    ) -> Option<crate::policy::Hold> {
         let s = &self.services.settings;
-        proposed && ran.is_empty() && ((confirm && !s.confirm_never) || (s.confirm_always && acts))
+        crate::policy::hold(s, confirm, acts, batch).filter(|_| ran.is_empty())
     }
 
     pub(super) fn globals(&self) -> Values {

@@ -122,7 +122,8 @@ pub struct SelectWindow {
 pub struct Launch {
     /// A program name from the executor's allow-list.
     pub name: String,
-    /// Arguments passed to the program as they are (no shell).
+    /// Arguments, each an absolute path inside one of the executor's launch directories (passed
+    /// resolved, without a shell); none when it declares no launch directory.
     #[serde(default)]
     pub args: Vec<String>,
 }

@@ -414,6 +414,15 @@ pub fn app_acts(status: &crate::response::AppStatus) -> bool {
     status.acts()
 }
 
+/// The response's actions as (function, arguments) pairs, as the consent policy judges them.
+pub fn batch(response: &AppResponse) -> Vec<(&str, &serde_json::Map<String, serde_json::Value>)> {
+    response
+        .actions
+        .iter()
+        .map(|a| (a.function.as_str(), &a.arguments))
+        .collect()
+}
+
 /// Runs the decided action(s) as one batch (see [`run_actions`]).
 #[derive(Debug, Clone, Copy)]
 pub struct AppActionExecution;
@@ -446,9 +455,9 @@ impl Strategy<AppAgent> for AppActionExecution {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
         let confirm = response.status == crate::response::AppStatus::Confirm;
-        let held = s.confirm_always || (confirm && !s.confirm_never);
+        let held = crate::policy::hold(s, confirm, app_acts(&response.status), &batch(response));
         let acts = app_acts(&response.status) || (confirm && s.confirm_never);
-        if held || !acts || response.actions.is_empty() {
+        if held.is_some() || !acts || response.actions.is_empty() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let controls = ctx.require(CONTROLS)?;
@@ -461,6 +470,7 @@ impl Strategy<AppAgent> for AppActionExecution {
             } else {
                 Precheck::Off
             },
+            &s.policy,
         )
         .await
         .map_err(|e| failed("action execution failed", e))?;

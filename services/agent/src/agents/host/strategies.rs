@@ -116,6 +116,18 @@ impl Strategy<HostAgent> for DesktopDataCollection {
     }
 }
 
+/// The launchable applications, and where their arguments may point when the operator's policy declares
+/// launch directories (so the model need not learn it from a denial).
+fn with_launch_dirs(apps: String, policy: &crate::policy::Policy) -> String {
+    if policy.launch_directories.is_empty() {
+        return apps;
+    }
+    format!(
+        "{apps}\n(arguments must be absolute paths inside: {})",
+        policy.launch_directories.join(", ")
+    )
+}
+
 /// Builds the HostAgent prompt, asks the model (re-asking on invalid replies) and validates the answer.
 #[derive(Debug, Clone, Copy)]
 pub struct HostLlmInteraction;
@@ -180,7 +192,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 previous_plan: &plan,
                 blackboard: &blackboard,
                 functions: &function_list(catalog, Audience::Host),
-                launchable: &launchable(catalog),
+                launchable: &with_launch_dirs(launchable(catalog), &settings.policy),
                 previous_actions: &previous_actions,
                 blackboard_images: &board_images,
             }),
@@ -242,8 +254,16 @@ pub async fn run_host_function(
     settings: &AgentSettings,
 ) -> Result<(ActionRecord, Option<TargetInfo>), crate::dispatch::DispatchError> {
     let mut target = None;
+    let denial = (!response.function.is_empty())
+        .then(|| {
+            settings
+                .policy
+                .denial(&response.function, &response.arguments)
+        })
+        .flatten();
     let result = match response.function.as_str() {
         "" => CommandResult::none(),
+        _ if denial.is_some() => denial.unwrap_or_else(CommandResult::none),
         "select_application_window" => {
             let label = response
                 .arguments
@@ -327,9 +347,13 @@ impl Strategy<HostAgent> for HostActionExecution {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
         let confirm = response.status == crate::response::HostStatus::Confirm;
-        let hold = confirm && !agent.services.settings.confirm_never
-            || agent.services.settings.confirm_always && !response.function.is_empty();
-        if !(host_acts(&response.status) || confirm) || hold {
+        let hold = crate::policy::hold(
+            &agent.services.settings,
+            confirm,
+            host_acts(&response.status),
+            &[(&response.function, &response.arguments)],
+        );
+        if !(host_acts(&response.status) || confirm) || hold.is_some() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
         }
         let dispatcher = ctx.require(DISPATCHER)?.clone();

@@ -130,7 +130,7 @@ pub struct TaskPage {
 /// The executor's result of an action.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ActionResultView {
-    /// success, failure, skipped or none.
+    /// success, failure, skipped, denied (refused by the operator's policy) or none.
     pub status: String,
     /// Why it failed or was skipped.
     pub error: String,

@@ -389,7 +389,7 @@
   function action(a) {
     const r = a.result;
     const status = r ? r.status : 'none';
-    const explain = { failure: 'failed', skipped: 'skipped (an earlier action of the batch failed or changed the window)', none: 'not executed' };
+    const explain = { failure: 'failed', skipped: 'skipped (an earlier action of the batch failed or changed the window)', none: 'not executed', denied: 'denied by the operator\'s policy' };
     return h('div', { class: 'action ' + status, 'data-result': status },
       h('div', {}, h('code', {}, a.representation || `${a.function}(${JSON.stringify(a.arguments)})`),
         a.target_name && !a.representation ? [' on ', h('b', {}, a.target_name)] : null, ' ', h('span', { class: 'status' }, status)),

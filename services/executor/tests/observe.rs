@@ -201,7 +201,11 @@ async fn controls_match_a_live_walk_on_every_widget_factory_page_and_mousepads_f
             .any(|a| a["type"] == "Menu" && a["name"] == "File"),
         "{save_as}"
     );
-    assert_eq!(ancestors.last().unwrap()["name"], mp.title.as_str(), "{save_as}");
+    assert_eq!(
+        ancestors.last().unwrap()["name"],
+        mp.title.as_str(),
+        "{save_as}"
+    );
     assert_eq!(save_as["sibling_index"], 0, "{save_as}");
 }
 

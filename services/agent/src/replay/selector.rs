@@ -224,16 +224,31 @@ mod tests {
         let win = json!({"name": "Untitled 1 - Mousepad", "type": "Frame"});
         let dialog = json!({"name": "Save As", "type": "Dialog"});
         vec![
-            control("1", json!({"id": "1", "name": "OK", "type": "Button", "rect": [0, 0, 9, 9],
-                "ancestors": [{"name": "Find", "type": "Dialog"}, win], "sibling_index": 0})),
-            control("2", json!({"id": "2", "name": "OK", "type": "Button", "rect": [50, 0, 59, 9],
-                "ancestors": [dialog, win], "sibling_index": 0})),
-            control("3", json!({"id": "3", "name": "_Save", "type": "Button", "rect": [9, 9, 19, 19],
-                "ancestors": [dialog, win], "sibling_index": 0})),
-            control("4", json!({"id": "4", "name": "", "type": "Edit", "rect": [0, 20, 9, 29],
-                "ancestors": [dialog, win], "sibling_index": 0})),
-            control("5", json!({"id": "5", "name": "", "type": "Edit", "rect": [0, 30, 9, 39],
-                "ancestors": [dialog, win], "sibling_index": 1})),
+            control(
+                "1",
+                json!({"id": "1", "name": "OK", "type": "Button", "rect": [0, 0, 9, 9],
+                "ancestors": [{"name": "Find", "type": "Dialog"}, win], "sibling_index": 0}),
+            ),
+            control(
+                "2",
+                json!({"id": "2", "name": "OK", "type": "Button", "rect": [50, 0, 59, 9],
+                "ancestors": [dialog, win], "sibling_index": 0}),
+            ),
+            control(
+                "3",
+                json!({"id": "3", "name": "_Save", "type": "Button", "rect": [9, 9, 19, 19],
+                "ancestors": [dialog, win], "sibling_index": 0}),
+            ),
+            control(
+                "4",
+                json!({"id": "4", "name": "", "type": "Edit", "rect": [0, 20, 9, 29],
+                "ancestors": [dialog, win], "sibling_index": 0}),
+            ),
+            control(
+                "5",
+                json!({"id": "5", "name": "", "type": "Edit", "rect": [0, 30, 9, 39],
+                "ancestors": [dialog, win], "sibling_index": 1}),
+            ),
         ]
     }
 
@@ -245,15 +260,29 @@ mod tests {
         // The window moved: every rectangle differs, the same control is found.
         let mut moved = list.clone();
         for c in &mut moved {
-            c.rect = c.rect.map(|r| crate::target::Rect::new(r.left + 300, r.top + 200, r.right + 330, r.bottom + 210));
+            c.rect = c.rect.map(|r| {
+                crate::target::Rect::new(r.left + 300, r.top + 200, r.right + 330, r.bottom + 210)
+            });
         }
         assert_eq!(save.find(&moved).unwrap().label, "3");
         // Two "OK" buttons: the ancestors decide.
-        assert_eq!(Selector::of_target(&list[1]).find(&list).unwrap().label, "2");
-        assert_eq!(Selector::of_target(&list[0]).find(&list).unwrap().label, "1");
+        assert_eq!(
+            Selector::of_target(&list[1]).find(&list).unwrap().label,
+            "2"
+        );
+        assert_eq!(
+            Selector::of_target(&list[0]).find(&list).unwrap().label,
+            "1"
+        );
         // Two unnamed edits under the same dialog: the sibling index decides.
-        assert_eq!(Selector::of_target(&list[4]).find(&list).unwrap().label, "5");
-        assert_eq!(Selector::of_target(&list[3]).find(&list).unwrap().label, "4");
+        assert_eq!(
+            Selector::of_target(&list[4]).find(&list).unwrap().label,
+            "5"
+        );
+        assert_eq!(
+            Selector::of_target(&list[3]).find(&list).unwrap().label,
+            "4"
+        );
         // The window's title changed (a saved document): still found.
         let mut retitled = list.clone();
         for c in &mut retitled {
@@ -264,7 +293,10 @@ mod tests {
         assert_eq!(save.find(&retitled).unwrap().label, "3");
         // Gone: none.
         assert!(save.find(&list[..2]).is_none());
-        assert!(save.describe().contains("Button \"_Save\" in Dialog \"Save As\""));
+        assert!(
+            save.describe()
+                .contains("Button \"_Save\" in Dialog \"Save As\"")
+        );
     }
 
     #[test]
@@ -280,7 +312,10 @@ mod tests {
         };
         let recorded = Selector::of_target(&w("0", "Untitled 1 - Mousepad", "mousepad"));
         assert_eq!(recorded.process, "mousepad");
-        let now = [w("0", "Calculator", "galculator"), w("1", "notes.txt - Mousepad", "mousepad")];
+        let now = [
+            w("0", "Calculator", "galculator"),
+            w("1", "notes.txt - Mousepad", "mousepad"),
+        ];
         assert_eq!(recorded.find(&now).unwrap().label, "1");
         assert!(recorded.find(&now[..1]).is_none());
         let back = Selector::from_proto(&recorded.to_proto());

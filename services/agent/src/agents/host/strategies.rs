@@ -12,6 +12,8 @@ use crate::agents::settings::AgentSettings;
 use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
+use crate::replay::REPLAY_MARK;
+use crate::replay::phase::{self as replay, Phase};
 use crate::memory::MemoryItem;
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
@@ -148,6 +150,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             pkeys::REQUEST.required("the user's request"),
             PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
             BLACKBOARD.optional("shared context from earlier steps"),
+            pkeys::SESSION_STEP.optional("the replayed step"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -155,6 +158,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             HOST_RESPONSE.provided(),
             RESPONSE_TEXT.provided(),
             LLM_TOTALS.provided(),
+            REPLAY_MARK.provided(),
         ]
     }
     async fn execute(
@@ -162,6 +166,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         agent: &HostAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
+        let fell_back = match replay::host(agent.services.replay.as_deref(), ctx)? {
+            Phase::Decided(out) => return Ok(out),
+            Phase::Model(mark) => mark,
+        };
         let settings = &agent.services.settings;
         let registry = ctx.require(TARGET_REGISTRY)?;
         let (w, h) = settings.prompt_image_max;
@@ -229,10 +237,11 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         )
         .await
         .map_err(|e| failed("host llm interaction failed", e))?;
-        Ok(Outputs::new()
+        let out = Outputs::new()
             .with(HOST_RESPONSE, asked.value)
             .with(RESPONSE_TEXT, asked.text)
-            .with(LLM_TOTALS, asked.totals))
+            .with(LLM_TOTALS, asked.totals);
+        Ok(fell_back.into_iter().fold(out, |o, m| o.with(REPLAY_MARK, m)))
     }
 }
 

@@ -217,6 +217,7 @@ async fn runner_child() {
         grounding: None,
         knowledge: None,
         settings: Arc::new(AgentSettings::default()),
+        uploads: None,
     };
     let desktop = Arc::new(common::desktop());
     let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(

@@ -16,6 +16,8 @@
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
 //! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
+//! - [`store`]: what the runner's store writes share: bounded retries and NUL sanitising of model text.
+//! - [`task_config`]: a task's resolved configuration (executor, limits, model, confirm policy).
 //! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until the
 //!   shutdown token fires.
 
@@ -35,7 +37,9 @@ pub mod prompts;
 pub mod response;
 pub mod round;
 pub mod runner;
+pub mod store;
 pub mod target;
+pub mod task_config;
 /// Test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled only with the
 /// `testing` feature: the service itself never contains them.
 #[cfg(feature = "testing")]

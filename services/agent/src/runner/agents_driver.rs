@@ -18,13 +18,13 @@ use ufo_proto::v1;
 use super::driver::{DriverError, StepInput, StepOutput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
-use super::task_config::{ConfirmPolicy, TaskConfig};
 use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
 use crate::control::StepControl;
 use crate::dispatch::CommandDispatcher;
 use crate::memory::{Blackboard, Memory};
 use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
+use crate::task_config::{ConfirmPolicy, TaskConfig};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;

@@ -8,9 +8,9 @@ use ufo_proto::v1::{
     ArtifactKind, Blackboard, BlackboardEntry, EventDraft, MemoryItem, Round, Session, Step,
 };
 
-use super::task_config::TaskConfig;
 pub use crate::control::{Next, StepControl};
 use crate::round::Decision;
+use crate::task_config::TaskConfig;
 
 /// What the driver sees when asked for the next step.
 #[derive(Debug, Clone)]

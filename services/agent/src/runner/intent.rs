@@ -16,12 +16,12 @@ use ufo_proto::v1::{
 };
 
 use super::driver::StepOutput;
-use super::retry::{Retry, retried};
 use crate::agents::action::ActionRecord;
 use crate::api::session::SessionClient;
 use crate::control::{Next, StepControl};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
 use crate::response::AgentState;
+use crate::store::retry::{Retry, retried};
 
 /// The recorded outcome of an action whose runner stopped before recording its step.
 pub const UNKNOWN: &str = "unknown — the previous runner stopped while running it";

@@ -39,14 +39,14 @@ impl TaskRun {
         control.write(&mut step);
         // Model text can hold what the store refuses (NUL): never let it make the step unrecordable.
         let mut memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
-        super::sanitise::structure(&mut memory_item);
-        super::sanitise::step(&mut step);
+        crate::store::sanitise::structure(&mut memory_item);
+        crate::store::sanitise::step(&mut step);
         blackboard
             .iter_mut()
-            .for_each(|e| super::sanitise::structure(&mut e.value));
+            .for_each(|e| crate::store::sanitise::structure(&mut e.value));
         events
             .iter_mut()
-            .for_each(|e| super::sanitise::structure(&mut e.payload));
+            .for_each(|e| crate::store::sanitise::structure(&mut e.payload));
         let wrote_board = !blackboard.is_empty();
         // Uploads started at capture are waited for here; what could not be uploaded goes inline.
         let (blobs, mut pending) =
@@ -85,7 +85,7 @@ impl TaskRun {
             linked.extend(stored.into_iter().map(|stored| stored.id));
             request.artifact_ids.clone_from(&linked);
             // Retried on transient failures: an identical step already recorded comes back as a duplicate.
-            let recorded = super::retry::retried(&retry, "RecordStep", || {
+            let recorded = crate::store::retry::retried(&retry, "RecordStep", || {
                 let mut client = client.clone();
                 let request = request.clone();
                 async move { client.record_step(request).await }

@@ -44,12 +44,15 @@ fn blobs_in(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// Per model call: the blobs durable while it was asked, or why none appeared.
+type Seen = Arc<Mutex<Vec<Result<BTreeSet<String>, String>>>>;
+
 /// A model that answers (through `inner`) only once the blob store holds a blob, and remembers which
 /// blobs were durable while it was being asked.
 struct WaitsForUpload {
     inner: Arc<dyn ChatModel>,
     root: PathBuf,
-    seen: Arc<Mutex<Vec<Result<BTreeSet<String>, String>>>>,
+    seen: Seen,
 }
 
 #[async_trait]

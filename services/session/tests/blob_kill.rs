@@ -53,7 +53,9 @@ async fn start(dir: &Path, database: Option<&str>, port: u16) -> (ServiceProcess
 }
 
 fn blob_path(dir: &Path, hash: &BlobHash) -> PathBuf {
-    dir.join("blobs").join(&hash.as_str()[..2]).join(hash.as_str())
+    dir.join("blobs")
+        .join(&hash.as_str()[..2])
+        .join(hash.as_str())
 }
 
 fn step(session: &str, n: u64, blobs: Vec<StepBlob>) -> RecordStepRequest {
@@ -173,7 +175,11 @@ async fn kill_between_upload_and_commit(database: Option<&str>) {
         .record_step(step(&session.id, 2, vec![shot(&never, 10)]))
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
     assert!(refused.message().contains(never.as_str()), "{refused:?}");
     // A size that does not match the stored blob is refused the same way.
     let wrong_size = c
@@ -225,7 +231,11 @@ async fn kill_between_upload_and_commit(database: Option<&str>) {
         })
         .await
         .unwrap_err();
-    assert_eq!(mismatch.code(), tonic::Code::InvalidArgument, "{mismatch:?}");
+    assert_eq!(
+        mismatch.code(),
+        tonic::Code::InvalidArgument,
+        "{mismatch:?}"
+    );
     let empty = c.put_blob(PutBlobRequest::default()).await.unwrap_err();
     assert_eq!(empty.code(), tonic::Code::InvalidArgument, "{empty:?}");
     let large = c
@@ -277,7 +287,11 @@ async fn without_a_blob_store_blobs_are_refused() {
         })
         .await
         .unwrap_err();
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
     let session = c
         .create_session(CreateSessionRequest {
             request: "look".into(),

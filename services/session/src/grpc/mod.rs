@@ -11,18 +11,19 @@ use futures::Stream;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use ufo_common::ErrorCode;
 use ufo_proto::v1::session_store_server::SessionStore;
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
-    AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef, ClaimTaskRequest,
-    ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest, GetArtifactRequest,
-    GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse, GetSessionRequest, GetStepRequest,
-    Lease, ListRoundsRequest, ListRoundsResponse, ListSessionsRequest, ListSessionsResponse,
-    ListStepsRequest, ListStepsResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse,
-    ReleaseTaskRequest, ReleaseTaskResponse, RenewLeaseRequest, RequestCancelRequest, Round,
-    Session, SessionStatus, SetSessionStatusRequest, Step, WatchEventsRequest,
+    AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
+    ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest,
+    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
+    GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
+    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse,
+    PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest,
+    ReleaseTaskResponse, RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionStatus,
+    SetSessionStatusRequest, Step, WatchEventsRequest,
 };
-use ufo_common::ErrorCode;
 use uuid::Uuid;
 
 use self::status::status;
@@ -372,7 +373,10 @@ impl SessionStore for SessionService {
 
     #[tracing::instrument(name = "session.put_blob", skip_all,
         fields(size = request.get_ref().data.len()))]
-    async fn put_blob(&self, request: Request<PutBlobRequest>) -> Result<Response<BlobRef>, Status> {
+    async fn put_blob(
+        &self,
+        request: Request<PutBlobRequest>,
+    ) -> Result<Response<BlobRef>, Status> {
         let r = request.into_inner();
         if r.data.is_empty() {
             return Err(invalid("data", "required"));

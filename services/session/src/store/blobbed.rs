@@ -56,11 +56,8 @@ impl BlobbedStore {
     /// commits only with every blob it references durable.
     #[instrument(name = "store.check_blobs", skip_all)]
     async fn check_durable(&self, record: &StepRecord) -> StoreResult<()> {
-        let checks = record
-            .artifacts
-            .iter()
-            .filter_map(|a| a.blob.as_ref())
-            .map(|blob| async move {
+        let checks = record.artifacts.iter().filter_map(|a| a.blob.as_ref()).map(
+            |blob| async move {
                 let hash = BlobHash::parse(&blob.sha256)?;
                 match self.blobs.stat(&hash).await? {
                     Some(info) if info.size == blob.size => Ok(()),
@@ -73,7 +70,8 @@ impl BlobbedStore {
                          references it"
                     ))),
                 }
-            });
+            },
+        );
         futures::future::try_join_all(checks).await.map(drop)
     }
 

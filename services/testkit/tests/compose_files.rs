@@ -243,14 +243,12 @@ fn opened_at_start(
         .iter()
         .any(|c| call.starts_with(c));
         if forks {
-            if let Some(child) = call
+            let child = call
                 .rsplit("= ")
                 .next()
-                .filter(|c| c.parse::<u32>().is_ok())
-            {
-                if others.contains(pid) {
-                    others.insert(child.to_owned());
-                }
+                .filter(|c| c.parse::<u32>().is_ok());
+            if let Some(child) = child.filter(|_| others.contains(pid)) {
+                others.insert(child.to_owned());
             }
             continue;
         }

@@ -430,6 +430,7 @@ fn main() {
         knowledge: None,
         replay: None,
         settings: Arc::new(settings),
+        uploads: None,
     };
     let window_controls: Vec<FakeControl> = controls(50, 1200, 800)
         .into_iter()

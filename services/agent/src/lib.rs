@@ -24,6 +24,7 @@
 
 pub mod agents;
 pub mod api;
+pub mod blobs;
 pub mod config;
 pub mod control;
 pub mod dispatch;

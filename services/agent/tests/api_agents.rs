@@ -218,6 +218,7 @@ async fn runner_child() {
         knowledge: None,
         replay: None,
         settings: Arc::new(AgentSettings::default()),
+        uploads: None,
     };
     let desktop = Arc::new(common::desktop());
     let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(

@@ -143,16 +143,19 @@ impl Rig {
                 "copied",
             )
         }));
-        self.llm
-            .push_json(&common::host("FINISH", json!({"result": "the note is copied"})));
-        let (status, task) = self
-            .submit(KEY, json!({"request": "copy the note"}))
-            .await;
+        self.llm.push_json(&common::host(
+            "FINISH",
+            json!({"result": "the note is copied"}),
+        ));
+        let (status, task) = self.submit(KEY, json!({"request": "copy the note"})).await;
         assert_eq!(status, 202, "{task}");
         let id = task["id"].as_str().unwrap().to_owned();
         let done = self.ended(&id).await;
         assert_eq!(done["status"], "finished", "{done}");
-        assert!(done.get("replay").is_none(), "a model-driven task has no replay view");
+        assert!(
+            done.get("replay").is_none(),
+            "a model-driven task has no replay view"
+        );
         assert_eq!(self.llm.requests().len(), 3);
         assert_eq!(clicked(&self.recording), ["n3"]);
         id
@@ -175,7 +178,10 @@ async fn a_replay_acts_by_selector_without_the_model_and_is_counted() {
 
     let (status, task) = rig.submit(KEY, json!({"replay_of": original})).await;
     assert_eq!(status, 202, "{task}");
-    assert_eq!(task["request"], "copy the note", "the replayed task's request");
+    assert_eq!(
+        task["request"], "copy the note",
+        "the replayed task's request"
+    );
     let id = task["id"].as_str().unwrap().to_owned();
     let done = rig.ended(&id).await;
     assert_eq!(done["status"], "finished", "{done}");
@@ -241,7 +247,11 @@ async fn a_missing_target_falls_back_to_the_model_or_fails_naming_step_and_selec
         done["replay"],
         json!({"of": original, "on_mismatch": "model", "replayed": 2, "fell_back": 1})
     );
-    assert_eq!(rig.llm.requests().len(), 4, "one model call: the fallen-back step");
+    assert_eq!(
+        rig.llm.requests().len(),
+        4,
+        "one model call: the fallen-back step"
+    );
     let steps = rig.steps(&id).await;
     assert_eq!(steps[1]["replay"]["source"], "model");
     let note = steps[1]["replay"]["note"].as_str().unwrap();
@@ -260,24 +270,50 @@ async fn bad_replay_requests_are_refused_and_callers_replay_only_their_own_tasks
             404,
             "not_found",
         ),
-        (json!({"replay_of": original, "request": "x"}), 400, "invalid_argument"),
-        (json!({"request": "x", "on_mismatch": "model"}), 400, "invalid_argument"),
-        (json!({"replay_of": original, "on_mismatch": "sometimes"}), 400, "invalid_argument"),
+        (
+            json!({"replay_of": original, "request": "x"}),
+            400,
+            "invalid_argument",
+        ),
+        (
+            json!({"request": "x", "on_mismatch": "model"}),
+            400,
+            "invalid_argument",
+        ),
+        (
+            json!({"replay_of": original, "on_mismatch": "sometimes"}),
+            400,
+            "invalid_argument",
+        ),
     ];
     for (body, status, code) in cases {
         let (got, err) = rig.submit(KEY, body.clone()).await;
-        assert_eq!((got, err["code"].as_str()), (status, Some(code)), "{body}: {err}");
-        assert!(err["message"].as_str().is_some_and(|m| !m.is_empty()), "{err}");
+        assert_eq!(
+            (got, err["code"].as_str()),
+            (status, Some(code)),
+            "{body}: {err}"
+        );
+        assert!(
+            err["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{err}"
+        );
     }
     // Bob may not replay the tests caller's task: the same 404 as a missing one.
     let (got, err) = rig.submit("kb", json!({"replay_of": original})).await;
     assert_eq!(got, 404, "{err}");
-    assert!(err["message"].as_str().unwrap().contains("not found"), "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("not found"),
+        "{err}"
+    );
     // A task that has not finished cannot be replayed.
     let (_, queued) = rig.submit("kb", json!({"request": "never runs"})).await;
     let bobs = queued["id"].as_str().unwrap();
     // (Queued, running, or failed for want of a scripted reply: in no case finished.)
     let (got, err) = rig.submit("kb", json!({"replay_of": bobs})).await;
-    assert_eq!((got, err["code"].as_str()), (409, Some("failed_precondition")), "{err}");
+    assert_eq!(
+        (got, err["code"].as_str()),
+        (409, Some("failed_precondition")),
+        "{err}"
+    );
     rig.stop().await;
 }

@@ -135,7 +135,9 @@ pub async fn replay(
         println!("{id}");
         return Ok(Outcome::Success);
     }
-    println!("task {id} replays {original}; following its steps (Ctrl-C stops following, not the task)");
+    println!(
+        "task {id} replays {original}; following its steps (Ctrl-C stops following, not the task)"
+    );
     follow(api, conn, &id, 1, &args.follow).await
 }
 

@@ -223,6 +223,7 @@ impl AgentServices {
             knowledge: None,
             settings: Arc::new(settings),
             replay: None,
+            uploads: None,
         })
     }
 }

@@ -43,6 +43,9 @@ pub struct AgentServices {
     pub settings: Arc<AgentSettings>,
     /// A replay task's plan: the recording decides each step, the model only where it falls back.
     pub replay: Option<Arc<crate::replay::ReplaySpec>>,
+    /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
+    /// go with the step).
+    pub uploads: Option<Arc<crate::blobs::BlobUploads>>,
 }
 
 impl std::fmt::Debug for AgentServices {

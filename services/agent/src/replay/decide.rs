@@ -96,7 +96,10 @@ pub fn app_reply(
                 note = Some(format!("{} replays its recorded coordinates", a.function));
             } else if arguments.contains_key("id") {
                 let Some(selector) = &a.selector else {
-                    return Err(format!("{} of recorded step {n} has no selector", a.function));
+                    return Err(format!(
+                        "{} of recorded step {n} has no selector",
+                        a.function
+                    ));
                 };
                 let found = selector.find(controls).ok_or_else(|| {
                     format!(

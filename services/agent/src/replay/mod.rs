@@ -6,10 +6,10 @@
 //! - [`plan`]: the recorded steps a replay task carries in its configuration.
 //! - [`decide`]: the reply the model would have given for a replayed step (the strategies' seam).
 //! - the API side (`POST /v1/tasks` with `replay_of`) is `api::replay`.
-pub mod selector;
 pub mod decide;
 pub mod phase;
 pub mod plan;
+pub mod selector;
 
 pub use plan::{OnMismatch, ReplaySpec};
 

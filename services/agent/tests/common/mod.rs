@@ -55,6 +55,7 @@ pub fn services(llm: &ScriptedLlm, settings: AgentSettings) -> AgentServices {
         knowledge: None,
         replay: None,
         settings: Arc::new(settings),
+        uploads: None,
     }
 }
 

@@ -111,6 +111,7 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
         }],
         lease_owner: String::new(),
         artifacts: Vec::new(),
+        blobs: Vec::new(),
     }
 }
 

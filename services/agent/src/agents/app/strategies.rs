@@ -17,8 +17,8 @@ use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::prompts::app::{AppPromptInput, messages, with_repeat_counts};
-use crate::replay::phase::{self as replay, Phase};
 use crate::replay::REPLAY_MARK;
+use crate::replay::phase::{self as replay, Phase};
 use crate::response::AppResponse;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
 use crate::vision::annotate::Mark;
@@ -113,6 +113,9 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .and_then(|r| r.images.first())
             .cloned()
             .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&clean.bytes);
+        }
         out.insert(CLEAN_SCREENSHOT, clean);
         let window = results
             .get(1)
@@ -123,6 +126,9 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         if settings.save_full_screen
             && let Some(img) = rest.next().and_then(|r| r.images.into_iter().next())
         {
+            if let Some(uploads) = &agent.services.uploads {
+                uploads.start(&img.bytes);
+            }
             out.insert(DESKTOP_SCREENSHOT, img);
         }
         if settings.save_ui_tree
@@ -229,6 +235,9 @@ impl Strategy<AppAgent> for AppControlInfo {
             .map_err(|e| failed("cannot encode the annotation", e))?;
         undo.restore(&mut pixels);
         drop(marks);
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&annotated.bytes);
+        }
         Ok(Outputs::new()
             .with(CONTROLS, controls)
             .with(ANNOTATED_SCREENSHOT, annotated)
@@ -413,7 +422,9 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             .with(RESPONSE_TEXT, asked.text)
             .with(LLM_TOTALS, asked.totals)
             .with(SCREEN_HASH, screen);
-        Ok(fell_back.into_iter().fold(out, |o, m| o.with(REPLAY_MARK, m)))
+        Ok(fell_back
+            .into_iter()
+            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
     }
 }
 

@@ -12,13 +12,13 @@ use crate::agents::settings::AgentSettings;
 use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
-use crate::replay::REPLAY_MARK;
-use crate::replay::phase::{self as replay, Phase};
 use crate::memory::MemoryItem;
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::prompts::host::{HostPromptInput, messages};
+use crate::replay::REPLAY_MARK;
+use crate::replay::phase::{self as replay, Phase};
 use crate::response::HostResponse;
 use crate::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::vision::{blackboard_images, downscale_png};
@@ -106,6 +106,9 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&screenshot.bytes);
+        }
         let mut out = Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
             .with(TARGET_REGISTRY, registry)
@@ -241,7 +244,9 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             .with(HOST_RESPONSE, asked.value)
             .with(RESPONSE_TEXT, asked.text)
             .with(LLM_TOTALS, asked.totals);
-        Ok(fell_back.into_iter().fold(out, |o, m| o.with(REPLAY_MARK, m)))
+        Ok(fell_back
+            .into_iter()
+            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
     }
 }
 

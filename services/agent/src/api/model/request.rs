@@ -139,7 +139,8 @@ impl SubmitTask {
             replay_of: self.replay_of.unwrap_or_default(),
             on_mismatch: self
                 .on_mismatch
-                .map_or(pb::OnMismatch::Unspecified, OnMismatch::to_proto) as i32,
+                .map_or(pb::OnMismatch::Unspecified, OnMismatch::to_proto)
+                as i32,
         }
     }
 }

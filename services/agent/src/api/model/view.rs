@@ -425,7 +425,8 @@ impl From<pb::Step> for StepView {
                         result: r.result.map_or(Json::Null, ufo_proto::json::from_value),
                     }),
                     selector: a.selector.as_ref().and_then(|sel| {
-                        serde_json::to_value(crate::replay::selector::Selector::from_proto(sel)).ok()
+                        serde_json::to_value(crate::replay::selector::Selector::from_proto(sel))
+                            .ok()
                     }),
                 })
                 .collect(),

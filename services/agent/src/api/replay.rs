@@ -16,7 +16,8 @@ use crate::replay::{OnMismatch, ReplaySpec};
 use crate::task_config::TaskConfig;
 
 impl Tasks {
-    /// The replay plan of a submission (none without `replay_of`); fills in the replayed task's request.
+    /// The replay plan of a submission (none without `replay_of`); an absent request becomes the replayed
+    /// task's (a given one only names the replay: the recording is what runs).
     pub(super) async fn replay_plan(
         &self,
         caller: &Caller,
@@ -29,11 +30,6 @@ impl Tasks {
                 return Err(ApiError::invalid("on_mismatch needs replay_of"));
             }
             return Ok(None);
-        }
-        if !req.request.is_empty() {
-            return Err(ApiError::invalid(
-                "request must be absent with replay_of (the replayed task's request is used)",
-            ));
         }
         task_id(&req.replay_of)
             .map_err(|_| ApiError::invalid("replay_of must be a task id (a UUID)"))?;
@@ -59,7 +55,9 @@ impl Tasks {
                 format!("task {} has no recorded steps to replay", original.id),
             ));
         }
-        req.request.clone_from(&original.request);
+        if req.request.is_empty() {
+            req.request.clone_from(&original.request);
+        }
         Ok(Some(spec))
     }
 

@@ -13,7 +13,8 @@ use crate::task_config::ConfirmPolicy;
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
-    /// The task in plain words (absent with `replay_of`: the replayed task's request is used).
+    /// The task in plain words; with `replay_of` it may be absent (the replayed task's request is used)
+    /// and only names the replay (the recording is what runs).
     #[serde(default)]
     #[schema(
         min_length = 1,
@@ -37,10 +38,11 @@ pub struct SubmitTask {
     /// Run this finished task's recorded actions again without the model (the caller's own tasks; an
     /// admin's: any). See docs/replay.md.
     #[serde(default)]
-    #[schema(format = Uuid)]
+    #[schema(format = Uuid, nullable = false)]
     pub replay_of: Option<String>,
     /// With `replay_of`: what a step whose recorded target is missing does (default `fail`).
     #[serde(default)]
+    #[schema(nullable = false)]
     pub on_mismatch: Option<OnMismatch>,
 }
 

@@ -40,6 +40,7 @@ pub struct StoreIntents {
 
 impl StoreIntents {
     /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
+    #[tracing::instrument(name = "runner.intent", skip_all, fields(step = self.step))]
     pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
         let intent = Intent {
             intent: true,
@@ -269,6 +270,7 @@ pub fn unknown_step(
             next: Next::Continue { agent },
             round,
         },
+        uploads: None,
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
+//! - [`replay`]: selectors for recorded actions, and running a finished task again without the model.
 //! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
 //! - [`store`]: what the runner's store writes share: bounded retries and NUL sanitising of model text.
 //! - [`task_config`]: a task's resolved configuration (executor, limits, model, confirm policy).
@@ -23,6 +24,7 @@
 
 pub mod agents;
 pub mod api;
+pub mod blobs;
 pub mod config;
 pub mod control;
 pub mod dispatch;
@@ -33,6 +35,7 @@ pub mod memory;
 pub mod policy;
 pub mod processor;
 pub mod prompts;
+pub mod replay;
 pub mod response;
 pub mod round;
 pub mod runner;

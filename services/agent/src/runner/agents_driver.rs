@@ -67,6 +67,9 @@ pub enum DriverSetupError {
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
     Executors(#[from] crate::executors::ExecutorConfigError),
+    /// The session service's address or token (screenshot uploads) is invalid.
+    #[error(transparent)]
+    Session(#[from] crate::api::session::SessionClientError),
 }
 
 impl AgentsDriver {
@@ -84,8 +87,15 @@ impl AgentsDriver {
         let marker = config.agents.marker()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
+        let uploads = Arc::new(crate::blobs::BlobUploads::new(
+            crate::api::session::connect(&config.session)?,
+        ));
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
             AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
+                .map(|s| AgentServices {
+                    uploads: Some(uploads.clone()),
+                    ..s
+                })
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();

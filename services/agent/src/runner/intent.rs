@@ -270,6 +270,7 @@ pub fn unknown_step(
             next: Next::Continue { agent },
             round,
         },
+        uploads: None,
     }
 }
 

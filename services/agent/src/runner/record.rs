@@ -48,6 +48,9 @@ impl TaskRun {
             .iter_mut()
             .for_each(|e| crate::store::sanitise::structure(&mut e.payload));
         let wrote_board = !blackboard.is_empty();
+        // Uploads started at capture are waited for here; what could not be uploaded goes inline.
+        let (blobs, mut pending) =
+            crate::blobs::split(output.uploads.as_deref(), output.artifacts).await;
         let base = RecordStepRequest {
             step: Some(step),
             memory_item: memory_item.clone(),
@@ -56,17 +59,8 @@ impl TaskRun {
             events,
             lease_owner: self.worker_id.clone(),
             artifacts: Vec::new(),
+            blobs,
         };
-        let mut pending: Vec<StepArtifact> = output
-            .artifacts
-            .into_iter()
-            .map(|a| StepArtifact {
-                kind: a.kind as i32,
-                content_type: a.content_type,
-                data: a.data,
-                metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
-            })
-            .collect();
         // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
         // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
         // links them. A step larger than the session service accepts in one message (its

@@ -114,6 +114,10 @@ pub struct Config {
         default_value_t = 1
     )]
     pub standin_max_retries: u32,
+    /// Replay each passed task without the model after moving and resizing its windows; the checks must
+    /// pass again (the table gives replay time per step beside the model-driven time).
+    #[arg(long = "replay", env = "UFO_SUITE_REPLAY")]
+    pub replay: bool,
     /// Largest model request the suite's model endpoint accepts, in bytes.
     #[arg(long = "max-body-bytes", env = "UFO_SUITE_MAX_BODY_BYTES", default_value_t = 64 << 20)]
     pub max_body_bytes: usize,

@@ -183,16 +183,24 @@ impl Desk {
     }
 
     /// Starts `app` and waits until its window is listed with controls (at most `timeout`), then sizes it.
+    /// Starts `app` and waits until its window is listed; `moved` places it elsewhere and larger than the
+    /// task asks (a replay's desktop).
     pub async fn start_app(
         &self,
         app: &SetupApp,
         timeout: Duration,
+        moved: bool,
     ) -> Result<RunningApp, DeskError> {
         let span = tracing::info_span!("suite.start_app", command = %app.command);
-        self.launch(app, timeout).instrument(span).await
+        self.launch(app, timeout, moved).instrument(span).await
     }
 
-    async fn launch(&self, app: &SetupApp, timeout: Duration) -> Result<RunningApp, DeskError> {
+    async fn launch(
+        &self,
+        app: &SetupApp,
+        timeout: Duration,
+        moved: bool,
+    ) -> Result<RunningApp, DeskError> {
         let mut command = tokio::process::Command::new(&app.command);
         command
             .args(&app.args)
@@ -235,8 +243,15 @@ impl Desk {
             reader,
         };
         let window = self.wait_ready(app, running.pid(), timeout).await?;
-        if let Some((w, h)) = app.size {
-            self.resize(&app.command, window.handle, w, h).await?;
+        if moved {
+            // A replay's desktop differs from the recording's: the window elsewhere and larger.
+            let (w, h) = app
+                .size
+                .unwrap_or((window.rect.width(), window.rect.height()));
+            self.resize(&app.command, window.handle, Some((160, 120)), w + 120, h + 90)
+                .await?;
+        } else if let Some((w, h)) = app.size {
+            self.resize(&app.command, window.handle, None, w, h).await?;
         }
         Ok(running)
     }
@@ -282,14 +297,25 @@ impl Desk {
         }
     }
 
-    async fn resize(&self, command: &str, window: u64, w: u32, h: u32) -> Result<(), DeskError> {
+    async fn resize(
+        &self,
+        command: &str,
+        window: u64,
+        at: Option<(i32, i32)>,
+        w: u32,
+        h: u32,
+    ) -> Result<(), DeskError> {
         let fail = |message: String| DeskError::Resize {
             command: command.to_owned(),
             message,
         };
         let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
         let (conn, _) = x11rb::connect(Some(self.display())).map_err(|e| fail(e.to_string()))?;
-        conn.configure_window(window, &ConfigureWindowAux::new().width(w).height(h))
+        let mut aux = ConfigureWindowAux::new().width(w).height(h);
+        if let Some((x, y)) = at {
+            aux = aux.x(x).y(y);
+        }
+        conn.configure_window(window, &aux)
             .map_err(|e| fail(e.to_string()))?;
         conn.flush().map_err(|e| fail(e.to_string()))?;
         // The window manager applies it asynchronously: wait until the client area has the size.

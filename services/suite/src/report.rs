@@ -41,6 +41,9 @@ pub struct TaskReport {
     pub why: String,
     /// Each step in brief: agent, status, actions and seconds per phase (JSON report only).
     pub step_log: Vec<serde_json::Value>,
+    /// The replay of this task without the model (`--replay`), windows moved and resized.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Box<TaskReport>>,
 }
 
 impl TaskReport {
@@ -55,6 +58,21 @@ impl TaskReport {
 
     fn per_call(&self, total: u64) -> u64 {
         total.checked_div(self.calls).unwrap_or(0)
+    }
+
+    /// Wall time per step, milliseconds (0 without steps).
+    pub fn ms_per_step(&self) -> u64 {
+        ((self.wall_seconds * 1000.0) as u64)
+            .checked_div(self.steps)
+            .unwrap_or(0)
+    }
+
+    fn replay_cell(&self) -> String {
+        match &self.replay {
+            None => "-".into(),
+            Some(r) if r.passed => format!("pass, {} ms/step, {} calls", r.ms_per_step(), r.calls),
+            Some(r) => format!("FAIL ({})", r.status),
+        }
     }
 }
 
@@ -73,12 +91,12 @@ fn thousands(n: u64) -> String {
 /// The per-task table (Markdown, so it reads in a terminal and pastes into a report).
 pub fn table(reports: &[TaskReport]) -> String {
     let mut out = String::from(
-        "| task | result | steps | model calls | text B/call | image B/call | image px/call | observe+act s | wall s |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "| task | result | steps | model calls | text B/call | image B/call | image px/call | observe+act s | wall s | ms/step | replay |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     for r in reports {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} |\n",
             r.name,
             if r.passed {
                 "pass".into()
@@ -92,6 +110,8 @@ pub fn table(reports: &[TaskReport]) -> String {
             thousands(r.per_call(r.image_pixels)),
             r.observe_act_seconds,
             r.wall_seconds,
+            r.ms_per_step(),
+            r.replay_cell(),
         ));
     }
     out
@@ -130,9 +150,28 @@ pub fn summary(reports: &[TaskReport], wall: Duration, threshold: f64) -> String
             .map(|r| r.per_call(r.text_bytes + r.image_bytes))
             .collect(),
     );
+    let replays: Vec<&TaskReport> = reports.iter().filter_map(|r| r.replay.as_deref()).collect();
+    let replay = if replays.is_empty() {
+        String::new()
+    } else {
+        let model = median(
+            reports
+                .iter()
+                .filter(|r| r.replay.is_some())
+                .map(TaskReport::ms_per_step)
+                .collect(),
+        );
+        format!(
+            " · replayed {}/{} without the model (median {} ms/step, model-driven {} ms/step)",
+            replays.iter().filter(|r| r.passed).count(),
+            replays.len(),
+            median(replays.iter().map(|r| r.ms_per_step()).collect()),
+            model,
+        )
+    };
     format!(
         "passed {passed}/{} ({:.1}%, threshold {:.1}%: {}) · median steps {} · median prompt bytes/call {} \
-         (text {}, image {}) · suite wall time {:.1} s",
+         (text {}, image {}) · suite wall time {:.1} s{replay}",
         reports.len(),
         rate * 100.0,
         threshold * 100.0,

@@ -42,6 +42,11 @@ pub enum SuiteError {
 pub enum Submission {
     /// The request, decided step by step by the model endpoint.
     Model,
+    /// A replay of the recorded task `of` (`replay_of`), its windows moved and resized.
+    Replay {
+        /// The recorded task's id.
+        of: String,
+    },
 }
 
 /// What every task shares.
@@ -149,9 +154,17 @@ pub async fn run(
     let mut reports = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
         let span = tracing::info_span!("suite.task", task = %task.name);
-        let report = run_task(&shared, task, Submission::Model)
+        let mut report = run_task(&shared, task, Submission::Model)
             .instrument(span)
             .await;
+        if cfg.replay && report.passed {
+            let how = Submission::Replay {
+                of: report.task_id.clone(),
+            };
+            let span = tracing::info_span!("suite.replay", task = %task.name);
+            let replay = run_task(&shared, task, how).instrument(span).await;
+            report.replay = Some(Box::new(replay));
+        }
         progress(i, &report);
         reports.push(report);
     }
@@ -174,7 +187,8 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
         ..TaskReport::default()
     };
     let mut apps = Vec::new();
-    if let Err(why) = set_up(s, &task, &dir, &mut apps).await {
+    let moved = matches!(how, Submission::Replay { .. });
+    if let Err(why) = set_up(s, &task, &dir, &mut apps, moved).await {
         report.status = "setup failed".into();
         report.why = why;
     } else {
@@ -218,6 +232,7 @@ async fn set_up(
     task: &Task,
     dir: &Path,
     apps: &mut Vec<RunningApp>,
+    moved: bool,
 ) -> Result<(), String> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
@@ -235,7 +250,7 @@ async fn set_up(
     for app in &task.apps {
         apps.push(
             s.desk
-                .start_app(app, s.cfg.app_ready_timeout())
+                .start_app(app, s.cfg.app_ready_timeout(), moved)
                 .await
                 .map_err(|e| format!("setup: {e}"))?,
         );
@@ -254,6 +269,12 @@ async fn submit_and_follow(
     let body = match how {
         Submission::Model => json!({
             "request": task.request,
+            "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
+                       "timeout_seconds": timeout.as_secs()},
+            "confirm_policy": "never",
+        }),
+        Submission::Replay { of } => json!({
+            "replay_of": of,
             "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
                        "timeout_seconds": timeout.as_secs()},
             "confirm_policy": "never",

@@ -4,7 +4,7 @@
 //! sweeper then deletes the blobs no row references. The RPC refuses a request without a rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[allow(unused_imports, dead_code)] // this file uses the suite's helpers only
+#[allow(unused_imports)] // this file uses the suite's helpers only
 mod conformance;
 
 use std::sync::Arc;

@@ -8,11 +8,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{PruneRule, Store};
 
+/// Longest age a rule may name, in days (a hundred years; longer ages are this).
+pub const MAX_DAYS: u32 = 36_500;
+
 /// The rule for "older than `days`" and/or "beyond the newest `tasks`" (0 = off); `None` when both are off.
 pub fn rule(days: u32, tasks: u32) -> Option<PruneRule> {
+    let age = chrono::Duration::days(i64::from(days.min(MAX_DAYS)));
     let rule = PruneRule {
-        created_before: (days > 0)
-            .then(|| chrono::Utc::now() - chrono::Duration::days(i64::from(days))),
+        created_before: (days > 0).then(|| chrono::Utc::now() - age),
         keep_newest: (tasks > 0).then_some(u64::from(tasks)),
     };
     (rule.created_before.is_some() || rule.keep_newest.is_some()).then_some(rule)

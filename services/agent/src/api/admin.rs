@@ -16,16 +16,39 @@ use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::extract::Json;
 
+/// Longest retention in days a request may name (a hundred years).
+const MAX_DAYS: u32 = 36_500;
+
 /// `POST /v1/admin/prune`: at least one rule.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(min_properties = 1)]
 pub struct PruneBody {
     /// Prune ended tasks created more than this many days ago.
-    #[serde(default)]
+    #[schema(minimum = 1, maximum = 36_500, nullable = false)]
+    #[serde(default, deserialize_with = "rule")]
     pub older_than_days: Option<u32>,
     /// Keep the screenshots of this many newest tasks; prune the ended tasks beyond them.
-    #[serde(default)]
+    #[schema(minimum = 1, maximum = 4_294_967_295_u64, nullable = false)]
+    #[serde(default, deserialize_with = "rule")]
     pub keep_tasks: Option<u32>,
+}
+
+/// A rule's number: a positive integer (`7` or `7.0`); `null` and anything else are refused.
+fn rule<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let n = serde_json::Number::deserialize(d)?;
+    n.as_u64()
+        .or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(u32::MAX))
+                .map(|f| f as u64)
+        })
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| *v >= 1)
+        .map(Some)
+        .ok_or_else(|| {
+            serde::de::Error::custom(format!("expected an integer of at least 1, found {n}"))
+        })
 }
 
 /// What a prune removed.
@@ -62,6 +85,11 @@ pub async fn prune(
         return Err(ApiError::invalid(
             "set older_than_days or keep_tasks (at least 1)",
         ));
+    }
+    if days > MAX_DAYS {
+        return Err(ApiError::invalid(format!(
+            "older_than_days must be at most {MAX_DAYS}"
+        )));
     }
     let pruned = state
         .tasks

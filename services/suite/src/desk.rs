@@ -248,8 +248,14 @@ impl Desk {
             let (w, h) = app
                 .size
                 .unwrap_or((window.rect.width(), window.rect.height()));
-            self.resize(&app.command, window.handle, Some((160, 120)), w + 120, h + 90)
-                .await?;
+            self.resize(
+                &app.command,
+                window.handle,
+                Some((160, 120)),
+                w + 120,
+                h + 90,
+            )
+            .await?;
         } else if let Some((w, h)) = app.size {
             self.resize(&app.command, window.handle, None, w, h).await?;
         }

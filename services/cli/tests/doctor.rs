@@ -41,9 +41,7 @@ fn doctor_on_a_bare_machine_names_the_missing_display_and_model_key_with_their_f
     let problem = |what: &str| {
         stdout
             .lines()
-            .find(|l| {
-                l.starts_with("PROBLEM") && l.split_whitespace().nth(1) == Some(what)
-            })
+            .find(|l| l.starts_with("PROBLEM") && l.split_whitespace().nth(1) == Some(what))
             .unwrap_or_else(|| panic!("no PROBLEM line for {what}:\n{stdout}"))
             .to_owned()
     };

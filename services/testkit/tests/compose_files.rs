@@ -124,7 +124,14 @@ fn opened_at_start(
     let log = dir.path().join("strace.log");
     let mut child = std::process::Command::new("strace")
         // `--seccomp-bpf`: only the traced calls stop the service, so it starts at nearly full speed.
-        .args(["-f", "--seccomp-bpf", "-qq", "-e", "trace=open,openat,openat2,execve", "-o"])
+        .args([
+            "-f",
+            "--seccomp-bpf",
+            "-qq",
+            "-e",
+            "trace=open,openat,openat2,execve",
+            "-o",
+        ])
         .arg(&log)
         .arg(binary)
         .args(args)

@@ -168,7 +168,11 @@ async fn save_as_through_the_dialog_observes_the_dialog() {
             .iter()
             .any(|x| x["type"] == kind && x["name"].as_str().unwrap().starts_with(name))
     };
-    let acts_on = |c: &Value, what: &str| c["reply"].to_string().contains(what);
+    // What the reply did (its action, or its batch), not what its plan says.
+    let acts_on = |c: &Value, what: &str| {
+        let r = &c["reply"];
+        format!("{}{}", r["action"], r["actions"]).contains(what)
+    };
     // Before: the main window, its menu bar listed.
     let first = app.first().unwrap();
     assert!(has(first, "Menu", "File"), "the main window: {first}");
@@ -192,7 +196,4 @@ async fn save_as_through_the_dialog_observes_the_dialog() {
         acts_on(saved, "click_input"),
         "the next reply clicked Save: {saved}"
     );
-    // Afterwards the main window again.
-    let last = app.last().unwrap();
-    assert!(has(last, "Menu", "File"), "back on the main window: {last}");
 }

@@ -429,6 +429,7 @@ fn main() {
         grounding: None,
         knowledge: None,
         settings: Arc::new(settings),
+        uploads: None,
     };
     let window_controls: Vec<FakeControl> = controls(50, 1200, 800)
         .into_iter()

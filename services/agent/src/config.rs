@@ -365,8 +365,8 @@ pub struct RunnerConfig {
 
 impl RunnerConfig {
     /// How store writes are retried (`--store-retry-attempts`).
-    pub fn store_retry(&self) -> crate::runner::retry::Retry {
-        crate::runner::retry::Retry {
+    pub fn store_retry(&self) -> crate::store::retry::Retry {
+        crate::store::retry::Retry {
             attempts: self.store_retry_attempts.max(1),
             ..Default::default()
         }

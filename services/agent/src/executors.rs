@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::Config;
-use crate::runner::task_config::TaskConfig;
+use crate::task_config::TaskConfig;
 
 /// The name the default executor gets when `--default-executor` is an address.
 pub const DEFAULT_NAME: &str = "default";

@@ -15,12 +15,16 @@
 //! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
 //! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
 //! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
+//! - [`replay`]: selectors for recorded actions, and running a finished task again without the model.
 //! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
+//! - [`store`]: what the runner's store writes share: bounded retries and NUL sanitising of model text.
+//! - [`task_config`]: a task's resolved configuration (executor, limits, model, confirm policy).
 //! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until the
 //!   shutdown token fires.
 
 pub mod agents;
 pub mod api;
+pub mod blobs;
 pub mod config;
 pub mod control;
 pub mod dispatch;
@@ -31,10 +35,13 @@ pub mod memory;
 pub mod policy;
 pub mod processor;
 pub mod prompts;
+pub mod replay;
 pub mod response;
 pub mod round;
 pub mod runner;
+pub mod store;
 pub mod target;
+pub mod task_config;
 /// Test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled only with the
 /// `testing` feature: the service itself never contains them.
 #[cfg(feature = "testing")]

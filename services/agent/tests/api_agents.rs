@@ -217,6 +217,7 @@ async fn runner_child() {
         grounding: None,
         knowledge: None,
         settings: Arc::new(AgentSettings::default()),
+        uploads: None,
     };
     let desktop = Arc::new(common::desktop());
     let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
@@ -687,6 +688,12 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     let (step, click) = clicks[0];
     assert_eq!(step, 3, "right after the hold, by the new runner");
     assert_eq!(click.target_name, "Copy");
+    // The action keeps a selector for its target (a replay finds it again by it).
+    let selector = click.selector.as_ref().unwrap();
+    assert_eq!(
+        (selector.control_type.as_str(), selector.name.as_str()),
+        ("Button", "Copy")
+    );
     assert_eq!(steps[1].state_after, "CONFIRM");
     assert!(steps[1].actions.is_empty(), "nothing ran while held");
     assert_eq!(steps[2].state_before, "CONFIRM");

@@ -127,6 +127,7 @@ impl TaskDriver for ViewerDriver {
                 target_id: (target + 1).to_string(),
                 target_name: format!("Button {}", target + 1),
                 representation: format!("click_input on [{}]Button {}", target + 1, target + 1),
+                selector: None,
             }];
             s.phases = ["data_collection", "llm_interaction", "action_execution"]
                 .iter()

@@ -206,7 +206,8 @@ impl Follower {
                 .find(|s| s.get("step").and_then(Value::as_u64) == Some(event.step))
         });
         match step {
-            Some(step) => render::step_line(step),
+            // The same `#seq` prefix as every other event line, so `watch --from` can start here.
+            Some(step) => format!("#{:<4} {}", event.seq, render::step_line(step)),
             None => render::step_event_line(event, payload),
         }
     }

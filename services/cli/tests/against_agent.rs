@@ -310,6 +310,15 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
         seen.iter().any(|l| l.contains("? which colour?")),
         "prompted: {seen:?}"
     );
+    // Step lines carry their event's `#seq` like every other line (what `watch --from` takes).
+    assert!(
+        seen.iter().any(|l| {
+            // A line read after the answer prompt follows its "> " (stdin is not a terminal here).
+            let l = l.trim_start_matches("> ");
+            matches!(event_line(l), (Some(_), text) if text.starts_with("step   1"))
+        }),
+        "a step line with its seq: {seen:?}"
+    );
 
     // The answer went through the API: nothing is pending any more.
     let shown = ufo(&cluster, &["show", "--json", &id]).await;

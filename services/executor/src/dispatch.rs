@@ -14,7 +14,7 @@ use crate::geometry::{Point, Rect};
 use crate::keys::parse_keys;
 use crate::tools::{params as p, parse};
 use crate::tree::{
-    CONTROL_FIELDS, ControlListing, control_json, filter_controls, names_match, nested_json,
+    CONTROL_FIELDS, ControlListing, control_json, filter_with_paths, names_match, nested_json,
 };
 
 type ToolResult = Result<ToolOutput, String>;
@@ -119,7 +119,7 @@ impl Executor {
                     .controls
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| control_json(i, n, &a.field_list))
+                    .map(|(i, n)| control_json(i, n, listing.paths.get(i), &a.field_list))
                     .collect();
                 Ok(ToolOutput {
                     result: Value::Array(out),
@@ -397,9 +397,11 @@ impl Executor {
             max_value_chars: self.limits.max_value_chars,
         };
         let tree = self.backend.control_tree(&w, &limits).await.map_err(be)?;
+        let (controls, paths) = filter_with_paths(&tree, &self.limits.control_types);
         let listing = st.listing.insert(ControlListing {
             window: w.handle,
-            controls: filter_controls(&tree, &self.limits.control_types),
+            controls,
+            paths,
             front: tree
                 .nodes
                 .first()

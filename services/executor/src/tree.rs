@@ -1,6 +1,9 @@
 //! Platform-independent handling of a window's control tree: filtering by control type, positional ids
 //! (`"1"`, `"2"`, ... per listing, as the reference's annotation labels), resolving an id the agent sends
 //! back (unknown id, name mismatch, disabled or invisible control), and the nested JSON of `get_ui_tree`.
+//! Each listed control also carries where it sits ([`ControlPath`]: its ancestors and its index among
+//! identical siblings), which the agent keeps as the action's selector to find the control again in a
+//! replay. Computed here from the flattened tree, so every backend (AT-SPI, UI Automation) reports it.
 
 use serde_json::{Map, Value, json};
 
@@ -39,7 +42,47 @@ pub const CONTROL_FIELDS: &[&str] = &[
     "automation_id",
     "kind",
     "value",
+    "ancestors",
+    "sibling_index",
 ];
+
+/// Where a listed control sits in its window's tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControlPath {
+    /// `(name, control type)` of each ancestor, the parent first, the window last.
+    pub ancestors: Vec<(String, String)>,
+    /// Position among the parent's children of the same name and type (0 for the first).
+    pub sibling_index: u32,
+}
+
+impl ControlPath {
+    /// The path of `tree.nodes[index]`.
+    pub fn of(tree: &RawTree, index: usize) -> Self {
+        let nodes = &tree.nodes;
+        let Some(node) = nodes.get(index) else {
+            return Self::default();
+        };
+        let mut ancestors = Vec::new();
+        let mut at = node.parent.filter(|&p| p < index);
+        while let Some(p) = at {
+            let n = &nodes[p];
+            ancestors.push((n.name.clone(), n.control_type.clone()));
+            at = n.parent.filter(|&q| q < p);
+        }
+        let identical = nodes[..index]
+            .iter()
+            .filter(|n| {
+                n.parent == node.parent
+                    && n.name == node.name
+                    && n.control_type == node.control_type
+            })
+            .count();
+        Self {
+            ancestors,
+            sibling_index: u32::try_from(identical).unwrap_or(u32::MAX),
+        }
+    }
+}
 
 /// The numbered controls of one window from one listing.
 #[derive(Debug, Clone, Default)]
@@ -50,17 +93,29 @@ pub struct ControlListing {
     pub controls: Vec<RawNode>,
     /// The name of the window the controls belong to (a dialog in front of the selected window).
     pub front: String,
+    /// Where each control sits (same order as `controls`).
+    pub paths: Vec<ControlPath>,
 }
 
 /// Keeps the controls worth showing an agent: of a wanted type, visible, with an on-screen area.
 pub fn filter_controls(tree: &RawTree, types: &[String]) -> Vec<RawNode> {
+    kept(tree, types).map(|(_, n)| n.clone()).collect()
+}
+
+/// [`filter_controls`] with each kept control's [`ControlPath`].
+pub fn filter_with_paths(tree: &RawTree, types: &[String]) -> (Vec<RawNode>, Vec<ControlPath>) {
+    kept(tree, types)
+        .map(|(i, n)| (n.clone(), ControlPath::of(tree, i)))
+        .unzip()
+}
+
+fn kept<'a>(tree: &'a RawTree, types: &'a [String]) -> impl Iterator<Item = (usize, &'a RawNode)> {
     tree.nodes
         .iter()
-        .filter(|n| n.parent.is_some())
-        .filter(|n| types.iter().any(|t| t == &n.control_type))
-        .filter(|n| n.visible && !n.rect.is_empty())
-        .cloned()
-        .collect()
+        .enumerate()
+        .filter(|(_, n)| n.parent.is_some())
+        .filter(|(_, n)| types.iter().any(|t| t == &n.control_type))
+        .filter(|(_, n)| n.visible && !n.rect.is_empty())
 }
 
 /// Why an id could not be used.
@@ -132,8 +187,14 @@ pub fn names_match(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// The JSON entry of a listed control, restricted to `fields` (all of [`CONTROL_FIELDS`] when empty).
-pub fn control_json(index: usize, node: &RawNode, fields: &[String]) -> Value {
+/// The JSON entry of a listed control, restricted to `fields` (all of [`CONTROL_FIELDS`] when empty); the
+/// path fields only when `path` is given.
+pub fn control_json(
+    index: usize,
+    node: &RawNode,
+    path: Option<&ControlPath>,
+    fields: &[String],
+) -> Value {
     let want = |f: &str| fields.is_empty() || fields.iter().any(|x| x == f);
     let mut m = Map::new();
     if want("id") {
@@ -163,6 +224,19 @@ pub fn control_json(index: usize, node: &RawNode, fields: &[String]) -> Value {
     // An editable control's current text; without a field list only when there is one.
     if fields.iter().any(|x| x == "value") || (fields.is_empty() && !node.value.is_empty()) {
         m.insert("value".into(), json!(node.value));
+    }
+    if let Some(path) = path {
+        if want("ancestors") {
+            let list: Vec<Value> = path
+                .ancestors
+                .iter()
+                .map(|(name, ty)| json!({"name": name, "type": ty}))
+                .collect();
+            m.insert("ancestors".into(), Value::Array(list));
+        }
+        if want("sibling_index") {
+            m.insert("sibling_index".into(), json!(path.sibling_index));
+        }
     }
     Value::Object(m)
 }
@@ -257,6 +331,7 @@ mod tests {
             window: 1,
             controls: filter_controls(&tree(), &["Button".into(), "Edit".into()]),
             front: String::new(),
+            paths: Vec::new(),
         };
         let (n, w) = listing.resolve("2", Some("name")).unwrap();
         assert_eq!((n.name.as_str(), w), ("Name", None));
@@ -273,11 +348,36 @@ mod tests {
     #[test]
     fn field_lists_and_nesting() {
         let t = tree();
-        let v = control_json(0, &t.nodes[1], &["id".into(), "rect".into()]);
+        let v = control_json(0, &t.nodes[1], None, &["id".into(), "rect".into()]);
         assert_eq!(v, json!({"id": "1", "rect": [0, 0, 10, 10]}));
         let nested = nested_json(&t.nodes);
         assert_eq!(nested["name"], "win");
         assert_eq!(nested["children"][1]["children"][0]["name"], "Name");
         assert_eq!(nested["children"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn paths_name_ancestors_and_identical_siblings() {
+        let mut t = tree();
+        t.nodes.push(node("Name", "Edit", Some(2), true));
+        t.nodes.push(node("Name", "Button", Some(2), true));
+        let types: Vec<String> = vec!["Edit".into(), "Button".into()];
+        let (kept, paths) = filter_with_paths(&t, &types);
+        assert_eq!(kept.len(), 4);
+        let win = ("win".to_owned(), "Window".to_owned());
+        let pane = ("pane".to_owned(), "Pane".to_owned());
+        assert_eq!(paths[0].ancestors, vec![win.clone()]);
+        assert_eq!(paths[1].ancestors, vec![pane, win]);
+        // The two "Name" edits under the pane are 0 and 1; the "Name" button is another kind.
+        let idx: Vec<_> = paths.iter().map(|p| p.sibling_index).collect();
+        assert_eq!(idx, [0, 0, 1, 0]);
+        let v = control_json(2, &kept[2], Some(&paths[2]), &[]);
+        assert_eq!(v["ancestors"][0], json!({"name": "pane", "type": "Pane"}));
+        assert_eq!(v["sibling_index"], 1);
+        let fields = ["id".to_owned(), "sibling_index".to_owned()];
+        assert_eq!(
+            control_json(2, &kept[2], Some(&paths[2]), &fields),
+            json!({"id": "3", "sibling_index": 1})
+        );
     }
 }

@@ -187,6 +187,27 @@ async fn controls_match_a_live_walk_on_every_widget_factory_page_and_mousepads_f
             .any(|c| c["type"] == "MenuItem" && c["name"].as_str().unwrap().contains("Save As")),
         "the open File menu lists Save As ({n} controls): {list}"
     );
+    // Each control says where it sits (the replay selector): Save As is under the File menu, in the
+    // window, and first of its kind among its siblings.
+    let save_as = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "MenuItem" && c["name"].as_str().unwrap().contains("Save As"))
+        .unwrap();
+    let ancestors = save_as["ancestors"].as_array().unwrap();
+    assert!(
+        ancestors
+            .iter()
+            .any(|a| a["type"] == "Menu" && a["name"] == "File"),
+        "{save_as}"
+    );
+    assert_eq!(
+        ancestors.last().unwrap()["name"],
+        mp.title.as_str(),
+        "{save_as}"
+    );
+    assert_eq!(save_as["sibling_index"], 0, "{save_as}");
 }
 
 /// More pixels than a text caret (2 × 20) covers.

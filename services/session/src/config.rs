@@ -151,6 +151,12 @@ pub struct BlobArgs {
     #[arg(long, env = "UFO_SESSION_BLOB_S3_ALLOW_HTTP", default_value_t = false)]
     pub blob_s3_allow_http: bool,
 
+    /// Largest blob PutBlob accepts, in bytes (RESOURCE_EXHAUSTED beyond; also bounded by
+    /// --max-message-bytes).
+    #[arg(long, env = "UFO_SESSION_MAX_BLOB_BYTES", default_value_t = 16 * 1024 * 1024,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_blob_bytes: u64,
+
     /// Age in seconds after which a blob no row references is deleted by the sweeper. Must exceed the
     /// longest time between a screenshot's upload and its step's commit.
     #[arg(long, env = "UFO_SESSION_BLOB_SWEEP_GRACE_S", default_value_t = 3600,

@@ -8,6 +8,7 @@
 //!   captured output, readiness by gRPC health / HTTP / log line, SIGTERM-then-SIGKILL on drop.
 //! - [`binary`]: the path of a workspace binary, built from the current sources ([`workspace_binary`]).
 //! - [`postgres`]: a fresh uniquely named database per test ([`TestDatabase`]), dropped afterwards.
+//! - [`pg_cluster`]: a private PostgreSQL cluster a test may stop, start and restart ([`PgCluster`]).
 //! - [`cluster`]: session + executor + agent as real processes on free ports ([`Cluster`]), with an API
 //!   key, optional Postgres database, LLM server and span export.
 //! - [`malformed`]: a malformed-input sweep generated from the proto descriptors ([`malformed::Sweep`]),
@@ -26,6 +27,8 @@ pub mod binary;
 pub mod cluster;
 pub mod collector;
 pub mod malformed;
+#[cfg(unix)]
+pub mod pg_cluster;
 pub mod postgres;
 pub mod process;
 pub mod spans;
@@ -34,6 +37,8 @@ pub mod wait;
 pub use binary::{BinaryError, workspace_binary};
 pub use cluster::{Cluster, ClusterBuilder, ClusterError};
 pub use collector::{CollectorError, OtlpCollector};
+#[cfg(unix)]
+pub use pg_cluster::{PgCluster, PgClusterError};
 pub use postgres::{DatabaseError, TestDatabase};
 pub use process::{ProcessBuilder, ProcessError, ServiceProcess, free_port, grpc_serving};
 pub use spans::{CollectedSpan, SpanSet, StructureError};

@@ -188,6 +188,10 @@ impl ActionRecord {
                 .map(|t| t.name.clone())
                 .unwrap_or_default(),
             representation: self.representation(),
+            selector: self
+                .target
+                .as_ref()
+                .map(|t| crate::replay::selector::Selector::of_target(t).to_proto()),
         }
     }
 }

@@ -41,6 +41,9 @@ pub struct AgentServices {
     pub knowledge: Option<Arc<dyn KnowledgeSource>>,
     /// Limits and switches.
     pub settings: Arc<AgentSettings>,
+    /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
+    /// go with the step).
+    pub uploads: Option<Arc<crate::blobs::BlobUploads>>,
 }
 
 impl std::fmt::Debug for AgentServices {

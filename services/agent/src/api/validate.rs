@@ -5,7 +5,7 @@ use ufo_proto::v1::SubmitTaskRequest;
 
 use super::error::ApiError;
 use super::service::Tasks;
-use crate::runner::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig};
+use crate::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig};
 
 /// Text stored in the session service may not contain NUL characters (Postgres text cannot hold them).
 pub(super) fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {

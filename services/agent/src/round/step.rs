@@ -147,6 +147,7 @@ impl Round {
             artifacts: vec![],
             events: vec![],
             control: self.control(),
+            uploads: self.services.uploads.clone(),
         }
     }
 

@@ -18,13 +18,13 @@ use ufo_proto::v1;
 use super::driver::{DriverError, StepInput, StepOutput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
-use super::task_config::{ConfirmPolicy, TaskConfig};
 use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
 use crate::control::StepControl;
 use crate::dispatch::CommandDispatcher;
 use crate::memory::{Blackboard, Memory};
 use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
+use crate::task_config::{ConfirmPolicy, TaskConfig};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
@@ -67,6 +67,9 @@ pub enum DriverSetupError {
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
     Executors(#[from] crate::executors::ExecutorConfigError),
+    /// The session service's address or token (screenshot uploads) is invalid.
+    #[error(transparent)]
+    Session(#[from] crate::api::session::SessionClientError),
 }
 
 impl AgentsDriver {
@@ -84,8 +87,15 @@ impl AgentsDriver {
         let marker = config.agents.marker()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
+        let uploads = Arc::new(crate::blobs::BlobUploads::new(
+            crate::api::session::connect(&config.session)?,
+        ));
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
             AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
+                .map(|s| AgentServices {
+                    uploads: Some(uploads.clone()),
+                    ..s
+                })
                 .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();

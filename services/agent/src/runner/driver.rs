@@ -8,9 +8,9 @@ use ufo_proto::v1::{
     ArtifactKind, Blackboard, BlackboardEntry, EventDraft, MemoryItem, Round, Session, Step,
 };
 
-use super::task_config::TaskConfig;
 pub use crate::control::{Next, StepControl};
 use crate::round::Decision;
+use crate::task_config::TaskConfig;
 
 /// What the driver sees when asked for the next step.
 #[derive(Debug, Clone)]
@@ -68,6 +68,8 @@ pub struct StepOutput {
     /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
     /// and the held action their ids and stores it with the step).
     pub control: StepControl,
+    /// The uploads started at capture ([`crate::blobs`]); none: the artifacts' bytes go with the step.
+    pub uploads: Option<std::sync::Arc<crate::blobs::BlobUploads>>,
 }
 
 /// Why the driver could not produce a step. The runner fails the task with the message.

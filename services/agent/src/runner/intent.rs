@@ -16,12 +16,12 @@ use ufo_proto::v1::{
 };
 
 use super::driver::StepOutput;
-use super::retry::{Retry, retried};
 use crate::agents::action::ActionRecord;
 use crate::api::session::SessionClient;
 use crate::control::{Next, StepControl};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
 use crate::response::AgentState;
+use crate::store::retry::{Retry, retried};
 
 /// The recorded outcome of an action whose runner stopped before recording its step.
 pub const UNKNOWN: &str = "unknown — the previous runner stopped while running it";
@@ -40,6 +40,7 @@ pub struct StoreIntents {
 
 impl StoreIntents {
     /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
+    #[tracing::instrument(name = "runner.intent", skip_all, fields(step = self.step))]
     pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
         let intent = Intent {
             intent: true,
@@ -269,6 +270,7 @@ pub fn unknown_step(
             next: Next::Continue { agent },
             round,
         },
+        uploads: None,
     }
 }
 

@@ -5,21 +5,18 @@
 //! - [`watch`]: lease renewal and the event follower (cancel requests, answers, decisions).
 //! - [`agents_driver`]: the real [`TaskDriver`]: HostAgent + AppAgents through [`crate::round::Round`].
 //! - [`driver`]: the seam to the agents ([`TaskDriver`]): produce the next step from recorded state.
-//! - [`task_config`]: a task's resolved configuration, stored in the session.
 //! - [`hitl`]: questions, answers, held actions and decisions in the session store.
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
-//! - [`retry`]: store writes retried with bounded backoff on transient failures.
-//! - [`sanitise`]: NUL in model text replaced before it is recorded.
+//!
+//! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
+//! [`crate::task_config`].
 
 pub mod agents_driver;
 pub mod driver;
 pub mod hitl;
 pub mod intent;
 mod record;
-pub mod retry;
-pub mod sanitise;
 pub mod task;
-pub mod task_config;
 pub mod watch;
 pub mod worker;
 

@@ -39,15 +39,18 @@ impl TaskRun {
         control.write(&mut step);
         // Model text can hold what the store refuses (NUL): never let it make the step unrecordable.
         let mut memory_item = output.memory_item.map(ufo_proto::json::object_to_struct);
-        super::sanitise::structure(&mut memory_item);
-        super::sanitise::step(&mut step);
+        crate::store::sanitise::structure(&mut memory_item);
+        crate::store::sanitise::step(&mut step);
         blackboard
             .iter_mut()
-            .for_each(|e| super::sanitise::structure(&mut e.value));
+            .for_each(|e| crate::store::sanitise::structure(&mut e.value));
         events
             .iter_mut()
-            .for_each(|e| super::sanitise::structure(&mut e.payload));
+            .for_each(|e| crate::store::sanitise::structure(&mut e.payload));
         let wrote_board = !blackboard.is_empty();
+        // Uploads started at capture are waited for here; what could not be uploaded goes inline.
+        let (blobs, mut pending) =
+            crate::blobs::split(output.uploads.as_deref(), output.artifacts).await;
         let base = RecordStepRequest {
             step: Some(step),
             memory_item: memory_item.clone(),
@@ -56,17 +59,8 @@ impl TaskRun {
             events,
             lease_owner: self.worker_id.clone(),
             artifacts: Vec::new(),
+            blobs,
         };
-        let mut pending: Vec<StepArtifact> = output
-            .artifacts
-            .into_iter()
-            .map(|a| StepArtifact {
-                kind: a.kind as i32,
-                content_type: a.content_type,
-                data: a.data,
-                metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
-            })
-            .collect();
         // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
         // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
         // links them. A step larger than the session service accepts in one message (its
@@ -91,7 +85,7 @@ impl TaskRun {
             linked.extend(stored.into_iter().map(|stored| stored.id));
             request.artifact_ids.clone_from(&linked);
             // Retried on transient failures: an identical step already recorded comes back as a duplicate.
-            let recorded = super::retry::retried(&retry, "RecordStep", || {
+            let recorded = crate::store::retry::retried(&retry, "RecordStep", || {
                 let mut client = client.clone();
                 let request = request.clone();
                 async move { client.record_step(request).await }

@@ -18,13 +18,13 @@ use ufo_proto::v1::{
 use super::driver::{StepInput, TaskDriver};
 use super::hitl;
 use super::intent::{self, Intent, StoreIntents};
-use super::retry;
-use super::task_config::TaskConfig;
 use super::watch::{Signals, StopReason, follow_events, keep_lease};
 use crate::api::session::SessionClient;
 use crate::config::{QuestionFallback, RunnerConfig};
 use crate::control::{HeldAction, Next, StepControl};
 use crate::round::Decision;
+use crate::store::retry;
+use crate::task_config::TaskConfig;
 
 /// The answer recorded for a question nobody answered in time (`--question-fallback continue`).
 pub const NO_ANSWER: &str = "(no answer within the timeout)";
@@ -159,7 +159,7 @@ impl TaskRun {
         status: SessionStatus,
         mut result: String,
     ) -> Result<(), tonic::Status> {
-        super::sanitise::text(&mut result);
+        crate::store::sanitise::text(&mut result);
         self.client
             .clone()
             .set_session_status(SetSessionStatusRequest {
@@ -279,7 +279,7 @@ impl TaskRun {
                 Outcome::Cancelled => (RoundStatus::Cancelled, "cancelled".to_owned()),
                 Outcome::LeaseLost | Outcome::Shutdown => return Ok(end),
             };
-            super::sanitise::text(&mut result);
+            crate::store::sanitise::text(&mut result);
             client
                 .finish_round(FinishRoundRequest {
                     session_id: self.session.id.clone(),

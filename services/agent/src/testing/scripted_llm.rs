@@ -121,6 +121,7 @@ struct Shared {
     script: Mutex<VecDeque<Entry>>,
     received: Mutex<Vec<RecordedRequest>>,
     usage: Mutex<(u64, u64)>,
+    delay: Mutex<std::time::Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -182,6 +183,11 @@ impl ScriptedLlm {
     /// Sets the token usage reported with each successful reply.
     pub fn set_usage(&self, input_tokens: u64, output_tokens: u64) {
         *lock(&self.shared.usage) = (input_tokens, output_tokens);
+    }
+
+    /// Makes every reply wait this long before it is sent, as a hosted model thinks (default: none).
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        *lock(&self.shared.delay) = delay;
     }
 
     /// Queues a reply.
@@ -263,6 +269,10 @@ async fn handle(
             return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
         }
     };
+    let delay = *lock(&shared.delay);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     match reply {
         ScriptedReply::Text(content) => {
             let (input, output) = *lock(&shared.usage);

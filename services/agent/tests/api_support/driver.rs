@@ -202,5 +202,6 @@ fn output(input: &StepInput<'_>, thought: String, next: Next) -> StepOutput {
         },
         events: Vec::new(),
         control: next.into(),
+        uploads: None,
     }
 }

@@ -76,7 +76,11 @@ fn control_schema() -> Value {
             "id": {"type": "string"}, "name": {"type": "string"}, "type": {"type": "string"},
             "rect": rect_schema(), "enabled": {"type": "boolean"}, "visible": {"type": "boolean"},
             "automation_id": {"type": "string"}, "kind": {"type": "string"},
-            "value": {"type": "string", "description": "an editable control's current text (bounded)"}
+            "value": {"type": "string", "description": "an editable control's current text (bounded)"},
+            "ancestors": {"type": "array", "description": "name and type of each ancestor, parent first",
+                "items": {"type": "object", "properties": {"name": {"type": "string"}, "type": {"type": "string"}}}},
+            "sibling_index": {"type": "integer", "minimum": 0,
+                "description": "position among the parent's children of the same name and type"}
         }
     })
 }

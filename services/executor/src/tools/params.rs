@@ -84,8 +84,8 @@ pub struct DesktopApps {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WindowControls {
-    /// Fields each control carries (id, name, type, rect, enabled, visible, automation_id, kind);
-    /// empty means all.
+    /// Fields each control carries (id, name, type, rect, enabled, visible, automation_id, kind, value,
+    /// ancestors, sibling_index); empty means all.
     #[serde(default)]
     pub field_list: Vec<String>,
 }

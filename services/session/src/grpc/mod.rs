@@ -11,16 +11,18 @@ use futures::Stream;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
+use ufo_common::ErrorCode;
 use ufo_proto::v1::session_store_server::SessionStore;
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
-    AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, ClaimTaskRequest,
-    ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest, GetArtifactRequest,
-    GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse, GetSessionRequest, GetStepRequest,
-    Lease, ListRoundsRequest, ListRoundsResponse, ListSessionsRequest, ListSessionsResponse,
-    ListStepsRequest, ListStepsResponse, PutArtifactRequest, RecordStepRequest, RecordStepResponse,
-    ReleaseTaskRequest, ReleaseTaskResponse, RenewLeaseRequest, RequestCancelRequest, Round,
-    Session, SessionStatus, SetSessionStatusRequest, Step, WatchEventsRequest,
+    AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
+    ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest,
+    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
+    GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
+    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse,
+    PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest,
+    ReleaseTaskResponse, RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionStatus,
+    SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 use uuid::Uuid;
 
@@ -49,6 +51,8 @@ pub struct ServiceLimits {
     pub max_artifact_bytes: usize,
     /// Largest batch in a request.
     pub max_batch: usize,
+    /// Largest blob PutBlob accepts.
+    pub max_blob_bytes: u64,
 }
 
 impl ServiceLimits {
@@ -62,6 +66,7 @@ impl ServiceLimits {
             watch_buffer: config.watch_buffer as usize,
             max_artifact_bytes: config.max_message_bytes as usize,
             max_batch: config.max_batch as usize,
+            max_blob_bytes: config.blobs.max_blob_bytes,
         }
     }
 
@@ -257,6 +262,15 @@ impl SessionStore for SessionService {
         request: Request<RecordStepRequest>,
     ) -> Result<Response<RecordStepResponse>, Status> {
         let record = validate::record_step(request.into_inner(), self.limits.validation())?;
+        if !self.store.has_blob_store()
+            && let Some(blob) = record.artifacts.iter().find_map(|a| a.blob.as_ref())
+        {
+            return Err(ErrorCode::FailedPrecondition.status(format!(
+                "blob {} is not durable: this session service has no blob store; send the bytes with \
+                 the step",
+                blob.sha256
+            )));
+        }
         let recorded = self.store.record_step(record).await.map_err(status)?;
         Ok(Response::new(RecordStepResponse {
             step: Some(recorded.step),
@@ -355,6 +369,38 @@ impl SessionStore for SessionService {
         Ok(Response::new(
             self.store.put_artifact(artifact).await.map_err(status)?,
         ))
+    }
+
+    #[tracing::instrument(name = "session.put_blob", skip_all,
+        fields(size = request.get_ref().data.len()))]
+    async fn put_blob(
+        &self,
+        request: Request<PutBlobRequest>,
+    ) -> Result<Response<BlobRef>, Status> {
+        let r = request.into_inner();
+        if r.data.is_empty() {
+            return Err(invalid("data", "required"));
+        }
+        if r.data.len() as u64 > self.limits.max_blob_bytes {
+            return Err(ErrorCode::ResourceExhausted.status(format!(
+                "data: {} bytes is more than this service's --max-blob-bytes ({})",
+                r.data.len(),
+                self.limits.max_blob_bytes
+            )));
+        }
+        let expected = match r.sha256.as_str() {
+            "" => None,
+            hash => Some(validate::artifact_id("sha256", hash)?),
+        };
+        let stored = self
+            .store
+            .put_blob(r.data, expected)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(BlobRef {
+            sha256: stored.sha256,
+            size: stored.size,
+        }))
     }
 
     async fn get_artifact(

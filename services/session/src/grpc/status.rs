@@ -27,6 +27,10 @@ pub fn status(error: StoreError) -> Status {
                 ErrorCode::Internal.status("internal error; see the service logs")
             }
         },
+        StoreError::Blob(
+            error @ (crate::blob::BlobError::HashMismatch { .. }
+            | crate::blob::BlobError::InvalidHash(_)),
+        ) => ErrorCode::InvalidArgument.status(error.to_string()),
         StoreError::Blob(error) if !matches!(error, crate::blob::BlobError::NotFound(_)) => {
             tracing::error!(error = ?error, "blob store unavailable");
             ErrorCode::Unavailable.status("the blob store is unavailable; retry later")

@@ -6,7 +6,7 @@ use sha2::{Digest as _, Sha256};
 use tonic::Status;
 use ufo_proto::v1::{
     AgentKind, ArtifactKind, BlackboardEntry, BlackboardKind, EventDraft, EventKind,
-    RecordStepRequest, RoundStatus, SessionStatus,
+    RecordStepRequest, RoundStatus, SessionStatus, StepBlob,
 };
 use uuid::Uuid;
 
@@ -220,7 +220,7 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
         .map(|(i, id)| artifact_id(&format!("artifact_ids[{i}]"), id))
         .collect::<Result<Vec<_>, _>>()?;
     batch("artifacts", &request.artifacts, limits)?;
-    let artifacts = request
+    let mut artifacts = request
         .artifacts
         .into_iter()
         .zip(digests)
@@ -237,6 +237,10 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
             })
         })
         .collect::<Result<Vec<_>, Status>>()?;
+    batch("blobs", &request.blobs, limits)?;
+    for (i, b) in request.blobs.into_iter().enumerate() {
+        artifacts.push(step_blob(&format!("blobs[{i}]"), b, limits)?);
+    }
     Ok(StepRecord {
         session_id,
         memory_item: object(request.memory_item),
@@ -247,6 +251,36 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
         lease_owner,
         content_hash,
         step,
+    })
+}
+
+/// An artifact whose bytes were put with PutBlob: the row keeps hash, size, content type and (in its
+/// metadata) the image's dimensions.
+fn step_blob(field: &str, b: StepBlob, limits: Limits) -> Result<StepArtifact, Status> {
+    let sha256 = artifact_id(&format!("{field}.sha256"), &b.sha256)?;
+    if b.size == 0 || b.size > limits.max_artifact_bytes as u64 {
+        return Err(invalid(
+            &format!("{field}.size"),
+            &format!("must be 1..={} bytes", limits.max_artifact_bytes),
+        ));
+    }
+    let mut metadata = object(b.metadata);
+    if let Json::Object(m) = &mut metadata
+        && (b.width > 0 || b.height > 0)
+    {
+        m.insert("width".into(), b.width.into());
+        m.insert("height".into(), b.height.into());
+    }
+    Ok(StepArtifact {
+        kind: artifact_kind(&format!("{field}.kind"), b.kind)?,
+        content_type: required(&format!("{field}.content_type"), b.content_type)?,
+        data: bytes::Bytes::new(),
+        metadata,
+        blob: Some(crate::store::BlobRef {
+            sha256: sha256.clone(),
+            size: b.size,
+        }),
+        sha256,
     })
 }
 

@@ -23,7 +23,7 @@ use crate::blob::sweep::BlobReferences;
 use crate::blob::{BlobHash, BlobStore};
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
-    RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
+    RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError, StoreResult, Subscription,
 };
 
 /// A store with artifact bytes in a blob store.
@@ -50,6 +50,29 @@ impl BlobbedStore {
     /// The blob store (for the sweeper).
     pub fn blobs(&self) -> &Arc<dyn BlobStore> {
         &self.blobs
+    }
+
+    /// Refuses a step referencing a blob put earlier that the blob store does not hold whole: a step
+    /// commits only with every blob it references durable.
+    #[instrument(name = "store.check_blobs", skip_all)]
+    async fn check_durable(&self, record: &StepRecord) -> StoreResult<()> {
+        let checks = record.artifacts.iter().filter_map(|a| a.blob.as_ref()).map(
+            |blob| async move {
+                let hash = BlobHash::parse(&blob.sha256)?;
+                match self.blobs.stat(&hash).await? {
+                    Some(info) if info.size == blob.size => Ok(()),
+                    Some(info) => Err(StoreError::FailedPrecondition(format!(
+                        "blob {hash} holds {} bytes, not the {} the step says",
+                        info.size, blob.size
+                    ))),
+                    None => Err(StoreError::FailedPrecondition(format!(
+                        "blob {hash} is not in the blob store: put it with PutBlob before the step \
+                         references it"
+                    ))),
+                }
+            },
+        );
+        futures::future::try_join_all(checks).await.map(drop)
     }
 
     /// Puts `data` (checked against `sha256` when given) and returns the reference the row will keep.
@@ -86,6 +109,7 @@ impl Store for BlobbedStore {
     #[instrument(name = "store.record_step_blobs", skip_all,
         fields(session = %record.session_id, artifacts = record.artifacts.len()))]
     async fn record_step(&self, mut record: StepRecord) -> StoreResult<RecordedStep> {
+        self.check_durable(&record).await?;
         let uploads = record
             .artifacts
             .iter()
@@ -128,6 +152,15 @@ impl Store for BlobbedStore {
 
     async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>> {
         self.inner.referenced_blobs(hashes).await
+    }
+
+    #[instrument(name = "store.put_blob", skip_all, fields(size = data.len()))]
+    async fn put_blob(&self, data: Bytes, expected: Option<String>) -> StoreResult<BlobRef> {
+        self.put_blob(data, expected.as_deref()).await
+    }
+
+    fn has_blob_store(&self) -> bool {
+        true
     }
 
     async fn create_session(&self, new: NewSession) -> StoreResult<Session> {

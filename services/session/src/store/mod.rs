@@ -126,6 +126,23 @@ pub trait Store: Send + Sync + 'static {
     /// An artifact by content id, or by (session, step, kind).
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact>;
 
+    /// Stores `data` durably in the blob store (checked against `expected` when given) and returns its
+    /// reference; idempotent. `FailedPrecondition` when this store keeps artifact bytes in rows.
+    async fn put_blob(&self, data: bytes::Bytes, expected: Option<String>) -> StoreResult<BlobRef> {
+        let _ = (data, expected);
+        Err(StoreError::FailedPrecondition(
+            "this session service has no blob store (artifact bytes are kept in database rows): send \
+             the bytes with the step"
+                .into(),
+        ))
+    }
+
+    /// Whether artifact bytes live in a blob store (steps may then reference blobs put with
+    /// [`Store::put_blob`]).
+    fn has_blob_store(&self) -> bool {
+        false
+    }
+
     /// Which of these hex SHA-256 an artifact row references (the blob sweeper keeps exactly those).
     async fn referenced_blobs(&self, hashes: Vec<String>) -> StoreResult<Vec<String>>;
 

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value as Json, json};
 use ufo_proto::json::{from_optional_struct, from_value, to_value};
 use ufo_proto::v1::{
-    Action, PhaseTiming, Result as CommandResult, ResultStatus, Settle, SettleOutcome,
+    Action, PhaseTiming, Result as CommandResult, ResultStatus, Selector, SelectorNode, Settle,
+    SettleOutcome,
 };
 
 use super::types::{db_name, proto_name};
@@ -40,10 +41,47 @@ pub fn actions_to_json(actions: &[Action]) -> Json {
                     "target_name": a.target_name,
                     "representation": a.representation,
                     "result": a.result.as_ref().map(result_to_json),
+                    "selector": a.selector.as_ref().map(selector_to_json),
                 })
             })
             .collect(),
     )
+}
+
+fn selector_to_json(s: &Selector) -> Json {
+    json!({
+        "type": s.control_type,
+        "name": s.name,
+        "ancestors": s.ancestors.iter().map(|n| json!({"name": n.name, "type": n.control_type})).collect::<Vec<_>>(),
+        "automation_id": s.automation_id,
+        "sibling_index": s.sibling_index,
+        "process": s.process,
+    })
+}
+
+fn selector_from_json(map: &Map<String, Json>) -> Selector {
+    Selector {
+        control_type: text(map, "type"),
+        name: text(map, "name"),
+        ancestors: map
+            .get("ancestors")
+            .and_then(Json::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_object)
+            .map(|n| SelectorNode {
+                name: text(n, "name"),
+                control_type: text(n, "type"),
+            })
+            .collect(),
+        automation_id: text(map, "automation_id"),
+        sibling_index: map
+            .get("sibling_index")
+            .and_then(Json::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        process: text(map, "process"),
+    }
 }
 
 fn result_to_json(r: &CommandResult) -> Json {
@@ -88,6 +126,10 @@ pub fn actions_from_json(value: Json) -> Vec<Action> {
                     Some(Json::Object(r)) => Some(result_from_json(r)),
                     _ => None,
                 },
+                selector: map
+                    .get("selector")
+                    .and_then(Json::as_object)
+                    .map(selector_from_json),
             }),
             _ => None,
         })
@@ -211,6 +253,17 @@ mod tests {
             target_id: "12".into(),
             target_name: "Export".into(),
             representation: "click_input on [12]Export".into(),
+            selector: Some(Selector {
+                control_type: "Button".into(),
+                name: "Export".into(),
+                ancestors: vec![SelectorNode {
+                    name: "Report".into(),
+                    control_type: "Window".into(),
+                }],
+                automation_id: "export".into(),
+                sibling_index: 2,
+                process: String::new(),
+            }),
         };
         let back = actions_from_json(actions_to_json(std::slice::from_ref(&action)));
         assert_eq!(back, vec![action]);

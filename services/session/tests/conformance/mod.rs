@@ -71,6 +71,18 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
                 target_id: "3".into(),
                 target_name: "Text View".into(),
                 representation: "set_edit_text on [3]Text View".into(),
+                // The replay selector: both stores must give it back as written.
+                selector: Some(ufo_proto::v1::Selector {
+                    control_type: "Edit".into(),
+                    name: "Text View".into(),
+                    ancestors: vec![ufo_proto::v1::SelectorNode {
+                        name: "Untitled 1 - Mousepad".into(),
+                        control_type: "Window".into(),
+                    }],
+                    automation_id: String::new(),
+                    sibling_index: 1,
+                    process: String::new(),
+                }),
             }],
             phases: vec![PhaseTiming {
                 phase: "llm_interaction".into(),
@@ -99,6 +111,7 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
         }],
         lease_owner: String::new(),
         artifacts: Vec::new(),
+        blobs: Vec::new(),
     }
 }
 

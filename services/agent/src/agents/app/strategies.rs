@@ -111,6 +111,9 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .and_then(|r| r.images.first())
             .cloned()
             .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&clean.bytes);
+        }
         out.insert(CLEAN_SCREENSHOT, clean);
         let window = results
             .get(1)
@@ -121,6 +124,9 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         if settings.save_full_screen
             && let Some(img) = rest.next().and_then(|r| r.images.into_iter().next())
         {
+            if let Some(uploads) = &agent.services.uploads {
+                uploads.start(&img.bytes);
+            }
             out.insert(DESKTOP_SCREENSHOT, img);
         }
         if settings.save_ui_tree
@@ -227,6 +233,9 @@ impl Strategy<AppAgent> for AppControlInfo {
             .map_err(|e| failed("cannot encode the annotation", e))?;
         undo.restore(&mut pixels);
         drop(marks);
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&annotated.bytes);
+        }
         Ok(Outputs::new()
             .with(CONTROLS, controls)
             .with(ANNOTATED_SCREENSHOT, annotated)

@@ -104,6 +104,9 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
+        if let Some(uploads) = &agent.services.uploads {
+            uploads.start(&screenshot.bytes);
+        }
         let mut out = Outputs::new()
             .with(DESKTOP_SCREENSHOT, screenshot)
             .with(TARGET_REGISTRY, registry)

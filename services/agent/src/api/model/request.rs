@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use ufo_proto::v1::{self as pb, SessionStatus};
 use utoipa::{IntoParams, ToSchema};
 
-use crate::runner::task_config::ConfirmPolicy;
+use crate::task_config::ConfirmPolicy;
 
 /// `POST /v1/tasks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

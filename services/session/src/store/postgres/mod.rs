@@ -110,6 +110,65 @@ mod dialect {
     pub(super) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \
         WHERE sha256 IN (SELECT jsonb_array_elements_text($1))";
 
+    /// Appends events in one statement (one round trip, no explicit transaction): the lease check, the
+    /// sequence bump that notifies every replica on commit, and the insert.
+    const APPEND_EVENTS: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2, updated_at = $3 \
+          WHERE id = $1 AND ($4::text IS NULL OR lease_owner = $4) \
+          RETURNING id, last_seq, \
+          pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified), \
+        e AS (INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) \
+          SELECT s.id, s.last_seq - $2 + x.n, x.kind, x.payload, x.step, x.round, $3 FROM s, \
+          unnest($5::text[], $6::jsonb[], $7::bigint[], $8::bigint[]) \
+          WITH ORDINALITY AS x(kind, payload, step, round, n)) \
+        SELECT last_seq, notified FROM s";
+
+    /// Appends `events` to session `id`; returns the newest sequence number. Only when no row was
+    /// updated does a second read tell a missing session from a lease that is not the caller's.
+    pub(super) async fn append_events(
+        store: &super::sql::SqlStore,
+        id: uuid::Uuid,
+        events: &[crate::store::NewEvent],
+        lease_owner: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> crate::store::StoreResult<i64> {
+        use crate::store::{DbEnum as _, StoreError};
+
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let kinds: Vec<String> = events.iter().map(|e| e.kind.db()).collect();
+        let payloads: Vec<sqlx::types::Json<&serde_json::Value>> = events
+            .iter()
+            .map(|e| sqlx::types::Json(&e.payload))
+            .collect();
+        let steps: Vec<i64> = events
+            .iter()
+            .map(|e| i64::try_from(e.step).unwrap_or(i64::MAX))
+            .collect();
+        let rounds: Vec<i64> = events.iter().map(|e| i64::from(e.round)).collect();
+        let appended: Option<(i64, Option<String>)> = sqlx::query_as(APPEND_EVENTS)
+            .bind(id)
+            .bind(count)
+            .bind(at)
+            .bind(lease_owner)
+            .bind(kinds)
+            .bind(payloads)
+            .bind(steps)
+            .bind(rounds)
+            .fetch_optional(&store.write)
+            .await?;
+        if let Some((last_seq, _)) = appended {
+            return Ok(last_seq);
+        }
+        let exists: Option<uuid::Uuid> =
+            sqlx::query_scalar("SELECT id FROM sessions WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&store.write)
+                .await?;
+        Err(match exists {
+            None => StoreError::NotFound(format!("session {id}")),
+            Some(_) => StoreError::LeaseLost(id.to_string()),
+        })
+    }
+
     /// Locks the session row for the transaction.
     pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
 

@@ -137,12 +137,14 @@ impl SqlStore {
     #[instrument(name = "store.get_blackboard", skip_all, fields(session = %id))]
     pub(super) async fn get_blackboard_impl(&self, id: Uuid) -> StoreResult<Blackboard> {
         let mut conn = self.read.acquire().await?;
-        session_in(&mut conn, id).await?;
         let found =
             sqlx::query("SELECT * FROM blackboard WHERE session_id = $1 ORDER BY kind, idx")
                 .bind(id)
                 .fetch_all(&mut *conn)
                 .await?;
+        if found.is_empty() {
+            session_in(&mut conn, id).await?;
+        }
         let mut board = Blackboard::default();
         for row in &found {
             let entry = rows::blackboard_entry(row)?;

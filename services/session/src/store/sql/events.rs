@@ -60,7 +60,12 @@ pub(super) async fn append(
             .push_bind(at);
     });
     insert.build().execute(&mut *conn).await?;
-    let stored = events
+    Ok((stored(id, events, first, at), api_u64(last_seq)))
+}
+
+/// `events` as stored for session `id`, the first with sequence number `first`.
+pub(super) fn stored(id: Uuid, events: &[NewEvent], first: i64, at: DateTime<Utc>) -> Vec<Event> {
+    events
         .iter()
         .zip(first..)
         .map(|(event, seq)| Event {
@@ -77,8 +82,7 @@ pub(super) async fn append(
             step: event.step,
             round: event.round,
         })
-        .collect();
-    Ok((stored, api_u64(last_seq)))
+        .collect()
 }
 
 /// Locks session `id` for the rest of the transaction and checks the lease; returns its status text.
@@ -105,16 +109,31 @@ impl SqlStore {
         events: Vec<NewEvent>,
         lease_owner: Option<String>,
     ) -> StoreResult<Vec<Event>> {
+        let at = now();
+        let last_seq =
+            dialect::append_events(self, id, &events, lease_owner.as_deref(), at).await?;
+        self.notifier.notify(id, api_u64(last_seq));
+        let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
+        Ok(stored(id, &events, first, at))
+    }
+
+    /// Appends in a transaction of several statements (lock and lease check, sequence bump, insert);
+    /// returns the newest sequence number. SQLite's path; Postgres does it in one statement.
+    #[allow(dead_code)]
+    pub(crate) async fn append_events_statements(
+        &self,
+        id: Uuid,
+        events: &[NewEvent],
+        lease_owner: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<i64> {
         let mut tx = self.write.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
-            lock_session(&mut tx, id, lease_owner.as_deref()).await?;
-            let (stored, last_seq) = append(&mut tx, id, &events, Totals::default(), now()).await?;
-            Ok((stored, last_seq))
+        let outcome: StoreResult<u64> = async {
+            lock_session(&mut tx, id, lease_owner).await?;
+            Ok(append(&mut tx, id, events, Totals::default(), at).await?.1)
         }
         .await;
-        let (stored, last_seq) = settle(tx, outcome).await?;
-        self.notifier.notify(id, last_seq);
-        Ok(stored)
+        Ok(db_int(settle(tx, outcome).await?))
     }
 
     #[instrument(name = "store.read_events", skip_all, fields(session = %id, from_seq, limit))]

@@ -439,11 +439,14 @@ impl SqlStore {
     #[instrument(name = "store.list_rounds", skip_all, fields(session = %id))]
     pub(super) async fn list_rounds_impl(&self, id: Uuid) -> StoreResult<Vec<Round>> {
         let mut conn = self.read.acquire().await?;
-        session_in(&mut conn, id).await?;
         let found = sqlx::query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
             .bind(id)
             .fetch_all(&mut *conn)
             .await?;
+        if found.is_empty() {
+            // Only an empty answer needs telling "no rounds yet" from "no such session".
+            session_in(&mut conn, id).await?;
+        }
         found.iter().map(rows::round).collect()
     }
 }

@@ -338,7 +338,6 @@ impl SqlStore {
         limit: u32,
     ) -> StoreResult<Vec<Step>> {
         let mut conn = self.read.acquire().await?;
-        session_in(&mut conn, id).await?;
         let found = sqlx::query(
             "SELECT * FROM steps WHERE session_id = $1 AND step >= $2 ORDER BY step LIMIT $3",
         )
@@ -347,6 +346,10 @@ impl SqlStore {
         .bind(i64::from(limit))
         .fetch_all(&mut *conn)
         .await?;
+        if found.is_empty() {
+            // Only an empty page needs telling "no steps here" from "no such session".
+            session_in(&mut conn, id).await?;
+        }
         let mut steps = found
             .iter()
             .map(rows::step)
@@ -378,7 +381,6 @@ impl SqlStore {
         agent: Option<String>,
     ) -> StoreResult<Vec<MemoryItem>> {
         let mut conn = self.read.acquire().await?;
-        session_in(&mut conn, id).await?;
         let found = sqlx::query(
             "SELECT step, agent_name, item FROM memory_items \
              WHERE session_id = $1 AND ($2 IS NULL OR agent_name = $2) ORDER BY step",
@@ -387,6 +389,9 @@ impl SqlStore {
         .bind(agent)
         .fetch_all(&mut *conn)
         .await?;
+        if found.is_empty() {
+            session_in(&mut conn, id).await?;
+        }
         found
             .iter()
             .map(|row| {

@@ -57,6 +57,19 @@ mod dialect {
         steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
         output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
 
+    /// Events are appended in a transaction of several statements (in-process calls here).
+    pub(super) async fn append_events(
+        store: &super::sql::SqlStore,
+        id: uuid::Uuid,
+        events: &[crate::store::NewEvent],
+        lease_owner: Option<&str>,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> crate::store::StoreResult<i64> {
+        store
+            .append_events_statements(id, events, lease_owner, at)
+            .await
+    }
+
     /// Statements are in-process calls here, so the step is written in a transaction one statement at a
     /// time.
     pub(super) async fn record_step(

@@ -1,0 +1,116 @@
+//! `e2e-bench`: the end-to-end benchmark, one command, one table, every figure for Postgres and for the
+//! embedded store (SQLite) side by side, screenshots in a blob directory in both.
+//!
+//! - [`overhead`]: critical-path overhead per step against the real Linux executor with a model stand-in
+//!   that answers after `--model-delay-ms`; bytes stored per step; the intent write per step.
+//! - [`throughput`]: steps per second with `--tasks` concurrent tasks, an instant model and an executor
+//!   stand-in; CPU per step of the system's processes (from /proc); Postgres statements per step.
+//! - [`store`] sets up each store, [`pg`] is the bench's private Postgres cluster (with
+//!   `pg_stat_statements`), [`measure`] reads /proc, sizes and statements, [`report`] prints the table.
+//!
+//! Run: `cargo build --release --workspace --bins && target/release/e2e-bench` (see docs/benchmark.md).
+
+#[cfg(target_os = "linux")]
+mod measure;
+#[cfg(target_os = "linux")]
+mod overhead;
+#[cfg(target_os = "linux")]
+mod pg;
+#[cfg(target_os = "linux")]
+mod report;
+#[cfg(target_os = "linux")]
+mod store;
+#[cfg(target_os = "linux")]
+mod throughput;
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// The end-to-end benchmark.
+#[derive(Debug, Parser)]
+#[command(name = "e2e-bench")]
+struct Args {
+    /// AppAgent steps of the overhead task (plus three HostAgent/AppAgent steps around them).
+    #[arg(long, env = "UFO_BENCH_STEPS", default_value_t = 60)]
+    steps: usize,
+    /// How long the model stand-in takes to answer in the overhead run, in milliseconds.
+    #[arg(long, env = "UFO_BENCH_MODEL_DELAY_MS", default_value_t = 300)]
+    model_delay_ms: u64,
+    /// Concurrent tasks of the throughput run.
+    #[arg(long, env = "UFO_BENCH_TASKS", default_value_t = 100)]
+    tasks: usize,
+    /// AppAgent CONTINUE steps per throughput task (each task takes this + 3 steps).
+    #[arg(long, env = "UFO_BENCH_TASK_APP_STEPS", default_value_t = 2)]
+    task_app_steps: usize,
+    /// Stores to measure, in this order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "postgres,embedded"
+    )]
+    store: Vec<StoreKind>,
+    /// Directory of the Postgres server binaries (initdb, pg_ctl); default: the newest under
+    /// /usr/lib/postgresql.
+    #[arg(long, env = "UFO_BENCH_PG_BIN_DIR")]
+    pg_bin_dir: Option<PathBuf>,
+    /// Skip the real-desktop overhead run (e.g. where there is no Xvfb).
+    #[arg(long)]
+    skip_overhead: bool,
+    /// Skip the throughput run.
+    #[arg(long)]
+    skip_throughput: bool,
+}
+
+#[cfg(target_os = "linux")]
+use store::Kind as StoreKind;
+
+#[cfg(target_os = "linux")]
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let delay = std::time::Duration::from_millis(args.model_delay_ms);
+    let mut results = Vec::new();
+    for kind in args.store.iter().copied() {
+        let pg = match kind {
+            StoreKind::Postgres => Some(pg::PrivatePostgres::start(args.pg_bin_dir.clone()).await?),
+            StoreKind::Embedded => None,
+        };
+        let mut result = report::StoreResult {
+            kind,
+            overhead: None,
+            throughput: None,
+        };
+        if !args.skip_overhead {
+            let storage = store::Storage::create(kind, pg.as_ref()).await?;
+            eprintln!("{}: overhead run ({} steps)", kind.label(), args.steps + 3);
+            result.overhead = Some(overhead::run(&storage, args.steps, delay).await?);
+        }
+        if !args.skip_throughput {
+            let storage = store::Storage::create(kind, pg.as_ref()).await?;
+            eprintln!("{}: throughput run ({} tasks)", kind.label(), args.tasks);
+            result.throughput =
+                Some(throughput::run(&storage, args.tasks, args.task_app_steps).await?);
+        }
+        results.push(result);
+    }
+    report::print(&results, delay, args.tasks, args.task_app_steps + 3);
+    Ok(())
+}
+
+/// The stores (only Linux runs the benchmark).
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum StoreKind {
+    Postgres,
+    Embedded,
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() -> anyhow::Result<()> {
+    let _ = Args::parse();
+    anyhow::bail!(
+        "the end-to-end benchmark reads /proc and drives the Linux executor: run it on Linux"
+    )
+}

@@ -428,6 +428,7 @@ fn main() {
         marker,
         grounding: None,
         knowledge: None,
+        replay: None,
         settings: Arc::new(settings),
         uploads: None,
     };

@@ -69,6 +69,9 @@ pub struct TaskConfig {
     /// Confirm policy.
     #[serde(default)]
     pub confirm_policy: ConfirmPolicy,
+    /// A replay's plan (`POST /v1/tasks` with `replay_of`); none for a model-driven task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::ReplaySpec>,
 }
 
 /// The session's config does not hold a task configuration.
@@ -99,6 +102,7 @@ impl TaskConfig {
             },
             model: ModelChoice::default(),
             confirm_policy: ConfirmPolicy::default(),
+            replay: None,
         }
     }
 

@@ -216,6 +216,7 @@ async fn runner_child() {
         marker: common::marker(),
         grounding: None,
         knowledge: None,
+        replay: None,
         settings: Arc::new(AgentSettings::default()),
         uploads: None,
     };

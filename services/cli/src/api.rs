@@ -113,6 +113,15 @@ impl ApiClient {
             .await
     }
 
+    /// `POST /v1/tasks` replaying task `id`.
+    pub async fn replay(&self, id: &str, on_mismatch: Option<&str>) -> Result<Value, CliError> {
+        let mut body = serde_json::json!({"replay_of": id});
+        if let Some(m) = on_mismatch {
+            body["on_mismatch"] = serde_json::json!(m);
+        }
+        self.call(Method::POST, "/v1/tasks", Some(body)).await
+    }
+
     /// `GET /v1/tasks` with optional status filter and paging.
     pub async fn list(
         &self,

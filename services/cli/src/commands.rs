@@ -122,6 +122,25 @@ pub async fn run(api: ApiClient, conn: &Connection, args: RunArgs) -> Result<Out
     follow(api, conn, &id, 1, &args.follow).await
 }
 
+/// `ufo replay`.
+pub async fn replay(
+    api: ApiClient,
+    conn: &Connection,
+    args: crate::config::ReplayArgs,
+) -> Result<Outcome, CliError> {
+    let original = resolve(&api, &args.id).await?;
+    let task = api.replay(&original, args.on_mismatch.as_deref()).await?;
+    let id = task_id(&task)?;
+    if args.detach {
+        println!("{id}");
+        return Ok(Outcome::Success);
+    }
+    println!(
+        "task {id} replays {original}; following its steps (Ctrl-C stops following, not the task)"
+    );
+    follow(api, conn, &id, 1, &args.follow).await
+}
+
 /// `ufo watch`.
 pub async fn watch(
     api: ApiClient,

@@ -72,6 +72,8 @@ pub enum Command {
     Confirm(ConfirmArgs),
     /// Add a follow-up request to a task (a new round in the same session).
     Request(RequestArgs),
+    /// Run a finished task's recorded actions again without the model, and follow it.
+    Replay(ReplayArgs),
     /// Cancel a task.
     Cancel(CancelArgs),
     /// Exit 0 when the gRPC server reports SERVING (for container health checks).
@@ -286,6 +288,25 @@ pub struct FollowArgs {
     /// drops is survived while the task runs.
     #[arg(long, env = "UFO_RECONNECT_SECONDS", default_value_t = 120)]
     pub reconnect_seconds: u64,
+}
+
+/// `ufo replay`.
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The finished task to replay (a unique prefix of its id, or `last`).
+    pub id: String,
+
+    /// What a step whose recorded target is missing does: `fail` the task (the default) or let the
+    /// `model` decide that step.
+    #[arg(long, value_parser = ["fail", "model"])]
+    pub on_mismatch: Option<String>,
+
+    /// Print the new task's id and return instead of following its steps.
+    #[arg(long)]
+    pub detach: bool,
+
+    #[command(flatten)]
+    pub follow: FollowArgs,
 }
 
 /// `--confirm-policy` values.

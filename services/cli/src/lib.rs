@@ -45,6 +45,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Confirm(args) => commands::confirm(api()?, args).await,
         Command::Request(args) => commands::request(api()?, &conn, args).await,
         Command::Cancel(args) => commands::cancel(api()?, args).await,
+        Command::Replay(args) => commands::replay(api()?, &conn, args).await,
         Command::Health(args) => commands::health(&conn, args).await,
         Command::Doctor(args) => doctor::doctor(args, &conn).await,
         Command::Screenshot(args) => commands::screenshot(api()?, args).await,

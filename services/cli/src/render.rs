@@ -236,6 +236,15 @@ pub fn task_summary(task: &Value) -> String {
     if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
         lines.push(format!("held     {}", held_text(held)));
     }
+    if let Some(r) = task.get("replay").filter(|r| r.is_object()) {
+        lines.push(format!(
+            "replay   of {} (on mismatch: {}): {} steps replayed, {} fell back to the model",
+            text(r, "of"),
+            text(r, "on_mismatch"),
+            text(r, "replayed"),
+            text(r, "fell_back"),
+        ));
+    }
     let result = text(task, "result");
     if !result.is_empty() {
         lines.push(format!("result   {result}"));

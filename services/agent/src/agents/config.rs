@@ -222,6 +222,7 @@ impl AgentServices {
             grounding: None,
             knowledge: None,
             settings: Arc::new(settings),
+            replay: None,
             uploads: None,
         })
     }

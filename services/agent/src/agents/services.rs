@@ -41,6 +41,8 @@ pub struct AgentServices {
     pub knowledge: Option<Arc<dyn KnowledgeSource>>,
     /// Limits and switches.
     pub settings: Arc<AgentSettings>,
+    /// A replay task's plan: the recording decides each step, the model only where it falls back.
+    pub replay: Option<Arc<crate::replay::ReplaySpec>>,
     /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
     /// go with the step).
     pub uploads: Option<Arc<crate::blobs::BlobUploads>>,
@@ -54,6 +56,7 @@ impl std::fmt::Debug for AgentServices {
             .field("grounding", &self.grounding.is_some())
             .field("knowledge", &self.knowledge.is_some())
             .field("settings", &self.settings)
+            .field("replay", &self.replay.as_ref().map(|r| &r.of))
             .finish()
     }
 }

@@ -14,6 +14,7 @@ pub mod extract;
 pub mod grpc;
 pub mod model;
 pub mod openapi;
+pub mod replay;
 pub mod rest;
 pub mod service;
 pub mod session;

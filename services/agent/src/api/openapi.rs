@@ -80,6 +80,12 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
     if path.contains("/steps") {
         out.push((400, "invalid step number"));
     }
+    if method == "post" && path == "/v1/tasks" {
+        out.extend([
+            (404, "replay_of: no such task"),
+            (409, "replay_of: the task has not finished or has no steps"),
+        ]);
+    }
     out
 }
 
@@ -131,6 +137,12 @@ pub fn finish(
             "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}},
             "application/octet-stream": {"schema": {"type": "string"}}
         });
+    }
+    // A task needs its request unless it replays one (then the replayed task's request is used), and
+    // on_mismatch goes with replay_of only: rules serde's derive cannot state.
+    if let Some(submit) = doc.pointer_mut("/components/schemas/SubmitTask") {
+        submit["anyOf"] = json!([{"required": ["request"]}, {"required": ["replay_of"]}]);
+        submit["dependentRequired"] = json!({"on_mismatch": ["replay_of"]});
     }
     let caps = [
         (

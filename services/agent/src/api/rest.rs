@@ -25,6 +25,10 @@ pub async fn submit_task(
     Extension(caller): Extension<Caller>,
     Json(body): Json<SubmitTask>,
 ) -> Result<Response, ApiError> {
+    // The gRPC form takes "" as "not a replay"; here an empty id is a mistake.
+    if body.replay_of.as_deref() == Some("") {
+        return Err(ApiError::invalid("replay_of must be a task id (a UUID)"));
+    }
     let task = state.tasks.submit(&caller, body.into_proto()).await?;
     let view = TaskView::from_snapshot(task);
     let location = view.links.self_.clone();

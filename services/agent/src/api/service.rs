@@ -9,8 +9,8 @@ use ufo_common::ErrorCode;
 use ufo_proto::v1::{
     AddRoundRequest, Artifact, ArtifactKind, Event, EventKind, GetArtifactRequest,
     GetBlackboardRequest, GetSessionRequest, HeldAction, ListRoundsRequest, ListSessionsRequest,
-    ListStepsRequest, PendingQuestion, RequestCancelRequest, Round, Session, SessionStatus, Step,
-    SubmitTaskRequest, Task, WatchEventsRequest,
+    ListStepsRequest, PendingQuestion, Replay, RequestCancelRequest, Round, Session, SessionStatus,
+    Step, SubmitTaskRequest, Task, WatchEventsRequest,
 };
 
 use super::auth::Caller;
@@ -42,6 +42,8 @@ pub struct TaskSnapshot {
     pub held: Option<HeldAction>,
     /// What the newest step decided (stored with it), with the ids of the held action and the questions.
     pub next: Option<Next>,
+    /// A replay task's origin and counts.
+    pub replay: Option<Replay>,
 }
 
 impl TaskSnapshot {
@@ -58,6 +60,7 @@ impl TaskSnapshot {
             held_action: self.held.clone(),
             result: self.session.result.clone(),
             last_seq: self.session.last_seq,
+            replay: self.replay.clone(),
         }
     }
 }
@@ -133,9 +136,11 @@ impl Tasks {
     pub async fn submit(
         &self,
         caller: &Caller,
-        req: SubmitTaskRequest,
+        mut req: SubmitTaskRequest,
     ) -> Result<TaskSnapshot, ApiError> {
-        let config = self.resolve(&req)?;
+        let replay = self.replay_plan(caller, &mut req).await?;
+        let mut config = self.resolve(&req)?;
+        config.replay = replay;
         let session = self
             .client
             .clone()
@@ -229,6 +234,7 @@ impl Tasks {
             }
             _ => None,
         };
+        let replay = self.replay_view(&session).await?;
         Ok(TaskSnapshot {
             session,
             rounds,
@@ -236,6 +242,7 @@ impl Tasks {
             pending,
             held,
             next,
+            replay,
         })
     }
 

@@ -187,6 +187,7 @@ impl Tasks {
                 temperature: model.temperature,
             },
             confirm_policy: ConfirmPolicy::from_proto(req.confirm_policy),
+            replay: None,
         })
     }
 }

@@ -3,4 +3,27 @@
 //! Layout:
 //! - [`selector`]: each recorded action keeps a selector for its target (type, name, ancestors, automation
 //!   id, index among identical siblings); a replay finds the control again by it in a later listing.
+//! - [`plan`]: the recorded steps a replay task carries in its configuration.
+//! - [`decide`]: the reply the model would have given for a replayed step (the strategies' seam).
+//! - the API side (`POST /v1/tasks` with `replay_of`) is `api::replay`.
+pub mod decide;
+pub mod phase;
+pub mod plan;
 pub mod selector;
+
+pub use plan::{OnMismatch, ReplaySpec};
+
+use serde_json::{Map, Value};
+
+use crate::processor::{Key, Values};
+
+/// The step's replay mark, provided by the LLM-interaction strategies of a replay and stored as
+/// `Step.extra.replay`: `{of, step, source: "recording" | "model", note?}`.
+pub const REPLAY_MARK: Key<Value> = Key::new("replay_mark");
+
+/// Moves a step's replay mark (if any) into its `extra`.
+pub fn mark(local: &mut Values, extra: &mut Map<String, Value>) {
+    if let Some(m) = local.take(REPLAY_MARK).ok().flatten() {
+        extra.insert("replay".into(), m);
+    }
+}

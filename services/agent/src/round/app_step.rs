@@ -126,6 +126,7 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
+        crate::replay::mark(&mut local, &mut extra);
         let step = v1::Step {
             observation: response.observation.clone(),
             thought: response.thought.clone(),

@@ -79,6 +79,7 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
+        crate::replay::mark(&mut local, &mut extra);
         let step = v1::Step {
             subtask: response.current_subtask.clone(),
             observation: response.observation.clone(),

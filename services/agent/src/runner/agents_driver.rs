@@ -135,7 +135,8 @@ impl AgentsDriver {
     }
 
     fn rebuild(&self, input: &StepInput<'_>) -> Result<(Round, Arc<IntentGate>), DriverError> {
-        let services = (self.services)(input.config).map_err(DriverError::new)?;
+        let mut services = (self.services)(input.config).map_err(DriverError::new)?;
+        services.replay = input.config.replay.clone().map(Arc::new);
         let gate = Arc::new(IntentGate::new(
             (self.dispatcher)(input.config).map_err(DriverError::new)?,
         ));

@@ -53,6 +53,7 @@ pub fn services(llm: &ScriptedLlm, settings: AgentSettings) -> AgentServices {
         marker: marker(),
         grounding: None,
         knowledge: None,
+        replay: None,
         settings: Arc::new(settings),
         uploads: None,
     }

@@ -17,6 +17,8 @@ use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::prompts::app::{AppPromptInput, messages, with_repeat_counts};
+use crate::replay::REPLAY_MARK;
+use crate::replay::phase::{self as replay, Phase};
 use crate::response::AppResponse;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
 use crate::vision::annotate::Mark;
@@ -264,6 +266,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             BLACKBOARD.optional("shared context"),
             CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
             TOOL_CATALOG.required("the functions"),
+            pkeys::SESSION_STEP.optional("the replayed step"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -272,6 +275,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             RESPONSE_TEXT.provided(),
             LLM_TOTALS.provided(),
             SCREEN_HASH.provided(),
+            REPLAY_MARK.provided(),
         ]
     }
     async fn execute(
@@ -281,6 +285,10 @@ impl Strategy<AppAgent> for AppLlmInteraction {
     ) -> Result<Outputs, StrategyError> {
         let s = &agent.services.settings;
         let screen = screen_hash(ctx.require(CLEAN_SCREENSHOT)?);
+        let fell_back = match replay::app(agent.services.replay.as_deref(), ctx)? {
+            Phase::Decided(out) => return Ok(out.with(SCREEN_HASH, screen)),
+            Phase::Model(mark) => mark,
+        };
         let no_progress = match judge(&agent.memory, &screen, s) {
             Progress::Fine => String::new(),
             Progress::Warn(w) => w,
@@ -409,11 +417,14 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         )
         .await
         .map_err(|e| failed("app llm interaction failed", e))?;
-        Ok(Outputs::new()
+        let out = Outputs::new()
             .with(APP_RESPONSE, asked.value)
             .with(RESPONSE_TEXT, asked.text)
             .with(LLM_TOTALS, asked.totals)
-            .with(SCREEN_HASH, screen))
+            .with(SCREEN_HASH, screen);
+        Ok(fell_back
+            .into_iter()
+            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
     }
 }
 

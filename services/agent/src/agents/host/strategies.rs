@@ -17,6 +17,8 @@ use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::prompts::host::{HostPromptInput, messages};
+use crate::replay::REPLAY_MARK;
+use crate::replay::phase::{self as replay, Phase};
 use crate::response::HostResponse;
 use crate::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::vision::{blackboard_images, downscale_png};
@@ -151,6 +153,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             pkeys::REQUEST.required("the user's request"),
             PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
             BLACKBOARD.optional("shared context from earlier steps"),
+            pkeys::SESSION_STEP.optional("the replayed step"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -158,6 +161,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             HOST_RESPONSE.provided(),
             RESPONSE_TEXT.provided(),
             LLM_TOTALS.provided(),
+            REPLAY_MARK.provided(),
         ]
     }
     async fn execute(
@@ -165,6 +169,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         agent: &HostAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
+        let fell_back = match replay::host(agent.services.replay.as_deref(), ctx)? {
+            Phase::Decided(out) => return Ok(out),
+            Phase::Model(mark) => mark,
+        };
         let settings = &agent.services.settings;
         let registry = ctx.require(TARGET_REGISTRY)?;
         let (w, h) = settings.prompt_image_max;
@@ -232,10 +240,13 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         )
         .await
         .map_err(|e| failed("host llm interaction failed", e))?;
-        Ok(Outputs::new()
+        let out = Outputs::new()
             .with(HOST_RESPONSE, asked.value)
             .with(RESPONSE_TEXT, asked.text)
-            .with(LLM_TOTALS, asked.totals))
+            .with(LLM_TOTALS, asked.totals);
+        Ok(fell_back
+            .into_iter()
+            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
     }
 }
 

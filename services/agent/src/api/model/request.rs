@@ -6,13 +6,16 @@ use serde_json::Value as Json;
 use ufo_proto::v1::{self as pb, SessionStatus};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::replay::OnMismatch;
 use crate::task_config::ConfirmPolicy;
 
 /// `POST /v1/tasks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitTask {
-    /// The task in plain words.
+    /// The task in plain words; with `replay_of` it may be absent (the replayed task's request is used)
+    /// and only names the replay (the recording is what runs).
+    #[serde(default)]
     #[schema(
         min_length = 1,
         pattern = r"^[^\x00]*[^\x00\s][^\x00]*$",
@@ -32,6 +35,15 @@ pub struct SubmitTask {
     /// When actions are held for confirmation (default `sensitive`).
     #[serde(default)]
     pub confirm_policy: Option<ConfirmPolicy>,
+    /// Run this finished task's recorded actions again without the model (the caller's own tasks; an
+    /// admin's: any). See docs/replay.md.
+    #[serde(default)]
+    #[schema(format = Uuid, nullable = false)]
+    pub replay_of: Option<String>,
+    /// With `replay_of`: what a step whose recorded target is missing does (default `fail`).
+    #[serde(default)]
+    #[schema(nullable = false)]
+    pub on_mismatch: Option<OnMismatch>,
 }
 
 /// JSON Schema counts `5.0` as an integer; serde does not. Accepts both, refusing fractions and
@@ -126,6 +138,11 @@ impl SubmitTask {
                 ConfirmPolicy::Always => pb::ConfirmPolicy::Always,
                 ConfirmPolicy::Never => pb::ConfirmPolicy::Never,
             } as i32,
+            replay_of: self.replay_of.unwrap_or_default(),
+            on_mismatch: self
+                .on_mismatch
+                .map_or(pb::OnMismatch::Unspecified, OnMismatch::to_proto)
+                as i32,
         }
     }
 }

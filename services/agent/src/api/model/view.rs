@@ -116,6 +116,22 @@ pub struct TaskView {
     pub updated_at: String,
     /// Related resources.
     pub links: TaskLinks,
+    /// A replay task's origin and how its steps were decided; absent for other tasks (and in list pages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayView>,
+}
+
+/// A replay task (`POST /v1/tasks` with `replay_of`).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReplayView {
+    /// The replayed task's id.
+    pub of: String,
+    /// What a step whose recorded target is missing does.
+    pub on_mismatch: crate::replay::OnMismatch,
+    /// Steps decided by the recording (no model call).
+    pub replayed: u32,
+    /// Steps decided by the model because the recorded target was missing.
+    pub fell_back: u32,
 }
 
 /// One page of tasks.
@@ -153,6 +169,11 @@ pub struct ActionView {
     pub target_name: String,
     /// The executor's result; absent when not executed.
     pub result: Option<ActionResultView>,
+    /// How a replay finds the target again: `{type, name, ancestors: [[name, type]...], automation_id,
+    /// sibling_index, process}`; absent for actions without a target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub selector: Option<Json>,
 }
 
 /// Time spent in one processing phase.
@@ -215,6 +236,10 @@ pub struct StepView {
     pub screenshots: Vec<String>,
     /// What the step acted on, in screenshot pixels (for drawing over the screenshot).
     pub acted: Vec<ActedView>,
+    /// In a replay task: `{of, step, source: "recording" | "model", note?}` (who decided the step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub replay: Option<Json>,
 }
 
 /// A control an action of the step targeted, located in the step's screenshots.
@@ -303,6 +328,7 @@ impl TaskView {
                 self_: base,
             },
             id,
+            replay: None,
         }
     }
 
@@ -338,6 +364,12 @@ impl TaskView {
             target_name: h.target_name,
             reason: h.reason,
             step: h.step,
+        });
+        view.replay = snapshot.replay.map(|r| ReplayView {
+            of: r.of,
+            on_mismatch: crate::replay::OnMismatch::from_proto(r.on_mismatch),
+            replayed: r.replayed,
+            fell_back: r.fell_back,
         });
         view
     }
@@ -392,6 +424,10 @@ impl From<pb::Step> for StepView {
                         error: r.error,
                         result: r.result.map_or(Json::Null, ufo_proto::json::from_value),
                     }),
+                    selector: a.selector.as_ref().and_then(|sel| {
+                        serde_json::to_value(crate::replay::selector::Selector::from_proto(sel))
+                            .ok()
+                    }),
                 })
                 .collect(),
             phases: s
@@ -409,6 +445,11 @@ impl From<pb::Step> for StepView {
             output_tokens: s.output_tokens,
             started_at: time(s.started_at),
             finished_at: time(s.finished_at),
+            replay: s
+                .extra
+                .as_ref()
+                .and_then(|e| e.fields.get("replay"))
+                .map(|v| ufo_proto::json::from_value(v.clone())),
             acted: s
                 .extra
                 .as_ref()

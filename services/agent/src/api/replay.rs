@@ -1,0 +1,111 @@
+//! `POST /v1/tasks` with `replay_of`: the replayed task's recorded steps become the new task's replay plan
+//! (see [`crate::replay`]), and a replay task's view says how many steps the recording decided and how
+//! many fell back to the model.
+//!
+//! Who may replay what: a caller replays only the tasks it may see — its own; an admin may replay any
+//! task (it sees them all), and the replay is the admin's. Another caller's task is 404, like a missing
+//! one, so ids do not leak.
+
+use ufo_common::ErrorCode;
+use ufo_proto::v1::{ListStepsRequest, Replay, Session, SessionStatus, Step, SubmitTaskRequest};
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::service::{Tasks, task_id};
+use crate::replay::{OnMismatch, ReplaySpec};
+use crate::task_config::TaskConfig;
+
+impl Tasks {
+    /// The replay plan of a submission (none without `replay_of`); an absent request becomes the replayed
+    /// task's (a given one only names the replay: the recording is what runs).
+    pub(super) async fn replay_plan(
+        &self,
+        caller: &Caller,
+        req: &mut SubmitTaskRequest,
+    ) -> Result<Option<ReplaySpec>, ApiError> {
+        let on_mismatch = ufo_proto::v1::OnMismatch::try_from(req.on_mismatch)
+            .map_err(|_| ApiError::invalid("on_mismatch must be fail or model"))?;
+        if req.replay_of.is_empty() {
+            if on_mismatch != ufo_proto::v1::OnMismatch::Unspecified {
+                return Err(ApiError::invalid("on_mismatch needs replay_of"));
+            }
+            return Ok(None);
+        }
+        task_id(&req.replay_of)
+            .map_err(|_| ApiError::invalid("replay_of must be a task id (a UUID)"))?;
+        let original = self.session(&req.replay_of, caller).await?;
+        if SessionStatus::try_from(original.status) != Ok(SessionStatus::Finished) {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                format!(
+                    "task {} has not finished; only a finished task can be replayed",
+                    original.id
+                ),
+            ));
+        }
+        let steps = self.all_steps(&original.id).await?;
+        let spec = ReplaySpec::from_steps(
+            &original.id,
+            OnMismatch::from_proto(req.on_mismatch),
+            &steps,
+        );
+        if spec.steps.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::FailedPrecondition,
+                format!("task {} has no recorded steps to replay", original.id),
+            ));
+        }
+        if req.request.is_empty() {
+            req.request.clone_from(&original.request);
+        }
+        Ok(Some(spec))
+    }
+
+    async fn all_steps(&self, session_id: &str) -> Result<Vec<Step>, ApiError> {
+        let mut steps: Vec<Step> = Vec::new();
+        loop {
+            let page = self
+                .client()
+                .list_steps(ListStepsRequest {
+                    session_id: session_id.to_owned(),
+                    from_step: steps.last().map_or(1, |s| s.step + 1),
+                    limit: 100,
+                })
+                .await?
+                .into_inner()
+                .steps;
+            if page.is_empty() {
+                return Ok(steps);
+            }
+            steps.extend(page);
+        }
+    }
+
+    /// A replay task's origin and counts (none for other tasks): each step's `extra.replay.source` says
+    /// whether the recording or the model decided it.
+    pub(super) async fn replay_view(&self, session: &Session) -> Result<Option<Replay>, ApiError> {
+        let Some(spec) = TaskConfig::from_struct(session.config.clone())
+            .ok()
+            .and_then(|c| c.replay)
+        else {
+            return Ok(None);
+        };
+        let mut view = Replay {
+            of: spec.of,
+            on_mismatch: spec.on_mismatch.to_proto() as i32,
+            replayed: 0,
+            fell_back: 0,
+        };
+        if session.totals.is_some_and(|t| t.steps > 0) {
+            for step in self.all_steps(&session.id).await? {
+                let extra = ufo_proto::json::from_optional_struct(step.extra);
+                match extra["replay"]["source"].as_str() {
+                    Some("recording") => view.replayed += 1,
+                    Some("model") => view.fell_back += 1,
+                    _ => {}
+                }
+            }
+        }
+        Ok(Some(view))
+    }
+}

@@ -1,0 +1,199 @@
+//! What a replay task carries: the finished task's recorded steps (the replies the model gave, with a
+//! selector for each action's target), taken from the store when the replay is submitted and kept in
+//! the new task's configuration, so any runner replica can run it and a resumed replay sees the same plan.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use ufo_proto::v1;
+
+use super::selector::Selector;
+
+/// What a replayed step does when its recorded target cannot be found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnMismatch {
+    /// The task fails with a message naming the step and the selector.
+    #[default]
+    Fail,
+    /// The model decides that step (counted as fallen back).
+    Model,
+}
+
+impl OnMismatch {
+    /// From the proto enum; UNSPECIFIED (and unknown values) mean the default.
+    pub fn from_proto(value: i32) -> Self {
+        match v1::OnMismatch::try_from(value) {
+            Ok(v1::OnMismatch::Model) => Self::Model,
+            _ => Self::Fail,
+        }
+    }
+
+    /// The proto enum.
+    pub fn to_proto(self) -> v1::OnMismatch {
+        match self {
+            Self::Fail => v1::OnMismatch::Fail,
+            Self::Model => v1::OnMismatch::Model,
+        }
+    }
+
+    /// As the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fail => "fail",
+            Self::Model => "model",
+        }
+    }
+}
+
+/// One recorded action.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecordedAction {
+    /// Tool name.
+    pub function: String,
+    /// Arguments as recorded (`id` is the recording's label, replaced when replayed).
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// Status proposed with it.
+    #[serde(default)]
+    pub status: String,
+    /// How to find its target again; none for actions without a target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<Selector>,
+}
+
+/// Which agent took a recorded step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepAgent {
+    /// The HostAgent.
+    Host,
+    /// An AppAgent.
+    App,
+}
+
+/// One recorded step: the reply the model gave, as the step row keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedStep {
+    /// Its number in the recorded task.
+    pub step: u64,
+    /// Which agent took it.
+    pub agent: StepAgent,
+    /// The status the model returned.
+    pub status: String,
+    /// The subtask (HostAgent: the one it assigned).
+    #[serde(default)]
+    pub subtask: String,
+    /// Observation, thought, plan and comment, as given.
+    #[serde(default)]
+    pub observation: String,
+    #[serde(default)]
+    #[allow(missing_docs)]
+    pub thought: String,
+    #[serde(default)]
+    #[allow(missing_docs)]
+    pub plan: Vec<String>,
+    #[serde(default)]
+    #[allow(missing_docs)]
+    pub comment: String,
+    /// The HostAgent's message for the AppAgent.
+    #[serde(default)]
+    pub message: String,
+    /// Questions asked (PENDING).
+    #[serde(default)]
+    pub questions: Vec<String>,
+    /// The result given (FINISH).
+    #[serde(default)]
+    pub result: String,
+    /// The HostAgent's function.
+    #[serde(default)]
+    pub function: String,
+    /// The actions, in order.
+    #[serde(default)]
+    pub actions: Vec<RecordedAction>,
+}
+
+/// A replay: the task it replays, the mismatch rule and the recorded steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplaySpec {
+    /// The replayed task's id.
+    pub of: String,
+    /// What a step whose target is missing does.
+    #[serde(default)]
+    pub on_mismatch: OnMismatch,
+    /// The recorded steps of its first round, in order.
+    pub steps: Vec<RecordedStep>,
+}
+
+fn extra_text(extra: &Value, key: &str) -> String {
+    extra[key].as_str().unwrap_or_default().to_owned()
+}
+
+impl RecordedStep {
+    /// From a stored step row.
+    pub fn from_proto(s: &v1::Step) -> Self {
+        let extra = ufo_proto::json::from_optional_struct(s.extra.clone());
+        let agent = if s.agent_kind == v1::AgentKind::Host as i32 {
+            StepAgent::Host
+        } else {
+            StepAgent::App
+        };
+        let actions = s
+            .actions
+            .iter()
+            // A window selected again when a runner resumed the recording is not the model's action.
+            .filter(|a| agent == StepAgent::Host || a.function != "select_application_window")
+            .map(|a| RecordedAction {
+                function: a.function.clone(),
+                arguments: match ufo_proto::json::from_optional_struct(a.arguments.clone()) {
+                    Value::Object(m) => m,
+                    _ => Map::new(),
+                },
+                status: a.status.clone(),
+                selector: a.selector.as_ref().map(Selector::from_proto),
+            })
+            .collect();
+        let questions = extra["questions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|q| q.as_str().map(str::to_owned))
+            .collect();
+        Self {
+            step: s.step,
+            agent,
+            status: s.status.clone(),
+            subtask: s.subtask.clone(),
+            observation: s.observation.clone(),
+            thought: s.thought.clone(),
+            plan: s.plan.clone(),
+            comment: s.comment.clone(),
+            message: extra_text(&extra, "message"),
+            questions,
+            result: extra_text(&extra, "result"),
+            function: extra_text(&extra, "function"),
+            actions,
+        }
+    }
+}
+
+impl ReplaySpec {
+    /// The replay of task `of` from its stored steps (those of its first round; a follow-up request's
+    /// rounds are not replayed).
+    pub fn from_steps(of: &str, on_mismatch: OnMismatch, steps: &[v1::Step]) -> Self {
+        Self {
+            of: of.to_owned(),
+            on_mismatch,
+            steps: steps
+                .iter()
+                .filter(|s| s.round == 1)
+                .map(RecordedStep::from_proto)
+                .collect(),
+        }
+    }
+
+    /// The recorded step replayed as step `n` (1-based) of the replay.
+    pub fn step(&self, n: u64) -> Option<&RecordedStep> {
+        let i = usize::try_from(n).ok()?.checked_sub(1)?;
+        self.steps.get(i)
+    }
+}

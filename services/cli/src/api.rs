@@ -220,6 +220,16 @@ impl ApiClient {
         self.call(Method::POST, &path, Some(body)).await
     }
 
+    /// `POST /v1/admin/prune` (an admin key): what was pruned.
+    pub async fn prune(
+        &self,
+        older_than_days: Option<u32>,
+        keep_tasks: Option<u32>,
+    ) -> Result<Value, CliError> {
+        let body = json!({"older_than_days": older_than_days, "keep_tasks": keep_tasks});
+        self.call(Method::POST, "/v1/admin/prune", Some(body)).await
+    }
+
     /// `GET /v1/tasks/{id}/steps/{n}/screenshot?kind=...`: the content type and the image bytes.
     pub async fn screenshot(
         &self,

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::api::{ApiClient, NewTask};
 use crate::config::{
-    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, RequestArgs, RunArgs,
-    ScreenshotArgs, ShowArgs, TasksArgs, WatchArgs,
+    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, PruneArgs,
+    RequestArgs, RunArgs, ScreenshotArgs, ShowArgs, TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
 use crate::follow::Follower;
@@ -331,6 +331,18 @@ pub async fn request(
     }
     println!("follow-up queued; following the new round (Ctrl-C stops following, not the task)");
     follow(api, conn, &id, from, &args.follow).await
+}
+
+/// `ufo prune`: asks the agent to prune screenshots (`POST /v1/admin/prune`).
+pub async fn prune(api: ApiClient, args: PruneArgs) -> Result<Outcome, CliError> {
+    let done = api.prune(args.older_than_days, args.keep_tasks).await?;
+    println!(
+        "pruned the screenshots of {} tasks ({} screenshots, {} stored images released)",
+        done.get("tasks").and_then(Value::as_u64).unwrap_or(0),
+        done.get("screenshots").and_then(Value::as_u64).unwrap_or(0),
+        done.get("blobs").and_then(Value::as_u64).unwrap_or(0),
+    );
+    Ok(Outcome::Success)
 }
 
 /// `ufo cancel`.

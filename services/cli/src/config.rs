@@ -83,6 +83,9 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Save a step's screenshot to a file.
     Screenshot(ScreenshotArgs),
+    /// Remove the screenshots of ended tasks older than N days or beyond the newest N tasks (admin key);
+    /// every step's record is kept.
+    Prune(PruneArgs),
 }
 
 /// `ufo doctor`.
@@ -435,6 +438,18 @@ pub struct RequestArgs {
 
     #[command(flatten)]
     pub follow: FollowArgs,
+}
+
+/// `ufo prune`.
+#[derive(Debug, Clone, Args)]
+pub struct PruneArgs {
+    /// Prune ended tasks created more than this many days ago.
+    #[arg(long)]
+    pub older_than_days: Option<u32>,
+
+    /// Keep the screenshots of this many newest tasks.
+    #[arg(long)]
+    pub keep_tasks: Option<u32>,
 }
 
 /// `ufo cancel`.

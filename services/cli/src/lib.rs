@@ -49,5 +49,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Health(args) => commands::health(&conn, args).await,
         Command::Doctor(args) => doctor::doctor(args, &conn).await,
         Command::Screenshot(args) => commands::screenshot(api()?, args).await,
+        Command::Prune(args) => commands::prune(api()?, args).await,
     }
 }

@@ -249,6 +249,10 @@ pub fn task_summary(task: &Value) -> String {
     if !result.is_empty() {
         lines.push(format!("result   {result}"));
     }
+    let pruned = text(task, "images_pruned_at");
+    if !pruned.is_empty() {
+        lines.push(format!("images   pruned at {pruned} (steps kept)"));
+    }
     lines.join("\n")
 }
 

@@ -99,6 +99,10 @@ pub struct Config {
     #[command(flatten)]
     pub blobs: BlobArgs,
 
+    /// Retention of screenshots (steps' records are always kept).
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
@@ -109,6 +113,25 @@ pub struct Config {
     /// Whether the gRPC server offers reflection.
     #[command(flatten)]
     pub reflection: ufo_common::grpc::ReflectionArgs,
+}
+
+/// How long screenshots are kept (issue 22, point 4): a session's screenshots go when it is ended and
+/// older than `--retain-images-days` or beyond the newest `--retain-images-tasks` sessions; its steps stay.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RetentionArgs {
+    /// Days an ended session's screenshots are kept; 0 keeps them forever.
+    #[arg(long, env = "UFO_SESSION_RETAIN_IMAGES_DAYS", default_value_t = 0,
+        value_parser = clap::value_parser!(u32).range(0..=36_500))]
+    pub retain_images_days: u32,
+
+    /// Sessions whose screenshots are kept, newest first; 0 keeps every session's.
+    #[arg(long, env = "UFO_SESSION_RETAIN_IMAGES_TASKS", default_value_t = 0)]
+    pub retain_images_tasks: u32,
+
+    /// Seconds between retention passes (when a retention flag is set); 0 runs none (PruneImages only).
+    #[arg(long, env = "UFO_SESSION_RETAIN_INTERVAL_S", default_value_t = 3600,
+        value_parser = clap::value_parser!(u64).range(0..=31_536_000))]
+    pub retain_interval_s: u64,
 }
 
 /// Where artifact bytes are stored. The database keeps only references (hash, size, content type).

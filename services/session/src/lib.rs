@@ -15,6 +15,7 @@ pub mod blob;
 pub mod client;
 pub mod config;
 pub mod grpc;
+pub mod retention;
 pub mod store;
 pub mod watch;
 
@@ -147,6 +148,18 @@ pub async fn run(
         }
         None => rows,
     };
+    let r = &config.retention;
+    if let Some(rule) = retention::rule(r.retain_images_days, r.retain_images_tasks)
+        && r.retain_interval_s > 0
+    {
+        tokio::spawn(retention::run(
+            store.clone(),
+            (r.retain_images_days, r.retain_images_tasks),
+            Duration::from_secs(r.retain_interval_s),
+            shutdown.child_token(),
+        ));
+        tracing::info!(?rule, "screenshot retention on");
+    }
     serve(store, &config, listener, shutdown).await
 }
 

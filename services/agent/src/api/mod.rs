@@ -7,6 +7,7 @@
 //! - [`model`]: REST bodies; [`session`]: the session-service client.
 //! - [`sse`]: a task's events as server-sent events; [`web`]: the task viewer and the API docs page.
 
+pub mod admin;
 pub mod auth;
 pub mod decisions;
 pub mod error;
@@ -55,6 +56,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::add_request))
         .routes(routes!(rest::cancel))
         .routes(routes!(sse::events))
+        .routes(routes!(admin::prune))
         .route_layer(axum::middleware::from_fn_with_state(
             state.keys.clone(),
             auth::require_key,

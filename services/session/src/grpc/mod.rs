@@ -20,9 +20,10 @@ use ufo_proto::v1::{
     GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
     GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
     ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse,
-    PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest,
-    ReleaseTaskResponse, RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionStatus,
-    SetSessionStatusRequest, Step, WatchEventsRequest,
+    PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
+    RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse, RenewLeaseRequest,
+    RequestCancelRequest, Round, Session, SessionStatus, SetSessionStatusRequest, Step,
+    WatchEventsRequest,
 };
 use uuid::Uuid;
 
@@ -400,6 +401,22 @@ impl SessionStore for SessionService {
         Ok(Response::new(BlobRef {
             sha256: stored.sha256,
             size: stored.size,
+        }))
+    }
+
+    #[tracing::instrument(name = "session.prune_images", skip_all)]
+    async fn prune_images(
+        &self,
+        request: Request<PruneImagesRequest>,
+    ) -> Result<Response<PruneImagesResponse>, Status> {
+        let r = request.into_inner();
+        let rule = crate::retention::rule(r.older_than_days, r.keep_tasks)
+            .ok_or_else(|| invalid("older_than_days", "set it or keep_tasks (both are 0)"))?;
+        let pruned = self.store.prune_images(rule).await.map_err(status)?;
+        Ok(Response::new(PruneImagesResponse {
+            sessions: pruned.sessions,
+            artifacts: pruned.artifacts,
+            blobs: pruned.blobs,
         }))
     }
 

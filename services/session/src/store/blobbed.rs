@@ -23,7 +23,8 @@ use crate::blob::sweep::BlobReferences;
 use crate::blob::{BlobHash, BlobStore};
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
-    RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError, StoreResult, Subscription,
+    PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
+    StoreResult, Subscription,
 };
 
 /// A store with artifact bytes in a blob store.
@@ -161,6 +162,10 @@ impl Store for BlobbedStore {
 
     fn has_blob_store(&self) -> bool {
         true
+    }
+
+    async fn prune_images(&self, rule: PruneRule) -> StoreResult<PruneOutcome> {
+        self.inner.prune_images(rule).await
     }
 
     async fn create_session(&self, new: NewSession) -> StoreResult<Session> {

@@ -126,6 +126,11 @@ pub trait Store: Send + Sync + 'static {
     /// An artifact by content id, or by (session, step, kind).
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact>;
 
+    /// Removes the screenshot artifacts of ended sessions `rule` selects whose images are still kept,
+    /// and records when (`Session.images_pruned_at`); every step's record stays. Blob rows no artifact
+    /// references any more are removed with them (the sweeper then deletes their blobs).
+    async fn prune_images(&self, rule: PruneRule) -> StoreResult<PruneOutcome>;
+
     /// Stores `data` durably in the blob store (checked against `expected` when given) and returns its
     /// reference; idempotent. `FailedPrecondition` when this store keeps artifact bytes in rows.
     async fn put_blob(&self, data: bytes::Bytes, expected: Option<String>) -> StoreResult<BlobRef> {

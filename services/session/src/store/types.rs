@@ -309,3 +309,24 @@ mod tests {
         assert_eq!(PageCursor::decode(&hex::encode("1.x")), None);
     }
 }
+
+/// Which sessions' screenshots [`Store::prune_images`](super::Store::prune_images) removes: ended sessions
+/// matching either rule (a rule left `None` selects nothing).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PruneRule {
+    /// Sessions created before this time.
+    pub created_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Sessions with at least this many sessions newer than them.
+    pub keep_newest: Option<u64>,
+}
+
+/// What a prune removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneOutcome {
+    /// Sessions whose images were pruned.
+    pub sessions: u64,
+    /// Screenshot artifact references removed.
+    pub artifacts: u64,
+    /// Blob rows no artifact referenced any more, removed.
+    pub blobs: u64,
+}

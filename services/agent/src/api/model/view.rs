@@ -114,6 +114,9 @@ pub struct TaskView {
     pub created_at: String,
     /// RFC 3339.
     pub updated_at: String,
+    /// RFC 3339: when retention pruned this task's screenshots (its steps are kept); absent when never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images_pruned_at: Option<String>,
     /// Related resources.
     pub links: TaskLinks,
     /// A replay task's origin and how its steps were decided; absent for other tasks (and in list pages).
@@ -319,6 +322,7 @@ impl TaskView {
             last_seq: session.last_seq,
             created_at: time(session.created_at),
             updated_at: time(session.updated_at),
+            images_pruned_at: session.images_pruned_at.map(|t| time(Some(t))),
             links: TaskLinks {
                 steps: format!("{base}/steps"),
                 answers: format!("{base}/answers"),

@@ -11,6 +11,7 @@
 
 mod board;
 mod events;
+mod prune;
 mod queue;
 mod rows;
 mod sessions;

@@ -70,6 +70,8 @@ pub(super) fn session(row: &Row) -> StoreResult<Session> {
         rounds: api_u32(row.try_get("rounds")?),
         last_seq: api_u64(row.try_get("last_seq")?),
         owner: row.try_get("owner")?,
+        // Absent from queries that name their columns: never pruned as far as they tell.
+        images_pruned_at: opt_ts(row.try_get("images_pruned_at").ok().flatten()),
     })
 }
 

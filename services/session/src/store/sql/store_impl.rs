@@ -11,12 +11,16 @@ use uuid::Uuid;
 
 use super::SqlStore;
 use crate::store::{
-    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, RecordedStep,
-    RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
+    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, PruneOutcome,
+    PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
 };
 
 #[async_trait]
 impl Store for SqlStore {
+    async fn prune_images(&self, rule: PruneRule) -> StoreResult<PruneOutcome> {
+        self.prune_images_impl(rule).await
+    }
+
     async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
         self.create_session_impl(new).await
     }

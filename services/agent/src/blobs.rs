@@ -23,7 +23,11 @@ use crate::api::session::SessionClient;
 use crate::runner::ArtifactUpload;
 
 /// An upload in flight or done: the stored blob's size, or why it failed.
-type Upload = Shared<BoxFuture<'static, Result<u64, String>>>;
+type Upload = Shared<BoxFuture<'static, Result<u64, tonic::Status>>>;
+
+/// After a session service says it has no blob store (or no PutBlob), uploads pause this long: its
+/// screenshots go inline without a refused call per capture.
+const PAUSE_WITHOUT_STORE: Duration = Duration::from_secs(60);
 
 /// Uploads not claimed by a step within this long are forgotten (their step failed before recording).
 const FORGET_AFTER: Duration = Duration::from_secs(600);
@@ -32,6 +36,7 @@ const FORGET_AFTER: Duration = Duration::from_secs(600);
 pub struct BlobUploads {
     client: SessionClient,
     started: Mutex<HashMap<String, (Instant, Upload)>>,
+    paused_until: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for BlobUploads {
@@ -49,14 +54,23 @@ impl BlobUploads {
         Self {
             client,
             started: Mutex::new(HashMap::new()),
+            paused_until: Mutex::new(None),
         }
     }
 
     /// Starts putting `bytes` now (a no-op when the same bytes are already being put).
     pub fn start(&self, bytes: &Bytes) {
+        if self.paused() {
+            return;
+        }
         let hash = hex::encode(Sha256::digest(bytes));
         // The upload runs on its own task: the handle is kept in the map, not needed here.
         drop(self.upload(hash, bytes));
+    }
+
+    fn paused(&self) -> bool {
+        let until = self.paused_until.lock().ok().and_then(|p| *p);
+        until.is_some_and(|t| Instant::now() < t)
     }
 
     fn upload(&self, hash: String, bytes: &Bytes) -> Upload {
@@ -78,22 +92,24 @@ impl BlobUploads {
         let span = tracing::info_span!("blob.upload", size = data.len(), sha256 = %hash);
         let put = async move {
             let request = PutBlobRequest { data, sha256: hash };
-            client
-                .put_blob(request)
-                .await
-                .map(|r| r.into_inner().size)
-                .map_err(|s| format!("{}: {}", s.code(), s.message()))
+            client.put_blob(request).await.map(|r| r.into_inner().size)
         }
         .instrument(span);
         let task = tokio::spawn(put);
-        async move { task.await.unwrap_or_else(|e| Err(e.to_string())) }
-            .boxed()
-            .shared()
+        async move {
+            task.await
+                .unwrap_or_else(|e| Err(tonic::Status::internal(e.to_string())))
+        }
+        .boxed()
+        .shared()
     }
 
     /// The reference to `bytes` once they are durable, waiting for an upload started at capture (or
     /// starting one); `None` when the upload failed.
     async fn durable(&self, bytes: &Bytes) -> Option<(String, u64)> {
+        if self.paused() {
+            return None;
+        }
         let hash = hex::encode(Sha256::digest(bytes));
         let upload = self.upload(hash.clone(), bytes);
         let outcome = upload.await;
@@ -102,8 +118,21 @@ impl BlobUploads {
         }
         match outcome {
             Ok(size) => Some((hash, size)),
-            Err(error) => {
-                tracing::warn!(%error, sha256 = %hash,
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::FailedPrecondition | tonic::Code::Unimplemented
+                ) =>
+            {
+                if let Ok(mut until) = self.paused_until.lock() {
+                    *until = Some(Instant::now() + PAUSE_WITHOUT_STORE);
+                }
+                tracing::info!(reason = %status.message(),
+                    "the session service keeps screenshots in its database; sending them with the steps");
+                None
+            }
+            Err(status) => {
+                tracing::warn!(code = ?status.code(), error = %status.message(), sha256 = %hash,
                     "screenshot upload failed; sending its bytes with the step");
                 None
             }

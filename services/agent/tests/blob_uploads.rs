@@ -198,3 +198,83 @@ async fn screenshots_are_uploaded_while_the_model_is_asked() {
     agent.stop().await;
     session.stop().await;
 }
+
+/// A session service that keeps bytes in Postgres rows (no blob store) refuses PutBlob: the screenshots
+/// then go inside RecordStep, and the step is recorded with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_blob_store_screenshots_go_with_the_step() {
+    let session = Session::start().await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let base = common::services(&llm, AgentSettings::default());
+    let services = AgentServices {
+        uploads: Some(Arc::new(BlobUploads::new(session.client()))),
+        ..base
+    };
+    let desktop = Arc::new(common::desktop());
+    let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
+        Arc::new(move |_| Ok(services.clone())),
+        Arc::new(move |_| Ok(desktop.clone() as Arc<dyn CommandDispatcher>)),
+    ));
+    let agent = Agent::start(
+        agent_config(&session.url, &["--claim-interval-ms", "50"]),
+        Some(driver),
+    )
+    .await;
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "seen", "comment": "done"}),
+    ));
+    let http = reqwest::Client::new();
+    let task: Value = http
+        .post(format!("{}/v1/tasks", agent.http))
+        .bearer_auth(KEY)
+        .json(&json!({"request": "look at the desktop"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = task["id"].as_str().unwrap().to_owned();
+    let url = format!("{}/v1/tasks/{id}", agent.http);
+    let done = eventually(60, "the task to end", || async {
+        let t: Value = http
+            .get(url.clone())
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (t["status"] != "queued" && t["status"] != "running").then_some(t)
+    })
+    .await;
+    assert_eq!(done["status"], "finished", "{done}");
+    let mut client = session.client();
+    let steps = client
+        .list_steps(ListStepsRequest {
+            session_id: id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .steps;
+    let shot = steps[0]
+        .artifacts
+        .iter()
+        .find(|a| a.kind == ArtifactKind::DesktopScreenshot as i32)
+        .expect("the desktop screenshot was recorded");
+    let served = client
+        .get_artifact(GetArtifactRequest {
+            artifact_id: shot.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(served.data.len() as u64, shot.size);
+    agent.stop().await;
+    session.stop().await;
+}

@@ -180,6 +180,12 @@ pub struct Config {
     )]
     pub settle_first_change_ms: u32,
 
+    /// Drawing repeated in one place at least this many times a second, steadily, for four periods
+    /// (a spinner, a pulsing progress bar) is an animation the settle wait does not wait for (0: wait
+    /// for every drawing).
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_ANIMATION_HZ", default_value_t = 10.0, value_parser = animation_hz)]
+    pub settle_animation_hz: f64,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,
@@ -370,9 +376,28 @@ impl Config {
     }
 }
 
+/// A frequency: finite, 0 (off) up to 1000 per second.
+fn animation_hz(s: &str) -> Result<f64, String> {
+    let hz: f64 = s.parse().map_err(|e| format!("not a number: {e}"))?;
+    if hz.is_finite() && (0.0..=1000.0).contains(&hz) {
+        Ok(hz)
+    } else {
+        Err("must be between 0 (off) and 1000".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn animation_rates_are_checked() {
+        assert_eq!(animation_hz("10"), Ok(10.0));
+        assert_eq!(animation_hz("0"), Ok(0.0));
+        for bad in ["-1", "NaN", "inf", "1001", "fast"] {
+            assert!(animation_hz(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn desktop_sizes_are_checked() {

@@ -64,6 +64,7 @@ impl Default for Limits {
                 timeout: Duration::from_millis(2_000),
                 quiet: Duration::from_millis(40),
                 first_change: Duration::from_millis(300),
+                animation_hz: 10.0,
             },
         }
     }

@@ -208,6 +208,7 @@ async fn serve(
             timeout: Duration::from_millis(config.settle_timeout_ms.into()),
             quiet: Duration::from_millis(config.settle_quiet_ms.into()),
             first_change: Duration::from_millis(config.settle_first_change_ms.into()),
+            animation_hz: config.settle_animation_hz,
         },
     };
     let executor = Arc::new(

@@ -152,6 +152,9 @@ impl executor_server::Executor for ExecutorService {
                         SettleOutcome::Unsupported => pb::SettleOutcome::Unsupported,
                     } as i32,
                     waited_us: s.waited.as_micros().min(u128::from(u64::MAX)) as u64,
+                    draws: s.draws,
+                    accessibility_events: s.events,
+                    animations: s.animations,
                 }),
             })
             .collect();

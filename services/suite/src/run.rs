@@ -196,7 +196,9 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
         let started = Instant::now();
         let outcome = submit_and_follow(s, &task, &how).await;
         report.wall_seconds = started.elapsed().as_secs_f64();
-        report = report.with_tally(s.model.end(&task.request));
+        let (tally, calls) = s.model.end(&task.request);
+        report = report.with_tally(tally);
+        keep_calls(&dir, &calls);
         match outcome {
             Err(e) => {
                 report.status = "error".into();
@@ -225,6 +227,16 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
         tracing::warn!(error = %e, "desktop not clean after the task");
     }
     report
+}
+
+/// Writes the task's model calls, one JSON object a line, to `prompts.jsonl` in its folder (what each
+/// agent was shown, for reading a run afterwards and for the tests).
+fn keep_calls(dir: &Path, calls: &[Value]) {
+    let lines: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    let path = dir.join("prompts.jsonl");
+    if let Err(e) = std::fs::write(&path, lines) {
+        tracing::warn!(error = %e, path = %path.display(), "cannot keep the task's prompts");
+    }
 }
 
 async fn set_up(

@@ -87,7 +87,16 @@ async fn the_stand_in_answers_through_a_forwarder_and_both_measure_the_prompt() 
     assert_eq!(reply["status"], "ASSIGN");
     assert_eq!(reply["function"], "select_application_window");
     assert_eq!(reply["arguments"]["id"], "4");
-    for tally in [forwarder.end(&task.request), stand_in.end(&task.request)] {
+    for (forwarded, (tally, calls)) in [
+        (true, forwarder.end(&task.request)),
+        (false, stand_in.end(&task.request)),
+    ] {
+        // The call is kept for the task's prompts.jsonl: what the HostAgent was shown and the reply.
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0]["agent"], "host");
+        assert!(calls[0]["text"].as_str().unwrap().contains("[Request]"));
+        assert_eq!(calls[0]["images"], 1);
+        assert_eq!(calls[0]["reply"].is_null(), forwarded, "{}", calls[0]);
         assert_eq!((tally.calls, tally.host_calls), (1, 1));
         assert_eq!((tally.size.images, tally.size.image_pixels), (1, 1200));
         assert!(

@@ -137,3 +137,63 @@ async fn broken_tasks_fail_and_say_why() {
         "{stdout}"
     );
 }
+
+/// Issue 17's Save As acceptance, end to end with real processes: the AppAgent's prompts while the file
+/// chooser is open list the chooser's controls (as the stand-in model received them), the file holds the
+/// text afterwards, and an independent pyatspi read finds the document unchanged (the task's checks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn save_as_through_the_dialog_observes_the_dialog() {
+    let out = tempfile::tempdir().unwrap();
+    let task = repo().join("tasks/mousepad-save-as.toml");
+    let (output, report) = run_suite(&task, &["--min-success", "1.0"], out.path()).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "the task failed:\n{stdout}");
+    let checks = report["tasks"][0]["checks"].to_string();
+    assert!(
+        checks.contains("hello.txt") && checks.contains("Hello from the suite"),
+        "both the file and the document were checked: {checks}"
+    );
+
+    let calls: Vec<Value> =
+        std::fs::read_to_string(out.path().join("tasks/mousepad-save-as/prompts.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let app: Vec<&Value> = calls.iter().filter(|c| c["agent"] == "app").collect();
+    let has = |c: &Value, kind: &str, name: &str| {
+        c["controls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["type"] == kind && x["name"].as_str().unwrap().starts_with(name))
+    };
+    // What the reply did (its action, or its batch), not what its plan says.
+    let acts_on = |c: &Value, what: &str| {
+        let r = &c["reply"];
+        format!("{}{}", r["action"], r["actions"]).contains(what)
+    };
+    // Before: the main window, its menu bar listed.
+    let first = app.first().unwrap();
+    assert!(has(first, "Menu", "File"), "the main window: {first}");
+    // The prompts the model answered with the file name and with Save were the dialog's: its name
+    // field and Save button listed, the main window's menu bar not.
+    let typed = app
+        .iter()
+        .position(|c| acts_on(c, "hello.txt"))
+        .unwrap_or_else(|| panic!("no AppAgent reply typed the file name: {calls:?}"));
+    for c in &app[typed..=typed + 1] {
+        assert!(has(c, "Edit", "Name"), "the chooser's name field: {c}");
+        assert!(has(c, "Button", "Save"), "the chooser's Save button: {c}");
+        assert!(
+            !has(c, "Menu", "File"),
+            "the main window's controls are not the dialog's: {c}"
+        );
+        assert!(c["images"].as_u64().unwrap() > 0, "a screenshot went along");
+    }
+    let saved = &app[typed + 1];
+    assert!(
+        acts_on(saved, "click_input"),
+        "the next reply clicked Save: {saved}"
+    );
+}

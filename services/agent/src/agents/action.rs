@@ -208,6 +208,9 @@ pub fn settle_to_proto(s: Settle) -> v1::Settle {
     v1::Settle {
         outcome: outcome as i32,
         waited_us: s.waited_us,
+        draws: s.draws,
+        accessibility_events: s.accessibility_events,
+        animations: s.animations,
     }
 }
 

@@ -133,6 +133,9 @@ fn from_proto(r: v1::Result) -> CommandResult {
                 _ => super::SettleOutcome::Unspecified,
             },
             waited_us: s.waited_us,
+            draws: s.draws,
+            accessibility_events: s.accessibility_events,
+            animations: s.animations,
         }),
     }
 }

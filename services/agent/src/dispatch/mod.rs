@@ -94,6 +94,12 @@ pub struct Settle {
     pub outcome: SettleOutcome,
     /// Time waited, in microseconds.
     pub waited_us: u64,
+    /// Drawings seen after the action.
+    pub draws: u32,
+    /// Accessibility events seen after the action.
+    pub accessibility_events: u32,
+    /// Animations not waited for.
+    pub animations: u32,
 }
 
 /// The result of one command.

@@ -141,7 +141,7 @@ pub struct ControlState {
 }
 
 /// Bounds of the wait for a settled screen (the settle protocol of `executor.proto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SettleOptions {
     /// Longest wait in all.
     pub timeout: Duration,
@@ -149,6 +149,9 @@ pub struct SettleOptions {
     pub quiet: Duration,
     /// How long after the action a first change may take before "nothing changed" is concluded.
     pub first_change: Duration,
+    /// Drawing repeated in one place at least this often (per second), steadily, is an animation and
+    /// not waited for (0: every drawing is waited for).
+    pub animation_hz: f64,
 }
 
 /// How a wait for a settled screen ended.
@@ -171,6 +174,25 @@ pub struct SettleReport {
     pub outcome: SettleOutcome,
     /// Time spent waiting.
     pub waited: Duration,
+    /// Drawings seen after the action (animations included).
+    pub draws: u32,
+    /// Accessibility events seen after the action.
+    pub events: u32,
+    /// Places recognised as animations and not waited for.
+    pub animations: u32,
+}
+
+impl SettleReport {
+    /// The report of a backend that cannot see changes.
+    pub fn unsupported() -> Self {
+        Self {
+            outcome: SettleOutcome::Unsupported,
+            waited: Duration::ZERO,
+            draws: 0,
+            events: 0,
+            animations: 0,
+        }
+    }
 }
 
 /// A mouse button.
@@ -277,10 +299,7 @@ pub trait Backend: Send + Sync {
     /// `opts`; never a fixed sleep.
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
         let _ = (mark, since, opts);
-        SettleReport {
-            outcome: SettleOutcome::Unsupported,
-            waited: Duration::ZERO,
-        }
+        SettleReport::unsupported()
     }
 }
 

@@ -100,6 +100,9 @@ fn result_to_json(r: &CommandResult) -> Json {
                 SETTLE_PREFIX,
             ),
             "waited_us": s.waited_us,
+            "draws": s.draws,
+            "accessibility_events": s.accessibility_events,
+            "animations": s.animations,
         })),
     })
 }
@@ -159,10 +162,21 @@ fn result_from_json(mut map: Map<String, Json>) -> CommandResult {
                 .unwrap_or(SettleOutcome::Unspecified)
                 .into(),
                 waited_us: s.get("waited_us").and_then(Json::as_u64).unwrap_or(0),
+                draws: count(&s, "draws"),
+                accessibility_events: count(&s, "accessibility_events"),
+                animations: count(&s, "animations"),
             }),
             _ => None,
         },
     }
+}
+
+/// A small count from a settle object (0 when absent or out of range).
+fn count(s: &Map<String, Json>, key: &str) -> u32 {
+    s.get(key)
+        .and_then(Json::as_u64)
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(0)
 }
 
 /// Phase timings as a JSON array.
@@ -231,6 +245,9 @@ mod tests {
                 settle: Some(Settle {
                     outcome: SettleOutcome::Settled.into(),
                     waited_us: 7_000,
+                    draws: 5,
+                    accessibility_events: 2,
+                    animations: 1,
                 }),
             }),
             target_id: "12".into(),

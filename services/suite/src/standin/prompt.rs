@@ -109,7 +109,8 @@ pub struct Prompt {
     pub subtasks: Vec<PastSubtask>,
 }
 
-fn text_parts(body: &Value, role: &str) -> Vec<String> {
+/// The text parts of the messages with this role, in order.
+pub fn text_parts(body: &Value, role: &str) -> Vec<String> {
     body["messages"]
         .as_array()
         .into_iter()

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::follow::{Patience, Waits, decide};
-use super::prompt::{AgentKind, Prompt, PromptSize, request_of, size_of};
+use super::prompt::{AgentKind, Prompt, PromptSize, request_of, size_of, text_parts};
 use crate::task::Subtask;
 
 /// Where answers come from.
@@ -64,6 +64,8 @@ struct TaskState {
     demo: Vec<Subtask>,
     waits: Waits,
     tally: Tally,
+    /// Every call in brief (see [`ModelServer::end`]).
+    calls: Vec<Value>,
 }
 
 struct Shared {
@@ -141,11 +143,13 @@ impl ModelServer {
         );
     }
 
-    /// Stops following the task and returns its tally.
-    pub fn end(&self, request: &str) -> Tally {
+    /// Stops following the task and returns its tally and its calls in order, each as `{agent, text,
+    /// images, controls, windows, reply}`: the prompt's text parts (images counted, not kept), what the
+    /// stand-in read from it, and the reply (null when forwarded).
+    pub fn end(&self, request: &str) -> (Tally, Vec<Value>) {
         lock(&self.shared.tasks)
             .remove(request)
-            .map(|t| t.tally)
+            .map(|t| (t.tally, t.calls))
             .unwrap_or_default()
     }
 }
@@ -212,7 +216,7 @@ async fn handle(
             );
         };
         task.tally.add(agent, size);
-        match (&shared.mode, &prompt) {
+        let reply = match (&shared.mode, &prompt) {
             (Mode::StandIn(patience), Some(p)) => Some(span.in_scope(|| {
                 let reply = decide(&task.demo, p, &mut task.waits, *patience);
                 tracing::info!(status = %reply["status"], "stand-in replied");
@@ -225,7 +229,10 @@ async fn handle(
                 );
             }
             (Mode::Forward { .. }, _) => None,
-        }
+        };
+        task.calls
+            .push(call_brief(&body, prompt.as_ref(), size, reply.as_ref()));
+        reply
     };
     match (reply, &shared.mode) {
         (Some(reply), _) => axum::Json(json!({
@@ -251,6 +258,39 @@ async fn handle(
         }
         (None, Mode::StandIn(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "no reply"),
     }
+}
+
+/// One model call as the suite keeps it (`prompts.jsonl` in the task's folder).
+fn call_brief(
+    body: &Value,
+    prompt: Option<&Prompt>,
+    size: PromptSize,
+    reply: Option<&Value>,
+) -> Value {
+    let agent = prompt.map(|p| match p.agent {
+        AgentKind::Host => "host",
+        AgentKind::App => "app",
+    });
+    let controls: Vec<Value> = prompt
+        .map(|p| &p.controls[..])
+        .unwrap_or_default()
+        .iter()
+        .map(|c| json!({"label": c.label, "name": c.name, "type": c.kind}))
+        .collect();
+    let windows: Vec<Value> = prompt
+        .map(|p| &p.windows[..])
+        .unwrap_or_default()
+        .iter()
+        .map(|w| json!({"label": w.label, "name": w.name}))
+        .collect();
+    json!({
+        "agent": agent,
+        "text": text_parts(body, "user").join("\n"),
+        "images": size.images,
+        "controls": controls,
+        "windows": windows,
+        "reply": reply,
+    })
 }
 
 async fn forward(

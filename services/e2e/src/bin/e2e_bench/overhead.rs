@@ -36,8 +36,8 @@ pub struct Overhead {
     pub overhead: (Duration, Duration),
     /// The intent write (`runner.intent`) per step.
     pub intent: (Duration, Duration),
-    /// Bytes stored per step (blob directory + database growth).
-    pub bytes_per_step: u64,
+    /// Bytes stored per step: database growth and blob directory growth.
+    pub bytes_per_step: (u64, u64),
     /// Where the time goes: the span table (markdown).
     pub spans: String,
 }
@@ -171,7 +171,10 @@ pub async fn run(
         session: take("session"),
         overhead: take("overhead"),
         intent: take("intent"),
-        bytes_per_step: bytes_after.saturating_sub(bytes_before) / total_steps.max(1) as u64,
+        bytes_per_step: (
+            bytes_after.0.saturating_sub(bytes_before.0) / total_steps.max(1) as u64,
+            bytes_after.1.saturating_sub(bytes_before.1) / total_steps.max(1) as u64,
+        ),
         spans: span_table(&spans, &trace, &steps),
     })
 }

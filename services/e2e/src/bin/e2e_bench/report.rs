@@ -26,6 +26,10 @@ pub fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
+fn kb(bytes: u64) -> String {
+    format!("{:.1} KB", bytes as f64 / 1000.0)
+}
+
 /// The model stand-in's answer: `f`'s JSON, or a 500 when the prompt was not what the script expects.
 pub fn reply(
     req: &RecordedRequest,
@@ -93,8 +97,13 @@ pub fn print(results: &[StoreResult], model_delay: Duration, tasks: usize, per_t
         ),
         (
             "**bytes stored per step** (blobs + database growth, 1280×800)".into(),
-            o(|x| format!("{:.1} KB", x.bytes_per_step as f64 / 1000.0)),
+            o(|x| kb(x.bytes_per_step.0 + x.bytes_per_step.1)),
             "≤ 150 KB",
+        ),
+        (
+            "  database / blobs".into(),
+            o(|x| format!("{} / {}", kb(x.bytes_per_step.0), kb(x.bytes_per_step.1))),
+            "",
         ),
         (
             "**CPU per step** (agent + session + store, throughput run)".into(),

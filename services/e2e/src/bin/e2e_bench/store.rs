@@ -84,14 +84,14 @@ impl<'a> Storage<'a> {
         self.pg
     }
 
-    /// Bytes the store holds now: blob directory plus the database's size (`pg_database_size`, or the
-    /// SQLite file's pages, write-ahead log included).
-    pub async fn bytes(&self, cluster: &Cluster) -> anyhow::Result<u64> {
+    /// Bytes the store holds now: the database's size (`pg_database_size`, or the SQLite file's pages,
+    /// write-ahead log included) and the blob directory's.
+    pub async fn bytes(&self, cluster: &Cluster) -> anyhow::Result<(u64, u64)> {
         let database = match &self.db {
             Some(db) => pg_database_bytes(db.url()).await?,
             None => sqlite_pages(cluster.dir().join("session.sqlite3")).await?,
         };
-        Ok(database + dir_bytes(self.blobs.path()))
+        Ok((database, dir_bytes(self.blobs.path())))
     }
 
     /// The processes whose CPU counts: the cluster's services and, for Postgres, the private cluster

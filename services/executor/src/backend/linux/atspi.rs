@@ -136,6 +136,11 @@ impl Atspi {
         })
     }
 
+    /// The accessibility bus connection.
+    pub fn connection(&self) -> &zbus::Connection {
+        &self.conn
+    }
+
     /// The connection to use for calls to application `bus`: a direct peer-to-peer one when the
     /// application offers it, else the accessibility bus.
     pub(super) async fn conn_for(&self, bus: &str) -> zbus::Connection {

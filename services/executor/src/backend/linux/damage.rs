@@ -1,29 +1,24 @@
-//! Screen change tracking for the settle protocol (see `executor.proto`, `Settle`): a thread with its own
-//! X connection holds a DAMAGE object on the root window and counts every change the server reports
-//! (without a compositor, drawing into any window damages the root). Observations wait on that count:
-//! first for a change after the action's mark, then for a quiet time without changes, bounded by a
-//! timeout. Nothing here sleeps a fixed time; waits end on events or on the bounds.
+//! The X half of the settle protocol's activity log ([`super::activity`]): a thread with its own X
+//! connection holds a DAMAGE object on the root window (without a compositor, drawing into any window
+//! damages the root) and records every batch of drawing with its rectangles. Nothing here sleeps a
+//! fixed time: the thread waits on the connection, waking only to check whether it should stop.
 
 use std::os::fd::AsRawFd as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
-use tokio::sync::watch;
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
 use x11rb::protocol::damage::{ConnectionExt as _, ReportLevel};
 use x11rb::protocol::xfixes::ConnectionExt as _;
 
-use crate::backend::{SettleOptions, SettleOutcome, SettleReport};
+use super::activity::{Activity, Area};
 
 /// How often the watcher thread checks whether it should stop while no event arrives.
 const STOP_CHECK_MS: i32 = 250;
 
-/// Counts screen changes on one display.
+/// Watches one display's drawing; stops when dropped.
 pub struct Damage {
-    /// (changes seen so far, when the last one was seen).
-    rx: watch::Receiver<(u64, Instant)>,
     stop: Arc<AtomicBool>,
 }
 
@@ -34,8 +29,9 @@ impl Drop for Damage {
 }
 
 impl Damage {
-    /// Starts watching `display`; `None` when the server has no DAMAGE extension.
-    pub fn start(display: Option<&str>) -> Option<Self> {
+    /// Starts recording `display`'s drawing into `activity`; `None` when the server has no DAMAGE
+    /// extension.
+    pub fn start(display: Option<&str>, activity: Arc<Activity>) -> Option<Self> {
         let (conn, screen) = x11rb::connect(display).ok()?;
         let root = conn.setup().roots.get(screen)?.root;
         // DAMAGE needs XFIXES (its regions) negotiated first.
@@ -46,7 +42,9 @@ impl Damage {
             .ok()?
             .check()
             .ok()?;
-        let (tx, rx) = watch::channel((0u64, Instant::now()));
+        // Each batch's damage is moved into this region and read back as rectangles.
+        let parts = conn.generate_id().ok()?;
+        conn.xfixes_create_region(parts, &[]).ok()?.check().ok()?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         std::thread::Builder::new()
@@ -64,16 +62,22 @@ impl Damage {
                         }
                     }
                     if seen {
-                        // Empty the damage region so the next drawing is reported again.
-                        if conn.damage_subtract(damage, 0u32, 0u32).is_err()
-                            || conn.flush().is_err()
-                        {
-                            return;
-                        }
-                        tx.send_modify(|(n, at)| {
-                            *n += 1;
-                            *at = Instant::now();
-                        });
+                        // Empty the damage (so the next drawing is reported again), keeping what it
+                        // held: the rectangles drawn since the last batch.
+                        let fetched = conn
+                            .damage_subtract(damage, 0u32, parts)
+                            .ok()
+                            .and_then(|_| conn.xfixes_fetch_region(parts).ok())
+                            .and_then(|c| c.reply().ok());
+                        let Some(region) = fetched else { return };
+                        let areas: Vec<Area> = region
+                            .rectangles
+                            .iter()
+                            .map(|r| (r.x, r.y, r.width, r.height))
+                            .collect();
+                        activity.drawn(areas);
+                        // Waiting for the reply may have queued new events: read them first.
+                        continue;
                     }
                     let mut pfd = libc::pollfd {
                         fd,
@@ -90,52 +94,6 @@ impl Damage {
                 }
             })
             .ok()?;
-        Some(Self { rx, stop })
-    }
-
-    /// The number of changes seen so far (an action's mark).
-    pub fn mark(&self) -> u64 {
-        self.rx.borrow().0
-    }
-
-    /// Waits until the screen changed after `mark` (taken at `since`) and then stayed unchanged for
-    /// `opts.quiet`, within the bounds of `opts`.
-    pub async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
-        let start = Instant::now();
-        let deadline = start + opts.timeout;
-        let report = |outcome| SettleReport {
-            outcome,
-            waited: start.elapsed(),
-        };
-        let mut rx = self.rx.clone();
-        // First, a change after the action.
-        let first_by = (since + opts.first_change).min(deadline);
-        loop {
-            if rx.borrow_and_update().0 > mark {
-                break;
-            }
-            if Instant::now() >= first_by {
-                return report(SettleOutcome::NoChange);
-            }
-            match tokio::time::timeout_at(first_by.into(), rx.changed()).await {
-                Ok(Ok(())) | Err(_) => {}
-                Ok(Err(_)) => return report(SettleOutcome::Unsupported),
-            }
-        }
-        // Then quiet: no change for `quiet`.
-        loop {
-            let last = rx.borrow_and_update().1;
-            let now = Instant::now();
-            if now >= last + opts.quiet {
-                return report(SettleOutcome::Settled);
-            }
-            if now >= deadline {
-                return report(SettleOutcome::Timeout);
-            }
-            let until = (last + opts.quiet).min(deadline);
-            if let Ok(Err(_)) = tokio::time::timeout_at(until.into(), rx.changed()).await {
-                return report(SettleOutcome::Unsupported);
-            }
-        }
+        Some(Self { stop })
     }
 }

@@ -1,19 +1,22 @@
 //! The Linux backend: AT-SPI2 for the accessibility tree and semantic actions ([`atspi`]), X11 for
 //! screens, screenshots, windows and synthesized input ([`x11`]).
 
+pub mod activity;
 pub mod atspi;
 pub mod damage;
+pub mod events;
 pub mod roles;
 pub mod walk;
 pub mod x11;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
 use crate::backend::{
     Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
-    ScreenInfo, SettleOptions, SettleOutcome, SettleReport, TreeLimits, WindowInfo,
+    ScreenInfo, SettleOptions, SettleReport, TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -25,7 +28,9 @@ const ACTIVATE_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct LinuxBackend {
     x: x11::X11,
     a11y: atspi::Atspi,
-    /// Screen changes, when the X server reports them.
+    /// Drawing and accessibility events (the settle protocol's log).
+    activity: Arc<activity::Activity>,
+    /// The drawing watcher, when the X server reports drawing (without it nothing settles).
     damage: Option<damage::Damage>,
 }
 
@@ -42,13 +47,23 @@ impl LinuxBackend {
     ) -> BackendResult<Self> {
         let x = x11::X11::connect(display)?;
         let a11y = atspi::Atspi::connect(session_bus).await?;
-        let damage = damage::Damage::start(display);
+        let activity = Arc::new(activity::Activity::default());
+        let damage = damage::Damage::start(display, activity.clone());
         if damage.is_none() {
             tracing::warn!(
                 "the X server reports no screen changes (no DAMAGE extension); observations will not wait for a settled screen"
             );
         }
-        Ok(Self { x, a11y, damage })
+        if let Err(e) = events::listen(a11y.connection(), activity.clone()).await {
+            tracing::warn!(error = %e,
+                "cannot listen to accessibility events; the settle wait relies on drawing alone");
+        }
+        Ok(Self {
+            x,
+            a11y,
+            activity,
+            damage,
+        })
     }
 
     /// The AT-SPI side (tests observe state changes through it).
@@ -208,16 +223,13 @@ impl Backend for LinuxBackend {
     }
 
     fn change_mark(&self) -> Option<u64> {
-        self.damage.as_ref().map(damage::Damage::mark)
+        self.damage.as_ref().map(|_| self.activity.mark())
     }
 
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
         match &self.damage {
-            Some(d) => d.settle(mark, since, opts).await,
-            None => SettleReport {
-                outcome: SettleOutcome::Unsupported,
-                waited: Duration::ZERO,
-            },
+            Some(_) => self.activity.settle(mark, since, opts).await,
+            None => SettleReport::unsupported(),
         }
     }
 }

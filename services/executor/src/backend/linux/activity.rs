@@ -1,0 +1,449 @@
+//! What the desktop is doing, for the settle protocol (`executor.proto`, `Settle`): the rectangles the
+//! X server reports drawn ([`super::damage`]) and the applications' accessibility events
+//! ([`super::events`]), each with when it happened, kept for a few seconds. An observation after an
+//! action waits on this log (see docs/executor-settle.md):
+//!
+//! 1. for a change after the action's mark (a drawing, or an accessibility event), else "no change"
+//!    after the first-change time;
+//! 2. then for quiet: nothing drawn for the quiet time, and every accessibility event followed by a
+//!    drawing (the application said something changed: its redraw is awaited, at most four quiet
+//!    times);
+//! 3. bounded by the timeout.
+//!
+//! Drawing that repeats in one rectangle at a steady rhythm of at least `animation_hz` for at least
+//! [`ANIMATION_PERIODS`] periods (a spinner, a pulsing progress bar) is an animation: it is not waited
+//! for, before or after the action, and the report counts the animated rectangles. Nothing here sleeps
+//! a fixed time: waits end on new activity or on the bounds.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::backend::{SettleOptions, SettleOutcome, SettleReport};
+
+/// How long activity is remembered (animation detection looks this far back).
+const HISTORY: Duration = Duration::from_secs(3);
+/// Most drawings remembered (bounds memory when something draws very fast).
+const MAX_DRAWS: usize = 4096;
+/// Most accessibility events remembered.
+const MAX_EVENTS: usize = 1024;
+/// A rectangle redrawn steadily for this many periods of `animation_hz` is an animation.
+pub const ANIMATION_PERIODS: u32 = 4;
+
+/// A drawn rectangle in root-window pixels: x, y, width, height.
+pub type Area = (i16, i16, u16, u16);
+
+#[derive(Debug)]
+struct Draw {
+    seq: u64,
+    at: Instant,
+    areas: Vec<Area>,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    seq: u64,
+    draws: VecDeque<Draw>,
+    /// Accessibility events: (seq, when).
+    events: VecDeque<(u64, Instant)>,
+}
+
+impl Log {
+    fn forget(&mut self, now: Instant) {
+        while self
+            .draws
+            .front()
+            .is_some_and(|d| now.duration_since(d.at) > HISTORY)
+            || self.draws.len() > MAX_DRAWS
+        {
+            self.draws.pop_front();
+        }
+        while self
+            .events
+            .front()
+            .is_some_and(|e| now.duration_since(e.1) > HISTORY)
+            || self.events.len() > MAX_EVENTS
+        {
+            self.events.pop_front();
+        }
+    }
+}
+
+/// The desktop's activity log, fed by the watchers and read by settle waits.
+#[derive(Debug)]
+pub struct Activity {
+    log: Mutex<Log>,
+    tx: watch::Sender<u64>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            log: Mutex::default(),
+            tx: watch::channel(0).0,
+        }
+    }
+}
+
+/// What the log says about the time since an action.
+#[derive(Debug, Default, PartialEq)]
+struct Since {
+    /// The last drawing after the mark outside animations.
+    last_draw: Option<Instant>,
+    /// Accessibility events after the mark: count and last.
+    events: u32,
+    last_event: Option<Instant>,
+    /// Drawings after the mark (animated ones included).
+    draws: u32,
+    /// Rectangles recognised as animations.
+    animations: u32,
+}
+
+impl Activity {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Log> {
+        // A poisoned lock only means a watcher panicked mid-push; the log is still usable.
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a drawing of `areas` (empty: the area is unknown, the whole screen).
+    pub fn drawn(&self, areas: Vec<Area>) {
+        let now = Instant::now();
+        let seq = {
+            let mut log = self.lock();
+            log.seq += 1;
+            let seq = log.seq;
+            log.draws.push_back(Draw {
+                seq,
+                at: now,
+                areas,
+            });
+            log.forget(now);
+            seq
+        };
+        self.tx.send_replace(seq);
+    }
+
+    /// Records an accessibility event.
+    pub fn event(&self) {
+        let now = Instant::now();
+        let seq = {
+            let mut log = self.lock();
+            log.seq += 1;
+            let seq = log.seq;
+            log.events.push_back((seq, now));
+            log.forget(now);
+            seq
+        };
+        self.tx.send_replace(seq);
+    }
+
+    /// The activity count so far (an action's mark).
+    pub fn mark(&self) -> u64 {
+        self.lock().seq
+    }
+
+    fn since(&self, mark: u64, now: Instant, hz: f64) -> Since {
+        let log = self.lock();
+        let animated = animated_areas(log.draws.iter().map(|d| (d.at, &d.areas[..])), now, hz);
+        let mut s = Since {
+            animations: animated.len() as u32,
+            ..Since::default()
+        };
+        for d in log.draws.iter().filter(|d| d.seq > mark) {
+            s.draws += 1;
+            let real = d.areas.is_empty() || d.areas.iter().any(|a| !covered(a, &animated));
+            if real {
+                s.last_draw = Some(d.at);
+            }
+        }
+        for &(_, at) in log.events.iter().filter(|e| e.0 > mark) {
+            s.events += 1;
+            s.last_event = Some(at);
+        }
+        s
+    }
+
+    /// Waits until the screen changed after `mark` (read at `since`) and then settled, within `opts`.
+    pub async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
+        let start = Instant::now();
+        let deadline = start + opts.timeout;
+        let first_by = (since + opts.first_change).min(deadline);
+        let mut rx = self.tx.subscribe();
+        loop {
+            rx.borrow_and_update();
+            let now = Instant::now();
+            let s = self.since(mark, now, opts.animation_hz);
+            let report = |outcome| SettleReport {
+                outcome,
+                waited: start.elapsed(),
+                draws: s.draws,
+                events: s.events,
+                animations: s.animations,
+            };
+            let wake = match (s.last_draw, s.last_event) {
+                (None, None) => {
+                    if now >= first_by {
+                        return report(SettleOutcome::NoChange);
+                    }
+                    first_by
+                }
+                (draw, event) => {
+                    let last = draw.max(event).unwrap_or(now);
+                    let mut until = last + opts.quiet;
+                    // An accessibility event with no drawing after it or shortly before it (the bus
+                    // may deliver it after the X server reported the redraw): its redraw is coming
+                    // (GTK draws on its next frame), unless the event changed nothing visible.
+                    if let Some(e) = event
+                        && draw.is_none_or(|d| d + opts.quiet < e)
+                    {
+                        until = until.max(e + redraw_wait(opts));
+                    }
+                    if now >= until {
+                        return report(SettleOutcome::Settled);
+                    }
+                    if now >= deadline {
+                        return report(SettleOutcome::Timeout);
+                    }
+                    until.min(deadline)
+                }
+            };
+            if now >= deadline {
+                return report(SettleOutcome::Timeout);
+            }
+            // Wake at the bound, on new activity, or after a period (an animation may become
+            // recognisable without anything new outside it).
+            let period = Duration::from_secs_f64(1.0 / opts.animation_hz.max(0.1));
+            let wake = wake.min(now + period);
+            if let Ok(Err(_)) = tokio::time::timeout_at(wake.into(), rx.changed()).await {
+                return report(SettleOutcome::Unsupported);
+            }
+        }
+    }
+}
+
+/// How long the redraw an accessibility event announces is awaited: four quiet times (a few frames),
+/// at most the first-change time.
+fn redraw_wait(opts: &SettleOptions) -> Duration {
+    (opts.quiet * 4).min(opts.first_change)
+}
+
+/// Whether `a` lies inside one of `areas`.
+fn covered(a: &Area, areas: &[Area]) -> bool {
+    areas.iter().any(|b| {
+        let (ax, ay, bx, by) = (
+            i32::from(a.0),
+            i32::from(a.1),
+            i32::from(b.0),
+            i32::from(b.1),
+        );
+        ax >= bx
+            && ay >= by
+            && ax + i32::from(a.2) <= bx + i32::from(b.2)
+            && ay + i32::from(a.3) <= by + i32::from(b.3)
+    })
+}
+
+/// Two drawings are in the same place when their rectangles overlap by at least this much
+/// (intersection over union), or when one lies inside the other: toolkits redraw an animation's region
+/// with a few pixels' wobble, or only part of it.
+const SAME_PLACE: f64 = 0.8;
+
+fn area_px(a: &Area) -> f64 {
+    f64::from(a.2) * f64::from(a.3)
+}
+
+fn same_place(a: &Area, b: &Area) -> bool {
+    let (ax0, ay0, bx0, by0) = (
+        i32::from(a.0),
+        i32::from(a.1),
+        i32::from(b.0),
+        i32::from(b.1),
+    );
+    let w = (ax0 + i32::from(a.2)).min(bx0 + i32::from(b.2)) - ax0.max(bx0);
+    let h = (ay0 + i32::from(a.3)).min(by0 + i32::from(b.3)) - ay0.max(by0);
+    if w <= 0 || h <= 0 {
+        return false;
+    }
+    let inter = f64::from(w) * f64::from(h);
+    inter / (area_px(a) + area_px(b) - inter) >= SAME_PLACE
+}
+
+fn union(a: &Area, b: &Area) -> Area {
+    let x0 = a.0.min(b.0);
+    let y0 = a.1.min(b.1);
+    let x1 = (i32::from(a.0) + i32::from(a.2)).max(i32::from(b.0) + i32::from(b.2));
+    let y1 = (i32::from(a.1) + i32::from(a.3)).max(i32::from(b.1) + i32::from(b.3));
+    let w = u16::try_from(x1 - i32::from(x0)).unwrap_or(u16::MAX);
+    let h = u16::try_from(y1 - i32::from(y0)).unwrap_or(u16::MAX);
+    (x0, y0, w, h)
+}
+
+/// One place drawn repeatedly: the union of its rectangles, the start of its current steady run, and
+/// when it was last drawn.
+struct Place {
+    area: Area,
+    start: Instant,
+    last: Instant,
+}
+
+/// The places drawn again and again at a steady rhythm of at least `hz` (no gap over two periods) for
+/// at least [`ANIMATION_PERIODS`] periods, up to `now` (the last repeat within two periods of it).
+fn animated_areas<'a>(
+    draws: impl Iterator<Item = (Instant, &'a [Area])>,
+    now: Instant,
+    hz: f64,
+) -> Vec<Area> {
+    if hz <= 0.0 {
+        return Vec::new();
+    }
+    let period = Duration::from_secs_f64(1.0 / hz);
+    let mut places: Vec<Place> = Vec::new();
+    for (at, areas) in draws {
+        for a in areas {
+            // Inside a place counts as that place (a frame that redraws only part of it).
+            match places
+                .iter_mut()
+                .find(|p| same_place(&p.area, a) || covered(a, &[p.area]))
+            {
+                Some(p) => {
+                    // A missed frame or two (a busy machine) does not break the rhythm.
+                    if at.duration_since(p.last) > period * 2 {
+                        p.start = at;
+                        p.area = *a;
+                    } else {
+                        p.area = union(&p.area, a);
+                    }
+                    p.last = at;
+                }
+                // Bounded by the log's size (MAX_DRAWS).
+                None => places.push(Place {
+                    area: *a,
+                    start: at,
+                    last: at,
+                }),
+            }
+        }
+    }
+    let mut out: Vec<Area> = places
+        .into_iter()
+        .filter(|p| {
+            now.saturating_duration_since(p.last) <= period * 2
+                && p.last.duration_since(p.start) >= period * ANIMATION_PERIODS
+        })
+        .map(|p| p.area)
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPINNER: Area = (100, 100, 16, 16);
+    const TEXT: Area = (10, 10, 300, 20);
+
+    fn opts() -> SettleOptions {
+        SettleOptions {
+            timeout: Duration::from_secs(2),
+            quiet: Duration::from_millis(40),
+            first_change: Duration::from_millis(300),
+            animation_hz: 10.0,
+        }
+    }
+
+    #[test]
+    fn a_steady_rhythm_is_an_animation_and_a_burst_is_not() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        // A spinner at 60 Hz for half a second; text drawn three times within 50 ms.
+        let mut draws: Vec<(Instant, Vec<Area>)> =
+            (0..30).map(|i| (ms(i * 16), vec![SPINNER])).collect();
+        draws.extend((0..3).map(|i| (ms(400 + i * 20), vec![TEXT])));
+        draws.sort_by_key(|d| d.0);
+        let view = || draws.iter().map(|(t, a)| (*t, &a[..]));
+        assert_eq!(animated_areas(view(), ms(480), 10.0), vec![SPINNER]);
+        // Stopped: no longer an animation once two periods passed without it.
+        assert!(animated_areas(view(), ms(800), 10.0).is_empty());
+        // Too slow for 10 Hz (a caret blinking every 600 ms).
+        let blink: Vec<(Instant, Vec<Area>)> = (0..5).map(|i| (ms(i * 600), vec![TEXT])).collect();
+        assert!(animated_areas(blink.iter().map(|(t, a)| (*t, &a[..])), ms(2400), 10.0).is_empty());
+        // A region redrawn with a few pixels' wobble is one place.
+        let wobble: Vec<(Instant, Vec<Area>)> = (0..30)
+            .map(|i| {
+                (
+                    ms(i * 16),
+                    vec![(256 + (i % 5) as i16, 81, 608 - (i % 5) as u16, 397)],
+                )
+            })
+            .collect();
+        assert_eq!(
+            animated_areas(wobble.iter().map(|(t, a)| (*t, &a[..])), ms(480), 10.0),
+            vec![(256, 81, 608, 397)]
+        );
+        // A frame redrawing only part of an animated place continues its rhythm.
+        let mut part = wobble.clone();
+        part.extend((30..40).map(|i| (ms(i * 16), vec![(300, 90, 100, 100)])));
+        assert_eq!(
+            animated_areas(part.iter().map(|(t, a)| (*t, &a[..])), ms(640), 10.0),
+            vec![(256, 81, 608, 397)]
+        );
+        // Switched off.
+        assert!(animated_areas(view(), ms(480), 0.0).is_empty());
+        assert!(covered(&(102, 102, 4, 4), &[SPINNER]) && !covered(&TEXT, &[SPINNER]));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn settles_past_a_spinner_and_waits_for_the_redraw_an_event_announces() {
+        let activity = std::sync::Arc::new(Activity::default());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // A spinner that never stops, drawn at about 60 Hz from another thread.
+        let spinner = {
+            let (activity, stop) = (activity.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    activity.drawn(vec![SPINNER]);
+                    std::thread::sleep(Duration::from_millis(16));
+                }
+            })
+        };
+        // Let the spinner be seen for longer than ANIMATION_PERIODS periods before the action.
+        while activity.since(0, Instant::now(), 10.0).animations == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (mark, since) = (activity.mark(), Instant::now());
+        activity.drawn(vec![TEXT]);
+        let r = activity.settle(mark, since, &opts()).await;
+        assert_eq!(r.outcome, SettleOutcome::Settled, "{r:?}");
+        assert!(r.waited < Duration::from_millis(500), "{r:?}");
+        assert_eq!(r.animations, 1);
+        assert!(r.draws >= 2, "the spinner's drawings are counted: {r:?}");
+
+        // Nothing but the spinner: no change.
+        let (mark, since) = (activity.mark(), Instant::now());
+        let r = activity.settle(mark, since, &opts()).await;
+        assert_eq!(r.outcome, SettleOutcome::NoChange, "{r:?}");
+
+        // An accessibility event, then its redraw 150 ms later: the wait covers the redraw.
+        let (mark, since) = (activity.mark(), Instant::now());
+        activity.event();
+        let later = {
+            let activity = activity.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                activity.drawn(vec![TEXT]);
+            })
+        };
+        let r = activity.settle(mark, since, &opts()).await;
+        later.join().unwrap();
+        assert_eq!(r.outcome, SettleOutcome::Settled, "{r:?}");
+        assert!(r.waited >= Duration::from_millis(150), "{r:?}");
+        assert_eq!(r.events, 1);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinner.join().unwrap();
+    }
+}

@@ -4,11 +4,13 @@
 //! - [`shutdown`]: SIGINT/SIGTERM turned into one `CancellationToken`.
 //! - [`telemetry`]: `tracing` with optional OTLP/gRPC export and W3C trace-context propagation.
 //! - [`grpc`]: health + reflection services, bearer-token auth, client channels that carry trace context.
+//! - [`names`]: the loose comparison of control names (executor and replay).
 //! - [`checked`] and [`wire`]: malformed gRPC requests refused as INVALID_ARGUMENT before they are decoded.
 
 pub mod checked;
 pub mod error;
 pub mod grpc;
+pub mod names;
 pub mod shutdown;
 pub mod telemetry;
 pub mod wire;

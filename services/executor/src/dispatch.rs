@@ -13,9 +13,8 @@ use crate::executor::{BatchOptions, DesktopState, Executor, Shot, ToolOutput};
 use crate::geometry::{Point, Rect};
 use crate::keys::parse_keys;
 use crate::tools::{params as p, parse};
-use crate::tree::{
-    CONTROL_FIELDS, ControlListing, control_json, filter_with_paths, names_match, nested_json,
-};
+use crate::tree::{CONTROL_FIELDS, ControlListing, control_json, filter_with_paths, nested_json};
+use ufo_common::names::names_match;
 
 type ToolResult = Result<ToolOutput, String>;
 

@@ -6,6 +6,7 @@
 //! replay. Computed here from the flattened tree, so every backend (AT-SPI, UI Automation) reports it.
 
 use serde_json::{Map, Value, json};
+use ufo_common::names::names_match;
 
 use crate::backend::{RawNode, RawTree};
 
@@ -172,19 +173,6 @@ impl ControlListing {
             n => format!("1-{n}"),
         }
     }
-}
-
-/// Loose name comparison: case and surrounding whitespace do not count, and mnemonic underscores or
-/// ampersands ("_Open", "&Open") are ignored.
-pub fn names_match(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
-        s.trim()
-            .chars()
-            .filter(|c| *c != '_' && *c != '&')
-            .flat_map(char::to_lowercase)
-            .collect::<String>()
-    };
-    norm(a) == norm(b)
 }
 
 /// The JSON entry of a listed control, restricted to `fields` (all of [`CONTROL_FIELDS`] when empty); the

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use ufo_common::names::names_match;
 use ufo_proto::v1;
 
 use crate::target::{TargetInfo, TargetKind};
@@ -194,19 +195,6 @@ impl Selector {
             .find(|w| names_match(&w.name, &self.name) && names_match(&w.app_root(), &self.process))
             .or_else(|| same_process.next())
     }
-}
-
-/// Loose name comparison: case, surrounding whitespace and mnemonic markers (`_Open`, `&Open`) do not
-/// count (the executor's rule when it checks a name sent with an id).
-pub fn names_match(a: &str, b: &str) -> bool {
-    let norm = |s: &str| {
-        s.trim()
-            .chars()
-            .filter(|c| *c != '_' && *c != '&')
-            .flat_map(char::to_lowercase)
-            .collect::<String>()
-    };
-    norm(a) == norm(b)
 }
 
 #[cfg(test)]

@@ -32,7 +32,11 @@ struct Rig {
 /// The notes window as the replay sees it: every control elsewhere and numbered differently, another
 /// button first; `copy` names the button the recording clicked ("Copy"), or its replacement.
 fn moved_notes(copy: &str) -> FakeDesktop {
-    FakeDesktop::new(vec![FakeWindow {
+    FakeDesktop::new(vec![moved_notes_window(copy)])
+}
+
+fn moved_notes_window(copy: &str) -> FakeWindow {
+    FakeWindow {
         id: "w7".into(),
         name: "Notes - tomorrow".into(),
         process: "notes".into(),
@@ -42,7 +46,7 @@ fn moved_notes(copy: &str) -> FakeDesktop {
             FakeControl::new("m1", "Title", "Edit", Rect::new(320, 220, 680, 250)),
             FakeControl::new("m3", copy, "Button", Rect::new(420, 460, 500, 490)),
         ],
-    }])
+    }
 }
 
 /// The executor ids `click_input` was sent.
@@ -310,6 +314,74 @@ async fn bad_replay_requests_are_refused_and_callers_replay_only_their_own_tasks
         (got, err["code"].as_str()),
         (409, Some("failed_precondition")),
         "{err}"
+    );
+    rig.stop().await;
+}
+
+/// A recorded target that is found again but whose action fails in the replay (the executor refused it,
+/// e.g. a control off the screen): the replay does not go on as if it had worked. With
+/// `on_mismatch: fail` the task fails naming the step, the selector and the executor's error; with
+/// `model` the model decides the next step, seeing the failure, and that step is counted as fallen back.
+#[tokio::test]
+async fn a_replayed_action_that_fails_stops_the_replay_naming_step_and_selector() {
+    let rig = Rig::start().await;
+    let original = rig.record().await;
+    // "Copy" is found by its selector, but clicking it fails.
+    let mut notes = moved_notes_window("Copy");
+    notes.controls[2].fails = true;
+    *rig.replaying.lock().unwrap() = Arc::new(FakeDesktop::new(vec![notes]));
+
+    let (status, task) = rig.submit(KEY, json!({"replay_of": original})).await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let failed = rig.ended(&id).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let why = failed["result"].as_str().unwrap();
+    assert!(why.contains("failed at step 2"), "names the step: {why}");
+    assert!(
+        why.contains("click_input on Button \"Copy\""),
+        "names the selector: {why}"
+    );
+    assert!(
+        why.contains("click_input on Copy failed"),
+        "carries the executor's error: {why}"
+    );
+    assert_eq!(rig.llm.requests().len(), 3, "fail means no model call");
+    let replayed = rig.replaying.lock().unwrap().clone();
+    assert_eq!(clicked(&replayed), ["m3"], "the click was tried once");
+
+    // With the model allowed, it decides the step after the failed one and sees why.
+    rig.llm.push_fn(common::by_name(|id| {
+        common::app(
+            "FINISH",
+            json!({"function": "click_input", "arguments": {"id": id("Paste")}}),
+            "pasted instead",
+        )
+    }));
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "the note is pasted"}),
+    ));
+    let (status, task) = rig
+        .submit(KEY, json!({"replay_of": original, "on_mismatch": "model"}))
+        .await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = rig.ended(&id).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(done["replay"]["fell_back"], 2, "{done}");
+    assert_eq!(done["replay"]["replayed"], 2, "{done}");
+    let steps = rig.steps(&id).await;
+    assert_eq!(steps[2]["replay"]["source"], "model", "{:?}", steps[2]);
+    let note = steps[2]["replay"]["note"].as_str().unwrap();
+    assert!(
+        note.contains("click_input on Button \"Copy\"") && note.contains("failed"),
+        "{note}"
+    );
+    let prompt = rig.llm.requests()[3].body.to_string();
+    assert!(
+        prompt.contains("click_input on Copy failed"),
+        "the model saw the failure"
     );
     rig.stop().await;
 }

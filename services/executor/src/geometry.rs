@@ -59,6 +59,11 @@ impl Rect {
         }
     }
 
+    /// True when `p` is one of its pixels.
+    pub fn contains(&self, p: Point) -> bool {
+        (self.left..self.right).contains(&p.x) && (self.top..self.bottom).contains(&p.y)
+    }
+
     /// The overlap of two rectangles (empty when they do not meet).
     pub fn intersect(&self, other: &Rect) -> Rect {
         let r = Rect {
@@ -152,6 +157,12 @@ mod tests {
         let r = Rect::from_xywh(100, 50, 200, 100);
         assert_eq!((r.width(), r.height()), (200, 100));
         assert_eq!(r.center(), Point { x: 200, y: 100 });
+        assert!(r.contains(r.center()));
+        assert!(!r.contains(Point { x: r.right, y: 100 }));
+        assert!(!r.contains(Point {
+            x: 200,
+            y: r.top - 1
+        }));
         assert_eq!(r.point_at_fraction(0.5, 0.5), Point { x: 200, y: 100 });
         assert_eq!(r.point_at_fraction(1.0, 1.0), Point { x: 299, y: 149 });
         assert_eq!(r.point_at_fraction(-3.0, 0.0), Point { x: 100, y: 50 });

@@ -183,3 +183,111 @@ for app in pyatspi.Registry.getDesktop(0):
     if found is not None:
         print(" ".join(pyatspi.stateToString(s) for s in found.getState().getStates()))
 "#;
+
+/// Moves the window `handle` so its client area's top-left is at (`x`, `y`) and waits until the window
+/// list reports it there.
+async fn move_window(backend: &dyn Backend, display: &str, handle: u64, x: i32, y: i32) {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _};
+    let (conn, _) = x11rb::connect(Some(display)).unwrap();
+    let window = u32::try_from(handle).unwrap();
+    conn.configure_window(window, &ConfigureWindowAux::new().x(x).y(y))
+        .unwrap();
+    conn.flush().unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let windows = backend.windows().await.unwrap();
+        let w = windows.iter().find(|w| w.handle == handle).unwrap();
+        // The window manager puts its frame at (x, y): the client area is at most a title bar lower.
+        if (w.rect.left - x).abs() < 20 && (w.rect.top - y).abs() < 60 {
+            return;
+        }
+        assert!(Instant::now() < end, "the window stayed at {:?}", w.rect);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn row_states(desk: &Desktop, name: &str) -> String {
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", ROW_STATES, "zenity", name])
+        .env_remove("NO_AT_BRIDGE")
+        .envs(desk.env())
+        .output()
+        .expect("python3 runs (install python3-pyatspi)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A row whose window hangs below the screen's edge cannot be clicked with the pointer (X would clamp
+/// the pointer to the edge and the click land elsewhere): the click fails naming the row instead of
+/// reporting a success, and nothing is selected. Moved back onto the screen, the same row is clicked
+/// and selected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_a_row_below_the_screen_fails_naming_it() {
+    let mut desk = Desktop::start(1024, 768).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec =
+        Executor::new(backend.clone(), Limits::default(), Vec::new()).with_launch_env(desk.env());
+    let args = [
+        "--list", "--title", "People", "--column", "Name", "Bernd", "Anna", "Bernd",
+    ];
+    let (_pid, win) = desk
+        .launch(backend.as_ref(), "zenity", &args)
+        .await
+        .unwrap();
+    // Only the title bar and the top of the dialog stay on the screen.
+    move_window(backend.as_ref(), desk.display(), win.handle, 100, 700).await;
+    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(win.handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .unwrap();
+    ok(&exec, "select_application_window", json!({"id": id})).await;
+    let (bernd, list) = wait_for(&exec, "ListItem", "Bernd").await;
+    let rect = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == json!(bernd))
+        .map(|c| c["rect"].clone())
+        .unwrap();
+    let centre_y = (rect[1].as_i64().unwrap() + rect[3].as_i64().unwrap()) / 2;
+    assert!(
+        centre_y >= 768,
+        "the row is listed below the screen: {rect}"
+    );
+
+    let cmd = CommandSpec {
+        tool: "click_input".into(),
+        params: json!({"id": bernd}),
+        call_id: "c".into(),
+    };
+    let o = exec.execute(vec![cmd], OPTS).await.remove(0);
+    assert_eq!(o.status, Status::Failure, "{:?}", o.output.result);
+    assert!(
+        o.error.contains("ListItem 'Bernd' is off the screen"),
+        "names the row: {}",
+        o.error
+    );
+    assert!(
+        !row_states(&desk, "Bernd").contains("selected"),
+        "nothing was clicked"
+    );
+
+    move_window(backend.as_ref(), desk.display(), win.handle, 100, 60).await;
+    let (bernd, _) = wait_for(&exec, "ListItem", "Bernd").await;
+    ok(&exec, "click_input", json!({"id": bernd})).await;
+    let end = Instant::now() + Duration::from_secs(10);
+    while !row_states(&desk, "Bernd")
+        .split_whitespace()
+        .any(|s| s == "selected")
+    {
+        assert!(Instant::now() < end, "the row Bernd was never selected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

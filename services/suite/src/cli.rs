@@ -85,16 +85,24 @@ pub async fn execute(cfg: Config) -> Result<bool, CliError> {
     for r in reports.iter().filter(|r| !r.passed) {
         println!("## {} failed\n{}\n", r.name, r.why.trim());
     }
+    for r in reports.iter().filter_map(|r| r.replay.as_deref()) {
+        if !r.passed {
+            println!("## {} failed\n{}\n", r.name, r.why.trim());
+        }
+    }
     println!(
         "{}",
         report::summary(&reports, started.elapsed(), cfg.min_success)
     );
     let json = serde_json::json!({"tasks": reports, "success_rate": report::success_rate(&reports),
+                                  "replay_rate": report::replay_rate(&reports),
                                   "threshold": cfg.min_success});
     let path = out.join("report.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&json).unwrap_or_default())
         .map_err(|e| CliError::Out(path.clone(), e))?;
-    Ok(report::success_rate(&reports) + 1e-9 >= cfg.min_success)
+    // With --replay the replays of the passed tasks must meet the same threshold.
+    Ok(report::success_rate(&reports) + 1e-9 >= cfg.min_success
+        && report::replay_rate(&reports) + 1e-9 >= cfg.min_success)
 }
 
 /// A folder name part unique to this run: seconds since the epoch and the process id.

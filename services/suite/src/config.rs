@@ -114,8 +114,10 @@ pub struct Config {
         default_value_t = 1
     )]
     pub standin_max_retries: u32,
-    /// Replay each passed task without the model after moving and resizing its windows; the checks must
-    /// pass again (the table gives replay time per step beside the model-driven time).
+    /// After all tasks ran, shut the model endpoint and replay each passed task from a fresh setup, its
+    /// windows moved and resized on the screen (a fixed-size dialog only moved) and its documents
+    /// changed as its `[replay]` says; the checks must pass again, and the replays meet the same
+    /// threshold (the table gives replay time per step beside the model-driven time).
     #[arg(long = "replay", env = "UFO_SUITE_REPLAY")]
     pub replay: bool,
     /// Largest model request the suite's model endpoint accepts, in bytes.

@@ -18,12 +18,98 @@ use ufo_executor::backend::linux::LinuxBackend;
 use ufo_executor::backend::{Backend as _, TreeLimits, WindowInfo};
 use ufo_executor::desktop::Desktop;
 use x11rb::connection::Connection as _;
-use x11rb::protocol::xproto::{ConfigureWindowAux, ConnectionExt as _};
+use x11rb::properties::WmSizeHints;
+use x11rb::protocol::xproto::{AtomEnum, ConfigureWindowAux, ConnectionExt as _};
 
+pub use crate::report::Placed;
 use crate::task::SetupApp;
 
 /// Pause between readiness polls.
 const POLL: Duration = Duration::from_millis(50);
+
+/// How much a replay grows a window, width and height.
+const GROW: (u32, u32) = (120, 90);
+/// Room a replayed window keeps from each screen edge (the window frame's title bar fits in it).
+const EDGE: i32 = 40;
+
+/// The sizes a window may have (its `WM_NORMAL_HINTS`): `min` and `max` client size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeHints {
+    /// Smallest width and height.
+    pub min: (i32, i32),
+    /// Largest width and height.
+    pub max: (i32, i32),
+}
+
+impl Default for SizeHints {
+    fn default() -> Self {
+        Self {
+            min: (1, 1),
+            max: (i32::MAX, i32::MAX),
+        }
+    }
+}
+
+/// A replay's frame position and client size for a window recorded at `was` (client area) on a
+/// `screen`, its frame `[left, right, top, bottom]` borders around the client area: larger by [`GROW`]
+/// where the screen and the window's size hints allow (with [`EDGE`] pixels to spare on every side, else
+/// none), else smaller by as much, else the same (a fixed-size window); moved to the other side of the
+/// screen so all of it stays visible — but for a window whose minimum size is larger than the screen,
+/// which keeps its left or top edge on the screen.
+pub fn replay_rect(
+    was: [i32; 4],
+    screen: (u32, u32),
+    hints: SizeHints,
+    frame: [i32; 4],
+) -> (i32, i32, u32, u32) {
+    let (sw, sh) = (screen.0 as i32, screen.1 as i32);
+    let (w, h) = (was[2] - was[0], was[3] - was[1]);
+    // The client sizes that fit on the screen with the frame, with and without the margins.
+    let (fit_w, fit_h) = (sw - frame[0] - frame[1], sh - frame[2] - frame[3]);
+    let size = |len: i32, grow: i32, min: i32, max: i32, fit: i32| {
+        let lo = min.max(1);
+        for room in [fit - 2 * EDGE, fit] {
+            let bigger = (len + grow).min(max).min(room);
+            if bigger > len && bigger >= lo {
+                return bigger;
+            }
+        }
+        (len - grow).min(fit).max(lo)
+    };
+    let nw = size(w, GROW.0 as i32, hints.min.0, hints.max.0, fit_w);
+    let nh = size(h, GROW.1 as i32, hints.min.1, hints.max.1, fit_h);
+    let other_side = |at: i32, len: i32, new: i32, screen: i32, borders: i32| {
+        let outer = new + borders;
+        let margin = if outer + 2 * EDGE <= screen { EDGE } else { 0 };
+        if at + len / 2 < screen / 2 {
+            (screen - margin - outer).max(0)
+        } else {
+            margin
+        }
+    };
+    (
+        other_side(was[0], w, nw, sw, frame[0] + frame[1]),
+        other_side(was[1], h, nh, sh, frame[2] + frame[3]),
+        nw as u32,
+        nh as u32,
+    )
+}
+
+/// The client area of `window` on the screen.
+fn client_rect(conn: &impl x11rb::connection::Connection, window: u32) -> Result<[i32; 4], String> {
+    let g = conn
+        .get_geometry(window)
+        .map_err(|e| e.to_string())?
+        .reply()
+        .map_err(|e| e.to_string())?;
+    let t = conn
+        .translate_coordinates(window, g.root, 0, 0)
+        .map_err(|e| e.to_string())?
+        .reply()
+        .map_err(|e| e.to_string())?;
+    let (x, y) = (i32::from(t.dst_x), i32::from(t.dst_y));
+    Ok([x, y, x + i32::from(g.width), y + i32::from(g.height)])
+}
 
 /// Why the desktop or an application did not come up or go away.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +161,7 @@ fn backend_err(e: impl std::fmt::Display) -> DeskError {
 pub struct Desk {
     desktop: Desktop,
     backend: LinuxBackend,
+    screen: (u32, u32),
 }
 
 impl std::fmt::Debug for Desk {
@@ -164,7 +251,11 @@ impl Desk {
             LinuxBackend::connect_to(Some(desktop.display()), Some(desktop.bus_address()))
                 .await
                 .map_err(backend_err)?;
-        Ok(Self { desktop, backend })
+        Ok(Self {
+            desktop,
+            backend,
+            screen: (width, height),
+        })
     }
 
     /// The environment a program needs to run on it.
@@ -182,25 +273,25 @@ impl Desk {
         self.backend.windows().await.map_err(backend_err)
     }
 
-    /// Starts `app` and waits until its window is listed with controls (at most `timeout`), then sizes it.
-    /// Starts `app` and waits until its window is listed; `moved` places it elsewhere and larger than the
-    /// task asks (a replay's desktop).
+    /// Starts `app` and waits until its window is listed with controls (at most `timeout`), then sizes it
+    /// as the task asks; with `recorded` (a replay: the window's rectangle when the task was recorded)
+    /// it moves and resizes it instead (see [`replay_rect`]). Returns the app and where its window is.
     pub async fn start_app(
         &self,
         app: &SetupApp,
         timeout: Duration,
-        moved: bool,
-    ) -> Result<RunningApp, DeskError> {
+        recorded: Option<Placed>,
+    ) -> Result<(RunningApp, Placed), DeskError> {
         let span = tracing::info_span!("suite.start_app", command = %app.command);
-        self.launch(app, timeout, moved).instrument(span).await
+        self.launch(app, timeout, recorded).instrument(span).await
     }
 
     async fn launch(
         &self,
         app: &SetupApp,
         timeout: Duration,
-        moved: bool,
-    ) -> Result<RunningApp, DeskError> {
+        recorded: Option<Placed>,
+    ) -> Result<(RunningApp, Placed), DeskError> {
         let mut command = tokio::process::Command::new(&app.command);
         command
             .args(&app.args)
@@ -243,23 +334,131 @@ impl Desk {
             reader,
         };
         let window = self.wait_ready(app, running.pid(), timeout).await?;
-        if moved {
-            // A replay's desktop differs from the recording's: the window elsewhere and larger.
-            let (w, h) = app
-                .size
-                .unwrap_or((window.rect.width(), window.rect.height()));
-            self.resize(
-                &app.command,
-                window.handle,
-                Some((160, 120)),
-                w + 120,
-                h + 90,
-            )
+        let placed = match recorded {
+            Some(was) => self.replace(&app.command, window.handle, was).await?,
+            None => {
+                if let Some((w, h)) = app.size {
+                    self.configure(&app.command, window.handle, None, (w, h))
+                        .await?;
+                }
+                Placed {
+                    rect: self.rect_of(&app.command, window.handle)?,
+                    ..Placed::default()
+                }
+            }
+        };
+        Ok((running, placed))
+    }
+
+    /// A replay's desktop differs from the recording's: the window moved and resized from where it was
+    /// recorded (only moved when it has a fixed size), and all of it on the screen.
+    async fn replace(&self, command: &str, window: u64, was: Placed) -> Result<Placed, DeskError> {
+        let hints = self.size_hints(command, window)?;
+        let frame = self.frame_extents(command, window)?;
+        let (x, y, w, h) = replay_rect(was.rect, self.screen, hints, frame);
+        self.configure(command, window, Some((x, y)), (w, h))
             .await?;
-        } else if let Some((w, h)) = app.size {
-            self.resize(&app.command, window.handle, None, w, h).await?;
+        let rect = self.rect_of(command, window)?;
+        let (sw, sh) = (self.screen.0 as i32, self.screen.1 as i32);
+        // A window whose minimum size is larger than the screen shows its left (top) part.
+        let too_wide = hints.min.0 + frame[0] + frame[1] > sw;
+        let too_tall = hints.min.1 + frame[2] + frame[3] > sh;
+        let inside = rect[0] >= 0
+            && rect[1] >= 0
+            && (rect[2] <= sw || too_wide)
+            && (rect[3] <= sh || too_tall);
+        if !inside || rect == was.rect {
+            return Err(DeskError::Resize {
+                command: command.to_owned(),
+                message: format!(
+                    "the replay's window ended at {rect:?} (recorded at {:?}): not moved onto the screen",
+                    was.rect
+                ),
+            });
         }
-        Ok(running)
+        let resized = (rect[2] - rect[0], rect[3] - rect[1])
+            != (was.rect[2] - was.rect[0], was.rect[3] - was.rect[1]);
+        Ok(Placed {
+            rect,
+            resized,
+            fixed_size: hints.min == hints.max,
+            larger_than_screen: too_wide || too_tall,
+        })
+    }
+
+    /// The window frame's borders around the client area, `[left, right, top, bottom]`
+    /// (`_NET_FRAME_EXTENTS`; none when the window manager does not say).
+    fn frame_extents(&self, command: &str, window: u64) -> Result<[i32; 4], DeskError> {
+        let fail = |message: String| DeskError::Resize {
+            command: command.to_owned(),
+            message,
+        };
+        let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
+        let conn = self.x11(command)?;
+        let atom = conn
+            .intern_atom(false, b"_NET_FRAME_EXTENTS")
+            .map_err(|e| fail(e.to_string()))?
+            .reply()
+            .map_err(|e| fail(e.to_string()))?
+            .atom;
+        let reply = conn
+            .get_property(false, window, atom, AtomEnum::CARDINAL, 0, 4)
+            .map_err(|e| fail(e.to_string()))?
+            .reply()
+            .map_err(|e| fail(e.to_string()))?;
+        let v: Vec<i32> = reply
+            .value32()
+            .into_iter()
+            .flatten()
+            .map(|x| i32::try_from(x).unwrap_or(0))
+            .collect();
+        Ok(match v.as_slice() {
+            [l, r, t, b] => [*l, *r, *t, *b],
+            _ => [0; 4],
+        })
+    }
+
+    fn x11(&self, command: &str) -> Result<x11rb::rust_connection::RustConnection, DeskError> {
+        x11rb::connect(Some(self.display()))
+            .map(|(c, _)| c)
+            .map_err(|e| DeskError::Resize {
+                command: command.to_owned(),
+                message: e.to_string(),
+            })
+    }
+
+    /// The sizes the window manager lets the window have: a minimum equal to the maximum fixes it, as
+    /// GTK does for a non-resizable dialog such as zenity's question.
+    fn size_hints(&self, command: &str, window: u64) -> Result<SizeHints, DeskError> {
+        let fail = |message: String| DeskError::Resize {
+            command: command.to_owned(),
+            message,
+        };
+        let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
+        let conn = self.x11(command)?;
+        let hints = WmSizeHints::get_normal_hints(&conn, window)
+            .map_err(|e| fail(e.to_string()))?
+            .reply()
+            .map_err(|e| fail(e.to_string()))?;
+        let any = SizeHints::default();
+        Ok(match hints {
+            Some(h) => SizeHints {
+                min: h.min_size.unwrap_or(any.min),
+                max: h.max_size.unwrap_or(any.max),
+            },
+            None => any,
+        })
+    }
+
+    /// The window's client area on the screen, `[left, top, right, bottom]`.
+    fn rect_of(&self, command: &str, window: u64) -> Result<[i32; 4], DeskError> {
+        let fail = |message: String| DeskError::Resize {
+            command: command.to_owned(),
+            message,
+        };
+        let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
+        let conn = self.x11(command)?;
+        client_rect(&conn, window).map_err(fail)
     }
 
     async fn wait_ready(
@@ -303,20 +502,21 @@ impl Desk {
         }
     }
 
-    async fn resize(
+    /// Asks the window manager to put the window at `at` (its frame's top-left) with a client area of
+    /// `size`, and waits until it has that size and, when `at` is given, is there.
+    async fn configure(
         &self,
         command: &str,
         window: u64,
         at: Option<(i32, i32)>,
-        w: u32,
-        h: u32,
+        (w, h): (u32, u32),
     ) -> Result<(), DeskError> {
         let fail = |message: String| DeskError::Resize {
             command: command.to_owned(),
             message,
         };
         let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
-        let (conn, _) = x11rb::connect(Some(self.display())).map_err(|e| fail(e.to_string()))?;
+        let conn = self.x11(command)?;
         let mut aux = ConfigureWindowAux::new().width(w).height(h);
         if let Some((x, y)) = at {
             aux = aux.x(x).y(y);
@@ -324,21 +524,23 @@ impl Desk {
         conn.configure_window(window, &aux)
             .map_err(|e| fail(e.to_string()))?;
         conn.flush().map_err(|e| fail(e.to_string()))?;
-        // The window manager applies it asynchronously: wait until the client area has the size.
+        // The window manager applies it asynchronously: wait until the client area has the size and
+        // (when asked to move) another position.
         let until = Instant::now() + Duration::from_secs(5);
         loop {
-            let geometry = conn
-                .get_geometry(window)
-                .map_err(|e| fail(e.to_string()))?
-                .reply()
-                .map_err(|e| fail(e.to_string()))?;
-            if (u32::from(geometry.width), u32::from(geometry.height)) == (w, h) {
+            let now = client_rect(&conn, window).map_err(fail)?;
+            let sized = ((now[2] - now[0]) as u32, (now[3] - now[1]) as u32) == (w, h);
+            // The frame goes to `at`; the client area sits inside it, below the title bar.
+            let moved = at.is_none_or(|(x, y)| {
+                (0..=EDGE).contains(&(now[0] - x)) && (0..=EDGE).contains(&(now[1] - y))
+            });
+            if sized && moved {
                 return Ok(());
             }
             if Instant::now() > until {
                 return Err(fail(format!(
-                    "it stayed {}x{} instead of {w}x{h}",
-                    geometry.width, geometry.height
+                    "it stayed at {now:?} instead of {w}x{h}{}",
+                    at.map(|(x, y)| format!(" at {x},{y}")).unwrap_or_default()
                 )));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -391,5 +593,53 @@ impl Desk {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replayed_window_moves_and_changes_size_and_stays_on_the_screen() {
+        let screen = (1280, 800);
+        let any = SizeHints::default();
+        let frame = [5, 5, 29, 5];
+        let on_screen = |(x, y, w, h): (i32, i32, u32, u32)| {
+            x >= 0
+                && y >= 0
+                && x + frame[0] + frame[1] + w as i32 <= 1280
+                && y + frame[2] + frame[3] + h as i32 <= 800
+        };
+        // A mousepad window sized 900x650 where xfwm4 put it: larger, moved, all on the screen.
+        let r = replay_rect([5, 29, 905, 679], screen, any, frame);
+        assert_eq!((r.2, r.3), (1020, 686));
+        assert!(on_screen(r) && (r.0, r.1) != (0, 0), "{r:?}");
+        // A window that already fills the screen gets smaller.
+        let r = replay_rect([5, 29, 1275, 795], screen, any, frame);
+        assert_eq!((r.2, r.3), (1150, 676));
+        assert!(on_screen(r), "{r:?}");
+        // A small dialog in the middle-left goes right, larger.
+        let r = replay_rect([100, 300, 400, 500], screen, any, frame);
+        assert_eq!((r.2, r.3), (420, 290));
+        assert_eq!(r.0 + 10 + 420, 1240, "{r:?}");
+        assert!(on_screen(r), "{r:?}");
+        // The widget factory: at least 1366x741, wider than the screen. It grows as tall as fits
+        // without margins and keeps its left edge on the screen.
+        let factory = SizeHints {
+            min: (1366, 741),
+            max: (i32::MAX, i32::MAX),
+        };
+        let r = replay_rect([0, 0, 1366, 741], screen, factory, frame);
+        assert_eq!((r.0, r.1, r.2, r.3), (0, 0, 1366, 766));
+        // A fixed-size dialog only moves.
+        let fixed = SizeHints {
+            min: (300, 120),
+            max: (300, 120),
+        };
+        let r = replay_rect([500, 300, 800, 420], screen, fixed, frame);
+        assert_eq!((r.2, r.3), (300, 120));
+        assert_eq!((r.0, r.1), (EDGE, 800 - EDGE - 120 - 34));
+        assert!(on_screen(r));
     }
 }

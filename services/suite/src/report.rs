@@ -7,6 +7,20 @@ use serde::Serialize;
 
 use crate::standin::Tally;
 
+/// Where a window is, `[left, top, right, bottom]` of its client area; for a replay, whether it was
+/// resized and whether its size is fixed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Placed {
+    /// The client area.
+    pub rect: [i32; 4],
+    /// A replay changed its size from the recording's.
+    pub resized: bool,
+    /// Its size hints fix its size (minimum = maximum): a replay only moves it.
+    pub fixed_size: bool,
+    /// Its minimum size is larger than the screen (with its frame): only its top-left part shows.
+    pub larger_than_screen: bool,
+}
+
 /// One task's outcome and measurements.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskReport {
@@ -41,6 +55,14 @@ pub struct TaskReport {
     pub why: String,
     /// Each step in brief: agent, status, actions and seconds per phase (JSON report only).
     pub step_log: Vec<serde_json::Value>,
+    /// Where its setup windows were (client areas `[left, top, right, bottom]`, in setup order).
+    pub windows: Vec<Placed>,
+    /// Steps replayed from the recording (the task view's `replay.replayed`; replays only).
+    pub replayed: u64,
+    /// Steps that fell back to the model (the task view's `replay.fell_back`; replays only).
+    pub fell_back: u64,
+    /// It ran with the model endpoint shut (replays).
+    pub model_stopped: bool,
     /// The replay of this task without the model (`--replay`), windows moved and resized.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<Box<TaskReport>>,
@@ -67,12 +89,44 @@ impl TaskReport {
             .unwrap_or(0)
     }
 
-    fn replay_cell(&self) -> String {
+    fn replay_ms(&self) -> String {
         match &self.replay {
-            None => "-".into(),
-            Some(r) if r.passed => format!("pass, {} ms/step, {} calls", r.ms_per_step(), r.calls),
-            Some(r) => format!("FAIL ({})", r.status),
+            Some(r) if r.passed => r.ms_per_step().to_string(),
+            _ => "-".into(),
         }
+    }
+
+    /// The replay's outcome: its model calls and fallbacks, and how its windows differed from the
+    /// recording's ("moved+resized", or "moved" for a window of fixed size).
+    fn replay_cell(&self) -> String {
+        let Some(r) = &self.replay else {
+            return "-".into();
+        };
+        let windows = if r.windows.is_empty() {
+            "no window"
+        } else if r.windows.iter().all(|w| w.resized) {
+            "moved+resized"
+        } else {
+            if r.windows.iter().all(|w| w.resized || w.fixed_size) {
+                "moved (fixed size, not resized)"
+            } else {
+                "moved, NOT resized"
+            }
+        };
+        let outcome = if r.passed {
+            "pass".to_owned()
+        } else {
+            format!("FAIL ({})", r.status)
+        };
+        let larger = if r.windows.iter().any(|w| w.larger_than_screen) {
+            " (a window larger than the screen)"
+        } else {
+            ""
+        };
+        format!(
+            "{outcome}, {} calls, {} replayed, {} fell back, {windows}{larger}",
+            r.calls, r.replayed, r.fell_back
+        )
     }
 }
 
@@ -91,12 +145,12 @@ fn thousands(n: u64) -> String {
 /// The per-task table (Markdown, so it reads in a terminal and pastes into a report).
 pub fn table(reports: &[TaskReport]) -> String {
     let mut out = String::from(
-        "| task | result | steps | model calls | text B/call | image B/call | image px/call | observe+act s | wall s | ms/step | replay |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        "| task | result | steps | model calls | text B/call | image B/call | image px/call | observe+act s | wall s | ms/step | replay ms/step | replay |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     for r in reports {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
             r.name,
             if r.passed {
                 "pass".into()
@@ -111,6 +165,7 @@ pub fn table(reports: &[TaskReport]) -> String {
             r.observe_act_seconds,
             r.wall_seconds,
             r.ms_per_step(),
+            r.replay_ms(),
             r.replay_cell(),
         ));
     }
@@ -128,6 +183,15 @@ fn median(mut v: Vec<u64>) -> u64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2
     }
+}
+
+/// The fraction of the replayed tasks whose replay passed (1 when none was replayed).
+pub fn replay_rate(reports: &[TaskReport]) -> f64 {
+    let replays: Vec<&TaskReport> = reports.iter().filter_map(|r| r.replay.as_deref()).collect();
+    if replays.is_empty() {
+        return 1.0;
+    }
+    replays.iter().filter(|r| r.passed).count() as f64 / replays.len() as f64
 }
 
 /// The fraction of tasks that passed (0 when there are none).
@@ -162,9 +226,11 @@ pub fn summary(reports: &[TaskReport], wall: Duration, threshold: f64) -> String
                 .collect(),
         );
         format!(
-            " · replayed {}/{} without the model (median {} ms/step, model-driven {} ms/step)",
+            " · replayed {}/{} with the model endpoint stopped, {} model calls (median {} ms/step, \
+             model-driven {} ms/step)",
             replays.iter().filter(|r| r.passed).count(),
             replays.len(),
+            replays.iter().map(|r| r.calls).sum::<u64>(),
             median(replays.iter().map(|r| r.ms_per_step()).collect()),
             model,
         )

@@ -3,9 +3,9 @@
 //! files and applications, the request submitted over REST and followed over `StreamSteps`, the checks,
 //! the figures, and a clean desktop for the next task.
 //!
-//! A task passes when the agent says it finished *and* every check holds on real state. A replay pass
-//! fits here as a second [`Submission`] of a passed task after its setup is made again (see
-//! `docs/suite.md`).
+//! A task passes when the agent says it finished *and* every check holds on real state. With `--replay`,
+//! once every task ran, the model endpoint is shut and each passed task is submitted again as a replay
+//! ([`Submission::Replay`]) from a fresh setup, its windows moved and resized, and checked again.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use ufo_testkit::Cluster;
 use crate::api::{Agent, ApiError};
 use crate::check::{self, CheckSettings, Verdict};
 use crate::config::Config;
-use crate::desk::{Desk, DeskError, RunningApp};
+use crate::desk::{Desk, DeskError, Placed, RunningApp};
 use crate::report::TaskReport;
 use crate::standin::{Mode, ModelServer, Patience};
 use crate::task::Task;
@@ -46,6 +46,8 @@ pub enum Submission {
     Replay {
         /// The recorded task's id.
         of: String,
+        /// Where the recording's setup windows were, in setup order.
+        recorded: Vec<Placed>,
     },
 }
 
@@ -154,19 +156,38 @@ pub async fn run(
     let mut reports = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
         let span = tracing::info_span!("suite.task", task = %task.name);
-        let mut report = run_task(&shared, task, Submission::Model)
+        let report = run_task(&shared, task, Submission::Model)
             .instrument(span)
             .await;
-        if cfg.replay && report.passed {
-            let how = Submission::Replay {
-                of: report.task_id.clone(),
-            };
-            let span = tracing::info_span!("suite.replay", task = %task.name);
-            let replay = run_task(&shared, task, how).instrument(span).await;
-            report.replay = Some(Box::new(replay));
-        }
         progress(i, &report);
         reports.push(report);
+    }
+    if cfg.replay {
+        // Replays run with no model to call: the endpoint is shut and its port refuses connections.
+        let stopped = shared
+            .model
+            .stop()
+            .await
+            .map_err(io("cannot stop the model endpoint"))?;
+        tracing::info!(%stopped, "model endpoint stopped for the replays");
+        eprintln!("ufo-suite: {stopped}; replaying the passed tasks");
+        for (i, (task, report)) in tasks.iter().zip(&mut reports).enumerate() {
+            if !report.passed {
+                continue;
+            }
+            let how = Submission::Replay {
+                of: report.task_id.clone(),
+                recorded: report.windows.clone(),
+            };
+            let span = tracing::info_span!("suite.replay", task = %task.name);
+            let mut replay = run_task(&shared, &task.for_replay(), how)
+                .instrument(span)
+                .await;
+            replay.model_stopped = true;
+            replay.name.push_str(" (replay)");
+            progress(i, &replay);
+            report.replay = Some(Box::new(replay));
+        }
     }
     // What the services said, for a failure the table and the report do not explain.
     let logs = out.join("services.log");
@@ -187,8 +208,11 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
         ..TaskReport::default()
     };
     let mut apps = Vec::new();
-    let moved = matches!(how, Submission::Replay { .. });
-    if let Err(why) = set_up(s, &task, &dir, &mut apps, moved).await {
+    let recorded = match &how {
+        Submission::Replay { recorded, .. } => Some(recorded.as_slice()),
+        Submission::Model => None,
+    };
+    if let Err(why) = set_up(s, &task, &dir, &mut apps, recorded, &mut report).await {
         report.status = "setup failed".into();
         report.why = why;
     } else {
@@ -207,6 +231,8 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
             Ok((id, view, steps)) => {
                 report.task_id = id;
                 report.status = view["status"].as_str().unwrap_or("unknown").to_owned();
+                report.replayed = view["replay"]["replayed"].as_u64().unwrap_or(0);
+                report.fell_back = view["replay"]["fell_back"].as_u64().unwrap_or(0);
                 report.result = view["result"].as_str().unwrap_or("").to_owned();
                 report.steps = steps.len() as u64;
                 report.observe_act_seconds = observe_act(&steps);
@@ -244,7 +270,8 @@ async fn set_up(
     task: &Task,
     dir: &Path,
     apps: &mut Vec<RunningApp>,
-    moved: bool,
+    recorded: Option<&[Placed]>,
+    report: &mut TaskReport,
 ) -> Result<(), String> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
@@ -259,13 +286,21 @@ async fn set_up(
         std::fs::write(&path, &f.content)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    for app in &task.apps {
-        apps.push(
-            s.desk
-                .start_app(app, s.cfg.app_ready_timeout(), moved)
-                .await
-                .map_err(|e| format!("setup: {e}"))?,
-        );
+    for (i, app) in task.apps.iter().enumerate() {
+        let was = match recorded {
+            Some(r) => Some(
+                *r.get(i)
+                    .ok_or("setup: the recording has no window for this app")?,
+            ),
+            None => None,
+        };
+        let (running, placed) = s
+            .desk
+            .start_app(app, s.cfg.app_ready_timeout(), was)
+            .await
+            .map_err(|e| format!("setup: {e}"))?;
+        apps.push(running);
+        report.windows.push(placed);
     }
     Ok(())
 }
@@ -285,7 +320,7 @@ async fn submit_and_follow(
                        "timeout_seconds": timeout.as_secs()},
             "confirm_policy": "never",
         }),
-        Submission::Replay { of } => json!({
+        Submission::Replay { of, .. } => json!({
             "replay_of": of,
             "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
                        "timeout_seconds": timeout.as_secs()},

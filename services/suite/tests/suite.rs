@@ -1,8 +1,9 @@
 //! The task suite as CI runs it: `ufo-suite` runs every task file in the repository's `tasks/` folder
 //! against `ufo-session` (on a fresh Postgres database when `DATABASE_URL` is set, else SQLite),
 //! `ufo-executor` and `ufo-agent` as real processes on a private Xvfb desktop, with the
-//! demonstration-following model stand-in, and must meet its success threshold. Broken task files (in
-//! `tests/broken/`) must fail and say why, so the suite cannot pass by not looking.
+//! demonstration-following model stand-in, and must meet its success threshold; then, with the model
+//! endpoint shut, every task is replayed from its recording on a changed desktop and must pass again.
+//! Broken task files (in `tests/broken/`) must fail and say why, so the suite cannot pass by not looking.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -62,7 +63,7 @@ async fn every_task_in_the_repository_passes() {
     let out = tempfile::tempdir().unwrap();
     let (output, report) = run_suite(
         &repo().join("tasks"),
-        &["--min-success", THRESHOLD],
+        &["--min-success", THRESHOLD, "--replay"],
         out.path(),
     )
     .await;
@@ -88,12 +89,72 @@ async fn every_task_in_the_repository_passes() {
             "{name} is in the table"
         );
         assert!(t["calls"].as_u64().unwrap() > 0 && t["image_pixels"].as_u64().unwrap() > 0);
+        replayed_without_the_model(t, &stdout);
     }
     assert!(stdout.contains("median prompt bytes/call"), "{stdout}");
+    assert!(
+        stdout.contains("with the model endpoint stopped, 0 model calls"),
+        "{stdout}"
+    );
     assert!(
         output.status.success(),
         "the suite did not meet its threshold of {THRESHOLD}:\n{stdout}"
     );
+}
+
+/// Issue 20's replay acceptance for one task of the suite run with `--replay`: recorded once with the
+/// stand-in, the task replayed with the model endpoint shut (its port refusing connections) from a fresh
+/// setup whose windows were moved and resized on the screen (a fixed-size dialog moved only) — and, for
+/// the tasks with a `[replay]` section, whose document has another text — every step from the recording,
+/// and its checks passed again.
+fn replayed_without_the_model(t: &Value, stdout: &str) {
+    let name = t["name"].as_str().unwrap();
+    let r = &t["replay"];
+    assert_eq!(r["passed"], true, "{name}'s replay passed:\n{stdout}");
+    assert_eq!(r["model_stopped"], true, "{name}: {r}");
+    assert_eq!(r["calls"], 0, "{name}: no model call in the replay: {r}");
+    assert_eq!(r["fell_back"], 0, "{name}: {r}");
+    assert_eq!(
+        r["replayed"], r["steps"],
+        "{name}: every step replayed: {r}"
+    );
+    let (was, now) = (
+        t["windows"].as_array().unwrap(),
+        r["windows"].as_array().unwrap(),
+    );
+    assert_eq!(was.len(), now.len(), "{name}: {r}");
+    for (a, placed) in was.iter().zip(now) {
+        let (a, b) = (&a["rect"], &placed["rect"]);
+        let size = |x: &Value| {
+            (
+                x[2].as_i64().unwrap() - x[0].as_i64().unwrap(),
+                x[3].as_i64().unwrap() - x[1].as_i64().unwrap(),
+            )
+        };
+        // Moved — except a window larger than the screen (gtk3-widget-factory's minimum is 1366 px
+        // wide), which stays at the top-left corner so no more of it leaves the screen; resized instead.
+        let larger = placed["larger_than_screen"] == true;
+        assert!(
+            a[0] != b[0] || a[1] != b[1] || (larger && placed["resized"] == true),
+            "{name}: the window moved: {a} -> {b}"
+        );
+        // Resized, unless its size is fixed (then only moved, as the table says).
+        assert_ne!(placed["resized"], placed["fixed_size"], "{name}: {placed}");
+        assert_eq!(
+            placed["resized"] == true,
+            size(a) != size(b),
+            "{name}: {a} -> {b}"
+        );
+        // All of it on the 1280x800 screen; a window larger than the screen with its top-left corner
+        // on it.
+        assert!(
+            b[0].as_i64().unwrap() >= 0
+                && b[1].as_i64().unwrap() >= 0
+                && (b[2].as_i64().unwrap() <= 1280 || larger)
+                && (b[3].as_i64().unwrap() <= 800 || larger),
+            "{name}: on the screen: {placed}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use super::plan::{OnMismatch, RecordedStep, ReplaySpec, StepAgent};
+use crate::memory::MemoryItem;
 use crate::response::{ActionSpec, AppResponse, HostResponse};
 use crate::target::TargetInfo;
 
@@ -37,24 +38,77 @@ fn mark(spec: &ReplaySpec, step: u64, source: &str, note: Option<String>) -> Val
     m
 }
 
+/// Why replayed step `n` cannot go on: the step that went wrong (`n`, or the one before it when its
+/// replayed action failed) and what went wrong.
+struct Why {
+    at: u64,
+    what: String,
+}
+
+impl From<(u64, String)> for Why {
+    fn from((at, what): (u64, String)) -> Self {
+        Self { at, what }
+    }
+}
+
 fn decided<T>(
     spec: &ReplaySpec,
     n: u64,
-    reply: Result<(T, Option<String>), String>,
+    reply: Result<(T, Option<String>), Why>,
 ) -> Result<Decision<T>, Mismatch> {
     match reply {
         Ok((reply, note)) => Ok(Decision::Replayed(reply, mark(spec, n, "recording", note))),
-        Err(why) => match spec.on_mismatch {
+        Err(Why { at, what }) => match spec.on_mismatch {
             OnMismatch::Model => {
-                tracing::info!(step = n, %why, "replay falls back to the model");
-                Ok(Decision::Model(mark(spec, n, "model", Some(why))))
+                tracing::info!(step = n, %what, "replay falls back to the model");
+                Ok(Decision::Model(mark(spec, n, "model", Some(what))))
             }
             OnMismatch::Fail => Err(Mismatch(format!(
-                "replay of task {} failed at step {n}: {why}",
+                "replay of task {} failed at step {at}: {what}",
                 spec.of
             ))),
         },
     }
+}
+
+/// When the replayed step before `n` (the agent's `previous` memory item) ran a recorded action that
+/// failed — its control was found by selector but the action did not work (e.g. the control is off the
+/// screen) — why step `n` cannot simply replay on: that action, its selector and the executor's error.
+/// A step the model decided (a fallback) is left to the model's next look.
+fn failed_before(spec: &ReplaySpec, n: u64, previous: Option<&MemoryItem>) -> Option<Why> {
+    let prev = previous?;
+    let at = n.checked_sub(1)?;
+    if prev.get("step").and_then(Value::as_u64) != Some(at) {
+        return None;
+    }
+    let recorded = spec.step(at)?;
+    let actions = prev.get("action")?.as_array()?;
+    let (i, failed) = actions
+        .iter()
+        .enumerate()
+        .find(|(_, a)| matches!(a["outcome"].as_str(), Some("failure" | "denied")))?;
+    let function = failed["function"].as_str().unwrap_or_default();
+    let same = recorded.actions.get(i).filter(|a| a.function == function);
+    if same.is_some_and(|a| a.failed) {
+        // It failed when recorded too, and the recording went on: so does the replay.
+        return None;
+    }
+    let selector = same
+        .and_then(|a| a.selector.as_ref())
+        .map(|s| format!(" on {}", s.describe()))
+        .unwrap_or_default();
+    let error = failed["result"]["error"].as_str().unwrap_or_default();
+    Some(Why {
+        at,
+        what: format!(
+            "the replayed {function}{selector} (recorded step {at}) failed: {}",
+            if error.is_empty() {
+                "no reason given"
+            } else {
+                error
+            }
+        ),
+    })
 }
 
 fn recorded(spec: &ReplaySpec, n: u64, agent: StepAgent) -> Result<&RecordedStep, String> {
@@ -81,12 +135,18 @@ fn name(a: StepAgent) -> &'static str {
     }
 }
 
-/// The AppAgent's reply for replayed step `n`, its targets found among `controls` (this step's listing).
+/// The AppAgent's reply for replayed step `n`, its targets found among `controls` (this step's listing);
+/// `previous` is the agent's memory of its step before (a replayed action that failed there stops the
+/// replay, or hands this step to the model).
 pub fn app_reply(
     spec: &ReplaySpec,
     n: u64,
     controls: &[TargetInfo],
+    previous: Option<&MemoryItem>,
 ) -> Result<Decision<AppResponse>, Mismatch> {
+    if let Some(why) = failed_before(spec, n, previous) {
+        return decided(spec, n, Err(why));
+    }
     let reply = recorded(spec, n, StepAgent::App).and_then(|step| {
         let mut actions = Vec::new();
         let mut note = None;
@@ -132,7 +192,7 @@ pub fn app_reply(
         };
         Ok((response, note))
     });
-    decided(spec, n, reply)
+    decided(spec, n, reply.map_err(|what| Why::from((n, what))))
 }
 
 /// The HostAgent's reply for replayed step `n`, the window it selects found among `targets`.
@@ -178,5 +238,96 @@ pub fn host_reply(
         };
         Ok((response, None))
     });
-    decided(spec, n, reply)
+    decided(spec, n, reply.map_err(|what| Why::from((n, what))))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::replay::plan::RecordedAction;
+    use crate::replay::selector::Selector;
+
+    fn spec(on_mismatch: OnMismatch, failed_when_recorded: bool) -> ReplaySpec {
+        let click = RecordedAction {
+            function: "click_input".into(),
+            arguments: serde_json::Map::from_iter([("id".to_owned(), json!("5"))]),
+            status: "CONTINUE".into(),
+            selector: Some(Selector {
+                control_type: "ListItem".into(),
+                name: "Otto".into(),
+                ..Selector::default()
+            }),
+            failed: failed_when_recorded,
+        };
+        let step = |n: u64, actions: Vec<RecordedAction>| RecordedStep {
+            step: n,
+            agent: StepAgent::App,
+            status: "CONTINUE".into(),
+            subtask: String::new(),
+            observation: String::new(),
+            thought: String::new(),
+            plan: Vec::new(),
+            comment: String::new(),
+            message: String::new(),
+            questions: Vec::new(),
+            result: String::new(),
+            function: String::new(),
+            actions,
+        };
+        ReplaySpec {
+            of: "t1".into(),
+            on_mismatch,
+            steps: vec![step(1, vec![click]), step(2, Vec::new())],
+        }
+    }
+
+    /// The agent's memory of step `n` whose click ended with `outcome`.
+    fn memory(n: u64, outcome: &str) -> MemoryItem {
+        let mut m = MemoryItem::new();
+        m.set("step", n).set(
+            "action",
+            json!([{"function": "click_input", "outcome": outcome,
+                    "result": {"error": "ListItem 'Otto' is off the screen"}}]),
+        );
+        m
+    }
+
+    #[test]
+    fn a_replayed_action_that_failed_stops_the_replay_naming_its_step_and_selector() {
+        let failed = memory(1, "failure");
+        let e = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&failed)).unwrap_err();
+        assert_eq!(
+            e.0,
+            "replay of task t1 failed at step 1: the replayed click_input on ListItem \"Otto\" \
+             (sibling 0) (recorded step 1) failed: ListItem 'Otto' is off the screen"
+        );
+        // With the model allowed, the model decides the next step, told why.
+        match app_reply(&spec(OnMismatch::Model, false), 2, &[], Some(&failed)).unwrap() {
+            Decision::Model(mark) => {
+                assert_eq!(mark["source"], "model");
+                assert!(mark["note"].as_str().unwrap().contains("off the screen"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failure_the_recording_had_too_or_an_earlier_one_does_not_stop_the_replay() {
+        let failed = memory(1, "failure");
+        // The recording failed there as well and went on: replay step 2 as recorded.
+        let d = app_reply(&spec(OnMismatch::Fail, true), 2, &[], Some(&failed)).unwrap();
+        assert!(matches!(d, Decision::Replayed(..)), "{d:?}");
+        // A success, or a memory of another step, is no reason either.
+        let ok = memory(1, "success");
+        let d = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&ok)).unwrap();
+        assert!(matches!(d, Decision::Replayed(..)), "{d:?}");
+        let d = app_reply(
+            &spec(OnMismatch::Fail, false),
+            2,
+            &[],
+            Some(&memory(7, "failure")),
+        );
+        assert!(matches!(d.unwrap(), Decision::Replayed(..)));
+    }
 }

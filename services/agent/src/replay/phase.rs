@@ -9,6 +9,7 @@ use super::plan::ReplaySpec;
 use crate::agents::keys::{
     APP_RESPONSE, CONTROLS, HOST_RESPONSE, LLM_TOTALS, RESPONSE_TEXT, TARGET_REGISTRY,
 };
+use crate::memory::MemoryItem;
 use crate::processor::{Outputs, ProcessingContext, StrategyError, keys as pkeys};
 
 /// What decides this step's reply.
@@ -28,13 +29,19 @@ fn mismatch(e: decide::Mismatch) -> StrategyError {
     StrategyError::msg(e.to_string())
 }
 
-/// The AppAgent's phase for this step.
-pub fn app(spec: Option<&ReplaySpec>, ctx: &ProcessingContext) -> Result<Phase, StrategyError> {
+/// The AppAgent's phase for this step; `previous` is the agent's memory of its step before.
+pub fn app(
+    spec: Option<&ReplaySpec>,
+    ctx: &ProcessingContext,
+    previous: Option<&MemoryItem>,
+) -> Result<Phase, StrategyError> {
     let Some(spec) = spec else {
         return Ok(Phase::Model(None));
     };
     Ok(
-        match decide::app_reply(spec, step(ctx)?, ctx.require(CONTROLS)?).map_err(mismatch)? {
+        match decide::app_reply(spec, step(ctx)?, ctx.require(CONTROLS)?, previous)
+            .map_err(mismatch)?
+        {
             Decision::Replayed(reply, mark) => Phase::Decided(
                 Outputs::new()
                     .with(APP_RESPONSE, reply)

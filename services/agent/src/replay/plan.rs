@@ -59,6 +59,9 @@ pub struct RecordedAction {
     /// How to find its target again; none for actions without a target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<Selector>,
+    /// It failed (or was refused) in the recording too, which went on regardless.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// Which agent took a recorded step.
@@ -150,6 +153,10 @@ impl RecordedStep {
                 },
                 status: a.status.clone(),
                 selector: a.selector.as_ref().map(Selector::from_proto),
+                failed: a.result.as_ref().is_some_and(|r| {
+                    r.status == v1::ResultStatus::Failure as i32
+                        || r.status == v1::ResultStatus::Denied as i32
+                }),
             })
             .collect();
         let questions = extra["questions"]

@@ -279,6 +279,47 @@ pub trait Backend: Send + Sync {
     async fn wheel(&self, at: Point, notches: i32) -> BackendResult<()>;
     /// Replays key strokes to the focused window.
     async fn send_keys(&self, keys: &[KeyStroke]) -> BackendResult<()>;
+    /// Scrolls `control` into view inside its scrollable ancestors and returns its bounds afterwards;
+    /// `None` when this backend cannot (AT-SPI `Component.ScrollTo` on Linux).
+    async fn scroll_into_view(&self, _control: &RawNode) -> BackendResult<Option<Rect>> {
+        Ok(None)
+    }
+    /// Where the pointer acts on `control`: its centre, when a screen shows it. A centre off every
+    /// screen (its window partly off the desktop) is first scrolled into view where the backend can; a
+    /// centre still off every screen is an error naming the control — the pointer would land elsewhere
+    /// (X clamps it to the screen's edge) and the click would report a success it did not have.
+    async fn pointer_target(&self, control: &RawNode) -> BackendResult<Point> {
+        let screens = self.screens().await?;
+        let shown = |r: &Rect| screens.iter().any(|s| s.rect.contains(r.center()));
+        if shown(&control.rect) {
+            return Ok(control.rect.center());
+        }
+        if let Some(r) = self.scroll_into_view(control).await?
+            && shown(&r)
+        {
+            return Ok(r.center());
+        }
+        let c = control.rect.center();
+        Err(BackendError::Failed(format!(
+            "{} '{}' is off the screen: its centre ({}, {}) is outside every screen ({}) and scrolling \
+             did not bring it into view; move its window onto the screen",
+            control.control_type,
+            control.name,
+            c.x,
+            c.y,
+            screens
+                .iter()
+                .map(|s| format!(
+                    "{}x{} at {},{}",
+                    s.rect.width(),
+                    s.rect.height(),
+                    s.rect.left,
+                    s.rect.top
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
     /// Scrolls a control by `notches` wheel notches (positive up): through its accessibility scroll
     /// interface where the backend has one, else the wheel at its centre. Returns how it scrolled
     /// ("pattern:Scroll" or "wheel").

@@ -84,6 +84,7 @@ pub struct ModelServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
     stop: CancellationToken,
+    served: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for ModelServer {
@@ -116,7 +117,7 @@ impl ModelServer {
             .with_state(shared.clone());
         let stop = CancellationToken::new();
         let token = stop.clone();
-        tokio::spawn(async move {
+        let served = tokio::spawn(async move {
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(token.cancelled_owned())
                 .await;
@@ -124,7 +125,42 @@ impl ModelServer {
                 tracing::error!(error = %e, "model server failed");
             }
         });
-        Ok(Self { addr, shared, stop })
+        Ok(Self {
+            addr,
+            shared,
+            stop,
+            served: Mutex::new(Some(served)),
+        })
+    }
+
+    /// Shuts the endpoint for good: stops accepting, lets open connections end, closes the port, and
+    /// checks that a connection to it is refused. Tallies stay readable. Says what it did.
+    pub async fn stop(&self) -> std::io::Result<String> {
+        let span = tracing::info_span!("suite.model_stop", addr = %self.addr);
+        async {
+            self.stop.cancel();
+            let served = lock(&self.served).take();
+            if let Some(served) = served {
+                tokio::time::timeout(std::time::Duration::from_secs(10), served)
+                    .await
+                    .map_err(|_| {
+                        std::io::Error::other("the model endpoint did not shut within 10 s")
+                    })?
+                    .map_err(std::io::Error::other)?;
+            }
+            match tokio::net::TcpStream::connect(self.addr).await {
+                Ok(_) => Err(std::io::Error::other(format!(
+                    "the model endpoint {} still accepts connections",
+                    self.addr
+                ))),
+                Err(e) => Ok(format!(
+                    "model endpoint {} stopped (a connection to it: {e})",
+                    self.addr
+                )),
+            }
+        }
+        .instrument(span)
+        .await
     }
 
     /// The OpenAI-style base URL the agent is given.

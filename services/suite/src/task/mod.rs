@@ -234,6 +234,11 @@ pub struct Task {
     pub subtasks: Vec<Subtask>,
     /// The checks.
     pub checks: Vec<Check>,
+    /// For the replay (`[replay]`): files created instead of (or besides) the setup's — the document
+    /// changed since the recording.
+    pub replay_files: Vec<SetupFile>,
+    /// For the replay: the checks instead of `checks` (empty: the same checks).
+    pub replay_checks: Vec<Check>,
 }
 
 /// Replaces `{dir}` with the task directory.
@@ -365,6 +370,21 @@ impl Task {
                 "a task needs at least one [[check]] on real state".into(),
             ));
         }
+        let replay = raw.replay.unwrap_or_default();
+        if let Some(f) = replay.files.iter().find(|f| !relative_inside(&f.path)) {
+            return Err(invalid(format!(
+                "replay file {:?} must be a relative path inside the task directory",
+                f.path
+            )));
+        }
+        let replay_checks = replay
+            .checks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                check(c, &apps).map_err(|m| invalid(format!("replay check {}: {m}", i + 1)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             name,
             path: path.to_owned(),
@@ -375,7 +395,23 @@ impl Task {
             apps,
             subtasks,
             checks,
+            replay_files: replay.files,
+            replay_checks,
         })
+    }
+
+    /// The task as its replay runs it: the replay's files replace the setup's of the same path (or are
+    /// added), and its checks replace the task's when it has any.
+    pub fn for_replay(&self) -> Self {
+        let mut t = self.clone();
+        for f in &self.replay_files {
+            t.files.retain(|x| x.path != f.path);
+            t.files.push(f.clone());
+        }
+        if !self.replay_checks.is_empty() {
+            t.checks = self.replay_checks.clone();
+        }
+        t
     }
 
     /// The task with `{dir}` replaced by `dir` everywhere.
@@ -383,7 +419,7 @@ impl Task {
         let d = dir.display().to_string();
         let mut t = self.clone();
         t.request = fill(&t.request, &d);
-        for f in &mut t.files {
+        for f in t.files.iter_mut().chain(&mut t.replay_files) {
             f.content = fill(&f.content, &d);
         }
         for a in &mut t.apps {
@@ -398,7 +434,7 @@ impl Task {
                 step.fill(&d);
             }
         }
-        for c in &mut t.checks {
+        for c in t.checks.iter_mut().chain(&mut t.replay_checks) {
             match c {
                 Check::File { expect, .. } => expect.fill(&d),
                 Check::Control { expect, .. } => {

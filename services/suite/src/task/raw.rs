@@ -18,6 +18,18 @@ pub(super) struct RawTask {
     pub(super) subtasks: Vec<RawSubtask>,
     #[serde(default, rename = "check")]
     pub(super) checks: Vec<RawCheck>,
+    pub(super) replay: Option<RawReplay>,
+}
+
+/// What differs when the task is replayed (`ufo-suite --replay`): the documents' text, and the checks
+/// that then hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReplay {
+    #[serde(default)]
+    pub(super) files: Vec<SetupFile>,
+    #[serde(default, rename = "check")]
+    pub(super) checks: Vec<RawCheck>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -71,3 +71,31 @@ fn text_expectations_ignore_one_trailing_newline() {
     assert!(!TextExpect::Equals("a".into()).holds("a\n\n"));
     assert!(TextExpect::Contains("b".into()).holds("abc"));
 }
+
+#[test]
+fn a_replay_section_changes_the_documents_and_the_checks_of_the_replay_only() {
+    let text = format!(
+        "{GOOD}\n[setup]\nfiles = [{{ path = \"a.txt\", content = \"old {{dir}}\" }}]\n\
+         [replay]\nfiles = [{{ path = \"a.txt\", content = \"new {{dir}}\" }}]\n\
+         [[replay.check]]\nfile = \"a.txt\"\nequals = \"new {{dir}}\"\n"
+    );
+    let t = Task::parse(Path::new("x/entry.toml"), &text)
+        .unwrap()
+        .resolved(Path::new("/tmp/d"));
+    assert_eq!(t.files[0].content, "old /tmp/d");
+    assert_eq!(t.checks.len(), 2);
+    let r = t.for_replay();
+    assert_eq!(r.files.len(), 1);
+    assert_eq!(r.files[0].content, "new /tmp/d");
+    assert_eq!(
+        r.checks,
+        [Check::File {
+            path: "a.txt".into(),
+            expect: TextExpect::Equals("new /tmp/d".into()),
+        }]
+    );
+    let bad = format!("{GOOD}\n[replay]\nfiles = [{{ path = \"../x\", content = \"\" }}]\n");
+    assert!(err(&bad).contains("replay file \"../x\""), "{}", err(&bad));
+    let bad = format!("{GOOD}\n[[replay.check]]\nfile = \"a.txt\"\n");
+    assert!(err(&bad).contains("replay check 1"), "{}", err(&bad));
+}

@@ -285,10 +285,11 @@ impl Strategy<AppAgent> for AppLlmInteraction {
     ) -> Result<Outputs, StrategyError> {
         let s = &agent.services.settings;
         let screen = screen_hash(ctx.require(CLEAN_SCREENSHOT)?);
-        let fell_back = match replay::app(agent.services.replay.as_deref(), ctx)? {
-            Phase::Decided(out) => return Ok(out.with(SCREEN_HASH, screen)),
-            Phase::Model(mark) => mark,
-        };
+        let fell_back =
+            match replay::app(agent.services.replay.as_deref(), ctx, agent.memory.last())? {
+                Phase::Decided(out) => return Ok(out.with(SCREEN_HASH, screen)),
+                Phase::Model(mark) => mark,
+            };
         let no_progress = match judge(&agent.memory, &screen, s) {
             Progress::Fine => String::new(),
             Progress::Warn(w) => w,

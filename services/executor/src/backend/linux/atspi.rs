@@ -17,7 +17,7 @@ use atspi::proxy::component::ComponentProxy;
 use atspi::proxy::editable_text::EditableTextProxy;
 use atspi::proxy::text::TextProxy;
 use atspi::proxy::value::ValueProxy;
-use atspi::{CoordType, Interface, InterfaceSet, State, StateSet};
+use atspi::{CoordType, Interface, InterfaceSet, ScrollType, State, StateSet};
 use futures::future::join_all;
 
 use crate::backend::{BackendError, BackendResult, ControlHandle, ControlState};
@@ -244,6 +244,29 @@ impl Atspi {
         .ok()?;
         let (x, y, w, h) = c.get_extents(CoordType::Screen).await.ok()?;
         Some(Rect::from_xywh(x, y, w, h))
+    }
+
+    /// Asks the control's scrollable ancestors to bring it into view (`Component.ScrollTo`) and returns
+    /// its bounds afterwards; `None` when it has no Component interface or the toolkit declines.
+    pub async fn scroll_into_view(&self, handle: &ControlHandle) -> BackendResult<Option<Rect>> {
+        let (bus, path) = key_of(handle)?;
+        if !self
+            .interfaces(bus, path)
+            .await?
+            .contains(Interface::Component)
+        {
+            return Ok(None);
+        }
+        let c = proxy!(
+            ComponentProxy<'static>,
+            &self.conn_for(bus).await,
+            bus,
+            path
+        )?;
+        if !c.scroll_to(ScrollType::Anywhere).await.map_err(derr)? {
+            return Ok(None);
+        }
+        Ok(self.extents(bus, path).await)
     }
 
     /// Replaces what the walks remember with the controls of the latest walk.

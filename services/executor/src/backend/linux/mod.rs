@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use tracing::Instrument as _;
 
 use crate::backend::{
     Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
@@ -160,7 +161,8 @@ impl Backend for LinuxBackend {
         if semantic && let Some(method) = self.a11y.do_click_action(&control.handle).await? {
             return Ok(method);
         }
-        self.click_at(control.rect.center(), button, double).await?;
+        let at = self.pointer_target(control).await?;
+        self.click_at(at, button, double).await?;
         Ok("mouse".to_owned())
     }
 
@@ -174,10 +176,18 @@ impl Backend for LinuxBackend {
 
     async fn focus_control(&self, control: &RawNode) -> BackendResult<()> {
         if !self.a11y.grab_focus(&control.handle).await? {
-            self.click_at(control.rect.center(), MouseButton::Left, false)
-                .await?;
+            let at = self.pointer_target(control).await?;
+            self.click_at(at, MouseButton::Left, false).await?;
         }
         Ok(())
+    }
+
+    async fn scroll_into_view(&self, control: &RawNode) -> BackendResult<Option<Rect>> {
+        let span = tracing::info_span!("scroll_into_view", control = %control.name);
+        self.a11y
+            .scroll_into_view(&control.handle)
+            .instrument(span)
+            .await
     }
 
     async fn click_at(&self, point: Point, button: MouseButton, double: bool) -> BackendResult<()> {

@@ -151,7 +151,8 @@ impl Backend for UiaBackend {
                 return Ok(m);
             }
         }
-        win32::click(control.rect.center(), button, double)?;
+        let at = self.pointer_target(control).await?;
+        win32::click(at, button, double)?;
         Ok("mouse".into())
     }
 

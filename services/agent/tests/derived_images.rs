@@ -202,19 +202,21 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
     let mut images_stored = BTreeSet::new();
     for step in &steps[1..3] {
         let refs = &step.artifacts;
-        for kind in [ArtifactKind::AnnotatedScreenshot] {
-            let recipe = of_kind(refs, kind);
-            assert_eq!(recipe.len(), 1, "{refs:?}");
-            assert_eq!(recipe[0].content_type, RECIPE_TYPE);
-            assert!(recipe[0].size < 4096, "a recipe, not an image: {refs:?}");
-        }
+        let recipe = of_kind(refs, ArtifactKind::AnnotatedScreenshot);
+        assert_eq!(recipe.len(), 1, "{refs:?}");
+        assert_eq!(recipe[0].content_type, RECIPE_TYPE);
+        assert!(recipe[0].size < 4096, "a recipe, not an image: {refs:?}");
         let clean = of_kind(refs, ArtifactKind::CleanScreenshot);
         images_stored.extend(clean.iter().map(|c| c.id.clone()));
     }
     let crops = of_kind(&steps[1].artifacts, ArtifactKind::SelectedControlScreenshot);
     assert_eq!(crops.len(), 1);
     assert_eq!(crops[0].content_type, RECIPE_TYPE);
-    assert_eq!(images_stored.len(), 1, "the unchanged window is stored once");
+    assert_eq!(
+        images_stored.len(),
+        1,
+        "the unchanged window is stored once"
+    );
     for step in &steps {
         let desktop = of_kind(&step.artifacts, ArtifactKind::DesktopScreenshot);
         images_stored.extend(desktop.iter().map(|c| c.id.clone()));
@@ -224,7 +226,10 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
         .filter(|(_, bytes)| bytes.starts_with(b"\x89PNG"))
         .map(|(name, _)| name)
         .collect();
-    assert_eq!(png_blobs, images_stored, "only the captured screenshots are images");
+    assert_eq!(
+        png_blobs, images_stored,
+        "only the captured screenshots are images"
+    );
     let clean = served(&http, &agent, &id, 2, "clean").await;
     same(&fitted(clean, max), &step2[0], "the clean screenshot");
 
@@ -243,7 +248,11 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
         })
         .await
         .unwrap();
-    same(&served(&http, &agent, &id, 1, "annotated").await, &old, "a stored annotated PNG");
+    same(
+        &served(&http, &agent, &id, 1, "annotated").await,
+        &old,
+        "a stored annotated PNG",
+    );
 
     let size = image::load_from_memory(&step2[1]).unwrap();
     agent.stop().await;

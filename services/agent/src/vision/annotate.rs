@@ -260,7 +260,12 @@ impl Marker {
         self.draw_painted(img, &self.paint(marks), undo);
     }
 
-    fn draw_painted(&self, img: &mut RgbaImage, marks: &[Painted<'_>], mut undo: Option<&mut Undo>) {
+    fn draw_painted(
+        &self,
+        img: &mut RgbaImage,
+        marks: &[Painted<'_>],
+        mut undo: Option<&mut Undo>,
+    ) {
         for m in marks {
             let color = m.color;
             for edge in box_edges(m.rect, 2) {

@@ -87,7 +87,9 @@ pub enum RenderError {
         got: [u32; 2],
     },
     /// The labels were drawn with a font this process has not loaded.
-    #[error("the labels were drawn with a font this agent has not loaded (sha256 {0}); start it with that --label-font")]
+    #[error(
+        "the labels were drawn with a font this agent has not loaded (sha256 {0}); start it with that --label-font"
+    )]
     Font(String),
     /// The crop lies outside the source.
     #[error("the crop rectangle lies outside the source screenshot")]
@@ -232,11 +234,13 @@ pub fn render(recipe: &[u8], source: &[u8]) -> Result<Bytes, RenderError> {
             };
             let painted: Vec<Painted<'_>> = marks
                 .iter()
-                .map(|RecordedMark(label, [l, t, r, b], [red, green, blue])| Painted {
-                    label,
-                    rect: Rect::new(*l, *t, *r, *b),
-                    color: Rgba([*red, *green, *blue, 255]),
-                })
+                .map(
+                    |RecordedMark(label, [l, t, r, b], [red, green, blue])| Painted {
+                        label,
+                        rect: Rect::new(*l, *t, *r, *b),
+                        color: Rgba([*red, *green, *blue, 255]),
+                    },
+                )
                 .collect();
             marker.annotate_painted(&mut out, &painted);
             Ok(encode_png(&out)?)
@@ -261,7 +265,9 @@ fn fonts() -> &'static Mutex<HashMap<String, FontArc>> {
 /// Remembers a loaded label font by its hash, so annotations drawn with it render on read.
 pub(crate) fn register_font(sha256: &str, font: &FontArc) {
     if let Ok(mut fonts) = fonts().lock() {
-        fonts.entry(sha256.to_owned()).or_insert_with(|| font.clone());
+        fonts
+            .entry(sha256.to_owned())
+            .or_insert_with(|| font.clone());
     }
 }
 
@@ -276,8 +282,10 @@ fn marker_for(id: &FontId) -> Result<Arc<Marker>, RenderError> {
     }
     let font = match fonts().lock().ok().and_then(|f| f.get(&id.sha256).cloned()) {
         Some(font) => font,
-        None if id.sha256 == font_sha256(EMBEDDED_FONT) => FontArc::try_from_slice(EMBEDDED_FONT)
-            .map_err(|_| RenderError::Font(id.sha256.clone()))?,
+        None if id.sha256 == font_sha256(EMBEDDED_FONT) => {
+            FontArc::try_from_slice(EMBEDDED_FONT)
+                .map_err(|_| RenderError::Font(id.sha256.clone()))?
+        }
         None => return Err(RenderError::Font(id.sha256.clone())),
     };
     let marker = Arc::new(Marker::from_font(&font, id.clone(), Palette::default()));
@@ -294,7 +302,12 @@ mod tests {
 
     fn clean() -> (Screenshot, RgbaImage) {
         let img = RgbaImage::from_fn(300, 200, |x, y| {
-            Rgba([(x % 256) as u8, (y * 3 % 256) as u8, ((x * y) % 256) as u8, 255])
+            Rgba([
+                (x % 256) as u8,
+                (y * 3 % 256) as u8,
+                ((x * y) % 256) as u8,
+                255,
+            ])
         });
         (Screenshot::from_rgba(&img, 10, 20).unwrap(), img)
     }
@@ -321,10 +334,7 @@ mod tests {
             marker.annotate(&mut expected, &scale_marks(&marks, (300, 200), size));
             let drawn = render(&derived.recipe, &shot.bytes).unwrap();
             assert_eq!(drawn, encode_png(&expected).unwrap(), "{size:?}");
-            assert_eq!(
-                (derived.placement.width, derived.placement.height),
-                size
-            );
+            assert_eq!((derived.placement.width, derived.placement.height), size);
         }
         let want = crop_pixels(&pixels, &shot, Rect::new(30, 40, 80, 70)).unwrap();
         let derived = crop("ab", (300, 200), [20, 20, 70, 50], &want);
@@ -340,13 +350,22 @@ mod tests {
             serde_json::json!({"render": "annotate", "version": version, "source": "ab",
                 "source_size": source_size, "size": [300, 200], "font": font, "marks": []})
         };
-        assert!(matches!(render(b"{", &shot.bytes), Err(RenderError::Recipe(_))));
-        assert!(matches!(recipe(annotate(99, [300, 200])), Err(RenderError::Version(99))));
+        assert!(matches!(
+            render(b"{", &shot.bytes),
+            Err(RenderError::Recipe(_))
+        ));
+        assert!(matches!(
+            recipe(annotate(99, [300, 200])),
+            Err(RenderError::Version(99))
+        ));
         assert!(matches!(
             recipe(annotate(1, [30, 20])),
             Err(RenderError::SourceSize { .. })
         ));
-        assert!(matches!(recipe(annotate(1, [300, 200])), Err(RenderError::Font(_))));
+        assert!(matches!(
+            recipe(annotate(1, [300, 200])),
+            Err(RenderError::Font(_))
+        ));
         let crop = serde_json::json!({"render": "crop", "version": 1, "source": "ab",
             "source_size": [300, 200], "rect": [10, 10, 400, 20]});
         assert!(matches!(recipe(crop), Err(RenderError::Crop)));

@@ -474,6 +474,54 @@ fn section(prompt: &str, name: &str) -> String {
     body.split("\n\n").next().unwrap_or_default().to_owned()
 }
 
+/// Scripts 7 calls: the note's AppAgent reads the total (saving its screenshot on the blackboard with
+/// `save_reason`), the sheet's clicks Cell twice (the second call held until `gate` is released) and
+/// finishes, the HostAgent finishes.
+fn note_then_sheet(
+    llm: &ScriptedLlm,
+    gate: &Arc<Gate>,
+    save_reason: Option<&'static str>,
+) -> Arc<AtomicUsize> {
+    script(llm, 7, 5, gate, move |n, req| match n {
+        1 => common::assign("0", "read the note"),
+        2 => {
+            let mut reply = common::app("FINISH", json!(null), "total=42");
+            if let Some(reason) = save_reason {
+                reply["save_screenshot"] = json!({"save": true, "reason": reason});
+            }
+            reply
+        }
+        3 => common::assign("1", "fill the sheet"),
+        4 | 5 => {
+            let cell = req.control_id("Cell").expect("the sheet's controls");
+            common::app(
+                "CONTINUE",
+                json!({"function": "click_input", "arguments": {"id": cell}}),
+                "",
+            )
+        }
+        6 => common::app("FINISH", json!(null), "filled"),
+        _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
+    })
+}
+
+/// An agent serving the API only (no runner slots) and a task created through it: (agent, client, task
+/// id, task URL).
+async fn start_task(session: &Session, request: &str) -> (Agent, reqwest::Client, String, String) {
+    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
+    let http = reqwest::Client::new();
+    let task = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/tasks", api_agent.http),
+        Some(json!({"request": request})),
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    (api_agent, http, id, url)
+}
+
 /// Waits for the task to finish; on timeout the failure shows the task and its steps.
 async fn finished(http: &reqwest::Client, url: &str, session: &Session, id: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -521,32 +569,8 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
     let session = Session::start().await;
     let llm = ScriptedLlm::start().await.unwrap();
     let gate = Arc::new(Gate::default());
-    let calls = script(&llm, 7, 5, &gate, |n, req| match n {
-        1 => common::assign("0", "read the note"),
-        2 => common::app("FINISH", json!(null), "total=42"),
-        3 => common::assign("1", "fill the sheet"),
-        4 | 5 => {
-            let cell = req.control_id("Cell").expect("the sheet's controls");
-            common::app(
-                "CONTINUE",
-                json!({"function": "click_input", "arguments": {"id": cell}}),
-                "",
-            )
-        }
-        6 => common::app("FINISH", json!(null), "filled"),
-        _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
-    });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
-    let task = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/tasks", api_agent.http),
-        Some(json!({"request": "copy the total into the sheet"})),
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    let calls = note_then_sheet(&llm, &gate, None);
+    let (api_agent, http, id, url) = start_task(&session, "copy the total into the sheet").await;
 
     let mut first = spawn_runner(&session, &llm);
     eventually(60, "the sheet's second step in flight", || async {
@@ -644,17 +668,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
         3 => common::app("FINISH", json!(null), "copied"),
         _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
     });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
-    let task = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/tasks", api_agent.http),
-        Some(json!({"request": "copy the note"})),
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    let (api_agent, http, id, url) = start_task(&session, "copy the note").await;
 
     let mut first = spawn_runner(&session, &llm);
     let waiting = eventually(60, "the held action", || async {
@@ -729,36 +743,8 @@ async fn a_blackboard_image_reaches_the_prompt_after_a_runner_restart() {
     let session = Session::start().await;
     let llm = ScriptedLlm::start().await.unwrap();
     let gate = Arc::new(Gate::default());
-    let calls = script(&llm, 7, 5, &gate, |n, req| match n {
-        1 => common::assign("0", "read the note"),
-        2 => {
-            let mut reply = common::app("FINISH", json!(null), "total=42");
-            reply["save_screenshot"] = json!({"save": true, "reason": "the total"});
-            reply
-        }
-        3 => common::assign("1", "fill the sheet"),
-        4 | 5 => {
-            let cell = req.control_id("Cell").expect("the sheet's controls");
-            common::app(
-                "CONTINUE",
-                json!({"function": "click_input", "arguments": {"id": cell}}),
-                "",
-            )
-        }
-        6 => common::app("FINISH", json!(null), "filled"),
-        _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
-    });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
-    let task = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/tasks", api_agent.http),
-        Some(json!({"request": "copy the total into the sheet"})),
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    let calls = note_then_sheet(&llm, &gate, Some("the total"));
+    let (api_agent, http, id, url) = start_task(&session, "copy the total into the sheet").await;
 
     let mut first = spawn_runner(&session, &llm);
     eventually(60, "the sheet's second step in flight", || async {

@@ -44,6 +44,22 @@ fn id_of(list: &Value, kind: &str, name: &str) -> Option<String> {
         .map(|c| c["id"].as_str().unwrap().to_owned())
 }
 
+/// Selects the window with X handle `handle` as the executor's target.
+async fn select(exec: &Executor, handle: u64) {
+    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .unwrap();
+    ok(exec, "select_application_window", json!({"id": id})).await;
+}
+
 async fn controls(exec: &Executor) -> Value {
     ok(exec, "get_app_window_controls_target_info", json!({}))
         .await
@@ -74,18 +90,7 @@ async fn a_menu_item_opening_a_modal_dialog_leaves_the_application_answering() {
         .launch(backend.as_ref(), "mousepad", &[])
         .await
         .unwrap();
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(mp.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, mp.handle).await;
     let (file, _) = wait_for(&exec, "Menu", "File").await;
     ok(&exec, "click_input", json!({"id": file})).await;
     let (save_as, _) = wait_for(&exec, "MenuItem", "Save As...").await;
@@ -133,18 +138,7 @@ async fn a_click_on_a_list_row_selects_it_without_activating_it() {
         .launch(backend.as_ref(), "zenity", &args)
         .await
         .unwrap();
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(win.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, win.handle).await;
     let (anna, _) = wait_for(&exec, "ListItem", "Anna").await;
     let clicked = ok(&exec, "click_input", json!({"id": anna})).await;
     assert_eq!(
@@ -196,18 +190,7 @@ async fn a_click_and_a_text_set_cost_one_call_beyond_the_action() {
         .launch(backend.as_ref(), "gtk3-widget-factory", &[])
         .await
         .unwrap();
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(window.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, window.handle).await;
     let list = controls(&exec).await;
     let first_enabled = |kind: &str| {
         list.as_array()

@@ -92,8 +92,9 @@ pub fn prompt_images(
 
 /// The newest `count` blackboard images this process holds the pixels of, downscaled to fit `max`, each
 /// with a caption naming its blackboard index and metadata (so the text's `image_i` entry and the image
-/// match). Images restored from the session store without their bytes stay as metadata in the text; an
-/// image that cannot be decoded is left out with a warning.
+/// match). Images whose bytes could not be read back from the session store after a restart
+/// (`memory::board_images`) stay as metadata in the text; an image that cannot be decoded is left out
+/// with a warning.
 pub fn blackboard_images(
     board: &Blackboard,
     count: usize,

@@ -474,6 +474,54 @@ fn section(prompt: &str, name: &str) -> String {
     body.split("\n\n").next().unwrap_or_default().to_owned()
 }
 
+/// Scripts 7 calls: the note's AppAgent reads the total (saving its screenshot on the blackboard with
+/// `save_reason`), the sheet's clicks Cell twice (the second call held until `gate` is released) and
+/// finishes, the HostAgent finishes.
+fn note_then_sheet(
+    llm: &ScriptedLlm,
+    gate: &Arc<Gate>,
+    save_reason: Option<&'static str>,
+) -> Arc<AtomicUsize> {
+    script(llm, 7, 5, gate, move |n, req| match n {
+        1 => common::assign("0", "read the note"),
+        2 => {
+            let mut reply = common::app("FINISH", json!(null), "total=42");
+            if let Some(reason) = save_reason {
+                reply["save_screenshot"] = json!({"save": true, "reason": reason});
+            }
+            reply
+        }
+        3 => common::assign("1", "fill the sheet"),
+        4 | 5 => {
+            let cell = req.control_id("Cell").expect("the sheet's controls");
+            common::app(
+                "CONTINUE",
+                json!({"function": "click_input", "arguments": {"id": cell}}),
+                "",
+            )
+        }
+        6 => common::app("FINISH", json!(null), "filled"),
+        _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
+    })
+}
+
+/// An agent serving the API only (no runner slots) and a task created through it: (agent, client, task
+/// id, task URL).
+async fn start_task(session: &Session, request: &str) -> (Agent, reqwest::Client, String, String) {
+    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
+    let http = reqwest::Client::new();
+    let task = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{}/v1/tasks", api_agent.http),
+        Some(json!({"request": request})),
+    )
+    .await;
+    let id = task["id"].as_str().unwrap().to_owned();
+    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    (api_agent, http, id, url)
+}
+
 /// Waits for the task to finish; on timeout the failure shows the task and its steps.
 async fn finished(http: &reqwest::Client, url: &str, session: &Session, id: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -521,32 +569,8 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
     let session = Session::start().await;
     let llm = ScriptedLlm::start().await.unwrap();
     let gate = Arc::new(Gate::default());
-    let calls = script(&llm, 7, 5, &gate, |n, req| match n {
-        1 => common::assign("0", "read the note"),
-        2 => common::app("FINISH", json!(null), "total=42"),
-        3 => common::assign("1", "fill the sheet"),
-        4 | 5 => {
-            let cell = req.control_id("Cell").expect("the sheet's controls");
-            common::app(
-                "CONTINUE",
-                json!({"function": "click_input", "arguments": {"id": cell}}),
-                "",
-            )
-        }
-        6 => common::app("FINISH", json!(null), "filled"),
-        _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
-    });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
-    let task = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/tasks", api_agent.http),
-        Some(json!({"request": "copy the total into the sheet"})),
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    let calls = note_then_sheet(&llm, &gate, None);
+    let (api_agent, http, id, url) = start_task(&session, "copy the total into the sheet").await;
 
     let mut first = spawn_runner(&session, &llm);
     eventually(60, "the sheet's second step in flight", || async {
@@ -644,17 +668,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
         3 => common::app("FINISH", json!(null), "copied"),
         _ => common::host("FINISH", json!({"result": "done", "comment": "done"})),
     });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
-    let task = call(
-        &http,
-        reqwest::Method::POST,
-        format!("{}/v1/tasks", api_agent.http),
-        Some(json!({"request": "copy the note"})),
-    )
-    .await;
-    let id = task["id"].as_str().unwrap().to_owned();
-    let url = format!("{}/v1/tasks/{id}", api_agent.http);
+    let (api_agent, http, id, url) = start_task(&session, "copy the note").await;
 
     let mut first = spawn_runner(&session, &llm);
     let waiting = eventually(60, "the held action", || async {
@@ -714,6 +728,60 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     assert_eq!(payload["reason"], "go ahead");
     assert_eq!(payload["id"], "h2");
     assert_eq!(steps[2].comment, "go ahead");
+    second.kill().await.unwrap();
+    api_agent.stop().await;
+    session.stop().await;
+}
+
+/// A screenshot saved on the blackboard reaches the prompts as an image also after a restart: the runner
+/// that takes the task over rebuilds the board from the store with the saved image's bytes (the saving
+/// step's clean screenshot artifact), and its first prompt carries the same downscaled image as the
+/// prompt before the restart did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_blackboard_image_reaches_the_prompt_after_a_runner_restart() {
+    const CAPTION: &str = "Blackboard image_0 (";
+    let session = Session::start().await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let gate = Arc::new(Gate::default());
+    let calls = note_then_sheet(&llm, &gate, Some("the total"));
+    let (api_agent, http, id, url) = start_task(&session, "copy the total into the sheet").await;
+
+    let mut first = spawn_runner(&session, &llm);
+    eventually(60, "the sheet's second step in flight", || async {
+        (calls.load(Ordering::SeqCst) >= 5).then_some(())
+    })
+    .await;
+    first.kill().await.unwrap();
+    gate.release();
+    let mut second = spawn_runner(&session, &llm);
+    let done = finished(&http, &url, &session, &id).await;
+    assert_eq!(done["result"], "done");
+
+    let requests = llm.requests();
+    // Before the restart: the sheet's AppAgent saw the saved screenshot as an image.
+    let before = requests[4].image_after(CAPTION);
+    let before = before.expect("the prompt before the restart carries the blackboard image");
+    // The new runner's first prompt (the sheet's AppAgent again, rebuilt from the store).
+    let resumed = &requests[5];
+    assert_eq!(
+        section(&resumed.text(), "Current subtask"),
+        "fill the sheet"
+    );
+    assert!(
+        resumed
+            .text()
+            .contains(r#"Blackboard image_0 ({"saving reason":"the total""#),
+        "{}",
+        resumed.text()
+    );
+    let after = resumed.image_after(CAPTION);
+    assert_eq!(
+        after.as_deref(),
+        Some(before.as_str()),
+        "the image after the restart is the one before it"
+    );
+    // And the HostAgent's prompt after the restart has it too.
+    assert_eq!(requests[6].image_after(CAPTION), Some(before));
     second.kill().await.unwrap();
     api_agent.stop().await;
     session.stop().await;

@@ -192,6 +192,19 @@ async fn main() {
         set.push(t.elapsed());
     }
     time("set_edit_text 20 chars until read back", set, String::new());
+    // Accessibility calls per action (each reply the application sends is one call).
+    let mut calls = Vec::new();
+    for (tool, params) in [
+        ("click_input", json!({"id": cb})),
+        ("set_edit_text", json!({"id": edit, "text": "x".repeat(20)})),
+    ] {
+        let (_, n) = backend
+            .a11y()
+            .calls_during(pid, one(tool, params))
+            .await
+            .unwrap();
+        calls.push(format!("{tool} {n}"));
+    }
 
     let mut coords = Vec::new();
     for _ in 0..RUNS {
@@ -240,6 +253,7 @@ async fn main() {
         Err(e) => eprintln!("pyatspi baseline not run (install python3-pyatspi): {e}"),
     }
 
+    println!("accessibility calls per action: {}", calls.join(", "));
     println!("| operation | p50 | p90 | notes |\n| --- | --- | --- | --- |");
     for (name, mut s, note) in rows {
         s.sort();

@@ -21,6 +21,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(10);
 /// Where Debian's at-spi2-core puts the AT-SPI bus launcher.
 pub const ATSPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
+/// The session-bus name the launcher owns (and answers `GetAddress` on).
+const ATSPI_BUS_NAME: &str = "org.a11y.Bus";
 
 /// The programs a headless desktop needs, with the Debian package that provides each.
 pub const REQUIRED_PROGRAMS: [(&str, &str); 4] = [
@@ -49,14 +51,10 @@ pub enum DesktopError {
     /// A step did not become ready in time.
     #[error("timed out after {READY_TIMEOUT:?} waiting for {0}")]
     Timeout(&'static str),
-    /// Every display number tried was taken or Xvfb would not start on it.
-    #[error("no free X display for Xvfb (tried :{first}..:{last})")]
-    NoDisplay {
-        /// First display number tried.
-        first: u32,
-        /// Last display number tried.
-        last: u32,
-    },
+    /// Xvfb exited without announcing a display (none free, or it could not start: run
+    /// `Xvfb -displayfd 1` to see why).
+    #[error("Xvfb printed no display number (run `Xvfb -displayfd 1` to see why it cannot start)")]
+    NoDisplay,
     /// The session bus did not print its address.
     #[error("dbus-daemon printed no address")]
     NoBusAddress,
@@ -225,65 +223,62 @@ impl Desktop {
         c
     }
 
+    /// Starts Xvfb on a display it chooses itself: with `-displayfd` the server binds each display
+    /// number's sockets until it finds a free one and writes that number to its stdout once it accepts
+    /// connections. Choosing the number here instead raced with concurrent desktops: two starts could
+    /// pick the same free number, the losing Xvfb exited, and the loser's readiness check connected to
+    /// the winner's server, so two desktops shared one display.
     async fn start_xvfb(&mut self, width: u32, height: u32) -> Result<(), DesktopError> {
-        // A display number derived from the pid and a counter, skipping ones in use.
-        let base = 200 + (std::process::id() % 400) * 8 + NEXT.fetch_add(1, Ordering::Relaxed) % 8;
-        let numbers: Vec<u32> = (base..base + 400)
-            .map(|n| 200 + (n - 200) % 3_000)
-            .collect();
-        for &n in &numbers {
-            if std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists() {
-                continue;
-            }
-            let mut child = spawn(
-                Command::new("Xvfb")
-                    .args([
-                        format!(":{n}"),
-                        "-screen".into(),
-                        "0".into(),
-                        format!("{width}x{height}x24"),
-                        "-nolisten".into(),
-                        "tcp".into(),
-                        "-noreset".into(),
-                    ])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .process_group(0),
-                "Xvfb",
-            )?;
-            let display = format!(":{n}");
-            let until = Instant::now() + READY_TIMEOUT;
-            loop {
-                if x11rb::connect(Some(&display)).is_ok() {
-                    self.display = display;
-                    self.children.push(("Xvfb", child));
-                    return Ok(());
-                }
-                if child.try_wait()?.is_some() || Instant::now() > until {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-                tokio::time::sleep(POLL).await;
-            }
-        }
-        Err(DesktopError::NoDisplay {
-            first: numbers.first().copied().unwrap_or(base),
-            last: numbers.last().copied().unwrap_or(base),
-        })
-    }
-
-    fn start_bus(&mut self) -> Result<(), DesktopError> {
         let mut child = spawn(
-            Command::new("dbus-daemon")
-                .args(["--session", "--nofork", "--print-address=1"])
+            Command::new("Xvfb")
+                .args([
+                    "-displayfd".into(),
+                    "1".into(),
+                    "-screen".into(),
+                    "0".into(),
+                    format!("{width}x{height}x24"),
+                    "-nolisten".into(),
+                    "tcp".into(),
+                    "-noreset".into(),
+                ])
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .process_group(0),
-            "dbus-daemon",
+            "Xvfb",
         )?;
+        let out = child.stdout.take();
+        // Recorded first, so the server is stopped (and the read below ends) if the start fails.
+        self.children.push(("Xvfb", child));
+        let out = out.ok_or(DesktopError::NoDisplay)?;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).map(|_| line)
+        });
+        let line = match tokio::time::timeout(READY_TIMEOUT, read).await {
+            Ok(Ok(read)) => read?,
+            Ok(Err(e)) => return Err(std::io::Error::other(e).into()),
+            Err(_) => return Err(DesktopError::Timeout("the X server")),
+        };
+        let number: u32 = line.trim().parse().map_err(|_| DesktopError::NoDisplay)?;
+        self.display = format!(":{number}");
+        Ok(())
+    }
+
+    /// Starts the session bus with this desktop's environment: services it activates (at-spi-bus-launcher
+    /// when something asks for `org.a11y.Bus` before the launcher started here owns it) inherit it. With
+    /// the caller's environment instead (no XDG_RUNTIME_DIR, no DISPLAY), an activated launcher put its
+    /// accessibility bus at `~/.cache/at-spi/bus`, one path for every desktop on the machine: a second
+    /// desktop's launcher replaced the first's socket, and the first's clients failed with "Server GUID
+    /// mismatch" (the address they were given names the replaced daemon's GUID).
+    fn start_bus(&mut self) -> Result<(), DesktopError> {
+        let mut command = self.command("dbus-daemon");
+        // The daemon tells the services it starts its own address.
+        command
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .args(["--session", "--nofork", "--print-address=1"])
+            .stdout(Stdio::piped());
+        let mut child = spawn(&mut command, "dbus-daemon")?;
         let out = child.stdout.take();
         self.children.push(("dbus-daemon", child));
         let out = out.ok_or(DesktopError::NoBusAddress)?;
@@ -306,6 +301,17 @@ impl Desktop {
         let session = zbus::connection::Builder::address(self.bus_address.as_str())?
             .build()
             .await?;
+        // Asking `org.a11y.Bus` for its address before the launcher owns the name would make the session
+        // bus activate a second launcher: wait for the owner first (NameHasOwner activates nothing).
+        let dbus = zbus::fdo::DBusProxy::new(&session).await?;
+        poll("the AT-SPI bus launcher", || {
+            let dbus = dbus.clone();
+            async move {
+                let name = zbus::names::BusName::try_from(ATSPI_BUS_NAME).ok()?;
+                dbus.name_has_owner(name).await.ok().filter(|&owned| owned)
+            }
+        })
+        .await?;
         poll("the AT-SPI bus", || {
             let session = session.clone();
             async move {
@@ -382,5 +388,59 @@ impl Drop for Desktop {
             stop(&mut c);
         }
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accessibility bus address `org.a11y.Bus` gives on `desk`'s session bus.
+    async fn atspi_address(desk: &Desktop) -> String {
+        let session = zbus::connection::Builder::address(desk.bus_address())
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        let bus = atspi::proxy::bus::BusProxy::new(&session).await.unwrap();
+        poll("the AT-SPI bus", || {
+            let bus = bus.clone();
+            async move { bus.get_address().await.ok().filter(|a| !a.is_empty()) }
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Desktops started at once get a display each and keep their accessibility bus under their own
+    /// runtime directory, also when the session bus activates the launcher itself (here after the one
+    /// started at start-up was stopped): before, an activated launcher used `~/.cache/at-spi/bus`, one
+    /// socket for every desktop, and concurrent desktops broke each other ("Server GUID mismatch").
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_desktops_keep_their_displays_and_buses_apart() {
+        let desks = futures::future::join_all((0..4).map(|_| Desktop::start(320, 240))).await;
+        let mut desks: Vec<Desktop> = desks.into_iter().map(Result::unwrap).collect();
+        let mut displays: Vec<&str> = desks.iter().map(Desktop::display).collect();
+        displays.sort_unstable();
+        displays.dedup();
+        assert_eq!(displays.len(), 4, "displays shared: {displays:?}");
+        for desk in &mut desks {
+            let own = format!("unix:path={}/", desk.runtime_dir.display());
+            assert!(atspi_address(desk).await.starts_with(&own));
+            let launcher = desk
+                .children
+                .iter()
+                .find(|(name, _)| *name == "at-spi-bus-launcher")
+                .map(|(_, c)| c.id())
+                .unwrap();
+            desk.stop_process(launcher);
+            let activated = atspi_address(desk).await;
+            assert!(
+                activated.starts_with(&own),
+                "an activated launcher's bus {activated} is not under {own}"
+            );
+        }
+        for desk in &mut desks {
+            assert_eq!(desk.exited(), None);
+        }
     }
 }

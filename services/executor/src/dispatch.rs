@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::backend::{BackendError, RawNode, TreeLimits, WindowInfo};
+use crate::backend::{ActionKind, BackendError, MouseButton, RawNode, TreeLimits, WindowInfo};
 use crate::encode::{Format, encode};
 use crate::executor::{BatchOptions, DesktopState, Executor, Shot, ToolOutput};
 use crate::geometry::{Point, Rect};
@@ -220,8 +220,13 @@ impl Executor {
             }
             "click_input" => {
                 let a: p::ClickInput = parse(tool, params)?;
+                let kind = if a.button == MouseButton::Left && !a.double {
+                    ActionKind::Click
+                } else {
+                    ActionKind::Pointer
+                };
                 let (node, warnings) = self
-                    .actionable(st, &a.id.0, a.name.as_deref(), deadline)
+                    .actionable(st, &a.id.0, a.name.as_deref(), deadline, kind)
                     .await?;
                 let method = self
                     .backend
@@ -252,7 +257,7 @@ impl Executor {
                 let a: p::SetEditText = parse(tool, params)?;
                 too_long(tool, "text", &a.text, self.limits.max_text_bytes)?;
                 let (node, warnings) = self
-                    .actionable(st, &a.id.0, a.name.as_deref(), deadline)
+                    .actionable(st, &a.id.0, a.name.as_deref(), deadline, ActionKind::Text)
                     .await?;
                 let method = self
                     .backend
@@ -269,7 +274,7 @@ impl Executor {
                 let mut out = ToolOutput::default();
                 if let Some(id) = &a.id {
                     let (node, warnings) = self
-                        .actionable(st, &id.0, a.name.as_deref(), deadline)
+                        .actionable(st, &id.0, a.name.as_deref(), deadline, ActionKind::Pointer)
                         .await?;
                     if a.control_focus {
                         self.backend.focus_control(&node).await.map_err(be)?;
@@ -287,7 +292,13 @@ impl Executor {
                     ));
                 }
                 let (node, warnings) = self
-                    .actionable(st, &a.id.0, a.name.as_deref(), deadline)
+                    .actionable(
+                        st,
+                        &a.id.0,
+                        a.name.as_deref(),
+                        deadline,
+                        ActionKind::Pointer,
+                    )
                     .await?;
                 let method = self
                     .backend
@@ -427,18 +438,20 @@ impl Executor {
         Ok((node.clone(), warning.into_iter().collect()))
     }
 
-    /// A control that can be acted on now: it exists, is enabled and visible (read live).
+    /// A control that can be acted on now: it exists, is enabled and visible (read live before an
+    /// action of `kind`, see [`crate::backend::Backend::action_state`]).
     async fn actionable(
         &self,
         st: &mut DesktopState,
         id: &str,
         name: Option<&str>,
         deadline: Instant,
+        kind: ActionKind,
     ) -> Result<(RawNode, Vec<String>), String> {
         let (mut node, warnings) = self.control(st, id, name, deadline).await?;
         let live = self
             .backend
-            .control_state(&node)
+            .action_state(&node, kind)
             .await
             .map_err(|e| match e {
                 BackendError::Gone(_) => format!(

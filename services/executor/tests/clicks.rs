@@ -5,7 +5,9 @@
 //!   next request on that connection is never answered and the next key event freezes the application.
 //!   The test observes the dialog, types into it and observes again, each within a deadline;
 //! - a click on a list row selects it: the row's click-like action is "activate" (a double click), on
-//!   which zenity's list returns at once with nothing selected.
+//!   which zenity's list returns at once with nothing selected;
+//! - a click through a control's action and a text set cost one accessibility call beyond the action
+//!   itself (issue 17): the live check reads the states only and reuses what the walk fetched.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -42,6 +44,22 @@ fn id_of(list: &Value, kind: &str, name: &str) -> Option<String> {
         .map(|c| c["id"].as_str().unwrap().to_owned())
 }
 
+/// Selects the window with X handle `handle` as the executor's target.
+async fn select(exec: &Executor, handle: u64) {
+    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .unwrap();
+    ok(exec, "select_application_window", json!({"id": id})).await;
+}
+
 async fn controls(exec: &Executor) -> Value {
     ok(exec, "get_app_window_controls_target_info", json!({}))
         .await
@@ -72,18 +90,7 @@ async fn a_menu_item_opening_a_modal_dialog_leaves_the_application_answering() {
         .launch(backend.as_ref(), "mousepad", &[])
         .await
         .unwrap();
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(mp.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, mp.handle).await;
     let (file, _) = wait_for(&exec, "Menu", "File").await;
     ok(&exec, "click_input", json!({"id": file})).await;
     let (save_as, _) = wait_for(&exec, "MenuItem", "Save As...").await;
@@ -131,18 +138,7 @@ async fn a_click_on_a_list_row_selects_it_without_activating_it() {
         .launch(backend.as_ref(), "zenity", &args)
         .await
         .unwrap();
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(win.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, win.handle).await;
     let (anna, _) = wait_for(&exec, "ListItem", "Anna").await;
     let clicked = ok(&exec, "click_input", json!({"id": anna})).await;
     assert_eq!(
@@ -236,18 +232,7 @@ async fn a_click_on_a_row_below_the_screen_fails_naming_it() {
         .unwrap();
     // Only the title bar and the top of the dialog stay on the screen.
     move_window(backend.as_ref(), desk.display(), win.handle, 100, 700).await;
-    let apps = ok(&exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(win.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(&exec, "select_application_window", json!({"id": id})).await;
+    select(&exec, win.handle).await;
     let (bernd, list) = wait_for(&exec, "ListItem", "Bernd").await;
     let rect = list
         .as_array()
@@ -289,5 +274,55 @@ async fn a_click_on_a_row_below_the_screen_fails_naming_it() {
     {
         assert!(Instant::now() < end, "the row Bernd was never selected");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_and_a_text_set_cost_one_call_beyond_the_action() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let linux = Arc::new(desk.backend().await.unwrap());
+    let backend: Arc<dyn Backend> = linux.clone();
+    let exec = Executor::new(backend.clone(), Limits::default(), Vec::new());
+    let (pid, window) = desk
+        .launch(backend.as_ref(), "gtk3-widget-factory", &[])
+        .await
+        .unwrap();
+    select(&exec, window.handle).await;
+    let list = controls(&exec).await;
+    let first_enabled = |kind: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind && c["enabled"] == true)
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("no enabled {kind}: {list}"))
+    };
+    let (check, edit) = (first_enabled("CheckBox"), first_enabled("Edit"));
+    // The first click also learns which action clicks (concurrently with the state check).
+    ok(&exec, "click_input", json!({"id": check})).await;
+    for (tool, params) in [
+        ("click_input", json!({"id": check})),
+        (
+            "set_edit_text",
+            json!({"id": edit, "text": "01234567890123456789"}),
+        ),
+    ] {
+        let (done, calls) = linux
+            .a11y()
+            .calls_during(pid, ok(&exec, tool, params))
+            .await
+            .unwrap();
+        let method = done.output.result["method"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            method.starts_with("action:") || method == "set_text",
+            "{tool} went through the accessibility API: {method}"
+        );
+        assert_eq!(
+            calls, 2,
+            "{tool}: the state check and the action, nothing more"
+        );
     }
 }

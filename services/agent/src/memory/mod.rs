@@ -3,6 +3,7 @@
 //! rendering, and conversion to and from the session protos so an agent can be rebuilt from what is stored.
 
 pub mod blackboard;
+pub mod board_images;
 pub mod item;
 
 pub use blackboard::{Blackboard, BlackboardImage};

@@ -22,6 +22,7 @@ use crate::agents::config::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
 use crate::control::StepControl;
 use crate::dispatch::CommandDispatcher;
+use crate::memory::board_images::{self, StoredImages};
 use crate::memory::{Blackboard, Memory};
 use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
 use crate::task_config::{ConfirmPolicy, TaskConfig};
@@ -134,8 +135,19 @@ impl AgentsDriver {
         }
     }
 
-    fn rebuild(&self, input: &StepInput<'_>) -> Result<(Round, Arc<IntentGate>), DriverError> {
+    async fn rebuild(
+        &self,
+        input: &StepInput<'_>,
+    ) -> Result<(Round, Arc<IntentGate>), DriverError> {
         let mut services = (self.services)(input.config).map_err(DriverError::new)?;
+        let mut board = Blackboard::from_proto(input.blackboard);
+        let stored = StoredImages {
+            session_id: &input.session.id,
+            board: input.blackboard,
+            steps: input.steps,
+        };
+        let count = services.settings.blackboard_images;
+        board_images::restore(&mut board, stored, &input.intents.client, count).await;
         services.replay = input.config.replay.clone().map(Arc::new);
         let gate = Arc::new(IntentGate::new(
             (self.dispatcher)(input.config).map_err(DriverError::new)?,
@@ -149,7 +161,7 @@ impl AgentsDriver {
             &input.round.request,
             input.step - 1,
             host,
-            Blackboard::from_proto(input.blackboard),
+            board,
             previous_subtasks_from_store(input.memory),
             dispatcher,
         )
@@ -197,7 +209,7 @@ impl TaskDriver for AgentsDriver {
     async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,
-            None => self.rebuild(&input)?,
+            None => self.rebuild(&input).await?,
         };
         // The agent active now is the one that acts in this step (a held action's proposer included).
         gate.begin(input.intents.clone(), round.active_name());

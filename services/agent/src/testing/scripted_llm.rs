@@ -102,6 +102,25 @@ impl RecordedRequest {
             .collect()
     }
 
+    /// The data URL of the image part that follows the text part starting with `caption` (prompts put a
+    /// caption before each image), if any.
+    pub fn image_after(&self, caption: &str) -> Option<String> {
+        let parts: Vec<&Value> = self
+            .messages()
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .collect();
+        parts.windows(2).find_map(|w| {
+            let captioned = w[0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(caption));
+            captioned
+                .then(|| w[1]["image_url"]["url"].as_str().map(str::to_owned))
+                .flatten()
+        })
+    }
+
     /// Finds a control's id by name in the prompt's control list (lines `["<id>", "<name>", "<type>"]`).
     pub fn control_id(&self, name: &str) -> Option<String> {
         self.text().lines().find_map(|line| {

@@ -140,6 +140,17 @@ pub struct ControlState {
     pub rect: Rect,
 }
 
+/// What an action does with a control (for the live check before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// A plain left click, through the control's click-like action where it has one.
+    Click,
+    /// Setting or appending text through the accessibility API.
+    Text,
+    /// Pointer or keyboard input at the control.
+    Pointer,
+}
+
 /// Bounds of the wait for a settled screen (the settle protocol of `executor.proto`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SettleOptions {
@@ -244,6 +255,18 @@ pub trait Backend: Send + Sync {
     ) -> BackendResult<RawTree>;
     /// Current enabled/visible/bounds of a control.
     async fn control_state(&self, control: &RawNode) -> BackendResult<ControlState>;
+    /// The live check before an action of `kind` on `control`. For a click or a text set through the
+    /// accessibility API a backend may skip reading the bounds live and keep the listing's (it reads
+    /// them itself if it falls back to the pointer). The default reads everything
+    /// ([`control_state`](Self::control_state)).
+    async fn action_state(
+        &self,
+        control: &RawNode,
+        kind: ActionKind,
+    ) -> BackendResult<ControlState> {
+        let _ = kind;
+        self.control_state(control).await
+    }
     /// Clicks a control: through its accessibility action for a plain left click where it has one,
     /// else with synthesized mouse input at its centre. Returns how it clicked ("action:<name>" or
     /// "mouse").

@@ -3,8 +3,9 @@
 //! is in [`super::walk`].
 //!
 //! Speed: the walk remembers what it fetched for each listed control (interfaces, bounds); the live
-//! check before an action reads states and extents and, the first time, the action list, all in one
-//! concurrent round; the action itself is then one call.
+//! check before an action through the accessibility API reads the states only (and, the first time,
+//! the action list, concurrently), keeping the listing's bounds; the action itself is then one call.
+//! Pointer actions read the bounds live as well.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -321,6 +322,33 @@ impl Atspi {
     /// Live enabled/visible/bounds. For a control the walk listed, the first check also learns its
     /// click action in the same round, so the click that follows is a single call.
     pub async fn state(&self, handle: &ControlHandle) -> BackendResult<ControlState> {
+        self.read_state(handle, None, true).await
+    }
+
+    /// Live enabled/visible, with `rect` (the listing's) as the bounds: before an action through the
+    /// accessibility API, one call (the states) instead of two. `learn_click`: learn the click action
+    /// too when not known yet (a click follows; a text set needs none).
+    pub async fn state_keeping_rect(
+        &self,
+        handle: &ControlHandle,
+        rect: Rect,
+        learn_click: bool,
+    ) -> BackendResult<ControlState> {
+        self.read_state(handle, Some(rect), learn_click).await
+    }
+
+    /// The control's bounds now.
+    pub async fn bounds(&self, handle: &ControlHandle) -> BackendResult<Option<Rect>> {
+        let (bus, path) = key_of(handle)?;
+        Ok(self.extents(bus, path).await)
+    }
+
+    async fn read_state(
+        &self,
+        handle: &ControlHandle,
+        rect: Option<Rect>,
+        learn_click: bool,
+    ) -> BackendResult<ControlState> {
         let (bus, path) = key_of(handle)?;
         let a = proxy!(
             AccessibleProxy<'static>,
@@ -328,16 +356,23 @@ impl Atspi {
             bus,
             path
         )?;
-        let learn = self
-            .known(bus, path)
-            .is_some_and(|k| k.ifaces.contains(Interface::Action) && k.click.is_none());
+        let learn = learn_click
+            && self
+                .known(bus, path)
+                .is_some_and(|k| k.ifaces.contains(Interface::Action) && k.click.is_none());
         let click = async {
             if learn {
                 // Not knowing the action yet is not an error of the state check.
                 let _ = self.fetch_click(bus, path).await;
             }
         };
-        let (states, rect, ()) = futures::join!(a.get_state(), self.extents(bus, path), click);
+        let bounds = async {
+            match rect {
+                Some(r) => Some(r),
+                None => self.extents(bus, path).await,
+            }
+        };
+        let (states, rect, ()) = futures::join!(a.get_state(), bounds, click);
         let states = states.map_err(derr)?;
         if states.contains(State::Defunct) {
             return Err(BackendError::Gone("control"));

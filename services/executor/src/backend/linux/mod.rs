@@ -3,6 +3,7 @@
 
 pub mod activity;
 pub mod atspi;
+pub mod calls;
 pub mod damage;
 pub mod events;
 pub mod roles;
@@ -16,8 +17,8 @@ use async_trait::async_trait;
 use tracing::Instrument as _;
 
 use crate::backend::{
-    Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
-    ScreenInfo, SettleOptions, SettleReport, TreeLimits, WindowInfo,
+    ActionKind, Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode,
+    RawTree, ScreenInfo, SettleOptions, SettleReport, TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -71,6 +72,19 @@ impl LinuxBackend {
     pub fn a11y(&self) -> &atspi::Atspi {
         &self.a11y
     }
+}
+
+/// Menu items and list or tree rows are clicked with the pointer, as a person does. GTK runs a menu
+/// item's activation (often a modal `gtk_dialog_run`, e.g. Save As) inside the `DoAction` call's D-Bus
+/// dispatch, and until that dialog closes the application answers nothing more on that connection and
+/// freezes at its next key event; a row's click-like action is "activate" (a double click: zenity's list
+/// returns at once, with nothing selected). Pointer events are dispatched from the main loop and select
+/// a row as a click does.
+fn pointer_first(control: &RawNode) -> bool {
+    matches!(
+        control.control_type.as_str(),
+        "MenuItem" | "ListItem" | "TreeItem"
+    ) && !control.rect.is_empty()
 }
 
 fn xbutton(b: MouseButton) -> u8 {
@@ -141,27 +155,48 @@ impl Backend for LinuxBackend {
         self.a11y.state(&control.handle).await
     }
 
+    async fn action_state(
+        &self,
+        control: &RawNode,
+        kind: ActionKind,
+    ) -> BackendResult<ControlState> {
+        let keep = !control.rect.is_empty();
+        match kind {
+            ActionKind::Click if keep && !pointer_first(control) => {
+                self.a11y
+                    .state_keeping_rect(&control.handle, control.rect, true)
+                    .await
+            }
+            ActionKind::Text if keep => {
+                self.a11y
+                    .state_keeping_rect(&control.handle, control.rect, false)
+                    .await
+            }
+            _ => self.a11y.state(&control.handle).await,
+        }
+    }
+
     async fn click_control(
         &self,
         control: &RawNode,
         button: MouseButton,
         double: bool,
     ) -> BackendResult<String> {
-        // Menu items and list or tree rows are clicked with the pointer, as a person does. GTK runs a
-        // menu item's activation (often a modal `gtk_dialog_run`, e.g. Save As) inside the `DoAction`
-        // call's D-Bus dispatch, and until that dialog closes the application answers nothing more on
-        // that connection and freezes at its next key event; a row's click-like action is "activate"
-        // (a double click: zenity's list returns at once, with nothing selected). Pointer events are
-        // dispatched from the main loop and select a row as a click does.
-        let pointer_first = matches!(
-            control.control_type.as_str(),
-            "MenuItem" | "ListItem" | "TreeItem"
-        ) && !control.rect.is_empty();
-        let semantic = button == MouseButton::Left && !double && !pointer_first;
-        if semantic && let Some(method) = self.a11y.do_click_action(&control.handle).await? {
-            return Ok(method);
+        let semantic = button == MouseButton::Left && !double && !pointer_first(control);
+        let mut rect = control.rect;
+        if semantic {
+            if let Some(method) = self.a11y.do_click_action(&control.handle).await? {
+                return Ok(method);
+            }
+            // No click action: the pointer, at the bounds read now (the check before kept the listing's).
+            rect = self.a11y.bounds(&control.handle).await?.unwrap_or(rect);
         }
-        let at = self.pointer_target(control).await?;
+        let at = self
+            .pointer_target(&RawNode {
+                rect,
+                ..control.clone()
+            })
+            .await?;
         self.click_at(at, button, double).await?;
         Ok("mouse".to_owned())
     }

@@ -58,14 +58,14 @@ impl BlobUploads {
         }
     }
 
-    /// Starts putting `bytes` now (a no-op when the same bytes are already being put).
-    pub fn start(&self, bytes: &Bytes) {
-        if self.paused() {
-            return;
+    /// Starts putting `bytes` now (a no-op when the same bytes are already being put); their hex SHA-256.
+    pub fn start(&self, bytes: &Bytes) -> String {
+        let hash = sha256_hex(bytes);
+        if !self.paused() {
+            // The upload runs on its own task: the handle is kept in the map, not needed here.
+            drop(self.upload(hash.clone(), bytes));
         }
-        let hash = hex::encode(Sha256::digest(bytes));
-        // The upload runs on its own task: the handle is kept in the map, not needed here.
-        drop(self.upload(hash, bytes));
+        hash
     }
 
     fn paused(&self) -> bool {
@@ -137,6 +137,19 @@ impl BlobUploads {
                 None
             }
         }
+    }
+}
+
+/// The hex SHA-256 of `bytes`: their blob's name and artifact id.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Starts the upload of `bytes` when there is an uploader; their hex SHA-256 either way.
+pub fn start(uploads: Option<&BlobUploads>, bytes: &Bytes) -> String {
+    match uploads {
+        Some(u) => u.start(bytes),
+        None => sha256_hex(bytes),
     }
 }
 

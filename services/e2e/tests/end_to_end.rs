@@ -413,8 +413,31 @@ async fn check_store(cluster: &Cluster, database_url: &str, id: &str) -> Value {
                 .await
                 .unwrap()
                 .into_inner();
+            // The annotated image and the selected control's crop are recipes over the clean screenshot
+            // (issue 22): the agent's API draws them.
+            let image = if artifact.content_type == ufo_agent::vision::derived::RECIPE_TYPE {
+                let kind = match artifact.kind() {
+                    ArtifactKind::AnnotatedScreenshot => "annotated",
+                    ArtifactKind::SelectedControlScreenshot => "selected",
+                    other => panic!("a recipe of kind {other:?}"),
+                };
+                let url = format!(
+                    "{}/v1/tasks/{id}/steps/{}/screenshot?kind={kind}",
+                    cluster.rest_url, step.step
+                );
+                let response = reqwest::Client::new()
+                    .get(url)
+                    .bearer_auth(&cluster.api_key)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 200, "step {} {kind}", step.step);
+                response.bytes().await.unwrap()
+            } else {
+                stored.data
+            };
             assert!(
-                stored.data.starts_with(b"\x89PNG"),
+                image.starts_with(b"\x89PNG"),
                 "step {} {:?}",
                 step.step,
                 artifact.kind()

@@ -13,7 +13,7 @@ use crate::memory::{Blackboard, BlackboardImage, MemoryItem};
 use crate::processor::Key;
 use crate::response::{AppResponse, HostResponse};
 use crate::target::{TargetInfo, TargetRegistry};
-use crate::vision::Screenshot;
+use crate::vision::{Derived, Screenshot};
 
 // Global (session-wide, read-only during a run).
 /// The desktop's command dispatcher.
@@ -50,6 +50,13 @@ pub const MEMORY_ITEM: Key<MemoryItem> = Key::new("memory_item");
 pub const TRAJECTORY: Key<Map<String, Value>> = Key::new("trajectory");
 /// The application window screenshot.
 pub const CLEAN_SCREENSHOT: Key<Screenshot> = Key::new("clean_screenshot");
+/// Hex SHA-256 of the clean screenshot's bytes (its blob's name and artifact id).
+pub const CLEAN_SHA256: Key<String> = Key::new("clean_sha256");
+/// How to draw the annotated image the model is sent again from the clean screenshot (recorded instead
+/// of the image).
+pub const ANNOTATION: Key<Derived> = Key::new("annotation");
+/// How to crop the selected control out of the clean screenshot again (recorded instead of the crop).
+pub const SELECTED_CONTROL_RECIPE: Key<Derived> = Key::new("selected_control_recipe");
 /// The annotated (set-of-marks) screenshot.
 pub const ANNOTATED_SCREENSHOT: Key<Screenshot> = Key::new("annotated_screenshot");
 /// Decoded pixels of the clean screenshot (decoded once per step, reused for prompts and crops).

@@ -111,7 +111,8 @@ pub async fn list_steps(
     }))
 }
 
-/// A step's screenshot, as stored (PNG or JPEG bytes).
+/// A step's screenshot (PNG or JPEG bytes): as stored, or drawn again from the clean one and the step's
+/// recipe (the annotated image as the model was sent it, the selected control's crop).
 #[utoipa::path(get, path = "/v1/tasks/{id}/steps/{n}/screenshot", tag = "tasks",
     params(("id" = Uuid, Path, description = "task id"),
            ("n" = u64, Path, minimum = 1, description = "step number"), ScreenshotQuery),
@@ -126,6 +127,7 @@ pub async fn screenshot(
         ScreenshotKind::Clean => ArtifactKind::CleanScreenshot,
         ScreenshotKind::Annotated => ArtifactKind::AnnotatedScreenshot,
         ScreenshotKind::Desktop => ArtifactKind::DesktopScreenshot,
+        ScreenshotKind::Selected => ArtifactKind::SelectedControlScreenshot,
     };
     let artifact = state
         .tasks

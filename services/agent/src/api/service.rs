@@ -342,7 +342,7 @@ impl Tasks {
         if step == 0 {
             return Err(ApiError::invalid("n must be at least 1"));
         }
-        Ok(self
+        let artifact = self
             .client
             .clone()
             .get_artifact(GetArtifactRequest {
@@ -352,7 +352,55 @@ impl Tasks {
                 kind: kind as i32,
             })
             .await?
-            .into_inner())
+            .into_inner();
+        self.rendered(artifact).await
+    }
+
+    /// `artifact` itself, or, for a recipe (`vision::derived`), the image it draws from its source.
+    async fn rendered(&self, artifact: Artifact) -> Result<Artifact, ApiError> {
+        use crate::vision::derived::{RECIPE_TYPE, Recipe, RenderError, render};
+        let Some(mut reference) = artifact
+            .r#ref
+            .clone()
+            .filter(|r| r.content_type == RECIPE_TYPE)
+        else {
+            return Ok(artifact);
+        };
+        let unreadable = |e: &dyn std::fmt::Display| {
+            ApiError::new(
+                ErrorCode::Internal,
+                format!("step {}'s image cannot be drawn: {e}", reference.step),
+            )
+        };
+        let recipe: Recipe = serde_json::from_slice(&artifact.data).map_err(|e| unreadable(&e))?;
+        let source = self
+            .client
+            .clone()
+            .get_artifact(GetArtifactRequest {
+                artifact_id: recipe.source().to_owned(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        let span = tracing::Span::current();
+        let data = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| render(&artifact.data, &source.data))
+        })
+        .await
+        .map_err(|e| unreadable(&e))?
+        .map_err(|e| match e {
+            // Drawn by a newer agent or with a font this one lacks: the operator can fix that.
+            RenderError::Version(_) | RenderError::Font(_) => {
+                ApiError::new(ErrorCode::FailedPrecondition, e.to_string())
+            }
+            e => unreadable(&e),
+        })?;
+        reference.content_type = "image/png".into();
+        reference.size = data.len() as u64;
+        Ok(Artifact {
+            r#ref: Some(reference),
+            data,
+        })
     }
 
     pub(super) fn still_open(session: &Session) -> Result<(), ApiError> {

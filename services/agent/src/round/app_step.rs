@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
-use super::record::{Carry, artifact};
+use super::record::{Carry, artifact, derived_artifact};
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::keys::*;
 use crate::control::HeldAction;
@@ -39,8 +39,9 @@ impl Round {
         let totals = local.take(LLM_TOTALS).ok().flatten().unwrap_or_default();
         let controls = local.take(CONTROLS).ok().flatten().unwrap_or_default();
         let clean = local.take(CLEAN_SCREENSHOT).ok().flatten();
-        let annotated = local.take(ANNOTATED_SCREENSHOT).ok().flatten();
+        let annotation = local.take(ANNOTATION).ok().flatten();
         let selected = local.take(SELECTED_CONTROL_SCREENSHOT).ok().flatten();
+        let crop = local.take(SELECTED_CONTROL_RECIPE).ok().flatten();
         let saved = local.take(SAVED_IMAGE).ok().flatten();
         let memory = self.trajectory(&mut local, &mut carry);
         let mut artifacts = Vec::new();
@@ -48,7 +49,7 @@ impl Round {
         if let Some(agent) = self.apps.get_mut(key) {
             agent.memory.push(MemoryItem(memory.clone()));
             if selected.is_some() {
-                agent.last_control = selected.clone();
+                agent.last_control = selected;
             }
         }
         if let Some(img) = saved {
@@ -138,15 +139,19 @@ impl Round {
             ..row
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
-        for (kind, shot) in [
-            (v1::ArtifactKind::CleanScreenshot, clean),
-            (v1::ArtifactKind::AnnotatedScreenshot, annotated),
-            (v1::ArtifactKind::SelectedControlScreenshot, selected),
+        if let Some(shot) = clean {
+            let extra = json!({"application": app_root});
+            let kind = v1::ArtifactKind::CleanScreenshot;
+            record.artifacts.push(artifact(kind, &shot, extra));
+        }
+        // The annotated image and the crop are recipes over the clean screenshot (drawn again on read).
+        for (kind, derived) in [
+            (v1::ArtifactKind::AnnotatedScreenshot, annotation),
+            (v1::ArtifactKind::SelectedControlScreenshot, crop),
         ] {
-            if let Some(shot) = shot {
-                record
-                    .artifacts
-                    .push(artifact(kind, &shot, json!({"application": app_root})));
+            if let Some(d) = derived {
+                let extra = json!({"application": app_root});
+                record.artifacts.push(derived_artifact(kind, &d, extra));
             }
         }
         record.artifacts.extend(artifacts);

@@ -45,3 +45,17 @@ pub(crate) fn artifact(kind: v1::ArtifactKind, shot: &Screenshot, extra: Value) 
         metadata,
     }
 }
+
+/// An artifact whose bytes are a [`crate::vision::derived`] recipe; its metadata describes the image the
+/// recipe draws.
+pub(crate) fn derived_artifact(
+    kind: v1::ArtifactKind,
+    d: &crate::vision::Derived,
+    extra: Value,
+) -> ArtifactUpload {
+    ArtifactUpload {
+        content_type: crate::vision::derived::RECIPE_TYPE.to_owned(),
+        data: d.recipe.clone(),
+        ..artifact(kind, &d.placement, extra)
+    }
+}

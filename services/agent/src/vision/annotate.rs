@@ -88,6 +88,23 @@ pub struct Marker {
     glyphs: HashMap<char, Glyph>,
     line_height: u32,
     palette: Palette,
+    font: FontId,
+}
+
+/// Which font at which size a [`Marker`] draws labels with: the font file's hex SHA-256 and the pixel
+/// size. Recorded with every annotation rendered on read, so it is drawn again with the same glyphs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FontId {
+    /// Hex SHA-256 of the font file's bytes.
+    pub sha256: String,
+    /// Label size in pixels.
+    pub px: f32,
+}
+
+/// The hex SHA-256 of font bytes (a [`FontId`]'s `sha256`).
+pub fn font_sha256(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(data))
 }
 
 impl std::fmt::Debug for Marker {
@@ -110,6 +127,17 @@ pub struct Mark<'a> {
     pub control_type: &'a str,
 }
 
+/// A mark with its colour chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Painted<'a> {
+    /// The number drawn.
+    pub label: &'a str,
+    /// Box in image pixels.
+    pub rect: Rect,
+    /// Box and label background colour.
+    pub color: Rgba<u8>,
+}
+
 impl Marker {
     /// Loads the font at `path` (a clear error if it is missing) and rasterises labels at `px` pixels.
     pub fn load(path: &Path, px: f32, palette: Palette) -> Result<Self, VisionError> {
@@ -118,8 +146,10 @@ impl Marker {
             reason,
         };
         let data = std::fs::read(path).map_err(|e| font_err(e.to_string()))?;
+        let sha256 = font_sha256(&data);
         let font = FontArc::try_from_vec(data).map_err(|e| font_err(e.to_string()))?;
-        Ok(Self::from_font(&font, px, palette))
+        super::derived::register_font(&sha256, &font);
+        Ok(Self::from_font(&font, FontId { sha256, px }, palette))
     }
 
     /// Rasterises labels with the embedded DejaVu Sans Bold.
@@ -128,11 +158,13 @@ impl Marker {
             path: "(embedded DejaVuSans-Bold.ttf)".to_owned(),
             reason: e.to_string(),
         })?;
-        Ok(Self::from_font(&font, px, palette))
+        let sha256 = font_sha256(EMBEDDED_FONT);
+        Ok(Self::from_font(&font, FontId { sha256, px }, palette))
     }
 
-    /// Rasterises labels from an already loaded font.
-    pub fn from_font(font: &FontArc, px: f32, palette: Palette) -> Self {
+    /// Rasterises labels from an already loaded font (`id` names that font and the size).
+    pub fn from_font(font: &FontArc, id: FontId, palette: Palette) -> Self {
+        let px = id.px;
         let scaled = font.as_scaled(PxScale::from(px));
         let ascent = scaled.ascent();
         let line_height = (scaled.ascent() - scaled.descent()).ceil().max(1.0) as u32;
@@ -179,6 +211,7 @@ impl Marker {
             glyphs,
             line_height,
             palette,
+            font: id,
         }
     }
 
@@ -187,9 +220,32 @@ impl Marker {
         &self.palette
     }
 
+    /// The font and size the labels are drawn with.
+    pub fn font(&self) -> &FontId {
+        &self.font
+    }
+
     /// Draws every mark onto `img` (boxes first, then labels, so labels stay readable).
     pub fn annotate(&self, img: &mut RgbaImage, marks: &[Mark<'_>]) {
         self.draw(img, marks, None);
+    }
+
+    /// Draws marks whose colours are already chosen (as recorded for rendering on read): the same
+    /// drawing as [`Marker::annotate`] with the palette's colour of each mark's type.
+    pub fn annotate_painted(&self, img: &mut RgbaImage, marks: &[Painted<'_>]) {
+        self.draw_painted(img, marks, None);
+    }
+
+    /// `marks` with the palette's colours.
+    pub fn paint<'a>(&self, marks: &[Mark<'a>]) -> Vec<Painted<'a>> {
+        marks
+            .iter()
+            .map(|m| Painted {
+                label: m.label,
+                rect: m.rect,
+                color: self.palette.color(m.control_type),
+            })
+            .collect()
     }
 
     /// [`Marker::annotate`], keeping the overwritten pixels: [`Undo::restore`] turns `img` back into the
@@ -200,9 +256,18 @@ impl Marker {
         undo
     }
 
-    fn draw(&self, img: &mut RgbaImage, marks: &[Mark<'_>], mut undo: Option<&mut Undo>) {
+    fn draw(&self, img: &mut RgbaImage, marks: &[Mark<'_>], undo: Option<&mut Undo>) {
+        self.draw_painted(img, &self.paint(marks), undo);
+    }
+
+    fn draw_painted(
+        &self,
+        img: &mut RgbaImage,
+        marks: &[Painted<'_>],
+        mut undo: Option<&mut Undo>,
+    ) {
         for m in marks {
-            let color = self.palette.color(m.control_type);
+            let color = m.color;
             for edge in box_edges(m.rect, 2) {
                 if let Some(u) = undo.as_deref_mut() {
                     u.save(img, edge);
@@ -211,7 +276,7 @@ impl Marker {
             }
         }
         for m in marks {
-            let color = self.palette.color(m.control_type);
+            let color = m.color;
             self.draw_label(
                 img,
                 m.rect.left,

@@ -91,22 +91,8 @@ pub fn crop_pixels(
     shot: &Screenshot,
     rect: Rect,
 ) -> Result<Screenshot, VisionError> {
-    let p = shot.to_pixels(rect);
-    let left = p.left.clamp(0, img.width() as i32);
-    let top = p.top.clamp(0, img.height() as i32);
-    let right = p.right.clamp(0, img.width() as i32);
-    let bottom = p.bottom.clamp(0, img.height() as i32);
-    if right <= left || bottom <= top {
-        return Err(VisionError::OutOfBounds);
-    }
-    let cropped = image::imageops::crop_imm(
-        img,
-        left as u32,
-        top as u32,
-        (right - left) as u32,
-        (bottom - top) as u32,
-    )
-    .to_image();
+    let [left, top, right, bottom] = crop_rect(img.dimensions(), shot, rect)?;
+    let cropped = image::imageops::crop_imm(img, left, top, right - left, bottom - top).to_image();
     let bytes: Bytes = encode_png(&cropped)?;
     Ok(Screenshot {
         mime: "image/png".into(),
@@ -117,6 +103,19 @@ pub fn crop_pixels(
         origin_y: shot.origin_y + (f64::from(top) * shot.scale).round() as i32,
         scale: shot.scale,
     })
+}
+
+/// The pixels of `shot` (an image of `size`) the screen rectangle `rect` covers, clipped to the image:
+/// `[left, top, right, bottom]`.
+pub fn crop_rect(size: (u32, u32), shot: &Screenshot, rect: Rect) -> Result<[u32; 4], VisionError> {
+    let p = shot.to_pixels(rect);
+    let clamp = |v: i32, max: u32| v.clamp(0, i32::try_from(max).unwrap_or(i32::MAX)) as u32;
+    let (left, right) = (clamp(p.left, size.0), clamp(p.right, size.0));
+    let (top, bottom) = (clamp(p.top, size.1), clamp(p.bottom, size.1));
+    if right <= left || bottom <= top {
+        return Err(VisionError::OutOfBounds);
+    }
+    Ok([left, top, right, bottom])
 }
 
 #[cfg(test)]

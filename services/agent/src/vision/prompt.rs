@@ -11,11 +11,11 @@ use image::RgbaImage;
 use serde_json::Value;
 
 use super::annotate::{Mark, Marker};
+use super::derived::scale_marks;
 use super::image_ops::{downscale_png, fitted_size, resize_fast};
 use super::screenshot::{Screenshot, VisionError, encode_png};
 use crate::llm::ImageData;
 use crate::memory::Blackboard;
-use crate::target::Rect;
 
 /// Which prompt images to build.
 #[derive(Debug, Clone, Copy)]
@@ -65,10 +65,7 @@ pub fn prompt_images(
         }
     };
     let mut small = resize_fast(full, w, h)?;
-    let (fx, fy) = (
-        f64::from(w) / f64::from(full.width().max(1)),
-        f64::from(h) / f64::from(full.height().max(1)),
-    );
+    let fx = f64::from(w) / f64::from(full.width().max(1));
     let placed = |img: &RgbaImage| -> Result<Screenshot, VisionError> {
         Ok(Screenshot {
             mime: "image/png".into(),
@@ -84,14 +81,9 @@ pub fn prompt_images(
         out.clean = Some(placed(&small)?);
     }
     if spec.annotated {
-        // The clean copy is already encoded, so the marks go on the same buffer: no copy.
-        let scaled: Vec<Mark<'_>> = marks
-            .iter()
-            .map(|m| Mark {
-                rect: scale_rect(m.rect, fx, fy),
-                ..*m
-            })
-            .collect();
+        // The clean copy is already encoded, so the marks go on the same buffer: no copy. The scaling is
+        // the one the step's recipe records (`derived::annotation`), so the image renders again on read.
+        let scaled = scale_marks(marks, full.dimensions(), (w, h));
         marker.annotate(&mut small, &scaled);
         out.annotated = Some(placed(&small)?);
     }
@@ -133,15 +125,11 @@ pub fn blackboard_images(
     out
 }
 
-fn scale_rect(r: Rect, fx: f64, fy: f64) -> Rect {
-    let s = |v: i32, f: f64| (f64::from(v) * f).round() as i32;
-    Rect::new(s(r.left, fx), s(r.top, fy), s(r.right, fx), s(r.bottom, fy))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::memory::BlackboardImage;
+    use crate::target::Rect;
     use crate::vision::Palette;
     use crate::vision::annotate::DEFAULT_FONT;
     use image::Rgba;

@@ -22,9 +22,10 @@ use crate::replay::phase::{self as replay, Phase};
 use crate::response::AppResponse;
 use crate::target::{ControlSource, TargetInfo, TargetKind};
 use crate::vision::annotate::Mark;
+use crate::vision::image_ops::{crop_rect, fitted_size};
 use crate::vision::{
-    PromptImageSpec, Screenshot, blackboard_images, crop_control, crop_pixels, downscale_png,
-    merge_controls, prompt_images,
+    PromptImageSpec, Screenshot, blackboard_images, crop_control, crop_pixels, derived,
+    downscale_png, merge_controls, prompt_images,
 };
 
 /// The set-of-marks of `controls` in `clean`'s pixel coordinates (controls without a rectangle have none).
@@ -60,6 +61,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
     fn provides(&self) -> Vec<Provided> {
         vec![
             CLEAN_SCREENSHOT.provided(),
+            CLEAN_SHA256.provided(),
             DESKTOP_SCREENSHOT.provided(),
             UI_TREE.provided(),
             WINDOW_INFO.provided(),
@@ -113,9 +115,8 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .and_then(|r| r.images.first())
             .cloned()
             .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
-        if let Some(uploads) = &agent.services.uploads {
-            uploads.start(&clean.bytes);
-        }
+        let sha = crate::blobs::start(agent.services.uploads.as_deref(), &clean.bytes);
+        out.insert(CLEAN_SHA256, sha);
         out.insert(CLEAN_SCREENSHOT, clean);
         let window = results
             .get(1)
@@ -153,6 +154,7 @@ impl Strategy<AppAgent> for AppControlInfo {
     fn dependencies(&self) -> Vec<Dependency> {
         vec![
             CLEAN_SCREENSHOT.required("the image to annotate"),
+            CLEAN_SHA256.optional("names the annotation's source"),
             WINDOW_INFO.required("the window the controls belong to"),
             DISPATCHER.required("lists the controls"),
         ]
@@ -161,6 +163,7 @@ impl Strategy<AppAgent> for AppControlInfo {
         vec![
             CONTROLS.provided(),
             ANNOTATED_SCREENSHOT.provided(),
+            ANNOTATION.provided(),
             CLEAN_PIXELS.provided(),
         ]
     }
@@ -234,12 +237,26 @@ impl Strategy<AppAgent> for AppControlInfo {
             .with_pixels(&pixels)
             .map_err(|e| failed("cannot encode the annotation", e))?;
         undo.restore(&mut pixels);
+        // Not stored: the step records how to draw the image the model is sent (at the prompt's size)
+        // and the API draws it again on read (`vision::derived`).
+        let s = &agent.services.settings;
+        let size = if s.include_annotated {
+            let (w, h) = s.prompt_image_max;
+            fitted_size(clean.width, clean.height, w, h).unwrap_or(pixels.dimensions())
+        } else {
+            pixels.dimensions()
+        };
+        let sha = match ctx.get(CLEAN_SHA256)? {
+            Some(sha) => sha.clone(),
+            None => crate::blobs::sha256_hex(&clean.bytes),
+        };
+        let marker = &agent.services.marker;
+        let annotation = derived::annotation(&sha, clean, &pixels, size, &marks, marker);
         drop(marks);
-        if let Some(uploads) = &agent.services.uploads {
-            uploads.start(&annotated.bytes);
-        }
+        crate::blobs::start(agent.services.uploads.as_deref(), &annotation.recipe);
         Ok(Outputs::new()
             .with(CONTROLS, controls)
+            .with(ANNOTATION, annotation)
             .with(ANNOTATED_SCREENSHOT, annotated)
             .with(CLEAN_PIXELS, Arc::new(pixels)))
     }
@@ -460,12 +477,17 @@ impl Strategy<AppAgent> for AppActionExecution {
             APP_RESPONSE.required("the decided actions"),
             CONTROLS.required("resolves control labels"),
             CLEAN_SCREENSHOT.required("crops the selected control"),
+            CLEAN_SHA256.optional("names the crop's source"),
             CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
             DISPATCHER.required("runs the actions"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
-        vec![ACTIONS.provided(), SELECTED_CONTROL_SCREENSHOT.provided()]
+        vec![
+            ACTIONS.provided(),
+            SELECTED_CONTROL_SCREENSHOT.provided(),
+            SELECTED_CONTROL_RECIPE.provided(),
+        ]
     }
     async fn execute(
         &self,
@@ -498,13 +520,26 @@ impl Strategy<AppAgent> for AppActionExecution {
         let selected = records
             .iter()
             .find_map(|r| r.target.as_ref().and_then(|t| t.rect));
-        // The crop only feeds the next prompt; a control outside the screenshot just has none.
+        // The crop only feeds the next prompt; a control outside the screenshot just has none. It is
+        // recorded as a recipe (the rectangle of the clean screenshot) and cropped again on read.
+        let clean = ctx.require(CLEAN_SCREENSHOT)?;
+        let pixels = ctx.get(CLEAN_PIXELS)?;
         if let Some(rect) = selected
-            && let Ok(crop) = match ctx.get(CLEAN_PIXELS)? {
-                Some(p) => crop_pixels(p, ctx.require(CLEAN_SCREENSHOT)?, rect),
-                None => crop_control(ctx.require(CLEAN_SCREENSHOT)?, rect),
+            && let Ok(crop) = match pixels {
+                Some(p) => crop_pixels(p, clean, rect),
+                None => crop_control(clean, rect),
             }
         {
+            let size = pixels.map_or((clean.width, clean.height), |p| p.dimensions());
+            if let Ok(clip) = crop_rect(size, clean, rect) {
+                let sha = match ctx.get(CLEAN_SHA256)? {
+                    Some(sha) => sha.clone(),
+                    None => crate::blobs::sha256_hex(&clean.bytes),
+                };
+                let recipe = derived::crop(&sha, size, clip, &crop);
+                crate::blobs::start(agent.services.uploads.as_deref(), &recipe.recipe);
+                out.insert(SELECTED_CONTROL_RECIPE, recipe);
+            }
             out.insert(SELECTED_CONTROL_SCREENSHOT, crop);
         }
         out.insert(ACTIONS, records);

@@ -275,10 +275,12 @@ pub enum ScreenshotKind {
     /// The application window as captured.
     #[default]
     Clean,
-    /// The window with set-of-marks labels.
+    /// The window with set-of-marks labels, as the model was sent it (drawn on read from the clean one).
     Annotated,
     /// The whole desktop.
     Desktop,
+    /// The control the step acted on, cropped from the clean window screenshot.
+    Selected,
 }
 
 /// `GET /v1/tasks/{id}/steps/{n}/screenshot` query.

@@ -239,6 +239,10 @@ pub struct StepView {
     pub screenshots: Vec<String>,
     /// What the step acted on, in screenshot pixels (for drawing over the screenshot).
     pub acted: Vec<ActedView>,
+    /// `[width, height]` of the clean screenshot, the pixels `acted` is in (the annotated image is the
+    /// size the model was sent, which is smaller for windows larger than the prompt's images).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clean_size: Option<[u64; 2]>,
     /// In a replay task: `{of, step, source: "recording" | "model", note?}` (who decided the step).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -461,6 +465,13 @@ impl From<pb::Step> for StepView {
                 .map(|v| ufo_proto::json::from_value(v.clone()))
                 .and_then(|v| serde_json::from_value(v).ok())
                 .unwrap_or_default(),
+            clean_size: s
+                .artifacts
+                .iter()
+                .find(|a| a.kind == pb::ArtifactKind::CleanScreenshot as i32)
+                .and_then(|a| a.metadata.clone())
+                .map(ufo_proto::json::from_struct)
+                .and_then(|m| Some([m["width"].as_u64()?, m["height"].as_u64()?])),
             screenshots: s
                 .artifacts
                 .iter()

@@ -375,7 +375,9 @@
   function overlay(box, img, step) {
     const marks = step.acted || [];
     if (!marks.length || !img.naturalWidth) return;
-    const layer = svg('svg', { viewBox: `0 0 ${img.naturalWidth} ${img.naturalHeight}`, preserveAspectRatio: 'none', class: 'acted' });
+    // The marks are in the clean screenshot's pixels; the annotated image may be the prompt's smaller copy.
+    const [w, h] = step.clean_size || [img.naturalWidth, img.naturalHeight];
+    const layer = svg('svg', { viewBox: `0 0 ${w} ${h}`, preserveAspectRatio: 'none', class: 'acted' });
     for (const m of marks) {
       if (m.rect) layer.append(svg('rect', { x: m.rect[0], y: m.rect[1], width: m.rect[2] - m.rect[0], height: m.rect[3] - m.rect[1], fill: 'none', stroke: '#e11d48', 'stroke-width': 3 }));
       if (m.point) {

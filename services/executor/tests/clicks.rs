@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use ufo_executor::backend::Backend;
+use ufo_executor::backend::{Backend, TreeLimits};
 use ufo_executor::encode::Format;
 use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
@@ -324,5 +324,20 @@ async fn a_click_and_a_text_set_cost_one_call_beyond_the_action() {
             calls, 2,
             "{tool}: the state check and the action, nothing more"
         );
+    }
+    // A walk that does not reach the check box replaces what the walks remember: the clicks after it
+    // still go through the action (they once learnt it into an entry without interfaces, and the next
+    // click fell back to the pointer).
+    let limits = TreeLimits {
+        max_nodes: 3,
+        max_depth: 2,
+        deadline: Instant::now() + Duration::from_secs(10),
+        max_value_chars: 0,
+    };
+    backend.control_tree(&window, &limits).await.unwrap();
+    for _ in 0..2 {
+        let done = ok(&exec, "click_input", json!({"id": check})).await;
+        let method = done.output.result["method"].as_str().unwrap_or_default();
+        assert!(method.starts_with("action:"), "{}", done.output.result);
     }
 }

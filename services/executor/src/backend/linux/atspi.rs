@@ -292,12 +292,13 @@ impl Atspi {
             .cloned()
     }
 
+    /// Remembers the click action of a control the last walk listed. A control it did not list is not
+    /// added: an entry without the control's interfaces would answer "no Action interface" next time.
     fn learn_click(&self, bus: &str, path: &str, click: Option<(i32, &'static str)>) {
-        if let Ok(mut known) = self.known.lock() {
-            known
-                .entry((bus.to_owned(), path.to_owned()))
-                .or_default()
-                .click = Some(click);
+        if let Ok(mut known) = self.known.lock()
+            && let Some(k) = known.get_mut(&(bus.to_owned(), path.to_owned()))
+        {
+            k.click = Some(click);
         }
     }
 

@@ -3,8 +3,48 @@
 //! set-text / controls from request to confirmed effect beside an in-process pyatspi baseline
 //! (`benches/pyatspi_baseline.py`, Debian's python3-pyatspi) run on the same desktop at the same time.
 //!
+//! The listing is also broken down by phase (the walk's `walk.*` spans) with its accessibility call
+//! count (docs/executor-listing.md).
+//!
 //! Run: `cargo bench -p ufo-executor --bench desktop`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[cfg(target_os = "linux")]
+mod floor;
+
+/// Durations of closed spans by name, while recording: how long each phase of the listing took.
+#[cfg(target_os = "linux")]
+mod phases {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::layer::Context;
+    use tracing_subscriber::registry::LookupSpan;
+
+    pub type Log = Arc<Mutex<BTreeMap<&'static str, Vec<Duration>>>>;
+
+    pub struct Phases(pub Log);
+
+    struct Opened(Instant);
+
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Phases {
+        fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+            if let Some(span) = ctx.span(id) {
+                span.extensions_mut().insert(Opened(Instant::now()));
+            }
+        }
+
+        fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+            let Some(span) = ctx.span(&id) else { return };
+            if let Some(Opened(t)) = span.extensions().get::<Opened>() {
+                let mut log = self.0.lock().unwrap();
+                log.entry(span.name()).or_default().push(t.elapsed());
+            }
+        }
+    }
+}
 
 #[cfg(target_os = "linux")]
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -21,6 +61,12 @@ async fn main() {
     use ufo_executor::tree::filter_controls;
 
     const RUNS: usize = 60;
+    let phase_log = phases::Log::default();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let sub = tracing_subscriber::registry().with(phases::Phases(phase_log.clone()));
+        tracing::subscriber::set_global_default(sub).unwrap();
+    }
     let mut desk = Desktop::start(1920, 1080).await.unwrap();
     let backend = Arc::new(desk.backend().await.unwrap());
     let (pid, window) = desk
@@ -106,6 +152,8 @@ async fn main() {
         .len();
     let mut walk = Vec::new();
     let mut listed = 0;
+    phase_log.lock().unwrap().clear();
+    let (app_cpu, own_cpu) = (floor::cpu_ns(pid), floor::cpu_ns(std::process::id()));
     for _ in 0..RUNS {
         let o = one("get_app_window_controls_target_info", json!({})).await;
         listed = o.output.result.as_array().unwrap().len();
@@ -114,8 +162,25 @@ async fn main() {
     time(
         "get_app_window_controls_target_info",
         walk,
-        format!("{nodes} nodes walked, {listed} listed"),
+        format!(
+            "{nodes} nodes walked, {listed} listed; CPU per listing: application {:.2} ms, executor {:.2} ms",
+            (floor::cpu_ns(pid) - app_cpu) as f64 / RUNS as f64 / 1e6,
+            (floor::cpu_ns(std::process::id()) - own_cpu) as f64 / RUNS as f64 / 1e6,
+        ),
     );
+    for (name, samples) in std::mem::take(&mut *phase_log.lock().unwrap()) {
+        if name.starts_with("walk.") || name == "executor.command" {
+            time(&format!("  phase {name}"), samples, String::new());
+        }
+    }
+    let (_, listing_calls) = backend
+        .a11y()
+        .calls_during(
+            pid,
+            one("get_app_window_controls_target_info", json!({})),
+        )
+        .await
+        .unwrap();
 
     let controls = one("get_app_window_controls_target_info", json!({}))
         .await
@@ -153,6 +218,17 @@ async fn main() {
         .await
         .unwrap();
     let listed_nodes = filter_controls(&tree, &Limits::default().control_types);
+    {
+        let path = |n: &ufo_executor::backend::RawNode| n.handle.0.split_once('\n').unwrap().1.to_owned();
+        let walked: Vec<String> = tree.nodes.iter().map(path).collect();
+        let listed: Vec<String> = listed_nodes.iter().map(path).collect();
+        let (bus, conn) = backend.a11y().application_connection(pid).await.unwrap();
+        for (name, samples, note) in
+            floor::measure(&conn, pid, &bus, &walked, &listed, RUNS).await
+        {
+            time(&name, samples, note);
+        }
+    }
     let node =
         |id: &Value| listed_nodes[id.as_str().unwrap().parse::<usize>().unwrap() - 1].clone();
     let box_node = node(&cb);
@@ -205,6 +281,7 @@ async fn main() {
             .unwrap();
         calls.push(format!("{tool} {n}"));
     }
+    calls.push(format!("get_app_window_controls_target_info {listing_calls}"));
 
     let mut coords = Vec::new();
     for _ in 0..RUNS {

@@ -20,6 +20,17 @@ struct Log {
 }
 
 impl Atspi {
+    /// The bus name of the application of process `pid` and the connection the backend calls it on
+    /// (for tests and benchmarks that time the application's replies themselves).
+    pub async fn application_connection(
+        &self,
+        pid: u32,
+    ) -> BackendResult<(String, zbus::Connection)> {
+        let bus = self.app_for_pid(pid).await?;
+        let conn = self.conn_for(&bus).await;
+        Ok((bus, conn))
+    }
+
     /// Runs `op` and counts the calls it made to the application of process `pid` (its replies on the
     /// connection used for that application).
     pub async fn calls_during<F: std::future::Future>(
@@ -27,8 +38,7 @@ impl Atspi {
         pid: u32,
         op: F,
     ) -> BackendResult<(F::Output, usize)> {
-        let bus = self.app_for_pid(pid).await?;
-        let conn = self.conn_for(&bus).await;
+        let (bus, conn) = self.application_connection(pid).await?;
         let log = Arc::new(Log {
             replies: Mutex::new(Vec::new()),
             grew: Notify::new(),

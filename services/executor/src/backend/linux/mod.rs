@@ -6,6 +6,7 @@ pub mod atspi;
 pub mod calls;
 pub mod damage;
 pub mod events;
+mod front;
 pub mod roles;
 pub mod walk;
 pub mod x11;

@@ -17,12 +17,17 @@ use atspi::proxy::cache::CacheProxy;
 use atspi::proxy::text::TextProxy;
 use atspi::{Interface, InterfaceSet, RelationType, Role, State, StateSet};
 use futures::future::join_all;
+use tracing::Instrument as _;
 
 use super::atspi::{Atspi, Key, ROOT_PATH, enabled, proxy, visible};
+use super::front::choose_top;
 use super::roles::control_type;
 use crate::backend::{
     BackendError, BackendResult, ControlHandle, RawNode, RawTree, TreeLimits, WindowInfo,
 };
+
+/// The children the walk knows of each accessible, with their index in the parent.
+type Children = HashMap<Key, Vec<(i32, Key)>>;
 
 /// What the walk knows about one accessible.
 #[derive(Debug, Clone)]
@@ -35,99 +40,6 @@ pub(super) struct Info {
     pub ifaces: InterfaceSet,
 }
 
-/// Roles of a window that sits in front of its application's main window while it is shown.
-fn is_dialog(role: Role) -> bool {
-    matches!(
-        role,
-        Role::Dialog | Role::FileChooser | Role::Alert | Role::ColorChooser | Role::FontChooser
-    )
-}
-
-/// Roles of a transient window drawn over the main one (menus, combo-box and completion popups).
-fn is_popup(role: Role) -> bool {
-    matches!(role, Role::Window | Role::PopupMenu | Role::Menu)
-}
-
-/// Which top-level accessibles of an application are observed for `window`: the one the user sees as
-/// active, plus the popups shown over it. Errors say why it cannot be told.
-pub(super) fn choose_top(tops: &[(Key, &Info)], title: &str) -> Result<(Key, Vec<Key>), String> {
-    let showing: Vec<&(Key, &Info)> = tops
-        .iter()
-        .filter(|(_, i)| i.states.contains(State::Showing))
-        .collect();
-    let pick = |v: Vec<&(Key, &Info)>| (v.len() == 1).then(|| v[0].0.clone());
-    // A shown dialog (modal or active) is what the user deals with first; then the active window; then
-    // the window titled as the selected one; then the only window shown.
-    let dialogs: Vec<_> = showing
-        .iter()
-        .copied()
-        .filter(|(_, i)| is_dialog(i.role))
-        .collect();
-    let chosen = pick(
-        dialogs
-            .iter()
-            .copied()
-            .filter(|(_, i)| i.states.contains(State::Active))
-            .collect(),
-    )
-    .or_else(|| {
-        pick(
-            dialogs
-                .iter()
-                .copied()
-                .filter(|(_, i)| i.states.contains(State::Modal))
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| i.states.contains(State::Active))
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| !is_popup(i.role) && i.name == title)
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| !is_popup(i.role))
-                .collect(),
-        )
-    });
-    let Some(chosen) = chosen else {
-        let names: Vec<String> = showing
-            .iter()
-            .map(|(_, i)| format!("'{}' ({})", i.name, i.role.name()))
-            .collect();
-        return Err(if names.is_empty() {
-            format!("window '{title}' has no shown accessible window")
-        } else {
-            format!(
-                "cannot tell which of the application's windows is the one on screen for '{title}': {} are shown and none is active or titled so",
-                names.join(", ")
-            )
-        });
-    };
-    let popups = showing
-        .iter()
-        .filter(|(k, i)| *k != chosen && is_popup(i.role))
-        .map(|(k, _)| k.clone())
-        .collect();
-    Ok((chosen, popups))
-}
-
 impl Atspi {
     /// Walks the live, visible controls of `window` within `limits`.
     pub async fn tree(&self, window: &WindowInfo, limits: &TreeLimits) -> BackendResult<RawTree> {
@@ -135,59 +47,10 @@ impl Atspi {
             BackendError::Failed(format!("window '{}' has no process id", window.title))
         })?;
         let bus = self.app_for_pid(pid).await?;
-        let conn = self.conn_for(bus.as_str()).await;
-        let cache = proxy!(
-            CacheProxy<'static>,
-            &conn,
-            bus.as_str(),
-            "/org/a11y/atspi/cache"
-        )?;
-        let mut info: HashMap<Key, Info> = HashMap::new();
-        let mut children: HashMap<Key, Vec<(i32, Key)>> = HashMap::new();
-        // Applications answer in the current item layout or the legacy one (children listed inline).
-        match cache.get_items().await {
-            Ok(items) => {
-                for i in items {
-                    let key: Key = (bus.clone(), i.object.path_as_str().to_owned());
-                    let parent: Key = (bus.clone(), i.parent.path_as_str().to_owned());
-                    children
-                        .entry(parent)
-                        .or_default()
-                        .push((i.index, key.clone()));
-                    info.insert(
-                        key,
-                        Info {
-                            name: i.short_name,
-                            role: i.role,
-                            states: i.states,
-                            child_count: i.children,
-                            ifaces: i.ifaces,
-                        },
-                    );
-                }
-            }
-            Err(_) => {
-                for i in cache.get_legacy_items().await.unwrap_or_default() {
-                    let key: Key = (bus.clone(), i.object.path_as_str().to_owned());
-                    for (n, c) in i.children.iter().enumerate() {
-                        children.entry(key.clone()).or_default().push((
-                            i32::try_from(n).unwrap_or(i32::MAX),
-                            (bus.clone(), c.path_as_str().to_owned()),
-                        ));
-                    }
-                    info.insert(
-                        key,
-                        Info {
-                            name: i.short_name,
-                            role: i.role,
-                            states: i.states,
-                            child_count: i32::try_from(i.children.len()).unwrap_or(i32::MAX),
-                            ifaces: i.ifaces,
-                        },
-                    );
-                }
-            }
-        }
+        let (mut info, mut children) = self
+            .cached_items(&bus)
+            .instrument(tracing::debug_span!("walk.cache"))
+            .await?;
         let root: Key = (bus.clone(), ROOT_PATH.to_owned());
         if info.is_empty() {
             // No cache interface: walk the application live from its root.
@@ -198,7 +61,8 @@ impl Atspi {
             info.insert(root.clone(), root_info);
         }
         // The application's top-level windows are walked live: the cache's list can be stale.
-        let top_keys = self.live_children(&root).await;
+        let top_keys = async {
+            let top_keys = self.live_children(&root).await;
         let missing: Vec<Key> = top_keys
             .iter()
             .filter(|k| !info.contains_key(*k))
@@ -212,6 +76,10 @@ impl Atspi {
                 info.insert(k.clone(), i);
             }
         }
+            top_keys
+        }
+        .instrument(tracing::debug_span!("walk.tops"))
+        .await;
         let tops: Vec<(Key, &Info)> = top_keys
             .iter()
             .filter_map(|k| Some((k.clone(), info.get(k)?)))
@@ -219,6 +87,7 @@ impl Atspi {
         let (frame, popups) = choose_top(&tops, &window.title).map_err(BackendError::Failed)?;
 
         // Pre-order of the showing nodes within the limits; popups hang under the window.
+        let (order, truncated) = async {
         let mut truncated = false;
         let mut order: Vec<(Key, Option<usize>, u32)> = Vec::new();
         let mut budget_live = limits.max_nodes;
@@ -277,12 +146,20 @@ impl Atspi {
                 }
             }
         }
-        let extents = join_all(order.iter().map(|(k, _, _)| self.extents(&k.0, &k.1))).await;
+            (order, truncated)
+        }
+        .instrument(tracing::debug_span!("walk.order"))
+        .await;
+        let extents = join_all(order.iter().map(|(k, _, _)| self.extents(&k.0, &k.1)))
+            .instrument(tracing::debug_span!("walk.extents"))
+            .await;
         let texts = join_all(order.iter().map(|(k, _, _)| {
             let i = info.get(k);
             self.editable_details(k, i, &info, limits.max_value_chars)
         }))
+        .instrument(tracing::debug_span!("walk.details"))
         .await;
+        let build = tracing::debug_span!("walk.build").entered();
         let mut remembered = Vec::with_capacity(order.len());
         let mut nodes: Vec<RawNode> = order
             .into_iter()
@@ -317,7 +194,67 @@ impl Atspi {
             .collect();
         self.remember(remembered);
         crate::labels::name_unlabelled_fields(&mut nodes);
+        drop(build);
         Ok(RawTree { nodes, truncated })
+    }
+
+    /// The application's cache (`Cache.GetItems`): what it knows about each accessible, and the
+    /// children it lists under each parent.
+    async fn cached_items(&self, bus: &str) -> BackendResult<(HashMap<Key, Info>, Children)> {
+        let conn = self.conn_for(bus).await;
+        let cache = proxy!(
+            CacheProxy<'static>,
+            &conn,
+            bus,
+            "/org/a11y/atspi/cache"
+        )?;
+        let mut info: HashMap<Key, Info> = HashMap::new();
+        let mut children: Children = HashMap::new();
+        // Applications answer in the current item layout or the legacy one (children listed inline).
+        match cache.get_items().await {
+            Ok(items) => {
+                for i in items {
+                    let key: Key = (bus.to_owned(), i.object.path_as_str().to_owned());
+                    let parent: Key = (bus.to_owned(), i.parent.path_as_str().to_owned());
+                    children
+                        .entry(parent)
+                        .or_default()
+                        .push((i.index, key.clone()));
+                    info.insert(
+                        key,
+                        Info {
+                            name: i.short_name,
+                            role: i.role,
+                            states: i.states,
+                            child_count: i.children,
+                            ifaces: i.ifaces,
+                        },
+                    );
+                }
+            }
+            Err(_) => {
+                for i in cache.get_legacy_items().await.unwrap_or_default() {
+                    let key: Key = (bus.to_owned(), i.object.path_as_str().to_owned());
+                    for (n, c) in i.children.iter().enumerate() {
+                        children.entry(key.clone()).or_default().push((
+                            i32::try_from(n).unwrap_or(i32::MAX),
+                            (bus.to_owned(), c.path_as_str().to_owned()),
+                        ));
+                    }
+                    info.insert(
+                        key,
+                        Info {
+                            name: i.short_name,
+                            role: i.role,
+                            states: i.states,
+                            child_count: i32::try_from(i.children.len()).unwrap_or(i32::MAX),
+                            ifaces: i.ifaces,
+                        },
+                    );
+                }
+            }
+        }
+        Ok((info, children))
     }
 
     /// For an editable text with no name: the name of its label (label-for relation) or its
@@ -433,64 +370,5 @@ impl Atspi {
             child_count: count.unwrap_or(0),
             ifaces: ifaces.unwrap_or_default(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn info(name: &str, role: Role, states: &[State]) -> Info {
-        Info {
-            name: name.into(),
-            role,
-            states: states.iter().copied().collect(),
-            child_count: 0,
-            ifaces: InterfaceSet::empty(),
-        }
-    }
-
-    fn key(p: &str) -> Key {
-        (":1.1".into(), p.into())
-    }
-
-    #[test]
-    fn a_shown_file_chooser_wins_over_the_main_window() {
-        let main = info("Untitled 1 - Mousepad", Role::Frame, &[State::Showing]);
-        let chooser = info(
-            "Save As",
-            Role::FileChooser,
-            &[State::Showing, State::Modal],
-        );
-        let tops = vec![(key("/1"), &main), (key("/2"), &chooser)];
-        let (k, popups) = choose_top(&tops, "Untitled 1 - Mousepad").unwrap();
-        assert_eq!(k, key("/2"));
-        assert!(popups.is_empty());
-    }
-
-    #[test]
-    fn hidden_dialogs_do_not_count_and_popups_hang_under_the_window() {
-        let main = info("Main", Role::Frame, &[State::Showing, State::Active]);
-        let gone = info("Old", Role::Dialog, &[]);
-        let popup = info("", Role::Window, &[State::Showing]);
-        let tops = vec![(key("/1"), &main), (key("/2"), &gone), (key("/3"), &popup)];
-        let (k, popups) = choose_top(&tops, "Main").unwrap();
-        assert_eq!(k, key("/1"));
-        assert_eq!(popups, vec![key("/3")]);
-    }
-
-    #[test]
-    fn two_inactive_windows_with_other_titles_are_reported() {
-        let a = info("A", Role::Frame, &[State::Showing]);
-        let b = info("B", Role::Frame, &[State::Showing]);
-        let tops = vec![(key("/1"), &a), (key("/2"), &b)];
-        let err = choose_top(&tops, "C").unwrap_err();
-        assert!(err.contains("cannot tell"), "{err}");
-        assert!(
-            err.contains("'A' (frame)") && err.contains("'B' (frame)"),
-            "{err}"
-        );
-        assert_eq!(choose_top(&tops, "B").unwrap().0, key("/2"));
-        assert!(choose_top(&[], "C").unwrap_err().contains("no shown"));
     }
 }

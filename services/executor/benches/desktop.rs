@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[cfg(target_os = "linux")]
+#[path = "desktop/floor.rs"]
 mod floor;
 
 /// Durations of closed spans by name, while recording: how long each phase of the listing took.

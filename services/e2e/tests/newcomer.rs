@@ -205,6 +205,7 @@ async fn mousepad_text(desktop_env: &Path) -> String {
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(10),
         max_value_chars: 0,
+        bounds_of: None,
     };
     let tree = backend.control_tree(window, &limits).await.unwrap();
     let mut texts = Vec::new();

@@ -144,6 +144,7 @@ async fn main() {
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(60),
         max_value_chars: 256,
+        bounds_of: None,
     };
     let nodes = dynb
         .control_tree(&window, &limits)
@@ -176,10 +177,7 @@ async fn main() {
     }
     let (_, listing_calls) = backend
         .a11y()
-        .calls_during(
-            pid,
-            one("get_app_window_controls_target_info", json!({})),
-        )
+        .calls_during(pid, one("get_app_window_controls_target_info", json!({})))
         .await
         .unwrap();
 
@@ -214,18 +212,19 @@ async fn main() {
                 max_depth: 64,
                 deadline: Instant::now() + Duration::from_secs(60),
                 max_value_chars: 256,
+                bounds_of: None,
             },
         )
         .await
         .unwrap();
     let listed_nodes = filter_controls(&tree, &Limits::default().control_types);
     {
-        let path = |n: &ufo_executor::backend::RawNode| n.handle.0.split_once('\n').unwrap().1.to_owned();
+        let path =
+            |n: &ufo_executor::backend::RawNode| n.handle.0.split_once('\n').unwrap().1.to_owned();
         let walked: Vec<String> = tree.nodes.iter().map(path).collect();
         let listed: Vec<String> = listed_nodes.iter().map(path).collect();
         let (bus, conn) = backend.a11y().application_connection(pid).await.unwrap();
-        for (name, samples, note) in
-            floor::measure(&conn, pid, &bus, &walked, &listed, RUNS).await
+        for (name, samples, note) in floor::measure(&conn, pid, &bus, &walked, &listed, RUNS).await
         {
             time(&name, samples, note);
         }
@@ -282,7 +281,9 @@ async fn main() {
             .unwrap();
         calls.push(format!("{tool} {n}"));
     }
-    calls.push(format!("get_app_window_controls_target_info {listing_calls}"));
+    calls.push(format!(
+        "get_app_window_controls_target_info {listing_calls}"
+    ));
 
     let mut coords = Vec::new();
     for _ in 0..RUNS {

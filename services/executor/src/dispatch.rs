@@ -144,6 +144,7 @@ impl Executor {
                         .map(|ms| (Instant::now() + Duration::from_millis(ms.into())).min(deadline))
                         .unwrap_or(deadline),
                     max_value_chars: self.limits.max_value_chars,
+                    bounds_of: None,
                 };
                 let tree = self.backend.control_tree(&w, &limits).await.map_err(be)?;
                 let front = tree
@@ -405,6 +406,17 @@ impl Executor {
             max_depth: self.limits.max_tree_depth,
             deadline,
             max_value_chars: self.limits.max_value_chars,
+            // The filter keeps visible controls of these types with an area; unnamed fields are named
+            // after the labels beside them: no other node's bounds are needed.
+            bounds_of: Some(
+                self.limits
+                    .control_types
+                    .iter()
+                    .map(String::as_str)
+                    .chain(crate::labels::BOUNDS_USED.iter().copied())
+                    .map(str::to_owned)
+                    .collect(),
+            ),
         };
         let tree = self.backend.control_tree(&w, &limits).await.map_err(be)?;
         let (controls, paths) = filter_with_paths(&tree, &self.limits.control_types);

@@ -10,6 +10,9 @@ use crate::geometry::Rect;
 /// Control types that are filled in and are usually labelled beside or above.
 const FIELDS: &[&str] = &["Edit", "ComboBox", "Spinner", "Slider"];
 
+/// Control types whose bounds naming needs: the labels and the fields.
+pub(crate) const BOUNDS_USED: &[&str] = &["Text", "Edit", "ComboBox", "Spinner", "Slider"];
+
 /// The largest gap between a label and its field, as a multiple of the field's height.
 const MAX_GAP_HEIGHTS: i32 = 4;
 
@@ -65,6 +68,12 @@ pub fn name_unlabelled_fields(nodes: &mut [RawNode]) {
 mod tests {
     use super::*;
     use crate::backend::ControlHandle;
+
+    #[test]
+    fn the_bounds_naming_needs_cover_labels_and_fields() {
+        assert!(BOUNDS_USED.contains(&"Text"));
+        assert!(FIELDS.iter().all(|f| BOUNDS_USED.contains(f)));
+    }
 
     fn node(name: &str, kind: &str, [l, t, r, b]: [i32; 4]) -> RawNode {
         RawNode {

@@ -51,6 +51,7 @@ impl Desktop {
                 max_depth: 64,
                 deadline: Instant::now() + Duration::from_secs(5),
                 max_value_chars: 0,
+                bounds_of: None,
             };
             match backend.control_tree(&w, &limits).await {
                 Ok(tree) => (tree.nodes.len() > 1).then_some(w),

@@ -333,6 +333,7 @@ async fn a_click_and_a_text_set_cost_one_call_beyond_the_action() {
         max_depth: 2,
         deadline: Instant::now() + Duration::from_secs(10),
         max_value_chars: 0,
+        bounds_of: None,
     };
     backend.control_tree(&window, &limits).await.unwrap();
     for _ in 0..2 {

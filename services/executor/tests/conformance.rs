@@ -60,6 +60,7 @@ async fn listed(backend: &LinuxBackend, w: &WindowInfo) -> Vec<RawNode> {
         max_depth: 64,
         deadline: Instant::now() + Duration::from_secs(5),
         max_value_chars: 256,
+        bounds_of: None,
     };
     let tree = backend.control_tree(w, &limits).await.unwrap();
     filter_controls(&tree, &Limits::default().control_types)

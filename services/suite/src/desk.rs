@@ -482,6 +482,7 @@ impl Desk {
                     max_depth: 8,
                     deadline: Instant::now() + Duration::from_secs(2),
                     max_value_chars: 0,
+                    bounds_of: None,
                 };
                 // Ready for the agent when its accessibility tree shows more than the frame.
                 if let Ok(tree) = self.backend.control_tree(w, &limits).await

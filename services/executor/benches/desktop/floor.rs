@@ -38,7 +38,11 @@ where
         samples.push(t.elapsed());
     }
     let per_run = (cpu_ns(pid) - cpu) as f64 / runs as f64 / 1e6;
-    (name, samples, format!("application CPU {per_run:.2} ms per run"))
+    (
+        name,
+        samples,
+        format!("application CPU {per_run:.2} ms per run"),
+    )
 }
 
 /// The minimal requests of a listing, timed one kind at a time: the cache, the extents of every node

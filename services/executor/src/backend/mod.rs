@@ -118,6 +118,11 @@ pub struct TreeLimits {
     pub deadline: Instant,
     /// Longest current text read for an editable control, in characters (0: none).
     pub max_value_chars: usize,
+    /// Read the bounds only of visible nodes of these control types (`None`: of every node). A listing
+    /// that keeps some types only skips the others' bounds, one accessibility call each on Linux;
+    /// nodes whose bounds are not read have an empty `rect`. Backends that get bounds at no extra cost
+    /// may fill them in anyway.
+    pub bounds_of: Option<Vec<String>>,
 }
 
 /// A flattened tree walk.

@@ -235,15 +235,22 @@ impl Atspi {
         })
     }
 
+    /// The bounds of an accessible in screen coordinates; `None` when it has none. One call, made
+    /// without building a proxy (a listing makes one per node).
     pub(super) async fn extents(&self, bus: &str, path: &str) -> Option<Rect> {
-        let c = proxy!(
-            ComponentProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )
-        .ok()?;
-        let (x, y, w, h) = c.get_extents(CoordType::Screen).await.ok()?;
+        let reply = self
+            .conn_for(bus)
+            .await
+            .call_method(
+                Some(bus),
+                path,
+                Some("org.a11y.atspi.Component"),
+                "GetExtents",
+                &(CoordType::Screen,),
+            )
+            .await
+            .ok()?;
+        let (x, y, w, h): (i32, i32, i32, i32) = reply.body().deserialize().ok()?;
         Some(Rect::from_xywh(x, y, w, h))
     }
 

@@ -7,6 +7,7 @@ pub mod calls;
 pub mod damage;
 pub mod events;
 mod front;
+mod order;
 pub mod roles;
 pub mod walk;
 pub mod x11;

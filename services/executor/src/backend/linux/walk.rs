@@ -10,7 +10,6 @@
 //! level with concurrent calls, bounded by the node and time limits.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use atspi::proxy::accessible::AccessibleProxy;
 use atspi::proxy::cache::CacheProxy;
@@ -21,13 +20,14 @@ use tracing::Instrument as _;
 
 use super::atspi::{Atspi, Key, ROOT_PATH, enabled, proxy, visible};
 use super::front::choose_top;
+use super::order::preorder;
 use super::roles::control_type;
 use crate::backend::{
     BackendError, BackendResult, ControlHandle, RawNode, RawTree, TreeLimits, WindowInfo,
 };
 
 /// The children the walk knows of each accessible, with their index in the parent.
-type Children = HashMap<Key, Vec<(i32, Key)>>;
+pub(super) type Children = HashMap<Key, Vec<(i32, Key)>>;
 
 /// What the walk knows about one accessible.
 #[derive(Debug, Clone)]
@@ -38,6 +38,15 @@ pub(super) struct Info {
     /// Children the accessible reports; -1 when it manages its descendants (walk them live).
     pub child_count: i32,
     pub ifaces: InterfaceSet,
+}
+
+/// The control type a node is listed as.
+fn kind_of(i: &Info) -> &'static str {
+    match control_type(i.role, i.states.contains(State::Editable)) {
+        // An icon with an action (an entry's clear or refresh icon) is a button.
+        "Image" if i.ifaces.contains(Interface::Action) => "Button",
+        t => t,
+    }
 }
 
 impl Atspi {
@@ -63,19 +72,19 @@ impl Atspi {
         // The application's top-level windows are walked live: the cache's list can be stale.
         let top_keys = async {
             let top_keys = self.live_children(&root).await;
-        let missing: Vec<Key> = top_keys
-            .iter()
-            .filter(|k| !info.contains_key(*k))
-            .cloned()
-            .collect();
-        for (k, i) in missing
-            .iter()
-            .zip(join_all(missing.iter().map(|k| self.live_info(k))).await)
-        {
-            if let Some(i) = i {
-                info.insert(k.clone(), i);
+            let missing: Vec<Key> = top_keys
+                .iter()
+                .filter(|k| !info.contains_key(*k))
+                .cloned()
+                .collect();
+            for (k, i) in missing
+                .iter()
+                .zip(join_all(missing.iter().map(|k| self.live_info(k))).await)
+            {
+                if let Some(i) = i {
+                    info.insert(k.clone(), i);
+                }
             }
-        }
             top_keys
         }
         .instrument(tracing::debug_span!("walk.tops"))
@@ -86,87 +95,63 @@ impl Atspi {
             .collect();
         let (frame, popups) = choose_top(&tops, &window.title).map_err(BackendError::Failed)?;
 
-        // Pre-order of the showing nodes within the limits; popups hang under the window.
-        let (order, truncated) = async {
-        let mut truncated = false;
-        let mut order: Vec<(Key, Option<usize>, u32)> = Vec::new();
-        let mut budget_live = limits.max_nodes;
-        let mut stack: Vec<(Key, Option<usize>, u32)> =
-            popups.into_iter().rev().map(|k| (k, Some(0), 1)).collect();
-        stack.push((frame, None, 0));
-        while let Some((key, parent, depth)) = stack.pop() {
-            if order.len() >= limits.max_nodes || Instant::now() >= limits.deadline {
-                truncated = true;
-                break;
-            }
-            let Some(i) = info.get(&key) else { continue };
-            if parent.is_some() && !i.states.contains(State::Showing) {
-                continue;
-            }
-            let me = order.len();
-            order.push((key.clone(), parent, depth));
-            let want_live = i.child_count < 0
-                || children.get(&key).map_or(0, Vec::len)
-                    < usize::try_from(i.child_count).unwrap_or(0);
-            if want_live && depth < limits.max_depth && budget_live > 0 {
-                // A container the cache does not describe fully: its children, live and concurrently.
-                let kids = self.live_children(&key).await;
-                let new: Vec<Key> = kids
-                    .iter()
-                    .filter(|k| !info.contains_key(*k))
-                    .take(budget_live)
-                    .cloned()
-                    .collect();
-                budget_live -= new.len();
-                for (k, inf) in new
-                    .iter()
-                    .zip(join_all(new.iter().map(|k| self.live_info(k))).await)
-                {
-                    if let Some(inf) = inf {
-                        info.insert(k.clone(), inf);
-                    }
-                }
-                let list = kids
-                    .into_iter()
-                    .enumerate()
-                    .map(|(n, k)| (i32::try_from(n).unwrap_or(i32::MAX), k))
-                    .collect();
-                children.insert(key.clone(), list);
-            }
-            if let Some(kids) = children.get_mut(&key) {
-                kids.sort_by_key(|(n, _)| *n);
-                if depth >= limits.max_depth {
-                    truncated |= !kids.is_empty();
-                } else {
-                    stack.extend(
-                        kids.iter()
-                            .rev()
-                            .map(|(_, k)| (k.clone(), Some(me), depth + 1)),
-                    );
-                }
-            }
-        }
-            (order, truncated)
-        }
-        .instrument(tracing::debug_span!("walk.order"))
-        .await;
-        let extents = join_all(order.iter().map(|(k, _, _)| self.extents(&k.0, &k.1)))
-            .instrument(tracing::debug_span!("walk.extents"))
+        // Containers the cache does not describe fully are asked live, then the pre-order of the
+        // showing nodes within the limits; popups hang under the window.
+        let roots: Vec<Key> = std::iter::once(frame.clone())
+            .chain(popups.iter().cloned())
+            .collect();
+        self.expand_live(&roots, &mut info, &mut children, limits)
+            .instrument(tracing::debug_span!("walk.live"))
             .await;
+        let (order, truncated) = preorder(frame, popups, &info, &mut children, limits);
+        // Bounds of the nodes that need them, and the editable texts' details, asked together.
+        let bounds_of = |i: &Info, kind: &str| {
+            i.ifaces.contains(Interface::Component)
+                && limits
+                    .bounds_of
+                    .as_ref()
+                    .is_none_or(|types| visible(i.states) && types.iter().any(|t| t == kind))
+        };
+        let kinds: Vec<Option<&'static str>> = order
+            .iter()
+            .map(|(k, _, _)| info.get(k).map(kind_of))
+            .collect();
+        let wanted: Vec<bool> = order
+            .iter()
+            .zip(&kinds)
+            .map(|((k, _, _), kind)| match (info.get(k), kind) {
+                (Some(i), Some(kind)) => bounds_of(i, kind),
+                _ => false,
+            })
+            .collect();
+        let extents = join_all(
+            order
+                .iter()
+                .zip(&wanted)
+                .map(|((k, _, _), &wanted)| async move {
+                    if wanted {
+                        self.extents(&k.0, &k.1).await
+                    } else {
+                        None
+                    }
+                }),
+        );
         let texts = join_all(order.iter().map(|(k, _, _)| {
             let i = info.get(k);
             self.editable_details(k, i, &info, limits.max_value_chars)
-        }))
-        .instrument(tracing::debug_span!("walk.details"))
-        .await;
+        }));
+        let (extents, texts) = futures::future::join(extents, texts)
+            .instrument(tracing::debug_span!("walk.details"))
+            .await;
         let build = tracing::debug_span!("walk.build").entered();
         let mut remembered = Vec::with_capacity(order.len());
         let mut nodes: Vec<RawNode> = order
             .into_iter()
             .zip(extents)
             .zip(texts)
-            .filter_map(|(((key, parent, depth), rect), (label, value))| {
-                let i = info.get(&key)?;
+            .zip(kinds)
+            .filter_map(|((((key, parent, depth), rect), (label, value)), kind)| {
+                let (i, kind) = (info.get(&key)?, kind?);
                 remembered.push((key.clone(), i.ifaces, rect));
                 let name = if i.name.trim().is_empty() {
                     label
@@ -178,12 +163,7 @@ impl Atspi {
                     parent,
                     depth,
                     name,
-                    control_type: match control_type(i.role, i.states.contains(State::Editable)) {
-                        // An icon with an action (an entry's clear or refresh icon) is a button.
-                        "Image" if i.ifaces.contains(Interface::Action) => "Button",
-                        t => t,
-                    }
-                    .to_owned(),
+                    control_type: kind.to_owned(),
                     rect: rect.unwrap_or_default(),
                     enabled: enabled(i.states),
                     visible: visible(i.states),
@@ -202,12 +182,7 @@ impl Atspi {
     /// children it lists under each parent.
     async fn cached_items(&self, bus: &str) -> BackendResult<(HashMap<Key, Info>, Children)> {
         let conn = self.conn_for(bus).await;
-        let cache = proxy!(
-            CacheProxy<'static>,
-            &conn,
-            bus,
-            "/org/a11y/atspi/cache"
-        )?;
+        let cache = proxy!(CacheProxy<'static>, &conn, bus, "/org/a11y/atspi/cache")?;
         let mut info: HashMap<Key, Info> = HashMap::new();
         let mut children: Children = HashMap::new();
         // Applications answer in the current item layout or the legacy one (children listed inline).

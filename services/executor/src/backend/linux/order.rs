@@ -193,8 +193,13 @@ mod tests {
     #[test]
     fn the_preorder_skips_hidden_subtrees_and_hangs_popups_under_the_window() {
         let (info, mut children) = tree();
-        let (order, truncated) =
-            preorder(key("/f"), vec![key("/p")], &info, &mut children, &limits(100, 64));
+        let (order, truncated) = preorder(
+            key("/f"),
+            vec![key("/p")],
+            &info,
+            &mut children,
+            &limits(100, 64),
+        );
         let got: Vec<(&str, Option<usize>, u32)> = order
             .iter()
             .map(|(k, p, d)| (k.1.as_str(), *p, *d))

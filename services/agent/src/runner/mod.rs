@@ -1,7 +1,8 @@
 //! The task runner and the protocol it shares with the API.
 //!
 //! - [`worker`]: the claim loop ([`Runner`]): claims queued (or abandoned) tasks with a lease.
-//! - [`task`]: runs one claimed task round by round, recording each step before the next.
+//! - [`task`]: runs one claimed task round by round, recording each step before the next acts.
+//! - [`ahead`]: a step's record committing while the next step observes and thinks (`--record-ahead`).
 //! - [`watch`]: lease renewal and the event follower (cancel requests, answers, decisions).
 //! - [`agents_driver`]: the real [`TaskDriver`]: HostAgent + AppAgents through [`crate::round::Round`].
 //! - [`driver`]: the seam to the agents ([`TaskDriver`]): produce the next step from recorded state.
@@ -11,6 +12,7 @@
 //! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
 //! [`crate::task_config`].
 
+mod ahead;
 pub mod agents_driver;
 pub mod driver;
 pub mod hitl;

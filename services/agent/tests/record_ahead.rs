@@ -309,7 +309,10 @@ async fn without_record_ahead_each_step_is_recorded_before_the_next_starts() {
 #[tokio::test]
 async fn a_refused_record_fails_the_task_as_it_would_synchronously_and_nothing_acts_after_it() {
     let mut results = Vec::new();
-    for flags in [&["--record-ahead", "true"][..], &["--record-ahead", "false"]] {
+    for flags in [
+        &["--record-ahead", "true"][..],
+        &["--record-ahead", "false"],
+    ] {
         let mut run = Run::start(None, Some(2), flags).await;
         let id = run.submit("steps=4 write a note").await;
         let task = run.ended(&id).await;

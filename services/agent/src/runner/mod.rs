@@ -12,8 +12,8 @@
 //! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
 //! [`crate::task_config`].
 
-mod ahead;
 pub mod agents_driver;
+mod ahead;
 pub mod driver;
 pub mod hitl;
 pub mod intent;

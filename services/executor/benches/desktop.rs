@@ -14,7 +14,7 @@ async fn main() {
 
     use serde_json::{Value, json};
     use ufo_executor::backend::{Backend, TreeLimits};
-    use ufo_executor::encode::{Format, encode};
+    use ufo_executor::encode::{Format, PngCompression, encode};
     use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Status};
     use ufo_executor::geometry::Rect;
     use ufo_executor::testing::Desktop;
@@ -31,7 +31,7 @@ async fn main() {
     let exec = Executor::new(dynb.clone(), Limits::default(), Vec::new());
     let opts = BatchOptions {
         deadline: Duration::from_secs(10),
-        format: Format::Png,
+        format: Format::PNG,
     };
     let one = |tool: &str, params: Value| {
         let cmd = CommandSpec {
@@ -66,22 +66,32 @@ async fn main() {
 
     let screen = Rect::from_xywh(0, 0, 1920, 1080);
     let mut raw = Vec::new();
-    let mut enc = Vec::new();
-    let mut size = 0;
+    // The default (zlib level 1) and fdeflate's fast output, encoded alternately from the same capture.
+    let compressions = [PngCompression::DEFAULT, PngCompression::Fast];
+    let mut enc = compressions.map(|_| Vec::new());
+    let mut size = [0; 2];
     for _ in 0..RUNS {
         let t = Instant::now();
         let cap = dynb.capture(screen).await.unwrap();
         raw.push(t.elapsed());
-        let t = Instant::now();
-        size = encode(&cap, Format::Png).unwrap().len();
-        enc.push(t.elapsed());
+        for (i, compression) in compressions.into_iter().enumerate() {
+            let t = Instant::now();
+            size[i] = encode(&cap, Format::Png(compression)).unwrap().len();
+            enc[i].push(t.elapsed());
+        }
     }
     time(
         "capture 1920x1080 (X11 MIT-SHM, to RGB)",
         raw,
         String::new(),
     );
-    time("PNG encode (fast)", enc, format!("{} KiB", size / 1024));
+    for ((compression, samples), size) in compressions.into_iter().zip(enc).zip(size) {
+        time(
+            &format!("PNG encode (--png-compression {compression})"),
+            samples,
+            format!("{} KiB", size / 1024),
+        );
+    }
     let mut full = Vec::new();
     for _ in 0..RUNS {
         full.push(one("capture_desktop_screenshot", json!({})).await.duration);

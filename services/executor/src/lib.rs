@@ -221,6 +221,7 @@ async fn serve(
             default_deadline: Duration::from_millis(config.default_deadline_ms.into()),
             max_deadline: Duration::from_millis(config.max_deadline_ms.into()),
             jpeg_quality: config.jpeg_quality,
+            png_compression: config.png_compression,
             max_message_bytes: config.max_message_bytes,
         },
     );

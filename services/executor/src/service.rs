@@ -11,7 +11,7 @@ use ufo_proto::v1::{
 };
 
 use crate::backend::SettleOutcome;
-use crate::encode::Format;
+use crate::encode::{Format, PngCompression};
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
 use crate::tools::{Kind, registry};
 
@@ -26,6 +26,8 @@ pub struct ServiceLimits {
     pub max_deadline: Duration,
     /// JPEG quality when the request gives none.
     pub jpeg_quality: u8,
+    /// How PNG screenshots are compressed.
+    pub png_compression: PngCompression,
     /// Reported in capabilities.
     pub max_message_bytes: usize,
 }
@@ -58,7 +60,9 @@ impl ExecutorService {
             }
         };
         let format = match pb::ImageFormat::try_from(req.image_format) {
-            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Png) => Format::Png,
+            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Png) => {
+                Format::Png(self.limits.png_compression)
+            }
             Ok(pb::ImageFormat::Jpeg) => match req.jpeg_quality {
                 0 => Format::Jpeg(self.limits.jpeg_quality),
                 q @ 1..=100 => Format::Jpeg(q as u8),
@@ -130,7 +134,7 @@ impl executor_server::Executor for ExecutorService {
                     .into_iter()
                     .map(|s| pb::Image {
                         format: match s.format {
-                            Format::Png => pb::ImageFormat::Png,
+                            Format::Png(_) => pb::ImageFormat::Png,
                             Format::Jpeg(_) => pb::ImageFormat::Jpeg,
                         } as i32,
                         data: s.data.into(),

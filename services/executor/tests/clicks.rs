@@ -23,7 +23,7 @@ use ufo_executor::testing::Desktop;
 /// Far less than a frozen application would take (the executor's own deadline is 10 s).
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(5),
-    format: Format::Png,
+    format: Format::PNG,
 };
 
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {

@@ -15,7 +15,7 @@ use ufo_executor::tree::filter_controls;
 
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(20),
-    format: Format::Png,
+    format: Format::PNG,
 };
 
 async fn run(exec: &Executor, cmds: &[(&str, Value)]) -> Vec<Outcome> {

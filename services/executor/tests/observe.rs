@@ -16,7 +16,7 @@ use ufo_executor::testing::Desktop;
 
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(20),
-    format: Format::Png,
+    format: Format::PNG,
 };
 
 async fn one(exec: &Executor, tool: &str, params: Value) -> Outcome {

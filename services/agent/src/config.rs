@@ -361,6 +361,12 @@ pub struct RunnerConfig {
     /// the next runner observes again), in milliseconds (default 20000).
     #[arg(long = "drain-ms", env = "UFO_DRAIN_MS", default_value_t = 20_000)]
     pub drain_ms: u64,
+
+    /// Record a step that continues while the next step observes and asks the model (off the critical
+    /// path); the next step's actions still wait until it is durable. `false`: each step is recorded
+    /// before the next starts (default true).
+    #[arg(long = "record-ahead", env = "UFO_RECORD_AHEAD", default_value_t = true, action = clap::ArgAction::Set)]
+    pub record_ahead: bool,
 }
 
 impl RunnerConfig {

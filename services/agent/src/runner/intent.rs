@@ -15,6 +15,7 @@ use ufo_proto::v1::{
     AgentKind, AppendEventsRequest, Event, EventKind, GetSessionRequest, Step, WatchEventsRequest,
 };
 
+use super::ahead::RecordAhead;
 use super::driver::StepOutput;
 use crate::agents::action::ActionRecord;
 use crate::api::session::SessionClient;
@@ -36,12 +37,28 @@ pub struct StoreIntents {
     pub(super) step: u64,
     pub(super) round: u32,
     pub(super) retry: Retry,
+    /// The previous step's record when it runs ahead ([`super::ahead`]): waited for before the intent.
+    pub(super) previous: Option<RecordAhead>,
 }
 
 impl StoreIntents {
-    /// Records that `agent` is about to send `commands` (the actions among them) to the executor.
-    #[tracing::instrument(name = "runner.intent", skip_all, fields(step = self.step))]
+    /// Records that `agent` is about to send `commands` (the actions among them) to the executor, once
+    /// every earlier step is durable: an error when one could not be recorded (nothing may run then).
     pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+        if let Some(previous) = &self.previous {
+            previous.durable().await.map_err(|e| {
+                format!(
+                    "step {} could not be recorded, so nothing more may run: {}",
+                    previous.step(),
+                    e.message()
+                )
+            })?;
+        }
+        self.append(agent, commands).await
+    }
+
+    #[tracing::instrument(name = "runner.intent", skip_all, fields(step = self.step))]
+    async fn append(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
         let intent = Intent {
             intent: true,
             step: self.step,

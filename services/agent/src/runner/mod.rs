@@ -1,7 +1,8 @@
 //! The task runner and the protocol it shares with the API.
 //!
 //! - [`worker`]: the claim loop ([`Runner`]): claims queued (or abandoned) tasks with a lease.
-//! - [`task`]: runs one claimed task round by round, recording each step before the next.
+//! - [`task`]: runs one claimed task round by round, recording each step before the next acts.
+//! - [`ahead`]: a step's record committing while the next step observes and thinks (`--record-ahead`).
 //! - [`watch`]: lease renewal and the event follower (cancel requests, answers, decisions).
 //! - [`agents_driver`]: the real [`TaskDriver`]: HostAgent + AppAgents through [`crate::round::Round`].
 //! - [`driver`]: the seam to the agents ([`TaskDriver`]): produce the next step from recorded state.
@@ -12,6 +13,7 @@
 //! [`crate::task_config`].
 
 pub mod agents_driver;
+mod ahead;
 pub mod driver;
 pub mod hitl;
 pub mod intent;

@@ -2,24 +2,92 @@
 //! control value (what comes next, ids assigned) and the question/hold entries and events that value
 //! implies — each written once, here — in one RecordStep fenced by the lease owner (artifacts beyond the
 //! inline budget are put first and linked).
+//!
+//! Recording is three parts so that it can run off the step's critical path ([`super::ahead`]):
+//! [`TaskRun::prepare`] builds the request, [`Recorder::commit`] writes it (owning everything it needs, so
+//! it can run on a task of its own while the next step works), and [`TaskRun::settle`] brings the history in
+//! line with what the store recorded. The history gets the step as sent the moment it is prepared
+//! ([`TaskRun::assume`]): the next step is produced from it while the commit runs.
+
+use std::sync::Arc;
 
 use ufo_proto::v1::{
-    ArtifactRef, BlackboardKind, PutArtifactRequest, RecordStepRequest, Round, StepArtifact,
+    ArtifactRef, BlackboardEntry, BlackboardKind, PutArtifactRequest, RecordStepRequest, Round,
+    Step, StepArtifact,
 };
 
+use super::driver::ArtifactUpload;
 use super::hitl;
 use super::task::{History, TaskRun};
+use crate::api::session::SessionClient;
+use crate::blobs::BlobUploads;
+use crate::store::retry::Retry;
+
+/// A step ready to be written.
+pub(super) struct Prepared {
+    number: u64,
+    base: RecordStepRequest,
+    artifacts: Vec<ArtifactUpload>,
+    uploads: Option<Arc<BlobUploads>>,
+}
+
+/// What the store recorded for a step.
+#[derive(Debug, Clone)]
+pub(crate) struct Committed {
+    step: Step,
+    blackboard: Vec<BlackboardEntry>,
+    duplicate: bool,
+}
+
+/// Where the history stood before a prepared step was assumed into it, to replace the assumed parts with
+/// the recorded ones.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Marks {
+    step_index: usize,
+    board: [usize; 4],
+    wrote_board: bool,
+}
+
+/// Everything a commit needs, owned: it may run on a task of its own.
+#[derive(Clone)]
+pub(super) struct Recorder {
+    pub(super) client: SessionClient,
+    pub(super) session_id: String,
+    pub(super) retry: Retry,
+    pub(super) inline_artifact_bytes: usize,
+}
+
+fn board_lists(board: &mut ufo_proto::v1::Blackboard) -> [&mut Vec<BlackboardEntry>; 4] {
+    [
+        &mut board.questions,
+        &mut board.requests,
+        &mut board.trajectories,
+        &mut board.images,
+    ]
+}
+
+fn board_list(
+    board: &mut ufo_proto::v1::Blackboard,
+    kind: i32,
+) -> Option<&mut Vec<BlackboardEntry>> {
+    match BlackboardKind::try_from(kind) {
+        Ok(BlackboardKind::Question) => Some(&mut board.questions),
+        Ok(BlackboardKind::Request) => Some(&mut board.requests),
+        Ok(BlackboardKind::Trajectory) => Some(&mut board.trajectories),
+        Ok(BlackboardKind::Image) => Some(&mut board.images),
+        _ => None,
+    }
+}
 
 impl TaskRun {
-    pub(super) async fn record(
+    /// The RecordStep request of a produced step.
+    pub(super) fn prepare(
         &self,
         number: u64,
         round: &Round,
         round_step: u32,
         output: super::driver::StepOutput,
-        history: &mut History,
-    ) -> Result<(), tonic::Status> {
-        let client = self.client.clone();
+    ) -> Prepared {
         let mut blackboard = output.blackboard;
         let mut events = output.events;
         let mut control = output.control;
@@ -47,27 +115,110 @@ impl TaskRun {
         events
             .iter_mut()
             .for_each(|e| crate::store::sanitise::structure(&mut e.payload));
-        let wrote_board = !blackboard.is_empty();
-        // Uploads started at capture are waited for here; what could not be uploaded goes inline.
-        let (blobs, mut pending) =
-            crate::blobs::split(output.uploads.as_deref(), output.artifacts).await;
-        let base = RecordStepRequest {
-            step: Some(step),
-            memory_item: memory_item.clone(),
-            blackboard,
-            artifact_ids: Vec::new(),
-            events,
-            lease_owner: self.worker_id.clone(),
-            artifacts: Vec::new(),
-            blobs,
+        Prepared {
+            number,
+            base: RecordStepRequest {
+                step: Some(step),
+                memory_item,
+                blackboard,
+                artifact_ids: Vec::new(),
+                events,
+                lease_owner: self.worker_id.clone(),
+                artifacts: Vec::new(),
+                blobs: Vec::new(),
+            },
+            artifacts: output.artifacts,
+            uploads: output.uploads,
+        }
+    }
+
+    /// What a commit of this task's steps needs.
+    pub(super) fn recorder(&self) -> Recorder {
+        Recorder {
+            client: self.client.clone(),
+            session_id: self.session.id.clone(),
+            retry: self.config.store_retry(),
+            inline_artifact_bytes: self.config.inline_artifact_bytes,
+        }
+    }
+
+    /// Adds the prepared step to the history as sent (its memory item, its board entries without their
+    /// indices); [`TaskRun::settle`] replaces them with what the store recorded.
+    pub(super) fn assume(&self, prepared: &Prepared, history: &mut History) -> Marks {
+        let mut board = [0; 4];
+        for (mark, list) in board.iter_mut().zip(board_lists(&mut history.blackboard)) {
+            *mark = list.len();
+        }
+        let marks = Marks {
+            step_index: history.steps.len(),
+            board,
+            wrote_board: !prepared.base.blackboard.is_empty(),
         };
+        let step = prepared.base.step.clone().unwrap_or_default();
+        if let Some(item) = prepared.base.memory_item.clone() {
+            history.memory.push(ufo_proto::v1::MemoryItem {
+                agent_name: step.agent_name.clone(),
+                step: prepared.number,
+                item: Some(item),
+            });
+        }
+        history.steps.push(step);
+        for entry in &prepared.base.blackboard {
+            if let Some(list) = board_list(&mut history.blackboard, entry.kind) {
+                list.push(entry.clone());
+            }
+        }
+        marks
+    }
+
+    /// Replaces what [`TaskRun::assume`] added with what the store recorded.
+    pub(super) async fn settle(
+        &self,
+        marks: Marks,
+        recorded: Committed,
+        history: &mut History,
+    ) -> Result<(), tonic::Status> {
+        if let Some(step) = history.steps.get_mut(marks.step_index) {
+            *step = recorded.step;
+        }
+        if recorded.duplicate && marks.wrote_board {
+            // Recorded earlier (a retried call): the board is read back whole.
+            history.blackboard = self.board().await?;
+        } else {
+            for (mark, list) in marks.board.iter().zip(board_lists(&mut history.blackboard)) {
+                list.truncate(*mark);
+            }
+            // The store returns the entries it wrote with their indices; during a run only this runner
+            // writes the board, except for answers, which are read back when waited for.
+            for entry in recorded.blackboard {
+                if let Some(list) = board_list(&mut history.blackboard, entry.kind) {
+                    list.push(entry);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// Writes a prepared step: waits for its blob uploads, then RecordStep (retried on transient
+    /// failures; an identical step already recorded comes back as a duplicate).
+    pub(super) async fn commit(self, prepared: Prepared) -> Result<Committed, tonic::Status> {
+        let Prepared {
+            number,
+            mut base,
+            artifacts,
+            uploads,
+        } = prepared;
+        // Uploads started at capture are waited for here; what could not be uploaded goes inline.
+        let (blobs, mut pending) = crate::blobs::split(uploads.as_deref(), artifacts).await;
+        base.blobs = blobs;
         // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
         // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
         // links them. A step larger than the session service accepts in one message (its
         // --max-message-bytes is below this runner's inline budget) is refused with nothing recorded: its
         // inline artifacts are then stored that way too and it is sent again.
-        let retry = self.config.store_retry();
-        let mut budget = self.config.inline_artifact_bytes;
+        let mut budget = self.inline_artifact_bytes;
         let mut linked = Vec::new();
         let (recorded, inline) = loop {
             let mut request = base.clone();
@@ -84,9 +235,8 @@ impl TaskRun {
             let stored = self.put_artifacts(number, separate).await?;
             linked.extend(stored.into_iter().map(|stored| stored.id));
             request.artifact_ids.clone_from(&linked);
-            // Retried on transient failures: an identical step already recorded comes back as a duplicate.
-            let recorded = crate::store::retry::retried(&retry, "RecordStep", || {
-                let mut client = client.clone();
+            let recorded = crate::store::retry::retried(&self.retry, "RecordStep", || {
+                let mut client = self.client.clone();
                 let request = request.clone();
                 async move { client.record_step(request).await }
             });
@@ -117,41 +267,18 @@ impl TaskRun {
             step.artifacts
                 .extend(self.put_artifacts(number, missing).await?);
         }
-        if let Some(item) = memory_item {
-            history.memory.push(ufo_proto::v1::MemoryItem {
-                agent_name: step.agent_name.clone(),
-                step: number,
-                item: Some(item),
-            });
-        }
-        history.steps.push(step);
-        if recorded.duplicate && wrote_board {
-            // Recorded earlier (a retried call): the board is read back whole.
-            history.blackboard = self.board().await?;
-        } else {
-            // The store returns the entries it wrote with their indices; during a run only this runner
-            // writes the board, except for answers, which are read back when waited for.
-            for entry in recorded.blackboard {
-                let list = match BlackboardKind::try_from(entry.kind) {
-                    Ok(BlackboardKind::Question) => &mut history.blackboard.questions,
-                    Ok(BlackboardKind::Request) => &mut history.blackboard.requests,
-                    Ok(BlackboardKind::Trajectory) => &mut history.blackboard.trajectories,
-                    Ok(BlackboardKind::Image) => &mut history.blackboard.images,
-                    _ => continue,
-                };
-                list.push(entry);
-            }
-        }
         tracing::info!(
             step = number,
             duplicate = recorded.duplicate,
             "step recorded"
         );
-        Ok(())
+        Ok(Committed {
+            step,
+            blackboard: recorded.blackboard,
+            duplicate: recorded.duplicate,
+        })
     }
-}
 
-impl TaskRun {
     /// Stores `artifacts` under step `number`, concurrently, one PutArtifact each.
     async fn put_artifacts(
         &self,
@@ -161,7 +288,7 @@ impl TaskRun {
         let puts = artifacts.into_iter().map(|artifact| {
             let mut client = self.client.clone();
             let request = PutArtifactRequest {
-                session_id: self.session.id.clone(),
+                session_id: self.session_id.clone(),
                 step: number,
                 kind: artifact.kind,
                 content_type: artifact.content_type,

@@ -1,7 +1,8 @@
 //! Runs one claimed task: its pending rounds, one recorded step at a time, under its lease. Each step is
-//! committed (RecordStep, fenced by the lease owner) before the next one starts; everything the next step
-//! needs is read back from the store, so a task claimed after a crash continues where the last recorded
-//! step left it (a half-done step left nothing behind and is produced again, observing first).
+//! committed (RecordStep, fenced by the lease owner) before the next one acts — with `--record-ahead`
+//! while the next one observes and thinks ([`super::ahead`]), otherwise before it starts; everything the
+//! next step needs is read back from the store, so a task claimed after a crash continues where the last
+//! recorded step left it (a half-done step left nothing behind and is produced again, observing first).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use ufo_proto::v1::{
     ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
 };
 
+use super::ahead::{Pending, RecordAhead};
 use super::driver::{StepInput, TaskDriver};
 use super::hitl;
 use super::intent::{self, Intent, StoreIntents};
@@ -90,7 +92,8 @@ impl TaskRun {
             ));
             // A bug that panics inside a step must still end the task (and stop renewing its lease):
             // otherwise it stays `running` for ever and no replica may take it over.
-            let driven = std::panic::AssertUnwindSafe(self.drive(&signals))
+            let mut ahead = None;
+            let driven = std::panic::AssertUnwindSafe(self.drive(&signals, &mut ahead))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
@@ -104,6 +107,16 @@ impl TaskRun {
                         "internal error in the agent service ({what}); the runner's log has the details"
                     )))
                 });
+            // Left outstanding only by a panic: the step before it is still recorded (or its failure wins,
+            // as it would have without recording ahead) before the task's end is reported.
+            let driven = match ahead.take() {
+                Some(pending) => match pending.ahead.durable().await {
+                    Ok(_) => driven,
+                    Err(e) if lease_lost(&e) => Ok(Outcome::LeaseLost),
+                    Err(e) => Err(e),
+                },
+                None => driven,
+            };
             let outcome = match driven {
                 Ok(outcome) => outcome,
                 // Retried already (bounded): the task goes back to the queue, and fails once it was released
@@ -218,7 +231,11 @@ impl TaskRun {
         })
     }
 
-    async fn drive(&self, signals: &Signals) -> Result<Outcome, tonic::Status> {
+    async fn drive(
+        &self,
+        signals: &Signals,
+        ahead: &mut Option<Pending>,
+    ) -> Result<Outcome, tonic::Status> {
         let config = match TaskConfig::from_struct(self.session.config.clone()) {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
@@ -270,9 +287,19 @@ impl TaskRun {
             history.blackboard = self.board().await?;
             let span = info_span!("round", round = round.number);
             let end = self
-                .drive_round(signals, &config, &round, &mut history, &mut intents)
+                .drive_round(signals, &config, &round, &mut history, &mut intents, ahead)
+                .instrument(span.clone())
+                .await;
+            // However the round ended, its last step is recorded (or its failure wins) before the round's
+            // end is.
+            let end = match self
+                .finish_pending(ahead, &mut history)
                 .instrument(span)
-                .await?;
+                .await?
+            {
+                Some(stop) => stop,
+                None => end?,
+            };
             let (status, mut result) = match &end {
                 Outcome::Finished(r) => (RoundStatus::Finished, r.clone()),
                 Outcome::Failed(r) => (RoundStatus::Failed, r.clone()),
@@ -429,6 +456,7 @@ impl TaskRun {
         round: &Round,
         history: &mut History,
         intents: &mut Vec<Intent>,
+        ahead: &mut Option<Pending>,
     ) -> Result<Outcome, tonic::Status> {
         loop {
             if let Some(stop) = self.stopped(signals) {
@@ -486,6 +514,7 @@ impl TaskRun {
                         step: number,
                         round: round.number,
                         retry: self.config.store_retry(),
+                        previous: ahead.as_ref().map(|p| p.ahead.clone()),
                     }),
                 };
                 let drain = Duration::from_millis(self.config.drain_ms);
@@ -518,15 +547,18 @@ impl TaskRun {
                 let request = (round_step == 1).then_some(round.request.as_str());
                 intent::unknown_step(&dead, last.as_ref(), request)
             };
-            let recorded = self.record_or_stop(number, round, round_step, output, history);
+            let recorded = self.record_or_stop(number, round, round_step, output, history, ahead);
             if let Some(end) = recorded.instrument(span).await? {
                 return Ok(end);
             }
         }
     }
 
-    /// Records a step; a refusal because another worker holds the task (ALREADY_EXISTS, or a
-    /// FAILED_PRECONDITION about the lease rather than about the step itself) stops this run.
+    /// Records a step once the previous one is recorded: with `--record-ahead` a step that continues
+    /// is left committing (`ahead`) while the next one is produced; any other step (one that ends the
+    /// round or waits for a person) is recorded before this returns. A refusal because another worker
+    /// holds the task (ALREADY_EXISTS, or a FAILED_PRECONDITION about the lease rather than about the step
+    /// itself) stops this run.
     async fn record_or_stop(
         &self,
         number: u64,
@@ -534,19 +566,62 @@ impl TaskRun {
         round_step: u32,
         output: super::driver::StepOutput,
         history: &mut History,
+        ahead: &mut Option<Pending>,
     ) -> Result<Option<Outcome>, tonic::Status> {
-        let recorded = self.record(number, round, round_step, output, history);
-        match recorded.await {
-            Ok(()) => Ok(None),
-            Err(status)
-                if status.code() == tonic::Code::AlreadyExists
-                    || (status.code() == tonic::Code::FailedPrecondition
-                        && status.message().contains("lease")) =>
-            {
+        if let Some(stop) = self.finish_pending(ahead, history).await? {
+            return Ok(Some(stop));
+        }
+        let goes_ahead =
+            self.config.record_ahead && matches!(output.control.next, Next::Continue { .. });
+        let prepared = self.prepare(number, round, round_step, output);
+        let marks = self.assume(&prepared, history);
+        if goes_ahead {
+            let ahead_of = RecordAhead::start(number, self.recorder(), prepared);
+            *ahead = Some(Pending {
+                ahead: ahead_of,
+                marks,
+            });
+            return Ok(None);
+        }
+        let recorded = self.recorder().commit(prepared).await;
+        self.settled(recorded, marks, history).await
+    }
+
+    /// Waits for the outstanding record, if any, and brings the history in line with it.
+    async fn finish_pending(
+        &self,
+        ahead: &mut Option<Pending>,
+        history: &mut History,
+    ) -> Result<Option<Outcome>, tonic::Status> {
+        let Some(pending) = ahead.take() else {
+            return Ok(None);
+        };
+        let recorded = pending.ahead.durable().await;
+        self.settled(recorded, pending.marks, history).await
+    }
+
+    async fn settled(
+        &self,
+        recorded: Result<super::record::Committed, tonic::Status>,
+        marks: super::record::Marks,
+        history: &mut History,
+    ) -> Result<Option<Outcome>, tonic::Status> {
+        match recorded {
+            Ok(recorded) => {
+                self.settle(marks, recorded, history).await?;
+                Ok(None)
+            }
+            Err(status) if lease_lost(&status) => {
                 tracing::warn!(error = %status, "step refused: another worker holds the task");
                 Ok(Some(Outcome::LeaseLost))
             }
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether a refused write says another worker holds the task.
+fn lease_lost(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::AlreadyExists
+        || (status.code() == tonic::Code::FailedPrecondition && status.message().contains("lease"))
 }

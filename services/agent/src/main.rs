@@ -7,6 +7,10 @@ use std::sync::Arc;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::{Config, Listeners};
 
+// mimalloc: glibc malloc and free were about a seventh of the services' CPU per step (docs/benchmark.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();

@@ -4,6 +4,10 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use ufo_session::Config;
 
+// mimalloc: glibc malloc and free were about a seventh of the services' CPU per step (docs/benchmark.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let config = Config::parse();

@@ -26,7 +26,14 @@ pub(super) fn choose_top(tops: &[(Key, &Info)], title: &str) -> Result<(Key, Vec
         .iter()
         .filter(|(_, i)| i.states.contains(State::Showing))
         .collect();
-    let pick = |v: Vec<&(Key, &Info)>| (v.len() == 1).then(|| v[0].0.clone());
+    // The one window of `among` that passes `keep`; none when no window or several do.
+    let pick = |among: &[&(Key, &Info)], keep: &dyn Fn(&Info) -> bool| {
+        let mut kept = among.iter().filter(|(_, i)| keep(i));
+        match (kept.next(), kept.next()) {
+            (Some((key, _)), None) => Some(key.clone()),
+            _ => None,
+        }
+    };
     // A shown dialog (modal or active) is what the user deals with first; then the active window; then
     // the window titled as the selected one; then the only window shown.
     let dialogs: Vec<_> = showing
@@ -34,49 +41,11 @@ pub(super) fn choose_top(tops: &[(Key, &Info)], title: &str) -> Result<(Key, Vec
         .copied()
         .filter(|(_, i)| is_dialog(i.role))
         .collect();
-    let chosen = pick(
-        dialogs
-            .iter()
-            .copied()
-            .filter(|(_, i)| i.states.contains(State::Active))
-            .collect(),
-    )
-    .or_else(|| {
-        pick(
-            dialogs
-                .iter()
-                .copied()
-                .filter(|(_, i)| i.states.contains(State::Modal))
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| i.states.contains(State::Active))
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| !is_popup(i.role) && i.name == title)
-                .collect(),
-        )
-    })
-    .or_else(|| {
-        pick(
-            showing
-                .iter()
-                .copied()
-                .filter(|(_, i)| !is_popup(i.role))
-                .collect(),
-        )
-    });
+    let chosen = pick(&dialogs, &|i| i.states.contains(State::Active))
+        .or_else(|| pick(&dialogs, &|i| i.states.contains(State::Modal)))
+        .or_else(|| pick(&showing, &|i| i.states.contains(State::Active)))
+        .or_else(|| pick(&showing, &|i| !is_popup(i.role) && i.name == title))
+        .or_else(|| pick(&showing, &|i| !is_popup(i.role)));
     let Some(chosen) = chosen else {
         let names: Vec<String> = showing
             .iter()

@@ -20,7 +20,7 @@ use ufo_agent::agents::AgentSettings;
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
-use ufo_proto::v1::{EventKind, ListStepsRequest, WatchEventsRequest};
+use ufo_proto::v1::{EventKind, ListStepsRequest};
 
 async fn call(
     http: &reqwest::Client,
@@ -108,7 +108,7 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
         "the desktop screenshot is stored"
     );
     // One answer: one QUESTION_ANSWERED event and one blackboard entry for it (next to the question's).
-    let all = events(&session, &id).await;
+    let all = session.events(&id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::QuestionAsked), 1);
     assert_eq!(count(&all, EventKind::QuestionAnswered), 1);
@@ -254,24 +254,6 @@ fn spawn_runner(session: &Session, llm: &ScriptedLlm) -> tokio::process::Child {
         .unwrap()
 }
 
-async fn events(session: &Session, id: &str) -> Vec<ufo_proto::v1::Event> {
-    use futures::StreamExt as _;
-    let mut s = session
-        .client()
-        .watch_events(WatchEventsRequest {
-            session_id: id.into(),
-            from_seq: 1,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut out = Vec::new();
-    while let Some(e) = s.next().await {
-        out.push(e.unwrap());
-    }
-    out
-}
-
 fn count(events: &[ufo_proto::v1::Event], kind: EventKind) -> usize {
     events.iter().filter(|e| e.kind == kind as i32).count()
 }
@@ -377,7 +359,7 @@ async fn a_task_survives_sigkill_of_its_runner_with_the_real_agents() {
         "each step once"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 5);
-    let all = events(&session, &id).await;
+    let all = session.events(&id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::StepFinished), 4);
     assert_eq!(count(&all, EventKind::TaskClaimed), 2);
@@ -422,7 +404,7 @@ async fn two_runner_processes_run_twenty_tasks_exactly_once_with_the_real_agents
     // One LLM call per task: no step ran twice anywhere.
     assert_eq!(llm.requests().len(), 20);
     for id in &ids {
-        let all = events(&session, id).await;
+        let all = session.events(id).await;
         assert!(gapless(&all));
         assert_eq!(
             count(&all, EventKind::TaskClaimed),
@@ -642,7 +624,7 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
             "{acted}"
         );
     }
-    let all = events(&session, &id).await;
+    let all = session.events(&id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::StepFinished), 6);
     second.kill().await.unwrap();
@@ -713,7 +695,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     assert!(steps[1].actions.is_empty(), "nothing ran while held");
     assert_eq!(steps[2].state_before, "CONFIRM");
     assert_eq!(steps.len(), 5);
-    let all = events(&session, &id).await;
+    let all = session.events(&id).await;
     assert!(gapless(&all));
     assert_eq!(count(&all, EventKind::ActionHeld), 1);
     assert_eq!(count(&all, EventKind::ConfirmationRequested), 1);

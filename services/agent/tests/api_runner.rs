@@ -14,7 +14,7 @@ use api_support::{Agent, KEY, Session, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
-use ufo_proto::v1::{Event, EventKind, ListStepsRequest, StreamStepsRequest, WatchEventsRequest};
+use ufo_proto::v1::{Event, EventKind, ListStepsRequest, StreamStepsRequest};
 
 const RUNNER_FLAGS: &[&str] = &[
     "--lease-ms",
@@ -114,24 +114,6 @@ async fn stream(agent: &Agent, id: &str, from_seq: u64, take: Option<usize>) -> 
         if take.is_some_and(|n| out.len() >= n) {
             break;
         }
-    }
-    out
-}
-
-/// Every event of a finished session, straight from the session service.
-async fn all_events(session: &Session, id: &str) -> Vec<Event> {
-    let mut s = session
-        .client()
-        .watch_events(WatchEventsRequest {
-            session_id: id.into(),
-            from_seq: 1,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut out = Vec::new();
-    while let Some(e) = s.next().await {
-        out.push(e.unwrap());
     }
     out
 }
@@ -304,7 +286,7 @@ async fn questions_confirmations_cancel_and_limits() {
     assert_eq!(status, 202);
     let task = api.wait_status(&blocked, "cancelled").await;
     assert_eq!(task["totals"]["steps"], 1);
-    let events = all_events(&session, &blocked).await;
+    let events = session.events(&blocked).await;
     assert_gapless(&events);
     assert_eq!(events.last().unwrap().kind, EventKind::TaskCancelled as i32);
     agent.stop().await;
@@ -349,7 +331,7 @@ async fn buf_curl_streams_a_tasks_steps_through_reflection() {
         .into_iter::<Value>()
         .map(Result::unwrap)
         .collect();
-    let expected = all_events(&session, &id).await;
+    let expected = session.events(&id).await;
     assert_eq!(events.len(), expected.len());
     assert_eq!(events.last().unwrap()["kind"], "EVENT_KIND_TASK_FINISHED");
     assert_eq!(
@@ -489,7 +471,7 @@ async fn a_task_survives_sigkill_of_its_runner() {
     );
     assert_eq!(steps[1].observation, format!("pid {first_pid} saw 1 steps"));
 
-    let events = all_events(&session, &id).await;
+    let events = session.events(&id).await;
     assert_gapless(&events);
     assert_eq!(count(&events, EventKind::StepFinished), 5);
     assert_eq!(count(&events, EventKind::TaskClaimed), 2);
@@ -563,7 +545,7 @@ async fn an_approved_action_interrupted_by_sigkill_is_not_run_again() {
         steps[1]
     );
     assert_eq!(steps[1]["actions"][0]["function"], "script_action");
-    let events = all_events(&session, &id).await;
+    let events = session.events(&id).await;
     assert_gapless(&events);
     let started: Vec<u64> = events
         .iter()
@@ -613,7 +595,7 @@ async fn two_runner_processes_run_twenty_tasks_exactly_once() {
             [1, 2, 3],
             "task {id}: every step executed exactly once"
         );
-        let events = all_events(&session, id).await;
+        let events = session.events(id).await;
         assert_gapless(&events);
         assert_eq!(
             count(&events, EventKind::TaskClaimed),
@@ -666,7 +648,7 @@ async fn graceful_shutdown_requeues_the_task_for_another_replica() {
     let api = Api::new(&second);
     let task = api.wait_status(&id, "finished").await;
     assert_eq!(task["totals"]["steps"], 3);
-    let events = all_events(&session, &id).await;
+    let events = session.events(&id).await;
     assert_gapless(&events);
     assert_eq!(count(&events, EventKind::TaskReleased), 1);
     assert_eq!(count(&events, EventKind::StepFinished), 3);

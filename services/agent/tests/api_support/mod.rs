@@ -111,6 +111,26 @@ impl Session {
         api::session::connect(&agent_config(&self.url, &[]).session).unwrap()
     }
 
+    /// Every event of an ended session, straight from the session service (the stream ends with it).
+    pub async fn events(&self, id: &str) -> Vec<ufo_proto::v1::Event> {
+        use futures::StreamExt as _;
+        let request = ufo_proto::v1::WatchEventsRequest {
+            session_id: id.into(),
+            from_seq: 1,
+        };
+        let mut stream = self
+            .client()
+            .watch_events(request)
+            .await
+            .unwrap()
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(event) = stream.next().await {
+            out.push(event.unwrap());
+        }
+        out
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.unwrap();

@@ -59,15 +59,28 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, BinaryError> {
     Ok(dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)))
 }
 
-fn build_workspace_bins() -> Result<PathBuf, BinaryError> {
-    let dir = profile_dir()?;
-    let target_dir = dir
-        .parent()
-        .ok_or_else(|| BinaryError::TargetDir(dir.clone()))?;
-    let profile = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// The variables cargo sets for the test process it runs (its package's name, version, manifest
+/// directory, ...), none of which the build of the workspace's binaries should see.
+fn set_by_cargo_for_the_test(name: &str) -> bool {
+    matches!(
+        name,
+        "CARGO_MANIFEST_DIR"
+            | "CARGO_MANIFEST_PATH"
+            | "CARGO_MANIFEST_LINKS"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_TARGET_TMPDIR"
+            | "CARGO_RUSTC_CURRENT_DIR"
+            | "OUT_DIR"
+    ) || name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_")
+}
+
+/// `cargo build --workspace --bins` into `target_dir`, without the variables cargo set for the test:
+/// `ring`'s build script reruns when `CARGO_MANIFEST_DIR` changes, so inheriting the test package's
+/// directory rebuilt ring, rustls and every binary above them (≈ 30 s) whenever tests of another
+/// package, or a plain `cargo build`, had built them last.
+fn build_command(target_dir: &Path, profile: &str) -> std::process::Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = std::process::Command::new(cargo);
     command
@@ -77,7 +90,24 @@ fn build_workspace_bins() -> Result<PathBuf, BinaryError> {
     if profile == "release" {
         command.arg("--release");
     }
-    let output = command
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_for_the_test) {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+fn build_workspace_bins() -> Result<PathBuf, BinaryError> {
+    let dir = profile_dir()?;
+    let target_dir = dir
+        .parent()
+        .ok_or_else(|| BinaryError::TargetDir(dir.clone()))?;
+    let profile = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let output = build_command(target_dir, &profile)
         .output()
         .map_err(|e| BinaryError::Cargo("the workspace binaries".to_owned(), e))?;
     if !output.status.success() {
@@ -87,4 +117,35 @@ fn build_workspace_bins() -> Result<PathBuf, BinaryError> {
         });
     }
     Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binaries_build_without_the_test_packages_variables() {
+        // Cargo runs this unit test with its package's variables set, as it does every test.
+        assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+        assert!(std::env::var_os("CARGO_PKG_NAME").is_some());
+        let command = build_command(Path::new("/tmp/target"), "debug");
+        let removed: Vec<String> = command
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect();
+        for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION"] {
+            assert!(
+                removed.iter().any(|r| r == name),
+                "{name} is passed on: {removed:?}"
+            );
+        }
+        assert!(
+            !removed.iter().any(|r| r == "CARGO_HOME" || r == "PATH"),
+            "{removed:?}"
+        );
+        assert!(set_by_cargo_for_the_test("OUT_DIR"));
+        assert!(!set_by_cargo_for_the_test("CARGO_TARGET_DIR"));
+        assert!(!set_by_cargo_for_the_test("CARGO_HOME"));
+    }
 }

@@ -47,10 +47,14 @@ impl From<tonic::Status> for ApiError {
     /// field and never leaks internals); server-class causes are logged and replaced.
     fn from(status: tonic::Status) -> Self {
         // A transport failure (the session service went away mid-call or mid-stream) arrives as
-        // INTERNAL or UNKNOWN with the transport error as its source, not as a status the session
-        // service sent: for the caller it is UNAVAILABLE, and worth retrying.
+        // INTERNAL, UNKNOWN or CANCELLED (the connection's streams reset by HTTP/2) with the transport
+        // error as its source, not as a status the session service sent: for the caller it is
+        // UNAVAILABLE, and worth retrying.
         let transport = std::error::Error::source(&status).is_some()
-            && matches!(status.code(), tonic::Code::Internal | tonic::Code::Unknown);
+            && matches!(
+                status.code(),
+                tonic::Code::Internal | tonic::Code::Unknown | tonic::Code::Cancelled
+            );
         let code = if transport {
             ErrorCode::Unavailable
         } else {
@@ -107,4 +111,45 @@ pub struct ErrorSchema {
     /// What is wrong, naming the offending field where there is one.
     #[schema(example = "task 0195f8a0-0000-7000-8000-000000000000 not found")]
     message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn with_transport_source(mut status: tonic::Status) -> tonic::Status {
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset");
+        status.set_source(Arc::new(reset));
+        status
+    }
+
+    #[test]
+    fn a_session_service_that_went_away_is_unavailable_whatever_code_the_transport_chose() {
+        for status in [
+            tonic::Status::cancelled("h2 protocol error: stream cancelled"),
+            tonic::Status::unknown("connection closed before message completed"),
+            tonic::Status::internal("h2 protocol error"),
+        ] {
+            let code = status.code();
+            let error = ApiError::from(with_transport_source(status));
+            assert_eq!(error.code, ErrorCode::Unavailable, "{code:?}");
+            assert_eq!(
+                error.to_status().code(),
+                tonic::Code::Unavailable,
+                "{code:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn statuses_the_session_service_sent_keep_their_code() {
+        let error = ApiError::from(tonic::Status::not_found("session 1 not found"));
+        assert_eq!(error.code, ErrorCode::NotFound);
+        assert_eq!(error.message, "session 1 not found");
+        let error = ApiError::from(tonic::Status::internal("disk full"));
+        assert_eq!(error.code, ErrorCode::Internal);
+        assert!(!error.message.contains("disk full"), "{}", error.message);
+    }
 }

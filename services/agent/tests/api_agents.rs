@@ -452,6 +452,17 @@ fn script(
     calls
 }
 
+/// Waits until the task's first four steps are durable and returns the task. With `--record-ahead` the
+/// sheet's first step (4) may still be committing while the model is asked for step 5; it commits while
+/// call 5 is held, and the kill must come after it so that the history before the crash is fixed.
+async fn four_steps_durable(http: &reqwest::Client, url: &str) -> Value {
+    eventually(60, "steps 1-4 durable", || async {
+        let t = call(http, reqwest::Method::GET, url.to_owned(), None).await;
+        (t["totals"]["steps"] == 4).then_some(t)
+    })
+    .await
+}
+
 /// The text of a prompt section: from `[name]` to the next blank line.
 fn section(prompt: &str, name: &str) -> String {
     let start = prompt
@@ -564,10 +575,8 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
         (calls.load(Ordering::SeqCst) >= 5).then_some(())
     })
     .await;
-    assert_eq!(
-        call(&http, reqwest::Method::GET, url.clone(), None).await["state"],
-        "AppAgent/sheet:CONTINUE"
-    );
+    let before = four_steps_durable(&http, &url).await;
+    assert_eq!(before["state"], "AppAgent/sheet:CONTINUE");
     first.kill().await.unwrap();
     gate.release();
 
@@ -738,6 +747,7 @@ async fn a_blackboard_image_reaches_the_prompt_after_a_runner_restart() {
         (calls.load(Ordering::SeqCst) >= 5).then_some(())
     })
     .await;
+    four_steps_durable(&http, &url).await;
     first.kill().await.unwrap();
     gate.release();
     let mut second = spawn_runner(&session, &llm);

@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    ufo_common::tls::install_crypto_provider();
     let config = Config::parse();
     let check_timeout = std::time::Duration::from_secs(config.llm_check_timeout_secs.max(1));
     if config.check_model {

@@ -62,7 +62,7 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
         json!({"result": "opened report.txt", "comment": "done"}),
     ));
 
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = call(
         &http,
         reqwest::Method::POST,
@@ -161,7 +161,7 @@ async fn a_model_reply_with_nul_is_recorded_sanitised_in_one_call() {
         "FINISH",
         json!({"thought": "I see\u{0}it", "plan": ["a\u{0}"], "result": "done\u{0}", "comment": "x"}),
     ));
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = call(
         &http,
         reqwest::Method::POST,
@@ -311,7 +311,7 @@ async fn a_task_survives_sigkill_of_its_runner_with_the_real_agents() {
         });
     }
     let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = call(
         &http,
         reqwest::Method::POST,
@@ -384,7 +384,7 @@ async fn two_runner_processes_run_twenty_tasks_exactly_once_with_the_real_agents
         ));
     }
     let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let mut ids = Vec::new();
     for i in 0..20 {
         let task = call(
@@ -507,7 +507,7 @@ fn note_then_sheet(
 /// id, task URL).
 async fn start_task(session: &Session, request: &str) -> (Agent, reqwest::Client, String, String) {
     let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = call(
         &http,
         reqwest::Method::POST,

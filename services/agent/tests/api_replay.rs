@@ -95,7 +95,7 @@ impl Rig {
             agent,
             recording,
             replaying,
-            http: reqwest::Client::new(),
+            http: ufo_testkit::http_client(),
         }
     }
 

@@ -34,7 +34,7 @@ impl Api {
     fn new(agent: &Agent) -> Self {
         Self {
             base: agent.http.clone(),
-            http: reqwest::Client::new(),
+            http: ufo_testkit::http_client(),
         }
     }
 

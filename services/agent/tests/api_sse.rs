@@ -33,7 +33,7 @@ struct Reader {
 
 impl Reader {
     async fn open(base: &str, id: &str, last_event_id: Option<u64>, query: &str) -> Self {
-        let mut req = reqwest::Client::new()
+        let mut req = ufo_testkit::http_client()
             .get(format!("{base}/v1/tasks/{id}/events{query}"))
             .bearer_auth(KEY);
         if let Some(last) = last_event_id {
@@ -105,7 +105,7 @@ async fn call(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
+    let mut req = ufo_testkit::http_client()
         .request(method, format!("{base}{path}"))
         .bearer_auth(KEY);
     if let Some(body) = body {
@@ -265,7 +265,7 @@ async fn sse_refuses_bad_input_and_unknown_tasks() {
     let get = |path: String, last: Option<&'static str>, auth: bool| {
         let base = base.clone();
         async move {
-            let mut req = reqwest::Client::new().get(format!("{base}{path}"));
+            let mut req = ufo_testkit::http_client().get(format!("{base}{path}"));
             if auth {
                 req = req.bearer_auth(KEY);
             }

@@ -115,7 +115,7 @@ async fn screenshots_are_uploaded_while_the_model_is_asked() {
         json!({"result": "looked at the desktop", "comment": "done"}),
     ));
 
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task: Value = http
         .post(format!("{}/v1/tasks", agent.http))
         .bearer_auth(KEY)
@@ -224,7 +224,7 @@ async fn without_a_blob_store_screenshots_go_with_the_step() {
         "FINISH",
         json!({"result": "seen", "comment": "done"}),
     ));
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task: Value = http
         .post(format!("{}/v1/tasks", agent.http))
         .bearer_auth(KEY)

@@ -135,7 +135,7 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
         json!({"result": "total=42", "comment": "done"}),
     ));
 
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task: Value = http
         .post(format!("{}/v1/tasks", agent.http))
         .bearer_auth(KEY)

@@ -202,7 +202,7 @@ async fn an_https_executor_is_verified_against_the_configured_ca() {
     let desktop = Arc::new(desktop());
     let (ca, cert, key) = certificates();
     // The test's TLS server needs the process's crypto provider named (the client installs it too).
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ufo_common::tls::install_crypto_provider();
     let (port, stop) = serve_on(
         desktop,
         Some(tonic::transport::Identity::from_pem(cert, key)),

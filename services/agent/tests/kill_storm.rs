@@ -141,7 +141,7 @@ async fn sigkilled_runners_lose_no_executed_action_and_run_none_twice() {
             .unwrap();
     });
     let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
-    let task: Value = reqwest::Client::new()
+    let task: Value = ufo_testkit::http_client()
         .post(format!("{}/v1/tasks", api_agent.http))
         .bearer_auth(KEY)
         .json(&json!({"request": format!("steps={STEPS}"), "limits": {"max_steps": 200}}))

@@ -21,7 +21,7 @@ async fn call_as(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let client = reqwest::Client::new();
+    let client = ufo_testkit::http_client();
     let mut req = client
         .request(method.parse().unwrap(), format!("{base}{path}"))
         .bearer_auth(key);
@@ -142,7 +142,7 @@ async fn admins_prune_screenshots_and_the_task_says_when() {
     )
     .await;
     assert_eq!(status, 404);
-    let shot = reqwest::Client::new()
+    let shot = ufo_testkit::http_client()
         .get(format!(
             "{base}/v1/tasks/{new}/steps/1/screenshot?kind=clean"
         ))

@@ -166,7 +166,7 @@ impl Run {
     }
 
     async fn submit(&self, request: &str) -> String {
-        let res = reqwest::Client::new()
+        let res = ufo_testkit::http_client()
             .post(format!("{}/v1/tasks", self.agent.http))
             .bearer_auth(KEY)
             .json(&json!({ "request": request }))
@@ -189,7 +189,7 @@ impl Run {
                     .any(|k| e.kind == *k as i32)),
             "the task did not end: {events:?}"
         );
-        reqwest::Client::new()
+        ufo_testkit::http_client()
             .get(format!("{}/v1/tasks/{id}", self.agent.http))
             .bearer_auth(KEY)
             .send()

@@ -17,7 +17,7 @@ async fn a_panicking_step_fails_the_task_and_the_next_task_runs() {
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
     let flags = ["--lease-ms", "1500", "--claim-interval-ms", "50"];
     let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let submit = |request: &'static str| {
         let http = http.clone();
         let url = format!("{}/v1/tasks", agent.http);

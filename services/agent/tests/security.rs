@@ -77,7 +77,7 @@ async fn serve_recorder(recorder: Recorder) -> (u16, CancellationToken) {
 
 /// `POST /v1/tasks` with `body` as `key`; returns status and JSON body.
 async fn submit_as(base: &str, key: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
+    let res = ufo_testkit::http_client()
         .post(format!("{base}/v1/tasks"))
         .bearer_auth(key)
         .json(&body)
@@ -243,7 +243,7 @@ async fn call_as(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let client = reqwest::Client::new();
+    let client = ufo_testkit::http_client();
     let mut req = client
         .request(method.parse().unwrap(), format!("{base}{path}"))
         .bearer_auth(key);
@@ -466,7 +466,7 @@ async fn cancel_refuses_a_body_that_is_not_an_object() {
     let (status, _) = call_as(&agent.http, KEY, "GET", "/v1/tasks", None).await;
     assert_eq!(status, 200);
     // The scheme is case-insensitive (RFC 7235).
-    let res = reqwest::Client::new()
+    let res = ufo_testkit::http_client()
         .get(format!("{}/v1/tasks", agent.http))
         .header("authorization", format!("BEARER {KEY}"))
         .send()

@@ -119,7 +119,7 @@ fn client(session_url: &str) -> SessionClient {
 }
 
 async fn submit(agent: &Agent) -> String {
-    let task: Value = reqwest::Client::new()
+    let task: Value = ufo_testkit::http_client()
         .post(format!("{}/v1/tasks", agent.http))
         .bearer_auth(KEY)
         .json(&json!({"request": format!("steps={STEPS}"), "limits": {"max_steps": 100}}))

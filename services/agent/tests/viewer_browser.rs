@@ -163,7 +163,7 @@ async fn api(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
+    let mut req = ufo_testkit::http_client()
         .request(method, format!("{base}{path}"))
         .bearer_auth(key);
     if let Some(body) = body {

@@ -96,6 +96,7 @@ impl ApiClient {
                 reason: format!("{base:?} must start with http:// or https://"),
             });
         }
+        ufo_common::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .build()

@@ -6,6 +6,7 @@ use ufo_cli::{Cli, Outcome};
 
 #[tokio::main]
 async fn main() {
+    ufo_common::tls::install_crypto_provider();
     let cli = Cli::parse();
     let code = outcome(ufo_cli::run(cli).await);
     // Exit now: a terminal prompt's pending stdin read (after Ctrl-C) would keep the runtime waiting.

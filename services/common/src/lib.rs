@@ -5,6 +5,7 @@
 //! - [`telemetry`]: `tracing` with optional OTLP/gRPC export and W3C trace-context propagation.
 //! - [`grpc`]: health + reflection services, bearer-token auth, client channels that carry trace context.
 //! - [`names`]: the loose comparison of control names (executor and replay).
+//! - [`tls`]: the one rustls crypto provider (ring) every process installs before it builds a TLS client.
 //! - [`checked`] and [`wire`]: malformed gRPC requests refused as INVALID_ARGUMENT before they are decoded.
 
 pub mod checked;
@@ -13,6 +14,7 @@ pub mod grpc;
 pub mod names;
 pub mod shutdown;
 pub mod telemetry;
+pub mod tls;
 pub mod wire;
 
 pub use error::{ErrorBody, ErrorCode};

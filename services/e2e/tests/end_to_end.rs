@@ -187,7 +187,7 @@ async fn a_two_subtask_task_runs_across_real_processes_on_a_real_desktop() {
         },
     );
 
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let request = format!(
         "Type \"{text}\" into the text editor and save it to {}; then read the font shown in the widget factory",
         note.display()
@@ -425,7 +425,7 @@ async fn check_store(cluster: &Cluster, database_url: &str, id: &str) -> Value {
                     "{}/v1/tasks/{id}/steps/{}/screenshot?kind={kind}",
                     cluster.rest_url, step.step
                 );
-                let response = reqwest::Client::new()
+                let response = ufo_testkit::http_client()
                     .get(url)
                     .bearer_auth(&cluster.api_key)
                     .send()

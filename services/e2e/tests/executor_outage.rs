@@ -80,7 +80,7 @@ async fn start(
 
 /// Polls the task until it ends; returns its JSON.
 async fn ended(cluster: &Cluster, id: &str) -> Value {
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     poll_until(
         "the task to end",
         Duration::from_secs(60),
@@ -109,7 +109,7 @@ async fn ended(cluster: &Cluster, id: &str) -> Value {
 
 async fn submit(cluster: &Cluster) -> String {
     let task = submit_task(
-        &reqwest::Client::new(),
+        &ufo_testkit::http_client(),
         &cluster.rest_url,
         &cluster.api_key,
         &json!({"request": "look at the desktop twice", "limits": {"max_steps": 5}}),

@@ -20,7 +20,7 @@ use ufo_testkit::{Cluster, TestDatabase, free_port, poll_until};
 
 /// Polls the task until it ends; returns its JSON.
 async fn ended(cluster: &Cluster, id: &str) -> Value {
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     poll_until(
         "the task to end",
         Duration::from_secs(60),
@@ -65,7 +65,7 @@ async fn max_cost_stops_a_task_whose_model_is_priced_by_the_default_price() {
         .start()
         .await
         .unwrap();
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = submit_task(
         &http,
         &cluster.rest_url,
@@ -106,7 +106,7 @@ async fn an_unreachable_model_is_reported_in_a_persons_terms_with_the_cause_in_t
         .start()
         .await
         .unwrap();
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task = submit_task(
         &http,
         &cluster.rest_url,

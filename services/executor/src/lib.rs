@@ -266,10 +266,8 @@ fn server_builder(tls: Option<config::TlsPem>) -> Result<tonic::transport::Serve
     let Some(config::TlsPem { cert, key }) = tls else {
         return Ok(builder);
     };
-    // tonic builds its rustls config from the process-wide provider; in a workspace build rustls has
-    // both ring and aws-lc-rs compiled in and then refuses to pick one, so choose ring (the provider
-    // that also cross-builds for Windows) unless the process already installed one.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    // tonic builds its rustls config from the process-wide provider.
+    ufo_common::tls::install_crypto_provider();
     let identity = tonic::transport::Identity::from_pem(cert, key);
     builder
         .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))

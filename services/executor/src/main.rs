@@ -6,6 +6,7 @@ use ufo_executor::Config;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    ufo_common::tls::install_crypto_provider();
     let config = Config::parse();
     let mut telemetry = ufo_common::telemetry::init("ufo-executor", &config.telemetry)?;
     // Refuse a bad configuration (token rule, TLS pair) before binding, so a refused start logs only

@@ -10,6 +10,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    ufo_common::tls::install_crypto_provider();
     let config = Config::parse();
     let mut telemetry = ufo_common::telemetry::init("ufo-session", &config.telemetry)?;
     let listener = tokio::net::TcpListener::bind(config.listen)

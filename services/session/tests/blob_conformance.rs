@@ -206,7 +206,7 @@ impl Moto {
             .await
             .unwrap();
         // object_store cannot create buckets: create it with a plain S3 `PUT /<bucket>`.
-        let created = reqwest::Client::new()
+        let created = ufo_testkit::http_client()
             .put(format!("{endpoint}/{bucket}"))
             .send()
             .await

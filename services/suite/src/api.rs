@@ -33,6 +33,7 @@ pub struct Agent {
 impl Agent {
     /// A client for the agent at these URLs.
     pub fn new(rest: String, grpc: String, key: String) -> Self {
+        ufo_common::tls::install_crypto_provider();
         Self {
             rest,
             grpc,

@@ -8,6 +8,7 @@ use ufo_suite::config::Config;
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> ExitCode {
+    ufo_common::tls::install_crypto_provider();
     let cfg = Config::parse();
     let _telemetry = match ufo_common::telemetry::init("ufo-suite", &cfg.telemetry) {
         Ok(t) => t,

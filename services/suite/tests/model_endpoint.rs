@@ -44,7 +44,7 @@ fn host_prompt(request: &str) -> Value {
 }
 
 async fn post(url: &str, body: &[u8]) -> (u16, Value) {
-    let res = reqwest::Client::new()
+    let res = ufo_testkit::http_client()
         .post(format!("{url}/chat/completions"))
         .header("content-type", "application/json")
         .body(body.to_vec())

@@ -13,6 +13,7 @@
 //!   key, optional Postgres database, LLM server and span export.
 //! - [`malformed`]: a malformed-input sweep generated from the proto descriptors ([`malformed::Sweep`]),
 //!   sent as raw gRPC bodies to a real server.
+//! - [`http`]: HTTP clients with the process's TLS provider installed ([`http_client`]).
 //! - [`wait`]: polling with a deadline ([`poll_until`]); tests never synchronise on sleeps.
 //!
 //! An end-to-end test reads: start an [`OtlpCollector`], create a [`TestDatabase`], spawn
@@ -26,6 +27,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod collector;
+pub mod http;
 pub mod malformed;
 #[cfg(unix)]
 pub mod pg_cluster;
@@ -37,6 +39,7 @@ pub mod wait;
 pub use binary::{BinaryError, workspace_binary};
 pub use cluster::{Cluster, ClusterBuilder, ClusterError};
 pub use collector::{CollectorError, OtlpCollector};
+pub use http::{http_client, http_client_builder};
 #[cfg(unix)]
 pub use pg_cluster::{PgCluster, PgClusterError};
 pub use postgres::{DatabaseError, TestDatabase};

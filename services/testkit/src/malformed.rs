@@ -375,6 +375,7 @@ pub fn frame(message: &[u8]) -> Bytes {
 
 /// A client for [`call`]: HTTP/2 without TLS, as gRPC speaks it.
 pub fn client() -> Result<reqwest::Client, reqwest::Error> {
+    ufo_common::tls::install_crypto_provider();
     reqwest::Client::builder().http2_prior_knowledge().build()
 }
 

@@ -257,6 +257,7 @@ impl ServiceProcess {
         url: &str,
         timeout: Duration,
     ) -> Result<(), ProcessError> {
+        ufo_common::tls::install_crypto_provider();
         let client = reqwest::Client::new();
         let url = url.to_owned();
         self.wait_ready(&format!("HTTP 2xx from {url}"), timeout, move || {

@@ -20,7 +20,7 @@ async fn a_rest_call_and_the_session_calls_it_causes_share_the_callers_trace() {
 
     let trace_id = uuid::Uuid::new_v4().simple().to_string();
     let caller_span = &uuid::Uuid::new_v4().simple().to_string()[..16];
-    let response = reqwest::Client::new()
+    let response = ufo_testkit::http_client()
         .post(format!("{}/v1/tasks", cluster.rest_url))
         .bearer_auth(&cluster.api_key)
         .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))

@@ -25,7 +25,7 @@ async fn one_task_is_one_trace_across_agent_executor_and_session() {
         .await
         .unwrap();
 
-    let http = reqwest::Client::new();
+    let http = ufo_testkit::http_client();
     let task: serde_json::Value = http
         .post(format!("{}/v1/tasks", cluster.rest_url))
         .bearer_auth(&cluster.api_key)

@@ -41,9 +41,7 @@ impl GrpcDispatcher {
         let mut endpoint = Endpoint::from_shared(address.to_owned())
             .map_err(|e| DispatchError::Address(e.to_string()))?;
         if address.starts_with("https://") {
-            // Several rustls crypto providers are linked (reqwest's, tonic's): name the process default
-            // once, as the executor does. A provider installed earlier stays.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            ufo_common::tls::install_crypto_provider();
             let tls = match ca_pem {
                 Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
                 None => ClientTlsConfig::new().with_webpki_roots(),

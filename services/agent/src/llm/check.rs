@@ -88,6 +88,7 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
             llm.llm_azure_api_version
         ),
     };
+    ufo_common::tls::install_crypto_provider();
     let client = match reqwest::Client::builder().timeout(timeout).build() {
         Ok(c) => c,
         Err(e) => {

@@ -56,7 +56,7 @@ impl Browser {
         .map(|s| (*s).to_owned())
         .chain([format!("--user-data-dir={}", profile.path().display())])
         .collect::<Vec<_>>();
-        let http = reqwest::Client::new();
+        let http = ufo_testkit::http_client();
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": "/usr/bin/chromium", "args": args},

@@ -59,6 +59,7 @@ impl S3BlobStore {
         if options.bucket.is_empty() {
             return Err(BlobError::Config("the S3 bucket name is empty".into()));
         }
+        ufo_common::tls::install_crypto_provider();
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&options.bucket)
             .with_region(&options.region)

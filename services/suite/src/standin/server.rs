@@ -104,6 +104,7 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 impl ModelServer {
     /// Serves on `127.0.0.1:0`; request bodies over `max_body_bytes` are refused with 413.
     pub async fn start(mode: Mode, max_body_bytes: usize) -> std::io::Result<Self> {
+        ufo_common::tls::install_crypto_provider();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {

@@ -80,6 +80,7 @@ fn shared_http() -> Result<reqwest::Client, LlmError> {
     if let Some(client) = HTTP.get() {
         return Ok(client.clone());
     }
+    ufo_common::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| LlmError::Config(e.to_string()))?;

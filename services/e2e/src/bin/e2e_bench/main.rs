@@ -69,6 +69,7 @@ use store::Kind as StoreKind;
 #[cfg(target_os = "linux")]
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
+    ufo_common::tls::install_crypto_provider();
     let args = Args::parse();
     let delay = std::time::Duration::from_millis(args.model_delay_ms);
     let mut results = Vec::new();

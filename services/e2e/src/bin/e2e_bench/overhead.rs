@@ -93,6 +93,7 @@ pub async fn run(
     let total_steps = app_steps + 3;
 
     let bytes_before = storage.bytes(&cluster).await?;
+    ufo_common::tls::install_crypto_provider();
     let http = reqwest::Client::new();
     let task = submit_task(
         &http,

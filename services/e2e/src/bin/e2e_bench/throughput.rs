@@ -138,6 +138,7 @@ pub async fn run(
         _ => None,
     };
     let cpu_before = CpuSample::take(&watched)?;
+    ufo_common::tls::install_crypto_provider();
     let http = reqwest::Client::new();
     let started = Instant::now();
     let mut ids = Vec::new();

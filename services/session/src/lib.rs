@@ -7,12 +7,10 @@
 //!   (schema in `migrations/` and `migrations_sqlite/`).
 //! - [`watch`]: WatchEvents' replay-then-follow producer.
 //! - [`grpc`]: the `ufo.v1.SessionStore` service (validation, error mapping).
-//! - [`client`]: a typed client for the other services.
 //! - [`run`]: opens the store (running migrations), then serves gRPC (with health and reflection) on a
 //!   bound listener until the shutdown token fires.
 
 pub mod blob;
-pub mod client;
 pub mod config;
 pub mod grpc;
 pub mod retention;

@@ -5,6 +5,8 @@
 //! missing the test fails and says so, it never passes without having run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod client;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -278,9 +280,7 @@ async fn session_service_keeps_step_blobs_in_s3() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
-    let mut c = ufo_session::client::connect(&url, None, 4 * 1024 * 1024)
-        .await
-        .unwrap();
+    let mut c = client::connect(&url, None).await;
 
     let session = c
         .create_session(CreateSessionRequest {

@@ -5,6 +5,8 @@
 //! by the crash is swept. Run on the embedded store (SQLite) and on Postgres, each with a blob directory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod client;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,7 +19,7 @@ use ufo_session::blob::BlobHash;
 use ufo_testkit::process::{ProcessBuilder, ServiceProcess, free_port};
 use ufo_testkit::wait::poll_until;
 
-use ufo_session::client::Client;
+use client::Client;
 
 const MAX_BLOB: usize = 512 * 1024;
 
@@ -46,9 +48,7 @@ async fn start(dir: &Path, database: Option<&str>, port: u16) -> (ServiceProcess
         .wait_grpc_ready(&url, Duration::from_secs(60))
         .await
         .unwrap();
-    let client = ufo_session::client::connect(&url, None, 4 * 1024 * 1024)
-        .await
-        .unwrap();
+    let client = client::connect(&url, None).await;
     (process, client)
 }
 
@@ -277,9 +277,7 @@ async fn without_a_blob_store_blobs_are_refused() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
-    let mut c = ufo_session::client::connect(&url, None, 4 * 1024 * 1024)
-        .await
-        .unwrap();
+    let mut c = client::connect(&url, None).await;
     let refused = c
         .put_blob(PutBlobRequest {
             data: Bytes::from_static(b"pixels"),

@@ -2,13 +2,15 @@
 //! a real tonic client calls it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod client;
+
+use client::Client;
 use tokio::net::TcpListener;
 use tokio_stream::StreamExt as _;
 use tokio_util::sync::CancellationToken;
 use tonic::Code;
 use ufo_proto::v1::*;
 use ufo_session::Config;
-use ufo_session::client::{Client, connect};
 
 struct Server {
     url: String,
@@ -40,7 +42,7 @@ impl Server {
     }
 
     async fn client(&self, token: Option<&str>) -> Client {
-        connect(&self.url, token, 4 * 1024 * 1024).await.unwrap()
+        client::connect(&self.url, token).await
     }
 
     async fn stop(self) {

@@ -5,6 +5,8 @@
 //! truncated, missing and oversized messages. Nothing may come back INTERNAL.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod client;
+
 use std::sync::Arc;
 
 use sqlx::PgPool;
@@ -187,9 +189,7 @@ async fn database_connection_loss_is_unavailable(pool: PgPool) {
     })
     .await
     .unwrap();
-    let mut client = ufo_session::client::connect(&service, None, 4 * 1024 * 1024)
-        .await
-        .unwrap();
+    let mut client = client::connect(&service, None).await;
     let session = client
         .create_session(CreateSessionRequest {
             request: "connection loss".into(),

@@ -4,6 +4,8 @@
 //! sweeper then deletes the blobs no row references. The RPC refuses a request without a rule.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod client;
+
 #[allow(unused_imports)] // this file uses the suite's helpers only
 mod conformance;
 
@@ -196,9 +198,7 @@ async fn prune_images_rpc() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
-    let mut c = ufo_session::client::connect(&url, None, 4 * 1024 * 1024)
-        .await
-        .unwrap();
+    let mut c = client::connect(&url, None).await;
     let refused = c
         .prune_images(PruneImagesRequest::default())
         .await

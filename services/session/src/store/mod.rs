@@ -4,9 +4,9 @@
 //! - [`postgres`]: the production store; live watch via `LISTEN/NOTIFY`.
 //! - [`sqlite`]: the embedded default (a local file, zero setup); live watch via an in-process notifier.
 //!
-//! Both run the same SQL (`sql/`, compiled once per backend) and pass the same conformance suite
-//! (`tests/conformance`). Differences — row locking, the claim query, notification — live in each backend's
-//! `dialect` module.
+//! Both run the same SQL (`sql/`, one [`SqlStore`] whose statements bind to either database) and pass the
+//! same conformance suite (`tests/conformance`). Differences — row locking, the claim query, notification,
+//! Postgres's one-statement writes — live in each backend's module.
 //!
 //! Artifacts are stored as content-addressed bytes *in the database* (`bytea` / `BLOB`) rather than as files:
 //! a step and the artifacts it references commit together, one backup holds everything, and every stateless
@@ -17,12 +17,14 @@ pub mod blobbed;
 pub mod error;
 pub mod notify;
 pub mod postgres;
+mod sql;
 pub mod sqlite;
 pub mod step_json;
 pub mod types;
 
 pub use error::StoreError;
 pub use notify::{Notifier, Subscription};
+pub use sql::SqlStore;
 pub use types::*;
 
 use std::time::Duration;

@@ -4,6 +4,10 @@
 //! also calls `pg_notify('ufo_session_events', '<session>:<last_seq>')`, which Postgres delivers on commit;
 //! one listener connection per process fans notifications out to the local [`Notifier`]. Writes in this
 //! process also notify locally right after commit, so local watchers do not wait for the round trip.
+//!
+//! Besides connecting and listening, this module holds what Postgres does its own way: row locks, the
+//! claim query that skips rows other replicas hold, and one-statement writes of artifacts, events and
+//! (through the group-commit queue of `batch`) steps. The rest is the shared SQL of `sql/`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,20 +17,12 @@ use std::str::FromStr as _;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tracing::Instrument as _;
 
+use crate::store::sql::{Backend, Recorded, SqlStore, StepWrite};
 use crate::store::{Notifier, StoreError};
-
-type Db = sqlx::Postgres;
 
 mod batch;
 pub use batch::StepBatching;
-
-// The shared SQL is compiled once per backend on purpose (see `sql/mod.rs`).
-#[allow(clippy::duplicate_mod)]
-#[path = "../sql/mod.rs"]
-mod sql;
-
-/// The Postgres implementation of [`Store`](crate::store::Store).
-pub type PgStore = sql::SqlStore;
+pub(crate) use batch::StepWriter;
 
 /// The notification channel of committed events.
 pub const CHANNEL: &str = "ufo_session_events";
@@ -34,45 +30,40 @@ pub const CHANNEL: &str = "ufo_session_events";
 /// Embedded Postgres migrations (`migrations/` at the repository root).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
 
-mod dialect {
-    pub(super) const NAME: &str = "postgres";
+/// An artifact in one statement (one round trip, no explicit transaction): the bytes once per content,
+/// the reference to them, both only when the session exists. A reference that already existed is
+/// returned as stored.
+const PUT_ARTIFACT: &str = "WITH s AS (SELECT id FROM sessions WHERE id = $1), \
+    blob AS (INSERT INTO artifact_blobs (sha256, size, data, created_at) SELECT $2, $3, $4, $5 FROM s \
+      ON CONFLICT (sha256) DO NOTHING), \
+    art AS (INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
+      SELECT $1, $6, $7, $2, $8, $9, $5 FROM s ON CONFLICT (session_id, step, kind, sha256) DO NOTHING \
+      RETURNING content_type, metadata), \
+    earlier AS (SELECT content_type, metadata FROM artifacts \
+      WHERE session_id = $1 AND step = $6 AND kind = $7 AND sha256 = $2) \
+    SELECT EXISTS (SELECT 1 FROM s) AS found, \
+      COALESCE((SELECT content_type FROM art), (SELECT content_type FROM earlier)) AS content_type, \
+      COALESCE((SELECT metadata FROM art), (SELECT metadata FROM earlier)) AS metadata";
 
-    /// An artifact in one statement (one round trip, no explicit transaction): the bytes once per content,
-    /// the reference to them, both only when the session exists. A reference that already existed is
-    /// returned as stored.
-    const PUT_ARTIFACT: &str = "WITH s AS (SELECT id FROM sessions WHERE id = $1), \
-        blob AS (INSERT INTO artifact_blobs (sha256, size, data, created_at) SELECT $2, $3, $4, $5 FROM s \
-          ON CONFLICT (sha256) DO NOTHING), \
-        art AS (INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
-          SELECT $1, $6, $7, $2, $8, $9, $5 FROM s ON CONFLICT (session_id, step, kind, sha256) DO NOTHING \
-          RETURNING content_type, metadata), \
-        earlier AS (SELECT content_type, metadata FROM artifacts \
-          WHERE session_id = $1 AND step = $6 AND kind = $7 AND sha256 = $2) \
-        SELECT EXISTS (SELECT 1 FROM s) AS found, \
-          COALESCE((SELECT content_type FROM art), (SELECT content_type FROM earlier)) AS content_type, \
-          COALESCE((SELECT metadata FROM art), (SELECT metadata FROM earlier)) AS metadata";
+/// Stores an artifact with [`PUT_ARTIFACT`]; returns the stored reference.
+pub(crate) async fn put_artifact(
+    write: &sqlx::PgPool,
+    artifact: &crate::store::NewArtifact,
+    sha256: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
+    use crate::store::DbEnum as _;
+    use sqlx::types::Json;
 
-    pub(super) async fn put_artifact(
-        write: &sqlx::PgPool,
-        artifact: &crate::store::NewArtifact,
-        sha256: &str,
-        at: chrono::DateTime<chrono::Utc>,
-    ) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
-        use crate::store::DbEnum as _;
-        use sqlx::types::Json;
-
-        // With a blob reference the row keeps only hash and size (data NULL).
-        let stored = artifact
-            .blob
-            .as_ref()
-            .map_or(artifact.data.len() as u64, |b| b.size);
-        let size = i64::try_from(stored).unwrap_or(i64::MAX);
-        let step = i64::try_from(artifact.step).unwrap_or(i64::MAX);
-        let (found, content_type, metadata): (
-            bool,
-            Option<String>,
-            Option<Json<serde_json::Value>>,
-        ) = sqlx::query_as(PUT_ARTIFACT)
+    // With a blob reference the row keeps only hash and size (data NULL).
+    let stored = artifact
+        .blob
+        .as_ref()
+        .map_or(artifact.data.len() as u64, |b| b.size);
+    let size = i64::try_from(stored).unwrap_or(i64::MAX);
+    let step = i64::try_from(artifact.step).unwrap_or(i64::MAX);
+    let (found, content_type, metadata): (bool, Option<String>, Option<Json<serde_json::Value>>) =
+        sqlx::query_as(PUT_ARTIFACT)
             .bind(artifact.session_id)
             .bind(sha256)
             .bind(size)
@@ -84,277 +75,271 @@ mod dialect {
             .bind(Json(&artifact.metadata))
             .fetch_one(write)
             .await?;
-        if !found {
-            return Err(crate::store::StoreError::NotFound(format!(
-                "session {}",
-                artifact.session_id
-            )));
-        }
-        Ok(ufo_proto::v1::ArtifactRef {
-            id: sha256.to_owned(),
-            session_id: artifact.session_id.to_string(),
-            step: artifact.step,
-            kind: artifact.kind.into(),
-            content_type: content_type.unwrap_or_else(|| artifact.content_type.clone()),
-            size: stored,
-            metadata: match metadata.map(|m| m.0) {
-                Some(serde_json::Value::Object(map)) => {
-                    Some(ufo_proto::json::object_to_struct(map))
-                }
-                _ => None,
-            },
-        })
+    if !found {
+        return Err(crate::store::StoreError::NotFound(format!(
+            "session {}",
+            artifact.session_id
+        )));
     }
-
-    /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
-    pub(super) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \
-        WHERE sha256 IN (SELECT jsonb_array_elements_text($1))";
-
-    /// Appends events in one statement (one round trip, no explicit transaction): the lease check, the
-    /// sequence bump that notifies every replica on commit, and the insert.
-    const APPEND_EVENTS: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2, updated_at = $3 \
-          WHERE id = $1 AND ($4::text IS NULL OR lease_owner = $4) \
-          RETURNING id, last_seq, \
-          pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified), \
-        e AS (INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) \
-          SELECT s.id, s.last_seq - $2 + x.n, x.kind, x.payload, x.step, x.round, $3 FROM s, \
-          unnest($5::text[], $6::jsonb[], $7::bigint[], $8::bigint[]) \
-          WITH ORDINALITY AS x(kind, payload, step, round, n)) \
-        SELECT last_seq, notified FROM s";
-
-    /// Appends `events` to session `id`; returns the newest sequence number. Only when no row was
-    /// updated does a second read tell a missing session from a lease that is not the caller's.
-    pub(super) async fn append_events(
-        store: &super::sql::SqlStore,
-        id: uuid::Uuid,
-        events: &[crate::store::NewEvent],
-        lease_owner: Option<&str>,
-        at: chrono::DateTime<chrono::Utc>,
-    ) -> crate::store::StoreResult<i64> {
-        use crate::store::{DbEnum as _, StoreError};
-
-        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let kinds: Vec<String> = events.iter().map(|e| e.kind.db()).collect();
-        let payloads: Vec<sqlx::types::Json<&serde_json::Value>> = events
-            .iter()
-            .map(|e| sqlx::types::Json(&e.payload))
-            .collect();
-        let steps: Vec<i64> = events
-            .iter()
-            .map(|e| i64::try_from(e.step).unwrap_or(i64::MAX))
-            .collect();
-        let rounds: Vec<i64> = events.iter().map(|e| i64::from(e.round)).collect();
-        let appended: Option<(i64, Option<String>)> = sqlx::query_as(APPEND_EVENTS)
-            .bind(id)
-            .bind(count)
-            .bind(at)
-            .bind(lease_owner)
-            .bind(kinds)
-            .bind(payloads)
-            .bind(steps)
-            .bind(rounds)
-            .fetch_optional(&store.write)
-            .await?;
-        if let Some((last_seq, _)) = appended {
-            return Ok(last_seq);
-        }
-        let exists: Option<uuid::Uuid> =
-            sqlx::query_scalar("SELECT id FROM sessions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&store.write)
-                .await?;
-        Err(match exists {
-            None => StoreError::NotFound(format!("session {id}")),
-            Some(_) => StoreError::LeaseLost(id.to_string()),
-        })
-    }
-
-    /// Locks the session row for the transaction.
-    pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
-
-    /// The oldest claimable session at time $1; rows other claimers hold are skipped, not waited for.
-    pub(super) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
-        WHERE (status = 'queued' AND NOT cancel_requested) \
-        OR (status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-        ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED";
-
-    /// Allocates $2 sequence numbers, adds totals and notifies every replica on commit.
-    pub(super) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
-        steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
-        output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 \
-        RETURNING last_seq, pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified";
-
-    pub(super) use super::batch::StepWriter;
-
-    /// Records a step through the group-commit queue (see `batch`): the stored functions of migrations
-    /// 0003 and 0004 check, lock and write (see 0003's header for the outcomes).
-    pub(super) async fn record_step(
-        store: &super::sql::SqlStore,
-        write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<super::sql::Recorded> {
-        use crate::store::{DbEnum as _, StoreError};
-
-        let record = write.record;
-        let s = &record.step;
-        let id = record.session_id;
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let ts = |t: &Option<prost_types::Timestamp>| {
-            t.as_ref().and_then(|t| {
-                chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
-            })
-        };
-        let events = record
-            .events
-            .iter()
-            .chain(std::iter::once(&write.finished_event()))
-            .map(|e| {
-                (
-                    e.kind.db(),
-                    e.payload.clone(),
-                    int(e.step),
-                    i64::from(e.round),
-                )
-            })
-            .collect();
-        let pending = super::batch::PendingStep {
-            session: id,
-            step: int(s.step),
-            round: i64::from(s.round),
-            round_step: i64::from(s.round_step),
-            agent_name: s.agent_name.clone(),
-            agent_kind: write.kind.clone(),
-            state_before: s.state_before.clone(),
-            state_after: s.state_after.clone(),
-            subtask: s.subtask.clone(),
-            observation: s.observation.clone(),
-            thought: s.thought.clone(),
-            plan: serde_json::json!(s.plan),
-            comment: s.comment.clone(),
-            status: s.status.clone(),
-            actions: write.actions.clone(),
-            phases: crate::store::step_json::phases_to_json(&s.phases),
-            cost: s.cost,
-            input_tokens: int(s.input_tokens),
-            output_tokens: int(s.output_tokens),
-            started_at: ts(&s.started_at),
-            finished_at: ts(&s.finished_at),
-            extra: ufo_proto::json::from_optional_struct(s.extra.clone()),
-            content_hash: record.content_hash,
-            at: write.at,
-            memory: record.memory_item.clone(),
-            lease_owner: record.lease_owner.clone(),
-            board: record
-                .blackboard
-                .iter()
-                .map(|b| (b.kind.db(), b.value.clone(), b.artifact_id.clone()))
-                .collect(),
-            events,
-            artifacts: record.artifact_ids.clone(),
-            new_artifacts: record.artifacts.clone(),
-        };
-        let (outcome, detail, last_seq, board, artifacts) = store.steps.record(pending).await?;
-        let detail = detail.unwrap_or_default();
-        match outcome.as_str() {
-            "written" => Ok(super::sql::Recorded::New {
-                last_seq: u64::try_from(last_seq.unwrap_or(0)).unwrap_or(0),
-                board: board_of(write, board.map(|b| b.0))?,
-                artifacts: artifacts_of(write, artifacts.map(|a| a.0))?,
-            }),
-            "duplicate" => Ok(super::sql::Recorded::Duplicate),
-            "conflict" => Err(StoreError::AlreadyExists(format!(
-                "step {} of session {id} was recorded with different content",
-                s.step
-            ))),
-            "no_session" => Err(StoreError::NotFound(format!("session {id}"))),
-            "lease_lost" => Err(StoreError::LeaseLost(id.to_string())),
-            "ended" => Err(StoreError::FailedPrecondition(format!(
-                "session {id} has ended ({detail})"
-            ))),
-            "no_round" => Err(StoreError::NotFound(format!(
-                "round {} of session {id}",
-                s.round
-            ))),
-            "round_not_running" => Err(StoreError::FailedPrecondition(format!(
-                "round {} of session {id} is {detail}, not running",
-                s.round
-            ))),
-            "missing_artifact" => Err(StoreError::FailedPrecondition(format!(
-                "artifact {detail} was not put for session {id}"
-            ))),
-            other => Err(StoreError::Corrupt(format!(
-                "ufo_record_step returned {other:?}"
-            ))),
-        }
-    }
-
-    /// The blackboard entries `ufo_record_step` wrote: `[kind, idx, value, artifact_id]` rows.
-    fn board_of(
-        write: &super::sql::StepWrite<'_>,
-        rows: Option<serde_json::Value>,
-    ) -> crate::store::StoreResult<Vec<ufo_proto::v1::BlackboardEntry>> {
-        use crate::store::DbEnum as _;
-        let created_at = Some(prost_types::Timestamp {
-            seconds: write.at.timestamp(),
-            nanos: i32::try_from(write.at.timestamp_subsec_nanos()).unwrap_or(0),
-        });
-        rows_of(rows)
-            .iter()
-            .map(|row| {
-                let text = row[0].as_str().unwrap_or_default();
-                let kind = ufo_proto::v1::BlackboardKind::from_db(text).ok_or_else(|| {
-                    crate::store::StoreError::Corrupt(format!("blackboard kind {text:?}"))
-                })?;
-                Ok(ufo_proto::v1::BlackboardEntry {
-                    kind: kind.into(),
-                    index: row[1].as_u64().unwrap_or_default(),
-                    value: struct_of(&row[2]),
-                    artifact_id: row[3].as_str().unwrap_or_default().to_owned(),
-                    step: write.record.step.step,
-                    created_at,
-                })
-            })
-            .collect()
-    }
-
-    /// The step's artifact references `ufo_record_step` returned: `[kind, sha256, content_type, metadata,
-    /// size]` rows.
-    fn artifacts_of(
-        write: &super::sql::StepWrite<'_>,
-        rows: Option<serde_json::Value>,
-    ) -> crate::store::StoreResult<Vec<ufo_proto::v1::ArtifactRef>> {
-        use crate::store::DbEnum as _;
-        rows_of(rows)
-            .iter()
-            .map(|row| {
-                let text = row[0].as_str().unwrap_or_default();
-                let kind = ufo_proto::v1::ArtifactKind::from_db(text).ok_or_else(|| {
-                    crate::store::StoreError::Corrupt(format!("artifact kind {text:?}"))
-                })?;
-                Ok(ufo_proto::v1::ArtifactRef {
-                    id: row[1].as_str().unwrap_or_default().to_owned(),
-                    session_id: write.record.session_id.to_string(),
-                    step: write.record.step.step,
-                    kind: kind.into(),
-                    content_type: row[2].as_str().unwrap_or_default().to_owned(),
-                    size: row[4].as_u64().unwrap_or_default(),
-                    metadata: struct_of(&row[3]),
-                })
-            })
-            .collect()
-    }
-
-    fn rows_of(rows: Option<serde_json::Value>) -> Vec<serde_json::Value> {
-        match rows {
-            Some(serde_json::Value::Array(rows)) => rows,
-            _ => Vec::new(),
-        }
-    }
-
-    fn struct_of(value: &serde_json::Value) -> Option<prost_types::Struct> {
-        match value {
-            serde_json::Value::Object(map) => Some(ufo_proto::json::object_to_struct(map.clone())),
+    Ok(ufo_proto::v1::ArtifactRef {
+        id: sha256.to_owned(),
+        session_id: artifact.session_id.to_string(),
+        step: artifact.step,
+        kind: artifact.kind.into(),
+        content_type: content_type.unwrap_or_else(|| artifact.content_type.clone()),
+        size: stored,
+        metadata: match metadata.map(|m| m.0) {
+            Some(serde_json::Value::Object(map)) => Some(ufo_proto::json::object_to_struct(map)),
             _ => None,
-        }
+        },
+    })
+}
+
+/// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
+pub(crate) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \
+    WHERE sha256 IN (SELECT jsonb_array_elements_text($1))";
+
+/// Appends events in one statement (one round trip, no explicit transaction): the lease check, the
+/// sequence bump that notifies every replica on commit, and the insert.
+const APPEND_EVENTS: &str = "WITH s AS (UPDATE sessions SET last_seq = last_seq + $2, updated_at = $3 \
+      WHERE id = $1 AND ($4::text IS NULL OR lease_owner = $4) \
+      RETURNING id, last_seq, \
+      pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified), \
+    e AS (INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) \
+      SELECT s.id, s.last_seq - $2 + x.n, x.kind, x.payload, x.step, x.round, $3 FROM s, \
+      unnest($5::text[], $6::jsonb[], $7::bigint[], $8::bigint[]) \
+      WITH ORDINALITY AS x(kind, payload, step, round, n)) \
+    SELECT last_seq, notified FROM s";
+
+/// Appends `events` to session `id`; returns the newest sequence number. Only when no row was
+/// updated does a second read tell a missing session from a lease that is not the caller's.
+pub(crate) async fn append_events(
+    pool: &sqlx::PgPool,
+    id: uuid::Uuid,
+    events: &[crate::store::NewEvent],
+    lease_owner: Option<&str>,
+    at: chrono::DateTime<chrono::Utc>,
+) -> crate::store::StoreResult<i64> {
+    use crate::store::{DbEnum as _, StoreError};
+
+    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let kinds: Vec<String> = events.iter().map(|e| e.kind.db()).collect();
+    let payloads: Vec<sqlx::types::Json<&serde_json::Value>> = events
+        .iter()
+        .map(|e| sqlx::types::Json(&e.payload))
+        .collect();
+    let steps: Vec<i64> = events
+        .iter()
+        .map(|e| i64::try_from(e.step).unwrap_or(i64::MAX))
+        .collect();
+    let rounds: Vec<i64> = events.iter().map(|e| i64::from(e.round)).collect();
+    let appended: Option<(i64, Option<String>)> = sqlx::query_as(APPEND_EVENTS)
+        .bind(id)
+        .bind(count)
+        .bind(at)
+        .bind(lease_owner)
+        .bind(kinds)
+        .bind(payloads)
+        .bind(steps)
+        .bind(rounds)
+        .fetch_optional(pool)
+        .await?;
+    if let Some((last_seq, _)) = appended {
+        return Ok(last_seq);
+    }
+    let exists: Option<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM sessions WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await?;
+    Err(match exists {
+        None => StoreError::NotFound(format!("session {id}")),
+        Some(_) => StoreError::LeaseLost(id.to_string()),
+    })
+}
+
+/// Locks the session row for the transaction.
+pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
+
+/// The oldest claimable session at time $1; rows other claimers hold are skipped, not waited for.
+pub(crate) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
+    WHERE (status = 'queued' AND NOT cancel_requested) \
+    OR (status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
+    ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED";
+
+/// Allocates $2 sequence numbers, adds totals and notifies every replica on commit.
+pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
+    steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
+    output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 \
+    RETURNING last_seq, pg_notify('ufo_session_events', id::text || ':' || last_seq::text)::text AS notified";
+
+/// Records a step through the group-commit queue (see `batch`): the stored functions of migrations
+/// 0003 and 0004 check, lock and write (see 0003's header for the outcomes).
+pub(crate) async fn record_step(
+    steps: &StepWriter,
+    write: &StepWrite<'_>,
+) -> crate::store::StoreResult<Recorded> {
+    use crate::store::{DbEnum as _, StoreError};
+
+    let record = write.record;
+    let s = &record.step;
+    let id = record.session_id;
+    let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let ts = |t: &Option<prost_types::Timestamp>| {
+        t.as_ref().and_then(|t| {
+            chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).unwrap_or(0))
+        })
+    };
+    let events = record
+        .events
+        .iter()
+        .chain(std::iter::once(&write.finished_event()))
+        .map(|e| {
+            (
+                e.kind.db(),
+                e.payload.clone(),
+                int(e.step),
+                i64::from(e.round),
+            )
+        })
+        .collect();
+    let pending = batch::PendingStep {
+        session: id,
+        step: int(s.step),
+        round: i64::from(s.round),
+        round_step: i64::from(s.round_step),
+        agent_name: s.agent_name.clone(),
+        agent_kind: write.kind.clone(),
+        state_before: s.state_before.clone(),
+        state_after: s.state_after.clone(),
+        subtask: s.subtask.clone(),
+        observation: s.observation.clone(),
+        thought: s.thought.clone(),
+        plan: serde_json::json!(s.plan),
+        comment: s.comment.clone(),
+        status: s.status.clone(),
+        actions: write.actions.clone(),
+        phases: crate::store::step_json::phases_to_json(&s.phases),
+        cost: s.cost,
+        input_tokens: int(s.input_tokens),
+        output_tokens: int(s.output_tokens),
+        started_at: ts(&s.started_at),
+        finished_at: ts(&s.finished_at),
+        extra: ufo_proto::json::from_optional_struct(s.extra.clone()),
+        content_hash: record.content_hash,
+        at: write.at,
+        memory: record.memory_item.clone(),
+        lease_owner: record.lease_owner.clone(),
+        board: record
+            .blackboard
+            .iter()
+            .map(|b| (b.kind.db(), b.value.clone(), b.artifact_id.clone()))
+            .collect(),
+        events,
+        artifacts: record.artifact_ids.clone(),
+        new_artifacts: record.artifacts.clone(),
+    };
+    let (outcome, detail, last_seq, board, artifacts) = steps.record(pending).await?;
+    let detail = detail.unwrap_or_default();
+    match outcome.as_str() {
+        "written" => Ok(Recorded::New {
+            last_seq: u64::try_from(last_seq.unwrap_or(0)).unwrap_or(0),
+            board: board_of(write, board.map(|b| b.0))?,
+            artifacts: artifacts_of(write, artifacts.map(|a| a.0))?,
+        }),
+        "duplicate" => Ok(Recorded::Duplicate),
+        "conflict" => Err(StoreError::AlreadyExists(format!(
+            "step {} of session {id} was recorded with different content",
+            s.step
+        ))),
+        "no_session" => Err(StoreError::NotFound(format!("session {id}"))),
+        "lease_lost" => Err(StoreError::LeaseLost(id.to_string())),
+        "ended" => Err(StoreError::FailedPrecondition(format!(
+            "session {id} has ended ({detail})"
+        ))),
+        "no_round" => Err(StoreError::NotFound(format!(
+            "round {} of session {id}",
+            s.round
+        ))),
+        "round_not_running" => Err(StoreError::FailedPrecondition(format!(
+            "round {} of session {id} is {detail}, not running",
+            s.round
+        ))),
+        "missing_artifact" => Err(StoreError::FailedPrecondition(format!(
+            "artifact {detail} was not put for session {id}"
+        ))),
+        other => Err(StoreError::Corrupt(format!(
+            "ufo_record_step returned {other:?}"
+        ))),
+    }
+}
+
+/// The blackboard entries `ufo_record_step` wrote: `[kind, idx, value, artifact_id]` rows.
+fn board_of(
+    write: &StepWrite<'_>,
+    rows: Option<serde_json::Value>,
+) -> crate::store::StoreResult<Vec<ufo_proto::v1::BlackboardEntry>> {
+    use crate::store::DbEnum as _;
+    let created_at = Some(prost_types::Timestamp {
+        seconds: write.at.timestamp(),
+        nanos: i32::try_from(write.at.timestamp_subsec_nanos()).unwrap_or(0),
+    });
+    rows_of(rows)
+        .iter()
+        .map(|row| {
+            let text = row[0].as_str().unwrap_or_default();
+            let kind = ufo_proto::v1::BlackboardKind::from_db(text).ok_or_else(|| {
+                crate::store::StoreError::Corrupt(format!("blackboard kind {text:?}"))
+            })?;
+            Ok(ufo_proto::v1::BlackboardEntry {
+                kind: kind.into(),
+                index: row[1].as_u64().unwrap_or_default(),
+                value: struct_of(&row[2]),
+                artifact_id: row[3].as_str().unwrap_or_default().to_owned(),
+                step: write.record.step.step,
+                created_at,
+            })
+        })
+        .collect()
+}
+
+/// The step's artifact references `ufo_record_step` returned: `[kind, sha256, content_type, metadata,
+/// size]` rows.
+fn artifacts_of(
+    write: &StepWrite<'_>,
+    rows: Option<serde_json::Value>,
+) -> crate::store::StoreResult<Vec<ufo_proto::v1::ArtifactRef>> {
+    use crate::store::DbEnum as _;
+    rows_of(rows)
+        .iter()
+        .map(|row| {
+            let text = row[0].as_str().unwrap_or_default();
+            let kind = ufo_proto::v1::ArtifactKind::from_db(text).ok_or_else(|| {
+                crate::store::StoreError::Corrupt(format!("artifact kind {text:?}"))
+            })?;
+            Ok(ufo_proto::v1::ArtifactRef {
+                id: row[1].as_str().unwrap_or_default().to_owned(),
+                session_id: write.record.session_id.to_string(),
+                step: write.record.step.step,
+                kind: kind.into(),
+                content_type: row[2].as_str().unwrap_or_default().to_owned(),
+                size: row[4].as_u64().unwrap_or_default(),
+                metadata: struct_of(&row[3]),
+            })
+        })
+        .collect()
+}
+
+fn rows_of(rows: Option<serde_json::Value>) -> Vec<serde_json::Value> {
+    match rows {
+        Some(serde_json::Value::Array(rows)) => rows,
+        _ => Vec::new(),
+    }
+}
+
+fn struct_of(value: &serde_json::Value) -> Option<prost_types::Struct> {
+    match value {
+        serde_json::Value::Object(map) => Some(ufo_proto::json::object_to_struct(map.clone())),
+        _ => None,
     }
 }
 
@@ -373,7 +358,7 @@ pub struct PgOptions {
 }
 
 /// Connects to Postgres, runs the migrations and starts the notification listener.
-pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+pub async fn connect(url: &str, options: PgOptions) -> Result<SqlStore, StoreError> {
     let mut connect = PgConnectOptions::from_str(url)?;
     if options.async_commit {
         connect = connect.options([("synchronous_commit", "off")]);
@@ -391,17 +376,18 @@ pub async fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreErro
 }
 
 /// A store on an existing, migrated pool (tests use the pool `#[sqlx::test]` gives them).
-pub async fn from_pool(pool: sqlx::PgPool, batching: StepBatching) -> Result<PgStore, StoreError> {
+pub async fn from_pool(pool: sqlx::PgPool, batching: StepBatching) -> Result<SqlStore, StoreError> {
     let notifier = Notifier::new();
     let listener = listen(&pool).await?;
     let background = tokio::spawn(
         forward(pool.clone(), listener, Arc::clone(&notifier))
             .instrument(tracing::info_span!("store.pg_listener")),
     );
-    Ok(sql::SqlStore {
-        steps: batch::StepWriter::start(pool.clone(), batching),
-        write: pool.clone(),
-        read: pool,
+    Ok(SqlStore {
+        backend: Backend::Postgres {
+            steps: StepWriter::start(pool.clone(), batching),
+            pool,
+        },
         notifier,
         background: Some(background),
     })

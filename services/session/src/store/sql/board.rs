@@ -11,23 +11,25 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
+use super::db::{AsConn, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{Conn, SqlStore, db_int, dialect, now, rows, settle};
+use super::{Backend, SqlStore, db_int, now, rows, settle};
 use crate::store::{
     ArtifactKey, DbEnum as _, NewArtifact, NewBlackboardEntry, NewEvent, StoreError, StoreResult,
 };
+use crate::store::{postgres, sqlite};
 
 /// Appends one entry at the next index of its kind, inside the caller's transaction (which holds the
 /// session's lock, so indices cannot collide).
 pub(super) async fn insert_entry(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     id: Uuid,
     entry: &NewBlackboardEntry,
     step: i64,
     at: DateTime<Utc>,
 ) -> StoreResult<BlackboardEntry> {
-    let row = sqlx::query(
+    let row = query(
         "INSERT INTO blackboard (session_id, kind, idx, value, artifact_id, step, created_at) \
          SELECT $1, $2, COALESCE(MAX(idx) + 1, 0), $3, $4, $5, $6 FROM blackboard \
          WHERE session_id = $1 AND kind = $2 RETURNING *",
@@ -38,22 +40,21 @@ pub(super) async fn insert_entry(
     .bind(entry.artifact_id.as_deref())
     .bind(step)
     .bind(at)
-    .fetch_one(&mut *conn)
+    .fetch_one(conn.conn())
     .await?;
     rows::blackboard_entry(&row)
 }
 
 /// Stores an artifact's bytes once per content and a reference to them from (session, step, kind), in the
 /// caller's transaction. (SQLite's path; Postgres does the same in one statement or in `ufo_record_steps`.)
-#[allow(dead_code)] // compiled for both backends, used by SQLite's
 pub(super) async fn insert_artifact(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     session_id: Uuid,
     step: u64,
     artifact: ArtifactRow<'_>,
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
-    sqlx::query(
+    query(
         "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (sha256) DO NOTHING",
     )
@@ -61,9 +62,9 @@ pub(super) async fn insert_artifact(
     .bind(i64::try_from(artifact.size).unwrap_or(i64::MAX))
     .bind(artifact.data)
     .bind(at)
-    .execute(&mut *conn)
+    .execute(conn.conn())
     .await?;
-    sqlx::query(
+    query(
         "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
     )
@@ -74,7 +75,7 @@ pub(super) async fn insert_artifact(
     .bind(artifact.content_type)
     .bind(SqlJson(artifact.metadata))
     .bind(at)
-    .execute(&mut *conn)
+    .execute(conn.conn())
     .await?;
     Ok(())
 }
@@ -93,15 +94,14 @@ pub(super) struct ArtifactRow<'a> {
 
 /// Stores an artifact statement by statement in one transaction: the session must exist; the bytes once per
 /// content; the reference to them. Returns the stored reference. (SQLite's path; Postgres does the same in
-/// one statement, see its dialect.)
-#[allow(dead_code)] // compiled for both backends, used by SQLite's
-pub(crate) async fn put_artifact_statements(
-    write: &sqlx::Pool<super::Db>,
+/// one statement, see `postgres::put_artifact`.)
+async fn put_artifact_statements(
+    store: &SqlStore,
     artifact: &NewArtifact,
     sha256: &str,
     at: DateTime<Utc>,
 ) -> StoreResult<ArtifactRef> {
-    let mut tx = write.begin().await?;
+    let mut tx = store.begin().await?;
     let outcome: StoreResult<(_, u64)> = async {
         session_in(&mut tx, artifact.session_id).await?;
         let row = ArtifactRow {
@@ -116,7 +116,7 @@ pub(crate) async fn put_artifact_statements(
                 .map_or(artifact.data.len() as u64, |b| b.size),
         };
         insert_artifact(&mut tx, artifact.session_id, artifact.step, row, at).await?;
-        let row = sqlx::query(
+        let row = query(
             "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
              FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
              WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 AND a.sha256 = $4",
@@ -125,7 +125,7 @@ pub(crate) async fn put_artifact_statements(
         .bind(db_int(artifact.step))
         .bind(artifact.kind.db())
         .bind(sha256)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.conn())
         .await?;
         Ok((rows::artifact_ref(&row)?, 0))
     }
@@ -136,12 +136,11 @@ pub(crate) async fn put_artifact_statements(
 impl SqlStore {
     #[instrument(name = "store.get_blackboard", skip_all, fields(session = %id))]
     pub(super) async fn get_blackboard_impl(&self, id: Uuid) -> StoreResult<Blackboard> {
-        let mut conn = self.read.acquire().await?;
-        let found =
-            sqlx::query("SELECT * FROM blackboard WHERE session_id = $1 ORDER BY kind, idx")
-                .bind(id)
-                .fetch_all(&mut *conn)
-                .await?;
+        let mut conn = self.read_conn().await?;
+        let found = query("SELECT * FROM blackboard WHERE session_id = $1 ORDER BY kind, idx")
+            .bind(id)
+            .fetch_all(conn.conn())
+            .await?;
         if found.is_empty() {
             session_in(&mut conn, id).await?;
         }
@@ -172,7 +171,7 @@ impl SqlStore {
         events: Vec<NewEvent>,
     ) -> StoreResult<(Vec<BlackboardEntry>, u64)> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             lock_session(&mut tx, id, None).await?;
             let mut stored = Vec::with_capacity(entries.len());
@@ -200,7 +199,14 @@ impl SqlStore {
             Some(blob) => blob.sha256.clone(),
             None => hex::encode(Sha256::digest(artifact.data.as_ref())),
         };
-        dialect::put_artifact(&self.write, &artifact, &sha256, now()).await
+        match &self.backend {
+            Backend::Postgres { pool, .. } => {
+                postgres::put_artifact(pool, &artifact, &sha256, now()).await
+            }
+            Backend::Sqlite { .. } => {
+                put_artifact_statements(self, &artifact, &sha256, now()).await
+            }
+        }
     }
 
     #[instrument(name = "store.referenced_blobs", skip_all, fields(count = hashes.len()))]
@@ -208,24 +214,30 @@ impl SqlStore {
         &self,
         hashes: Vec<String>,
     ) -> StoreResult<Vec<String>> {
-        let rows: Vec<(String,)> = sqlx::query_as(dialect::REFERENCED_BLOBS)
-            .bind(SqlJson(&hashes))
-            .fetch_all(&self.read)
+        let referenced = self
+            .dialect()
+            .pick(postgres::REFERENCED_BLOBS, sqlite::REFERENCED_BLOBS);
+        let found = query(referenced)
+            .bind(SqlJson(serde_json::json!(hashes)))
+            .fetch_all(self.read())
             .await?;
-        Ok(rows.into_iter().map(|(h,)| h).collect())
+        Ok(found
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()?)
     }
 
     #[instrument(name = "store.get_artifact", skip_all)]
     pub(super) async fn get_artifact_impl(&self, key: ArtifactKey) -> StoreResult<Artifact> {
         let row = match &key {
             ArtifactKey::Id(sha256) => {
-                sqlx::query(
+                query(
                     "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size, b.data \
                      FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
                      WHERE a.sha256 = $1 ORDER BY a.created_at LIMIT 1",
                 )
                 .bind(sha256)
-                .fetch_optional(&self.read)
+                .fetch_optional(self.read())
                 .await?
             }
             ArtifactKey::Place {
@@ -233,7 +245,7 @@ impl SqlStore {
                 step,
                 kind,
             } => {
-                sqlx::query(
+                query(
                     "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size, b.data \
                      FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
                      WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 \
@@ -242,7 +254,7 @@ impl SqlStore {
                 .bind(session_id)
                 .bind(db_int(*step))
                 .bind(kind.db())
-                .fetch_optional(&self.read)
+                .fetch_optional(self.read())
                 .await?
             }
         };
@@ -262,7 +274,8 @@ impl SqlStore {
         Ok(Artifact {
             r#ref: Some(rows::artifact_ref(&row)?),
             // NULL when the bytes live in the blob store (filled in by `BlobbedStore`).
-            data: sqlx::Row::try_get::<Option<Vec<u8>>, _>(&row, "data")?
+            data: row
+                .try_get::<Option<Vec<u8>>, _>("data")?
                 .unwrap_or_default()
                 .into(),
         })

@@ -10,8 +10,10 @@ use tracing::instrument;
 use ufo_proto::v1::Event;
 use uuid::Uuid;
 
-use super::{Conn, SqlStore, api_u64, check_lease, db_int, dialect, now, rows, settle};
+use super::db::{AsConn, Query, query};
+use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows, settle};
 use crate::store::{DbEnum as _, NewEvent, StoreError, StoreResult};
+use crate::store::{postgres, sqlite};
 
 /// What a step adds to a session's totals.
 #[derive(Debug, Default, Clone, Copy)]
@@ -25,14 +27,18 @@ pub(super) struct Totals {
 /// Appends `events` (and adds `totals`) to session `id` inside the caller's transaction; returns them with
 /// their sequence numbers and the newest sequence number. With no events, only the totals change.
 pub(super) async fn append(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     id: Uuid,
     events: &[NewEvent],
     totals: Totals,
     at: DateTime<Utc>,
 ) -> StoreResult<(Vec<Event>, u64)> {
     let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-    let last_seq: i64 = sqlx::query_scalar(dialect::BUMP_SESSION)
+    let bump = conn
+        .conn()
+        .dialect()
+        .pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION);
+    let last_seq: i64 = query(bump)
         .bind(id)
         .bind(count)
         .bind(totals.steps)
@@ -40,27 +46,44 @@ pub(super) async fn append(
         .bind(totals.input_tokens)
         .bind(totals.output_tokens)
         .bind(at)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.conn())
         .await?
-        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
+        .try_get(0)?;
     if events.is_empty() {
         return Ok((Vec::new(), api_u64(last_seq)));
     }
     let first = last_seq - count + 1;
-    let mut insert = sqlx::QueryBuilder::<super::Db>::new(
-        "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) ",
-    );
-    insert.push_values(events.iter().zip(first..), |mut row, (event, seq)| {
-        row.push_bind(id)
-            .push_bind(seq)
-            .push_bind(event.kind.db())
-            .push_bind(SqlJson(event.payload.clone()))
-            .push_bind(db_int(event.step))
-            .push_bind(i64::from(event.round))
-            .push_bind(at);
-    });
-    insert.build().execute(&mut *conn).await?;
+    let mut insert = Query::owned(insert_events_sql(events.len()));
+    for (event, seq) in events.iter().zip(first..) {
+        insert = insert
+            .bind(id)
+            .bind(seq)
+            .bind(event.kind.db())
+            .bind(SqlJson(&event.payload))
+            .bind(db_int(event.step))
+            .bind(i64::from(event.round))
+            .bind(at);
+    }
+    insert.execute(conn.conn()).await?;
     Ok((stored(id, events, first, at), api_u64(last_seq)))
+}
+
+/// The multi-row insert of `count` events, seven values each.
+fn insert_events_sql(count: usize) -> String {
+    const COLUMNS: usize = 7;
+    let rows: Vec<String> = (0..count)
+        .map(|row| {
+            let params: Vec<String> = (1..=COLUMNS)
+                .map(|column| format!("${}", row * COLUMNS + column))
+                .collect();
+            format!("({})", params.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) VALUES {}",
+        rows.join(", ")
+    )
 }
 
 /// `events` as stored for session `id`, the first with sequence number `first`.
@@ -87,16 +110,20 @@ pub(super) fn stored(id: Uuid, events: &[NewEvent], first: i64, at: DateTime<Utc
 
 /// Locks session `id` for the rest of the transaction and checks the lease; returns its status text.
 pub(super) async fn lock_session(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     id: Uuid,
     lease_owner: Option<&str>,
 ) -> StoreResult<rows::Row> {
-    let row = sqlx::query(dialect::LOCK_SESSION)
+    let lock = conn
+        .conn()
+        .dialect()
+        .pick(postgres::LOCK_SESSION, sqlite::LOCK_SESSION);
+    let row = query(lock)
         .bind(id)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.conn())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
-    let owner: Option<String> = sqlx::Row::try_get(&row, "lease_owner")?;
+    let owner: Option<String> = row.try_get("lease_owner")?;
     check_lease(id, owner.as_deref(), lease_owner)?;
     Ok(row)
 }
@@ -110,8 +137,16 @@ impl SqlStore {
         lease_owner: Option<String>,
     ) -> StoreResult<Vec<Event>> {
         let at = now();
-        let last_seq =
-            dialect::append_events(self, id, &events, lease_owner.as_deref(), at).await?;
+        let lease_owner = lease_owner.as_deref();
+        let last_seq = match &self.backend {
+            Backend::Postgres { pool, .. } => {
+                postgres::append_events(pool, id, &events, lease_owner, at).await?
+            }
+            Backend::Sqlite { .. } => {
+                self.append_events_statements(id, &events, lease_owner, at)
+                    .await?
+            }
+        };
         self.notifier.notify(id, api_u64(last_seq));
         let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
         Ok(stored(id, &events, first, at))
@@ -119,15 +154,14 @@ impl SqlStore {
 
     /// Appends in a transaction of several statements (lock and lease check, sequence bump, insert);
     /// returns the newest sequence number. SQLite's path; Postgres does it in one statement.
-    #[allow(dead_code)]
-    pub(crate) async fn append_events_statements(
+    async fn append_events_statements(
         &self,
         id: Uuid,
         events: &[NewEvent],
         lease_owner: Option<&str>,
         at: DateTime<Utc>,
     ) -> StoreResult<i64> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<u64> = async {
             lock_session(&mut tx, id, lease_owner).await?;
             Ok(append(&mut tx, id, events, Totals::default(), at).await?.1)
@@ -143,14 +177,13 @@ impl SqlStore {
         from_seq: u64,
         limit: u32,
     ) -> StoreResult<Vec<Event>> {
-        let found = sqlx::query(
-            "SELECT * FROM events WHERE session_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
-        )
-        .bind(id)
-        .bind(db_int(from_seq))
-        .bind(i64::from(limit))
-        .fetch_all(&self.read)
-        .await?;
+        let found =
+            query("SELECT * FROM events WHERE session_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3")
+                .bind(id)
+                .bind(db_int(from_seq))
+                .bind(i64::from(limit))
+                .fetch_all(self.read())
+                .await?;
         found.iter().map(rows::event).collect()
     }
 }

@@ -1,15 +1,18 @@
-//! The store's SQL, written once and compiled once per backend.
+//! The store's SQL, written once for both databases.
 //!
-//! `postgres/mod.rs` and `sqlite/mod.rs` each include this module with `#[path]` after defining `Db` (the
-//! sqlx database type) and a `dialect` module (row locking, the claim query, the sequence bump that notifies
-//! other replicas). Writing the SQL against a concrete `Db` this way avoids sqlx's generic-executor bounds;
-//! the SQL itself is the common subset of both databases (`$n` placeholders, `RETURNING`, `ON CONFLICT`).
+//! The SQL is the common subset of Postgres and SQLite (`$n` placeholders, `RETURNING`, `ON CONFLICT`) and
+//! runs through [`db`]'s enums, which bind the same Rust values to either database's native query. What
+//! truly differs stays with its backend: `postgres/` (row locking, the claim query, the sequence bump that
+//! notifies other replicas, one-statement artifact and event writes, the group-commit step writer) and
+//! `sqlite/` (opening the file, its statements); this module picks them by [`db::Dialect`].
 //!
 //! Layout: [`store_impl`] (the `Store` trait, delegating), `sessions` (sessions and rounds), `queue`
-//! (claim/renew/release), `steps` (record/read steps and memory), `board` (blackboard, artifacts),
-//! `events` (sequence allocation, append, read), `rows` (row → protobuf).
+//! (claim/renew/release), `steps` (record/read steps and memory; SQLite's statement-by-statement record),
+//! `board` (blackboard, artifacts), `events` (sequence allocation, append, read), `prune` (retention),
+//! `rows` (row → protobuf), [`db`] (the two databases behind one API).
 
 mod board;
+pub(crate) mod db;
 mod events;
 mod prune;
 mod queue;
@@ -18,31 +21,34 @@ mod sessions;
 mod steps;
 mod store_impl;
 
-// The statement-by-statement paths are SQLite's; the Postgres copy of this module does not use them.
-#[allow(unused_imports)]
-pub(crate) use board::put_artifact_statements;
-#[allow(unused_imports)]
 pub(crate) use steps::{Recorded, StepWrite};
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{Db, dialect};
+use crate::store::postgres::StepWriter;
 use crate::store::{Notifier, StoreError, StoreResult};
+use db::{Dialect, On, PoolConn, Tx};
 
-/// A connection of this backend (a pooled one or a transaction's).
-type Conn = <Db as sqlx::Database>::Connection;
+/// The database a [`SqlStore`] runs on, with what only that database has.
+pub(crate) enum Backend {
+    /// One pool for reads and writes; steps go through the group-commit queue.
+    Postgres {
+        pool: sqlx::PgPool,
+        steps: StepWriter,
+    },
+    /// A single writer connection (SQLite allows one writer at a time) and a pool of readers.
+    Sqlite {
+        write: sqlx::SqlitePool,
+        read: sqlx::SqlitePool,
+    },
+}
 
-/// The SQL store of this backend.
+/// The SQL store: Postgres (`postgres::connect`) or SQLite (`sqlite::open`).
 pub struct SqlStore {
-    /// How steps reach the database (Postgres: a group-commit queue; SQLite: its writer connection).
-    #[allow(dead_code)] // read by the Postgres dialect only
-    pub(crate) steps: dialect::StepWriter,
-    /// Pool for transactions (SQLite: a single connection, its only writer).
-    pub(crate) write: sqlx::Pool<Db>,
-    /// Pool for plain reads (Postgres: the same pool).
-    pub(crate) read: sqlx::Pool<Db>,
+    /// The database and its pools.
+    pub(crate) backend: Backend,
     /// Wakes this process's watchers.
     pub(crate) notifier: Arc<Notifier>,
     /// Background work owned by the store (the Postgres listener), stopped when the store is dropped.
@@ -52,7 +58,7 @@ pub struct SqlStore {
 impl std::fmt::Debug for SqlStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqlStore")
-            .field("backend", &dialect::NAME)
+            .field("backend", &self.dialect().name())
             .finish_non_exhaustive()
     }
 }
@@ -65,10 +71,52 @@ impl Drop for SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Which database this store runs on.
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self.backend {
+            Backend::Postgres { .. } => Dialect::Postgres,
+            Backend::Sqlite { .. } => Dialect::Sqlite,
+        }
+    }
+
+    /// Where writes outside a transaction run.
+    fn write(&self) -> On<'_> {
+        match &self.backend {
+            Backend::Postgres { pool, .. } => On::PostgresPool(pool),
+            Backend::Sqlite { write, .. } => On::SqlitePool(write),
+        }
+    }
+
+    /// Where plain reads run.
+    fn read(&self) -> On<'_> {
+        match &self.backend {
+            Backend::Postgres { pool, .. } => On::PostgresPool(pool),
+            Backend::Sqlite { read, .. } => On::SqlitePool(read),
+        }
+    }
+
+    /// Begins a write transaction.
+    async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        Ok(match &self.backend {
+            Backend::Postgres { pool, .. } => Tx::Postgres(pool.begin().await?),
+            Backend::Sqlite { write, .. } => Tx::Sqlite(write.begin().await?),
+        })
+    }
+
+    /// A read connection for several statements.
+    async fn read_conn(&self) -> Result<PoolConn, sqlx::Error> {
+        Ok(match &self.backend {
+            Backend::Postgres { pool, .. } => PoolConn::Postgres(pool.acquire().await?),
+            Backend::Sqlite { read, .. } => PoolConn::Sqlite(read.acquire().await?),
+        })
+    }
+}
+
 /// Ends a write transaction: commits on success; on failure rolls back *before* returning, so the row
 /// locks it took are released before the caller sees the error (a transaction merely dropped is rolled
 /// back later, when its connection is next used, and would hold its locks until then).
-async fn settle<T>(tx: sqlx::Transaction<'static, Db>, outcome: StoreResult<T>) -> StoreResult<T> {
+async fn settle<T>(tx: Tx, outcome: StoreResult<T>) -> StoreResult<T> {
     match outcome {
         Ok(value) => {
             tx.commit().await?;

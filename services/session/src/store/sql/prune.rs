@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use tracing::instrument;
 use uuid::Uuid;
 
+use super::db::{AsConn as _, query};
 use super::{SqlStore, api_u64, db_int, now, settle};
 use crate::store::{PruneOutcome, PruneRule, StoreResult};
 
@@ -26,18 +27,22 @@ impl SqlStore {
     pub(super) async fn prune_images_impl(&self, rule: PruneRule) -> StoreResult<PruneOutcome> {
         let mut ids: Vec<Uuid> = Vec::new();
         if let Some(cutoff) = rule.created_before {
-            let rows: Vec<(Uuid,)> = sqlx::query_as(OLDER_THAN)
+            let found = query(OLDER_THAN)
                 .bind(cutoff)
-                .fetch_all(&self.read)
+                .fetch_all(self.read())
                 .await?;
-            ids.extend(rows.into_iter().map(|(id,)| id));
+            for row in &found {
+                ids.push(row.try_get(0)?);
+            }
         }
         if let Some(keep) = rule.keep_newest {
-            let rows: Vec<(Uuid,)> = sqlx::query_as(BEYOND_NEWEST)
+            let found = query(BEYOND_NEWEST)
                 .bind(db_int(keep))
-                .fetch_all(&self.read)
+                .fetch_all(self.read())
                 .await?;
-            ids.extend(rows.into_iter().map(|(id,)| id));
+            for row in &found {
+                ids.push(row.try_get(0)?);
+            }
         }
         ids.sort_unstable();
         ids.dedup();
@@ -54,35 +59,37 @@ impl SqlStore {
     /// Removes one session's screenshot artifacts and the blob rows nothing references any more, and
     /// records when, in one transaction. Returns (artifacts, blob rows) removed.
     async fn prune_session(&self, id: Uuid, at: DateTime<Utc>) -> StoreResult<(u64, u64)> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome = async {
-            let hashes: Vec<(String,)> = sqlx::query_as(
+            let hashes = query(
                 "DELETE FROM artifacts WHERE session_id = $1 AND kind IN ('clean_screenshot', \
                  'annotated_screenshot', 'desktop_screenshot', 'selected_control_screenshot') \
                  RETURNING sha256",
             )
             .bind(id)
-            .fetch_all(&mut *tx)
+            .fetch_all(tx.conn())
             .await?;
             let artifacts = hashes.len() as u64;
-            let mut unique: Vec<String> = hashes.into_iter().map(|(h,)| h).collect();
+            let mut unique = hashes
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<Result<Vec<String>, _>>()?;
             unique.sort_unstable();
             unique.dedup();
-            let mut blobs = 0;
+            let mut blobs = 0_u64;
             for hash in unique {
-                let done = sqlx::query(
+                blobs += query(
                     "DELETE FROM artifact_blobs WHERE sha256 = $1 \
                      AND NOT EXISTS (SELECT 1 FROM artifacts WHERE sha256 = $1)",
                 )
                 .bind(hash)
-                .execute(&mut *tx)
+                .execute(tx.conn())
                 .await?;
-                blobs += done.rows_affected();
             }
-            sqlx::query("UPDATE sessions SET images_pruned_at = $2 WHERE id = $1")
+            query("UPDATE sessions SET images_pruned_at = $2 WHERE id = $1")
                 .bind(id)
                 .bind(at)
-                .execute(&mut *tx)
+                .execute(tx.conn())
                 .await?;
             Ok((artifacts, api_u64(db_int(blobs))))
         }

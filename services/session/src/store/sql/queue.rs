@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sqlx::Row as _;
 use tracing::instrument;
 use ufo_proto::v1::{EventKind, Lease, Session};
 use uuid::Uuid;
 
+use super::db::{AsConn as _, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{SqlStore, dialect, now, rows, settle};
+use super::{SqlStore, now, rows, settle};
 use crate::store::{NewEvent, StoreError, StoreResult};
+use crate::store::{postgres, sqlite};
 
 fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
@@ -30,19 +31,19 @@ impl SqlStore {
         lease: Duration,
     ) -> StoreResult<Option<Session>> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
-            let candidate = sqlx::query(dialect::CLAIM_CANDIDATE)
-                .bind(at)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let claim = self
+                .dialect()
+                .pick(postgres::CLAIM_CANDIDATE, sqlite::CLAIM_CANDIDATE);
+            let candidate = query(claim).bind(at).fetch_optional(tx.conn()).await?;
             let Some(candidate) = candidate else {
                 return Ok((None, 0));
             };
             let id: Uuid = candidate.try_get("id")?;
             let previous: Option<String> = candidate.try_get("lease_owner")?;
             tracing::Span::current().record("session", tracing::field::display(id));
-            sqlx::query(
+            query(
                 "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
              status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
             )
@@ -50,7 +51,7 @@ impl SqlStore {
             .bind(&worker)
             .bind(expiry(at, lease))
             .bind(at)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
             let claimed = NewEvent {
                 kind: EventKind::TaskClaimed,
@@ -78,7 +79,7 @@ impl SqlStore {
         lease: Duration,
     ) -> StoreResult<Lease> {
         let at = now();
-        let renewed = sqlx::query(
+        let renewed = query(
             "UPDATE sessions SET lease_expires_at = $3, updated_at = $4 \
              WHERE id = $1 AND lease_owner = $2 AND status IN ('running', 'waiting') \
              RETURNING lease_expires_at, cancel_requested",
@@ -87,7 +88,7 @@ impl SqlStore {
         .bind(&worker)
         .bind(expiry(at, lease))
         .bind(at)
-        .fetch_optional(&self.write)
+        .fetch_optional(self.write())
         .await?;
         let Some(row) = renewed else {
             // Tell "no such session" apart from "not yours (any more)".
@@ -110,12 +111,12 @@ impl SqlStore {
         requeue: bool,
     ) -> StoreResult<()> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             let row = lock_session(&mut tx, id, Some(&worker)).await?;
             let status: String = row.try_get("status")?;
             let requeued = requeue && (status == "running" || status == "waiting");
-            sqlx::query(
+            query(
                 "UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL, updated_at = $2, \
              status = CASE WHEN $3 THEN 'queued' ELSE status END, \
              queued_at = CASE WHEN $3 THEN $2 ELSE queued_at END WHERE id = $1",
@@ -123,7 +124,7 @@ impl SqlStore {
             .bind(id)
             .bind(at)
             .bind(requeued)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
             let released = NewEvent {
                 kind: EventKind::TaskReleased,

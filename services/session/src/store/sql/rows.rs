@@ -3,19 +3,17 @@
 use chrono::{DateTime, Utc};
 use prost_types::Timestamp;
 use serde_json::Value as Json;
-use sqlx::Row as _;
 use sqlx::types::Json as SqlJson;
 use ufo_proto::v1::{
     AgentKind, ArtifactKind, ArtifactRef, BlackboardEntry, BlackboardKind, Event, EventKind, Round,
     RoundStatus, Session, SessionStatus, Step, Totals,
 };
 
-use super::{Db, api_u32, api_u64};
+use super::{api_u32, api_u64};
 use crate::store::step_json;
 use crate::store::{DbEnum, StoreError, StoreResult};
 
-/// A result row of this backend.
-pub(super) type Row = <Db as sqlx::Database>::Row;
+pub(super) use super::db::Row;
 
 /// A timestamp for protobuf.
 pub(super) fn ts(t: DateTime<Utc>) -> Timestamp {

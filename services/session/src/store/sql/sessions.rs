@@ -1,14 +1,14 @@
 //! Sessions and rounds: create, read, list, status changes, cancellation, follow-up rounds.
 
 use serde_json::json;
-use sqlx::Row as _;
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
 use ufo_proto::v1::{EventKind, Round, RoundStatus, Session, SessionStatus};
 use uuid::Uuid;
 
+use super::db::{AsConn, query};
 use super::events::{Totals, append, lock_session};
-use super::{Conn, SqlStore, now, rows, settle};
+use super::{SqlStore, now, rows, settle};
 use crate::store::{
     DbEnum as _, NewEvent, NewSession, PageCursor, RoundEnd, StatusChange, StoreError, StoreResult,
     is_terminal,
@@ -29,20 +29,20 @@ fn status_of(row: &rows::Row) -> StoreResult<SessionStatus> {
 }
 
 /// The session row, read inside the caller's transaction.
-pub(super) async fn session_in(conn: &mut Conn, id: Uuid) -> StoreResult<Session> {
-    let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+pub(super) async fn session_in(conn: &mut impl AsConn, id: Uuid) -> StoreResult<Session> {
+    let row = query("SELECT * FROM sessions WHERE id = $1")
         .bind(id)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.conn())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
     rows::session(&row)
 }
 
-async fn round_in(conn: &mut Conn, id: Uuid, number: u32) -> StoreResult<Round> {
-    let row = sqlx::query("SELECT * FROM rounds WHERE session_id = $1 AND number = $2")
+async fn round_in(conn: &mut impl AsConn, id: Uuid, number: u32) -> StoreResult<Round> {
+    let row = query("SELECT * FROM rounds WHERE session_id = $1 AND number = $2")
         .bind(id)
         .bind(i64::from(number))
-        .fetch_optional(&mut *conn)
+        .fetch_optional(conn.conn())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("round {number} of session {id}")))?;
     rows::round(&row)
@@ -66,13 +66,13 @@ fn end_event(status: SessionStatus) -> EventKind {
 
 /// Ends session `id` inside the caller's transaction: status, result, no lease, open rounds closed.
 async fn end_session(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     id: Uuid,
     status: SessionStatus,
     result: &str,
 ) -> StoreResult<u64> {
     let at = now();
-    sqlx::query(
+    query(
         "UPDATE sessions SET status = $2, result = $3, lease_owner = NULL, lease_expires_at = NULL, \
          updated_at = $4 WHERE id = $1",
     )
@@ -80,16 +80,16 @@ async fn end_session(
     .bind(status.db())
     .bind(result)
     .bind(at)
-    .execute(&mut *conn)
+    .execute(conn.conn())
     .await?;
-    sqlx::query(
+    query(
         "UPDATE rounds SET status = $2, finished_at = $3 \
          WHERE session_id = $1 AND status IN ('pending', 'running')",
     )
     .bind(id)
     .bind(round_status_for(status).db())
     .bind(at)
-    .execute(&mut *conn)
+    .execute(conn.conn())
     .await?;
     let ended = event(end_event(status), json!({ "result": result }), 0);
     let (_, last_seq) = append(conn, id, &[ended], Totals::default(), at).await?;
@@ -100,9 +100,9 @@ impl SqlStore {
     #[instrument(name = "store.create_session", skip_all, fields(session = %new.id))]
     pub(super) async fn create_session_impl(&self, new: NewSession) -> StoreResult<Session> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
-        let inserted = sqlx::query(
+        let inserted = query(
             "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at) \
              VALUES ($1, $2, 'queued', $3, $4, $5, $5, $5) ON CONFLICT (id) DO NOTHING",
         )
@@ -111,9 +111,8 @@ impl SqlStore {
         .bind(SqlJson(&new.config))
         .bind(&new.owner)
         .bind(at)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        .execute(tx.conn())
+        .await?;
         if inserted == 0 {
             let existing = self.get_session_impl(new.id).await?;
             return if existing.request == new.request {
@@ -125,14 +124,14 @@ impl SqlStore {
                 )))
             };
         }
-        sqlx::query(
+        query(
             "INSERT INTO rounds (session_id, number, request, status, created_at) \
              VALUES ($1, 1, $2, 'pending', $3)",
         )
         .bind(new.id)
         .bind(&new.request)
         .bind(at)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
         let created = event(
             EventKind::TaskCreated,
@@ -151,7 +150,7 @@ impl SqlStore {
 
     #[instrument(name = "store.get_session", skip_all, fields(session = %id))]
     pub(super) async fn get_session_impl(&self, id: Uuid) -> StoreResult<Session> {
-        let mut conn = self.read.acquire().await?;
+        let mut conn = self.read_conn().await?;
         session_in(&mut conn, id).await
     }
 
@@ -163,7 +162,7 @@ impl SqlStore {
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
-        let found = sqlx::query(
+        let found = query(
             "SELECT * FROM sessions WHERE ($1 IS NULL OR status = $1) \
              AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
              AND ($5 IS NULL OR owner = $5) \
@@ -174,7 +173,7 @@ impl SqlStore {
         .bind(cursor.map(|c| c.id))
         .bind(i64::from(limit) + 1)
         .bind(owner)
-        .fetch_all(&self.read)
+        .fetch_all(self.read())
         .await?;
         let more = found.len() > limit as usize;
         let mut next = None;
@@ -196,7 +195,7 @@ impl SqlStore {
         &self,
         change: StatusChange,
     ) -> StoreResult<Session> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             let row = lock_session(&mut tx, change.id, change.lease_owner.as_deref()).await?;
             let current = status_of(&row)?;
@@ -213,11 +212,11 @@ impl SqlStore {
             let last_seq = if is_terminal(change.status) {
                 Some(end_session(&mut tx, change.id, change.status, &change.result).await?)
             } else if matches!(current, SessionStatus::Running | SessionStatus::Waiting) {
-                sqlx::query("UPDATE sessions SET status = $2, updated_at = $3 WHERE id = $1")
+                query("UPDATE sessions SET status = $2, updated_at = $3 WHERE id = $1")
                     .bind(change.id)
                     .bind(change.status.db())
                     .bind(now())
-                    .execute(&mut *tx)
+                    .execute(tx.conn())
                     .await?;
                 None
             } else {
@@ -243,7 +242,7 @@ impl SqlStore {
         id: Uuid,
         reason: String,
     ) -> StoreResult<Session> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             let row = lock_session(&mut tx, id, None).await?;
             let current = status_of(&row)?;
@@ -251,13 +250,11 @@ impl SqlStore {
             if is_terminal(current) || (already && current != SessionStatus::Queued) {
                 return Ok((session_in(&mut tx, id).await?, 0));
             }
-            sqlx::query(
-                "UPDATE sessions SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(now())
-            .execute(&mut *tx)
-            .await?;
+            query("UPDATE sessions SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1")
+                .bind(id)
+                .bind(now())
+                .execute(tx.conn())
+                .await?;
             let requested = event(EventKind::CancelRequested, json!({ "reason": reason }), 0);
             let (_, mut last_seq) =
                 append(&mut tx, id, &[requested], Totals::default(), now()).await?;
@@ -281,23 +278,25 @@ impl SqlStore {
     #[instrument(name = "store.add_round", skip_all, fields(session = %id))]
     pub(super) async fn add_round_impl(&self, id: Uuid, request: String) -> StoreResult<Round> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
         let row = lock_session(&mut tx, id, None).await?;
         let current = status_of(&row)?;
-        let pending: Option<i64> = sqlx::query_scalar(
+        let pending: Option<i64> = query(
             "SELECT number FROM rounds WHERE session_id = $1 AND status = 'pending' LIMIT 1",
         )
         .bind(id)
-        .fetch_optional(&mut *tx)
-        .await?;
+        .fetch_optional(tx.conn())
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?;
         if let Some(number) = pending {
             return Err(StoreError::FailedPrecondition(format!(
                 "round {number} of session {id} is still pending"
             )));
         }
         let number: i64 = row.try_get::<i64, _>("rounds")? + 1;
-        sqlx::query(
+        query(
             "INSERT INTO rounds (session_id, number, request, status, created_at) \
              VALUES ($1, $2, $3, 'pending', $4)",
         )
@@ -305,25 +304,25 @@ impl SqlStore {
         .bind(number)
         .bind(&request)
         .bind(at)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
         if is_terminal(current) {
             // A follow-up to an ended session queues it again for any runner.
-            sqlx::query(
+            query(
                 "UPDATE sessions SET rounds = $2, status = 'queued', result = '', cancel_requested = FALSE, \
                  queued_at = $3, updated_at = $3 WHERE id = $1",
             )
             .bind(id)
             .bind(number)
             .bind(at)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
         } else {
-            sqlx::query("UPDATE sessions SET rounds = $2, updated_at = $3 WHERE id = $1")
+            query("UPDATE sessions SET rounds = $2, updated_at = $3 WHERE id = $1")
                 .bind(id)
                 .bind(number)
                 .bind(at)
-                .execute(&mut *tx)
+                .execute(tx.conn())
                 .await?;
         }
         let round_number = super::api_u32(number);
@@ -350,7 +349,7 @@ impl SqlStore {
         lease_owner: Option<String>,
     ) -> StoreResult<Round> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
         let row = lock_session(&mut tx, id, lease_owner.as_deref()).await?;
         let round = round_in(&mut tx, id, number).await?;
@@ -368,13 +367,13 @@ impl SqlStore {
                 "session {id} has ended"
             )));
         }
-        sqlx::query(
+        query(
             "UPDATE rounds SET status = 'running', started_at = $3 WHERE session_id = $1 AND number = $2",
         )
         .bind(id)
         .bind(i64::from(number))
         .bind(at)
-        .execute(&mut *tx)
+        .execute(tx.conn())
         .await?;
         let started = event(
             EventKind::RoundStarted,
@@ -394,7 +393,7 @@ impl SqlStore {
     #[instrument(name = "store.finish_round", skip_all, fields(session = %end.id, round = end.number))]
     pub(super) async fn finish_round_impl(&self, end: RoundEnd) -> StoreResult<Round> {
         let at = now();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             lock_session(&mut tx, end.id, end.lease_owner.as_deref()).await?;
             let round = round_in(&mut tx, end.id, end.number).await?;
@@ -410,7 +409,7 @@ impl SqlStore {
                     current.db()
                 )));
             }
-            sqlx::query(
+            query(
                 "UPDATE rounds SET status = $3, result = $4, finished_at = $5 \
              WHERE session_id = $1 AND number = $2",
             )
@@ -419,7 +418,7 @@ impl SqlStore {
             .bind(end.status.db())
             .bind(&end.result)
             .bind(at)
-            .execute(&mut *tx)
+            .execute(tx.conn())
             .await?;
             let finished = event(
                 EventKind::RoundFinished,
@@ -438,10 +437,10 @@ impl SqlStore {
 
     #[instrument(name = "store.list_rounds", skip_all, fields(session = %id))]
     pub(super) async fn list_rounds_impl(&self, id: Uuid) -> StoreResult<Vec<Round>> {
-        let mut conn = self.read.acquire().await?;
-        let found = sqlx::query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
+        let mut conn = self.read_conn().await?;
+        let found = query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
             .bind(id)
-            .fetch_all(&mut *conn)
+            .fetch_all(conn.conn())
             .await?;
         if found.is_empty() {
             // Only an empty answer needs telling "no rounds yet" from "no such session".

@@ -2,7 +2,6 @@
 //! and reading steps and memory back.
 
 use serde_json::{Value as Json, json};
-use sqlx::Row as _;
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
 use ufo_proto::v1::{
@@ -11,9 +10,11 @@ use ufo_proto::v1::{
 use uuid::Uuid;
 
 use super::board::{ArtifactRow, insert_artifact, insert_entry};
+use super::db::{AsConn, query};
 use super::events::{Totals, append};
 use super::sessions::session_in;
-use super::{Conn, SqlStore, api_u64, check_lease, db_int, dialect, now, rows, settle};
+use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows, settle};
+use crate::store::postgres;
 use crate::store::step_json::{actions_from_json, actions_to_json, phases_to_json};
 use crate::store::{
     DbEnum as _, NewEvent, RecordedStep, StepRecord, StoreError, StoreResult, is_terminal,
@@ -27,12 +28,12 @@ fn ts_of(t: &Option<prost_types::Timestamp>) -> Option<chrono::DateTime<chrono::
 
 /// Artifact references of steps `from..=to` of a session.
 async fn artifacts_of(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     id: Uuid,
     from: i64,
     to: i64,
 ) -> StoreResult<Vec<ArtifactRef>> {
-    let found = sqlx::query(
+    let found = query(
         "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
          FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
          WHERE a.session_id = $1 AND a.step >= $2 AND a.step <= $3 ORDER BY a.step, a.created_at, a.kind",
@@ -40,32 +41,36 @@ async fn artifacts_of(
     .bind(id)
     .bind(from)
     .bind(to)
-    .fetch_all(&mut *conn)
+    .fetch_all(conn.conn())
     .await?;
     found.iter().map(rows::artifact_ref).collect()
 }
 
 /// Links an already stored artifact of session `id` to `step`; `FailedPrecondition` when the session has
 /// no such artifact. (SQLite's path; Postgres's stored function links all of a step's artifacts at once.)
-#[allow(dead_code)] // compiled for both backends, used by SQLite's
-async fn link_artifact(conn: &mut Conn, id: Uuid, sha256: &str, step: i64) -> StoreResult<()> {
-    sqlx::query(
+async fn link_artifact(
+    conn: &mut impl AsConn,
+    id: Uuid,
+    sha256: &str,
+    step: i64,
+) -> StoreResult<()> {
+    query(
         "UPDATE artifacts SET step = $3 WHERE session_id = $1 AND sha256 = $2 AND step = 0 \
          AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = $2 AND b.step = $3)",
     )
     .bind(id)
     .bind(sha256)
     .bind(step)
-    .execute(&mut *conn)
+    .execute(conn.conn())
     .await?;
-    let linked: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM artifacts WHERE session_id = $1 AND sha256 = $2 AND step = $3",
-    )
-    .bind(id)
-    .bind(sha256)
-    .bind(step)
-    .fetch_one(&mut *conn)
-    .await?;
+    let linked: i64 =
+        query("SELECT COUNT(*) FROM artifacts WHERE session_id = $1 AND sha256 = $2 AND step = $3")
+            .bind(id)
+            .bind(sha256)
+            .bind(step)
+            .fetch_one(conn.conn())
+            .await?
+            .try_get(0)?;
     if linked == 0 {
         return Err(StoreError::FailedPrecondition(format!(
             "artifact {sha256} was not put for session {id}"
@@ -107,10 +112,9 @@ impl StepWrite<'_> {
 
 /// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
 /// events and totals. Returns the newest sequence number and the blackboard entries as stored. (SQLite's
-/// path; Postgres does the same in its stored function, see its dialect.)
-#[allow(dead_code)] // compiled for both backends, used by SQLite's
+/// path; Postgres does the same in its stored function, see `postgres::record_step`.)
 async fn write_step_statements(
-    conn: &mut Conn,
+    conn: &mut impl AsConn,
     w: &StepWrite<'_>,
 ) -> StoreResult<(u64, Vec<BlackboardEntry>)> {
     let record = w.record;
@@ -118,7 +122,7 @@ async fn write_step_statements(
     let id = record.session_id;
     let step_no = db_int(s.step);
     let at = w.at;
-    sqlx::query(
+    query(
             "INSERT INTO steps (session_id, step, round, round_step, agent_name, agent_kind, state_before, \
              state_after, subtask, observation, thought, plan, comment, status, actions, phases, cost, \
              input_tokens, output_tokens, started_at, finished_at, extra, content_hash, recorded_at) \
@@ -149,25 +153,23 @@ async fn write_step_statements(
         .bind(SqlJson(ufo_proto::json::from_optional_struct(s.extra.clone())))
         .bind(record.content_hash.as_slice())
         .bind(at)
-        .execute(&mut *conn)
+        .execute(conn.conn())
         .await?;
-    sqlx::query(
-        "INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $3, $4)",
-    )
-    .bind(id)
-    .bind(step_no)
-    .bind(&s.agent_name)
-    .bind(SqlJson(&record.memory_item))
-    .execute(&mut *conn)
-    .await?;
+    query("INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $3, $4)")
+        .bind(id)
+        .bind(step_no)
+        .bind(&s.agent_name)
+        .bind(SqlJson(&record.memory_item))
+        .execute(conn.conn())
+        .await?;
     let mut board = Vec::with_capacity(record.blackboard.len());
     for entry in &record.blackboard {
-        board.push(insert_entry(&mut *conn, id, entry, step_no, at).await?);
+        board.push(insert_entry(conn, id, entry, step_no, at).await?);
     }
-    sqlx::query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
+    query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
         .bind(id)
         .bind(i64::from(s.round))
-        .execute(&mut *conn)
+        .execute(conn.conn())
         .await?;
     let mut events = record.events.clone();
     events.push(w.finished_event());
@@ -198,7 +200,6 @@ pub(crate) enum Recorded {
 
 /// What recording step $2 of round $3 needs to check (no row lock: SQLite's single writer connection
 /// already serialises transactions).
-#[allow(dead_code)] // compiled for both backends, used by SQLite's
 const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
     r.status AS round_status FROM sessions s \
     LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
@@ -207,20 +208,20 @@ const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
 
 impl SqlStore {
     /// Records a step in a transaction, statement by statement: checks, artifact links, the write.
-    /// (SQLite's path; Postgres does the same in one call of a stored function, see its dialect.)
-    #[allow(dead_code)] // compiled for both backends, used by SQLite's
-    pub(crate) async fn record_step_statements(&self, w: &StepWrite<'_>) -> StoreResult<Recorded> {
+    /// (SQLite's path; Postgres does the same in one call of a stored function, see
+    /// `postgres::record_step`.)
+    async fn record_step_statements(&self, w: &StepWrite<'_>) -> StoreResult<Recorded> {
         let record = w.record;
         let id = record.session_id;
         let s = &record.step;
         let step_no = db_int(s.step);
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let outcome: StoreResult<Recorded> = async {
-            let head = sqlx::query(READ_FOR_STEP)
+            let head = query(READ_FOR_STEP)
                 .bind(id)
                 .bind(step_no)
                 .bind(i64::from(s.round))
-                .fetch_optional(&mut *tx)
+                .fetch_optional(tx.conn())
                 .await?
                 .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
             if let Some(existing) = head.try_get::<Option<Vec<u8>>, _>("content_hash")? {
@@ -298,7 +299,11 @@ impl SqlStore {
             actions: &actions,
             at: now(),
         };
-        let (last_seq, blackboard, artifacts) = match dialect::record_step(self, &write).await? {
+        let recorded = match &self.backend {
+            Backend::Postgres { steps, .. } => postgres::record_step(steps, &write).await?,
+            Backend::Sqlite { .. } => self.record_step_statements(&write).await?,
+        };
+        let (last_seq, blackboard, artifacts) = match recorded {
             Recorded::Duplicate => {
                 tracing::Span::current().record("duplicate", true);
                 let step = self.get_step_impl(id, s.step).await?;
@@ -337,14 +342,14 @@ impl SqlStore {
         from_step: u64,
         limit: u32,
     ) -> StoreResult<Vec<Step>> {
-        let mut conn = self.read.acquire().await?;
-        let found = sqlx::query(
+        let mut conn = self.read_conn().await?;
+        let found = query(
             "SELECT * FROM steps WHERE session_id = $1 AND step >= $2 ORDER BY step LIMIT $3",
         )
         .bind(id)
         .bind(db_int(from_step))
         .bind(i64::from(limit))
-        .fetch_all(&mut *conn)
+        .fetch_all(conn.conn())
         .await?;
         if found.is_empty() {
             // Only an empty page needs telling "no steps here" from "no such session".
@@ -380,14 +385,14 @@ impl SqlStore {
         id: Uuid,
         agent: Option<String>,
     ) -> StoreResult<Vec<MemoryItem>> {
-        let mut conn = self.read.acquire().await?;
-        let found = sqlx::query(
+        let mut conn = self.read_conn().await?;
+        let found = query(
             "SELECT step, agent_name, item FROM memory_items \
              WHERE session_id = $1 AND ($2 IS NULL OR agent_name = $2) ORDER BY step",
         )
         .bind(id)
         .bind(agent)
-        .fetch_all(&mut *conn)
+        .fetch_all(conn.conn())
         .await?;
         if found.is_empty() {
             session_in(&mut conn, id).await?;

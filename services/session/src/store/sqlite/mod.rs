@@ -2,7 +2,9 @@
 //!
 //! SQLite allows one writer at a time, so writes go through a pool of exactly one connection (no
 //! "database is locked" lock upgrades) while reads use a separate pool in WAL mode and never wait for the
-//! writer. Watchers of this process wake through the in-process [`Notifier`] after each commit.
+//! writer. Watchers of this process wake through the in-process [`Notifier`] after each commit. The
+//! statements below are the ones SQLite needs in its own words; everything else is the shared SQL of
+//! `sql/`, which also writes steps, artifacts and events statement by statement in one transaction here.
 
 use std::path::Path;
 use std::str::FromStr as _;
@@ -10,78 +12,32 @@ use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
+use crate::store::sql::{Backend, SqlStore};
 use crate::store::{Notifier, StoreError};
-
-type Db = sqlx::Sqlite;
-
-// The shared SQL is compiled once per backend on purpose (see `sql/mod.rs`).
-#[allow(clippy::duplicate_mod)]
-#[path = "../sql/mod.rs"]
-mod sql;
-
-/// The SQLite implementation of [`Store`](crate::store::Store).
-pub type SqliteStore = sql::SqlStore;
 
 /// Embedded SQLite migrations (`services/session/migrations_sqlite/`).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqlite");
 
-mod dialect {
-    pub(super) const NAME: &str = "sqlite";
+/// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
+pub(crate) const REFERENCED_BLOBS: &str =
+    "SELECT sha256 FROM artifact_blobs WHERE sha256 IN (SELECT value FROM json_each($1))";
 
-    /// Steps are written by the single writer connection, one transaction each.
-    pub(crate) struct StepWriter;
+/// The single writer connection already serialises transactions: no row lock needed.
+pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 
-    /// Stores an artifact in a transaction of several statements.
-    pub(super) async fn put_artifact(
-        write: &sqlx::SqlitePool,
-        artifact: &crate::store::NewArtifact,
-        sha256: &str,
-        at: chrono::DateTime<chrono::Utc>,
-    ) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
-        super::sql::put_artifact_statements(write, artifact, sha256, at).await
-    }
+/// The oldest claimable session at time $1.
+pub(crate) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
+    WHERE (status = 'queued' AND NOT cancel_requested) \
+    OR (status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
+    ORDER BY queued_at, id LIMIT 1";
 
-    /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
-    pub(super) const REFERENCED_BLOBS: &str =
-        "SELECT sha256 FROM artifact_blobs WHERE sha256 IN (SELECT value FROM json_each($1))";
-
-    /// The single writer connection already serialises transactions: no row lock needed.
-    pub(super) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
-
-    pub(super) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
-        WHERE (status = 'queued' AND NOT cancel_requested) \
-        OR (status IN ('running', 'waiting') AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-        ORDER BY queued_at, id LIMIT 1";
-
-    pub(super) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
-        steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
-        output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
-
-    /// Events are appended in a transaction of several statements (in-process calls here).
-    pub(super) async fn append_events(
-        store: &super::sql::SqlStore,
-        id: uuid::Uuid,
-        events: &[crate::store::NewEvent],
-        lease_owner: Option<&str>,
-        at: chrono::DateTime<chrono::Utc>,
-    ) -> crate::store::StoreResult<i64> {
-        store
-            .append_events_statements(id, events, lease_owner, at)
-            .await
-    }
-
-    /// Statements are in-process calls here, so the step is written in a transaction one statement at a
-    /// time.
-    pub(super) async fn record_step(
-        store: &super::sql::SqlStore,
-        write: &super::sql::StepWrite<'_>,
-    ) -> crate::store::StoreResult<super::sql::Recorded> {
-        store.record_step_statements(write).await
-    }
-}
+/// Allocates $2 sequence numbers and adds totals.
+pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
+    steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
+    output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
 
 /// Opens (creating if needed) the SQLite file at `path`, runs the migrations.
-pub async fn open(path: &Path, read_connections: u32) -> Result<SqliteStore, StoreError> {
+pub async fn open(path: &Path, read_connections: u32) -> Result<SqlStore, StoreError> {
     let options = SqliteConnectOptions::from_str("sqlite://")?
         .filename(path)
         .create_if_missing(true)
@@ -98,10 +54,8 @@ pub async fn open(path: &Path, read_connections: u32) -> Result<SqliteStore, Sto
         .max_connections(read_connections.max(1))
         .connect_with(options.read_only(true))
         .await?;
-    Ok(sql::SqlStore {
-        steps: dialect::StepWriter,
-        write,
-        read,
+    Ok(SqlStore {
+        backend: Backend::Sqlite { write, read },
         notifier: Notifier::new(),
         background: None,
     })

@@ -1,47 +1,44 @@
-//! The agent service.
+//! The agent service: UFO²'s HostAgent and AppAgents run as a durable task runner behind REST and gRPC.
 //!
-//! Layout:
-//! - [`config`]: the CLI/env configuration.
+//! Layout, bottom to top (a module uses only modules above it in this list, except `testing`):
+//! - [`config`]: every flag and file setting of `ufo-agent` (clap, env fallbacks); imports nothing else
+//!   from this crate.
 //! - [`llm`]: the provider-neutral [`llm::ChatModel`] trait, OpenAI-compatible and Azure clients, retries,
-//!   backup model, JSON extraction and re-asking, prices and cost totals.
+//!   backup model, JSON extraction and re-asking, cost totals.
+//! - [`dispatch`]: commands to executors and their results ([`dispatch::CommandDispatcher`], gRPC client),
+//!   the executor catalog, and the operator's executor registry ([`dispatch::registry`]).
 //! - [`vision`]: screenshots, set-of-marks annotation, IoU merge, downscale and crop.
-//! - [`target`]: windows, third-party agents and controls, and the registry labelling them.
-//! - [`dispatch`]: commands and the [`dispatch::CommandDispatcher`] (gRPC executor client).
-//! - [`processor`]: the processor framework (phases, strategies, composition, validation, middleware) that
-//!   the HostAgent and AppAgents are built on (seeds 003 and 004).
-//! - [`agents`] / [`round`]: the HostAgent and AppAgents and the round driver that runs them step by step.
-//! - [`failure`]: what people are told when a step fails (the cause in their terms and a trace id; the
-//!   internals go to the log).
-//! - [`policy`]: the operator's consent policy (allow, confirm or deny each proposed action).
-//! - [`testing`]: the scripted OpenAI-compatible server and an in-process executor double.
-//! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`) and gRPC `AgentService`.
-//! - [`replay`]: selectors for recorded actions, and running a finished task again without the model.
-//! - [`runner`]: claims queued tasks from the session store with a lease and runs them step by step.
-//! - [`store`]: what the runner's store writes share: bounded retries and NUL sanitising of model text.
-//! - [`task_config`]: a task's resolved configuration (executor, limits, model, confirm policy).
-//! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until the
-//!   shutdown token fires.
+//! - [`memory`]: the seeds' memory items and the shared blackboard.
+//! - [`processor`]: the processor framework (phases, strategies, composition, dependency validation,
+//!   middleware) the agents are built on (seeds 003 and 004).
+//! - [`agents`]: the HostAgent and AppAgents (strategies, prompts, model replies, actions), the target
+//!   registry ([`agents::target`]) and the consent policy ([`agents::policy`]).
+//! - [`replay`]: selectors for recorded actions, and running a recorded task again without the model.
+//! - [`round`]: the state machine: statuses ([`round::state`]), what a step decided next
+//!   ([`round::control`]), the transitions ([`round::transition`]) and the round driver that runs the agents
+//!   step by step; what people are told when a step fails ([`round::failure`]).
+//! - [`store`]: everything said to the session service: the client, blob uploads, bounded retries, NUL
+//!   sanitising.
+//! - [`runner`]: claims queued tasks with a lease, records each step before the next acts, waits for
+//!   people; a task's resolved configuration ([`runner::task_config`]).
+//! - [`api`]: the user-facing REST API (axum, OpenAPI at `/openapi.json`, SSE, the viewer) and gRPC
+//!   `AgentService`.
+//! - [`testing`]: test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled
+//!   only with the `testing` feature.
+//! - [`run`]: serves REST and gRPC (with health, and reflection when asked) and runs the task runner until
+//!   the shutdown token fires.
 
 pub mod agents;
 pub mod api;
-pub mod blobs;
 pub mod config;
-pub mod control;
 pub mod dispatch;
-pub mod executors;
-pub mod failure;
 pub mod llm;
 pub mod memory;
-pub mod policy;
 pub mod processor;
-pub mod prompts;
 pub mod replay;
-pub mod response;
 pub mod round;
 pub mod runner;
 pub mod store;
-pub mod target;
-pub mod task_config;
 /// Test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled only with the
 /// `testing` feature: the service itself never contains them.
 #[cfg(feature = "testing")]
@@ -75,10 +72,10 @@ pub enum RunError {
     Auth(#[from] api::auth::AuthConfigError),
     /// The executor registry is invalid.
     #[error(transparent)]
-    Executors(#[from] executors::ExecutorConfigError),
+    Executors(#[from] dispatch::registry::ExecutorConfigError),
     /// The session client cannot be built.
     #[error(transparent)]
-    Session(#[from] api::session::SessionClientError),
+    Session(#[from] store::client::SessionClientError),
 }
 
 /// The bound listeners of one agent process.
@@ -99,8 +96,8 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let keys = api::ApiKeys::from_config(&config.api)?;
-    let client = api::session::connect(&config.session)?;
-    let watch_client = api::session::connect_streaming(&config.session)?;
+    let client = store::client::connect(&config.session)?;
+    let watch_client = store::client::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
 
     let intro = introspection(SERVICES, &config.reflection)

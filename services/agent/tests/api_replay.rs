@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use api_support::{Agent, KEY, Session, agent_config, eventually};
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
+use ufo_agent::agents::target::Rect;
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
-use ufo_agent::target::Rect;
 use ufo_agent::testing::{FakeControl, FakeDesktop, FakeWindow, ScriptedLlm};
 
 struct Rig {

@@ -10,7 +10,7 @@ use axum::body::Body;
 use http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use ufo_agent::control::{HeldAction, Next, StepControl};
+use ufo_agent::round::control::{HeldAction, Next, StepControl};
 use ufo_agent::runner::hitl;
 use ufo_proto::v1::{
     ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest, SessionStatus,

@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 
 use serde_json::json;
-use ufo_agent::control::{HeldAction, Next, StepControl};
-use ufo_agent::response::{ActionSpec, AppStatus, HostResponse, HostStatus};
+use ufo_agent::agents::response::{ActionSpec, HostResponse};
+use ufo_agent::agents::target::{Rect, TargetInfo, TargetKind};
+use ufo_agent::round::control::{HeldAction, Next, StepControl};
+use ufo_agent::round::state::{AppStatus, HostStatus};
 use ufo_agent::round::{Held, RoundState};
 use ufo_agent::runner::hitl::{
     answer_of, answer_writes, decision_event, decision_of, held_events, pending_questions, writes,
 };
-use ufo_agent::target::{Rect, TargetInfo, TargetKind};
 use ufo_proto::v1::{Blackboard, BlackboardEntry, Event, EventDraft};
 
 fn control(label: &str, name: &str) -> TargetInfo {
@@ -63,6 +64,8 @@ fn a_held_app_action_round_trips() {
         }],
         controls: vec![control("2", "Delete")],
         status: AppStatus::Confirm,
+        result: "deleted".into(),
+        questions: vec![],
     };
     assert_eq!(round_trip(held.clone()), held);
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
-use ufo_agent::control::Next;
+use ufo_agent::round::control::Next;
 use ufo_agent::round::{Arrived, Decision, RoundEnd};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_proto::v1;
@@ -352,7 +352,7 @@ async fn confirm_policy_always_holds_every_action() {
 }
 
 #[tokio::test]
-async fn screenshot_re_observes_and_decides_again_without_acting() {
+async fn screenshot_runs_its_click_then_observes_again_without_finishing() {
     let llm = ScriptedLlm::start().await.unwrap();
     let desktop = Arc::new(desktop());
     let mut round = round(
@@ -369,15 +369,23 @@ async fn screenshot_re_observes_and_decides_again_without_acting() {
         )
     }));
     llm.push_fn(|req| {
-        assert_eq!(req.image_urls().len(), 2, "a fresh clean + annotated pair");
+        // A fresh clean + annotated pair, and the crop of the control the SCREENSHOT step clicked.
+        assert_eq!(
+            req.image_urls().len(),
+            3,
+            "a fresh clean + annotated pair and the last control"
+        );
         ScriptedReply::Text(app("FINISH", json!(null), "seen").to_string())
     });
     let hooks = Arrived::default();
     round.next_step(&hooks).await.unwrap();
     let looked = round.next_step(&hooks).await.unwrap();
     assert_eq!(looked.step.status, "SCREENSHOT");
+    // Seed 001: `Status: SCREENSHOT` with a `click_input` runs the click, then observes again; the
+    // subtask is not finished.
     assert_eq!(looked.step.state_after, "CONTINUE");
-    assert!(looked.step.actions.is_empty());
+    assert_eq!(looked.step.actions.len(), 1, "{:?}", looked.step.actions);
+    assert_eq!(looked.step.actions[0].function, "click_input");
     let captures_before = desktop
         .log()
         .iter()
@@ -391,7 +399,10 @@ async fn screenshot_re_observes_and_decides_again_without_acting() {
         .filter(|c| c.tool_name == "capture_window_screenshot")
         .count();
     assert_eq!(captures_after, captures_before + 1);
-    assert_eq!(desktop.actions(), ["select_application_window"]);
+    assert_eq!(
+        desktop.actions(),
+        ["select_application_window", "click_input"]
+    );
 }
 
 #[tokio::test]
@@ -421,4 +432,133 @@ async fn an_approved_action_is_checked_again_before_it_runs() {
     assert_eq!(result.status, v1::ResultStatus::Failure as i32);
     assert!(result.error.contains("disabled"), "{}", result.error);
     assert!(!desktop.actions().contains(&"click_input".to_owned()));
+}
+
+#[tokio::test]
+async fn an_app_error_returns_to_the_host_with_the_error_in_its_prompt_within_the_limit() {
+    // Seed 002: the HostAgent detects failures and re-plans. An AppAgent whose reply is unusable even
+    // after asking again ends its subtask in ERROR; the HostAgent sees the error text and re-plans,
+    // bounded by the same re-plan limit as FAIL.
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        max_replans: 1,
+        max_reasks: 0,
+        ..AgentSettings::default()
+    };
+    let mut round = round(services(&llm, settings), Arc::new(desktop()), "x");
+    llm.push_json(&assign("0", "first try"));
+    llm.push_text("no JSON from the notes agent");
+    llm.push_fn(|req| {
+        let text = req.text();
+        assert!(
+            text.contains("ERROR") && text.contains("the model gave no usable answer"),
+            "the host re-plans with the AppAgent's error in view: {text}"
+        );
+        ScriptedReply::Text(assign("1", "second try").to_string())
+    });
+    llm.push_text("no JSON from the sheet agent either");
+    let hooks = Arrived::default();
+    let mut states = vec![];
+    while let Some(r) = round.next_step(&hooks).await {
+        states.push((r.step.agent_name.clone(), r.step.state_after.clone()));
+    }
+    assert_eq!(
+        states,
+        [
+            ("HostAgent".to_owned(), "ASSIGN".to_owned()),
+            ("AppAgent/notes".into(), "ERROR".into()),
+            ("HostAgent".into(), "ASSIGN".into()),
+            ("AppAgent/sheet".into(), "ERROR".into()),
+        ]
+    );
+    assert_eq!(round.previous_subtasks()[0]["status"], "ERROR");
+    assert!(
+        matches!(round.end(), Some(RoundEnd::Failed(r)) if r.contains("re-plan limit") && r.contains("error")),
+        "{:?}",
+        round.end()
+    );
+}
+
+#[tokio::test]
+async fn an_approved_finish_batch_keeps_its_result() {
+    // The operator holds every action (confirm policy ALWAYS); the AppAgent's batch says FINISH with its
+    // result. Once approved it runs, and the subtask finishes with that result, not an empty one.
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        confirm_always: true,
+        ..AgentSettings::default()
+    };
+    let desktop = Arc::new(desktop());
+    let mut round = round(services(&llm, settings), desktop.clone(), "copy");
+    llm.push_json(&assign("0", "copy the note"));
+    llm.push_fn(by_name(|id| {
+        app(
+            "FINISH",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "copied 42",
+        )
+    }));
+    let approve = Arrived {
+        decision: Some(Decision {
+            approve: true,
+            reason: "ok".into(),
+        }),
+        ..Arrived::default()
+    };
+    let states: Vec<String> = [
+        round.next_step(&approve).await.unwrap(),
+        round.next_step(&approve).await.unwrap(),
+        round.next_step(&approve).await.unwrap(),
+        round.next_step(&approve).await.unwrap(),
+    ]
+    .iter()
+    .map(|r| r.step.state_after.clone())
+    .collect();
+    assert_eq!(states, ["CONFIRM", "ASSIGN", "CONFIRM", "FINISH"]);
+    assert_eq!(desktop.actions().last().unwrap(), "click_input");
+    let last = round.previous_subtasks().last().unwrap().clone();
+    assert_eq!(last["status"], "FINISH");
+    assert_eq!(
+        last["result"], "copied 42",
+        "the approved batch's result is kept"
+    );
+}
+
+#[tokio::test]
+async fn an_app_agent_pending_asks_and_resumes_with_the_answer() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let mut round = round(
+        services(&llm, AgentSettings::default()),
+        Arc::new(desktop()),
+        "fill the note",
+    );
+    llm.push_json(&assign("0", "fill the note"));
+    llm.push_json(
+        &json!({"observation": "window", "thought": "need input", "status": "PENDING",
+                          "plan": [], "action": null, "questions": ["Which total?"]}),
+    );
+    llm.push_fn(|req| {
+        assert!(
+            req.text().contains("41.5"),
+            "the answer reaches the AppAgent's prompt"
+        );
+        ScriptedReply::Text(app("FINISH", json!(null), "filled 41.5").to_string())
+    });
+    let hooks = Arrived {
+        answers: Some(vec!["41.5".into()]),
+        ..Arrived::default()
+    };
+    round.next_step(&hooks).await.unwrap();
+    let asked = round.next_step(&hooks).await.unwrap();
+    assert_eq!(asked.step.agent_name, "AppAgent/notes");
+    assert_eq!(asked.step.state_after, "PENDING");
+    assert!(
+        matches!(&asked.control.next, Next::Ask { questions } if questions[0].text == "Which total?")
+    );
+    assert_eq!(round.pending_questions(), ["Which total?"]);
+    let resumed = round.next_step(&hooks).await.unwrap();
+    assert_eq!(resumed.step.agent_name, "AppAgent/notes");
+    assert_eq!(resumed.step.state_after, "FINISH");
+    assert_eq!(round.blackboard().questions[0]["answer"], "41.5");
+    assert_eq!(round.state(), "HostAgent:CONTINUE");
 }

@@ -327,7 +327,7 @@ async fn the_tool_catalog_is_cached_and_fetched_again_after_the_executor_comes_b
         id: "w9".into(),
         name: "Calc".into(),
         process: "calc".into(),
-        rect: ufo_agent::target::Rect::new(0, 0, 10, 10),
+        rect: ufo_agent::agents::target::Rect::new(0, 0, 10, 10),
         controls: vec![],
     });
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();

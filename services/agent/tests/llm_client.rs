@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use ufo_agent::config::ApiKey;
 use ufo_agent::llm::openai::{Flavor, OpenAiCompatible, OpenAiConfig};
 use ufo_agent::llm::retry::RetryPolicy;
 use ufo_agent::llm::{
-    ApiKey, ChatModel, ChatRequest, ContentPart, Fallback, ImageData, LlmError, Message,
-    PriceTable, ResponseFormat, Role, ask_json,
+    ChatModel, ChatRequest, ContentPart, Fallback, ImageData, LlmError, Message, PriceTable,
+    ResponseFormat, Role, ask_json,
 };
 use ufo_agent::testing::ScriptedLlm;
 
@@ -191,7 +192,7 @@ async fn json_schema_is_sent_where_supported_and_degrades_to_json_object() {
     llm.push_text("{}");
     llm.push_text("{}");
     let mut request = request_with_image();
-    request.response_format = ufo_agent::response::host_response_format();
+    request.response_format = ufo_agent::agents::response::host_response_format();
     let mut config = OpenAiConfig::openai(llm.base_url(), "m");
     config.json_schema = true;
     let with_schema = OpenAiCompatible::new(config.clone(), Arc::new(PriceTable::new())).unwrap();

@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc};
 use tower::ServiceExt as _;
-use ufo_agent::runner::{DriverError, StepInput, StepOutput, TaskDriver};
+use ufo_agent::round::output::StepOutput;
+use ufo_agent::runner::{DriverError, StepInput, TaskDriver};
 use ufo_proto::v1::{Event, EventKind, WatchEventsRequest};
 
 const RUNNER_FLAGS: &[&str] = &["--lease-ms", "3000", "--claim-interval-ms", "30"];

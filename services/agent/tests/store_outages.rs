@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
-use ufo_agent::api::session::SessionClient;
+use ufo_agent::store::client::SessionClient;
 use ufo_proto::v1;
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
 use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
@@ -115,7 +115,7 @@ async fn start_agent(session_url: &str, executor_url: &str) -> Agent {
 }
 
 fn client(session_url: &str) -> SessionClient {
-    ufo_agent::api::session::connect(&agent_config(session_url, &[]).session).unwrap()
+    ufo_agent::store::client::connect(&agent_config(session_url, &[]).session).unwrap()
 }
 
 async fn submit(agent: &Agent) -> String {

@@ -21,7 +21,8 @@ use browser_support::Browser;
 use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use ufo_agent::runner::{ArtifactUpload, DriverError, StepInput, StepOutput, TaskDriver};
+use ufo_agent::round::output::{ArtifactUpload, StepOutput};
+use ufo_agent::runner::{DriverError, StepInput, TaskDriver};
 use ufo_proto::v1::{Action, ArtifactKind, PhaseTiming, ResultStatus};
 
 const ALICE: &str = "alice-key";

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
+use ufo_agent::agents::target::Rect;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
-use ufo_agent::target::Rect;
 use ufo_agent::testing::{FakeControl, FakeDesktop, FakeWindow};
 use ufo_proto::v1 as pb;
 use ufo_proto::v1::executor_server::{Executor, ExecutorServer};

@@ -5,19 +5,17 @@
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
+use crate::agents::response::ActionSpec;
+use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::dispatch::{
     Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, Settle, SettleOutcome,
     execute_one,
 };
-use crate::response::ActionSpec;
-use crate::target::{ControlSource, TargetInfo, TargetKind};
 
 /// How much of a read text an action's representation carries (the full value stays in the result).
 const READ_VALUE_CHARS: usize = 200;
 
-/// How much of an error text a representation carries by default (the full text stays in the result; the
-/// agents use their configured bound, see [`ActionRecord::representation_with`]).
-pub const ERROR_CHARS: usize = 300;
+pub use crate::config::ERROR_CHARS;
 
 /// The first `max` characters of `text`, with "…" when cut.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -309,7 +307,7 @@ pub async fn run_actions(
     actions: &[ActionSpec],
     controls: &[TargetInfo],
     precheck: Precheck,
-    policy: &crate::policy::Policy,
+    policy: &crate::agents::policy::Policy,
 ) -> Result<Vec<ActionRecord>, DispatchError> {
     if let Some(records) = refused(actions, controls, policy) {
         return Ok(records);
@@ -355,7 +353,7 @@ pub async fn run_actions(
 fn refused(
     actions: &[ActionSpec],
     controls: &[TargetInfo],
-    policy: &crate::policy::Policy,
+    policy: &crate::agents::policy::Policy,
 ) -> Option<Vec<ActionRecord>> {
     let denials: Vec<Option<CommandResult>> = actions
         .iter()

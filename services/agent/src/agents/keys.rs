@@ -6,13 +6,13 @@ use image::RgbaImage;
 use serde_json::{Map, Value};
 
 use super::action::ActionRecord;
+use crate::agents::response::{AppResponse, HostResponse};
+use crate::agents::target::{TargetInfo, TargetRegistry};
 use crate::dispatch::tools::ExecutorCatalog;
 use crate::dispatch::{CommandDispatcher, Settle};
 use crate::llm::Totals;
 use crate::memory::{Blackboard, BlackboardImage, MemoryItem};
 use crate::processor::Key;
-use crate::response::{AppResponse, HostResponse};
-use crate::target::{TargetInfo, TargetRegistry};
 use crate::vision::{Derived, Screenshot};
 
 // Global (session-wide, read-only during a run).
@@ -66,7 +66,6 @@ pub const ANNOTATED_PIXELS: Key<Arc<RgbaImage>> = Key::new("annotated_pixels");
 /// The application window's info.
 pub const WINDOW_INFO: Key<TargetInfo> = Key::new("application_window_info");
 /// The UI tree (when configured).
-pub const UI_TREE: Key<Value> = Key::new("ui_tree");
 /// Labelled controls (the seeds' `annotation_dict`).
 pub const CONTROLS: Key<Vec<TargetInfo>> = Key::new("control_info");
 /// Screenshot of the control acted on.

@@ -11,11 +11,14 @@
 
 pub mod action;
 pub mod app;
-pub mod config;
 pub mod host;
 pub mod keys;
+pub mod policy;
+pub mod response;
 pub mod services;
 pub mod settings;
+pub mod setup;
+pub mod target;
 pub mod tools;
 
 pub use app::AppAgent;

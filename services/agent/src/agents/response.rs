@@ -5,13 +5,14 @@
 //! non-object `arguments`); an *unknown status value* is kept as is ([`HostStatus::Other`],
 //! [`AppStatus::Other`]), so the FSM turns it into ERROR.
 //!
-//! This module is the one place where status and state names are spelled: the rest of the agent matches
-//! on [`HostStatus`], [`AppStatus`], [`AgentState`] and [`Outcome`] and writes them with `as_str`.
+//! The statuses themselves ([`HostStatus`], [`AppStatus`]) and the FSM's states live in
+//! [`crate::round::state`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::llm::ResponseFormat;
+use crate::round::state::{AppStatus, HostStatus};
 
 /// The HostAgent's reply schema, sent as `response_format: json_schema` where the endpoint supports it
 /// (otherwise the request degrades to `json_object`).
@@ -67,150 +68,6 @@ pub fn app_response_format() -> ResponseFormat {
             },
             "required": ["observation", "thought"]
         }),
-    }
-}
-
-/// Declares a closed set of upper-case names with an `Other` variant for anything else, parsed
-/// case-insensitively and (de)serialized as the name.
-macro_rules! names {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-        #[serde(from = "String", into = "String")]
-        pub enum $name {
-            $($(#[$vdoc])* $variant,)+
-            /// A value outside the set, kept as given (upper-cased).
-            Other(String),
-        }
-
-        impl $name {
-            /// The name as recorded.
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $(Self::$variant => $text,)+
-                    Self::Other(s) => s,
-                }
-            }
-        }
-
-        impl From<String> for $name {
-            fn from(s: String) -> Self {
-                let s = s.trim().to_ascii_uppercase();
-                match s.as_str() {
-                    $($text => Self::$variant,)+
-                    _ => Self::Other(s),
-                }
-            }
-        }
-
-        impl From<&str> for $name {
-            fn from(s: &str) -> Self {
-                s.to_owned().into()
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(v: $name) -> String {
-                v.as_str().to_owned()
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self::Other(String::new())
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
-names! {
-    /// The HostAgent's status (seed 000).
-    HostStatus {
-        /// Hand the subtask to an AppAgent.
-        Assign = "ASSIGN",
-        /// Keep working.
-        Continue = "CONTINUE",
-        /// Ask the user.
-        Pending = "PENDING",
-        /// Hold the function for confirmation.
-        Confirm = "CONFIRM",
-        /// The request is done.
-        Finish = "FINISH",
-        /// Give up.
-        Fail = "FAIL",
-    }
-}
-
-names! {
-    /// The AppAgent's status (seed 001).
-    AppStatus {
-        /// Keep working.
-        Continue = "CONTINUE",
-        /// Take a new screenshot before deciding.
-        Screenshot = "SCREENSHOT",
-        /// Ask the user.
-        Pending = "PENDING",
-        /// Hold the actions for confirmation.
-        Confirm = "CONFIRM",
-        /// The subtask is done.
-        Finish = "FINISH",
-        /// The subtask failed.
-        Fail = "FAIL",
-    }
-}
-
-names! {
-    /// The round's FSM state of the active agent (a step's `state_before` / `state_after`).
-    AgentState {
-        /// Acting.
-        Continue = "CONTINUE",
-        /// The HostAgent handed control to an AppAgent.
-        Assign = "ASSIGN",
-        /// Waiting for answers.
-        Pending = "PENDING",
-        /// Waiting for a decision on a held action.
-        Confirm = "CONFIRM",
-        /// Done (subtask or round).
-        Finish = "FINISH",
-        /// Failed (subtask or round).
-        Fail = "FAIL",
-        /// Ended by an error or an unknown status.
-        Error = "ERROR",
-    }
-}
-
-names! {
-    /// How a subtask or a held action ended, as recorded in memory and the finished-subtask list.
-    Outcome {
-        /// The subtask finished.
-        Finish = "FINISH",
-        /// The subtask failed.
-        Fail = "FAIL",
-        /// The user rejected its held action.
-        Rejected = "REJECTED",
-        /// The held action was approved and run.
-        Approved = "APPROVED",
-    }
-}
-
-impl HostStatus {
-    /// Whether the HostAgent runs its function now for this status (CONFIRM holds it).
-    pub fn acts(&self) -> bool {
-        matches!(self, Self::Assign | Self::Continue)
-    }
-}
-
-impl AppStatus {
-    /// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
-    /// FAIL run nothing).
-    pub fn acts(&self) -> bool {
-        matches!(self, Self::Continue | Self::Finish)
     }
 }
 
@@ -452,6 +309,7 @@ impl AppResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::round::state::{AgentState, Outcome};
     use serde_json::json;
 
     fn obj(v: Value) -> Map<String, Value> {

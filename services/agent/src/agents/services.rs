@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::settings::AgentSettings;
+use crate::agents::target::TargetInfo;
 use crate::llm::ChatModel;
-use crate::target::TargetInfo;
 use crate::vision::{Marker, Screenshot};
 
 /// A visual-grounding control source (e.g. an OmniParser service): controls found in a screenshot, with
@@ -45,7 +45,7 @@ pub struct AgentServices {
     pub replay: Option<Arc<crate::replay::ReplaySpec>>,
     /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
     /// go with the step).
-    pub uploads: Option<Arc<crate::blobs::BlobUploads>>,
+    pub uploads: Option<Arc<crate::store::blobs::BlobUploads>>,
 }
 
 impl std::fmt::Debug for AgentServices {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::policy::Policy;
+use crate::agents::policy::Policy;
 
 /// Limits and switches of the agents.
 #[derive(Debug, Clone)]
@@ -28,10 +28,6 @@ pub struct AgentSettings {
     pub include_clean: bool,
     /// Send the annotated screenshot.
     pub include_annotated: bool,
-    /// AppAgent also captures the desktop.
-    pub save_full_screen: bool,
-    /// AppAgent also fetches the UI tree.
-    pub save_ui_tree: bool,
     /// Check before each action of a batch that its control still exists and is enabled.
     pub precheck_controls: bool,
     /// Hold every action for confirmation, not only those the model marks CONFIRM.
@@ -85,8 +81,6 @@ impl Default for AgentSettings {
             include_last_control: true,
             include_clean: true,
             include_annotated: true,
-            save_full_screen: false,
-            save_ui_tree: false,
             precheck_controls: true,
             confirm_always: false,
             confirm_never: false,

@@ -12,7 +12,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::service::{TaskSnapshot, Tasks};
 use super::validate::no_nul;
-use crate::control::{HeldAction, Next};
+use crate::round::control::{HeldAction, Next};
 use crate::runner::hitl;
 
 fn describe_held(held: &HeldAction) -> String {

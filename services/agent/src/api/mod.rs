@@ -18,7 +18,6 @@ pub mod openapi;
 pub mod replay;
 pub mod rest;
 pub mod service;
-pub mod session;
 pub mod sse;
 pub mod validate;
 pub mod web;

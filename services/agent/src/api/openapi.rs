@@ -93,7 +93,7 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
 pub fn finish(
     doc: OpenApi,
     limits: &ApiConfig,
-    executors: &crate::executors::ExecutorRegistry,
+    executors: &crate::dispatch::registry::ExecutorRegistry,
     prices: &super::validate::PriceCheck,
 ) -> Json {
     let mut doc = serde_json::to_value(doc).unwrap_or_else(|_| json!({}));

@@ -13,7 +13,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::service::{Tasks, task_id};
 use crate::replay::{OnMismatch, ReplaySpec};
-use crate::task_config::TaskConfig;
+use crate::runner::task_config::TaskConfig;
 
 impl Tasks {
     /// The replay plan of a submission (none without `replay_of`); an absent request becomes the replayed

@@ -15,13 +15,13 @@ use ufo_proto::v1::{
 
 use super::auth::Caller;
 use super::error::ApiError;
-use super::session::SessionClient;
 use super::validate::PriceCheck;
 use super::validate::no_nul;
 use crate::config::ApiConfig;
-use crate::control::{HeldAction as Held, Next, StepControl};
-use crate::executors::{ExecutorConfigError, ExecutorRegistry};
+use crate::dispatch::registry::{ExecutorConfigError, ExecutorRegistry};
+use crate::round::control::{HeldAction as Held, Next, StepControl};
 use crate::runner::hitl;
+use crate::store::client::SessionClient;
 
 /// First window of newest events read to find a decision on the held action (widened fourfold as needed;
 /// not a limit: the result is exact whatever its size). A hold step writes about four events, a decision one.

@@ -5,7 +5,7 @@ use ufo_proto::v1::SubmitTaskRequest;
 
 use super::error::ApiError;
 use super::service::Tasks;
-use crate::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig};
+use crate::runner::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig};
 
 /// Text stored in the session service may not contain NUL characters (Postgres text cannot hold them).
 pub(super) fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {
@@ -28,7 +28,7 @@ pub struct PriceCheck {
 
 impl PriceCheck {
     /// From the model flags.
-    pub fn from_config(llm: &crate::llm::config::LlmArgs) -> Self {
+    pub fn from_config(llm: &crate::config::LlmArgs) -> Self {
         Self {
             prices: llm.prices(),
             host_model: llm.host_model.clone(),

@@ -1,4 +1,6 @@
-//! Configuration of `ufo-agent`: CLI flags with environment fallbacks. Nothing else reads the environment.
+//! Configuration of `ufo-agent`: every CLI flag with its environment fallback, in one layer that imports
+//! nothing else from this crate. Nothing else reads the environment. The feature modules build their
+//! runtime values from these types (`impl` blocks next to what they build).
 //!
 //! Every limit the API and the task runner enforce is a flag here with its default in the doc comment
 //! (which `--help` prints).
@@ -8,6 +10,17 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use ufo_common::telemetry::TelemetryArgs;
+
+mod agents;
+mod llm;
+pub mod prices;
+pub mod secret;
+mod viewer;
+
+pub use agents::{AgentArgs, ERROR_CHARS};
+pub use llm::{DEFAULT_MAX_REPLY_BYTES, LlmArgs, LlmFlavor, parse_base_url};
+pub use secret::ApiKey;
+pub use viewer::ViewerConfig;
 
 /// The agent service.
 #[derive(Debug, Clone, Parser)]
@@ -43,11 +56,11 @@ pub struct Config {
 
     /// LLM endpoint, models, retries and prices.
     #[command(flatten)]
-    pub llm: crate::llm::config::LlmArgs,
+    pub llm: LlmArgs,
 
     /// Agent limits and switches.
     #[command(flatten)]
-    pub agents: crate::agents::config::AgentArgs,
+    pub agents: AgentArgs,
 
     /// Check the model endpoint (API key, reachability, the configured models), print one line per
     /// finding and exit: 0 when nothing would make a task fail, 1 otherwise. `ufo up` and `ufo doctor`
@@ -206,7 +219,7 @@ pub struct ApiConfig {
 
     /// The task viewer and the event stream.
     #[command(flatten)]
-    pub viewer: crate::api::web::ViewerConfig,
+    pub viewer: ViewerConfig,
 }
 
 /// How the agent reaches the session service.
@@ -367,14 +380,4 @@ pub struct RunnerConfig {
     /// before the next starts (default true).
     #[arg(long = "record-ahead", env = "UFO_RECORD_AHEAD", default_value_t = true, action = clap::ArgAction::Set)]
     pub record_ahead: bool,
-}
-
-impl RunnerConfig {
-    /// How store writes are retried (`--store-retry-attempts`).
-    pub fn store_retry(&self) -> crate::store::retry::Retry {
-        crate::store::retry::Retry {
-            attempts: self.store_retry_attempts.max(1),
-            ..Default::default()
-        }
-    }
 }

@@ -16,6 +16,13 @@ impl ApiKey {
     }
 }
 
+impl std::str::FromStr for ApiKey {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(ApiKey::new(s))
+    }
+}
+
 impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ApiKey(<redacted>)")

@@ -55,7 +55,7 @@ impl GrpcDispatcher {
         let client = ExecutorClient::with_interceptor(channel, ctx)
             .max_decoding_message_size(max_message_bytes)
             .max_encoding_message_size(max_message_bytes);
-        let label = crate::executors::parse_address(address).map_or_else(
+        let label = crate::dispatch::registry::parse_address(address).map_or_else(
             || "(unparsable address)".to_owned(),
             |(host, port)| match port {
                 Some(p) => format!("{host}:{p}"),

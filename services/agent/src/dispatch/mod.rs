@@ -3,6 +3,7 @@
 //! unit level use `testing::FakeDesktop` (feature `testing`).
 
 pub mod grpc;
+pub mod registry;
 mod retry;
 pub mod tools;
 

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::Config;
-use crate::task_config::TaskConfig;
 
 /// The name the default executor gets when `--default-executor` is an address.
 pub const DEFAULT_NAME: &str = "default";
@@ -379,35 +378,41 @@ impl ExecutorRegistry {
         Ok((String::new(), name.to_owned()))
     }
 
-    /// How the runner reaches `task`'s executor. A registered name gets its entry's address, token and CA;
+    /// How the runner reaches a task's executor, given the registered name it chose (`executor_name`,
+    /// empty for a caller-named address) and the address stored with it. A registered name gets its
+    /// entry's address, token and CA;
     /// an address gets no token, unless it is exactly a registered entry's address (a task stored before
     /// names existed), which is that entry. Refuses forbidden hosts here too, so a stored config edited
     /// behind the API's back cannot reach them.
-    pub fn connection(&self, task: &TaskConfig) -> Result<Connection, ExecutorRefusal> {
-        if !task.executor_name.is_empty() {
+    pub fn connection(
+        &self,
+        executor_name: &str,
+        executor: &str,
+    ) -> Result<Connection, ExecutorRefusal> {
+        if !executor_name.is_empty() {
             let entry = self
                 .entries
-                .get(&task.executor_name)
-                .ok_or_else(|| ExecutorRefusal::UnknownName(task.executor_name.clone()))?;
+                .get(executor_name)
+                .ok_or_else(|| ExecutorRefusal::UnknownName(executor_name.to_owned()))?;
             return Ok(Connection {
                 address: entry.address.clone(),
                 token: entry.token.clone(),
                 ca_pem: entry.ca_pem.clone(),
             });
         }
-        if let Some(entry) = self.entries.values().find(|e| e.address == task.executor) {
+        if let Some(entry) = self.entries.values().find(|e| e.address == executor) {
             return Ok(Connection {
                 address: entry.address.clone(),
                 token: entry.token.clone(),
                 ca_pem: entry.ca_pem.clone(),
             });
         }
-        let (host, _) = parse_address(&task.executor).ok_or(ExecutorRefusal::BadAddress)?;
+        let (host, _) = parse_address(executor).ok_or(ExecutorRefusal::BadAddress)?;
         if forbidden_host(&host) {
             return Err(ExecutorRefusal::Forbidden(host));
         }
         Ok(Connection {
-            address: task.executor.clone(),
+            address: executor.to_owned(),
             token: None,
             ca_pem: self.shared_ca.clone(),
         })
@@ -483,12 +488,7 @@ mod tests {
         ]);
         let (name, address) = r.resolve("http://127.0.0.1:9").unwrap();
         assert!(name.is_empty());
-        let task = TaskConfig {
-            executor: address,
-            executor_name: name,
-            ..TaskConfig::for_tests()
-        };
-        assert_eq!(r.connection(&task).unwrap().token, None);
+        assert_eq!(r.connection(&name, &address).unwrap().token, None);
         assert!(matches!(
             r.resolve("http://169.254.169.254"),
             Err(ExecutorRefusal::Forbidden(_))
@@ -503,13 +503,8 @@ mod tests {
         ));
         // The default (a registered name) gets the operator's token.
         let (name, address) = r.resolve("").unwrap();
-        let task = TaskConfig {
-            executor: address,
-            executor_name: name,
-            ..TaskConfig::for_tests()
-        };
         assert_eq!(
-            r.connection(&task).unwrap().token.as_deref(),
+            r.connection(&name, &address).unwrap().token.as_deref(),
             Some("secret")
         );
     }
@@ -531,12 +526,7 @@ mod tests {
         let r = registry(&["--executors-file", file.to_str().unwrap()]);
         let conn = |name: &str| {
             let (executor_name, executor) = r.resolve(name).unwrap();
-            r.connection(&TaskConfig {
-                executor,
-                executor_name,
-                ..TaskConfig::for_tests()
-            })
-            .unwrap()
+            r.connection(&executor_name, &executor).unwrap()
         };
         assert_eq!(conn("a").token.as_deref(), Some("file-token"));
         assert_eq!(conn("b").token.as_deref(), Some("secret"));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::config::{LlmArgs, LlmFlavor};
+use crate::config::{LlmArgs, LlmFlavor};
 
 /// One finding of [`check`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,19 +32,6 @@ impl Finding {
             text,
         }
     }
-}
-
-/// Validates a model endpoint URL (a `--llm-base-url` value parser): http or https with a host.
-pub fn parse_base_url(text: &str) -> Result<String, String> {
-    let url = reqwest::Url::parse(text).map_err(|e| {
-        format!("{text:?} is not a URL ({e}); write it with its scheme, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
-    })?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-        return Err(format!(
-            "{text:?} must start with http:// or https:// and name a host, e.g. https://api.openai.com/v1"
-        ));
-    }
-    Ok(text.trim_end_matches('/').to_owned())
 }
 
 /// Whether the endpoint is on this machine or a private network (local model servers need no key).
@@ -181,17 +168,6 @@ pub fn transport_cause(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base_urls_need_a_scheme_and_a_host() {
-        assert_eq!(
-            parse_base_url("https://api.openai.com/v1/").unwrap(),
-            "https://api.openai.com/v1"
-        );
-        assert!(parse_base_url("api.openai.com/v1").is_err());
-        assert!(parse_base_url("localhost:11434/v1").is_err());
-        assert!(parse_base_url("ftp://example.com").is_err());
-    }
 
     #[test]
     fn local_servers_need_no_key() {

@@ -24,14 +24,12 @@ pub mod json;
 pub mod openai;
 pub mod reask;
 pub mod retry;
-pub mod secret;
 pub mod types;
 
 pub use cost::{PriceTable, Totals};
 pub use error::LlmError;
 pub use fallback::Fallback;
 pub use reask::{Asked, ask_json};
-pub use secret::ApiKey;
 pub use types::{
     ChatModel, ChatRequest, ChatResponse, ContentPart, ImageData, Message, ResponseFormat, Role,
     Usage,

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use ufo_proto::v1;
 
 use super::Blackboard;
-use crate::api::session::SessionClient;
+use crate::store::client::SessionClient;
 use crate::vision::Screenshot;
 
 /// Where the rebuilt board's images are stored.

@@ -135,7 +135,10 @@ impl<A: ?Sized + Sync> Strategy<A> for ComposedStrategy<A> {
                         member.name()
                     )));
                 }
-                let outputs = member.execute(agent, ctx).await?;
+                let previous = ctx.limit_reads(deps);
+                let outputs = member.execute(agent, ctx).await;
+                ctx.restore_reads(previous);
+                let outputs = outputs?;
                 check_outputs(provides, &outputs)
                     .map_err(|e| StrategyError::msg(format!("'{}' {e}", member.name())))?;
                 Ok(outputs)

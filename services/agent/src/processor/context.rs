@@ -11,6 +11,7 @@
 
 use std::any::{Any, type_name};
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -70,6 +71,13 @@ pub enum ContextError {
         expected: &'static str,
         /// The type stored.
         found: &'static str,
+    },
+    /// A strategy read a field it does not declare in its dependencies (seed 003's "hidden
+    /// dependencies" pitfall): the read fails instead of quietly coupling the strategy to another's data.
+    #[error("field '{field}' was read but is not among the strategy's declared dependencies")]
+    Undeclared {
+        /// The field name.
+        field: &'static str,
     },
 }
 
@@ -197,6 +205,8 @@ pub struct ProcessingContext {
     local: Values,
     global: Arc<Values>,
     failures: Vec<RecordedFailure>,
+    /// While a strategy runs: the fields it declared it reads; any other read fails.
+    reads: Option<HashSet<&'static str>>,
 }
 
 impl ProcessingContext {
@@ -206,21 +216,32 @@ impl ProcessingContext {
             local: Values::new(),
             global,
             failures: Vec::new(),
+            reads: None,
+        }
+    }
+
+    fn check_read(&self, field: &'static str) -> Result<(), ContextError> {
+        match &self.reads {
+            Some(declared) if !declared.contains(field) => Err(ContextError::Undeclared { field }),
+            _ => Ok(()),
         }
     }
 
     /// A local field.
     pub fn get_local<T: 'static>(&self, key: Key<T>) -> Result<Option<&T>, ContextError> {
+        self.check_read(key.name())?;
         self.local.get(key)
     }
 
     /// A global field.
     pub fn get_global<T: 'static>(&self, key: Key<T>) -> Result<Option<&T>, ContextError> {
+        self.check_read(key.name())?;
         self.global.get(key)
     }
 
     /// A field from local data, else from global data.
     pub fn get<T: 'static>(&self, key: Key<T>) -> Result<Option<&T>, ContextError> {
+        self.check_read(key.name())?;
         match self.local.get(key)? {
             Some(value) => Ok(Some(value)),
             None => self.global.get(key),
@@ -258,6 +279,21 @@ impl ProcessingContext {
     /// Takes the local data out, leaving it empty (used when the run is finalised).
     pub fn into_local(self) -> Values {
         self.local
+    }
+
+    /// Limits reads to `declared` while one strategy runs; returns the limit it replaces (a composition's),
+    /// to be given back to [`Self::restore_reads`] when the strategy is done.
+    pub(in crate::processor) fn limit_reads(
+        &mut self,
+        declared: &[super::Dependency],
+    ) -> Option<HashSet<&'static str>> {
+        let set = declared.iter().map(|d| d.field).collect();
+        self.reads.replace(set)
+    }
+
+    /// Puts back the read limit [`Self::limit_reads`] replaced.
+    pub(in crate::processor) fn restore_reads(&mut self, previous: Option<HashSet<&'static str>>) {
+        self.reads = previous;
     }
 
     /// Merges a successful strategy's outputs into the local data (seed 004: `update_local`). Only the

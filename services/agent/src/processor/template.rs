@@ -282,7 +282,9 @@ impl<T: ProcessorTemplate> Processor<T> {
             strategy = %strategy.name(),
             phase = phase.as_str(),
         );
+        let previous = ctx.limit_reads(&registered.dependencies);
         let executed = strategy.execute(agent, ctx).instrument(span).await;
+        ctx.restore_reads(previous);
         let execution_time = started.elapsed();
         let mut stop = None;
         let error = match executed {

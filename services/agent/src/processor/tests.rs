@@ -291,12 +291,39 @@ fn a_dependency_declared_with_another_type_than_provided_fails_the_build() {
 
 #[tokio::test]
 async fn a_wrong_type_read_inside_a_strategy_fails_clearly() {
+    // A read must be declared (see `an_undeclared_read_fails_the_run`), so a strategy that reads a field
+    // as another type than its producer wrote is refused when the processor is built, naming both types.
+    let built = Processor::build(TestProcessor::new(|s| {
+        s.register(ProcessingPhase::DataCollection, collect())?;
+        s.register(
+            ProcessingPhase::LlmInteraction,
+            Step::new("misreads")
+                .needs(SCREENSHOT_AS_TEXT.optional("read with the wrong type"))
+                .body(|ctx| {
+                    ctx.require(SCREENSHOT_AS_TEXT)?;
+                    Ok(Outputs::new())
+                }),
+        )?;
+        Ok(())
+    }));
+    let text = built.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        text.contains("misreads") && text.contains("screenshot"),
+        "{text}"
+    );
+    assert!(text.contains("String"), "{text}");
+}
+
+#[tokio::test]
+async fn an_undeclared_read_fails_the_run() {
+    // Seed 003's "hidden dependencies" pitfall: a strategy that reads a field it does not declare fails
+    // instead of coupling itself silently to another strategy's data.
     let processor = Processor::build(TestProcessor::new(|s| {
         s.register(ProcessingPhase::DataCollection, collect())?;
         s.register(
             ProcessingPhase::LlmInteraction,
-            Step::new("misreads").body(|ctx| {
-                ctx.require(SCREENSHOT_AS_TEXT)?;
+            Step::new("peeks").body(|ctx| {
+                ctx.get(SCREENSHOT)?;
                 Ok(Outputs::new())
             }),
         )?;
@@ -308,11 +335,11 @@ async fn a_wrong_type_read_inside_a_strategy_fails_clearly() {
         .await
         .unwrap_err();
     let text = failure.to_string();
+    assert!(text.contains("peeks"), "{text}");
     assert!(
-        text.contains("misreads") && text.contains("screenshot"),
-        "{text}"
+        format!("{:?}", failure).contains("Undeclared"),
+        "{failure:?}"
     );
-    assert!(text.contains("String"), "{text}");
 }
 
 #[tokio::test]

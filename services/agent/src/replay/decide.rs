@@ -9,9 +9,9 @@
 use serde_json::{Value, json};
 
 use super::plan::{OnMismatch, RecordedStep, ReplaySpec, StepAgent};
+use crate::agents::response::{ActionSpec, AppResponse, HostResponse};
+use crate::agents::target::TargetInfo;
 use crate::memory::MemoryItem;
-use crate::response::{ActionSpec, AppResponse, HostResponse};
-use crate::target::TargetInfo;
 
 /// Functions whose recorded arguments are screen coordinates.
 const COORDINATE_FUNCTIONS: &[&str] = &["click_on_coordinates", "drag_on_coordinates"];

@@ -13,7 +13,7 @@ use serde_json::Value;
 use ufo_common::names::names_match;
 use ufo_proto::v1;
 
-use crate::target::{TargetInfo, TargetKind};
+use crate::agents::target::{TargetInfo, TargetKind};
 
 /// A selector as the replay plan keeps it (the serde form of `ufo.v1.Selector`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,7 +249,12 @@ mod tests {
         let mut moved = list.clone();
         for c in &mut moved {
             c.rect = c.rect.map(|r| {
-                crate::target::Rect::new(r.left + 300, r.top + 200, r.right + 330, r.bottom + 210)
+                crate::agents::target::Rect::new(
+                    r.left + 300,
+                    r.top + 200,
+                    r.right + 330,
+                    r.bottom + 210,
+                )
             });
         }
         assert_eq!(save.find(&moved).unwrap().label, "3");

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
+use super::output::StepOutput;
 use super::record::{Carry, artifact, derived_artifact};
-use super::{Active, Held, Round, RoundEnd};
+use super::{Held, Round, RoundEnd};
 use crate::agents::keys::*;
-use crate::control::HeldAction;
+use crate::agents::target::TargetInfo;
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
-use crate::response::{AgentState, AppStatus, Outcome};
-use crate::runner::StepOutput;
-use crate::target::TargetInfo;
+use crate::round::control::HeldAction;
+use crate::round::state::{AgentState, AppStatus};
 
 use super::resume::label;
 use super::step::{failed, phases};
@@ -32,7 +32,11 @@ impl Round {
         };
         let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
+            Err(f) => (
+                f.local,
+                f.result,
+                Some(crate::round::failure::user_text(&f.error)),
+            ),
         };
         let response = local.take(APP_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
@@ -74,8 +78,7 @@ impl Round {
         let batch = crate::agents::app::strategies::batch(&response);
         let held = self.holds(&batch, &actions, confirm, status.acts());
         let after = if let Some(e) = &error {
-            self.end = Some(RoundEnd::Failed(format!("{agent_name} error: {e}")));
-            AgentState::Error
+            self.app_error(&agent_name, e)
         } else if let (Some(hold), Some(first)) = (held, response.actions.first()) {
             let first = label(first);
             let target = controls.iter().find(|c| first.as_ref() == Some(&c.label));
@@ -105,6 +108,8 @@ impl Round {
                 actions: response.actions.clone(),
                 controls: named,
                 status: status.clone(),
+                result: response.result.clone(),
+                questions: response.questions.clone(),
             };
             self.hold(h, info)
         } else {
@@ -156,47 +161,6 @@ impl Round {
         }
         record.artifacts.extend(artifacts);
         record
-    }
-
-    pub(super) fn app_transition(
-        &mut self,
-        status: &AppStatus,
-        result: &str,
-        questions: &[String],
-        acted_failed: bool,
-    ) -> AgentState {
-        match status {
-            AppStatus::Continue | AppStatus::Screenshot | AppStatus::Confirm => {
-                AgentState::Continue
-            }
-            // A batch that failed midway did not finish the subtask: look again.
-            AppStatus::Finish if acted_failed => AgentState::Continue,
-            AppStatus::Finish => {
-                self.archive(Outcome::Finish, result);
-                self.active = Active::Host;
-                AgentState::Finish
-            }
-            AppStatus::Pending => self.ask(questions.to_vec()),
-            AppStatus::Fail => {
-                self.archive(Outcome::Fail, result);
-                self.replans += 1;
-                if self.replans > self.services.settings.max_replans {
-                    self.end = Some(RoundEnd::Failed(format!(
-                        "re-plan limit reached ({}) after subtask failed: {}",
-                        self.services.settings.max_replans, self.subtask
-                    )));
-                } else {
-                    self.active = Active::Host;
-                }
-                AgentState::Fail
-            }
-            AppStatus::Other(other) => {
-                self.end = Some(RoundEnd::Failed(format!(
-                    "AppAgent returned status {other:?}"
-                )));
-                AgentState::Error
-            }
-        }
     }
 }
 

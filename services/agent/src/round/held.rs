@@ -1,15 +1,15 @@
 //! Resolving a held action (CONFIRM): approval runs it after checking its controls again, rejection
 //! finishes the subtask as REJECTED.
 
+use super::output::StepOutput;
 use super::record::Carry;
 use super::{Active, Decision, Held, Round, RoundEnd};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::host::strategies::run_host_function;
-use crate::control::HeldAction;
+use crate::agents::target::TargetRegistry;
 use crate::memory::MemoryItem;
-use crate::response::{AgentState, AppStatus, HostStatus, Outcome};
-use crate::runner::StepOutput;
-use crate::target::TargetRegistry;
+use crate::round::control::HeldAction;
+use crate::round::state::{AgentState, AppStatus, HostStatus, Outcome};
 
 impl Round {
     /// Runs or rejects the held action and records that as a step. The decision's event was written once,
@@ -53,6 +53,7 @@ impl Round {
                     actions,
                     controls,
                     status,
+                    ..
                 } => {
                     step.status = status.to_string();
                     // Time has passed while the action was held: check every control, the first included.
@@ -69,7 +70,7 @@ impl Round {
             };
             match ran {
                 Err(e) => {
-                    self.end = Some(RoundEnd::Failed(crate::failure::user_text(&e)));
+                    self.end = Some(RoundEnd::Failed(crate::round::failure::user_text(&e)));
                     AgentState::Error
                 }
                 Ok((records, target)) => {
@@ -84,12 +85,17 @@ impl Round {
                             };
                             self.host_transition(&status, &response, target, failed)
                         }
-                        Held::App { status, .. } => {
+                        Held::App {
+                            status,
+                            result,
+                            questions,
+                            ..
+                        } => {
                             let next = match status {
                                 AppStatus::Confirm => AppStatus::Continue,
                                 other => other,
                             };
-                            self.app_transition(&next, "", &[], failed)
+                            self.app_transition(&next, &result, &questions, failed)
                         }
                     }
                 }

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use ufo_proto::v1;
 
+use super::output::StepOutput;
 use super::record::{Carry, artifact};
-use super::{Active, Round, RoundEnd};
+use super::{Round, RoundEnd};
 use crate::agents::keys::*;
-use crate::control::HeldAction;
 use crate::memory::MemoryItem;
-use crate::response::{AgentState, HostStatus, Outcome};
-use crate::runner::StepOutput;
-use crate::target::TargetKind;
+use crate::round::control::HeldAction;
+use crate::round::state::{AgentState, HostStatus};
 
 use super::step::{failed, phases};
 
@@ -28,7 +27,11 @@ impl Round {
             .await
         {
             Ok(o) => (o.output, o.result, None),
-            Err(f) => (f.local, f.result, Some(crate::failure::user_text(&f.error))),
+            Err(f) => (
+                f.local,
+                f.result,
+                Some(crate::round::failure::user_text(&f.error)),
+            ),
         };
         let response = local.take(HOST_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
@@ -98,70 +101,5 @@ impl Round {
                 .push(artifact(v1::ArtifactKind::DesktopScreenshot, &d, json!({})));
         }
         record
-    }
-
-    pub(super) fn host_transition(
-        &mut self,
-        status: &HostStatus,
-        response: &crate::response::HostResponse,
-        selected: Option<crate::target::TargetInfo>,
-        acted_failed: bool,
-    ) -> AgentState {
-        match status {
-            HostStatus::Continue | HostStatus::Confirm => AgentState::Continue,
-            HostStatus::Assign => {
-                self.subtask = response.current_subtask.clone();
-                self.host_message = response.message.clone();
-                match selected {
-                    Some(t) if t.kind == TargetKind::ThirdPartyAgent => {
-                        // Third-party agents are registered for selection, but none runs in this service:
-                        // the subtask is archived as failed so the HostAgent re-plans.
-                        self.archive(
-                            Outcome::Fail,
-                            &format!("third-party agent {} is not available here", t.name),
-                        );
-                        AgentState::Continue
-                    }
-                    Some(t) if !acted_failed => {
-                        let key = t.app_root();
-                        if !self.apps.contains_key(&key) {
-                            let agent = self.app_for(t.clone());
-                            self.apps.insert(key.clone(), agent);
-                        }
-                        let Some(app) = self.apps.get_mut(&key) else {
-                            return AgentState::Error;
-                        };
-                        app.window = t;
-                        self.active = Active::App(key);
-                        AgentState::Assign
-                    }
-                    // The selection failed; the HostAgent sees it in memory and decides again.
-                    _ => AgentState::Continue,
-                }
-            }
-            HostStatus::Pending => self.ask(response.questions.clone()),
-            HostStatus::Finish => {
-                let result = if response.result.is_empty() {
-                    &response.comment
-                } else {
-                    &response.result
-                };
-                self.end = Some(RoundEnd::Finished(result.clone()));
-                AgentState::Finish
-            }
-            HostStatus::Fail => {
-                self.end = Some(RoundEnd::Failed(format!(
-                    "HostAgent gave up: {}",
-                    response.comment
-                )));
-                AgentState::Fail
-            }
-            HostStatus::Other(other) => {
-                self.end = Some(RoundEnd::Failed(format!(
-                    "HostAgent returned status {other:?}"
-                )));
-                AgentState::Error
-            }
-        }
     }
 }

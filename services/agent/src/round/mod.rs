@@ -2,8 +2,8 @@
 //! AppAgent FSM (CONTINUE, SCREENSHOT, PENDING, CONFIRM, FINISH, FAIL, ERROR) run step by step.
 //!
 //! The task runner calls [`Round::next_step`] repeatedly; each call runs one agent step and returns the
-//! [`crate::runner::StepOutput`] to record, or `None` when the round has ended ([`Round::end`] says how).
-//! Each step carries what the round decided next ([`crate::control::Next`]); the runner alone waits for
+//! [`crate::round::output::StepOutput`] to record, or `None` when the round has ended ([`Round::end`] says how).
+//! Each step carries what the round decided next ([`crate::round::control::Next`]); the runner alone waits for
 //! people and writes the questions, holds, answers and decisions: the round only takes what arrived
 //! as [`Arrived`] (answers, a decision), already waited for.
 //!
@@ -13,11 +13,16 @@
 //! `max_replans`; an unknown status is ERROR.
 
 mod app_step;
+pub mod control;
+pub mod failure;
 mod held;
 mod host_step;
+pub mod output;
 mod record;
 mod resume;
+pub mod state;
 mod step;
+mod transition;
 
 pub use resume::RoundState;
 
@@ -43,15 +48,16 @@ use ufo_proto::v1;
 
 use crate::agents::app::AppProcessor;
 use crate::agents::host::HostProcessor;
+use crate::agents::response::{ActionSpec, HostResponse};
+use crate::agents::target::TargetInfo;
 use crate::agents::{AgentServices, AppAgent, HostAgent};
-use crate::control::{HeldAction, Next, StepControl};
 use crate::dispatch::CommandDispatcher;
 use crate::llm::Totals;
 use crate::memory::{Blackboard, Memory};
 use crate::processor::{BuildError, Processor};
-use crate::response::{ActionSpec, AgentState, AppStatus, HostResponse, Outcome};
-use crate::runner::StepOutput;
-use crate::target::TargetInfo;
+use crate::round::control::{HeldAction, Next, StepControl};
+use crate::round::output::StepOutput;
+use crate::round::state::{AgentState, AppStatus, Outcome};
 
 /// A person's decision on a held action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,6 +115,12 @@ pub enum Held {
         controls: Vec<TargetInfo>,
         /// The step's status.
         status: AppStatus,
+        /// The reply's result: what the subtask yields when the batch runs and its status is FINISH.
+        #[serde(default)]
+        result: String,
+        /// The reply's questions, asked when the batch runs and its status is PENDING.
+        #[serde(default)]
+        questions: Vec<String>,
     },
 }
 

@@ -1,11 +1,11 @@
 //! What one step leaves behind besides its row: entries and actions gathered before it runs, and its
-//! screenshots as artifacts of the [`crate::runner::StepOutput`] the round produces.
+//! screenshots as artifacts of the [`super::output::StepOutput`] the round produces.
 
 use serde_json::{Value, json};
 use ufo_proto::v1;
 
+use super::output::ArtifactUpload;
 use crate::memory::blackboard::entry;
-use crate::runner::ArtifactUpload;
 use crate::vision::Screenshot;
 
 /// Entries and actions gathered before the step runs (the round's request, a window selected again).

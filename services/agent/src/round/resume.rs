@@ -1,4 +1,4 @@
-//! Crash resume of a round: every recorded step carries, in its [`crate::control::StepControl`], the
+//! Crash resume of a round: every recorded step carries, in its [`crate::round::control::StepControl`], the
 //! round's state after the step ([`RoundState`]) — the active agent (and its window), the current subtask
 //! and host message, the re-plan count and what running a held action needs (the proposed actions and
 //! their controls, or the HostAgent's response and target list). The FSM state, the questions waited on
@@ -13,10 +13,11 @@ use serde_json::{Value, json};
 
 use super::{Active, Held, Round};
 use crate::agents::action::ActionRecord;
-use crate::control::{Next, StepControl};
+use crate::agents::response::ActionSpec;
+use crate::agents::target::TargetInfo;
 use crate::dispatch::{Command, ResultStatus, execute_one};
-use crate::response::{ActionSpec, AgentState};
-use crate::target::TargetInfo;
+use crate::round::control::{Next, StepControl};
+use crate::round::state::AgentState;
 
 /// The round's state after a step (see the module doc).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

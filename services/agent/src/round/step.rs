@@ -7,17 +7,17 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use ufo_proto::v1;
 
+use super::output::StepOutput;
 use super::record::Carry;
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
-use crate::control::HeldAction;
 use crate::dispatch::ResultStatus;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::processor::{ProcessingResult, Values, keys as pkeys};
-use crate::response::AgentState;
-use crate::runner::StepOutput;
+use crate::round::control::HeldAction;
+use crate::round::state::AgentState;
 
 pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
     r.phases
@@ -40,16 +40,16 @@ pub(super) fn failed(actions: &[ActionRecord]) -> bool {
 
 impl Round {
     /// Why a proposal that did not run is held for a person, if it is (the operator's policy, the model's
-    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::policy::hold`]).
+    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::agents::policy::hold`]).
     pub(super) fn holds(
         &self,
         batch: &[(&str, &serde_json::Map<String, serde_json::Value>)],
         ran: &[ActionRecord],
         confirm: bool,
         acts: bool,
-    ) -> Option<crate::policy::Hold> {
+    ) -> Option<crate::agents::policy::Hold> {
         let s = &self.services.settings;
-        crate::policy::hold(s, confirm, acts, batch).filter(|_| ran.is_empty())
+        crate::agents::policy::hold(s, confirm, acts, batch).filter(|_| ran.is_empty())
     }
 
     pub(super) fn globals(&self) -> Values {

@@ -15,17 +15,18 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ufo_proto::v1;
 
-use super::driver::{DriverError, StepInput, StepOutput, TaskDriver};
+use super::driver::{DriverError, StepInput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
-use crate::agents::config::TaskOverrides;
+use crate::agents::setup::TaskOverrides;
 use crate::agents::{AgentServices, HostAgent};
-use crate::control::StepControl;
 use crate::dispatch::CommandDispatcher;
 use crate::memory::board_images::{self, StoredImages};
 use crate::memory::{Blackboard, Memory};
+use crate::round::control::StepControl;
+use crate::round::output::StepOutput;
 use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
-use crate::task_config::{ConfirmPolicy, TaskConfig};
+use crate::runner::task_config::{ConfirmPolicy, TaskConfig};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
@@ -65,12 +66,15 @@ pub enum DriverSetupError {
     /// The screenshot annotation (label font) cannot be set up.
     #[error(transparent)]
     Vision(#[from] crate::vision::VisionError),
+    /// The operator's consent policy file cannot be used.
+    #[error(transparent)]
+    Policy(#[from] crate::agents::policy::PolicyError),
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
-    Executors(#[from] crate::executors::ExecutorConfigError),
+    Executors(#[from] crate::dispatch::registry::ExecutorConfigError),
     /// The session service's address or token (screenshot uploads) is invalid.
     #[error(transparent)]
-    Session(#[from] crate::api::session::SessionClientError),
+    Session(#[from] crate::store::client::SessionClientError),
 }
 
 impl AgentsDriver {
@@ -86,25 +90,32 @@ impl AgentsDriver {
     /// The production driver: models and settings from `--llm-*` and agent flags, executors over gRPC.
     pub fn from_config(config: &crate::Config) -> Result<Self, DriverSetupError> {
         let marker = config.agents.marker()?;
+        let policy = config.agents.load_policy()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
-        let uploads = Arc::new(crate::blobs::BlobUploads::new(
-            crate::api::session::connect(&config.session)?,
+        let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
+            crate::store::client::connect(&config.session)?,
         ));
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
-            AgentServices::for_task(&llm, &agents, marker.clone(), &overrides(task))
-                .map(|s| AgentServices {
-                    uploads: Some(uploads.clone()),
-                    ..s
-                })
-                .map_err(|e| format!("cannot set up the agents: {e}"))
+            AgentServices::for_task(
+                &llm,
+                &agents,
+                policy.clone(),
+                marker.clone(),
+                &overrides(task),
+            )
+            .map(|s| AgentServices {
+                uploads: Some(uploads.clone()),
+                ..s
+            })
+            .map_err(|e| format!("cannot set up the agents: {e}"))
         });
         let runner = config.runner.clone();
         // Credentials come from the operator's registry, never from the task (issue 16).
-        let executors = crate::executors::ExecutorRegistry::from_config(config)?;
+        let executors = crate::dispatch::registry::ExecutorRegistry::from_config(config)?;
         let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
             let conn = executors
-                .connection(task)
+                .connection(&task.executor_name, &task.executor)
                 .map_err(|e| format!("cannot use the executor: {e}"))?;
             crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
                 &conn.address,

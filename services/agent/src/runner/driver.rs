@@ -4,13 +4,11 @@
 //! a step interrupted by a crash is simply produced again by the next runner: it observes anew instead of
 //! replaying an action whose result was never recorded.
 
-use ufo_proto::v1::{
-    ArtifactKind, Blackboard, BlackboardEntry, EventDraft, MemoryItem, Round, Session, Step,
-};
+use ufo_proto::v1::{Blackboard, MemoryItem, Round, Session, Step};
 
-pub use crate::control::{Next, StepControl};
 use crate::round::Decision;
-use crate::task_config::TaskConfig;
+use crate::round::output::StepOutput;
+use crate::runner::task_config::TaskConfig;
 
 /// What the driver sees when asked for the next step.
 #[derive(Debug, Clone)]
@@ -37,39 +35,6 @@ pub struct StepInput<'a> {
     /// Where the step's intents go: every batch holding an action is recorded here before it is sent to
     /// the executor (see [`super::intent`]).
     pub intents: std::sync::Arc<super::intent::StoreIntents>,
-}
-
-/// An artifact produced by a step (stored before the step is recorded).
-#[derive(Debug, Clone)]
-pub struct ArtifactUpload {
-    /// Which artifact.
-    pub kind: ArtifactKind,
-    /// e.g. `image/png`.
-    pub content_type: String,
-    /// The bytes (shared with the screenshot they come from, not copied).
-    pub data: bytes::Bytes,
-    /// Image metadata (width, height, transform, ...).
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-}
-
-/// One produced step.
-#[derive(Debug, Clone)]
-pub struct StepOutput {
-    /// The step; the runner sets session id, step and round numbers.
-    pub step: Step,
-    /// The seeds' MemoryItem of the step.
-    pub memory_item: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Blackboard entries the step writes (trajectories, images, ...).
-    pub blackboard: Vec<BlackboardEntry>,
-    /// Artifacts (screenshots, UI trees).
-    pub artifacts: Vec<ArtifactUpload>,
-    /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
-    pub events: Vec<EventDraft>,
-    /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
-    /// and the held action their ids and stores it with the step).
-    pub control: StepControl,
-    /// The uploads started at capture ([`crate::blobs`]); none: the artifacts' bytes go with the step.
-    pub uploads: Option<std::sync::Arc<crate::blobs::BlobUploads>>,
 }
 
 /// Why the driver could not produce a step. The runner fails the task with the message.

@@ -2,8 +2,8 @@
 //! decisions) and the runner (which asks, holds and waits). It lives entirely in the store, so any replica
 //! can serve the person and any runner can resume the wait after a crash. Each fact is written once:
 //!
-//! - What a task waits for is the newest step's control value ([`crate::control::Next::Ask`] or
-//!   [`crate::control::Next::Hold`], with stable ids).
+//! - What a task waits for is the newest step's control value ([`crate::round::control::Next::Ask`] or
+//!   [`crate::round::control::Next::Hold`], with stable ids).
 //! - A question is a blackboard QUESTION entry `{question, answer: null, id}` written by the runner with the
 //!   step that asks it, plus one QUESTION_ASKED event `{id, question}`.
 //! - An answer is one QUESTION entry `{question, answer, answers: <index of the question>, id}` plus one
@@ -20,8 +20,8 @@ use ufo_proto::v1::{
     Blackboard, BlackboardEntry, BlackboardKind, Event, EventDraft, EventKind, PendingQuestion,
 };
 
-use crate::control::{HeldAction, Next};
 use crate::round::Decision;
+use crate::round::control::{HeldAction, Next};
 
 /// The value of `key` in an entry's value or an event's payload.
 fn get(value: &Option<prost_types::Struct>, key: &str) -> Json {

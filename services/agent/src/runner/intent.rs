@@ -16,12 +16,12 @@ use ufo_proto::v1::{
 };
 
 use super::ahead::RecordAhead;
-use super::driver::StepOutput;
 use crate::agents::action::ActionRecord;
-use crate::api::session::SessionClient;
-use crate::control::{Next, StepControl};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
-use crate::response::AgentState;
+use crate::round::control::{Next, StepControl};
+use crate::round::output::StepOutput;
+use crate::round::state::AgentState;
+use crate::store::client::SessionClient;
 use crate::store::retry::{Retry, retried};
 
 /// The recorded outcome of an action whose runner stopped before recording its step.

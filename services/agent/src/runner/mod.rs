@@ -10,7 +10,7 @@
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
 //!
 //! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
-//! [`crate::task_config`].
+//! [`crate::runner::task_config`].
 
 pub mod agents_driver;
 mod ahead;
@@ -19,10 +19,11 @@ pub mod hitl;
 pub mod intent;
 mod record;
 pub mod task;
+pub mod task_config;
 pub mod watch;
 pub mod worker;
 
 pub use agents_driver::AgentsDriver;
-pub use driver::{ArtifactUpload, DriverError, Next, StepInput, StepOutput, TaskDriver};
+pub use driver::{DriverError, StepInput, TaskDriver};
 pub use task::Outcome;
 pub use worker::Runner;

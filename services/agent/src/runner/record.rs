@@ -16,11 +16,11 @@ use ufo_proto::v1::{
     Step, StepArtifact,
 };
 
-use super::driver::ArtifactUpload;
 use super::hitl;
 use super::task::{History, TaskRun};
-use crate::api::session::SessionClient;
-use crate::blobs::BlobUploads;
+use crate::round::output::ArtifactUpload;
+use crate::store::blobs::BlobUploads;
+use crate::store::client::SessionClient;
 use crate::store::retry::Retry;
 
 /// A step ready to be written.
@@ -86,7 +86,7 @@ impl TaskRun {
         number: u64,
         round: &Round,
         round_step: u32,
-        output: super::driver::StepOutput,
+        output: crate::round::output::StepOutput,
     ) -> Prepared {
         let mut blackboard = output.blackboard;
         let mut events = output.events;
@@ -211,7 +211,7 @@ impl Recorder {
             uploads,
         } = prepared;
         // Uploads started at capture are waited for here; what could not be uploaded goes inline.
-        let (blobs, mut pending) = crate::blobs::split(uploads.as_deref(), artifacts).await;
+        let (blobs, mut pending) = crate::store::blobs::split(uploads.as_deref(), artifacts).await;
         base.blobs = blobs;
         // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
         // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step

@@ -21,12 +21,12 @@ use super::driver::{StepInput, TaskDriver};
 use super::hitl;
 use super::intent::{self, Intent, StoreIntents};
 use super::watch::{Signals, StopReason, follow_events, keep_lease};
-use crate::api::session::SessionClient;
 use crate::config::{QuestionFallback, RunnerConfig};
-use crate::control::{HeldAction, Next, StepControl};
 use crate::round::Decision;
+use crate::round::control::{HeldAction, Next, StepControl};
+use crate::runner::task_config::TaskConfig;
+use crate::store::client::SessionClient;
 use crate::store::retry;
-use crate::task_config::TaskConfig;
 
 /// The answer recorded for a question nobody answered in time (`--question-fallback continue`).
 pub const NO_ANSWER: &str = "(no answer within the timeout)";
@@ -564,7 +564,7 @@ impl TaskRun {
         number: u64,
         round: &Round,
         round_step: u32,
-        output: super::driver::StepOutput,
+        output: crate::round::output::StepOutput,
         history: &mut History,
         ahead: &mut Option<Pending>,
     ) -> Result<Option<Outcome>, tonic::Status> {

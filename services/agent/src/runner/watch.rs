@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::{EventKind, RenewLeaseRequest, WatchEventsRequest};
 
 use super::hitl::decision_of;
-use crate::api::session::SessionClient;
 use crate::round::Decision;
+use crate::store::client::SessionClient;
 
 /// Why a task must stop working (set once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

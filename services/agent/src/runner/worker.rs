@@ -11,8 +11,8 @@ use ufo_proto::v1::ClaimTaskRequest;
 
 use super::driver::TaskDriver;
 use super::task::{Outcome, TaskRun};
-use crate::api::session::SessionClient;
 use crate::config::RunnerConfig;
+use crate::store::client::SessionClient;
 
 /// Runs tasks claimed from the session store.
 pub struct Runner {

@@ -19,8 +19,8 @@ use sha2::{Digest as _, Sha256};
 use tracing::Instrument as _;
 use ufo_proto::v1::{PutBlobRequest, StepArtifact, StepBlob};
 
-use crate::api::session::SessionClient;
-use crate::runner::ArtifactUpload;
+use crate::round::output::ArtifactUpload;
+use crate::store::client::SessionClient;
 
 /// An upload in flight or done: the stored blob's size, or why it failed.
 type Upload = Shared<BoxFuture<'static, Result<u64, tonic::Status>>>;

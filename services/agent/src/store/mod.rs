@@ -3,5 +3,7 @@
 //! - [`retry`]: store writes retried with bounded backoff on transient failures.
 //! - [`sanitise`]: NUL in model text replaced before it is recorded.
 
+pub mod blobs;
+pub mod client;
 pub mod retry;
 pub mod sanitise;

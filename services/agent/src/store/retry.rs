@@ -60,6 +60,16 @@ where
     }
 }
 
+impl crate::config::RunnerConfig {
+    /// How store writes are retried (`--store-retry-attempts`).
+    pub fn store_retry(&self) -> Retry {
+        Retry {
+            attempts: self.store_retry_attempts.max(1),
+            ..Default::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

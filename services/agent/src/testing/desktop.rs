@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use image::{Rgba, RgbaImage};
 use serde_json::{Value, json};
 
+use crate::agents::target::Rect;
 use crate::dispatch::tools::{ExecutorCatalog, ToolSpec};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
-use crate::target::Rect;
 use crate::vision::Screenshot;
 
 /// A control of a fake window.

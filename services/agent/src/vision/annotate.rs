@@ -11,7 +11,7 @@ use ab_glyph::{Font as _, FontArc, PxScale, ScaleFont as _};
 use image::{Rgba, RgbaImage};
 
 use super::screenshot::VisionError;
-use crate::target::Rect;
+use crate::agents::target::Rect;
 
 /// Where Debian's fonts-dejavu-core puts the font the binary embeds (tests and benchmarks load it from
 /// there to compare; the service needs no system font).

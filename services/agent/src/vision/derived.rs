@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::annotate::{EMBEDDED_FONT, FontId, Mark, Marker, Painted, Palette, font_sha256};
 use super::image_ops::resize_fast;
 use super::screenshot::{Screenshot, VisionError, encode_png};
-use crate::target::Rect;
+use crate::agents::target::Rect;
 
 /// The content type of a recipe artifact (its bytes are the JSON [`Recipe`]).
 pub const RECIPE_TYPE: &str = "application/vnd.ufo.derived-image+json";

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use image::RgbaImage;
 
 use super::screenshot::{Screenshot, VisionError, encode_png};
-use crate::target::Rect;
+use crate::agents::target::Rect;
 
 /// Returns `shot` re-encoded to fit within `max_width`×`max_height` (aspect kept); unchanged when it
 /// already fits. Prompts carry the result; the stored artifact keeps full resolution.

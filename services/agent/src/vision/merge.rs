@@ -1,7 +1,7 @@
 //! Merging a second (visual-grounding) control source into the accessibility controls by IoU
 //! (seed 001, "Hybrid (UIA + OmniParser)").
 
-use crate::target::{Rect, TargetInfo};
+use crate::agents::target::{Rect, TargetInfo};
 
 /// Default IoU threshold: a grounding control overlapping any accessibility control by more is dropped.
 pub const DEFAULT_IOU_THRESHOLD: f64 = 0.1;
@@ -42,7 +42,7 @@ pub fn merge_controls(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::{ControlSource, TargetKind};
+    use crate::agents::target::{ControlSource, TargetKind};
     use serde_json::json;
 
     fn control(name: &str, r: [i32; 4]) -> TargetInfo {

@@ -128,8 +128,8 @@ pub fn blackboard_images(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::target::Rect;
     use crate::memory::BlackboardImage;
-    use crate::target::Rect;
     use crate::vision::Palette;
     use crate::vision::annotate::DEFAULT_FONT;
     use image::Rgba;

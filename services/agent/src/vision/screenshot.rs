@@ -3,8 +3,8 @@
 use bytes::Bytes;
 use image::RgbaImage;
 
+use crate::agents::target::Rect;
 use crate::llm::ImageData;
-use crate::target::Rect;
 
 /// Why an image operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -9,12 +9,12 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use ufo_agent::control::HeldAction;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher as _};
-use ufo_agent::runner::{
-    ArtifactUpload, DriverError, Next, StepInput, StepOutput, TaskDriver, hitl,
-};
+use ufo_agent::round::control::HeldAction;
+use ufo_agent::round::control::Next;
+use ufo_agent::round::output::{ArtifactUpload, StepOutput};
+use ufo_agent::runner::{DriverError, StepInput, TaskDriver, hitl};
 use ufo_proto::v1::{AgentKind, ArtifactKind, Step};
 
 fn cont() -> Next {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::Parser as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use ufo_agent::api::session::SessionClient;
+use ufo_agent::store::client::SessionClient;
 use ufo_agent::{Config, api};
 
 /// The key the tests authenticate with.
@@ -108,7 +108,7 @@ impl Session {
     }
 
     pub fn client(&self) -> SessionClient {
-        api::session::connect(&agent_config(&self.url, &[]).session).unwrap()
+        ufo_agent::store::client::connect(&agent_config(&self.url, &[]).session).unwrap()
     }
 
     /// Every event of an ended session, straight from the session service (the stream ends with it).
@@ -157,8 +157,8 @@ pub fn agent_config(session_url: &str, extra: &[&str]) -> Config {
 
 /// The REST router of an agent configured by `config`.
 pub fn router(config: &Config) -> axum::Router {
-    let client = api::session::connect(&config.session).unwrap();
-    let watch = api::session::connect_streaming(&config.session).unwrap();
+    let client = ufo_agent::store::client::connect(&config.session).unwrap();
+    let watch = ufo_agent::store::client::connect_streaming(&config.session).unwrap();
     let tasks = api::Tasks::new(client, watch, config).unwrap();
     api::app(api::AppState {
         tasks,

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use ufo_agent::agents::target::Rect;
 use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};
 use ufo_agent::llm::PriceTable;
 use ufo_agent::llm::openai::{OpenAiCompatible, OpenAiConfig};
 use ufo_agent::llm::retry::RetryPolicy;
 use ufo_agent::memory::Blackboard;
 use ufo_agent::round::Round;
-use ufo_agent::target::Rect;
 use ufo_agent::testing::{
     FakeControl, FakeDesktop, FakeWindow, RecordedRequest, ScriptedLlm, ScriptedReply,
 };

@@ -31,6 +31,8 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
     fn dependencies(&self) -> Vec<Dependency> {
         vec![
             pkeys::SESSION_STEP.required("numbers the memory item"),
+            pkeys::ROUND.optional("the round the item belongs to"),
+            pkeys::ROUND_STEP.optional("the step's number within its round"),
             APP_RESPONSE.required("the step's decision"),
             ACTIONS.optional("what was executed"),
             SUBTASK.optional("the subtask"),

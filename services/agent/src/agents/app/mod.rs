@@ -4,17 +4,18 @@
 
 pub mod memory_update;
 pub mod progress;
+pub mod prompt;
 pub mod strategies;
 
 use std::sync::Arc;
 
+use crate::agents::target::TargetInfo;
 use crate::memory::Memory;
 use crate::processor::{
     BuildError, ComposedStrategy, LoggingMiddleware, MiddlewareChain, ProcessingContext,
     ProcessingPhase, ProcessingResult, ProcessorTemplate, Provided, Strategy, StrategyRegistry,
     Values, keys as pkeys,
 };
-use crate::target::TargetInfo;
 use crate::vision::Screenshot;
 
 use super::keys;

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
+use crate::agents::target::TargetInfo;
 use crate::llm::{ContentPart, ImageData, Message, Role};
-use crate::target::TargetInfo;
 
 /// The AppAgent's system prompt around its function list (the executor's tools, see
 /// [`crate::agents::tools`]).

@@ -9,18 +9,18 @@ use super::AppAgent;
 pub use super::memory_update::AppMemoryUpdate;
 use super::progress::{Progress, judge, screen_hash};
 use crate::agents::action::{Precheck, run_actions};
+use crate::agents::app::prompt::{AppPromptInput, messages, with_repeat_counts};
 use crate::agents::keys::*;
+use crate::agents::response::AppResponse;
+use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::agents::tools::{Audience, function_list, offered};
 use crate::dispatch::Command;
 use crate::llm::{ChatRequest, ImageData, ask_json};
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
-use crate::prompts::app::{AppPromptInput, messages, with_repeat_counts};
 use crate::replay::REPLAY_MARK;
 use crate::replay::phase::{self as replay, Phase};
-use crate::response::AppResponse;
-use crate::target::{ControlSource, TargetInfo, TargetKind};
 use crate::vision::annotate::Mark;
 use crate::vision::image_ops::{crop_rect, fitted_size};
 use crate::vision::{
@@ -62,8 +62,6 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         vec![
             CLEAN_SCREENSHOT.provided(),
             CLEAN_SHA256.provided(),
-            DESKTOP_SCREENSHOT.provided(),
-            UI_TREE.provided(),
             WINDOW_INFO.provided(),
             TOOL_CATALOG.provided(),
             SETTLE.provided(),
@@ -74,20 +72,10 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         agent: &AppAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
-        let settings = &agent.services.settings;
-        let mut commands = vec![
+        let commands = vec![
             Command::observe("capture_window_screenshot", json!({})),
             Command::observe("get_app_window_info", json!({})),
         ];
-        if settings.save_full_screen {
-            commands.push(Command::observe(
-                "capture_desktop_screenshot",
-                json!({"all_screens": true}),
-            ));
-        }
-        if settings.save_ui_tree {
-            commands.push(Command::observe("get_ui_tree", json!({})));
-        }
         let dispatcher = ctx.require(DISPATCHER)?.clone();
         // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
         let catalog = dispatcher
@@ -115,7 +103,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .and_then(|r| r.images.first())
             .cloned()
             .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
-        let sha = crate::blobs::start(agent.services.uploads.as_deref(), &clean.bytes);
+        let sha = crate::store::blobs::start(agent.services.uploads.as_deref(), &clean.bytes);
         out.insert(CLEAN_SHA256, sha);
         out.insert(CLEAN_SCREENSHOT, clean);
         let window = results
@@ -123,20 +111,6 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .and_then(|r| TargetInfo::from_json(&r.result, TargetKind::Application))
             .unwrap_or_else(|| agent.window.clone());
         out.insert(WINDOW_INFO, window);
-        let mut rest = results.into_iter().skip(2);
-        if settings.save_full_screen
-            && let Some(img) = rest.next().and_then(|r| r.images.into_iter().next())
-        {
-            if let Some(uploads) = &agent.services.uploads {
-                uploads.start(&img.bytes);
-            }
-            out.insert(DESKTOP_SCREENSHOT, img);
-        }
-        if settings.save_ui_tree
-            && let Some(r) = rest.next()
-        {
-            out.insert(UI_TREE, r.result);
-        }
         Ok(out)
     }
 }
@@ -248,12 +222,12 @@ impl Strategy<AppAgent> for AppControlInfo {
         };
         let sha = match ctx.get(CLEAN_SHA256)? {
             Some(sha) => sha.clone(),
-            None => crate::blobs::sha256_hex(&clean.bytes),
+            None => crate::store::blobs::sha256_hex(&clean.bytes),
         };
         let marker = &agent.services.marker;
         let annotation = derived::annotation(&sha, clean, &pixels, size, &marks, marker);
         drop(marks);
-        crate::blobs::start(agent.services.uploads.as_deref(), &annotation.recipe);
+        crate::store::blobs::start(agent.services.uploads.as_deref(), &annotation.recipe);
         Ok(Outputs::new()
             .with(CONTROLS, controls)
             .with(ANNOTATION, annotation)
@@ -404,7 +378,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             }),
             temperature: s.temperature,
             max_tokens: None,
-            response_format: crate::response::app_response_format(),
+            response_format: crate::agents::response::app_response_format(),
         };
         let asked = ask_json(
             agent.services.app_model.as_ref(),
@@ -448,7 +422,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
 
 /// Whether the AppAgent runs its actions now for this status (CONFIRM holds them; SCREENSHOT, PENDING,
 /// FAIL and ERROR do not act).
-pub fn app_acts(status: &crate::response::AppStatus) -> bool {
+pub fn app_acts(status: &crate::round::state::AppStatus) -> bool {
     status.acts()
 }
 
@@ -497,8 +471,9 @@ impl Strategy<AppAgent> for AppActionExecution {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
-        let confirm = response.status == crate::response::AppStatus::Confirm;
-        let held = crate::policy::hold(s, confirm, app_acts(&response.status), &batch(response));
+        let confirm = response.status == crate::round::state::AppStatus::Confirm;
+        let held =
+            crate::agents::policy::hold(s, confirm, app_acts(&response.status), &batch(response));
         let acts = app_acts(&response.status) || (confirm && s.confirm_never);
         if held.is_some() || !acts || response.actions.is_empty() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));
@@ -535,10 +510,10 @@ impl Strategy<AppAgent> for AppActionExecution {
             if let Ok(clip) = crop_rect(size, clean, rect) {
                 let sha = match ctx.get(CLEAN_SHA256)? {
                     Some(sha) => sha.clone(),
-                    None => crate::blobs::sha256_hex(&clean.bytes),
+                    None => crate::store::blobs::sha256_hex(&clean.bytes),
                 };
                 let recipe = derived::crop(&sha, size, clip, &crop);
-                crate::blobs::start(agent.services.uploads.as_deref(), &recipe.recipe);
+                crate::store::blobs::start(agent.services.uploads.as_deref(), &recipe.recipe);
                 out.insert(SELECTED_CONTROL_RECIPE, recipe);
             }
             out.insert(SELECTED_CONTROL_SCREENSHOT, crop);

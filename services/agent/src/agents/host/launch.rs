@@ -10,10 +10,10 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
+use crate::agents::response::HostResponse;
 use crate::agents::settings::AgentSettings;
+use crate::agents::target::{TargetInfo, TargetKind};
 use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, execute_one};
-use crate::response::HostResponse;
-use crate::target::{TargetInfo, TargetKind};
 
 /// What identifies a window across two listings (positional ids alone shift when windows open).
 fn identity(w: &TargetInfo) -> String {

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::agents::target::TargetInfo;
 use crate::llm::{ContentPart, ImageData, Message, Role};
-use crate::target::TargetInfo;
 
 /// The HostAgent's system prompt: its role, the statuses, the JSON response fields and its functions
 /// (the executor's desktop-level tools, see [`crate::agents::tools`]).

@@ -7,8 +7,11 @@ use serde_json::{Value, json};
 use super::HostAgent;
 use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
+use crate::agents::host::prompt::{HostPromptInput, messages};
 use crate::agents::keys::*;
+use crate::agents::response::HostResponse;
 use crate::agents::settings::AgentSettings;
+use crate::agents::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
@@ -16,11 +19,8 @@ use crate::memory::MemoryItem;
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
-use crate::prompts::host::{HostPromptInput, messages};
 use crate::replay::REPLAY_MARK;
 use crate::replay::phase::{self as replay, Phase};
-use crate::response::HostResponse;
-use crate::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::vision::{blackboard_images, downscale_png};
 
 fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
@@ -123,7 +123,7 @@ impl Strategy<HostAgent> for DesktopDataCollection {
 
 /// The launchable applications, and where their arguments may point when the operator's policy declares
 /// launch directories (so the model need not learn it from a denial).
-fn with_launch_dirs(apps: String, policy: &crate::policy::Policy) -> String {
+fn with_launch_dirs(apps: String, policy: &crate::agents::policy::Policy) -> String {
     if policy.launch_directories.is_empty() {
         return apps;
     }
@@ -209,7 +209,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             }),
             temperature: settings.temperature,
             max_tokens: None,
-            response_format: crate::response::host_response_format(),
+            response_format: crate::agents::response::host_response_format(),
         };
         let asked = ask_json(
             agent.services.host_model.as_ref(),
@@ -256,7 +256,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
 pub struct HostActionExecution;
 
 /// Statuses for which the HostAgent runs its function now.
-pub fn host_acts(status: &crate::response::HostStatus) -> bool {
+pub fn host_acts(status: &crate::round::state::HostStatus) -> bool {
     status.acts()
 }
 
@@ -360,8 +360,8 @@ impl Strategy<HostAgent> for HostActionExecution {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
-        let confirm = response.status == crate::response::HostStatus::Confirm;
-        let hold = crate::policy::hold(
+        let confirm = response.status == crate::round::state::HostStatus::Confirm;
+        let hold = crate::agents::policy::hold(
             &agent.services.settings,
             confirm,
             host_acts(&response.status),
@@ -407,6 +407,8 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
     fn dependencies(&self) -> Vec<Dependency> {
         vec![
             pkeys::SESSION_STEP.required("numbers the memory item"),
+            pkeys::ROUND.optional("the round the item belongs to"),
+            pkeys::ROUND_STEP.optional("the step's number within its round"),
             HOST_RESPONSE.required("the step's decision"),
             ACTIONS.optional("what was executed"),
             SELECTED_TARGET.optional("the selected application"),

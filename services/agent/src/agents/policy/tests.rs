@@ -155,17 +155,21 @@ fn the_policy_file_is_read_and_checked_at_start() {
     std::fs::write(&file, r#"{"tools": {"click_input": "maybe"}}"#).unwrap();
     let parse =
         || crate::Config::try_parse_from(["ufo-agent", "--policy-file", file.to_str().unwrap()]);
-    let e = parse().unwrap_err().to_string();
+    let e = parse()
+        .unwrap()
+        .agents
+        .load_policy()
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("unknown variant `maybe`") && e.contains("policy.json"),
         "{e}"
     );
     std::fs::write(&file, r#"{"tools": {"close_application": "confirm"}}"#).unwrap();
-    let settings = parse().unwrap().agents.settings();
+    let agents = parse().unwrap().agents;
+    let settings = agents.settings(agents.load_policy().unwrap());
     assert_eq!(settings.policy.tools["close_application"], Verdict::Confirm);
-    let none = crate::Config::try_parse_from(["ufo-agent"])
-        .unwrap()
-        .agents
-        .settings();
+    let agents = crate::Config::try_parse_from(["ufo-agent"]).unwrap().agents;
+    let none = agents.settings(agents.load_policy().unwrap());
     assert!(none.policy.tools.is_empty() && none.policy.launch_elsewhere == Verdict::Deny);
 }

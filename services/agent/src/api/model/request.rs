@@ -7,7 +7,7 @@ use ufo_proto::v1::{self as pb, SessionStatus};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::replay::OnMismatch;
-use crate::task_config::ConfirmPolicy;
+use crate::runner::task_config::ConfirmPolicy;
 
 /// `POST /v1/tasks`.
 #[derive(Debug, Clone, Deserialize, ToSchema)]

@@ -12,8 +12,8 @@ use tracing::Instrument as _;
 use super::cost::PriceTable;
 use super::error::LlmError;
 use super::retry::{RetryPolicy, parse_retry_after};
-use super::secret::ApiKey;
 use super::types::{ChatModel, ChatRequest, ChatResponse, Usage};
+use crate::config::secret::ApiKey;
 
 /// Which dialect of the API to speak.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,8 +52,7 @@ pub struct OpenAiConfig {
     pub max_reply_bytes: u64,
 }
 
-/// Default of [`OpenAiConfig::max_reply_bytes`]: 4 MiB, far above any chat reply.
-pub const DEFAULT_MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
+use crate::config::DEFAULT_MAX_REPLY_BYTES;
 
 impl OpenAiConfig {
     /// An OpenAI-compatible endpoint with defaults (60 s timeout, 3 retries, JSON object mode).

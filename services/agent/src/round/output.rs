@@ -1,0 +1,39 @@
+//! What one step of a round produces for the runner to record: the step row, its memory item, blackboard
+//! entries, artifacts, events, and what happens next ([`StepControl`]).
+
+use ufo_proto::v1::{ArtifactKind, BlackboardEntry, EventDraft, Step};
+
+use super::control::StepControl;
+
+/// An artifact produced by a step (stored before the step is recorded).
+#[derive(Debug, Clone)]
+pub struct ArtifactUpload {
+    /// Which artifact.
+    pub kind: ArtifactKind,
+    /// e.g. `image/png`.
+    pub content_type: String,
+    /// The bytes (shared with the screenshot they come from, not copied).
+    pub data: bytes::Bytes,
+    /// Image metadata (width, height, transform, ...).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
+
+/// One produced step.
+#[derive(Debug, Clone)]
+pub struct StepOutput {
+    /// The step; the runner sets session id, step and round numbers.
+    pub step: Step,
+    /// The seeds' MemoryItem of the step.
+    pub memory_item: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Blackboard entries the step writes (trajectories, images, ...).
+    pub blackboard: Vec<BlackboardEntry>,
+    /// Artifacts (screenshots, UI trees).
+    pub artifacts: Vec<ArtifactUpload>,
+    /// Extra events (phase timings, ...); STEP_FINISHED is appended by the store.
+    pub events: Vec<EventDraft>,
+    /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
+    /// and the held action their ids and stores it with the step).
+    pub control: StepControl,
+    /// The uploads started at capture ([`crate::store::blobs`]); none: the artifacts' bytes go with the step.
+    pub uploads: Option<std::sync::Arc<crate::store::blobs::BlobUploads>>,
+}

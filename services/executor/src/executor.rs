@@ -12,6 +12,7 @@ use tracing::Instrument as _;
 use crate::backend::{Backend, SettleOptions, SettleReport, WindowInfo};
 use crate::encode::Format;
 use crate::geometry::Point;
+use crate::tools::{Cx, Tool, ToolError};
 use crate::tree::ControlListing;
 
 /// Limits the tools enforce, from the configuration.
@@ -221,51 +222,24 @@ impl Executor {
                 call_id = %cmd.call_id,
                 status = tracing::field::Empty,
             );
-            let settle = self
-                .before_command(&mut state, &cmd.tool)
+            let (result, settle) = self
+                .command(&mut state, &cmd.tool, cmd.params, options)
                 .instrument(span.clone())
                 .await;
-            let run = self.run_tool(&mut state, &cmd.tool, cmd.params, options);
-            let left = options.deadline.saturating_sub(started.elapsed());
-            let result = tokio::time::timeout(left, run)
-                .instrument(span.clone())
-                .await;
-            let duration = started.elapsed();
-            let outcome = match result {
-                Ok(Ok(output)) => Outcome {
-                    call_id: cmd.call_id,
-                    status: Status::Success,
-                    error: String::new(),
-                    output,
-                    duration,
-                    settle,
-                },
-                Ok(Err(error)) => {
+            let (status, error, output) = match result {
+                Ok(output) => (Status::Success, String::new(), output),
+                Err(error) => {
                     failed = Some(cmd.tool.clone());
-                    Outcome {
-                        call_id: cmd.call_id,
-                        status: Status::Failure,
-                        error,
-                        output: ToolOutput::default(),
-                        duration,
-                        settle,
-                    }
+                    (Status::Failure, error.to_string(), ToolOutput::default())
                 }
-                Err(_) => {
-                    failed = Some(cmd.tool.clone());
-                    Outcome {
-                        call_id: cmd.call_id,
-                        status: Status::Failure,
-                        error: format!(
-                            "{} exceeded its deadline of {} ms",
-                            cmd.tool,
-                            options.deadline.as_millis()
-                        ),
-                        output: ToolOutput::default(),
-                        duration,
-                        settle,
-                    }
-                }
+            };
+            let outcome = Outcome {
+                call_id: cmd.call_id,
+                status,
+                error,
+                output,
+                duration: started.elapsed(),
+                settle,
             };
             // The span's status lets a trace show which command of a batch failed.
             span.record("status", format!("{:?}", outcome.status).to_lowercase());
@@ -277,16 +251,47 @@ impl Executor {
         outcomes
     }
 
+    /// Runs one command within `options.deadline` (settling included), with the settle report of an
+    /// observation.
+    async fn command(
+        &self,
+        st: &mut DesktopState,
+        name: &str,
+        params: Value,
+        options: BatchOptions,
+    ) -> (Result<ToolOutput, ToolError>, Option<SettleReport>) {
+        let started = Instant::now();
+        let tool = match name.parse::<Tool>() {
+            Ok(tool) => tool,
+            Err(unknown) => return (Err(unknown), None),
+        };
+        let settle = self.before_command(st, tool).await;
+        let mut cx = Cx {
+            exec: self,
+            st,
+            deadline: Instant::now() + options.deadline,
+            format: options.format,
+        };
+        let left = options.deadline.saturating_sub(started.elapsed());
+        let result = tokio::time::timeout(left, tool.run(&mut cx, params))
+            .await
+            .unwrap_or(Err(ToolError::Deadline {
+                tool: tool.name(),
+                ms: options.deadline.as_millis(),
+            }));
+        (result, settle)
+    }
+
     /// The settle protocol (`executor.proto`, `Settle`): an action marks the screen's change counter;
     /// the first observation after it waits for the screen to settle and reports how.
-    async fn before_command(&self, st: &mut DesktopState, tool: &str) -> Option<SettleReport> {
-        if ACTIONS.contains(&tool) {
+    async fn before_command(&self, st: &mut DesktopState, tool: Tool) -> Option<SettleReport> {
+        if tool.kind().changes_screen() {
             if let Some(mark) = self.backend.change_mark() {
                 st.unsettled = Some((mark, Instant::now()));
             }
             return None;
         }
-        if !OBSERVATIONS.contains(&tool) || self.limits.settle.timeout.is_zero() {
+        if !tool.kind().waits_for_settle() || self.limits.settle.timeout.is_zero() {
             return None;
         }
         let (mark, since) = st.unsettled.take()?;
@@ -305,26 +310,3 @@ impl Executor {
         Some(report)
     }
 }
-
-/// Tools that change the desktop (the next observation waits for the screen to settle).
-const ACTIONS: &[&str] = &[
-    "click_input",
-    "click_on_coordinates",
-    "drag_on_coordinates",
-    "set_edit_text",
-    "keyboard_input",
-    "wheel_mouse_input",
-    "launch_application",
-    "close_application",
-    "select_application_window",
-];
-
-/// Tools that observe what is on screen (they wait for it to settle after an action).
-const OBSERVATIONS: &[&str] = &[
-    "capture_desktop_screenshot",
-    "capture_window_screenshot",
-    "get_app_window_info",
-    "get_app_window_controls_target_info",
-    "get_ui_tree",
-    "texts",
-];

@@ -1,4 +1,5 @@
-//! `launch_application` and the executor's own hard limits on it, enforced whatever the agent sends:
+//! The executor's own hard limits on `launch_application` (the tool is in [`crate::tools::apps`]),
+//! enforced whatever the agent sends:
 //! only allow-listed programs, at most `max_launch_args` arguments of at most `max_launch_arg_bytes`
 //! bytes each, and every argument an absolute path inside a declared launch directory
 //! (`--launch-dir`). Without launch directories a program starts without arguments. So an allowed
@@ -12,87 +13,94 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::json;
+use crate::executor::Limits;
 
-use crate::executor::{Executor, Limits, ToolOutput};
-
-impl Executor {
-    /// Starts the allow-listed program `name` with `args` (checked, see the module doc), without a shell.
-    pub(crate) fn launch(&self, name: &str, args: &[String]) -> Result<ToolOutput, String> {
-        let Some((_, program)) = self.apps.iter().find(|(n, _)| n == name) else {
-            let allowed = self.app_names();
-            return Err(format!(
-                "application '{name}' is not on the allow-list; allowed: {}",
-                if allowed.is_empty() {
-                    "none".to_owned()
-                } else {
-                    allowed.join(", ")
-                }
-            ));
-        };
-        let args = check_args(&self.limits, args)?;
-        let mut child = tokio::process::Command::new(program)
-            .args(&args)
-            .envs(self.launch_env.iter().map(|(k, v)| (k, v)))
-            .env_remove("NO_AT_BRIDGE")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start '{name}': {e}"))?;
-        let pid = child.id();
-        // Reap the child when it exits so it does not linger as a zombie.
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
-        Ok(ToolOutput {
-            result: json!({"name": name, "pid": pid, "args": args}),
-            ..ToolOutput::default()
-        })
-    }
+/// Why a launch argument is refused (the argument is numbered from 1 and shortened for the message).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LaunchArgError {
+    /// Too many arguments.
+    #[error("{count} arguments, more than the limit of {max}")]
+    TooMany {
+        /// How many were given.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Arguments to an executor that declares no launch directories.
+    #[error("this executor starts programs without arguments (it declares no launch directories)")]
+    NoLaunchDirs,
+    /// An argument over the size limit.
+    #[error("argument {n} is {len} bytes, more than the limit of {max}")]
+    TooLong {
+        /// Which argument.
+        n: usize,
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An argument that is no usable path.
+    #[error("argument {n} {arg:?} {why}")]
+    BadPath {
+        /// Which argument.
+        n: usize,
+        /// The argument, shortened.
+        arg: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A path outside every launch directory.
+    #[error("argument {n} {arg:?} is outside the launch directories ({dirs})")]
+    Outside {
+        /// Which argument.
+        n: usize,
+        /// The argument, shortened.
+        arg: String,
+        /// The launch directories.
+        dirs: String,
+    },
 }
 
 /// The arguments a program may be started with, resolved; or why not (naming the argument).
-pub fn check_args(limits: &Limits, args: &[String]) -> Result<Vec<PathBuf>, String> {
-    const BAD: &str = "invalid parameters for launch_application";
+pub fn check_args(limits: &Limits, args: &[String]) -> Result<Vec<PathBuf>, LaunchArgError> {
     if args.len() > limits.max_launch_args {
-        return Err(format!(
-            "{BAD}: {} arguments, more than the limit of {}",
-            args.len(),
-            limits.max_launch_args
-        ));
+        return Err(LaunchArgError::TooMany {
+            count: args.len(),
+            max: limits.max_launch_args,
+        });
     }
     if !args.is_empty() && limits.launch_dirs.is_empty() {
-        return Err(format!(
-            "{BAD}: this executor starts programs without arguments (it declares no launch directories)"
-        ));
+        return Err(LaunchArgError::NoLaunchDirs);
     }
     args.iter()
         .enumerate()
         .map(|(i, arg)| {
             let n = i + 1;
             if arg.len() > limits.max_launch_arg_bytes {
-                return Err(format!(
-                    "{BAD}: argument {n} is {} bytes, more than the limit of {}",
-                    arg.len(),
-                    limits.max_launch_arg_bytes
-                ));
+                return Err(LaunchArgError::TooLong {
+                    n,
+                    len: arg.len(),
+                    max: limits.max_launch_arg_bytes,
+                });
             }
-            let resolved = resolve(Path::new(arg))
-                .map_err(|why| format!("{BAD}: argument {n} {:?} {why}", shorten(arg)))?;
+            let resolved = resolve(Path::new(arg)).map_err(|why| LaunchArgError::BadPath {
+                n,
+                arg: shorten(arg),
+                why,
+            })?;
             if limits.launch_dirs.iter().any(|d| resolved.starts_with(d)) {
                 Ok(resolved)
             } else {
-                Err(format!(
-                    "{BAD}: argument {n} {:?} is outside the launch directories ({})",
-                    shorten(arg),
-                    limits
+                Err(LaunchArgError::Outside {
+                    n,
+                    arg: shorten(arg),
+                    dirs: limits
                         .launch_dirs
                         .iter()
                         .map(|d| d.display().to_string())
                         .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+                        .join(", "),
+                })
             }
         })
         .collect()
@@ -187,15 +195,21 @@ mod tests {
             (PathBuf::from("a.txt"), "not an absolute path"),
             (PathBuf::from("--new-window"), "not an absolute path"),
         ] {
-            let e = check_args(&l, &arg(&bad)).unwrap_err();
+            let e = check_args(&l, &arg(&bad)).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
         let many = vec![docs.join("a.txt").display().to_string(); 4];
-        assert!(check_args(&l, &many).unwrap_err().contains("4 arguments"));
+        assert_eq!(
+            check_args(&l, &many).unwrap_err(),
+            LaunchArgError::TooMany { count: 4, max: 3 }
+        );
         let long = vec![format!("{}/{}", docs.display(), "x".repeat(80))];
-        assert!(check_args(&l, &long).unwrap_err().contains("argument 1 is"));
+        assert!(matches!(
+            check_args(&l, &long).unwrap_err(),
+            LaunchArgError::TooLong { n: 1, .. }
+        ));
         let none = check_args(&limits(vec![]), &arg(&docs.join("a.txt"))).unwrap_err();
-        assert!(none.contains("without arguments"), "{none}");
+        assert_eq!(none, LaunchArgError::NoLaunchDirs);
         assert!(check_args(&limits(vec![]), &[]).unwrap().is_empty());
     }
 }

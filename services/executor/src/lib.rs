@@ -5,10 +5,10 @@
 //! Layout:
 //! - [`config`]: the CLI/env configuration and its security rules.
 //! - [`backend`]: the `Backend` trait and its platform implementations (AT-SPI2 + X11, UI Automation).
-//! - [`tools`]: the tool registry (names, typed parameters, JSON schemas).
-//! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing); `dispatch` runs tools.
-//! - [`launch`]: `launch_application` and its hard limits (allow-list, argument count and size, launch
-//!   directories).
+//! - [`tools`]: the tools as one `Tool` enum, one file per family (observe, controls, act, apps): names,
+//!   kinds, typed parameters and results with derived JSON schemas, and the code that runs each.
+//! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing, settling).
+//! - [`launch`]: `launch_application`'s hard limits (argument count and size, launch directories).
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
@@ -19,7 +19,6 @@ pub mod backend;
 pub mod config;
 #[cfg(target_os = "linux")]
 pub mod desktop;
-mod dispatch;
 pub mod encode;
 pub mod executor;
 pub mod geometry;

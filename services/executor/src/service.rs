@@ -13,7 +13,7 @@ use ufo_proto::v1::{
 use crate::backend::SettleOutcome;
 use crate::encode::{Format, PngCompression};
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
-use crate::tools::{Kind, registry};
+use crate::tools::Tool;
 
 /// Request-level limits.
 #[derive(Debug, Clone)]
@@ -169,23 +169,22 @@ impl executor_server::Executor for ExecutorService {
         &self,
         _: Request<ListToolsRequest>,
     ) -> Result<Response<ListToolsResponse>, Status> {
-        let tools = registry()
-            .into_iter()
-            .map(|t| {
-                let schema = |v: serde_json::Value| match ufo_proto::json::to_value(v).kind {
-                    Some(prost_types::value::Kind::StructValue(s)) => Some(s),
-                    _ => None,
-                };
-                pb::ToolSpec {
-                    name: t.name.to_owned(),
-                    description: t.description.to_owned(),
-                    tool_type: match t.kind {
-                        Kind::DataCollection => pb::ToolType::DataCollection,
-                        Kind::Action => pb::ToolType::Action,
-                    } as i32,
-                    parameters_schema: schema(t.parameters),
-                    result_schema: schema(t.result),
-                }
+        let schema = |v: serde_json::Value| match ufo_proto::json::to_value(v).kind {
+            Some(prost_types::value::Kind::StructValue(s)) => Some(s),
+            _ => None,
+        };
+        let tools = Tool::ALL
+            .iter()
+            .map(|t| pb::ToolSpec {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                tool_type: if t.kind().is_action() {
+                    pb::ToolType::Action
+                } else {
+                    pb::ToolType::DataCollection
+                } as i32,
+                parameters_schema: schema(t.parameters_schema()),
+                result_schema: schema(t.result_schema()),
             })
             .collect();
         Ok(Response::new(ListToolsResponse { tools }))

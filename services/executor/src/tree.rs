@@ -1,11 +1,11 @@
 //! Platform-independent handling of a window's control tree: filtering by control type, positional ids
 //! (`"1"`, `"2"`, ... per listing, as the reference's annotation labels), resolving an id the agent sends
-//! back (unknown id, name mismatch, disabled or invisible control), and the nested JSON of `get_ui_tree`.
+//! back (unknown id, name mismatch), and the nested JSON of `get_ui_tree`.
 //! Each listed control also carries where it sits ([`ControlPath`]: its ancestors and its index among
 //! identical siblings), which the agent keeps as the action's selector to find the control again in a
 //! replay. Computed here from the flattened tree, so every backend (AT-SPI, UI Automation) reports it.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use ufo_common::names::names_match;
 
 use crate::backend::{RawNode, RawTree};
@@ -30,21 +30,6 @@ pub const DEFAULT_CONTROL_TYPES: &[&str] = &[
     "Group",
     "Text",
     "Slider",
-];
-
-/// Fields a control entry can carry in `get_app_window_controls_target_info`.
-pub const CONTROL_FIELDS: &[&str] = &[
-    "id",
-    "name",
-    "type",
-    "rect",
-    "enabled",
-    "visible",
-    "automation_id",
-    "kind",
-    "value",
-    "ancestors",
-    "sibling_index",
 ];
 
 /// Where a listed control sits in its window's tree.
@@ -175,60 +160,6 @@ impl ControlListing {
     }
 }
 
-/// The JSON entry of a listed control, restricted to `fields` (all of [`CONTROL_FIELDS`] when empty); the
-/// path fields only when `path` is given.
-pub fn control_json(
-    index: usize,
-    node: &RawNode,
-    path: Option<&ControlPath>,
-    fields: &[String],
-) -> Value {
-    let want = |f: &str| fields.is_empty() || fields.iter().any(|x| x == f);
-    let mut m = Map::new();
-    if want("id") {
-        m.insert("id".into(), json!((index + 1).to_string()));
-    }
-    if want("name") {
-        m.insert("name".into(), json!(node.name));
-    }
-    if want("type") {
-        m.insert("type".into(), json!(node.control_type));
-    }
-    if want("rect") {
-        m.insert("rect".into(), json!(node.rect.to_ltrb()));
-    }
-    if want("enabled") {
-        m.insert("enabled".into(), json!(node.enabled));
-    }
-    if want("visible") {
-        m.insert("visible".into(), json!(node.visible));
-    }
-    if want("automation_id") {
-        m.insert("automation_id".into(), json!(node.automation_id));
-    }
-    if want("kind") {
-        m.insert("kind".into(), json!("CONTROL"));
-    }
-    // An editable control's current text; without a field list only when there is one.
-    if fields.iter().any(|x| x == "value") || (fields.is_empty() && !node.value.is_empty()) {
-        m.insert("value".into(), json!(node.value));
-    }
-    if let Some(path) = path {
-        if want("ancestors") {
-            let list: Vec<Value> = path
-                .ancestors
-                .iter()
-                .map(|(name, ty)| json!({"name": name, "type": ty}))
-                .collect();
-            m.insert("ancestors".into(), Value::Array(list));
-        }
-        if want("sibling_index") {
-            m.insert("sibling_index".into(), json!(path.sibling_index));
-        }
-    }
-    Value::Object(m)
-}
-
 /// Nests a pre-order list into `{name, type, rect, enabled, visible, children}` objects.
 pub fn nested_json(nodes: &[RawNode]) -> Value {
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
@@ -334,10 +265,8 @@ mod tests {
     }
 
     #[test]
-    fn field_lists_and_nesting() {
+    fn nesting() {
         let t = tree();
-        let v = control_json(0, &t.nodes[1], None, &["id".into(), "rect".into()]);
-        assert_eq!(v, json!({"id": "1", "rect": [0, 0, 10, 10]}));
         let nested = nested_json(&t.nodes);
         assert_eq!(nested["name"], "win");
         assert_eq!(nested["children"][1]["children"][0]["name"], "Name");
@@ -359,13 +288,5 @@ mod tests {
         // The two "Name" edits under the pane are 0 and 1; the "Name" button is another kind.
         let idx: Vec<_> = paths.iter().map(|p| p.sibling_index).collect();
         assert_eq!(idx, [0, 0, 1, 0]);
-        let v = control_json(2, &kept[2], Some(&paths[2]), &[]);
-        assert_eq!(v["ancestors"][0], json!({"name": "pane", "type": "Pane"}));
-        assert_eq!(v["sibling_index"], 1);
-        let fields = ["id".to_owned(), "sibling_index".to_owned()];
-        assert_eq!(
-            control_json(2, &kept[2], Some(&paths[2]), &fields),
-            json!({"id": "3", "sibling_index": 1})
-        );
     }
 }

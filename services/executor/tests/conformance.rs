@@ -349,15 +349,15 @@ async fn bad_input_to_every_tool() {
     let desk = Desktop::start(800, 600).await.unwrap();
     let backend = Arc::new(desk.backend().await.unwrap());
     let exec = Executor::new(backend, Limits::default(), Vec::new());
-    for tool in ufo_executor::tools::registry() {
-        let o = one(&exec, tool.name, json!({"bogus": 1})).await;
-        assert_eq!(o.status, Status::Failure, "{}", tool.name);
+    for tool in ufo_executor::tools::Tool::ALL {
+        let o = one(&exec, tool.name(), json!({"bogus": 1})).await;
+        assert_eq!(o.status, Status::Failure, "{}", tool.name());
         assert!(
             o.error
-                .contains(&format!("invalid parameters for {}", tool.name))
+                .contains(&format!("invalid parameters for {}", tool.name()))
                 && o.error.contains("unknown field `bogus`"),
             "{}: {}",
-            tool.name,
+            tool.name(),
             o.error
         );
     }

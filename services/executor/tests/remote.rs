@@ -84,7 +84,7 @@ async fn windows_executor_smoke() {
         .unwrap()
         .into_inner()
         .tools;
-    assert_eq!(tools.len(), ufo_executor::tools::registry().len());
+    assert_eq!(tools.len(), ufo_executor::tools::Tool::ALL.len());
     let caps = r
         .client
         .get_capabilities(GetCapabilitiesRequest {})

@@ -1,286 +1,355 @@
-//! The tool registry: every tool's name, kind, description and JSON schemas for its parameters and its
-//! result (ListTools serves these; the agent builds its prompt's API description from them), plus typed
-//! parameter parsing with clear errors. The tools themselves run in [`crate::dispatch`].
+//! The tools, as one [`Tool`] enum. Each variant names a definition ([`ToolDef`]) in its family's file:
+//! [`observe`] (screenshots, the UI tree), [`controls`] (the control listing, a control's text),
+//! [`act`] (clicks, text, keys, scrolling, pacing) and [`apps`] (windows and programs). A definition is the
+//! tool's typed parameters together with its wire name, kind, description, result type and the code that
+//! runs it; ListTools serves JSON schemas derived from the parameter and result types (the agent builds
+//! its prompt's API description from the parameter schemas).
+//!
+//! Adding a tool is one definition in its family's file and one line in the [`tools!`] list below.
+//! Implements the command layer the seeds' AppAgent and HostAgent call (seed 000
+//! "select_application_window", seed 001 "get_app_window_controls_target_info" and the app actions).
 
-pub mod params;
+pub mod act;
+pub mod apps;
+pub mod controls;
+mod error;
+pub mod observe;
 
-use schemars::{JsonSchema, schema_for};
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::time::Instant;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema, schema_for};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
-/// Whether a tool observes or acts.
+use crate::backend::MouseButton;
+use crate::encode::Format;
+use crate::executor::{DesktopState, Executor, Shot, ToolOutput};
+
+pub use error::ToolError;
+
+/// What a tool does to the desktop; decides its wire type (`ToolType`) and its part in the settle protocol
+/// (`executor.proto`, `Settle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Observes the desktop.
-    DataCollection,
-    /// Changes the desktop.
+    /// Observes what is on screen (pixels, controls, texts); waits for the screen to settle after an
+    /// action first.
+    Observation,
+    /// Reads the desktop's window list, which no settling changes.
+    Query,
+    /// Changes the desktop; the next observation waits for the screen to settle.
     Action,
+    /// Leaves the desktop alone (`wait`, `summary`) but is a step of the plan, reported as an action.
+    Inert,
 }
 
-/// A tool's public description.
-#[derive(Debug, Clone)]
-pub struct ToolInfo {
+impl Kind {
+    /// Whether the wire reports it as an action (`ToolType::Action`) rather than data collection.
+    pub fn is_action(self) -> bool {
+        matches!(self, Self::Action | Self::Inert)
+    }
+
+    /// Whether it changes the screen (the next observation waits for it to settle).
+    pub fn changes_screen(self) -> bool {
+        self == Self::Action
+    }
+
+    /// Whether it waits for the screen to settle after an earlier action.
+    pub fn waits_for_settle(self) -> bool {
+        self == Self::Observation
+    }
+}
+
+/// One tool: its typed parameters (the type itself, deserialised with unknown fields rejected) and what
+/// the executor needs to serve and run it.
+pub(crate) trait ToolDef: DeserializeOwned + JsonSchema + Send {
     /// The name commands use.
-    pub name: &'static str,
+    const NAME: &'static str;
     /// What it does, for prompts.
-    pub description: &'static str,
-    /// Observes or acts.
-    pub kind: Kind,
-    /// JSON schema of the parameters object.
-    pub parameters: Value,
-    /// JSON schema of the result.
-    pub result: Value,
+    const DESCRIPTION: &'static str;
+    /// What it does to the desktop.
+    const KIND: Kind;
+    /// What it answers (serialised as the command's result; its schema is the result schema).
+    type Output: Serialize + JsonSchema + Send;
+
+    /// Runs the tool on the desktop `cx` gives.
+    fn run(
+        self,
+        cx: &mut Cx<'_>,
+    ) -> impl Future<Output = Result<Output<Self::Output>, ToolError>> + Send;
 }
 
-fn schema<T: JsonSchema>() -> Value {
-    serde_json::to_value(schema_for!(T)).unwrap_or(Value::Null)
+/// What a tool produced: its typed result, screenshots and non-fatal remarks.
+#[derive(Debug)]
+pub(crate) struct Output<T> {
+    /// The result.
+    pub result: T,
+    /// Screenshots.
+    pub images: Vec<Shot>,
+    /// Non-fatal remarks.
+    pub warnings: Vec<String>,
 }
 
-fn image_result() -> Value {
-    json!({
-        "type": "object",
-        "description": "Metadata of the screenshot; the encoded image itself is in Result.images[0].",
-        "properties": {
-            "width": {"type": "integer"}, "height": {"type": "integer"},
-            "format": {"type": "string", "enum": ["png", "jpeg"]},
-            "origin": {"type": "array", "items": {"type": "integer"}, "description": "screen [x, y] of pixel (0, 0)"},
-            "scale": {"type": "number"}
-        },
-        "required": ["width", "height", "format"]
-    })
-}
-
-fn rect_schema() -> Value {
-    json!({"type": "array", "items": {"type": "integer"}, "minItems": 4, "maxItems": 4,
-           "description": "[left, top, right, bottom] in screen pixels"})
-}
-
-fn window_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"}, "name": {"type": "string"},
-            "kind": {"type": "string", "enum": ["APPLICATION"]},
-            "type": {"type": "string"}, "rect": rect_schema(),
-            "process_name": {"type": "string"}, "pid": {"type": ["integer", "null"]},
-            "handle": {"type": "integer"}
-        },
-        "required": ["id", "name", "kind", "rect"]
-    })
-}
-
-fn control_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"}, "name": {"type": "string"}, "type": {"type": "string"},
-            "rect": rect_schema(), "enabled": {"type": "boolean"}, "visible": {"type": "boolean"},
-            "automation_id": {"type": "string"}, "kind": {"type": "string"},
-            "value": {"type": "string", "description": "an editable control's current text (bounded)"},
-            "ancestors": {"type": "array", "description": "name and type of each ancestor, parent first",
-                "items": {"type": "object", "properties": {"name": {"type": "string"}, "type": {"type": "string"}}}},
-            "sibling_index": {"type": "integer", "minimum": 0,
-                "description": "position among the parent's children of the same name and type"}
+impl<T> Output<T> {
+    /// `result` with these remarks.
+    pub fn warned(result: T, warnings: Vec<String>) -> Self {
+        Self {
+            result,
+            images: Vec::new(),
+            warnings,
         }
-    })
+    }
 }
 
-fn action_result() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "control": control_schema(),
-            "method": {"type": "string", "description": "how the action was delivered"}
+impl<T> From<T> for Output<T> {
+    fn from(result: T) -> Self {
+        Self::warned(result, Vec::new())
+    }
+}
+
+/// What a running tool works with: the executor (backend, limits, allow-list), the desktop state kept
+/// between commands, the command's deadline and the batch's screenshot encoding.
+pub(crate) struct Cx<'a> {
+    /// The executor.
+    pub exec: &'a Executor,
+    /// The desktop state.
+    pub st: &'a mut DesktopState,
+    /// When the command must be done.
+    pub deadline: Instant,
+    /// How screenshots are encoded.
+    pub format: Format,
+}
+
+/// Declares [`Tool`] from `family::Definition` paths, in the order ListTools reports them.
+macro_rules! tools {
+    ($($family:ident :: $def:ident,)+) => {
+        /// Every tool the executor serves; each variant is the definition of the same name in its
+        /// family's module.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Tool {
+            $(
+                #[doc = concat!("[`", stringify!($family), "::", stringify!($def), "`].")]
+                $def,
+            )+
         }
-    })
-}
 
-/// Every tool, in the order ListTools reports them.
-pub fn registry() -> Vec<ToolInfo> {
-    use Kind::*;
-    use params::*;
-    let t = |name, kind, description, parameters, result| ToolInfo {
-        name,
-        description,
-        kind,
-        parameters,
-        result,
+        impl Tool {
+            /// Every tool, in the order ListTools reports them.
+            pub const ALL: &'static [Tool] = &[$(Tool::$def,)+];
+
+            /// The name commands use (e.g. `click_input`).
+            pub fn name(self) -> &'static str {
+                match self { $(Tool::$def => $family::$def::NAME,)+ }
+            }
+
+            /// What it does, for prompts.
+            pub fn description(self) -> &'static str {
+                match self { $(Tool::$def => $family::$def::DESCRIPTION,)+ }
+            }
+
+            /// What it does to the desktop.
+            pub fn kind(self) -> Kind {
+                match self { $(Tool::$def => $family::$def::KIND,)+ }
+            }
+
+            /// JSON schema of its parameters object.
+            pub fn parameters_schema(self) -> Value {
+                match self { $(Tool::$def => schema::<$family::$def>(),)+ }
+            }
+
+            /// JSON schema of its result.
+            pub fn result_schema(self) -> Value {
+                match self { $(Tool::$def => schema::<<$family::$def as ToolDef>::Output>(),)+ }
+            }
+
+            /// Parses `params` and runs the tool.
+            pub(crate) async fn run(
+                self,
+                cx: &mut Cx<'_>,
+                params: Value,
+            ) -> Result<ToolOutput, ToolError> {
+                match self { $(Tool::$def => run::<$family::$def>(cx, params).await,)+ }
+            }
+        }
     };
-    vec![
-        t(
-            "capture_desktop_screenshot",
-            DataCollection,
-            "Screenshot of the whole desktop (all monitors or the primary one).",
-            schema::<CaptureDesktop>(),
-            image_result(),
-        ),
-        t(
-            "capture_window_screenshot",
-            DataCollection,
-            "Screenshot of the selected application window.",
-            schema::<NoParams>(),
-            image_result(),
-        ),
-        t(
-            "get_desktop_app_target_info",
-            DataCollection,
-            "The application windows on the desktop with positional ids for select_application_window.",
-            schema::<DesktopApps>(),
-            json!({"type": "array", "items": window_schema()}),
-        ),
-        t(
-            "get_app_window_info",
-            DataCollection,
-            "Information about the selected application window.",
-            schema::<NoParams>(),
-            window_schema(),
-        ),
-        t(
-            "get_app_window_controls_target_info",
-            DataCollection,
-            "The controls of the selected window with positional ids (valid until the next listing) for the \
-           app actions.",
-            schema::<WindowControls>(),
-            json!({"type": "array", "items": control_schema()}),
-        ),
-        t(
-            "get_ui_tree",
-            DataCollection,
-            "The accessibility tree of the selected window, nested, within node, depth and time limits.",
-            schema::<UiTree>(),
-            json!({"type": "object", "properties": {
-              "root": {"type": "object"}, "node_count": {"type": "integer"},
-              "truncated": {"type": "boolean"}}}),
-        ),
-        t(
-            "select_application_window",
-            Action,
-            "Focus an application window by id; the app actions then work on it.",
-            schema::<SelectWindow>(),
-            json!({"type": "object", "properties": {
-              "root_name": {"type": "string", "description": "the application's process name"},
-              "window": window_schema()}}),
-        ),
-        t(
-            "launch_application",
-            Action,
-            "Start a program from the executor's allow-list (no shell).",
-            schema::<Launch>(),
-            json!({"type": "object", "properties": {"name": {"type": "string"}, "pid": {"type": "integer"}}}),
-        ),
-        t(
-            "close_application",
-            Action,
-            "Ask the selected application window to close.",
-            schema::<NoParams>(),
-            json!({"type": "object", "properties": {"closed": window_schema()}}),
-        ),
-        t(
-            "click_input",
-            Action,
-            "Click a control by id.",
-            schema::<ClickInput>(),
-            action_result(),
-        ),
-        t(
-            "click_on_coordinates",
-            Action,
-            "Click at a point given as fractions (0..1) of the selected window.",
-            schema::<ClickCoordinates>(),
-            json!({"type": "object", "properties": {"point": {"type": "array", "items": {"type": "integer"}}}}),
-        ),
-        t(
-            "drag_on_coordinates",
-            Action,
-            "Drag between two points given as fractions (0..1) of the selected window.",
-            schema::<DragCoordinates>(),
-            json!({"type": "object", "properties": {
-              "from": {"type": "array", "items": {"type": "integer"}},
-              "to": {"type": "array", "items": {"type": "integer"}}}}),
-        ),
-        t(
-            "set_edit_text",
-            Action,
-            "Set the text of an editable control.",
-            schema::<SetEditText>(),
-            action_result(),
-        ),
-        t(
-            "keyboard_input",
-            Action,
-            "Type keys (pywinauto send_keys syntax) into a control or the focused window.",
-            schema::<KeyboardInput>(),
-            action_result(),
-        ),
-        t(
-            "wheel_mouse_input",
-            Action,
-            "Scroll the mouse wheel over a control.",
-            schema::<WheelMouse>(),
-            action_result(),
-        ),
-        t(
-            "texts",
-            DataCollection,
-            "The text a control shows.",
-            schema::<Texts>(),
-            json!({"type": "string"}),
-        ),
-        t(
-            "wait",
-            Action,
-            "Wait a number of seconds.",
-            schema::<Wait>(),
-            json!({"type": "object", "properties": {"waited_ms": {"type": "integer"}}}),
-        ),
-        t(
-            "summary",
-            Action,
-            "Echo a summary text back as the result.",
-            schema::<Summary>(),
-            json!({"type": "string"}),
-        ),
-    ]
 }
 
-/// Parses a tool's parameters; the error names the tool and the offending field.
-pub fn parse<T: DeserializeOwned>(tool: &str, params: Value) -> Result<T, String> {
+tools! {
+    observe::CaptureDesktopScreenshot,
+    observe::CaptureWindowScreenshot,
+    apps::GetDesktopAppTargetInfo,
+    apps::GetAppWindowInfo,
+    controls::GetAppWindowControlsTargetInfo,
+    observe::GetUiTree,
+    apps::SelectApplicationWindow,
+    apps::LaunchApplication,
+    apps::CloseApplication,
+    act::ClickInput,
+    act::ClickOnCoordinates,
+    act::DragOnCoordinates,
+    act::SetEditText,
+    act::KeyboardInput,
+    act::WheelMouseInput,
+    controls::Texts,
+    act::Wait,
+    act::Summary,
+}
+
+impl FromStr for Tool {
+    type Err = ToolError;
+
+    /// The tool named `name`; an unknown name's error lists the known ones.
+    fn from_str(name: &str) -> Result<Self, ToolError> {
+        Tool::ALL
+            .iter()
+            .copied()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| ToolError::UnknownTool(name.to_owned()))
+    }
+}
+
+/// The JSON schema of `T`.
+fn schema<T: JsonSchema>() -> Value {
+    schema_for!(T).into()
+}
+
+/// Parses a tool's parameters (null is an empty object); the error names the tool and the offending field.
+pub(crate) fn parse<T: ToolDef>(params: Value) -> Result<T, ToolError> {
     let params = match params {
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
-    serde_json::from_value(params).map_err(|e| format!("invalid parameters for {tool}: {e}"))
+    serde_json::from_value(params).map_err(|source| ToolError::Parameters {
+        tool: T::NAME,
+        source,
+    })
+}
+
+async fn run<T: ToolDef>(cx: &mut Cx<'_>, params: Value) -> Result<ToolOutput, ToolError> {
+    let out = parse::<T>(params)?.run(cx).await?;
+    Ok(ToolOutput {
+        result: serde_json::to_value(out.result).map_err(ToolError::Result)?,
+        images: out.images,
+        warnings: out.warnings,
+    })
+}
+
+/// A control or window id as labelled on the screenshot; accepted as a string (`"12"`) or an integer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Id(pub String);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an id as a string like \"12\" or an integer")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Id, E> {
+                Ok(Id(v.to_owned()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Id, E> {
+                Ok(Id(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Id, E> {
+                Ok(Id(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for Id {
+    fn schema_name() -> Cow<'static, str> {
+        "Id".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": ["string", "integer"],
+            "description": "The id labelled on the screenshot, e.g. \"12\"."
+        })
+    }
+}
+
+/// The default of parameters that are on unless turned off.
+fn yes() -> bool {
+    true
+}
+
+/// The default mouse button.
+fn left() -> MouseButton {
+    MouseButton::Left
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn every_tool_has_object_schemas() {
-        let tools = registry();
-        assert_eq!(tools.len(), 18);
-        for t in &tools {
-            assert_eq!(t.parameters["type"], "object", "{}", t.name);
-            assert!(t.result.is_object(), "{}", t.name);
+    fn every_tool_has_a_unique_name_and_object_schemas() {
+        assert_eq!(Tool::ALL.len(), 18);
+        let mut names: Vec<_> = Tool::ALL.iter().map(|t| t.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 18);
+        for t in Tool::ALL {
+            assert_eq!(t.name().parse::<Tool>().unwrap(), *t);
+            assert_eq!(t.parameters_schema()["type"], "object", "{}", t.name());
+            assert!(t.result_schema().is_object(), "{}", t.name());
         }
-        let click = tools.iter().find(|t| t.name == "click_input").unwrap();
-        assert_eq!(click.parameters["required"], json!(["id"]));
-        assert_eq!(click.parameters["additionalProperties"], json!(false));
+        let click = Tool::ClickInput.parameters_schema();
+        assert_eq!(click["required"], json!(["id"]));
+        assert_eq!(click["additionalProperties"], json!(false));
+    }
+
+    #[test]
+    fn unknown_names_list_the_known_tools() {
+        let e = "no_such_tool".parse::<Tool>().unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "unknown tool 'no_such_tool'; known tools: capture_desktop_screenshot, \
+                 capture_window_screenshot, get_desktop_app_target_info"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with("texts, wait, summary"), "{e}");
     }
 
     #[test]
     fn bad_parameters_name_the_field() {
-        let e = parse::<params::ClickInput>("click_input", json!({})).unwrap_err();
-        assert!(e.contains("missing field `id`"), "{e}");
-        let e = parse::<params::ClickInput>("click_input", json!({"id": "1", "botton": "left"}))
-            .unwrap_err();
+        let e = parse::<act::ClickInput>(json!({})).unwrap_err().to_string();
+        assert!(
+            e.starts_with("invalid parameters for click_input: missing field `id`"),
+            "{e}"
+        );
+        let e = parse::<act::ClickInput>(json!({"id": "1", "botton": "left"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown field `botton`"), "{e}");
-        let e = parse::<params::ClickInput>("click_input", json!({"id": "1", "button": "top"}))
-            .unwrap_err();
+        let e = parse::<act::ClickInput>(json!({"id": "1", "button": "top"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown variant `top`"), "{e}");
-        let ok = parse::<params::ClickInput>("click_input", json!({"id": 12})).unwrap();
+        let ok = parse::<act::ClickInput>(json!({"id": 12})).unwrap();
         assert_eq!(ok.id.0, "12");
-        assert!(parse::<params::NoParams>("get_app_window_info", Value::Null).is_ok());
+        assert!(parse::<apps::GetAppWindowInfo>(Value::Null).is_ok());
+    }
+
+    #[test]
+    fn result_schemas_describe_what_the_tools_answer() {
+        let shot = Tool::CaptureWindowScreenshot.result_schema();
+        assert_eq!(
+            shot["required"],
+            json!(["width", "height", "format", "origin", "scale"])
+        );
+        assert_eq!(shot["properties"]["format"]["enum"], json!(["png", "jpeg"]));
+        let windows = Tool::GetDesktopAppTargetInfo.result_schema();
+        assert_eq!(windows["type"], "array");
+        let summary = Tool::Summary.result_schema();
+        assert_eq!(summary["type"], "string");
     }
 }

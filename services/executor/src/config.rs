@@ -216,14 +216,31 @@ pub enum DesktopMode {
     Headless,
 }
 
+/// Why a flag's value cannot be parsed.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// Not `WIDTHxHEIGHT`.
+    #[error("{0:?} is not WIDTHxHEIGHT (e.g. 1920x1080)")]
+    NotASize(String),
+    /// A width or height outside 1..=16384.
+    #[error("{0:?}: width and height must be 1..=16384")]
+    SizeOutOfRange(String),
+    /// Not a number.
+    #[error("not a number: {0}")]
+    NotANumber(#[from] std::num::ParseFloatError),
+    /// A frequency outside 0..=1000.
+    #[error("must be between 0 (off) and 1000")]
+    RateOutOfRange,
+}
+
 /// Parses `WIDTHxHEIGHT` (each 1..=16384).
-fn parse_size(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("{text:?} is not WIDTHxHEIGHT (e.g. 1920x1080)");
+fn parse_size(text: &str) -> Result<(u32, u32), ValueError> {
+    let bad = || ValueError::NotASize(text.to_owned());
     let (w, h) = text.split_once(['x', 'X']).ok_or_else(bad)?;
     let w: u32 = w.trim().parse().map_err(|_| bad())?;
     let h: u32 = h.trim().parse().map_err(|_| bad())?;
     if !(1..=16_384).contains(&w) || !(1..=16_384).contains(&h) {
-        return Err(format!("{text:?}: width and height must be 1..=16384"));
+        return Err(ValueError::SizeOutOfRange(text.to_owned()));
     }
     Ok((w, h))
 }
@@ -275,14 +292,18 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// A launch directory does not exist or is not a directory.
-    #[error("bad --launch-dir {path}: {why}")]
+    /// A launch directory cannot be resolved (it does not exist).
+    #[error("bad --launch-dir {path}: {source}")]
     LaunchDir {
         /// The directory as given.
         path: PathBuf,
-        /// What is wrong with it.
-        why: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
+    /// A launch directory is not a directory.
+    #[error("bad --launch-dir {0}: is not a directory")]
+    LaunchDirNotADirectory(PathBuf),
     /// Deadline settings contradict each other.
     #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
     BadDeadlines,
@@ -339,8 +360,17 @@ impl Config {
 
     /// The launch directories, resolved (each must exist and be a directory).
     pub fn launch_dirs(&self) -> Result<Vec<PathBuf>, ConfigError> {
-        crate::launch::launch_dirs(&self.launch_dirs)
-            .map_err(|(path, why)| ConfigError::LaunchDir { path, why })
+        self.launch_dirs
+            .iter()
+            .map(|d| match std::fs::canonicalize(d) {
+                Ok(real) if real.is_dir() => Ok(real),
+                Ok(_) => Err(ConfigError::LaunchDirNotADirectory(d.clone())),
+                Err(source) => Err(ConfigError::LaunchDir {
+                    path: d.clone(),
+                    source,
+                }),
+            })
+            .collect()
     }
 
     /// The TLS certificate chain and key (PEM bytes) when TLS is configured.
@@ -382,12 +412,12 @@ impl Config {
 }
 
 /// A frequency: finite, 0 (off) up to 1000 per second.
-fn animation_hz(s: &str) -> Result<f64, String> {
-    let hz: f64 = s.parse().map_err(|e| format!("not a number: {e}"))?;
+fn animation_hz(s: &str) -> Result<f64, ValueError> {
+    let hz: f64 = s.parse()?;
     if hz.is_finite() && (0.0..=1000.0).contains(&hz) {
         Ok(hz)
     } else {
-        Err("must be between 0 (off) and 1000".into())
+        Err(ValueError::RateOutOfRange)
     }
 }
 

@@ -275,10 +275,10 @@ impl Executor {
         let left = options.deadline.saturating_sub(started.elapsed());
         let result = tokio::time::timeout(left, tool.run(&mut cx, params))
             .await
-            .unwrap_or(Err(ToolError::Deadline {
-                tool: tool.name(),
-                ms: options.deadline.as_millis(),
-            }));
+            .unwrap_or(Err(ToolError::Deadline(
+                tool.name(),
+                options.deadline.as_millis(),
+            )));
         (result, settle)
     }
 

@@ -142,17 +142,6 @@ fn shorten(arg: &str) -> String {
     }
 }
 
-/// The declared launch directories, resolved once at start (each must exist and be a directory).
-pub fn launch_dirs(dirs: &[PathBuf]) -> Result<Vec<PathBuf>, (PathBuf, String)> {
-    dirs.iter()
-        .map(|d| match std::fs::canonicalize(d) {
-            Ok(real) if real.is_dir() => Ok(real),
-            Ok(_) => Err((d.clone(), "is not a directory".to_owned())),
-            Err(e) => Err((d.clone(), e.to_string())),
-        })
-        .collect()
-}
-
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;

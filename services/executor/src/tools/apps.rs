@@ -151,14 +151,12 @@ impl ToolDef for SelectApplicationWindow {
             .ok()
             .filter(|&i| i < st.windows.len())
         else {
-            return Err(ToolError::UnknownWindow {
-                valid: match st.windows.len() {
-                    0 => "none (no application windows)".to_owned(),
-                    1 => "0".to_owned(),
-                    n => format!("0-{}", n - 1),
-                },
-                id,
-            });
+            let valid = match st.windows.len() {
+                0 => "none (no application windows)".to_owned(),
+                1 => "0".to_owned(),
+                n => format!("0-{}", n - 1),
+            };
+            return Err(ToolError::UnknownWindow(id, valid));
         };
         let target = st.windows[idx].clone();
         let warnings = self
@@ -217,14 +215,12 @@ impl ToolDef for LaunchApplication {
         let exec = cx.exec;
         let Some((_, program)) = exec.apps.iter().find(|(n, _)| *n == self.name) else {
             let allowed = exec.app_names();
-            return Err(ToolError::NotAllowed {
-                name: self.name,
-                allowed: if allowed.is_empty() {
-                    "none".to_owned()
-                } else {
-                    allowed.join(", ")
-                },
-            });
+            let allowed = if allowed.is_empty() {
+                "none".to_owned()
+            } else {
+                allowed.join(", ")
+            };
+            return Err(ToolError::NotAllowed(self.name, allowed));
         };
         let args = check_args(&exec.limits, &self.args)?;
         let mut child = tokio::process::Command::new(program)
@@ -235,10 +231,7 @@ impl ToolDef for LaunchApplication {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .map_err(|source| ToolError::Spawn {
-                name: self.name.clone(),
-                source,
-            })?;
+            .map_err(|e| ToolError::Spawn(self.name.clone(), e))?;
         let pid = child.id();
         // Reap the child when it exits so it does not linger as a zombie.
         tokio::spawn(async move {
@@ -300,7 +293,7 @@ impl Cx<'_> {
             None => {
                 self.st.selected = None;
                 self.st.listing = None;
-                Err(ToolError::WindowGone { title: w.title })
+                Err(ToolError::WindowGone(w.title))
             }
         }
     }

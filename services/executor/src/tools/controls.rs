@@ -254,26 +254,19 @@ impl Cx<'_> {
             .action_state(&node, kind)
             .await
             .map_err(|e| match e {
-                BackendError::Gone(_) => ToolError::ControlGone {
-                    id: id.to_owned(),
-                    name: node.name.clone(),
-                },
+                BackendError::Gone(_) => ToolError::ControlGone(id.to_owned(), node.name.clone()),
                 other => other.into(),
             })?;
         if !live.enabled || !live.visible || live.rect.is_empty() {
-            let (id, name, control_type) = (id.to_owned(), node.name, node.control_type);
-            return Err(if live.enabled {
-                ToolError::Invisible {
-                    id,
-                    name,
-                    control_type,
-                }
-            } else {
-                ToolError::Disabled {
-                    id,
-                    name,
-                    control_type,
-                }
+            return Err(ToolError::Unusable {
+                id: id.to_owned(),
+                name: node.name,
+                control_type: node.control_type,
+                why: if live.enabled {
+                    "not visible"
+                } else {
+                    "disabled"
+                },
             });
         }
         node.rect = live.rect;

@@ -14,58 +14,31 @@ pub enum ToolError {
     /// No tool has this name.
     #[error("unknown tool '{0}'; known tools: {known}", known = known_tools())]
     UnknownTool(String),
-    /// The parameters do not fit the tool's parameter type.
-    #[error("invalid parameters for {tool}: {source}")]
-    Parameters {
-        /// The tool.
-        tool: &'static str,
-        /// What serde found (names the field).
-        source: serde_json::Error,
-    },
-    /// A parameter breaks one of the tool's rules (a range, a limit, a known value).
-    #[error("invalid parameters for {tool}: {reason}")]
-    Invalid {
-        /// The tool.
-        tool: &'static str,
-        /// Which parameter and which rule.
-        reason: String,
-    },
+    /// The parameters of a tool do not fit its parameter type (serde's error names the field).
+    #[error("invalid parameters for {0}: {1}")]
+    Parameters(&'static str, #[source] serde_json::Error),
+    /// A parameter of a tool breaks one of its rules (a range, a limit, a known value); the text names
+    /// the parameter and the rule.
+    #[error("invalid parameters for {0}: {1}")]
+    Invalid(&'static str, String),
     /// A launch argument breaks the launch rules.
     #[error("invalid parameters for launch_application: {0}")]
     LaunchArgs(#[from] LaunchArgError),
-    /// The program is not on the allow-list.
-    #[error("application '{name}' is not on the allow-list; allowed: {allowed}")]
-    NotAllowed {
-        /// The program asked for.
-        name: String,
-        /// The allowed programs, or "none".
-        allowed: String,
-    },
+    /// The program (first) is not on the allow-list (second: the allowed ones, or "none").
+    #[error("application '{0}' is not on the allow-list; allowed: {1}")]
+    NotAllowed(String, String),
     /// The program could not be started.
-    #[error("cannot start '{name}': {source}")]
-    Spawn {
-        /// The program.
-        name: String,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error("cannot start '{0}': {1}")]
+    Spawn(String, #[source] std::io::Error),
     /// A tool that works on the selected window ran before any selection.
     #[error("no application window is selected; call select_application_window first")]
     NoSelection,
-    /// The selected window closed.
-    #[error("the selected window '{title}' no longer exists")]
-    WindowGone {
-        /// Its title.
-        title: String,
-    },
-    /// A window id that is not in the last window listing.
-    #[error("unknown window id '{id}'; valid ids are {valid}")]
-    UnknownWindow {
-        /// The id sent.
-        id: String,
-        /// The valid ids, e.g. "0-3" or "none (no application windows)".
-        valid: String,
-    },
+    /// The selected window (its title) closed.
+    #[error("the selected window '{0}' no longer exists")]
+    WindowGone(String),
+    /// A window id (first) that is not in the last window listing (second: the valid ids).
+    #[error("unknown window id '{0}'; valid ids are {1}")]
+    UnknownWindow(String, String),
     /// The selected window has no area to point at.
     #[error("the selected window has no area")]
     NoArea,
@@ -81,45 +54,27 @@ pub enum ToolError {
     /// A control id that cannot be used.
     #[error(transparent)]
     Control(#[from] ResolveError),
-    /// The control disappeared since it was listed.
-    #[error("control {id} '{name}' no longer exists; list the controls again")]
-    ControlGone {
-        /// Its id.
-        id: String,
-        /// Its name.
-        name: String,
-    },
-    /// The control does not accept input now.
-    #[error("control {id} '{name}' ({control_type}) is disabled")]
-    Disabled {
+    /// The control (id, name) disappeared since it was listed.
+    #[error("control {0} '{1}' no longer exists; list the controls again")]
+    ControlGone(String, String),
+    /// The control (id, name, type) cannot take an action now: it is disabled or not visible.
+    #[error("control {id} '{name}' ({control_type}) is {why}")]
+    Unusable {
         /// Its id.
         id: String,
         /// Its name.
         name: String,
         /// Its type.
         control_type: String,
-    },
-    /// The control is not on screen.
-    #[error("control {id} '{name}' ({control_type}) is not visible")]
-    Invisible {
-        /// Its id.
-        id: String,
-        /// Its name.
-        name: String,
-        /// Its type.
-        control_type: String,
+        /// "disabled" or "not visible".
+        why: &'static str,
     },
     /// The desktop backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
-    /// The command ran out of time.
-    #[error("{tool} exceeded its deadline of {ms} ms")]
-    Deadline {
-        /// The tool.
-        tool: &'static str,
-        /// The deadline.
-        ms: u128,
-    },
+    /// The command (its tool) ran out of time (the deadline in milliseconds).
+    #[error("{0} exceeded its deadline of {1} ms")]
+    Deadline(&'static str, u128),
     /// The result could not be turned into JSON.
     #[error("cannot encode the result: {0}")]
     Result(#[source] serde_json::Error),
@@ -128,10 +83,7 @@ pub enum ToolError {
 impl ToolError {
     /// A parameter of `tool` breaks a rule (`reason` names the parameter).
     pub(crate) fn invalid(tool: &'static str, reason: impl Into<String>) -> Self {
-        Self::Invalid {
-            tool,
-            reason: reason.into(),
-        }
+        Self::Invalid(tool, reason.into())
     }
 }
 

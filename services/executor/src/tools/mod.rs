@@ -221,10 +221,7 @@ pub(crate) fn parse<T: ToolDef>(params: Value) -> Result<T, ToolError> {
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
-    serde_json::from_value(params).map_err(|source| ToolError::Parameters {
-        tool: T::NAME,
-        source,
-    })
+    serde_json::from_value(params).map_err(|e| ToolError::Parameters(T::NAME, e))
 }
 
 async fn run<T: ToolDef>(cx: &mut Cx<'_>, params: Value) -> Result<ToolOutput, ToolError> {

@@ -5,7 +5,7 @@
 //! runs it; ListTools serves JSON schemas derived from the parameter and result types (the agent builds
 //! its prompt's API description from the parameter schemas).
 //!
-//! Adding a tool is one definition in its family's file and one line in the [`tools!`] list below.
+//! Adding a tool is one definition in its family's file and one line in the `tools!` list below.
 //! Implements the command layer the seeds' AppAgent and HostAgent call (seed 000
 //! "select_application_window", seed 001 "get_app_window_controls_target_info" and the app actions).
 

@@ -74,21 +74,22 @@ pub struct Atspi {
     known: Mutex<HashMap<Key, Known>>,
 }
 
-macro_rules! proxy {
-    ($ty:ty, $conn:expr, $bus:expr, $path:expr) => {
-        async {
-            zbus::proxy::Builder::<$ty>::new($conn)
-                .destination($bus.to_owned())?
-                .path($path.to_owned())?
-                .cache_properties(zbus::proxy::CacheProperties::No)
-                .build()
-                .await
-        }
-        .await
-        .map_err($crate::backend::linux::atspi::derr)
-    };
+/// A proxy of interface `P` for the object `path` of `bus` over `conn` (properties are read fresh).
+pub(super) async fn proxy<P>(conn: &zbus::Connection, bus: &str, path: &str) -> BackendResult<P>
+where
+    P: zbus::proxy::Defaults + From<zbus::Proxy<'static>> + Send,
+{
+    async {
+        zbus::proxy::Builder::<P>::new(conn)
+            .destination(bus.to_owned())?
+            .path(path.to_owned())?
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
+            .await
+    }
+    .await
+    .map_err(derr)
 }
-pub(super) use proxy;
 
 /// Splits a control handle into its bus name and object path.
 fn key_of(handle: &ControlHandle) -> BackendResult<(&str, &str)> {
@@ -157,14 +158,17 @@ impl Atspi {
         conn
     }
 
+    /// A proxy of interface `P` for the object `path` of `bus`, over the application's own
+    /// connection when there is one.
+    pub(super) async fn at<P>(&self, bus: &str, path: &str) -> BackendResult<P>
+    where
+        P: zbus::proxy::Defaults + From<zbus::Proxy<'static>> + Send,
+    {
+        proxy(&self.conn_for(bus).await, bus, path).await
+    }
+
     async fn open_peer(&self, bus: &str) -> Option<zbus::Connection> {
-        let app = zbus::proxy::Builder::<ApplicationProxy<'static>>::new(&self.conn)
-            .destination(bus.to_owned())
-            .ok()?
-            .path(ROOT_PATH)
-            .ok()?
-            .cache_properties(zbus::proxy::CacheProperties::No)
-            .build()
+        let app = proxy::<ApplicationProxy>(&self.conn, bus, ROOT_PATH)
             .await
             .ok()?;
         let addr = app.get_application_bus_address().await.ok()?;
@@ -186,12 +190,8 @@ impl Atspi {
 
     /// Bus names of the applications registered with the AT-SPI registry.
     pub async fn applications(&self) -> BackendResult<Vec<String>> {
-        let root = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn,
-            "org.a11y.atspi.Registry",
-            ROOT_PATH
-        )?;
+        let root =
+            proxy::<AccessibleProxy>(&self.conn, "org.a11y.atspi.Registry", ROOT_PATH).await?;
         let children = root.get_children().await.map_err(derr)?;
         Ok(children
             .iter()
@@ -265,12 +265,7 @@ impl Atspi {
         {
             return Ok(None);
         }
-        let c = proxy!(
-            ComponentProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let c = self.at::<ComponentProxy>(bus, path).await?;
         if !c.scroll_to(ScrollType::Anywhere).await.map_err(derr)? {
             return Ok(None);
         }
@@ -315,7 +310,7 @@ impl Atspi {
         bus: &str,
         path: &str,
     ) -> BackendResult<Option<(i32, &'static str)>> {
-        let act = proxy!(ActionProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+        let act = self.at::<ActionProxy>(bus, path).await?;
         let actions = act.get_actions().await.map_err(derr)?;
         let click = CLICKS.iter().find_map(|want| {
             actions
@@ -358,12 +353,7 @@ impl Atspi {
         learn_click: bool,
     ) -> BackendResult<ControlState> {
         let (bus, path) = key_of(handle)?;
-        let a = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let a = self.at::<AccessibleProxy>(bus, path).await?;
         let learn = learn_click
             && self
                 .known(bus, path)
@@ -397,12 +387,7 @@ impl Atspi {
         if let Some(k) = self.known(bus, path) {
             return Ok(k.ifaces);
         }
-        let a = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let a = self.at::<AccessibleProxy>(bus, path).await?;
         a.get_interfaces().await.map_err(derr)
     }
 
@@ -423,7 +408,7 @@ impl Atspi {
         let Some((i, name)) = click else {
             return Ok(None);
         };
-        let act = proxy!(ActionProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+        let act = self.at::<ActionProxy>(bus, path).await?;
         if act.do_action(i).await.map_err(derr)? {
             Ok(Some(format!("action:{name}")))
         } else {
@@ -445,16 +430,11 @@ impl Atspi {
         if !ifaces.contains(Interface::EditableText) {
             return Err(BackendError::Failed("the control is not editable".into()));
         }
-        let e = proxy!(
-            EditableTextProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let e = self.at::<EditableTextProxy>(bus, path).await?;
         let done = if clear {
             e.set_text_contents(text).await.map_err(derr)?
         } else {
-            let t = proxy!(TextProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+            let t = self.at::<TextProxy>(bus, path).await?;
             let end = t.character_count().await.map_err(derr)?;
             let len = i32::try_from(text.chars().count())
                 .map_err(|_| BackendError::Failed("text too long".into()))?;
@@ -472,11 +452,11 @@ impl Atspi {
         let (bus, path) = key_of(handle)?;
         let ifaces = self.interfaces(bus, path).await?;
         if ifaces.contains(Interface::Text) {
-            let t = proxy!(TextProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+            let t = self.at::<TextProxy>(bus, path).await?;
             return t.get_text(0, -1).await.map_err(derr);
         }
         if ifaces.contains(Interface::Value) {
-            let v = proxy!(ValueProxy<'static>, &self.conn_for(bus).await, bus, path)?;
+            let v = self.at::<ValueProxy>(bus, path).await?;
             return Ok(v.current_value().await.map_err(derr)?.to_string());
         }
         Ok(name.to_owned())
@@ -485,12 +465,7 @@ impl Atspi {
     /// Grabs keyboard focus; false when the control would not take it.
     pub async fn grab_focus(&self, handle: &ControlHandle) -> BackendResult<bool> {
         let (bus, path) = key_of(handle)?;
-        let c = proxy!(
-            ComponentProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let c = self.at::<ComponentProxy>(bus, path).await?;
         c.grab_focus().await.map_err(derr)
     }
 }
@@ -499,12 +474,7 @@ impl Atspi {
     /// Whether a control is checked or pressed (how tests observe toggles through AT-SPI).
     pub async fn is_checked(&self, handle: &ControlHandle) -> BackendResult<bool> {
         let (bus, path) = key_of(handle)?;
-        let a = proxy!(
-            AccessibleProxy<'static>,
-            &self.conn_for(bus).await,
-            bus,
-            path
-        )?;
+        let a = self.at::<AccessibleProxy>(bus, path).await?;
         let s = a.get_state().await.map_err(derr)?;
         Ok(s.contains(State::Checked) || s.contains(State::Pressed))
     }

@@ -182,7 +182,7 @@ impl Atspi {
     /// children it lists under each parent.
     async fn cached_items(&self, bus: &str) -> BackendResult<(HashMap<Key, Info>, Children)> {
         let conn = self.conn_for(bus).await;
-        let cache = proxy!(CacheProxy<'static>, &conn, bus, "/org/a11y/atspi/cache")?;
+        let cache = proxy::<CacheProxy>(&conn, bus, "/org/a11y/atspi/cache").await?;
         let mut info: HashMap<Key, Info> = HashMap::new();
         let mut children: Children = HashMap::new();
         // Applications answer in the current item layout or the legacy one (children listed inline).
@@ -254,7 +254,7 @@ impl Atspi {
             if i.role == Role::PasswordText || max_chars == 0 {
                 return String::new();
             }
-            let Ok(t) = proxy!(TextProxy<'static>, &conn, key.0.as_str(), key.1.as_str()) else {
+            let Ok(t) = proxy::<TextProxy>(&conn, key.0.as_str(), key.1.as_str()).await else {
                 return String::new();
             };
             let end = i32::try_from(max_chars).unwrap_or(i32::MAX);
@@ -264,12 +264,8 @@ impl Atspi {
             if !i.name.trim().is_empty() {
                 return String::new();
             }
-            let Ok(a) = proxy!(
-                AccessibleProxy<'static>,
-                &conn,
-                key.0.as_str(),
-                key.1.as_str()
-            ) else {
+            let Ok(a) = proxy::<AccessibleProxy>(&conn, key.0.as_str(), key.1.as_str()).await
+            else {
                 return String::new();
             };
             let (rel, attrs) = futures::join!(a.get_relation_set(), a.get_attributes());
@@ -302,13 +298,7 @@ impl Atspi {
 
     /// Children of an accessible, asked live.
     pub(super) async fn live_children(&self, key: &Key) -> Vec<Key> {
-        let conn = self.conn_for(key.0.as_str()).await;
-        let Ok(p) = proxy!(
-            AccessibleProxy<'static>,
-            &conn,
-            key.0.as_str(),
-            key.1.as_str()
-        ) else {
+        let Ok(p) = self.at::<AccessibleProxy>(&key.0, &key.1).await else {
             return Vec::new();
         };
         p.get_children()
@@ -323,14 +313,7 @@ impl Atspi {
 
     /// Name, role, states, child count and interfaces of an accessible, asked live (concurrently).
     pub(super) async fn live_info(&self, key: &Key) -> Option<Info> {
-        let conn = self.conn_for(key.0.as_str()).await;
-        let p = proxy!(
-            AccessibleProxy<'static>,
-            &conn,
-            key.0.as_str(),
-            key.1.as_str()
-        )
-        .ok()?;
+        let p = self.at::<AccessibleProxy>(&key.0, &key.1).await.ok()?;
         let (name, role, states, count, ifaces) = futures::join!(
             p.name(),
             p.get_role(),

@@ -281,20 +281,11 @@ pub trait Backend: Send + Sync {
         button: MouseButton,
         double: bool,
     ) -> BackendResult<String>;
-    /// Replaces (`clear` true) or appends to the text of an editable control.
-    async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()>;
-    /// Like [`set_text`](Self::set_text), and says how the text got in ("set_text" by default;
-    /// "pattern:Value", "pattern:Text+keyboard" or "keyboard (...)" on Windows), so a result can say
-    /// when the keyboard had to stand in for an accessibility interface.
-    async fn enter_text(
-        &self,
-        control: &RawNode,
-        text: &str,
-        clear: bool,
-    ) -> BackendResult<String> {
-        self.set_text(control, text, clear).await?;
-        Ok("set_text".into())
-    }
+    /// Replaces (`clear` true) or appends to the text of an editable control, and says how the text
+    /// got in ("set_text" on Linux; "pattern:Value", "pattern:Text+keyboard" or "keyboard (...)" on
+    /// Windows), so a result can say when the keyboard had to stand in for an accessibility interface.
+    async fn enter_text(&self, control: &RawNode, text: &str, clear: bool)
+    -> BackendResult<String>;
     /// The text a control shows (its value/text content, else its name).
     async fn read_text(&self, control: &RawNode) -> BackendResult<String>;
     /// Gives a control the keyboard focus.

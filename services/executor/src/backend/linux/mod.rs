@@ -203,8 +203,14 @@ impl Backend for LinuxBackend {
         Ok("mouse".to_owned())
     }
 
-    async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()> {
-        self.a11y.set_text(&control.handle, text, clear).await
+    async fn enter_text(
+        &self,
+        control: &RawNode,
+        text: &str,
+        clear: bool,
+    ) -> BackendResult<String> {
+        self.a11y.set_text(&control.handle, text, clear).await?;
+        Ok("set_text".to_owned())
     }
 
     async fn read_text(&self, control: &RawNode) -> BackendResult<String> {

@@ -156,10 +156,6 @@ impl Backend for UiaBackend {
         Ok("mouse".into())
     }
 
-    async fn set_text(&self, control: &RawNode, text: &str, clear: bool) -> BackendResult<()> {
-        self.enter_text(control, text, clear).await.map(|_| ())
-    }
-
     /// The Value pattern, else the keyboard into the focused control (after placing the caret with
     /// the Text pattern for documents, or with Ctrl+A / Ctrl+End when there is no pattern at all).
     async fn enter_text(

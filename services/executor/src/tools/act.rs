@@ -7,8 +7,9 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::controls::Target;
 use super::{Cx, Id, Kind, Output, ToolDef, ToolError, left, yes};
-use crate::backend::{ActionKind, MouseButton, RawNode};
+use crate::backend::{ActionKind, MouseButton};
 use crate::geometry::{Point, Rect};
 use crate::keys::parse_keys;
 
@@ -35,17 +36,16 @@ pub struct ActedControl {
     pub rect: [i32; 4],
 }
 
-impl Acted {
-    fn new(id: &str, node: &RawNode, method: String) -> Self {
-        Self {
-            control: ActedControl {
-                id: id.to_owned(),
-                name: node.name.clone(),
-                control_type: node.control_type.clone(),
-                rect: node.rect.to_ltrb(),
-            },
-            method,
-        }
+impl Target {
+    /// What acting on this control by `method` produced.
+    fn acted(self, method: String) -> Output<Acted> {
+        let control = ActedControl {
+            id: self.id,
+            name: self.node.name,
+            control_type: self.node.control_type,
+            rect: self.node.rect.to_ltrb(),
+        };
+        Output::warned(Acted { control, method }, self.warnings)
     }
 }
 
@@ -78,18 +78,13 @@ impl ToolDef for ClickInput {
         } else {
             ActionKind::Pointer
         };
-        let (node, warnings) = cx
-            .actionable(&self.id.0, self.name.as_deref(), kind)
-            .await?;
+        let target = cx.actionable(&self.id, self.name.as_deref(), kind).await?;
         let method = cx
             .exec
             .backend
-            .click_control(&node, self.button, self.double)
+            .click_control(&target.node, self.button, self.double)
             .await?;
-        Ok(Output::warned(
-            Acted::new(&self.id.0, &node, method),
-            warnings,
-        ))
+        Ok(target.acted(method))
     }
 }
 
@@ -205,18 +200,15 @@ impl ToolDef for SetEditText {
 
     async fn run(self, cx: &mut Cx<'_>) -> Result<Output<Self::Output>, ToolError> {
         too_long::<Self>("text", &self.text, cx.exec.limits.max_text_bytes)?;
-        let (node, warnings) = cx
-            .actionable(&self.id.0, self.name.as_deref(), ActionKind::Text)
+        let target = cx
+            .actionable(&self.id, self.name.as_deref(), ActionKind::Text)
             .await?;
         let method = cx
             .exec
             .backend
-            .enter_text(&node, &self.text, self.clear_current_text)
+            .enter_text(&target.node, &self.text, self.clear_current_text)
             .await?;
-        Ok(Output::warned(
-            Acted::new(&self.id.0, &node, method),
-            warnings,
-        ))
+        Ok(target.acted(method))
     }
 }
 
@@ -251,13 +243,14 @@ impl ToolDef for KeyboardInput {
             .map_err(|e| ToolError::invalid(Self::NAME, format!("keys: {e}")))?;
         let mut out = Output::from(None);
         if let Some(id) = &self.id {
-            let (node, warnings) = cx
-                .actionable(&id.0, self.name.as_deref(), ActionKind::Pointer)
+            let target = cx
+                .actionable(id, self.name.as_deref(), ActionKind::Pointer)
                 .await?;
             if self.control_focus {
-                cx.exec.backend.focus_control(&node).await?;
+                cx.exec.backend.focus_control(&target.node).await?;
             }
-            out = Output::warned(Some(Acted::new(&id.0, &node, "keys".to_owned())), warnings);
+            let acted = target.acted("keys".to_owned());
+            out = Output::warned(Some(acted.result), acted.warnings);
         }
         cx.exec.backend.send_keys(&keys).await?;
         Ok(out)
@@ -290,18 +283,15 @@ impl ToolDef for WheelMouseInput {
                 "wheel_dist must be within -100..=100",
             ));
         }
-        let (node, warnings) = cx
-            .actionable(&self.id.0, self.name.as_deref(), ActionKind::Pointer)
+        let target = cx
+            .actionable(&self.id, self.name.as_deref(), ActionKind::Pointer)
             .await?;
         let method = cx
             .exec
             .backend
-            .scroll_control(&node, self.wheel_dist)
+            .scroll_control(&target.node, self.wheel_dist)
             .await?;
-        Ok(Output::warned(
-            Acted::new(&self.id.0, &node, method),
-            warnings,
-        ))
+        Ok(target.acted(method))
     }
 }
 

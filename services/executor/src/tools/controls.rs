@@ -184,6 +184,16 @@ impl ToolDef for Texts {
     }
 }
 
+/// A listed control about to be acted on.
+pub(crate) struct Target {
+    /// The id it was addressed by.
+    pub id: String,
+    /// The control, with its live bounds.
+    pub node: RawNode,
+    /// Remarks on the id (a name that does not match it).
+    pub warnings: Vec<String>,
+}
+
 impl Cx<'_> {
     /// Lists the selected window's controls (walking its tree until `deadline`) and keeps the listing
     /// for the ids of later commands.
@@ -239,14 +249,15 @@ impl Cx<'_> {
         Ok((node.clone(), warning.into_iter().collect()))
     }
 
-    /// A control that can be acted on now: it exists, is enabled and visible (read live before an
-    /// action of `kind`, see [`crate::backend::Backend::action_state`]).
+    /// The control `id` names, which can be acted on now: it exists, is enabled and visible (read live
+    /// before an action of `kind`, see [`crate::backend::Backend::action_state`]).
     pub(crate) async fn actionable(
         &mut self,
-        id: &str,
+        id: &Id,
         name: Option<&str>,
         kind: ActionKind,
-    ) -> Result<(RawNode, Vec<String>), ToolError> {
+    ) -> Result<Target, ToolError> {
+        let id = &id.0;
         let (mut node, warnings) = self.control(id, name).await?;
         let live = self
             .exec
@@ -270,7 +281,11 @@ impl Cx<'_> {
             });
         }
         node.rect = live.rect;
-        Ok((node, warnings))
+        Ok(Target {
+            id: id.clone(),
+            node,
+            warnings,
+        })
     }
 }
 

@@ -33,8 +33,8 @@ pub enum Desktop {
     Headless,
 }
 
-/// Programs a headless desktop needs and the Debian package of each (the executor's
-/// `desktop::REQUIRED_PROGRAMS`; repeated here so the CLI need not link the executor).
+/// Programs a headless desktop needs (those the executor's `desktop` module starts) and the Debian
+/// package of each.
 pub const HEADLESS_PROGRAMS: [(&str, &str); 4] = [
     ("Xvfb", "xvfb"),
     ("dbus-daemon", "dbus"),

@@ -24,14 +24,6 @@ pub const ATSPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
 /// The session-bus name the launcher owns (and answers `GetAddress` on).
 const ATSPI_BUS_NAME: &str = "org.a11y.Bus";
 
-/// The programs a headless desktop needs, with the Debian package that provides each.
-pub const REQUIRED_PROGRAMS: [(&str, &str); 4] = [
-    ("Xvfb", "xvfb"),
-    ("dbus-daemon", "dbus"),
-    (ATSPI_BUS_LAUNCHER, "at-spi2-core"),
-    ("xfwm4", "xfwm4"),
-];
-
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// Why a desktop could not start.
@@ -70,29 +62,6 @@ pub enum DesktopError {
 }
 
 const PACKAGES: &str = "xvfb dbus at-spi2-core xfwm4";
-
-/// The programs of [`REQUIRED_PROGRAMS`] that cannot be found (by PATH or absolute path), with their packages.
-pub fn missing_programs() -> Vec<(&'static str, &'static str)> {
-    REQUIRED_PROGRAMS
-        .iter()
-        .copied()
-        .filter(|(program, _)| find_program(program).is_none())
-        .collect()
-}
-
-/// `program` resolved through PATH (or as given when it is a path).
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    let path = std::path::Path::new(program);
-    if path.is_absolute() {
-        return path.is_file().then(|| path.to_path_buf());
-    }
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .map(|dir| dir.join(program))
-        .find(|p| p.is_file())
-}
 
 /// A running private desktop; dropping it stops every process it started.
 pub struct Desktop {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::api::{ApiClient, NewTask};
+use ufo_client::{AgentClient, NewTask, Work};
+
 use crate::config::{
     AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, PruneArgs,
     RequestArgs, RunArgs, ScreenshotArgs, ShowArgs, TasksArgs, WatchArgs,
@@ -37,7 +38,7 @@ fn task_id(task: &Value) -> Result<String, CliError> {
 const PREFIX_PAGES: usize = 20;
 
 /// The full id of the task `given` names: a full id, a unique prefix, or `last` (the newest task).
-pub async fn resolve(api: &ApiClient, given: &str) -> Result<String, CliError> {
+pub async fn resolve(api: &AgentClient, given: &str) -> Result<String, CliError> {
     let given = given.trim();
     if given.len() == 36 && uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_owned());
@@ -100,15 +101,15 @@ fn print_json(value: &Value) {
 }
 
 /// `ufo run`.
-pub async fn run(api: ApiClient, conn: &Connection, args: RunArgs) -> Result<Outcome, CliError> {
+pub async fn run(api: AgentClient, conn: &Connection, args: RunArgs) -> Result<Outcome, CliError> {
     let task = api
         .submit(&NewTask {
-            request: args.request,
+            work: Work::Request(args.request),
             executor: args.executor,
             max_steps: args.max_steps,
             max_cost: args.max_cost,
-            timeout_seconds: args.timeout_seconds,
-            confirm_policy: args.confirm_policy.map(|p| p.as_api()),
+            timeout_seconds: args.timeout_seconds.map(u64::from),
+            confirm_policy: args.confirm_policy.map(|p| p.as_api().to_owned()),
             host_model: args.host_model,
             app_model: args.app_model,
         })
@@ -124,12 +125,14 @@ pub async fn run(api: ApiClient, conn: &Connection, args: RunArgs) -> Result<Out
 
 /// `ufo replay`.
 pub async fn replay(
-    api: ApiClient,
+    api: AgentClient,
     conn: &Connection,
     args: crate::config::ReplayArgs,
 ) -> Result<Outcome, CliError> {
     let original = resolve(&api, &args.id).await?;
-    let task = api.replay(&original, args.on_mismatch.as_deref()).await?;
+    let task = api
+        .submit(&NewTask::replay(&original, args.on_mismatch.clone()))
+        .await?;
     let id = task_id(&task)?;
     if args.detach {
         println!("{id}");
@@ -143,7 +146,7 @@ pub async fn replay(
 
 /// `ufo watch`.
 pub async fn watch(
-    api: ApiClient,
+    api: AgentClient,
     conn: &Connection,
     args: WatchArgs,
 ) -> Result<Outcome, CliError> {
@@ -152,7 +155,7 @@ pub async fn watch(
 }
 
 async fn follow(
-    api: ApiClient,
+    api: AgentClient,
     conn: &Connection,
     id: &str,
     from: u64,
@@ -188,7 +191,7 @@ async fn follow(
 }
 
 /// `ufo tasks`.
-pub async fn tasks(api: ApiClient, args: TasksArgs) -> Result<Outcome, CliError> {
+pub async fn tasks(api: AgentClient, args: TasksArgs) -> Result<Outcome, CliError> {
     let page = api
         .list(
             args.status.as_deref(),
@@ -224,7 +227,7 @@ pub async fn tasks(api: ApiClient, args: TasksArgs) -> Result<Outcome, CliError>
 }
 
 /// `ufo show`.
-pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
+pub async fn show(api: AgentClient, args: ShowArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     let task = api.get(&id).await?;
     let steps = if args.steps {
@@ -250,7 +253,7 @@ pub async fn show(api: ApiClient, args: ShowArgs) -> Result<Outcome, CliError> {
 }
 
 /// `ufo answer`.
-pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliError> {
+pub async fn answer(api: AgentClient, args: AnswerArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     // Without --question, the answers go to the questions pending now, in order; they are shown first so
     // the person sees what is being answered, and the ids sent bind each answer to its question.
@@ -280,7 +283,7 @@ pub async fn answer(api: ApiClient, args: AnswerArgs) -> Result<Outcome, CliErro
 }
 
 /// `ufo confirm`.
-pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliError> {
+pub async fn confirm(api: AgentClient, args: ConfirmArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     // Without --action, the action held now is shown and exactly that one is decided.
     let action_id = match &args.action {
@@ -316,7 +319,7 @@ pub async fn confirm(api: ApiClient, args: ConfirmArgs) -> Result<Outcome, CliEr
 
 /// `ufo request`: adds the follow-up and follows the round it starts (unless --detach).
 pub async fn request(
-    api: ApiClient,
+    api: AgentClient,
     conn: &Connection,
     args: RequestArgs,
 ) -> Result<Outcome, CliError> {
@@ -334,7 +337,7 @@ pub async fn request(
 }
 
 /// `ufo prune`: asks the agent to prune screenshots (`POST /v1/admin/prune`).
-pub async fn prune(api: ApiClient, args: PruneArgs) -> Result<Outcome, CliError> {
+pub async fn prune(api: AgentClient, args: PruneArgs) -> Result<Outcome, CliError> {
     let done = api.prune(args.older_than_days, args.keep_tasks).await?;
     println!(
         "pruned the screenshots of {} tasks ({} screenshots, {} stored images released)",
@@ -346,7 +349,7 @@ pub async fn prune(api: ApiClient, args: PruneArgs) -> Result<Outcome, CliError>
 }
 
 /// `ufo cancel`.
-pub async fn cancel(api: ApiClient, args: CancelArgs) -> Result<Outcome, CliError> {
+pub async fn cancel(api: AgentClient, args: CancelArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     let task = api.cancel(&id, args.reason.as_deref()).await?;
     println!("cancel requested; task is {}", status_of(&task));
@@ -363,7 +366,7 @@ fn status_of(task: &Value) -> String {
 }
 
 /// `ufo screenshot`: saves a step's screenshot (the kind asked for, or the first the step has).
-pub async fn screenshot(api: ApiClient, args: ScreenshotArgs) -> Result<Outcome, CliError> {
+pub async fn screenshot(api: AgentClient, args: ScreenshotArgs) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     let kind = match args.kind {
         Some(kind) => kind,
@@ -399,7 +402,16 @@ pub async fn screenshot(api: ApiClient, args: ScreenshotArgs) -> Result<Outcome,
                 })?
         }
     };
-    let (content_type, bytes) = api.screenshot(&id, args.step, &kind).await?;
+    let shot =
+        api.screenshot(&id, args.step, &kind)
+            .await
+            .map_err(|e| match CliError::from(e) {
+                CliError::NotFound(message) => {
+                    CliError::NotFound(format!("{message} (ask for another --kind)"))
+                }
+                other => other,
+            })?;
+    let (content_type, bytes) = (shot.content_type, shot.bytes);
     let extension = if content_type == "image/jpeg" {
         "jpg"
     } else {

@@ -90,9 +90,121 @@ impl CliError {
     }
 }
 
+impl From<ufo_client::ClientError> for CliError {
+    /// A failed REST call in the CLI's words: which flag names the address, what a 401 or 404 means here.
+    fn from(e: ufo_client::ClientError) -> Self {
+        use ufo_client::ClientError as E;
+        let refused = |status: u16, code: String, message: String| match status {
+            401 => CliError::Unauthenticated { message },
+            404 => CliError::NotFound(task_words(&message)),
+            _ => CliError::Api {
+                status,
+                code,
+                message,
+            },
+        };
+        match e {
+            E::InvalidUrl { .. } => CliError::InvalidArgument {
+                flag: "--server",
+                reason: e.to_string(),
+            },
+            E::Unreachable { url, cause } => CliError::Unreachable {
+                url,
+                cause,
+                flag: "--server",
+                env: "UFO_SERVER",
+            },
+            E::GrpcUnreachable { url, cause } => CliError::Unreachable {
+                url,
+                cause,
+                flag: "--grpc",
+                env: "UFO_GRPC",
+            },
+            E::Api {
+                status,
+                code,
+                message,
+            } => refused(status, code, message),
+            E::NotTheApi { status, .. } => refused(
+                status,
+                http_reason(status),
+                format!(
+                    "the server answered HTTP {status} without an API error body; is --server the agent \
+                     service?"
+                ),
+            ),
+            E::Grpc { status, .. } => CliError::Grpc {
+                code: status.code(),
+                message: status.message().to_owned(),
+            },
+            E::Build(_) | E::Decode { .. } | E::NoGrpcAddress | E::Token(_) => {
+                CliError::Protocol(error_chain(&e))
+            }
+        }
+    }
+}
+
+/// An HTTP status's reason as an error code (`bad_gateway`).
+fn http_reason(status: u16) -> String {
+    reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("error")
+        .to_lowercase()
+        .replace(' ', "_")
+}
+
+/// An error and its causes on one line.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(next) = cause {
+        text.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    text
+}
+
 /// A store message in the CLI's words: "session <id> not found" → "task <id> not found".
 pub(crate) fn task_words(message: &str) -> String {
     message
         .replace("session ", "task ")
         .replace("Session ", "Task ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ufo_client::ClientError;
+
+    #[test]
+    fn refusals_read_as_the_cli_words_them() {
+        let not_found = CliError::from(ClientError::Api {
+            status: 404,
+            code: "not_found".into(),
+            message: "session 7 not found".into(),
+        });
+        assert!(
+            matches!(&not_found, CliError::NotFound(m) if m == "task 7 not found"),
+            "{not_found:?}"
+        );
+        let proxy = CliError::from(ClientError::NotTheApi {
+            url: "http://x".into(),
+            status: 502,
+        });
+        assert!(
+            matches!(&proxy, CliError::Api { code, message, .. }
+                if code == "bad_gateway" && message.contains("--server")),
+            "{proxy:?}"
+        );
+        let refused = CliError::from(ClientError::Api {
+            status: 401,
+            code: "unauthenticated".into(),
+            message: "no key".into(),
+        });
+        assert!(
+            matches!(refused, CliError::Unauthenticated { .. }),
+            "{refused:?}"
+        );
+    }
 }

@@ -10,9 +10,9 @@ use ufo_common::grpc::ClientContext;
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
 use ufo_proto::v1::{Event, EventKind, StreamStepsRequest};
 
-use crate::api::ApiClient;
 use crate::error::CliError;
 use crate::render;
+use ufo_client::AgentClient;
 
 /// The first wait before reconnecting; it doubles per failed attempt up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -21,7 +21,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Follows one task until its stream ends.
 pub struct Follower {
-    api: ApiClient,
+    api: AgentClient,
     grpc_url: String,
     context: ClientContext,
     prompt: bool,
@@ -39,7 +39,7 @@ pub struct Follower {
 impl Follower {
     /// A follower using `api` for reads and answers and `grpc_url` for the stream; prompts when `prompt`.
     pub fn new(
-        api: ApiClient,
+        api: AgentClient,
         grpc_url: &str,
         token: Option<&str>,
         prompt: bool,
@@ -81,17 +81,22 @@ impl Follower {
             let result = match self.stream_once(task_id, &mut next, reconnecting).await {
                 // The stream ends after the task's terminal event; an end without one (an agent
                 // shutting down) is a drop like any other.
-                Ok(()) => self.api.get(task_id).await.and_then(|task| {
-                    let status = task.get("status").and_then(Value::as_str).unwrap_or("");
-                    if render::is_terminal(status) {
-                        Ok(task)
-                    } else {
-                        Err(CliError::Grpc {
-                            code: tonic::Code::Unavailable,
-                            message: "the stream ended while the task runs".to_owned(),
-                        })
-                    }
-                }),
+                Ok(()) => self
+                    .api
+                    .get(task_id)
+                    .await
+                    .map_err(CliError::from)
+                    .and_then(|task| {
+                        let status = task.get("status").and_then(Value::as_str).unwrap_or("");
+                        if render::is_terminal(status) {
+                            Ok(task)
+                        } else {
+                            Err(CliError::Grpc {
+                                code: tonic::Code::Unavailable,
+                                message: "the stream ended while the task runs".to_owned(),
+                            })
+                        }
+                    }),
                 Err(e) => Err(e),
             };
             match result {

@@ -2,14 +2,12 @@
 //!
 //! Layout:
 //! - [`config`]: flags and environment (`UFO_SERVER`, `UFO_GRPC`, `UFO_TOKEN`, ...), one subcommand per job.
-//! - [`api`]: the agent service's REST API (tasks, steps, answers, confirmation, requests, cancel).
 //! - [`follow`]: a task's live event stream over gRPC, with prompts and resume after a dropped stream.
 //! - [`render`]: how tasks, steps and events are printed.
 //! - [`commands`]: the task subcommands; [`up`]: running the services locally (with [`tokens`] kept
 //!   across restarts); [`doctor`]: what a first task needs, checked.
 //! - [`error`]: failures with messages that say what to do.
 
-pub mod api;
 pub mod commands;
 pub mod config;
 pub mod doctor;
@@ -29,11 +27,12 @@ use std::time::Duration;
 pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
     let conn = cli.connection;
     let api = || {
-        api::ApiClient::new(
-            &conn.server,
-            conn.token.clone(),
-            Duration::from_secs(conn.call_timeout_seconds),
-        )
+        let timeouts = ufo_client::Timeouts {
+            call: Some(Duration::from_secs(conn.call_timeout_seconds)),
+            ..ufo_client::Timeouts::default()
+        };
+        ufo_client::AgentClient::new(&conn.server, conn.token.clone(), timeouts)
+            .map_err(CliError::from)
     };
     match cli.command {
         Command::Up(args) => up::up(args, &conn).await,

@@ -8,12 +8,10 @@
 //!   real model — tallying each task's model calls and prompt sizes.
 //! - [`desk`]: the one private desktop, and each task's applications on it (ready, sized, cleaned up).
 //! - [`check`]: checks on real state with independent tools (files, exit codes, a live pyatspi walk).
-//! - [`api`]: the agent's REST and gRPC APIs as the suite uses them.
 //! - [`run`]: one run — desktop, model endpoint and services shared by all tasks; a task at a time.
 //! - [`report`]: the table, the summary and the JSON report.
 //! - [`config`] and [`cli`]: the command's settings and what it does with them.
 
-pub mod api;
 #[cfg(target_os = "linux")]
 pub mod check;
 #[cfg(target_os = "linux")]

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tracing::Instrument as _;
+use ufo_client::{AgentClient, ClientError, NewTask};
 use ufo_testkit::Cluster;
 
-use crate::api::{Agent, ApiError};
 use crate::check::{self, CheckSettings, Verdict};
 use crate::config::Config;
 use crate::desk::{Desk, DeskError, Placed, RunningApp};
@@ -35,6 +35,20 @@ pub enum SuiteError {
     /// Local files or sockets.
     #[error("{0}")]
     Io(String, #[source] std::io::Error),
+    /// The agent's client could not be built.
+    #[error("cannot build the agent's client")]
+    Client(#[from] ClientError),
+}
+
+/// Why a task could not be submitted and followed.
+#[derive(Debug, thiserror::Error)]
+enum TaskRunError {
+    /// A call to the agent failed.
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    /// The created task has no id.
+    #[error("POST /v1/tasks returned no id: {0}")]
+    NoId(Value),
 }
 
 /// How a task is put to the agent: by the model (today), or later as a replay of a recorded task.
@@ -56,7 +70,7 @@ struct Shared<'a> {
     cfg: &'a Config,
     desk: Desk,
     model: ModelServer,
-    agent: Agent,
+    agent: AgentClient,
     checks: CheckSettings,
     probe: PathBuf,
     out: PathBuf,
@@ -132,11 +146,12 @@ pub async fn run(
             .unwrap_or_default(),
     };
     let mut cluster = builder.binaries_from(bin_dir).start().await?;
-    let agent = Agent::new(
-        cluster.rest_url.clone(),
-        cluster.grpc_url.clone(),
-        cluster.api_key.clone(),
-    );
+    let agent = AgentClient::new(
+        &cluster.rest_url,
+        Some(cluster.api_key.clone()),
+        ufo_client::Timeouts::default(),
+    )?
+    .with_grpc(cluster.grpc_url.clone());
     let probe = check::install_probe(out).map_err(io("cannot write the probe script"))?;
     let baseline = desk.windows().await?;
     let shared = Shared {
@@ -309,37 +324,44 @@ async fn submit_and_follow(
     s: &Shared<'_>,
     task: &Task,
     how: &Submission,
-) -> Result<(String, Value, Vec<Value>), ApiError> {
+) -> Result<(String, Value, Vec<Value>), TaskRunError> {
     let timeout = task
         .timeout
         .unwrap_or(Duration::from_secs(u64::from(s.cfg.task_timeout_seconds)));
-    let body = match how {
-        Submission::Model => json!({
-            "request": task.request,
-            "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
-                       "timeout_seconds": timeout.as_secs()},
-            "confirm_policy": "never",
-        }),
-        Submission::Replay { of, .. } => json!({
-            "replay_of": of,
-            "limits": {"max_steps": task.max_steps.unwrap_or(s.cfg.max_steps),
-                       "timeout_seconds": timeout.as_secs()},
-            "confirm_policy": "never",
-        }),
+    let work = match how {
+        Submission::Model => NewTask::request(task.request.clone()),
+        Submission::Replay { of, .. } => NewTask::replay(of.clone(), None),
     };
-    let id = s.agent.submit(&body).await?;
+    let submitted = NewTask {
+        max_steps: Some(task.max_steps.unwrap_or(s.cfg.max_steps)),
+        timeout_seconds: Some(timeout.as_secs()),
+        confirm_policy: Some("never".to_owned()),
+        ..work
+    };
+    let created = s.agent.submit(&submitted).await?;
+    let id = match created.get("id").and_then(Value::as_str) {
+        Some(id) => id.to_owned(),
+        None => return Err(TaskRunError::NoId(created)),
+    };
     // The agent enforces the time limit; the extra minute only guards against a stuck stream.
-    let ended = s
-        .agent
-        .follow(&id, timeout + Duration::from_secs(60))
-        .await?;
+    let ended = follow(&s.agent, &id, timeout + Duration::from_secs(60)).await?;
     if !ended {
-        s.agent.cancel(&id, "the suite's time limit passed").await?;
-        s.agent.follow(&id, Duration::from_secs(30)).await?;
+        s.agent
+            .cancel(&id, Some("the suite's time limit passed"))
+            .await?;
+        follow(&s.agent, &id, Duration::from_secs(30)).await?;
     }
-    let view = s.agent.get(&format!("/v1/tasks/{id}")).await?;
-    let steps = s.agent.steps(&id).await?;
+    let view = s.agent.get(&id).await?;
+    let steps = s.agent.all_steps(&id).await?;
     Ok((id, view, steps))
+}
+
+/// Follows `StreamSteps` until the server ends it with the task; false when `timeout` passed first.
+async fn follow(agent: &AgentClient, id: &str, timeout: Duration) -> Result<bool, ClientError> {
+    match tokio::time::timeout(timeout, agent.events_until_end(id, 1)).await {
+        Ok(events) => events.map(|_| true),
+        Err(_) => Ok(false),
+    }
 }
 
 async fn checks(s: &Shared<'_>, task: &Task, dir: &Path, apps: &mut [RunningApp]) -> Vec<Verdict> {
@@ -437,9 +459,9 @@ async fn explain(
             .find(|k| kinds.contains(k))
         {
             match s.agent.screenshot(&r.task_id, step, kind).await {
-                Ok(png) => {
+                Ok(shot) => {
                     let path = dir.join(format!("last-step-{step}-{kind}.png"));
-                    if std::fs::write(&path, png).is_ok() {
+                    if std::fs::write(&path, shot.bytes).is_ok() {
                         why.push(format!("its screenshot: {}", path.display()));
                     }
                 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use ufo_agent::testing::{RecordedRequest, ScriptedLlm, ScriptedReply};
-use ufo_e2e::api::{get_json, stream_steps, submit_task};
+use ufo_client::NewTask;
 use ufo_e2e::script::{app, assign, controls, host, target_label};
 use ufo_executor::testing::Desktop;
 use ufo_testkit::{Cluster, CollectedSpan, OtlpCollector, SpanSet, TestDatabase, poll_until};
@@ -187,27 +187,24 @@ async fn a_two_subtask_task_runs_across_real_processes_on_a_real_desktop() {
         },
     );
 
-    let http = ufo_testkit::http_client();
+    let agent = ufo_e2e::agent(&cluster).unwrap();
     let request = format!(
         "Type \"{text}\" into the text editor and save it to {}; then read the font shown in the widget factory",
         note.display()
     );
-    let task = submit_task(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &json!({"request": request, "limits": {"max_steps": 20, "timeout_seconds": 120}}),
-    )
-    .await
-    .unwrap();
+    let task = agent
+        .submit(&NewTask {
+            max_steps: Some(20),
+            timeout_seconds: Some(120),
+            ..NewTask::request(request)
+        })
+        .await
+        .unwrap();
     let id = task["id"].as_str().unwrap().to_owned();
-    let events = tokio::time::timeout(
-        TIMEOUT,
-        stream_steps(&cluster.grpc_url, &cluster.api_key, &id, 1),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("the stream did not end\n{}", cluster.logs()))
-    .unwrap();
+    let events = tokio::time::timeout(TIMEOUT, agent.events_until_end(&id, 1))
+        .await
+        .unwrap_or_else(|_| panic!("the stream did not end\n{}", cluster.logs()))
+        .unwrap();
     let problems_seen = problems.lock().unwrap().clone();
     assert!(
         problems_seen.is_empty(),
@@ -215,14 +212,7 @@ async fn a_two_subtask_task_runs_across_real_processes_on_a_real_desktop() {
         cluster.logs()
     );
     assert_eq!(llm.remaining(), 0, "every scripted reply was used");
-    let done = get_json(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &format!("/v1/tasks/{id}"),
-    )
-    .await
-    .unwrap();
+    let done = agent.get(&id).await.unwrap();
     assert_eq!(done["status"], "finished", "{done:#}\n{}", cluster.logs());
     assert_eq!(done["totals"]["steps"], 6, "{done:#}");
 
@@ -259,6 +249,7 @@ async fn a_two_subtask_task_runs_across_real_processes_on_a_real_desktop() {
 /// and a replay from the start delivers the same events.
 async fn check_events(events: &[ufo_proto::v1::Event], cluster: &Cluster, id: &str) {
     use ufo_proto::v1::EventKind;
+    let agent = ufo_e2e::agent(cluster).unwrap();
     let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
     let expected: Vec<u64> = (1..=events.len() as u64).collect();
     assert_eq!(seqs, expected, "in order, no gap");
@@ -275,13 +266,9 @@ async fn check_events(events: &[ufo_proto::v1::Event], cluster: &Cluster, id: &s
         [1, 2, 3, 4, 5, 6],
         "one STEP_FINISHED per step, in order"
     );
-    let replay = stream_steps(&cluster.grpc_url, &cluster.api_key, id, 1)
-        .await
-        .unwrap();
+    let replay = agent.events_until_end(id, 1).await.unwrap();
     assert_eq!(replay, events, "a replay delivers the same events");
-    let tail = stream_steps(&cluster.grpc_url, &cluster.api_key, id, 5)
-        .await
-        .unwrap();
+    let tail = agent.events_until_end(id, 5).await.unwrap();
     assert_eq!(
         tail.as_slice(),
         &events[4..],

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
-use ufo_e2e::api::{get_json, submit_task};
+use ufo_client::NewTask;
 use ufo_e2e::script::host;
 use ufo_executor::testing::Desktop;
 use ufo_testkit::{
@@ -80,22 +80,15 @@ async fn start(
 
 /// Polls the task until it ends; returns its JSON.
 async fn ended(cluster: &Cluster, id: &str) -> Value {
-    let http = ufo_testkit::http_client();
+    let agent = ufo_e2e::agent(cluster).unwrap();
     poll_until(
         "the task to end",
         Duration::from_secs(60),
         Duration::from_millis(50),
         || {
-            let http = http.clone();
+            let agent = agent.clone();
             async move {
-                let task = get_json(
-                    &http,
-                    &cluster.rest_url,
-                    &cluster.api_key,
-                    &format!("/v1/tasks/{id}"),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let task = agent.get(id).await.map_err(|e| e.to_string())?;
                 match task["status"].as_str() {
                     Some("failed" | "finished" | "cancelled") => Ok(Some(task)),
                     other => Err(format!("status {other:?}")),
@@ -108,14 +101,14 @@ async fn ended(cluster: &Cluster, id: &str) -> Value {
 }
 
 async fn submit(cluster: &Cluster) -> String {
-    let task = submit_task(
-        &ufo_testkit::http_client(),
-        &cluster.rest_url,
-        &cluster.api_key,
-        &json!({"request": "look at the desktop twice", "limits": {"max_steps": 5}}),
-    )
-    .await
-    .unwrap();
+    let task = ufo_e2e::agent(cluster)
+        .unwrap()
+        .submit(&NewTask {
+            max_steps: Some(5),
+            ..NewTask::request("look at the desktop twice")
+        })
+        .await
+        .unwrap();
     task["id"].as_str().unwrap().to_owned()
 }
 

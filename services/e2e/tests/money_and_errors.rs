@@ -13,29 +13,22 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use ufo_agent::testing::ScriptedLlm;
-use ufo_e2e::api::{get_json, submit_task};
+use ufo_client::NewTask;
 use ufo_e2e::script::host;
 use ufo_executor::testing::Desktop;
 use ufo_testkit::{Cluster, TestDatabase, free_port, poll_until};
 
 /// Polls the task until it ends; returns its JSON.
 async fn ended(cluster: &Cluster, id: &str) -> Value {
-    let http = ufo_testkit::http_client();
+    let agent = ufo_e2e::agent(cluster).unwrap();
     poll_until(
         "the task to end",
         Duration::from_secs(60),
         Duration::from_millis(50),
         || {
-            let http = http.clone();
+            let agent = agent.clone();
             async move {
-                let task = get_json(
-                    &http,
-                    &cluster.rest_url,
-                    &cluster.api_key,
-                    &format!("/v1/tasks/{id}"),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let task = agent.get(id).await.map_err(|e| e.to_string())?;
                 match task["status"].as_str() {
                     Some("failed" | "finished" | "cancelled") => Ok(Some(task)),
                     other => Err(format!("status {other:?}")),
@@ -65,17 +58,17 @@ async fn max_cost_stops_a_task_whose_model_is_priced_by_the_default_price() {
         .start()
         .await
         .unwrap();
-    let http = ufo_testkit::http_client();
-    let task = submit_task(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &json!({"request": "look around",
-                "model": {"host_model": "free-lunch-1", "app_model": "free-lunch-1"},
-                "limits": {"max_cost": 0.5, "max_steps": 10}}),
-    )
-    .await
-    .unwrap();
+    let agent = ufo_e2e::agent(&cluster).unwrap();
+    let task = agent
+        .submit(&NewTask {
+            host_model: Some("free-lunch-1".into()),
+            app_model: Some("free-lunch-1".into()),
+            max_cost: Some(0.5),
+            max_steps: Some(10),
+            ..NewTask::request("look around")
+        })
+        .await
+        .unwrap();
     let id = task["id"].as_str().unwrap();
     let task = ended(&cluster, id).await;
     assert_eq!(task["status"], "failed", "{task}\n{}", cluster.logs());
@@ -106,15 +99,11 @@ async fn an_unreachable_model_is_reported_in_a_persons_terms_with_the_cause_in_t
         .start()
         .await
         .unwrap();
-    let http = ufo_testkit::http_client();
-    let task = submit_task(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &json!({"request": "open mousepad"}),
-    )
-    .await
-    .unwrap();
+    let agent = ufo_e2e::agent(&cluster).unwrap();
+    let task = agent
+        .submit(&NewTask::request("open mousepad"))
+        .await
+        .unwrap();
     let id = task["id"].as_str().unwrap();
     let task = ended(&cluster, id).await;
     assert_eq!(task["status"], "failed", "{task}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use serde_json::json;
 use ufo_agent::testing::ScriptedLlm;
-use ufo_e2e::api::{get_json, stream_steps, submit_task};
+use ufo_client::NewTask;
 use ufo_e2e::script::{app, assign, controls, host, target_label};
 use ufo_testkit::{Cluster, CollectedSpan, OtlpCollector};
 
@@ -94,24 +94,17 @@ pub async fn run(
 
     let bytes_before = storage.bytes(&cluster).await?;
     ufo_common::tls::install_crypto_provider();
-    let http = reqwest::Client::new();
-    let task = submit_task(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &json!({"request": "read the first page's label in the widget factory",
-                "limits": {"max_steps": total_steps + 5, "timeout_seconds": 1200}}),
-    )
-    .await?;
+    let agent = ufo_e2e::agent(&cluster)?;
+    let task = agent
+        .submit(&NewTask {
+            max_steps: Some(u32::try_from(total_steps + 5)?),
+            timeout_seconds: Some(1200),
+            ..NewTask::request("read the first page's label in the widget factory")
+        })
+        .await?;
     let id = task["id"].as_str().context("task id")?.to_owned();
-    stream_steps(&cluster.grpc_url, &cluster.api_key, &id, 1).await?;
-    let done = get_json(
-        &http,
-        &cluster.rest_url,
-        &cluster.api_key,
-        &format!("/v1/tasks/{id}"),
-    )
-    .await?;
+    agent.events_until_end(&id, 1).await?;
+    let done = agent.get(&id).await?;
     if done["status"] != "finished" {
         bail!(
             "the overhead task did not finish: {done}\n{}",

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use serde_json::{Value, json};
 use ufo_agent::testing::{RecordedRequest, ScriptedLlm};
-use ufo_e2e::api::{get_json, stream_steps, submit_task};
+use ufo_client::NewTask;
 use ufo_e2e::script::{app, assign, controls, host, target_label};
 use ufo_testkit::Cluster;
 
@@ -139,24 +139,23 @@ pub async fn run(
     };
     let cpu_before = CpuSample::take(&watched)?;
     ufo_common::tls::install_crypto_provider();
-    let http = reqwest::Client::new();
+    let agent = ufo_e2e::agent(&cluster)?;
     let started = Instant::now();
     let mut ids = Vec::new();
     for i in 0..tasks {
-        let task = submit_task(
-            &http,
-            &cluster.rest_url,
-            &cluster.api_key,
-            &json!({"request": format!("read the total in Notes ({i})"),
-                    "limits": {"max_steps": per_task + 5, "timeout_seconds": 600}}),
-        )
-        .await?;
+        let task = agent
+            .submit(&NewTask {
+                max_steps: Some(u32::try_from(per_task + 5)?),
+                timeout_seconds: Some(600),
+                ..NewTask::request(format!("read the total in Notes ({i})"))
+            })
+            .await?;
         ids.push(task["id"].as_str().context("task id")?.to_owned());
     }
     let streams = ids.iter().map(|id| {
-        let (url, key) = (cluster.grpc_url.clone(), cluster.api_key.clone());
+        let agent = agent.clone();
         let id = id.clone();
-        tokio::spawn(async move { stream_steps(&url, &key, &id, 1).await })
+        tokio::spawn(async move { agent.events_until_end(&id, 1).await })
     });
     for stream in futures::future::join_all(streams).await {
         stream??;
@@ -169,13 +168,7 @@ pub async fn run(
     };
     let mut steps = 0u64;
     for id in &ids {
-        let done = get_json(
-            &http,
-            &cluster.rest_url,
-            &cluster.api_key,
-            &format!("/v1/tasks/{id}"),
-        )
-        .await?;
+        let done = agent.get(id).await?;
         if done["status"] != "finished" {
             bail!("task {id} did not finish: {done}\n{}", cluster.logs());
         }

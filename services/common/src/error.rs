@@ -144,6 +144,42 @@ impl ErrorCode {
     }
 }
 
+/// A refusal that a client must tell apart from others of the same code, carried as the `ufo-reason`
+/// metadata of a `tonic::Status` (never recognised by its message text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The worker does not hold the session's lease: another worker took the task over.
+    LeaseLost,
+}
+
+impl Reason {
+    /// The metadata key.
+    pub const KEY: &'static str = "ufo-reason";
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Reason::LeaseLost => "lease-lost",
+        }
+    }
+
+    /// `status` carrying this reason.
+    pub fn attach(self, mut status: tonic::Status) -> tonic::Status {
+        status.metadata_mut().insert(
+            Self::KEY,
+            tonic::metadata::MetadataValue::from_static(self.as_str()),
+        );
+        status
+    }
+
+    /// The reason a status carries, if any.
+    pub fn of(status: &tonic::Status) -> Option<Reason> {
+        match status.metadata().get(Self::KEY)?.to_str().ok()? {
+            "lease-lost" => Some(Reason::LeaseLost),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -172,6 +208,14 @@ impl ErrorBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reason_travels_as_metadata_not_as_text() {
+        let status = Reason::LeaseLost.attach(ErrorCode::FailedPrecondition.status("taken over"));
+        assert_eq!(Reason::of(&status), Some(Reason::LeaseLost));
+        let look_alike = ErrorCode::FailedPrecondition.status("lease of session s is not held");
+        assert_eq!(Reason::of(&look_alike), None);
+    }
 
     #[test]
     fn every_code_maps_to_an_error_status_on_both_protocols() {

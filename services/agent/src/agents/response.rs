@@ -103,17 +103,62 @@ fn list(m: &Map<String, Value>, names: &[&str]) -> Vec<String> {
     }
 }
 
-fn object(m: &Map<String, Value>, names: &[&str]) -> Result<Map<String, Value>, String> {
+/// Why a model reply cannot be acted on. The text is what the model is told when it is asked again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyProblem {
+    /// A field that must be an object is something else.
+    #[error("'{0}' must be a JSON object")]
+    NotAnObject(&'static str),
+    /// A required field is missing or empty.
+    #[error("the required field '{0}' is missing or empty")]
+    Missing(&'static str),
+    /// An entry of the action list is not an object.
+    #[error("each action must be a JSON object")]
+    ActionNotAnObject,
+    /// `action` is neither an object nor a list.
+    #[error("'action' must be an object or a list of objects")]
+    ActionShape,
+    /// A window selection without its target label.
+    #[error("select_application_window needs arguments.id (the target label)")]
+    SelectionWithoutLabel,
+    /// ASSIGN without the selection that says where.
+    #[error("status ASSIGN needs function select_application_window with arguments.id")]
+    AssignWithoutSelection,
+    /// A function the agent does not offer.
+    #[error("function {function} is not available; the functions are: {offered}")]
+    UnknownFunction {
+        /// What the reply named.
+        function: String,
+        /// The functions offered, comma-separated.
+        offered: String,
+    },
+    /// An action names a control that is not in the control list.
+    #[error("action {function} names control {label}, which is not in the control list")]
+    UnknownControl {
+        /// The action's function.
+        function: String,
+        /// The label.
+        label: String,
+    },
+    /// A selection names a target that is not in the registry.
+    #[error("there is no target with label {0}")]
+    UnknownTarget(String),
+}
+
+fn object(
+    m: &Map<String, Value>,
+    names: &[&'static str],
+) -> Result<Map<String, Value>, ReplyProblem> {
     match field(m, names) {
         Some(Value::Object(o)) => Ok(o.clone()),
         Some(Value::Null) | None => Ok(Map::new()),
-        Some(_) => Err(format!("'{}' must be a JSON object", names[0])),
+        Some(_) => Err(ReplyProblem::NotAnObject(names[0])),
     }
 }
 
-fn require(value: &str, name: &str) -> Result<(), String> {
+fn require(value: &str, name: &'static str) -> Result<(), ReplyProblem> {
     if value.trim().is_empty() {
-        Err(format!("the required field '{name}' is missing or empty"))
+        Err(ReplyProblem::Missing(name))
     } else {
         Ok(())
     }
@@ -152,7 +197,7 @@ pub struct HostResponse {
 
 impl HostResponse {
     /// Parses and validates.
-    pub fn parse(m: &Map<String, Value>) -> Result<Self, String> {
+    pub fn parse(m: &Map<String, Value>) -> Result<Self, ReplyProblem> {
         let mut r = Self {
             observation: text(m, &["observation"]),
             thought: text(m, &["thought"]),
@@ -174,17 +219,13 @@ impl HostResponse {
         // A selection may name its target by label only; make `arguments.id` the single source.
         if r.function == "select_application_window" && !r.arguments.contains_key("id") {
             if r.control_label.is_empty() {
-                return Err(
-                    "select_application_window needs arguments.id (the target label)".into(),
-                );
+                return Err(ReplyProblem::SelectionWithoutLabel);
             }
             r.arguments
                 .insert("id".into(), Value::String(r.control_label.clone()));
         }
         if r.status == HostStatus::Assign && r.function.is_empty() {
-            return Err(
-                "status ASSIGN needs function select_application_window with arguments.id".into(),
-            );
+            return Err(ReplyProblem::AssignWithoutSelection);
         }
         Ok(r)
     }
@@ -233,8 +274,8 @@ pub struct AppResponse {
     pub questions: Vec<String>,
 }
 
-fn action(v: &Value, default_status: &AppStatus) -> Result<ActionSpec, String> {
-    let m = v.as_object().ok_or("each action must be a JSON object")?;
+fn action(v: &Value, default_status: &AppStatus) -> Result<ActionSpec, ReplyProblem> {
+    let m = v.as_object().ok_or(ReplyProblem::ActionNotAnObject)?;
     let mut arguments = object(m, &["arguments", "args"])?;
     let label = text(m, &["control_label", "ControlLabel"]);
     if !label.is_empty() && !arguments.contains_key("id") {
@@ -254,7 +295,7 @@ fn action(v: &Value, default_status: &AppStatus) -> Result<ActionSpec, String> {
 
 impl AppResponse {
     /// Parses and validates.
-    pub fn parse(m: &Map<String, Value>) -> Result<Self, String> {
+    pub fn parse(m: &Map<String, Value>) -> Result<Self, ReplyProblem> {
         let top_status = AppStatus::from(text(m, &["status"]));
         let mut actions = match field(m, &["action", "actions"]) {
             Some(Value::Array(list)) => list
@@ -271,7 +312,7 @@ impl AppResponse {
                     vec![a]
                 }
             }
-            Some(_) => return Err("'action' must be an object or a list of objects".into()),
+            Some(_) => return Err(ReplyProblem::ActionShape),
         };
         actions.retain(|a| !a.function.is_empty());
         let status = actions
@@ -329,7 +370,7 @@ mod tests {
         assert_eq!(r.plan, ["a", "b"]);
         let err =
             HostResponse::parse(&obj(json!({"Observation": "o", "Status": "FINISH"}))).unwrap_err();
-        assert!(err.contains("thought"), "{err}");
+        assert_eq!(err, ReplyProblem::Missing("thought"), "{err}");
         assert!(
             HostResponse::parse(&obj(
                 json!({"observation": "o", "thought": "t", "status": "ASSIGN"})

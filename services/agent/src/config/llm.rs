@@ -7,15 +7,20 @@ use super::secret::ApiKey;
 /// Default of [`OpenAiConfig::max_reply_bytes`]: 4 MiB, far above any chat reply.
 pub const DEFAULT_MAX_REPLY_BYTES: u64 = 4 * 1024 * 1024;
 
+/// A URL flag that cannot be used, with what is wrong and an example.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadUrl(pub String);
+
 /// Validates a model endpoint URL (a `--llm-base-url` value parser): http or https with a host.
-pub fn parse_base_url(text: &str) -> Result<String, String> {
+pub fn parse_base_url(text: &str) -> Result<String, BadUrl> {
     let url = reqwest::Url::parse(text).map_err(|e| {
-        format!("{text:?} is not a URL ({e}); write it with its scheme, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1")
+        BadUrl(format!("{text:?} is not a URL ({e}); write it with its scheme, e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1"))
     })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-        return Err(format!(
+        return Err(BadUrl(format!(
             "{text:?} must start with http:// or https:// and name a host, e.g. https://api.openai.com/v1"
-        ));
+        )));
     }
     Ok(text.trim_end_matches('/').to_owned())
 }

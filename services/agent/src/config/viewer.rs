@@ -18,13 +18,13 @@ pub struct ViewerConfig {
     pub sse_keepalive_seconds: u64,
 }
 
-fn http_url(value: &str) -> Result<String, String> {
+fn http_url(value: &str) -> Result<String, super::llm::BadUrl> {
     let rest = value
         .strip_prefix("http://")
         .or_else(|| value.strip_prefix("https://"))
-        .ok_or("must start with http:// or https://")?;
+        .ok_or_else(|| super::llm::BadUrl("must start with http:// or https://".into()))?;
     if rest.is_empty() || rest.starts_with('/') || value.chars().any(char::is_whitespace) {
-        return Err("must name a host".into());
+        return Err(super::llm::BadUrl("must name a host".into()));
     }
     Ok(value.trim_end_matches('/').to_owned())
 }

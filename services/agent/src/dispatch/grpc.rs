@@ -89,7 +89,7 @@ impl GrpcDispatcher {
 
 fn status_error(s: &tonic::Status) -> DispatchError {
     DispatchError::Rpc {
-        code: format!("{:?}", s.code()),
+        code: s.code(),
         message: s.message().to_owned(),
     }
 }
@@ -216,7 +216,15 @@ impl CommandDispatcher for GrpcDispatcher {
     async fn catalog(
         &self,
     ) -> Result<std::sync::Arc<super::tools::ExecutorCatalog>, DispatchError> {
-        let unavailable = |e: &DispatchError| matches!(e, DispatchError::Rpc { code, .. } if code == "Unavailable");
+        let unavailable = |e: &DispatchError| {
+            matches!(
+                e,
+                DispatchError::Rpc {
+                    code: tonic::Code::Unavailable,
+                    ..
+                }
+            )
+        };
         self.catalog
             .get_or_fetch(|| async {
                 super::retry::retrying(self.retry_budget, unavailable, || {

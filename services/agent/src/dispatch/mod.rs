@@ -177,10 +177,10 @@ impl CommandResult {
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     /// The executor could not be reached or refused the call.
-    #[error("executor call failed: {code}: {message}")]
+    #[error("executor call failed: {code:?}: {message}")]
     Rpc {
-        /// gRPC status code name.
-        code: String,
+        /// gRPC status code.
+        code: tonic::Code,
         /// Status message.
         message: String,
     },
@@ -208,6 +208,9 @@ pub enum DispatchError {
     /// The executor address is unusable.
     #[error("invalid executor address: {0}")]
     Address(String),
+    /// The batch was not sent: its intent could not be recorded first (nothing may act unrecorded).
+    #[error("the actions were not sent: {0}")]
+    Unrecorded(String),
 }
 
 /// Runs command batches on one desktop.

@@ -91,7 +91,7 @@ impl CatalogCache {
 
 fn rpc_error(s: tonic::Status) -> DispatchError {
     DispatchError::Rpc {
-        code: format!("{:?}", s.code()),
+        code: s.code(),
         message: s.message().to_owned(),
     }
 }
@@ -167,7 +167,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         let failing = || async {
             Err(DispatchError::Rpc {
-                code: "Unavailable".into(),
+                code: tonic::Code::Unavailable,
                 message: "down".into(),
             })
         };

@@ -23,14 +23,15 @@ pub struct Asked<T> {
 /// Sends `request`; extracts the JSON object of the reply and passes it to `validate`. On an unparseable
 /// or invalid reply, appends the reply and a correction naming the problem, and asks again, at most
 /// `max_reasks` more times. Transport errors are returned at once (the model retries those itself).
-pub async fn ask_json<T, F>(
+pub async fn ask_json<T, E, F>(
     model: &dyn ChatModel,
     request: &ChatRequest,
     max_reasks: u32,
     mut validate: F,
 ) -> Result<Asked<T>, LlmError>
 where
-    F: FnMut(Map<String, Value>) -> Result<T, String>,
+    F: FnMut(Map<String, Value>) -> Result<T, E>,
+    E: std::fmt::Display,
 {
     let mut request = request.clone();
     let mut totals = Totals::default();
@@ -49,7 +50,7 @@ where
                         attempts,
                     });
                 }
-                Err(problem) => problem,
+                Err(problem) => problem.to_string(),
             },
             Err(e) => e.to_string(),
         };

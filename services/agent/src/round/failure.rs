@@ -110,17 +110,19 @@ pub fn model(error: &LlmError) -> String {
 /// An executor error in a person's terms.
 pub fn executor(error: &DispatchError) -> String {
     match error {
-        DispatchError::Rpc { code, .. } => match code.as_str() {
-            "Unauthenticated" => "the executor refused the agent's token".to_owned(),
-            "Unavailable" | "Cancelled" | "Unknown" | "Internal" => {
-                "the executor cannot be reached".to_owned()
-            }
-            "DeadlineExceeded" => "the executor did not answer in time".to_owned(),
-            other => format!("the executor refused the call ({other})"),
+        DispatchError::Rpc { code, .. } => match code {
+            tonic::Code::Unauthenticated => "the executor refused the agent's token".to_owned(),
+            tonic::Code::Unavailable
+            | tonic::Code::Cancelled
+            | tonic::Code::Unknown
+            | tonic::Code::Internal => "the executor cannot be reached".to_owned(),
+            tonic::Code::DeadlineExceeded => "the executor did not answer in time".to_owned(),
+            other => format!("the executor refused the call ({other:?})"),
         },
         DispatchError::Unreachable { .. }
         | DispatchError::Mismatch { .. }
-        | DispatchError::Address(_) => error.to_string(),
+        | DispatchError::Address(_)
+        | DispatchError::Unrecorded(_) => error.to_string(),
     }
 }
 
@@ -193,7 +195,7 @@ mod tests {
             assert_eq!(reason(&wrapped(error)), expected);
         }
         let rpc = DispatchError::Rpc {
-            code: "Unavailable".into(),
+            code: tonic::Code::Unavailable,
             message: "error trying to connect: tcp connect error: Connection refused".into(),
         };
         let wrapped = ProcessingError::StrategyFailed {

@@ -19,7 +19,7 @@ mod held;
 mod host_step;
 pub mod output;
 mod record;
-mod resume;
+pub mod resume;
 pub mod state;
 mod step;
 mod transition;

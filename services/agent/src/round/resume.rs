@@ -107,9 +107,9 @@ impl Round {
     /// Restores the state a step recorded in its control value. Call after [`Round::with_stored_memory`],
     /// so the active AppAgent gets its memory back. The round then continues exactly where that step left
     /// it: a held action waits for (or takes) its decision, pending questions their answers.
-    pub fn restore(&mut self, control: &StepControl) -> Result<(), String> {
+    pub fn restore(&mut self, control: &StepControl) -> Result<(), RestoreError> {
         let Some(snap) = control.round.as_deref() else {
-            return Err("the step has no round state".into());
+            return Err(RestoreError::NoState);
         };
         match (&snap.active, &snap.window) {
             (Some(key), Some(window)) => {
@@ -120,7 +120,7 @@ impl Round {
                 self.reselect = true;
             }
             (Some(key), None) => {
-                return Err(format!("the stored state names {key} without its window"));
+                return Err(RestoreError::NoWindow(key.clone()));
             }
             (None, _) => self.active = Active::Host,
         }
@@ -141,4 +141,22 @@ impl Round {
         };
         Ok(())
     }
+}
+
+/// Why a round's state could not be restored from its last step (the HostAgent then takes over from its
+/// memory).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// The round has no recorded step.
+    #[error("the round has no recorded step")]
+    NoStep,
+    /// The step's control value holds no round state.
+    #[error("the step has no round state")]
+    NoState,
+    /// The step's control value cannot be read.
+    #[error("the step's control value cannot be read: {0}")]
+    BadControl(String),
+    /// The stored state names an AppAgent without its window.
+    #[error("the stored state names {0} without its window")]
+    NoWindow(String),
 }

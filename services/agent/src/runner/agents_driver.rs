@@ -29,10 +29,11 @@ use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
 use crate::runner::task_config::{ConfirmPolicy, TaskConfig};
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
-pub type ServicesFactory = Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, String> + Send + Sync>;
+pub type ServicesFactory =
+    Arc<dyn Fn(&TaskConfig) -> Result<AgentServices, DriverError> + Send + Sync>;
 /// Builds the command dispatcher (the executor client) of a task.
 pub type DispatcherFactory =
-    Arc<dyn Fn(&TaskConfig) -> Result<Arc<dyn CommandDispatcher>, String> + Send + Sync>;
+    Arc<dyn Fn(&TaskConfig) -> Result<Arc<dyn CommandDispatcher>, DriverError> + Send + Sync>;
 
 /// Drives tasks with the real agents.
 pub struct AgentsDriver {
@@ -108,7 +109,7 @@ impl AgentsDriver {
                 uploads: Some(uploads.clone()),
                 ..s
             })
-            .map_err(|e| format!("cannot set up the agents: {e}"))
+            .map_err(|e| DriverError::new(format!("cannot set up the agents: {e}")))
         });
         let runner = config.runner.clone();
         // Credentials come from the operator's registry, never from the task (issue 16).
@@ -116,7 +117,7 @@ impl AgentsDriver {
         let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
             let conn = executors
                 .connection(&task.executor_name, &task.executor)
-                .map_err(|e| format!("cannot use the executor: {e}"))?;
+                .map_err(|e| DriverError::new(format!("cannot use the executor: {e}")))?;
             crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
                 &conn.address,
                 conn.token.as_deref(),
@@ -128,7 +129,7 @@ impl AgentsDriver {
                 let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
                 Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>
             })
-            .map_err(|e| format!("cannot reach the executor: {e}"))
+            .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
         Ok(Self::new(services, dispatcher))
     }
@@ -150,7 +151,7 @@ impl AgentsDriver {
         &self,
         input: &StepInput<'_>,
     ) -> Result<(Round, Arc<IntentGate>), DriverError> {
-        let mut services = (self.services)(input.config).map_err(DriverError::new)?;
+        let mut services = (self.services)(input.config)?;
         let mut board = Blackboard::from_proto(input.blackboard);
         let stored = StoredImages {
             session_id: &input.session.id,
@@ -160,9 +161,7 @@ impl AgentsDriver {
         let count = services.settings.blackboard_images;
         board_images::restore(&mut board, stored, &input.intents.client, count).await;
         services.replay = input.config.replay.clone().map(Arc::new);
-        let gate = Arc::new(IntentGate::new(
-            (self.dispatcher)(input.config).map_err(DriverError::new)?,
-        ));
+        let gate = Arc::new(IntentGate::new((self.dispatcher)(input.config)?));
         let dispatcher: Arc<dyn CommandDispatcher> = gate.clone();
         let mut host = HostAgent::new(services);
         host.memory = Memory::from_proto(input.memory, &host.name);
@@ -189,8 +188,11 @@ impl AgentsDriver {
                 .rev()
                 .find(|s| s.round == input.round.number);
             let restored = last
-                .ok_or_else(|| "the round has no recorded step".to_owned())
-                .and_then(|s| StepControl::of(s).map_err(|e| e.to_string()))
+                .ok_or(crate::round::resume::RestoreError::NoStep)
+                .and_then(|s| {
+                    StepControl::of(s)
+                        .map_err(|e| crate::round::resume::RestoreError::BadControl(e.to_string()))
+                })
                 .and_then(|control| round.restore(&control));
             if let Err(e) = restored {
                 // A step recorded before snapshots existed: the HostAgent takes over from its memory.

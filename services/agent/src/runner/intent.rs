@@ -44,21 +44,21 @@ pub struct StoreIntents {
 impl StoreIntents {
     /// Records that `agent` is about to send `commands` (the actions among them) to the executor, once
     /// every earlier step is durable: an error when one could not be recorded (nothing may run then).
-    pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+    pub async fn record(&self, agent: &str, commands: &[Command]) -> Result<(), IntentError> {
         if let Some(previous) = &self.previous {
-            previous.durable().await.map_err(|e| {
-                format!(
-                    "step {} could not be recorded, so nothing more may run: {}",
-                    previous.step(),
-                    e.message()
-                )
-            })?;
+            previous
+                .durable()
+                .await
+                .map_err(|status| IntentError::PreviousStep {
+                    step: previous.step(),
+                    status,
+                })?;
         }
         self.append(agent, commands).await
     }
 
     #[tracing::instrument(name = "runner.intent", skip_all, fields(step = self.step))]
-    async fn append(&self, agent: &str, commands: &[Command]) -> Result<(), String> {
+    async fn append(&self, agent: &str, commands: &[Command]) -> Result<(), IntentError> {
         let intent = Intent {
             intent: true,
             step: self.step,
@@ -88,8 +88,24 @@ impl StoreIntents {
         })
         .await
         .map(|_| ())
-        .map_err(|e| format!("cannot record the intent before acting: {e}"))
+        .map_err(IntentError::Store)
     }
+}
+
+/// Why a batch's intent could not be recorded (then nothing of the batch runs).
+#[derive(Debug, thiserror::Error)]
+pub enum IntentError {
+    /// The previous step, recorded ahead, did not become durable.
+    #[error("step {step} could not be recorded, so nothing more may run: {}", status.message())]
+    PreviousStep {
+        /// That step.
+        step: u64,
+        /// The store's refusal.
+        status: tonic::Status,
+    },
+    /// The store refused or did not answer.
+    #[error("cannot record the intent before acting: {}", .0.message())]
+    Store(tonic::Status),
 }
 
 /// A dispatcher that records the intent of every batch holding an action before sending it.
@@ -128,10 +144,7 @@ impl CommandDispatcher for IntentGate {
             if let Some((sink, agent)) = current {
                 sink.record(&agent, &acts)
                     .await
-                    .map_err(|message| DispatchError::Rpc {
-                        code: "intent".into(),
-                        message,
-                    })?;
+                    .map_err(|e| DispatchError::Unrecorded(e.to_string()))?;
             }
         }
         self.inner.execute(commands).await

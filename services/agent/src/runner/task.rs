@@ -620,8 +620,9 @@ impl TaskRun {
     }
 }
 
-/// Whether a refused write says another worker holds the task.
+/// Whether a refused write says another worker holds the task (the session service marks it with
+/// [`ufo_common::error::Reason::LeaseLost`]).
 fn lease_lost(status: &tonic::Status) -> bool {
     status.code() == tonic::Code::AlreadyExists
-        || (status.code() == tonic::Code::FailedPrecondition && status.message().contains("lease"))
+        || ufo_common::error::Reason::of(status) == Some(ufo_common::error::Reason::LeaseLost)
 }

@@ -123,7 +123,7 @@ impl ScriptDriver {
             .intents
             .record("HostAgent", std::slice::from_ref(&command))
             .await
-            .map_err(DriverError::new)?;
+            .map_err(|e| DriverError::new(e.to_string()))?;
         if let Some(url) = &self.executor {
             let executor = GrpcDispatcher::connect_lazy(url, None, 10_000, 1 << 22, None)
                 .map_err(|e| DriverError::new(e.to_string()))?;

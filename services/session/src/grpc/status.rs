@@ -11,7 +11,8 @@ pub fn status(error: StoreError) -> Status {
         StoreError::NotFound(what) => ErrorCode::NotFound.status(format!("{what} not found")),
         StoreError::AlreadyExists(what) => ErrorCode::AlreadyExists.status(what),
         StoreError::FailedPrecondition(what) => ErrorCode::FailedPrecondition.status(what),
-        error @ StoreError::LeaseLost(_) => ErrorCode::FailedPrecondition.status(error.to_string()),
+        error @ StoreError::LeaseLost(_) => ufo_common::error::Reason::LeaseLost
+            .attach(ErrorCode::FailedPrecondition.status(error.to_string())),
         StoreError::Database(error) => match class(&error) {
             Class::Unavailable => {
                 tracing::error!(error = ?error, "database unavailable");

@@ -11,7 +11,7 @@ use super::progress::{Progress, judge, screen_hash};
 use crate::agents::action::{Precheck, run_actions};
 use crate::agents::app::prompt::{AppPromptInput, messages, with_repeat_counts};
 use crate::agents::keys::*;
-use crate::agents::response::AppResponse;
+use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::agents::tools::{Audience, function_list, offered};
 use crate::dispatch::Command;
@@ -388,19 +388,18 @@ impl Strategy<AppAgent> for AppLlmInteraction {
                 let r = AppResponse::parse(&m)?;
                 for a in &r.actions {
                     if !offered.contains(&a.function) {
-                        return Err(format!(
-                            "function {} is not available; the functions are: {}",
-                            a.function,
-                            offered.join(", ")
-                        ));
+                        return Err(ReplyProblem::UnknownFunction {
+                            function: a.function.clone(),
+                            offered: offered.join(", "),
+                        });
                     }
                     if let Some(id) = a.arguments.get("id") {
                         let label = id.as_str().map_or_else(|| id.to_string(), str::to_owned);
                         if !controls.iter().any(|c| c.label == label) {
-                            return Err(format!(
-                                "action {} names control {label}, which is not in the control list",
-                                a.function
-                            ));
+                            return Err(ReplyProblem::UnknownControl {
+                                function: a.function.clone(),
+                                label,
+                            });
                         }
                     }
                 }

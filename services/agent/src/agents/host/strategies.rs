@@ -9,7 +9,7 @@ use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::host::prompt::{HostPromptInput, messages};
 use crate::agents::keys::*;
-use crate::agents::response::HostResponse;
+use crate::agents::response::{HostResponse, ReplyProblem};
 use crate::agents::settings::AgentSettings;
 use crate::agents::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
@@ -218,11 +218,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             |m| {
                 let r = HostResponse::parse(&m)?;
                 if !r.function.is_empty() && !offered.contains(&r.function) {
-                    return Err(format!(
-                        "function {} is not available; the functions are: {}",
-                        r.function,
-                        offered.join(", ")
-                    ));
+                    return Err(ReplyProblem::UnknownFunction {
+                        function: r.function.clone(),
+                        offered: offered.join(", "),
+                    });
                 }
                 if r.function == "select_application_window" {
                     let label = r
@@ -231,8 +230,8 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                         .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
                     match label {
                         Some(l) if registry.get(&l).is_some() => {}
-                        Some(l) => return Err(format!("there is no target with label {l}")),
-                        None => return Err("select_application_window needs arguments.id".into()),
+                        Some(l) => return Err(ReplyProblem::UnknownTarget(l)),
+                        None => return Err(ReplyProblem::SelectionWithoutLabel),
                     }
                 }
                 Ok(r)

@@ -71,6 +71,28 @@ pub enum PolicyError {
     },
 }
 
+/// What is wrong with a policy's text.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyProblem {
+    /// Not the policy's JSON shape.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A launch directory that is not absolute or climbs with `..`.
+    #[error("launch_directories: {0:?} is not an absolute path without '..'")]
+    LaunchDirectory(String),
+    /// A rule's pattern is not a regular expression.
+    #[error("rules[{rule}].pattern: {source}")]
+    Pattern {
+        /// The rule's index.
+        rule: usize,
+        /// What the regex parser said.
+        source: regex::Error,
+    },
+    /// A rule with an empty tool or argument.
+    #[error("rules[{0}]: tool and argument must not be empty")]
+    EmptyRule(usize),
+}
+
 impl Policy {
     /// Reads and checks the policy in `path`.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
@@ -78,23 +100,21 @@ impl Policy {
             path: path.to_owned(),
             source,
         })?;
-        Self::parse(&text).map_err(|message| PolicyError::Invalid {
+        Self::parse(&text).map_err(|problem| PolicyError::Invalid {
             path: path.to_owned(),
-            message,
+            message: problem.to_string(),
         })
     }
 
     /// Checks a policy given as JSON text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let file: PolicyFile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Self, PolicyProblem> {
+        let file: PolicyFile = serde_json::from_str(text)?;
         if let Some(bad) = file
             .launch_directories
             .iter()
             .find(|d| !paths::valid_dir(d))
         {
-            return Err(format!(
-                "launch_directories: {bad:?} is not an absolute path without '..'"
-            ));
+            return Err(PolicyProblem::LaunchDirectory(bad.clone()));
         }
         let rules = file
             .rules
@@ -102,9 +122,9 @@ impl Policy {
             .enumerate()
             .map(|(i, r)| {
                 let pattern = regex::Regex::new(&r.pattern)
-                    .map_err(|e| format!("rules[{i}].pattern: {e}"))?;
+                    .map_err(|source| PolicyProblem::Pattern { rule: i, source })?;
                 if r.tool.is_empty() || r.argument.is_empty() {
-                    return Err(format!("rules[{i}]: tool and argument must not be empty"));
+                    return Err(PolicyProblem::EmptyRule(i));
                 }
                 Ok(Rule {
                     tool: r.tool,
@@ -114,7 +134,7 @@ impl Policy {
                     reason: r.reason,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, PolicyProblem>>()?;
         Ok(Self {
             default: file.default.unwrap_or(Verdict::Allow),
             tools: file.tools,
@@ -148,7 +168,7 @@ mod tests {
             ),
         ] {
             let e = Policy::parse(text).unwrap_err();
-            assert!(e.contains(says), "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
         }
         let e = Policy::load(Path::new("/nonexistent/policy.json")).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/policy.json"), "{e}");

@@ -21,8 +21,9 @@ use browser_support::Browser;
 use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-use ufo_agent::round::output::{ArtifactUpload, StepOutput};
+use ufo_agent::round::output::StepOutput;
 use ufo_agent::runner::{DriverError, StepInput, TaskDriver};
+use ufo_agent::store::blobs::ArtifactUpload;
 use ufo_proto::v1::{Action, ArtifactKind, PhaseTiming, ResultStatus};
 
 const ALICE: &str = "alice-key";

@@ -17,13 +17,7 @@ const READ_VALUE_CHARS: usize = 200;
 
 pub use crate::config::ERROR_CHARS;
 
-/// The first `max` characters of `text`, with "…" when cut.
-pub fn truncate(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
-}
+pub use super::text::truncate;
 
 /// What happened to an action, as the model is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,7 @@ pub mod services;
 pub mod settings;
 pub mod setup;
 pub mod target;
+pub mod text;
 pub mod tools;
 
 pub use app::AppAgent;

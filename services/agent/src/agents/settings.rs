@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::agents::policy::Policy;
+use serde_json::{Map, Value};
+
+use crate::agents::policy::{Hold, Policy, Verdict};
 
 /// Limits and switches of the agents.
 #[derive(Debug, Clone)]
@@ -57,6 +59,32 @@ pub struct AgentSettings {
     pub policy: Arc<Policy>,
 }
 
+impl AgentSettings {
+    /// Whether a proposed batch is held for a person (see [`crate::agents::policy`]). `model_confirm`: the model's
+    /// status is CONFIRM; `acts`: its status runs actions. A batch the policy denies is not held: it is
+    /// refused when it runs, and the model is told why.
+    pub fn hold<'a>(
+        &self,
+        model_confirm: bool,
+        acts: bool,
+        batch: &[(&'a str, &'a Map<String, Value>)],
+    ) -> Option<Hold> {
+        if batch.iter().all(|(f, _)| f.is_empty()) || !(acts || model_confirm) {
+            return None;
+        }
+        let j = self
+            .policy
+            .judge_batch(batch.iter().filter(|(f, _)| !f.is_empty()).copied());
+        match j.verdict {
+            Verdict::Deny => None,
+            Verdict::Confirm => Some(Hold::Policy(j.reason())),
+            Verdict::Allow if model_confirm && !self.confirm_never => Some(Hold::Model),
+            Verdict::Allow if self.confirm_always => Some(Hold::Task),
+            Verdict::Allow => None,
+        }
+    }
+}
+
 impl Default for AgentSettings {
     fn default() -> Self {
         Self {
@@ -85,7 +113,7 @@ impl Default for AgentSettings {
             confirm_always: false,
             confirm_never: false,
             temperature: None,
-            action_error_chars: super::action::ERROR_CHARS,
+            action_error_chars: crate::config::ERROR_CHARS,
             blackboard_images: 2,
             blackboard_image_max: (640, 640),
             no_progress_warn: 3,

@@ -9,9 +9,9 @@ use ufo_proto::v1::{
 };
 
 use super::auth::Caller;
+use super::checks::no_nul;
 use super::error::ApiError;
 use super::service::{TaskSnapshot, Tasks};
-use super::validate::no_nul;
 use crate::round::control::{HeldAction, Next};
 use crate::runner::hitl;
 

@@ -94,7 +94,7 @@ pub fn finish(
     doc: OpenApi,
     limits: &ApiConfig,
     executors: &crate::dispatch::registry::ExecutorRegistry,
-    prices: &super::validate::PriceCheck,
+    prices: &super::checks::PriceCheck,
 ) -> Json {
     let mut doc = serde_json::to_value(doc).unwrap_or_else(|_| json!({}));
     if let Some(paths) = doc.get_mut("paths").and_then(Json::as_object_mut) {

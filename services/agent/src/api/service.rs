@@ -14,9 +14,8 @@ use ufo_proto::v1::{
 };
 
 use super::auth::Caller;
+use super::checks::{PriceCheck, no_nul};
 use super::error::ApiError;
-use super::validate::PriceCheck;
-use super::validate::no_nul;
 use crate::config::ApiConfig;
 use crate::dispatch::registry::{ExecutorConfigError, ExecutorRegistry};
 use crate::round::control::{HeldAction as Held, Next, StepControl};

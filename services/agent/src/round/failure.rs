@@ -150,7 +150,7 @@ fn network(cause: &str) -> &'static str {
 fn provider_message(body: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
     let m = v.get("error")?.get("message")?.as_str()?.trim();
-    (!m.is_empty()).then(|| crate::agents::action::truncate(m, 200))
+    (!m.is_empty()).then(|| crate::agents::text::truncate(m, 200))
 }
 
 #[cfg(test)]

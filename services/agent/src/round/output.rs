@@ -1,22 +1,10 @@
 //! What one step of a round produces for the runner to record: the step row, its memory item, blackboard
 //! entries, artifacts, events, and what happens next ([`StepControl`]).
 
-use ufo_proto::v1::{ArtifactKind, BlackboardEntry, EventDraft, Step};
+use ufo_proto::v1::{BlackboardEntry, EventDraft, Step};
 
 use super::control::StepControl;
-
-/// An artifact produced by a step (stored before the step is recorded).
-#[derive(Debug, Clone)]
-pub struct ArtifactUpload {
-    /// Which artifact.
-    pub kind: ArtifactKind,
-    /// e.g. `image/png`.
-    pub content_type: String,
-    /// The bytes (shared with the screenshot they come from, not copied).
-    pub data: bytes::Bytes,
-    /// Image metadata (width, height, transform, ...).
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-}
+use crate::store::blobs::ArtifactUpload;
 
 /// One produced step.
 #[derive(Debug, Clone)]

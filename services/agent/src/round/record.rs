@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 use ufo_proto::v1;
 
-use super::output::ArtifactUpload;
 use crate::memory::blackboard::entry;
+use crate::store::blobs::ArtifactUpload;
 use crate::vision::Screenshot;
 
 /// Entries and actions gathered before the step runs (the round's request, a window selected again).

@@ -40,7 +40,7 @@ pub(super) fn failed(actions: &[ActionRecord]) -> bool {
 
 impl Round {
     /// Why a proposal that did not run is held for a person, if it is (the operator's policy, the model's
-    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::agents::policy::hold`]).
+    /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::agents::AgentSettings::hold`]).
     pub(super) fn holds(
         &self,
         batch: &[(&str, &serde_json::Map<String, serde_json::Value>)],
@@ -49,7 +49,7 @@ impl Round {
         acts: bool,
     ) -> Option<crate::agents::policy::Hold> {
         let s = &self.services.settings;
-        crate::agents::policy::hold(s, confirm, acts, batch).filter(|_| ran.is_empty())
+        s.hold(confirm, acts, batch).filter(|_| ran.is_empty())
     }
 
     pub(super) fn globals(&self) -> Values {

@@ -18,7 +18,7 @@ use ufo_proto::v1::{
 
 use super::hitl;
 use super::task::{History, TaskRun};
-use crate::round::output::ArtifactUpload;
+use crate::store::blobs::ArtifactUpload;
 use crate::store::blobs::BlobUploads;
 use crate::store::client::SessionClient;
 use crate::store::retry::Retry;

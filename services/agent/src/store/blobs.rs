@@ -19,8 +19,20 @@ use sha2::{Digest as _, Sha256};
 use tracing::Instrument as _;
 use ufo_proto::v1::{PutBlobRequest, StepArtifact, StepBlob};
 
-use crate::round::output::ArtifactUpload;
 use crate::store::client::SessionClient;
+
+/// An artifact produced by a step (stored before the step is recorded).
+#[derive(Debug, Clone)]
+pub struct ArtifactUpload {
+    /// Which artifact.
+    pub kind: ufo_proto::v1::ArtifactKind,
+    /// e.g. `image/png`.
+    pub content_type: String,
+    /// The bytes (shared with the screenshot they come from, not copied).
+    pub data: bytes::Bytes,
+    /// Image metadata (width, height, transform, ...).
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+}
 
 /// An upload in flight or done: the stored blob's size, or why it failed.
 type Upload = Shared<BoxFuture<'static, Result<u64, tonic::Status>>>;

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Mutex, OnceLock};
 
 use ab_glyph::{Font as _, FontArc, PxScale, ScaleFont as _};
 use image::{Rgba, RgbaImage};
@@ -148,7 +149,7 @@ impl Marker {
         let data = std::fs::read(path).map_err(|e| font_err(e.to_string()))?;
         let sha256 = font_sha256(&data);
         let font = FontArc::try_from_vec(data).map_err(|e| font_err(e.to_string()))?;
-        super::derived::register_font(&sha256, &font);
+        register_font(&sha256, &font);
         Ok(Self::from_font(&font, FontId { sha256, px }, palette))
     }
 
@@ -434,6 +435,25 @@ fn blit_alpha(img: &mut RgbaImage, x: i32, y: i32, g: &Glyph, color: Rgba<u8>) {
             }
         }
     }
+}
+
+fn fonts() -> &'static Mutex<HashMap<String, FontArc>> {
+    static FONTS: OnceLock<Mutex<HashMap<String, FontArc>>> = OnceLock::new();
+    FONTS.get_or_init(Default::default)
+}
+
+/// Remembers a loaded label font by its hash, so annotations drawn with it render on read.
+pub(crate) fn register_font(sha256: &str, font: &FontArc) {
+    if let Ok(mut fonts) = fonts().lock() {
+        fonts
+            .entry(sha256.to_owned())
+            .or_insert_with(|| font.clone());
+    }
+}
+
+/// A label font this process loaded, by its hash.
+pub(crate) fn registered_font(sha256: &str) -> Option<FontArc> {
+    fonts().lock().ok().and_then(|f| f.get(sha256).cloned())
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use image::{Rgba, RgbaImage};
 use serde::{Deserialize, Serialize};
 
-use super::annotate::{EMBEDDED_FONT, FontId, Mark, Marker, Painted, Palette, font_sha256};
+use super::annotate::{
+    EMBEDDED_FONT, FontId, Mark, Marker, Painted, Palette, font_sha256, registered_font,
+};
 use super::image_ops::resize_fast;
 use super::screenshot::{Screenshot, VisionError, encode_png};
 use crate::agents::target::Rect;
@@ -257,20 +259,6 @@ pub fn render(recipe: &[u8], source: &[u8]) -> Result<Bytes, RenderError> {
     }
 }
 
-fn fonts() -> &'static Mutex<HashMap<String, FontArc>> {
-    static FONTS: OnceLock<Mutex<HashMap<String, FontArc>>> = OnceLock::new();
-    FONTS.get_or_init(Default::default)
-}
-
-/// Remembers a loaded label font by its hash, so annotations drawn with it render on read.
-pub(crate) fn register_font(sha256: &str, font: &FontArc) {
-    if let Ok(mut fonts) = fonts().lock() {
-        fonts
-            .entry(sha256.to_owned())
-            .or_insert_with(|| font.clone());
-    }
-}
-
 /// A marker drawing with `id` (cached per font and size): the embedded font, or one this process loaded.
 fn marker_for(id: &FontId) -> Result<Arc<Marker>, RenderError> {
     type Cache = Mutex<HashMap<(String, u32), Arc<Marker>>>;
@@ -280,7 +268,7 @@ fn marker_for(id: &FontId) -> Result<Arc<Marker>, RenderError> {
     if let Some(m) = cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(m);
     }
-    let font = match fonts().lock().ok().and_then(|f| f.get(&id.sha256).cloned()) {
+    let font = match registered_font(&id.sha256) {
         Some(font) => font,
         None if id.sha256 == font_sha256(EMBEDDED_FONT) => {
             FontArc::try_from_slice(EMBEDDED_FONT)

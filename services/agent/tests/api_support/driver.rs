@@ -13,8 +13,9 @@ use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher as _};
 use ufo_agent::round::control::HeldAction;
 use ufo_agent::round::control::Next;
-use ufo_agent::round::output::{ArtifactUpload, StepOutput};
+use ufo_agent::round::output::StepOutput;
 use ufo_agent::runner::{DriverError, StepInput, TaskDriver, hitl};
+use ufo_agent::store::blobs::ArtifactUpload;
 use ufo_proto::v1::{AgentKind, ArtifactKind, Step};
 
 fn cont() -> Next {

@@ -139,7 +139,7 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
                         json!({
                             "function": a.function,
                             "outcome": a.outcome().as_str(),
-                            "error": crate::agents::action::truncate(&a.result.error, chars),
+                            "error": crate::agents::text::truncate(&a.result.error, chars),
                             "result": a.result.result,
                         })
                     })

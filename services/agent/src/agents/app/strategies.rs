@@ -471,8 +471,7 @@ impl Strategy<AppAgent> for AppActionExecution {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
         let confirm = response.status == crate::round::state::AppStatus::Confirm;
-        let held =
-            crate::agents::policy::hold(s, confirm, app_acts(&response.status), &batch(response));
+        let held = s.hold(confirm, app_acts(&response.status), &batch(response));
         let acts = app_acts(&response.status) || (confirm && s.confirm_never);
         if held.is_some() || !acts || response.actions.is_empty() {
             return Ok(Outputs::new().with(ACTIONS, vec![]));

@@ -360,8 +360,7 @@ impl Strategy<HostAgent> for HostActionExecution {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
         let confirm = response.status == crate::round::state::HostStatus::Confirm;
-        let hold = crate::agents::policy::hold(
-            &agent.services.settings,
+        let hold = agent.services.settings.hold(
             confirm,
             host_acts(&response.status),
             &[(&response.function, &response.arguments)],

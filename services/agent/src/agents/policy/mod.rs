@@ -21,8 +21,6 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::agents::settings::AgentSettings;
-
 pub use file::PolicyError;
 
 /// What the policy says about an action. Ordered from least to most strict.
@@ -141,7 +139,7 @@ fn values(arguments: &Map<String, Value>, name: &str) -> Vec<String> {
 
 /// A value for a reason text: quoted, at most 120 characters.
 fn quoted(value: &str) -> String {
-    Value::String(crate::agents::action::truncate(value, 120)).to_string()
+    Value::String(crate::agents::text::truncate(value, 120)).to_string()
 }
 
 impl Policy {
@@ -271,30 +269,6 @@ impl Hold {
             Self::Policy(why) => format!("{why}; {comment}"),
             Self::Model | Self::Task => comment.to_owned(),
         }
-    }
-}
-
-/// Whether a proposed batch is held for a person (see the module doc). `model_confirm`: the model's
-/// status is CONFIRM; `acts`: its status runs actions. A batch the policy denies is not held: it is
-/// refused when it runs, and the model is told why.
-pub fn hold<'a>(
-    settings: &AgentSettings,
-    model_confirm: bool,
-    acts: bool,
-    batch: &[(&'a str, &'a Map<String, Value>)],
-) -> Option<Hold> {
-    if batch.iter().all(|(f, _)| f.is_empty()) || !(acts || model_confirm) {
-        return None;
-    }
-    let j = settings
-        .policy
-        .judge_batch(batch.iter().filter(|(f, _)| !f.is_empty()).copied());
-    match j.verdict {
-        Verdict::Deny => None,
-        Verdict::Confirm => Some(Hold::Policy(j.reason())),
-        Verdict::Allow if model_confirm && !settings.confirm_never => Some(Hold::Model),
-        Verdict::Allow if settings.confirm_always => Some(Hold::Task),
-        Verdict::Allow => None,
     }
 }
 

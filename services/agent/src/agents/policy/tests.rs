@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::agents::settings::AgentSettings;
 
 fn args(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap()
@@ -110,37 +111,37 @@ fn a_task_policy_only_adds_holds() {
         s.confirm_always = always;
         s.confirm_never = never;
         assert!(matches!(
-            hold(&s, false, true, &batch("close_application", close)),
+            s.hold(false, true, &batch("close_application", close)),
             Some(Hold::Policy(_))
         ));
         // A denied batch is not held: it is refused when it runs.
         assert_eq!(
-            hold(&s, true, true, &batch("drag_on_coordinates", drag)),
+            s.hold(true, true, &batch("drag_on_coordinates", drag)),
             None
         );
     }
     s.confirm_always = false;
     s.confirm_never = false;
-    assert_eq!(hold(&s, false, true, &batch("click_input", click)), None);
+    assert_eq!(s.hold(false, true, &batch("click_input", click)), None);
     assert_eq!(
-        hold(&s, true, false, &batch("click_input", click)),
+        s.hold(true, false, &batch("click_input", click)),
         Some(Hold::Model)
     );
     s.confirm_never = true;
-    assert_eq!(hold(&s, true, false, &batch("click_input", click)), None);
+    assert_eq!(s.hold(true, false, &batch("click_input", click)), None);
     s.confirm_never = false;
     s.confirm_always = true;
     assert_eq!(
-        hold(&s, false, true, &batch("click_input", click)),
+        s.hold(false, true, &batch("click_input", click)),
         Some(Hold::Task)
     );
     // Nothing to hold: no function, or a status that runs nothing.
-    assert_eq!(hold(&s, false, true, &batch("", click)), None);
-    assert_eq!(hold(&s, false, false, &batch("click_input", click)), None);
+    assert_eq!(s.hold(false, true, &batch("", click)), None);
+    assert_eq!(s.hold(false, false, &batch("click_input", click)), None);
     let both = vec![("click_input", click), ("close_application", close)];
     s.confirm_always = false;
     assert_eq!(
-        hold(&s, false, true, &both),
+        s.hold(false, true, &both),
         Some(Hold::Policy(
             "the operator's policy asks a person to confirm close_application".into()
         ))

@@ -186,6 +186,18 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_SETTLE_ANIMATION_HZ", default_value_t = 10.0, value_parser = animation_hz)]
     pub settle_animation_hz: f64,
 
+    /// Do not wait, between two actions (the actions of one batch), for the screen to settle after
+    /// the first before sending the second (by default each action waits, within the settle limits
+    /// above, as a person would before pressing the next key).
+    #[arg(long, env = "UFO_EXECUTOR_NO_SETTLE_BETWEEN_ACTIONS")]
+    pub no_settle_between_actions: bool,
+
+    /// How long an action waits for its target control to be enabled and visible (a button GTK makes
+    /// sensitive a moment after a field is filled) before failing, in milliseconds (0: fail at once).
+    /// The wait watches the control's accessibility state; the result says how long it waited.
+    #[arg(long, env = "UFO_EXECUTOR_ACTION_WAIT_MS", default_value_t = 1_000)]
+    pub action_wait_ms: u32,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,

@@ -42,6 +42,11 @@ pub struct Limits {
     pub max_value_chars: usize,
     /// How the first observation after an action waits for the screen to settle (timeout 0: never).
     pub settle: SettleOptions,
+    /// An action right after another one waits the same way for the earlier one to settle.
+    pub settle_between_actions: bool,
+    /// How long an action waits for its target to be there, enabled and visible before failing
+    /// (0: fail at once), watching its accessibility state.
+    pub action_wait: Duration,
 }
 
 impl Default for Limits {
@@ -67,6 +72,8 @@ impl Default for Limits {
                 first_change: Duration::from_millis(300),
                 animation_hz: 10.0,
             },
+            settle_between_actions: true,
+            action_wait: Duration::from_millis(1_000),
         }
     }
 }
@@ -143,8 +150,9 @@ pub struct Outcome {
     pub output: ToolOutput,
     /// Time spent inside the executor.
     pub duration: Duration,
-    /// How long this observation waited for the screen to settle after an earlier action; `None`
-    /// when no action preceded it (or settling is off).
+    /// How long this command waited for the screen to settle after an earlier action before it ran
+    /// (an observation, or an action right after another); `None` when no unsettled action preceded
+    /// it (or settling is off).
     pub settle: Option<SettleReport>,
 }
 
@@ -284,14 +292,33 @@ impl Executor {
 
     /// The settle protocol (`executor.proto`, `Settle`): an action marks the screen's change counter;
     /// the first observation after it waits for the screen to settle and reports how.
+    ///
+    /// An action right after another one (the next action of a batch, or of the next batch before any
+    /// observation) first waits the same way for the earlier one's effect: a person sees the screen
+    /// react before pressing the next key, and applications drop input that comes while they are busy
+    /// (GTK's file chooser ignores an Enter sent while it completes a typed path). Off with
+    /// [`Limits::settle_between_actions`] false.
     async fn before_command(&self, st: &mut DesktopState, tool: Tool) -> Option<SettleReport> {
         if tool.kind().changes_screen() {
+            let report = if self.limits.settle_between_actions {
+                self.settle_pending(st).await
+            } else {
+                None
+            };
             if let Some(mark) = self.backend.change_mark() {
                 st.unsettled = Some((mark, Instant::now()));
             }
+            return report;
+        }
+        if !tool.kind().waits_for_settle() {
             return None;
         }
-        if !tool.kind().waits_for_settle() || self.limits.settle.timeout.is_zero() {
+        self.settle_pending(st).await
+    }
+
+    /// Waits for the screen to settle after the latest action nothing has waited for yet.
+    async fn settle_pending(&self, st: &mut DesktopState) -> Option<SettleReport> {
+        if self.limits.settle.timeout.is_zero() {
             return None;
         }
         let (mark, since) = st.unsettled.take()?;

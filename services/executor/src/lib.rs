@@ -11,6 +11,7 @@
 //! - [`launch`]: `launch_application`'s hard limits (argument count and size, launch directories).
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
+//! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
 //! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
 //!   [`testing`] adds test helpers on it (applications started and waited for).
@@ -33,6 +34,7 @@ pub mod testing;
 pub mod tools;
 pub mod tree;
 pub mod uia_types;
+pub mod wait;
 
 pub use config::Config;
 
@@ -209,6 +211,8 @@ async fn serve(
             first_change: Duration::from_millis(config.settle_first_change_ms.into()),
             animation_hz: config.settle_animation_hz,
         },
+        settle_between_actions: !config.no_settle_between_actions,
+        action_wait: Duration::from_millis(config.action_wait_ms.into()),
     };
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?).with_launch_env(launch_env),

@@ -355,6 +355,20 @@ pub trait Backend: Send + Sync {
     fn change_mark(&self) -> Option<u64> {
         None
     }
+    /// The default buttons (those Enter presses in a dialog) the application of `window` shows, each
+    /// with its name and whether it accepts input now; empty when there are none or the backend
+    /// cannot tell.
+    async fn default_buttons(&self, window: &WindowInfo) -> BackendResult<Vec<(String, bool)>> {
+        let _ = window;
+        Ok(Vec::new())
+    }
+    /// Waits until the desktop shows activity after `mark` (a drawing, an accessibility event) or
+    /// `until` passes; true when it did. A backend that cannot see changes returns false at once (the
+    /// caller then reads what it watches at its own pace).
+    async fn activity_after(&self, mark: u64, until: Instant) -> bool {
+        let _ = (mark, until);
+        false
+    }
     /// Waits until the screen changed after `mark` (read at `since`) and then stayed unchanged, within
     /// `opts`; never a fixed sleep.
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {

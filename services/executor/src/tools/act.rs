@@ -252,7 +252,11 @@ impl ToolDef for KeyboardInput {
             let acted = target.acted("keys".to_owned());
             out = Output::warned(Some(acted.result), acted.warnings);
         }
-        cx.exec.backend.send_keys(&keys).await?;
+        let remarks = cx
+            .exec
+            .send_keys_patiently(cx.st.selected.as_ref(), &keys, cx.deadline)
+            .await?;
+        out.warnings.extend(remarks);
         Ok(out)
     }
 }

@@ -11,6 +11,7 @@ use super::observe::front_window_warning;
 use super::{Cx, Id, Kind, Output, ToolDef, ToolError};
 use crate::backend::{ActionKind, BackendError, RawNode, TreeLimits};
 use crate::tree::{ControlListing, ControlPath, filter_with_paths};
+use crate::wait::Usable;
 
 /// Fields a control entry can carry in `get_app_window_controls_target_info`.
 pub const CONTROL_FIELDS: &[&str] = &[
@@ -258,28 +259,37 @@ impl Cx<'_> {
         kind: ActionKind,
     ) -> Result<Target, ToolError> {
         let id = &id.0;
-        let (mut node, warnings) = self.control(id, name).await?;
-        let live = self
+        let (mut node, mut warnings) = self.control(id, name).await?;
+        let usable = self
             .exec
-            .backend
-            .action_state(&node, kind)
+            .wait_usable(&node, kind, self.deadline)
             .await
             .map_err(|e| match e {
                 BackendError::Gone(_) => ToolError::ControlGone(id.to_owned(), node.name.clone()),
                 other => other.into(),
             })?;
-        if !live.enabled || !live.visible || live.rect.is_empty() {
-            return Err(ToolError::Unusable {
-                id: id.to_owned(),
-                name: node.name,
-                control_type: node.control_type,
-                why: if live.enabled {
-                    "not visible"
-                } else {
-                    "disabled"
-                },
-            });
-        }
+        let live = match usable {
+            Usable::Ready(live, waited) => {
+                if !waited.is_zero() {
+                    warnings.push(format!(
+                        "waited {} ms for control {id} '{}' ({}) to become usable",
+                        waited.as_millis(),
+                        node.name,
+                        node.control_type
+                    ));
+                }
+                live
+            }
+            Usable::Not(why, waited) => {
+                return Err(ToolError::Unusable {
+                    id: id.to_owned(),
+                    name: node.name,
+                    control_type: node.control_type,
+                    why: why.as_str(),
+                    waited,
+                });
+            }
+        };
         node.rect = live.rect;
         Ok(Target {
             id: id.clone(),

@@ -58,7 +58,7 @@ pub enum ToolError {
     #[error("control {0} '{1}' no longer exists; list the controls again")]
     ControlGone(String, String),
     /// The control (id, name, type) cannot take an action now: it is disabled or not visible.
-    #[error("control {id} '{name}' ({control_type}) is {why}")]
+    #[error("control {id} '{name}' ({control_type}) is {why}{}", waited_note(.waited))]
     Unusable {
         /// Its id.
         id: String,
@@ -68,6 +68,8 @@ pub enum ToolError {
         control_type: String,
         /// "disabled" or "not visible".
         why: &'static str,
+        /// How long the action waited for it to become usable (`--action-wait-ms`).
+        waited: std::time::Duration,
     },
     /// The desktop backend failed.
     #[error(transparent)]
@@ -93,4 +95,13 @@ fn known_tools() -> String {
         .map(|t| t.name())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// " (waited N ms)" when an action waited for its control, else nothing.
+fn waited_note(waited: &std::time::Duration) -> String {
+    if waited.is_zero() {
+        String::new()
+    } else {
+        format!(" (waited {} ms)", waited.as_millis())
+    }
 }

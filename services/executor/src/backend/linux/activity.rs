@@ -146,6 +146,20 @@ impl Activity {
         self.lock().seq
     }
 
+    /// Waits until there is activity after `mark` or `until` passes; true when there was.
+    pub async fn after(&self, mark: u64, until: Instant) -> bool {
+        let mut rx = self.tx.subscribe();
+        loop {
+            if *rx.borrow_and_update() > mark {
+                return true;
+            }
+            match tokio::time::timeout_at(until.into(), rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+    }
+
     fn since(&self, mark: u64, now: Instant, hz: f64) -> Since {
         let log = self.lock();
         let animated = animated_areas(log.draws.iter().map(|d| (d.at, &d.areas[..])), now, hz);

@@ -279,6 +279,14 @@ impl Backend for LinuxBackend {
         self.damage.as_ref().map(|_| self.activity.mark())
     }
 
+    async fn default_buttons(&self, window: &WindowInfo) -> BackendResult<Vec<(String, bool)>> {
+        self.a11y.default_buttons(window).await
+    }
+
+    async fn activity_after(&self, mark: u64, until: Instant) -> bool {
+        self.damage.is_some() && self.activity.after(mark, until).await
+    }
+
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
         match &self.damage {
             Some(_) => self.activity.settle(mark, since, opts).await,

@@ -178,6 +178,23 @@ impl Atspi {
         Ok(RawTree { nodes, truncated })
     }
 
+    /// The default buttons (those Enter presses) the application of `window` shows, each with its
+    /// name and whether it accepts input now: one `Cache.GetItems` call.
+    pub async fn default_buttons(&self, window: &WindowInfo) -> BackendResult<Vec<(String, bool)>> {
+        let pid = window.pid.ok_or_else(|| {
+            BackendError::Failed(format!("window '{}' has no process id", window.title))
+        })?;
+        let bus = self.app_for_pid(pid).await?;
+        let (info, _) = self.cached_items(&bus).await?;
+        Ok(info
+            .values()
+            .filter(|i| {
+                i.role == Role::Button && i.states.contains(State::IsDefault) && visible(i.states)
+            })
+            .map(|i| (i.name.clone(), enabled(i.states)))
+            .collect())
+    }
+
     /// The application's cache (`Cache.GetItems`): what it knows about each accessible, and the
     /// children it lists under each parent.
     async fn cached_items(&self, bus: &str) -> BackendResult<(HashMap<Key, Info>, Children)> {

@@ -1,0 +1,220 @@
+//! An action reported done has happened (issue 31), on a private Xvfb desktop with real GTK
+//! applications: the actions of one batch each wait for the screen to settle before the next is sent,
+//! so a path typed into GTK's Save As chooser and Enter in the same batch save the file every time; a
+//! click on a control that is disabled for a moment waits for it to become enabled (bounded, and says
+//! how long it waited).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use ufo_executor::backend::{Backend, WindowInfo};
+use ufo_executor::encode::Format;
+use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
+use ufo_executor::testing::Desktop;
+
+const OPTS: BatchOptions = BatchOptions {
+    deadline: Duration::from_secs(20),
+    format: Format::PNG,
+};
+
+fn cmd(tool: &str, params: Value) -> CommandSpec {
+    CommandSpec {
+        tool: tool.into(),
+        params,
+        call_id: tool.into(),
+    }
+}
+
+async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
+    let o = exec
+        .execute(vec![cmd(tool, params.clone())], OPTS)
+        .await
+        .remove(0);
+    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
+    o
+}
+
+async fn until<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + Duration::from_secs(10);
+    while !f().await {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn select(exec: &Executor, w: &WindowInfo) {
+    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
+        .await
+        .output
+        .result;
+    let id = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["handle"] == json!(w.handle))
+        .map(|a| a["id"].as_str().unwrap().to_owned())
+        .expect("window listed");
+    ok(exec, "select_application_window", json!({"id": id})).await;
+}
+
+fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {
+    controls
+        .as_array()?
+        .iter()
+        .find(|c| pred(c))
+        .map(|c| c["id"].as_str().unwrap().to_owned())
+}
+
+/// Opens Save As in the selected mousepad and returns the chooser's listing (observed until the
+/// listing is the dialog's).
+async fn open_save_as(exec: &Executor) -> Value {
+    ok(exec, "keyboard_input", json!({"keys": "^+s"})).await;
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = exec
+            .execute(
+                vec![cmd("get_app_window_controls_target_info", json!({}))],
+                OPTS,
+            )
+            .await
+            .remove(0);
+        if o.status == Status::Success
+            && id_where(&o.output.result, |c| {
+                c["type"] == "Edit" && c["name"] == "Name:"
+            })
+            .is_some()
+        {
+            return o.output.result;
+        }
+        assert!(
+            Instant::now() < end,
+            "the file chooser was never observed: {o:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Runs `rounds` Save As rounds in mousepad, each one batch built by `batch` from the chooser's listing
+/// and the path to save to; every batch must succeed and save its file, with no retry. Returns the
+/// remarks of the batches' last commands.
+async fn save_as_rounds(
+    rounds: usize,
+    batch: impl Fn(&Value, &std::path::Path) -> Vec<CommandSpec>,
+) -> Vec<Vec<String>> {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec = Executor::new(backend.clone(), Limits::default(), Vec::new())
+        .with_launch_env(desk.env());
+    let (_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    select(&exec, &mp).await;
+    ok(&exec, "keyboard_input", json!({"keys": "saved by one batch"})).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut remarks = Vec::new();
+    for i in 0..rounds {
+        let list = open_save_as(&exec).await;
+        let path = dir.path().join(format!("batch-{i}.txt"));
+        let out = exec.execute(batch(&list, &path), OPTS).await;
+        for o in &out {
+            assert_eq!(o.status, Status::Success, "round {i}: {o:?}");
+        }
+        let last = out.last().unwrap();
+        eprintln!(
+            "round {i}: settled before the last command: {:?}; remarks {:?}",
+            last.settle.map(|s| (s.outcome, s.waited)),
+            last.output.warnings
+        );
+        remarks.push(last.output.warnings.clone());
+        // Saved, or the chooser is still open: observe until the file is there (bounded).
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            if std::fs::read_to_string(&path).is_ok_and(|t| t.trim_end() == "saved by one batch") {
+                break;
+            }
+            let o = ok(&exec, "get_app_window_controls_target_info", json!({})).await;
+            if Instant::now() > end {
+                failures.push(i);
+                if id_where(&o.output.result, |c| c["type"] == "Edit" && c["name"] == "Name:")
+                    .is_some()
+                {
+                    ok(&exec, "keyboard_input", json!({"keys": "{ESC}"})).await;
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The chooser closed: the main window is in front again.
+        until("the chooser to close", || async {
+            ok(&exec, "get_app_window_controls_target_info", json!({}))
+                .await
+                .output
+                .warnings
+                .is_empty()
+        })
+        .await;
+    }
+    assert!(
+        failures.is_empty(),
+        "not saved in rounds {failures:?} of {rounds}"
+    );
+    remarks
+}
+
+fn set_name(list: &Value, path: &std::path::Path) -> CommandSpec {
+    let name = id_where(list, |c| c["type"] == "Edit" && c["name"] == "Name:")
+        .unwrap_or_else(|| panic!("the chooser's Name field is listed: {list}"));
+    cmd(
+        "set_edit_text",
+        json!({"id": name, "text": path.display().to_string(), "clear_current_text": true}),
+    )
+}
+
+/// The shape real models answer with: the path into the chooser's Name field and Enter, in one batch
+/// (without the wait for "Save", 20 of 20 rounds saved nothing: GTK drops the Enter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_and_enter_in_one_batch_save_every_time() {
+    save_as_rounds(20, |list, path| {
+        vec![
+            set_name(list, path),
+            cmd("keyboard_input", json!({"keys": "{ENTER}"})),
+        ]
+    })
+    .await;
+}
+
+/// The path typed and Enter in one key string: the Enter waits the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_typed_with_enter_in_one_key_string_saves() {
+    save_as_rounds(5, |list, path| {
+        let name = id_where(list, |c| c["type"] == "Edit" && c["name"] == "Name:").unwrap();
+        vec![cmd(
+            "keyboard_input",
+            json!({"id": name, "keys": format!("^a{}{{ENTER}}", path.display())}),
+        )]
+    })
+    .await;
+}
+
+/// A click on "Save" right after the name is set, in the same batch: "Save" is briefly disabled and
+/// the click waits for it instead of failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_save_right_after_the_name_waits_for_it() {
+    save_as_rounds(5, |list, path| {
+        let save = id_where(list, |c| c["type"] == "Button" && c["name"] == "Save")
+            .unwrap_or_else(|| panic!("Save is listed: {list}"));
+        vec![
+            set_name(list, path),
+            cmd("click_input", json!({"id": save})),
+        ]
+    })
+    .await;
+}

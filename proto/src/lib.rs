@@ -24,6 +24,8 @@ pub mod service_names {
     pub const EXECUTOR: &str = "ufo.v1.Executor";
     /// `ufo.v1.SessionStore`.
     pub const SESSION_STORE: &str = "ufo.v1.SessionStore";
+    /// `ufo.v1.KnowledgeStore` (served by the session service).
+    pub const KNOWLEDGE_STORE: &str = "ufo.v1.KnowledgeStore";
     /// `ufo.v1.AgentService`.
     pub const AGENT_SERVICE: &str = "ufo.v1.AgentService";
 }

@@ -103,6 +103,10 @@ pub struct Config {
     #[command(flatten)]
     pub retention: RetentionArgs,
 
+    /// Limits of the knowledge store (help documents, experiences).
+    #[command(flatten)]
+    pub knowledge: KnowledgeArgs,
+
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
@@ -113,6 +117,50 @@ pub struct Config {
     /// Whether the gRPC server offers reflection.
     #[command(flatten)]
     pub reflection: ufo_common::grpc::ReflectionArgs,
+}
+
+/// Limits of the knowledge store (issue 33): what a document, an experience and a search may be.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct KnowledgeArgs {
+    /// Largest help document AddDocument accepts, in bytes (INVALID_ARGUMENT beyond).
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_DOCUMENT_BYTES", default_value_t = 2 * 1024 * 1024,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub knowledge_max_document_bytes: u32,
+
+    /// Most characters of one stored section; longer sections are split into parts.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_SECTION_CHARS", default_value_t = 2_000,
+        value_parser = clap::value_parser!(u32).range(64..=1_000_000))]
+    pub knowledge_max_section_chars: u32,
+
+    /// Most sections one document may have (INVALID_ARGUMENT beyond; nothing is stored).
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_SECTIONS", default_value_t = 2_000,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub knowledge_max_sections: u32,
+
+    /// Largest experience or demonstration text (title + body), in bytes.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_EXPERIENCE_BYTES", default_value_t = 64 * 1024,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub knowledge_max_experience_bytes: u32,
+
+    /// Longest search query, in characters.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_QUERY_CHARS", default_value_t = 4_000,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub knowledge_max_query_chars: u32,
+
+    /// Hits a search returns when it asks for 0.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_DEFAULT_HITS", default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub knowledge_default_hits: u32,
+
+    /// Most hits (and listed items) one call returns; larger requests are clamped.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_HITS", default_value_t = 200,
+        value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub knowledge_max_hits: u32,
+
+    /// Longest application name, source and owner, in bytes.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_NAME_BYTES", default_value_t = 512,
+        value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub knowledge_max_name_bytes: u32,
 }
 
 /// How long screenshots are kept (issue 22, point 4): a session's screenshots go when it is ended and

@@ -5,6 +5,7 @@
 //! - [`blob`]: the content-addressed blob store of artifact bytes (directory or S3) and its sweeper.
 //! - [`store`]: the [`Store`](store::Store) trait and its Postgres and embedded SQLite implementations
 //!   (schema in `migrations/` and `migrations_sqlite/`).
+//! - [`knowledge`]: help documents (parsed, chunked), experiences and their full-text search.
 //! - [`watch`]: WatchEvents' replay-then-follow producer.
 //! - [`grpc`]: the `ufo.v1.SessionStore` service (validation, error mapping).
 //! - [`run`]: opens the store (running migrations), then serves gRPC (with health and reflection) on a
@@ -13,6 +14,7 @@
 pub mod blob;
 pub mod config;
 pub mod grpc;
+pub mod knowledge;
 pub mod retention;
 pub mod store;
 pub mod watch;
@@ -25,16 +27,21 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use ufo_common::grpc::{RequireBearer, ServeError, introspection, serve_until};
+use ufo_proto::v1::knowledge_store_server::KnowledgeStoreServer;
 use ufo_proto::v1::session_store_server::SessionStoreServer;
 
 use crate::blob::BlobStore;
 use crate::config::BlobLocation;
+use crate::grpc::knowledge::KnowledgeService;
 use crate::grpc::{ServiceLimits, SessionService};
 use crate::store::blobbed::BlobbedStore;
 use crate::store::{Store, StoreError};
 
 /// gRPC services this server exposes (for health and reflection).
-const SERVICES: &[&str] = &[ufo_proto::service_names::SESSION_STORE];
+const SERVICES: &[&str] = &[
+    ufo_proto::service_names::SESSION_STORE,
+    ufo_proto::service_names::KNOWLEDGE_STORE,
+];
 
 /// Why the service stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -170,6 +177,12 @@ pub async fn serve(
 ) -> Result<(), RunError> {
     let limits = ServiceLimits::from_config(config);
     let max_bytes = config.max_message_bytes as usize;
+    let knowledge = KnowledgeStoreServer::new(KnowledgeService::new(
+        store.clone(),
+        config.knowledge,
+    ))
+    .max_decoding_message_size(max_bytes)
+    .max_encoding_message_size(max_bytes);
     let server = SessionStoreServer::new(SessionService::new(store, limits))
         .max_decoding_message_size(max_bytes)
         .max_encoding_message_size(max_bytes);
@@ -179,7 +192,11 @@ pub async fn serve(
         .map_err(ServeError::from)?;
     let mut routes = intro.routes;
     routes.add_service(tonic::service::interceptor::InterceptedService::new(
-        server, auth,
+        server,
+        auth.clone(),
+    ));
+    routes.add_service(tonic::service::interceptor::InterceptedService::new(
+        knowledge, auth,
     ));
     // The session service stores what it receives in Postgres: NUL is refused before it gets there.
     let checks = config

@@ -1,5 +1,6 @@
 //! The `ufo.v1.SessionStore` gRPC service: validates requests, calls the [`Store`], maps errors.
 
+pub mod knowledge;
 pub mod status;
 pub mod validate;
 

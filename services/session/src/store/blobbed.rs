@@ -14,13 +14,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tracing::instrument;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
-    SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
+    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
 };
 use uuid::Uuid;
 
 use crate::blob::sweep::BlobReferences;
 use crate::blob::{BlobHash, BlobStore};
+use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
     PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
@@ -267,5 +268,41 @@ impl Store for BlobbedStore {
 
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
         self.inner.release_task(id, worker, requeue).await
+    }
+
+    async fn replace_document(
+        &self,
+        application: String,
+        source: String,
+        sections: Vec<NewKnowledge>,
+    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
+        self.inner
+            .replace_document(application, source, sections)
+            .await
+    }
+
+    async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {
+        self.inner.put_experience(item).await
+    }
+
+    async fn rate_experience(
+        &self,
+        task_id: Uuid,
+        owner: String,
+        rating: ExperienceRating,
+    ) -> StoreResult<KnowledgeItem> {
+        self.inner.rate_experience(task_id, owner, rating).await
+    }
+
+    async fn search_knowledge(&self, search: KnowledgeSearch) -> StoreResult<Vec<KnowledgeHit>> {
+        self.inner.search_knowledge(search).await
+    }
+
+    async fn list_knowledge(&self, filter: KnowledgeFilter) -> StoreResult<Vec<KnowledgeItem>> {
+        self.inner.list_knowledge(filter).await
+    }
+
+    async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32> {
+        self.inner.delete_knowledge(which).await
     }
 }

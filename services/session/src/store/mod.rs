@@ -31,9 +31,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
-    SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
+    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
 };
+
+use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
 use uuid::Uuid;
 
 /// Result of a store operation.
@@ -178,4 +180,34 @@ pub trait Store: Send + Sync + 'static {
     /// Drops the lease held by `worker` and appends TASK_RELEASED; with `requeue`, the session goes back to
     /// the queue. Releasing a session the worker does not hold gives `LeaseLost`.
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()>;
+
+    /// Replaces the document sections of (`application`, `source`) with `sections` in one transaction;
+    /// returns the stored sections and how many earlier ones were replaced.
+    async fn replace_document(
+        &self,
+        application: String,
+        source: String,
+        sections: Vec<NewKnowledge>,
+    ) -> StoreResult<(Vec<KnowledgeItem>, u32)>;
+
+    /// Stores an experience or demonstration, replacing an earlier one of the same kind and task.
+    async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem>;
+
+    /// Rates the experience of `task_id` owned by `owner`; `NotFound` when there is none of theirs.
+    async fn rate_experience(
+        &self,
+        task_id: uuid::Uuid,
+        owner: String,
+        rating: ExperienceRating,
+    ) -> StoreResult<KnowledgeItem>;
+
+    /// The best full-text matches, best first: documents for everyone, experiences and demonstrations only
+    /// of `search.owner`, never failed or bad-rated ones.
+    async fn search_knowledge(&self, search: KnowledgeSearch) -> StoreResult<Vec<KnowledgeHit>>;
+
+    /// Stored items, newest first.
+    async fn list_knowledge(&self, filter: KnowledgeFilter) -> StoreResult<Vec<KnowledgeItem>>;
+
+    /// Deletes the selected items; returns how many.
+    async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32>;
 }

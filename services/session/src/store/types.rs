@@ -266,6 +266,8 @@ db_enum! {
     BlackboardKind => "BLACKBOARD_KIND_",
     ArtifactKind => "ARTIFACT_KIND_",
     ufo_proto::v1::AgentKind => "AGENT_KIND_",
+    ufo_proto::v1::KnowledgeKind => "KNOWLEDGE_KIND_",
+    ufo_proto::v1::ExperienceRating => "EXPERIENCE_RATING_",
 }
 
 /// True for the statuses that end a session.

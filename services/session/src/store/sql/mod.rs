@@ -8,12 +8,13 @@
 //!
 //! Layout: [`store_impl`] (the `Store` trait, delegating), `sessions` (sessions and rounds), `queue`
 //! (claim/renew/release), `steps` (record/read steps and memory; SQLite's statement-by-statement record),
-//! `board` (blackboard, artifacts), `events` (sequence allocation, append, read), `prune` (retention),
+//! `board` (blackboard, artifacts), `knowledge` (documents, experiences, full-text search), `events` (sequence allocation, append, read), `prune` (retention),
 //! `rows` (row → protobuf), [`db`] (the two databases behind one API).
 
 mod board;
 pub(crate) mod db;
 mod events;
+mod knowledge;
 mod prune;
 mod queue;
 mod rows;

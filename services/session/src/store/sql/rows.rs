@@ -5,8 +5,9 @@ use prost_types::Timestamp;
 use serde_json::Value as Json;
 use sqlx::types::Json as SqlJson;
 use ufo_proto::v1::{
-    AgentKind, ArtifactKind, ArtifactRef, BlackboardEntry, BlackboardKind, Event, EventKind, Round,
-    RoundStatus, Session, SessionStatus, Step, Totals,
+    AgentKind, ArtifactKind, ArtifactRef, BlackboardEntry, BlackboardKind, Event, EventKind,
+    ExperienceRating, KnowledgeItem, KnowledgeKind, Round, RoundStatus, Session, SessionStatus, Step,
+    Totals,
 };
 
 use super::{api_u32, api_u64};
@@ -159,5 +160,28 @@ pub(super) fn artifact_ref(row: &Row) -> StoreResult<ArtifactRef> {
         content_type: row.try_get("content_type")?,
         size: api_u64(row.try_get("size")?),
         metadata: struct_of(json(row, "metadata")?),
+    })
+}
+
+/// A `knowledge` row.
+pub(super) fn knowledge_item(row: &Row) -> StoreResult<KnowledgeItem> {
+    let kind: KnowledgeKind = enum_of(row, "kind")?;
+    let rating: ExperienceRating = enum_of(row, "rating")?;
+    Ok(KnowledgeItem {
+        id: row.try_get::<uuid::Uuid, _>("id")?.to_string(),
+        kind: kind.into(),
+        owner: row.try_get("owner")?,
+        application: row.try_get("application")?,
+        source: row.try_get("source")?,
+        title: row.try_get("title")?,
+        body: row.try_get("body")?,
+        created_at: Some(ts(row.try_get("created_at")?)),
+        task_id: row
+            .try_get::<Option<uuid::Uuid>, _>("task_id")?
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+        rating: rating.into(),
+        succeeded: row.try_get("succeeded")?,
+        position: api_u32(row.try_get("position")?),
     })
 }

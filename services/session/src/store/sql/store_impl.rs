@@ -4,12 +4,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, Lease, MemoryItem, Round, Session,
-    SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
+    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
 };
 use uuid::Uuid;
 
 use super::SqlStore;
+use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
 use crate::store::{
     ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, PruneOutcome,
     PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
@@ -136,5 +137,40 @@ impl Store for SqlStore {
 
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
         self.release_task_impl(id, worker, requeue).await
+    }
+
+    async fn replace_document(
+        &self,
+        application: String,
+        source: String,
+        sections: Vec<NewKnowledge>,
+    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
+        self.replace_document_impl(application, source, sections)
+            .await
+    }
+
+    async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {
+        self.put_experience_impl(item).await
+    }
+
+    async fn rate_experience(
+        &self,
+        task_id: Uuid,
+        owner: String,
+        rating: ExperienceRating,
+    ) -> StoreResult<KnowledgeItem> {
+        self.rate_experience_impl(task_id, owner, rating).await
+    }
+
+    async fn search_knowledge(&self, search: KnowledgeSearch) -> StoreResult<Vec<KnowledgeHit>> {
+        self.search_knowledge_impl(search).await
+    }
+
+    async fn list_knowledge(&self, filter: KnowledgeFilter) -> StoreResult<Vec<KnowledgeItem>> {
+        self.list_knowledge_impl(filter).await
+    }
+
+    async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32> {
+        self.delete_knowledge_impl(which).await
     }
 }

@@ -1,0 +1,303 @@
+//! The `ufo.v1.KnowledgeStore` gRPC service: validates and bounds requests, parses documents into
+//! sections, calls the [`Store`]. A document is stored whole or not at all.
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+use tracing::instrument;
+use ufo_proto::v1::knowledge_store_server::KnowledgeStore;
+use ufo_proto::v1::{
+    AddDocumentRequest, AddDocumentResponse, AddExperienceRequest, DeleteKnowledgeRequest,
+    DeleteKnowledgeResponse, DocumentFormat, ExperienceRating, KnowledgeItem, KnowledgeKind,
+    ListKnowledgeRequest, ListKnowledgeResponse, RateExperienceRequest, SearchKnowledgeRequest,
+    SearchKnowledgeResponse,
+};
+
+use super::status::status;
+use super::validate::{invalid, known, optional, uuid};
+use crate::config::KnowledgeArgs;
+use crate::knowledge::parse::{self, ParseError};
+use crate::knowledge::{
+    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, application, terms,
+};
+use crate::store::Store;
+
+/// The knowledge service over any store.
+#[derive(Clone)]
+pub struct KnowledgeService {
+    store: Arc<dyn Store>,
+    limits: KnowledgeArgs,
+}
+
+impl KnowledgeService {
+    /// A service over `store` with `limits`.
+    pub fn new(store: Arc<dyn Store>, limits: KnowledgeArgs) -> Self {
+        Self { store, limits }
+    }
+
+    /// A short text field: no NUL, at most the name limit.
+    fn name(&self, field: &str, value: &str) -> Result<(), Status> {
+        if value.contains('\0') {
+            return Err(invalid(field, "contains NUL"));
+        }
+        if value.len() > self.limits.knowledge_max_name_bytes as usize {
+            return Err(invalid(
+                field,
+                &format!(
+                    "longer than {} bytes",
+                    self.limits.knowledge_max_name_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn hits(&self, requested: u32) -> u32 {
+        match requested {
+            0 => self.limits.knowledge_default_hits,
+            n => n,
+        }
+        .min(self.limits.knowledge_max_hits)
+    }
+}
+
+/// A kind a request names (UNSPECIFIED = none).
+fn kind(field: &str, value: i32) -> Result<Option<KnowledgeKind>, Status> {
+    let kind: KnowledgeKind = known(field, value)?;
+    Ok((kind != KnowledgeKind::Unspecified).then_some(kind))
+}
+
+fn parse_status(error: ParseError) -> Status {
+    invalid("content", &error.to_string())
+}
+
+#[tonic::async_trait]
+impl KnowledgeStore for KnowledgeService {
+    #[instrument(name = "knowledge.add_document", skip_all,
+        fields(source = %request.get_ref().source, bytes = request.get_ref().content.len()))]
+    async fn add_document(
+        &self,
+        request: Request<AddDocumentRequest>,
+    ) -> Result<Response<AddDocumentResponse>, Status> {
+        let r = request.into_inner();
+        self.name("application", &r.application)?;
+        self.name("source", &r.source)?;
+        if r.source.trim().is_empty() {
+            return Err(invalid("source", "required (the file name cited with each hit)"));
+        }
+        if r.content.len() > self.limits.knowledge_max_document_bytes as usize {
+            return Err(invalid(
+                "content",
+                &format!(
+                    "{} bytes; documents are limited to {} bytes",
+                    r.content.len(),
+                    self.limits.knowledge_max_document_bytes
+                ),
+            ));
+        }
+        let format: DocumentFormat = known("format", r.format)?;
+        let sections = parse::sections(
+            format,
+            &r.source,
+            &r.content,
+            self.limits.knowledge_max_section_chars as usize,
+            self.limits.knowledge_max_sections as usize,
+        )
+        .map_err(parse_status)?;
+        let app = application(&r.application);
+        let rows = sections
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| NewKnowledge {
+                kind: KnowledgeKind::Document,
+                owner: String::new(),
+                application: app.clone(),
+                source: r.source.clone(),
+                position: u32::try_from(i).unwrap_or(u32::MAX),
+                title: s.title,
+                body: s.body,
+                task_id: None,
+                succeeded: true,
+            })
+            .collect();
+        let (items, replaced) = self
+            .store
+            .replace_document(app, r.source, rows)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(AddDocumentResponse { items, replaced }))
+    }
+
+    #[instrument(name = "knowledge.add_experience", skip_all)]
+    async fn add_experience(
+        &self,
+        request: Request<AddExperienceRequest>,
+    ) -> Result<Response<KnowledgeItem>, Status> {
+        let r = request.into_inner();
+        let kind = match kind("kind", r.kind)? {
+            Some(k @ (KnowledgeKind::Experience | KnowledgeKind::Demonstration)) => k,
+            _ => return Err(invalid("kind", "must be EXPERIENCE or DEMONSTRATION")),
+        };
+        let task_id = match optional(r.task_id) {
+            Some(t) => Some(uuid("task_id", &t)?),
+            None if kind == KnowledgeKind::Experience => {
+                return Err(invalid("task_id", "required for an experience"));
+            }
+            None => None,
+        };
+        for (field, value) in [
+            ("owner", &r.owner),
+            ("application", &r.application),
+            ("source", &r.source),
+        ] {
+            self.name(field, value)?;
+        }
+        for (field, value) in [("title", &r.title), ("body", &r.body)] {
+            if value.contains('\0') {
+                return Err(invalid(field, "contains NUL"));
+            }
+        }
+        if r.body.trim().is_empty() {
+            return Err(invalid("body", "required"));
+        }
+        let size = r.title.len() + r.body.len();
+        if size > self.limits.knowledge_max_experience_bytes as usize {
+            return Err(invalid(
+                "body",
+                &format!(
+                    "{size} bytes; experiences are limited to {} bytes",
+                    self.limits.knowledge_max_experience_bytes
+                ),
+            ));
+        }
+        let source = match (optional(r.source), task_id) {
+            (Some(s), _) => s,
+            (None, Some(t)) => format!("task:{t}"),
+            (None, None) => return Err(invalid("source", "required without a task_id")),
+        };
+        let item = self
+            .store
+            .put_experience(NewKnowledge {
+                kind,
+                owner: r.owner,
+                application: application(&r.application),
+                source,
+                position: 0,
+                title: r.title,
+                body: r.body,
+                task_id,
+                succeeded: r.succeeded,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(item))
+    }
+
+    #[instrument(name = "knowledge.rate_experience", skip_all)]
+    async fn rate_experience(
+        &self,
+        request: Request<RateExperienceRequest>,
+    ) -> Result<Response<KnowledgeItem>, Status> {
+        let r = request.into_inner();
+        let task = uuid("task_id", &r.task_id)?;
+        self.name("owner", &r.owner)?;
+        let rating: ExperienceRating = known("rating", r.rating)?;
+        if rating == ExperienceRating::Unspecified {
+            return Err(invalid("rating", "must be GOOD or BAD"));
+        }
+        let item = self
+            .store
+            .rate_experience(task, r.owner, rating)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(item))
+    }
+
+    #[instrument(name = "knowledge.search", skip_all, fields(hits))]
+    async fn search_knowledge(
+        &self,
+        request: Request<SearchKnowledgeRequest>,
+    ) -> Result<Response<SearchKnowledgeResponse>, Status> {
+        let r = request.into_inner();
+        if r.query.contains('\0') {
+            return Err(invalid("query", "contains NUL"));
+        }
+        if r.query.chars().count() > self.limits.knowledge_max_query_chars as usize {
+            return Err(invalid(
+                "query",
+                &format!(
+                    "longer than {} characters",
+                    self.limits.knowledge_max_query_chars
+                ),
+            ));
+        }
+        if r.query.trim().is_empty() {
+            return Err(invalid("query", "required"));
+        }
+        self.name("application", &r.application)?;
+        self.name("owner", &r.owner)?;
+        let mut kinds = Vec::with_capacity(r.kinds.len());
+        for k in &r.kinds {
+            if let Some(k) = kind("kinds", *k)? {
+                kinds.push(k);
+            }
+        }
+        let search = KnowledgeSearch {
+            terms: terms(&r.query),
+            application: optional(application(&r.application)),
+            owner: r.owner,
+            kinds,
+            limit: self.hits(r.limit),
+        };
+        let hits = self.store.search_knowledge(search).await.map_err(status)?;
+        tracing::Span::current().record("hits", hits.len());
+        Ok(Response::new(SearchKnowledgeResponse { hits }))
+    }
+
+    #[instrument(name = "knowledge.list", skip_all)]
+    async fn list_knowledge(
+        &self,
+        request: Request<ListKnowledgeRequest>,
+    ) -> Result<Response<ListKnowledgeResponse>, Status> {
+        let r = request.into_inner();
+        for (field, value) in [
+            ("owner", &r.owner),
+            ("application", &r.application),
+            ("source", &r.source),
+        ] {
+            self.name(field, value)?;
+        }
+        let filter = KnowledgeFilter {
+            kind: kind("kind", r.kind)?,
+            application: optional(application(&r.application)),
+            owner: optional(r.owner),
+            source: optional(r.source),
+            limit: self.hits(r.limit),
+        };
+        let items = self.store.list_knowledge(filter).await.map_err(status)?;
+        Ok(Response::new(ListKnowledgeResponse { items }))
+    }
+
+    #[instrument(name = "knowledge.delete", skip_all)]
+    async fn delete_knowledge(
+        &self,
+        request: Request<DeleteKnowledgeRequest>,
+    ) -> Result<Response<DeleteKnowledgeResponse>, Status> {
+        let r = request.into_inner();
+        self.name("source", &r.source)?;
+        self.name("owner", &r.owner)?;
+        let which = KnowledgeDelete {
+            id: optional(r.id).map(|v| uuid("id", &v)).transpose()?,
+            source: optional(r.source),
+            task_id: optional(r.task_id)
+                .map(|v| uuid("task_id", &v))
+                .transpose()?,
+            owner: optional(r.owner),
+        };
+        if which.id.is_none() && which.source.is_none() && which.task_id.is_none() {
+            return Err(invalid("id", "one of id, source or task_id is required"));
+        }
+        let deleted = self.store.delete_knowledge(which).await.map_err(status)?;
+        Ok(Response::new(DeleteKnowledgeResponse { deleted }))
+    }
+}

@@ -1,0 +1,152 @@
+//! Knowledge the agents retrieve into their prompts (issue 33): help documents chunked by section,
+//! experiences of finished tasks and demonstrations, stored in the session database and ranked by its
+//! own full-text search (Postgres `tsvector`/`ts_rank_cd`, SQLite FTS5 `bm25()`; see
+//! `docs/knowledge.md` for why not an embedded index).
+//!
+//! - [`parse`]: documents → sections (Markdown, HTML, plain text, Mallard).
+//! - [`terms`]: the words of a query, as both databases' full-text queries (OR of terms).
+//! - the row types the [`Store`](crate::store::Store) methods take and return.
+
+pub mod parse;
+
+use uuid::Uuid;
+
+pub use ufo_proto::v1::{ExperienceRating, KnowledgeKind};
+
+/// A knowledge row to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewKnowledge {
+    /// Document section, experience or demonstration.
+    pub kind: KnowledgeKind,
+    /// "" for documents; the task's owner otherwise.
+    pub owner: String,
+    /// Lowercase application name, "" for any.
+    pub application: String,
+    /// File name or `task:<id>`.
+    pub source: String,
+    /// Position of a section in its document.
+    pub position: u32,
+    /// Heading or request.
+    pub title: String,
+    /// Text.
+    pub body: String,
+    /// The task an experience summarises.
+    pub task_id: Option<Uuid>,
+    /// False for a failed task (stored, never retrieved).
+    pub succeeded: bool,
+}
+
+/// A full-text search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnowledgeSearch {
+    /// The query's terms (see [`terms`]); no terms, no hits.
+    pub terms: Vec<String>,
+    /// Only this application's items and those for any application.
+    pub application: Option<String>,
+    /// The caller: only their experiences and demonstrations.
+    pub owner: String,
+    /// Kinds searched (empty = all).
+    pub kinds: Vec<KnowledgeKind>,
+    /// Most hits returned.
+    pub limit: u32,
+}
+
+impl KnowledgeSearch {
+    /// Whether `kind` is searched.
+    pub fn includes(&self, kind: KnowledgeKind) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+}
+
+/// Which stored items to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnowledgeFilter {
+    /// Only this kind.
+    pub kind: Option<KnowledgeKind>,
+    /// Only this application.
+    pub application: Option<String>,
+    /// Only this owner.
+    pub owner: Option<String>,
+    /// Only this source.
+    pub source: Option<String>,
+    /// Most items returned.
+    pub limit: u32,
+}
+
+/// Which items to delete (at least one of `id`, `source`, `task_id` is set by the caller).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnowledgeDelete {
+    /// One item.
+    pub id: Option<Uuid>,
+    /// Every item of a source.
+    pub source: Option<String>,
+    /// The items of a task.
+    pub task_id: Option<Uuid>,
+    /// Only this owner's.
+    pub owner: Option<String>,
+}
+
+/// Most terms a query keeps (the rest are ignored).
+pub const MAX_TERMS: usize = 32;
+
+/// English function words that carry no topic: dropped from queries so an OR query does not match every
+/// row (Postgres drops its own stop words too; SQLite's FTS5 has none).
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for",
+    "from", "get", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on",
+    "or", "should", "so", "that", "the", "their", "then", "there", "these", "this", "to", "use",
+    "want", "was", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would",
+    "you", "your",
+];
+
+/// The distinct searchable words of `text` (lowercase letters and digits, stop words dropped), in order,
+/// at most [`MAX_TERMS`]. Being only letters and digits they are safe inside either database's query
+/// syntax.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        if word.chars().count() < 2 || STOP_WORDS.contains(&word.as_str()) || out.contains(&word) {
+            continue;
+        }
+        out.push(word);
+        if out.len() == MAX_TERMS {
+            break;
+        }
+    }
+    out
+}
+
+/// Postgres `to_tsquery` text: the terms ORed.
+pub fn postgres_query(terms: &[String]) -> String {
+    terms.join(" | ")
+}
+
+/// SQLite FTS5 `MATCH` text: the terms, quoted, ORed.
+pub fn sqlite_query(terms: &[String]) -> String {
+    terms
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// An application name as stored: trimmed, lowercase.
+pub fn application(name: &str) -> String {
+    name.trim().to_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_drop_stop_words_and_syntax() {
+        assert_eq!(
+            terms("How do I set the DATE in a \"calendar\"? -- OR (date) NEAR"),
+            ["set", "date", "calendar", "near"]
+        );
+        assert_eq!(sqlite_query(&terms("x:y* z")), "\"z\"");
+        assert_eq!(postgres_query(&terms("ab cd")), "ab | cd");
+    }
+}

@@ -1,0 +1,216 @@
+//! Knowledge rows: help document sections, experiences and demonstrations, and their full-text search
+//! (Postgres: the stored `tsv` column, `to_tsquery` and `ts_rank_cd`; SQLite: the FTS5 table
+//! `knowledge_fts` and `bm25()`). Everything else is the shared SQL.
+
+use tracing::instrument;
+use ufo_proto::v1::{ExperienceRating, KnowledgeHit, KnowledgeItem, KnowledgeKind};
+use uuid::Uuid;
+
+use super::db::{AsConn, Dialect, query};
+use super::{SqlStore, now, rows, settle};
+use crate::knowledge::{
+    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, postgres_query, sqlite_query,
+};
+use crate::store::{DbEnum as _, StoreError, StoreResult};
+
+/// The columns every knowledge read returns.
+const COLUMNS: &str = "id, kind, owner, application, source, position, title, body, task_id, rating, \
+    succeeded, created_at";
+
+/// Filters shared by both searches: $2 application ("" = any), $3 owner, $4–$6 kinds searched.
+/// Documents are everyone's; experiences and demonstrations only their owner's, and never a failed or
+/// bad-rated one.
+const SEARCH_FILTER: &str = "($2 = '' OR k.application = $2 OR k.application = '') \
+    AND (k.kind = 'document' OR k.owner = $3) \
+    AND ((k.kind = 'document' AND $4) OR (k.kind = 'experience' AND $5) \
+         OR (k.kind = 'demonstration' AND $6)) \
+    AND k.succeeded AND k.rating <> 'bad'";
+
+fn search_sql(dialect: Dialect) -> String {
+    let columns = COLUMNS
+        .split(", ")
+        .map(|c| format!("k.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match dialect {
+        // Normalisation 1 divides by 1 + log(length): long sections do not win by size alone.
+        Dialect::Postgres => format!(
+            "SELECT {columns}, ts_rank_cd('{{0.1, 0.2, 0.4, 1.0}}', k.tsv, q, 1)::float8 AS score \
+             FROM knowledge k, to_tsquery('english', $1) q \
+             WHERE k.tsv @@ q AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
+        ),
+        // bm25() is lower for better matches; the title weighs more than the body.
+        Dialect::Sqlite => format!(
+            "SELECT {columns}, -bm25(knowledge_fts, 4.0, 1.0) AS score \
+             FROM knowledge_fts JOIN knowledge k ON k.rowid = knowledge_fts.rowid \
+             WHERE knowledge_fts MATCH $1 AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
+        ),
+    }
+}
+
+/// Inserts one row in the caller's transaction and returns it.
+async fn insert(conn: &mut impl AsConn, item: &NewKnowledge) -> StoreResult<KnowledgeItem> {
+    let sql = format!(
+        "INSERT INTO knowledge (id, kind, owner, application, source, position, title, body, task_id, \
+         succeeded, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
+    );
+    let row = query(&sql)
+        .bind(Uuid::now_v7())
+        .bind(item.kind.db())
+        .bind(item.owner.as_str())
+        .bind(item.application.as_str())
+        .bind(item.source.as_str())
+        .bind(i64::from(item.position))
+        .bind(item.title.as_str())
+        .bind(item.body.as_str())
+        .bind(item.task_id)
+        .bind(item.succeeded)
+        .bind(now())
+        .fetch_one(conn.conn())
+        .await?;
+    rows::knowledge_item(&row)
+}
+
+impl SqlStore {
+    #[instrument(name = "store.replace_document", skip_all, fields(source, sections = sections.len()))]
+    pub(super) async fn replace_document_impl(
+        &self,
+        application: String,
+        source: String,
+        sections: Vec<NewKnowledge>,
+    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let replaced = query(
+                "DELETE FROM knowledge WHERE kind = 'document' AND source = $1 AND application = $2",
+            )
+            .bind(source.as_str())
+            .bind(application.as_str())
+            .execute(tx.conn())
+            .await?;
+            let mut stored = Vec::with_capacity(sections.len());
+            for section in &sections {
+                stored.push(insert(&mut tx, section).await?);
+            }
+            Ok((stored, u32::try_from(replaced).unwrap_or(u32::MAX)))
+        }
+        .await;
+        settle(tx, outcome).await
+    }
+
+    #[instrument(name = "store.put_experience", skip_all, fields(kind = ?item.kind))]
+    pub(super) async fn put_experience_impl(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            if let Some(task) = item.task_id {
+                query("DELETE FROM knowledge WHERE kind = $1 AND task_id = $2")
+                    .bind(item.kind.db())
+                    .bind(task)
+                    .execute(tx.conn())
+                    .await?;
+            }
+            insert(&mut tx, &item).await
+        }
+        .await;
+        settle(tx, outcome).await
+    }
+
+    #[instrument(name = "store.rate_experience", skip_all, fields(task = %task_id))]
+    pub(super) async fn rate_experience_impl(
+        &self,
+        task_id: Uuid,
+        owner: String,
+        rating: ExperienceRating,
+    ) -> StoreResult<KnowledgeItem> {
+        let sql = format!(
+            "UPDATE knowledge SET rating = $1 WHERE kind = 'experience' AND task_id = $2 AND owner = $3 \
+             RETURNING {COLUMNS}"
+        );
+        let row = query(&sql)
+            .bind(rating.db())
+            .bind(task_id)
+            .bind(owner.as_str())
+            .fetch_optional(self.write())
+            .await?;
+        match row {
+            Some(row) => rows::knowledge_item(&row),
+            None => Err(StoreError::NotFound(format!("experience of task {task_id}"))),
+        }
+    }
+
+    #[instrument(name = "store.search_knowledge", skip_all, fields(terms = search.terms.len()))]
+    pub(super) async fn search_knowledge_impl(
+        &self,
+        search: KnowledgeSearch,
+    ) -> StoreResult<Vec<KnowledgeHit>> {
+        if search.terms.is_empty() || search.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let dialect = self.dialect();
+        let text = match dialect {
+            Dialect::Postgres => postgres_query(&search.terms),
+            Dialect::Sqlite => sqlite_query(&search.terms),
+        };
+        let sql = search_sql(dialect);
+        let found = query(&sql)
+            .bind(text)
+            .bind(search.application.clone().unwrap_or_default())
+            .bind(search.owner.as_str())
+            .bind(search.includes(KnowledgeKind::Document))
+            .bind(search.includes(KnowledgeKind::Experience))
+            .bind(search.includes(KnowledgeKind::Demonstration))
+            .bind(i64::from(search.limit))
+            .fetch_all(self.read())
+            .await?;
+        found
+            .iter()
+            .map(|row| {
+                Ok(KnowledgeHit {
+                    item: Some(rows::knowledge_item(row)?),
+                    score: row.try_get("score")?,
+                })
+            })
+            .collect()
+    }
+
+    #[instrument(name = "store.list_knowledge", skip_all)]
+    pub(super) async fn list_knowledge_impl(
+        &self,
+        filter: KnowledgeFilter,
+    ) -> StoreResult<Vec<KnowledgeItem>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM knowledge WHERE ($1 = '' OR kind = $1) \
+             AND ($2 = '' OR application = $2) AND ($3 = '' OR owner = $3) AND ($4 = '' OR source = $4) \
+             ORDER BY created_at DESC, source, position LIMIT $5"
+        );
+        let found = query(&sql)
+            .bind(filter.kind.map(|k| k.db()).unwrap_or_default())
+            .bind(filter.application.unwrap_or_default())
+            .bind(filter.owner.unwrap_or_default())
+            .bind(filter.source.unwrap_or_default())
+            .bind(i64::from(filter.limit))
+            .fetch_all(self.read())
+            .await?;
+        found.iter().map(rows::knowledge_item).collect()
+    }
+
+    #[instrument(name = "store.delete_knowledge", skip_all)]
+    pub(super) async fn delete_knowledge_impl(&self, which: KnowledgeDelete) -> StoreResult<u32> {
+        if which.id.is_none() && which.source.is_none() && which.task_id.is_none() {
+            return Err(StoreError::FailedPrecondition(
+                "say which knowledge to delete: an id, a source or a task".into(),
+            ));
+        }
+        let deleted = query(
+            "DELETE FROM knowledge WHERE ($1 IS NULL OR id = $1) AND ($2 IS NULL OR source = $2) \
+             AND ($3 IS NULL OR task_id = $3) AND ($4 IS NULL OR owner = $4)",
+        )
+        .bind(which.id)
+        .bind(which.source)
+        .bind(which.task_id)
+        .bind(which.owner)
+        .execute(self.write())
+        .await?;
+        Ok(u32::try_from(deleted).unwrap_or(u32::MAX))
+    }
+}

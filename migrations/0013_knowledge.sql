@@ -9,12 +9,15 @@ CREATE TABLE knowledge (
     position BIGINT NOT NULL DEFAULT 0 CHECK (position >= 0),
     title TEXT NOT NULL DEFAULT '',
     body TEXT NOT NULL,
+    -- Example code and command lines of a section (searched with a lower weight than the prose).
+    code TEXT NOT NULL DEFAULT '',
     task_id UUID,
     rating TEXT NOT NULL DEFAULT 'unspecified' CHECK (rating IN ('unspecified', 'good', 'bad')),
     succeeded BOOLEAN NOT NULL DEFAULT TRUE,
     created_at TIMESTAMPTZ NOT NULL,
     tsv TSVECTOR GENERATED ALWAYS AS (
         setweight(to_tsvector('english', title), 'A') || setweight(to_tsvector('english', body), 'B')
+            || setweight(to_tsvector('english', code), 'D')
     ) STORED
 );
 CREATE INDEX knowledge_tsv ON knowledge USING GIN (tsv);

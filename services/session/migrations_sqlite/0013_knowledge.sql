@@ -9,6 +9,7 @@ CREATE TABLE knowledge (
     position INTEGER NOT NULL DEFAULT 0 CHECK (position >= 0),
     title TEXT NOT NULL DEFAULT '',
     body TEXT NOT NULL,
+    code TEXT NOT NULL DEFAULT '',
     task_id BLOB,
     rating TEXT NOT NULL DEFAULT 'unspecified' CHECK (rating IN ('unspecified', 'good', 'bad')),
     succeeded BOOLEAN NOT NULL DEFAULT TRUE,
@@ -19,17 +20,17 @@ CREATE INDEX knowledge_owner ON knowledge (owner, kind);
 CREATE UNIQUE INDEX knowledge_task ON knowledge (kind, task_id) WHERE task_id IS NOT NULL;
 
 CREATE VIRTUAL TABLE knowledge_fts USING fts5(
-    title, body, content = 'knowledge', content_rowid = 'rowid', tokenize = 'porter unicode61'
+    title, body, code, content = 'knowledge', content_rowid = 'rowid', tokenize = 'porter unicode61'
 );
 CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
-    INSERT INTO knowledge_fts (rowid, title, body) VALUES (new.rowid, new.title, new.body);
+    INSERT INTO knowledge_fts (rowid, title, body, code) VALUES (new.rowid, new.title, new.body, new.code);
 END;
 CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
-    INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body)
-    VALUES ('delete', old.rowid, old.title, old.body);
+    INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body, code)
+    VALUES ('delete', old.rowid, old.title, old.body, old.code);
 END;
-CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, body ON knowledge BEGIN
-    INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body)
-    VALUES ('delete', old.rowid, old.title, old.body);
-    INSERT INTO knowledge_fts (rowid, title, body) VALUES (new.rowid, new.title, new.body);
+CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, body, code ON knowledge BEGIN
+    INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body, code)
+    VALUES ('delete', old.rowid, old.title, old.body, old.code);
+    INSERT INTO knowledge_fts (rowid, title, body, code) VALUES (new.rowid, new.title, new.body, new.code);
 END;

@@ -157,6 +157,12 @@ pub struct KnowledgeArgs {
         value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub knowledge_max_hits: u32,
 
+    /// Most hits of one search from the same source (sections of one document) when the request says 0;
+    /// 0 = no cap.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_HITS_PER_SOURCE", default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub knowledge_hits_per_source: u32,
+
     /// Longest application name, source and owner, in bytes.
     #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_NAME_BYTES", default_value_t = 512,
         value_parser = clap::value_parser!(u32).range(1..=65_536))]

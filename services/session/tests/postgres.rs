@@ -44,10 +44,18 @@ on_postgres!(
     concurrent_claims_never_share,
     concurrent_writers_and_watchers,
     slow_watcher_catches_up,
+    knowledge_documents_replace_and_search,
+    knowledge_experiences_are_the_owners_and_never_failed_or_bad,
 );
 
 /// The watcher runs on another store instance (its own listener), so only `LISTEN/NOTIFY` can wake it.
 #[sqlx::test(migrations = "../../migrations")]
 async fn watch_replays_then_follows_and_resumes(pool: PgPool) {
     conformance::watch_replays_then_follows_and_resumes(store(&pool).await, replica(&pool)).await;
+}
+
+/// Retrieval quality on the zenity help: the bar, a top-3 hit rate of 0.9.
+#[sqlx::test(migrations = "../../migrations")]
+async fn knowledge_retrieval_on_the_zenity_help(pool: PgPool) {
+    conformance::knowledge_retrieval_on_the_zenity_help(store(&pool).await, 0.9).await;
 }

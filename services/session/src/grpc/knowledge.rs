@@ -63,8 +63,10 @@ impl KnowledgeService {
 
 /// A kind a request names (UNSPECIFIED = none).
 fn kind(field: &str, value: i32) -> Result<Option<KnowledgeKind>, Status> {
-    let kind: KnowledgeKind = known(field, value)?;
-    Ok((kind != KnowledgeKind::Unspecified).then_some(kind))
+    match value {
+        0 => Ok(None),
+        _ => known(field, value).map(Some),
+    }
 }
 
 fn parse_status(error: ParseError) -> Status {
@@ -95,7 +97,10 @@ impl KnowledgeStore for KnowledgeService {
                 ),
             ));
         }
-        let format: DocumentFormat = known("format", r.format)?;
+        let format = match r.format {
+            0 => DocumentFormat::Unspecified,
+            value => known("format", value)?,
+        };
         let sections = parse::sections(
             format,
             &r.source,
@@ -116,6 +121,7 @@ impl KnowledgeStore for KnowledgeService {
                 position: u32::try_from(i).unwrap_or(u32::MAX),
                 title: s.title,
                 body: s.body,
+                code: s.code,
                 task_id: None,
                 succeeded: true,
             })
@@ -185,6 +191,7 @@ impl KnowledgeStore for KnowledgeService {
                 position: 0,
                 title: r.title,
                 body: r.body,
+                code: String::new(),
                 task_id,
                 succeeded: r.succeeded,
             })
@@ -202,9 +209,6 @@ impl KnowledgeStore for KnowledgeService {
         let task = uuid("task_id", &r.task_id)?;
         self.name("owner", &r.owner)?;
         let rating: ExperienceRating = known("rating", r.rating)?;
-        if rating == ExperienceRating::Unspecified {
-            return Err(invalid("rating", "must be GOOD or BAD"));
-        }
         let item = self
             .store
             .rate_experience(task, r.owner, rating)
@@ -248,6 +252,9 @@ impl KnowledgeStore for KnowledgeService {
             owner: r.owner,
             kinds,
             limit: self.hits(r.limit),
+            per_source: r
+                .per_source
+                .unwrap_or(self.limits.knowledge_hits_per_source),
         };
         let hits = self.store.search_knowledge(search).await.map_err(status)?;
         tracing::Span::current().record("hits", hits.len());

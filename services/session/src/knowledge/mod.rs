@@ -28,8 +28,10 @@ pub struct NewKnowledge {
     pub position: u32,
     /// Heading or request.
     pub title: String,
-    /// Text.
+    /// Text (prose).
     pub body: String,
+    /// Example code and command lines (searched with a lower weight).
+    pub code: String,
     /// The task an experience summarises.
     pub task_id: Option<Uuid>,
     /// False for a failed task (stored, never retrieved).
@@ -49,6 +51,9 @@ pub struct KnowledgeSearch {
     pub kinds: Vec<KnowledgeKind>,
     /// Most hits returned.
     pub limit: u32,
+    /// Most hits from one source (a document's sections); 0 = no limit. Keeps one long page from
+    /// filling every slot of a small top-k.
+    pub per_source: u32,
 }
 
 impl KnowledgeSearch {
@@ -89,14 +94,21 @@ pub struct KnowledgeDelete {
 /// Most terms a query keeps (the rest are ignored).
 pub const MAX_TERMS: usize = 32;
 
-/// English function words that carry no topic: dropped from queries so an OR query does not match every
-/// row (Postgres drops its own stop words too; SQLite's FTS5 has none).
+/// English function words that carry no topic: the Snowball list Postgres's `english` configuration
+/// drops, applied to every query here so both databases search the same terms (SQLite's FTS5 has no stop
+/// words, and an OR query would otherwise match nearly every row).
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for",
-    "from", "get", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on",
-    "or", "should", "so", "that", "the", "their", "then", "there", "these", "this", "to", "use",
-    "want", "was", "what", "when", "where", "which", "while", "who", "why", "will", "with", "would",
-    "you", "your",
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are",
+    "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by",
+    "can", "did", "do", "does", "doing", "don", "down", "during", "each", "few", "for", "from",
+    "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him",
+    "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me",
+    "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only",
+    "or", "other", "our", "ours", "ourselves", "out", "over", "own", "s", "same", "she", "should",
+    "so", "some", "such", "t", "than", "that", "the", "their", "theirs", "them", "themselves",
+    "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until",
+    "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom",
+    "why", "will", "with", "you", "your", "yours", "yourself", "yourselves",
 ];
 
 /// The distinct searchable words of `text` (lowercase letters and digits, stop words dropped), in order,
@@ -146,7 +158,7 @@ mod tests {
             terms("How do I set the DATE in a \"calendar\"? -- OR (date) NEAR"),
             ["set", "date", "calendar", "near"]
         );
-        assert_eq!(sqlite_query(&terms("x:y* z")), "\"z\"");
+        assert_eq!(sqlite_query(&terms("x:y* zz")), "\"zz\"");
         assert_eq!(postgres_query(&terms("ab cd")), "ab | cd");
     }
 }

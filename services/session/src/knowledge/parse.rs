@@ -36,8 +36,11 @@ pub enum ParseError {
 pub struct Section {
     /// The heading, with the page's title before a section's (`Page — Section`).
     pub title: String,
-    /// The text, markup removed.
+    /// The prose, markup removed.
     pub body: String,
+    /// Example code and command lines (Markdown fences, HTML `<pre>`, Mallard `<code>`/`<screen>`):
+    /// searched with a lower weight than the prose, since every page's examples share words.
+    pub code: String,
 }
 
 /// The format a file name implies.
@@ -92,10 +95,11 @@ pub fn sections(
     let mut out = Vec::new();
     for section in raw {
         let body = tidy(&section.body);
-        if body.is_empty() {
+        let code = code_lines(&section.code);
+        if body.is_empty() && code.is_empty() {
             continue;
         }
-        split_long(section.title.trim(), &body, max_chars.max(64), &mut out);
+        split_long(section.title.trim(), &body, &code, max_chars.max(64), &mut out);
         if out.len() > max_sections {
             return Err(ParseError::TooManySections(out.len(), max_sections));
         }
@@ -130,18 +134,55 @@ fn tidy(text: &str) -> String {
     out
 }
 
-/// Appends `body` under `title`, in parts of at most `max` characters cut at line (else word) ends.
-fn split_long(title: &str, body: &str, max: usize, out: &mut Vec<Section>) {
-    if body.chars().count() <= max {
+/// Code as written, trailing spaces and blank-line runs removed.
+fn code_lines(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    for line in code.lines().map(str::trim_end) {
+        if line.is_empty() && (out.is_empty() || out.ends_with("\n\n")) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.trim_end().to_owned()
+}
+
+/// Appends `body` and `code` under `title`: one section when they fit in `max` characters together, else
+/// parts of at most `max` characters cut at line (else word) ends — the prose first, then the code — each
+/// keeping the title.
+fn split_long(title: &str, body: &str, code: &str, max: usize, out: &mut Vec<Section>) {
+    if body.chars().count() + code.chars().count() <= max {
         out.push(Section {
             title: title.to_owned(),
             body: body.to_owned(),
+            code: code.to_owned(),
         });
         return;
     }
+    let parts: Vec<(String, String)> = pieces(body, max)
+        .into_iter()
+        .map(|b| (b, String::new()))
+        .chain(pieces(code, max).into_iter().map(|c| (String::new(), c)))
+        .collect();
+    let n = parts.len();
+    for (i, (body, code)) in parts.into_iter().enumerate() {
+        out.push(Section {
+            title: if i == 0 {
+                title.to_owned()
+            } else {
+                format!("{title} (part {} of {n})", i + 1)
+            },
+            body,
+            code,
+        });
+    }
+}
+
+/// `text` in pieces of at most `max` characters, cut at line (else word, else character) ends.
+fn pieces(text: &str, max: usize) -> Vec<String> {
     let mut part = String::new();
     let mut parts = Vec::new();
-    for piece in body.split_inclusive(['\n', ' ']) {
+    for piece in text.split_inclusive(['\n', ' ']) {
         if part.chars().count() + piece.chars().count() > max && !part.is_empty() {
             parts.push(std::mem::take(&mut part));
         }
@@ -155,20 +196,12 @@ fn split_long(title: &str, body: &str, max: usize, out: &mut Vec<Section>) {
         }
         part.push_str(piece);
     }
-    if !part.trim().is_empty() {
-        parts.push(part);
-    }
-    let n = parts.len();
-    for (i, body) in parts.into_iter().enumerate() {
-        out.push(Section {
-            title: if i == 0 {
-                title.to_owned()
-            } else {
-                format!("{title} (part {} of {n})", i + 1)
-            },
-            body: body.trim().to_owned(),
-        });
-    }
+    parts.push(part);
+    parts
+        .into_iter()
+        .map(|p| p.trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 /// Markdown: a section per ATX heading (`#`…`######`) outside fenced code; the title is the heading path.
@@ -178,6 +211,7 @@ fn markdown(text: &str, stem: &str) -> Vec<Section> {
     let mut current = Section {
         title: stem.to_owned(),
         body: String::new(),
+        code: String::new(),
     };
     let mut fence: Option<&str> = None;
     for line in text.lines() {
@@ -185,15 +219,14 @@ fn markdown(text: &str, stem: &str) -> Vec<Section> {
         if let Some(open) = fence {
             if trimmed.starts_with(open) {
                 fence = None;
+            } else {
+                current.code.push_str(line);
+                current.code.push('\n');
             }
-            current.body.push_str(line);
-            current.body.push('\n');
             continue;
         }
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
             fence = Some(&trimmed[..3]);
-            current.body.push_str(line);
-            current.body.push('\n');
             continue;
         }
         let level = trimmed.chars().take_while(|c| *c == '#').count();
@@ -207,6 +240,7 @@ fn markdown(text: &str, stem: &str) -> Vec<Section> {
                 Section {
                     title: String::new(),
                     body: String::new(),
+                    code: String::new(),
                 },
             ));
             path.truncate(level - 1);
@@ -240,6 +274,7 @@ fn plain(text: &str, stem: &str) -> Vec<Section> {
     vec![Section {
         title,
         body: text.to_owned(),
+        code: String::new(),
     }]
 }
 
@@ -294,17 +329,27 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
     let mut current = Section {
         title: stem.to_owned(),
         body: String::new(),
+        code: String::new(),
     };
     let mut heading: Option<String> = None;
     let mut page_title: Option<String> = None;
     let mut in_title = false;
+    let mut in_pre = false;
     let mut rest = text;
     while !rest.is_empty() {
+        let text = rest.find('<').map_or(rest, |open| &rest[..open]);
+        if in_title {
+            page_title.get_or_insert_with(String::new).push_str(text);
+        } else if let Some(h) = heading.as_mut() {
+            h.push_str(text);
+        } else if in_pre {
+            current.code.push_str(text);
+        } else {
+            current.body.push_str(text);
+        }
         let Some(open) = rest.find('<') else {
-            push_text(&mut current, heading.as_mut(), rest, in_title, &mut page_title);
             break;
         };
-        push_text(&mut current, heading.as_mut(), &rest[..open], in_title, &mut page_title);
         rest = &rest[open..];
         if rest.starts_with("<!--") {
             rest = rest.find("-->").map_or("", |e| &rest[e + 3..]);
@@ -319,6 +364,9 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             .take_while(|c| c.is_ascii_alphanumeric())
             .collect();
         let closing = tag.starts_with('/');
+        if in_pre && name != "pre" {
+            continue;
+        }
         match (name.as_str(), closing) {
             ("style", false) => {
                 rest = rest
@@ -328,6 +376,10 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             }
             ("title", false) => in_title = true,
             ("title", true) => in_title = false,
+            ("pre", closing_tag) => {
+                in_pre = !closing_tag;
+                current.code.push('\n');
+            }
             ("h1" | "h2" | "h3" | "h4" | "h5" | "h6", false) => heading = Some(String::new()),
             ("h1" | "h2" | "h3" | "h4" | "h5" | "h6", true) => {
                 if let Some(h) = heading.take() {
@@ -337,11 +389,12 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
                         Section {
                             title,
                             body: String::new(),
+                            code: String::new(),
                         },
                     ));
                 }
             }
-            ("p" | "br" | "div" | "li" | "tr" | "pre" | "dt" | "dd" | "table" | "ul" | "ol", _) => {
+            ("p" | "br" | "div" | "li" | "tr" | "dt" | "dd" | "table" | "ul" | "ol", _) => {
                 current.body.push('\n');
             }
             _ => current.body.push(' '),
@@ -355,24 +408,9 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
     }
     for s in &mut out {
         s.body = entities(&s.body);
+        s.code = entities(&s.code);
     }
     Ok(out)
-}
-
-fn push_text(
-    current: &mut Section,
-    heading: Option<&mut String>,
-    text: &str,
-    in_title: bool,
-    page_title: &mut Option<String>,
-) {
-    if in_title {
-        page_title.get_or_insert_with(String::new).push_str(text);
-    } else if let Some(h) = heading {
-        h.push_str(text);
-    } else {
-        current.body.push_str(text);
-    }
 }
 
 /// Mallard: the page (its `<title>` and `<desc>`, then its text) and each `<section>` as its own
@@ -386,6 +424,10 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
     // Depth inside <info> (skipped) and whether the text goes to a title or a desc.
     let mut info = 0usize;
     let mut in_desc = false;
+    // Depth inside <code>/<screen> (examples).
+    let mut code = 0usize;
+    // The page's <desc>: its one-line summary, searched with the title.
+    let mut desc = String::new();
     let mut title_of: Option<usize> = None;
     let mut title_depth = 0usize;
     loop {
@@ -400,10 +442,12 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
                         out.push(Section {
                             title: String::new(),
                             body: String::new(),
+                            code: String::new(),
                         });
                         stack.push(out.len() - 1);
                     }
                     b"info" => info += 1,
+                    b"code" | b"screen" => code += 1,
                     b"desc" if info > 0 => in_desc = true,
                     b"title" if info == 0 => {
                         if title_of.is_none()
@@ -428,6 +472,7 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
                         stack.pop();
                     }
                     b"info" => info = info.saturating_sub(1),
+                    b"code" | b"screen" => code = code.saturating_sub(1),
                     b"desc" => in_desc = false,
                     b"title" if title_of.is_some() => {
                         if title_depth == 0 {
@@ -449,11 +494,10 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             Event::CData(t) => Some(String::from_utf8_lossy(t.as_ref()).into_owned()),
             Event::GeneralRef(r) => {
                 let name = r.decode().map_err(|e| ParseError::Xml(e.to_string()))?;
-                let resolved = match r.resolve_char_ref() {
+                match r.resolve_char_ref() {
                     Ok(Some(c)) => Some(c.to_string()),
                     _ => quick_xml::escape::resolve_predefined_entity(&name).map(str::to_owned),
-                };
-                resolved
+                }
             }
             Event::Eof => break,
             _ => None,
@@ -463,9 +507,11 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
         if let Some(target) = title_of {
             out[target].title.push_str(&piece);
         } else if info > 0 {
-            if in_desc {
-                out[top].body.push_str(&piece);
+            if in_desc && top == 0 {
+                desc.push_str(&piece);
             }
+        } else if code > 0 {
+            out[top].code.push_str(&piece);
         } else {
             out[top].body.push_str(&piece);
         }
@@ -476,6 +522,10 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             first.title = stem.to_owned();
         }
         page_title.clone_from(&first.title);
+        let desc = desc.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !desc.is_empty() {
+            first.title = format!("{page_title}: {desc}");
+        }
     }
     for s in out.iter_mut().skip(1) {
         let own = s.title.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -492,7 +542,7 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
 fn block_break(name: &[u8], stack: &[usize], out: &mut [Section], info: usize) {
     if matches!(
         name,
-        b"p" | b"item" | b"code" | b"screen" | b"title" | b"desc" | b"td" | b"tr" | b"note"
+        b"p" | b"item" | b"title" | b"desc" | b"td" | b"tr" | b"note"
             | b"list" | b"terms" | b"steps" | b"table"
     ) && let Some(&top) = stack.last()
         && (info == 0 || name == b"desc")
@@ -512,7 +562,8 @@ mod tests {
         let s = sections(DocumentFormat::Markdown, "guide.md", doc.as_bytes(), 1000, 10).unwrap();
         let titles: Vec<_> = s.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles, ["guide", "Install", "Install — Linux"]);
-        assert!(s[1].body.contains("# not a heading"));
+        assert_eq!(s[1].code, "# not a heading");
+        assert_eq!(s[1].body, "run it");
     }
 
     #[test]
@@ -546,8 +597,7 @@ mod tests {
           <title>X Dialog</title><p>Body &amp; more.</p>
           <section id="s"><title>Options</title><p>Set <var>y</var>.</p></section></page>"#;
         let s = sections(DocumentFormat::Mallard, "x.page", page.as_bytes(), 1000, 10).unwrap();
-        assert_eq!(s[0].title, "X Dialog");
-        assert!(s[0].body.contains("Use the --x option."), "{:?}", s[0].body);
+        assert_eq!(s[0].title, "X Dialog: Use the --x option.");
         assert!(s[0].body.contains("Body & more."));
         assert!(!s[0].body.contains("Someone"));
         assert_eq!(s[1].title, "X Dialog — Options");
@@ -563,7 +613,7 @@ mod tests {
         assert!(s[1].title.contains("part 2"));
         assert_eq!(
             sections(DocumentFormat::Text, "a.txt", body.as_bytes(), 100, 2),
-            Err(ParseError::TooManySections(3, 2))
+            Err(ParseError::TooManySections(5, 2))
         );
     }
 }

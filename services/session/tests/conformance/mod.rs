@@ -16,10 +16,12 @@ use ufo_session::store::{NewSession, StepRecord, Store, StoreError};
 use ufo_session::watch::WatchOptions;
 use uuid::Uuid;
 
+mod knowledge;
 mod queue;
 mod records;
 mod watching;
 
+pub use knowledge::*;
 pub use queue::*;
 pub use records::*;
 pub use watching::*;

@@ -2,6 +2,8 @@
 //! (Postgres: the stored `tsv` column, `to_tsquery` and `ts_rank_cd`; SQLite: the FTS5 table
 //! `knowledge_fts` and `bm25()`). Everything else is the shared SQL.
 
+use std::collections::HashMap;
+
 use tracing::instrument;
 use ufo_proto::v1::{ExperienceRating, KnowledgeHit, KnowledgeItem, KnowledgeKind};
 use uuid::Uuid;
@@ -13,9 +15,12 @@ use crate::knowledge::{
 };
 use crate::store::{DbEnum as _, StoreError, StoreResult};
 
+/// Candidates fetched per wanted hit when hits per source are capped.
+const CANDIDATES_PER_HIT: u32 = 4;
+
 /// The columns every knowledge read returns.
-const COLUMNS: &str = "id, kind, owner, application, source, position, title, body, task_id, rating, \
-    succeeded, created_at";
+const COLUMNS: &str = "id, kind, owner, application, source, position, title, body, code, task_id, \
+    rating, succeeded, created_at";
 
 /// Filters shared by both searches: $2 application ("" = any), $3 owner, $4–$6 kinds searched.
 /// Documents are everyone's; experiences and demonstrations only their owner's, and never a failed or
@@ -39,9 +44,9 @@ fn search_sql(dialect: Dialect) -> String {
              FROM knowledge k, to_tsquery('english', $1) q \
              WHERE k.tsv @@ q AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
         ),
-        // bm25() is lower for better matches; the title weighs more than the body.
+        // bm25() is lower for better matches; the title weighs more than the prose, examples less.
         Dialect::Sqlite => format!(
-            "SELECT {columns}, -bm25(knowledge_fts, 4.0, 1.0) AS score \
+            "SELECT {columns}, -bm25(knowledge_fts, 2.5, 1.0, 0.25) AS score \
              FROM knowledge_fts JOIN knowledge k ON k.rowid = knowledge_fts.rowid \
              WHERE knowledge_fts MATCH $1 AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
         ),
@@ -51,8 +56,9 @@ fn search_sql(dialect: Dialect) -> String {
 /// Inserts one row in the caller's transaction and returns it.
 async fn insert(conn: &mut impl AsConn, item: &NewKnowledge) -> StoreResult<KnowledgeItem> {
     let sql = format!(
-        "INSERT INTO knowledge (id, kind, owner, application, source, position, title, body, task_id, \
-         succeeded, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
+        "INSERT INTO knowledge (id, kind, owner, application, source, position, title, body, code, \
+         task_id, succeeded, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+         RETURNING {COLUMNS}"
     );
     let row = query(&sql)
         .bind(Uuid::now_v7())
@@ -63,6 +69,7 @@ async fn insert(conn: &mut impl AsConn, item: &NewKnowledge) -> StoreResult<Know
         .bind(i64::from(item.position))
         .bind(item.title.as_str())
         .bind(item.body.as_str())
+        .bind(item.code.as_str())
         .bind(item.task_id)
         .bind(item.succeeded)
         .bind(now())
@@ -152,6 +159,11 @@ impl SqlStore {
             Dialect::Sqlite => sqlite_query(&search.terms),
         };
         let sql = search_sql(dialect);
+        // Candidates beyond `limit` when sources are capped, so capped-out sections leave room for others.
+        let candidates = match search.per_source {
+            0 => search.limit,
+            _ => search.limit.saturating_mul(CANDIDATES_PER_HIT),
+        };
         let found = query(&sql)
             .bind(text)
             .bind(search.application.clone().unwrap_or_default())
@@ -159,18 +171,29 @@ impl SqlStore {
             .bind(search.includes(KnowledgeKind::Document))
             .bind(search.includes(KnowledgeKind::Experience))
             .bind(search.includes(KnowledgeKind::Demonstration))
-            .bind(i64::from(search.limit))
+            .bind(i64::from(candidates))
             .fetch_all(self.read())
             .await?;
-        found
-            .iter()
-            .map(|row| {
-                Ok(KnowledgeHit {
-                    item: Some(rows::knowledge_item(row)?),
-                    score: row.try_get("score")?,
-                })
-            })
-            .collect()
+        let mut hits: Vec<KnowledgeHit> = Vec::with_capacity(search.limit as usize);
+        let mut per_source: HashMap<String, u32> = HashMap::new();
+        for row in &found {
+            let item = rows::knowledge_item(row)?;
+            if search.per_source > 0 {
+                let seen = per_source.entry(item.source.clone()).or_default();
+                if *seen >= search.per_source {
+                    continue;
+                }
+                *seen += 1;
+            }
+            hits.push(KnowledgeHit {
+                item: Some(item),
+                score: row.try_get("score")?,
+            });
+            if hits.len() == search.limit as usize {
+                break;
+            }
+        }
+        Ok(hits)
     }
 
     #[instrument(name = "store.list_knowledge", skip_all)]

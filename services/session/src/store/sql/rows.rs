@@ -175,6 +175,7 @@ pub(super) fn knowledge_item(row: &Row) -> StoreResult<KnowledgeItem> {
         source: row.try_get("source")?,
         title: row.try_get("title")?,
         body: row.try_get("body")?,
+        code: row.try_get("code")?,
         created_at: Some(ts(row.try_get("created_at")?)),
         task_id: row
             .try_get::<Option<uuid::Uuid>, _>("task_id")?

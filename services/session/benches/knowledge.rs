@@ -1,0 +1,212 @@
+//! Knowledge retrieval latency with 10,000 sections, on both stores (issue 33: p50 ≤ 5 ms).
+//!
+//! Run: `cargo bench -p ufo-session --bench knowledge`. The corpus is zenity's help pages
+//! (`/usr/share/help/C/zenity`, Debian package `zenity`) plus deterministic synthetic sections drawn from
+//! the same vocabulary up to `UFO_BENCH_KNOWLEDGE_SECTIONS` (default 10000); the queries are the 46
+//! questions of `tests/data/zenity-questions.tsv`, each asked `UFO_BENCH_KNOWLEDGE_ROUNDS` times (default
+//! 20), top 5. SQLite runs on a temporary file; Postgres on a scratch database of `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), created and dropped.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use sqlx::{Connection as _, Executor as _};
+use ufo_proto::v1::{DocumentFormat, KnowledgeKind};
+use ufo_session::knowledge::parse::sections;
+use ufo_session::knowledge::{KnowledgeSearch, NewKnowledge, terms};
+use ufo_session::store::{Store, postgres, sqlite};
+
+const HELP: &str = "/usr/share/help/C/zenity";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn section(source: &str, position: u32, title: String, body: String, code: String) -> NewKnowledge {
+    NewKnowledge {
+        kind: KnowledgeKind::Document,
+        owner: String::new(),
+        application: "zenity".into(),
+        source: source.into(),
+        position,
+        title,
+        body,
+        code,
+        task_id: None,
+        succeeded: true,
+    }
+}
+
+/// The zenity pages' sections, as (source, sections).
+fn help() -> Vec<(String, Vec<NewKnowledge>)> {
+    let mut out = Vec::new();
+    let mut pages: Vec<_> = std::fs::read_dir(HELP)
+        .expect("zenity's help pages (Debian package zenity)")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "page"))
+        .collect();
+    pages.sort();
+    for page in pages {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        let Ok(parsed) = sections(
+            DocumentFormat::Mallard,
+            &name,
+            &std::fs::read(&page).unwrap(),
+            2000,
+            2000,
+        ) else {
+            continue;
+        };
+        let rows = parsed
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| section(&name, i as u32, s.title, s.body, s.code))
+            .collect();
+        out.push((name, rows));
+    }
+    out
+}
+
+/// `count` synthetic sections of 40–160 words from `vocabulary`, 100 per source (xorshift, seeded).
+fn synthetic(vocabulary: &[String], count: usize) -> Vec<(String, Vec<NewKnowledge>)> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut docs = Vec::new();
+    for d in 0..count.div_ceil(100) {
+        let source = format!("synthetic-{d:04}.md");
+        let n = (count - d * 100).min(100);
+        let rows = (0..n)
+            .map(|i| {
+                let mut word = || vocabulary[(next() as usize) % vocabulary.len()].clone();
+                let title = (0..3).map(|_| word()).collect::<Vec<_>>().join(" ");
+                let len = 40 + (next() as usize) % 120;
+                let body = (0..len).map(|_| word()).collect::<Vec<_>>().join(" ");
+                section(&source, i as u32, title, body, String::new())
+            })
+            .collect();
+        docs.push((source, rows));
+    }
+    docs
+}
+
+async fn bench(name: &str, store: Arc<dyn Store>, total: usize, rounds: usize) {
+    let help = help();
+    let mut vocabulary: Vec<String> = help
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().flat_map(|r| terms(&r.body)))
+        .collect();
+    vocabulary.sort();
+    vocabulary.dedup();
+    let real: usize = help.iter().map(|(_, rows)| rows.len()).sum();
+    let load = Instant::now();
+    for (source, rows) in help
+        .into_iter()
+        .chain(synthetic(&vocabulary, total.saturating_sub(real)))
+    {
+        store
+            .replace_document("zenity".into(), source, rows)
+            .await
+            .unwrap();
+    }
+    let loaded = load.elapsed();
+    let questions: Vec<(String, String)> = include_str!("../tests/data/zenity-questions.tsv")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (p, q) = l.split_once('\t').unwrap();
+            (p.to_owned(), q.to_owned())
+        })
+        .collect();
+    let mut latency = Histogram::<u64>::new(3).unwrap();
+    let mut top3 = 0;
+    for round in 0..rounds {
+        for (page, question) in &questions {
+            let search = KnowledgeSearch {
+                terms: terms(question),
+                application: Some("zenity".into()),
+                owner: String::new(),
+                kinds: Vec::new(),
+                limit: 5,
+                per_source: 1,
+            };
+            let t = Instant::now();
+            let hits = store.search_knowledge(search).await.unwrap();
+            latency.record(t.elapsed().as_micros() as u64).unwrap();
+            if round == 0
+                && hits
+                    .iter()
+                    .take(3)
+                    .any(|h| h.item.as_ref().is_some_and(|i| &i.source == page))
+            {
+                top3 += 1;
+            }
+        }
+    }
+    println!(
+        "{name}: {total} sections ({real} from the zenity help) loaded in {:.1} s; {} searches: \
+         p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms; top-3 hit rate among the distractors \
+         {top3}/{}",
+        loaded.as_secs_f64(),
+        latency.len(),
+        latency.value_at_quantile(0.5) as f64 / 1000.0,
+        latency.value_at_quantile(0.9) as f64 / 1000.0,
+        latency.value_at_quantile(0.99) as f64 / 1000.0,
+        latency.max() as f64 / 1000.0,
+        questions.len(),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let total = env_usize("UFO_BENCH_KNOWLEDGE_SECTIONS", 10_000);
+    let rounds = env_usize("UFO_BENCH_KNOWLEDGE_ROUNDS", 20);
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        sqlite::open(&dir.path().join("knowledge.sqlite3"), 4)
+            .await
+            .unwrap(),
+    );
+    bench("sqlite (FTS5 bm25)", store, total, rounds).await;
+
+    let base = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let scratch = format!("ufo_knowledge_bench_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&base).await.unwrap();
+    admin
+        .execute(format!("CREATE DATABASE {scratch}").as_str())
+        .await
+        .unwrap();
+    let url = match base.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{scratch}"),
+        None => panic!("DATABASE_URL has no database name"),
+    };
+    let store = Arc::new(
+        postgres::connect(
+            &url,
+            postgres::PgOptions {
+                max_connections: 4,
+                async_commit: false,
+                acquire_timeout: std::time::Duration::from_secs(30),
+                batching: postgres::StepBatching::default(),
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    bench("postgres (tsvector, ts_rank_cd)", store, total, rounds).await;
+    admin
+        .execute(format!("DROP DATABASE IF EXISTS {scratch} WITH (FORCE)").as_str())
+        .await
+        .unwrap();
+}

@@ -1,0 +1,342 @@
+//! Knowledge: documents replaced whole, experiences isolated by owner, failed and bad-rated ones never
+//! retrieved, and retrieval quality on a real help corpus (zenity's Mallard pages).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use ufo_proto::v1::{DocumentFormat, ExperienceRating, KnowledgeKind};
+use ufo_session::knowledge::parse::{ParseError, sections};
+use ufo_session::knowledge::{
+    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, terms,
+};
+use ufo_session::store::{Store, StoreError};
+use uuid::Uuid;
+
+/// Where Debian's `zenity` package installs its help (the CI installs it).
+pub const ZENITY_HELP: &str = "/usr/share/help/C/zenity";
+
+fn doc(app: &str, source: &str, position: u32, title: &str, body: &str) -> NewKnowledge {
+    NewKnowledge {
+        kind: KnowledgeKind::Document,
+        owner: String::new(),
+        application: app.into(),
+        source: source.into(),
+        position,
+        title: title.into(),
+        body: body.into(),
+        code: String::new(),
+        task_id: None,
+        succeeded: true,
+    }
+}
+
+fn experience(owner: &str, task: Uuid, title: &str, body: &str, succeeded: bool) -> NewKnowledge {
+    NewKnowledge {
+        kind: KnowledgeKind::Experience,
+        owner: owner.into(),
+        application: "mousepad".into(),
+        source: format!("task:{task}"),
+        position: 0,
+        title: title.into(),
+        body: body.into(),
+        code: String::new(),
+        task_id: Some(task),
+        succeeded,
+    }
+}
+
+pub fn search(query: &str, owner: &str, app: Option<&str>, limit: u32) -> KnowledgeSearch {
+    KnowledgeSearch {
+        terms: terms(query),
+        application: app.map(str::to_owned),
+        owner: owner.into(),
+        kinds: Vec::new(),
+        limit,
+        per_source: 1,
+    }
+}
+
+fn sources(hits: &[ufo_proto::v1::KnowledgeHit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| h.item.as_ref().unwrap().source.clone())
+        .collect()
+}
+
+pub async fn knowledge_documents_replace_and_search(store: Arc<dyn Store>) {
+    let (items, replaced) = store
+        .replace_document(
+            "gedit".into(),
+            "gedit.md".into(),
+            vec![
+                doc("gedit", "gedit.md", 0, "Save a file", "Press Ctrl+S to save the document."),
+                doc("gedit", "gedit.md", 1, "Print", "Choose Print from the menu."),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!((items.len(), replaced), (2, 0));
+    assert_eq!(items[1].position, 1);
+    store
+        .replace_document(
+            String::new(),
+            "general.txt".into(),
+            vec![doc("", "general.txt", 0, "Saving", "Every editor saves with a shortcut.")],
+        )
+        .await
+        .unwrap();
+    store
+        .replace_document(
+            "calc".into(),
+            "calc.md".into(),
+            vec![doc("calc", "calc.md", 0, "Save a sheet", "Save the spreadsheet.")],
+        )
+        .await
+        .unwrap();
+
+    // Best first; the application filter keeps the app's and the general documents.
+    let hits = store
+        .search_knowledge(search("how do I save the document", "", Some("gedit"), 5))
+        .await
+        .unwrap();
+    assert_eq!(sources(&hits), ["gedit.md", "general.txt"]);
+    assert!(hits[0].score >= hits[1].score);
+    assert_eq!(hits[0].item.as_ref().unwrap().title, "Save a file");
+    let everywhere = store
+        .search_knowledge(search("save", "", None, 5))
+        .await
+        .unwrap();
+    assert_eq!(everywhere.len(), 3);
+    // Only stop words or no words: no hits, no error.
+    let none = store
+        .search_knowledge(search("how do I", "", None, 5))
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+
+    // Re-adding a source replaces its sections in one go.
+    let (items, replaced) = store
+        .replace_document(
+            "gedit".into(),
+            "gedit.md".into(),
+            vec![doc("gedit", "gedit.md", 0, "Undo", "Press Ctrl+Z to undo typing.")],
+        )
+        .await
+        .unwrap();
+    assert_eq!((items.len(), replaced), (1, 2));
+    let hits = store
+        .search_knowledge(search("print", "", Some("gedit"), 5))
+        .await
+        .unwrap();
+    assert!(hits.is_empty(), "replaced sections are gone: {hits:?}");
+
+    let listed = store
+        .list_knowledge(KnowledgeFilter {
+            kind: Some(KnowledgeKind::Document),
+            limit: 10,
+            ..KnowledgeFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3);
+    let deleted = store
+        .delete_knowledge(KnowledgeDelete {
+            source: Some("calc.md".into()),
+            ..KnowledgeDelete::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
+    assert!(matches!(
+        store.delete_knowledge(KnowledgeDelete::default()).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+}
+
+pub async fn knowledge_experiences_are_the_owners_and_never_failed_or_bad(store: Arc<dyn Store>) {
+    let alice_task = Uuid::new_v4();
+    let failed_task = Uuid::new_v4();
+    let bob_task = Uuid::new_v4();
+    store
+        .put_experience(experience(
+            "alice",
+            alice_task,
+            "write the shopping list in mousepad",
+            "1. click Text View; type 'milk'",
+            true,
+        ))
+        .await
+        .unwrap();
+    store
+        .put_experience(experience(
+            "alice",
+            failed_task,
+            "write the packing list in mousepad",
+            "1. click Text View; type 'socks' — failed",
+            false,
+        ))
+        .await
+        .unwrap();
+    store
+        .put_experience(experience(
+            "bob",
+            bob_task,
+            "write the todo list in mousepad",
+            "1. click Text View; type 'call'",
+            true,
+        ))
+        .await
+        .unwrap();
+
+    let for_alice = store
+        .search_knowledge(search("write a list in mousepad", "alice", None, 10))
+        .await
+        .unwrap();
+    assert_eq!(sources(&for_alice), [format!("task:{alice_task}")]);
+    let for_bob = store
+        .search_knowledge(search("write a list in mousepad", "bob", None, 10))
+        .await
+        .unwrap();
+    assert_eq!(sources(&for_bob), [format!("task:{bob_task}")]);
+    let for_nobody = store
+        .search_knowledge(search("write a list in mousepad", "", None, 10))
+        .await
+        .unwrap();
+    assert!(for_nobody.is_empty());
+
+    // Only the owner may rate; a bad rating hides it; a good one brings it back.
+    assert!(matches!(
+        store
+            .rate_experience(alice_task, "bob".into(), ExperienceRating::Bad)
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    let rated = store
+        .rate_experience(alice_task, "alice".into(), ExperienceRating::Bad)
+        .await
+        .unwrap();
+    assert_eq!(rated.rating, ExperienceRating::Bad as i32);
+    assert!(
+        store
+            .search_knowledge(search("shopping list", "alice", None, 10))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store
+        .rate_experience(alice_task, "alice".into(), ExperienceRating::Good)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .search_knowledge(search("shopping list", "alice", None, 10))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Recording a task again replaces its experience.
+    store
+        .put_experience(experience(
+            "alice",
+            alice_task,
+            "write the shopping list in mousepad",
+            "1. click Text View; type 'bread'",
+            true,
+        ))
+        .await
+        .unwrap();
+    let listed = store
+        .list_knowledge(KnowledgeFilter {
+            owner: Some("alice".into()),
+            kind: Some(KnowledgeKind::Experience),
+            limit: 10,
+            ..KnowledgeFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().any(|i| i.body.contains("bread")));
+    assert!(!listed.iter().any(|i| i.body.contains("milk")));
+
+    // Kinds filter: documents only never returns experiences.
+    let mut docs_only = search("shopping list mousepad", "alice", None, 10);
+    docs_only.kinds = vec![KnowledgeKind::Document];
+    assert!(store.search_knowledge(docs_only).await.unwrap().is_empty());
+}
+
+/// Loads every Mallard page of `dir` as one document each (application `app`); returns the section count.
+pub async fn load_help(store: &dyn Store, dir: &Path, app: &str) -> usize {
+    let mut pages: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e} (install the Debian package)", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "page"))
+        .collect();
+    pages.sort();
+    assert!(pages.len() >= 15, "too few help pages in {}", dir.display());
+    let mut count = 0;
+    for page in pages {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        let content = std::fs::read(&page).unwrap();
+        let parsed = match sections(DocumentFormat::Mallard, &name, &content, 2000, 2000) {
+            Ok(parsed) => parsed,
+            // A guide page of links only (index.page).
+            Err(ParseError::Empty) => continue,
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let rows = parsed
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| NewKnowledge {
+                code: s.code,
+                ..doc(app, &name, i as u32, &s.title, &s.body)
+            })
+            .collect();
+        let (stored, _) = store
+            .replace_document(app.into(), name, rows)
+            .await
+            .unwrap();
+        count += stored.len();
+    }
+    count
+}
+
+/// The questions of `tests/data/zenity-questions.tsv`: (answering page, question).
+pub fn zenity_questions() -> Vec<(String, String)> {
+    let text = include_str!("../data/zenity-questions.tsv");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (page, question) = l.split_once('\t').unwrap();
+            (page.to_owned(), question.to_owned())
+        })
+        .collect()
+}
+
+/// Top-3 hit rate of the zenity questions, at least `min_rate`.
+pub async fn knowledge_retrieval_on_the_zenity_help(store: Arc<dyn Store>, min_rate: f64) {
+    let sections = load_help(store.as_ref(), Path::new(ZENITY_HELP), "zenity").await;
+    assert!(sections >= 20, "{sections} sections");
+    let questions = zenity_questions();
+    assert!(questions.len() >= 40);
+    let mut misses = Vec::new();
+    for (page, question) in &questions {
+        let hits = store
+            .search_knowledge(search(question, "", Some("zenity"), 3))
+            .await
+            .unwrap();
+        if !sources(&hits).contains(page) {
+            misses.push(format!("{question:?} wanted {page}, got {:?}", sources(&hits)));
+        }
+    }
+    let rate = 1.0 - misses.len() as f64 / questions.len() as f64;
+    eprintln!(
+        "top-3 hit rate {:.1} % on {} questions; misses: {misses:#?}",
+        rate * 100.0,
+        questions.len()
+    );
+    assert!(
+        rate >= min_rate,
+        "top-3 hit rate {rate:.3} < {min_rate}: {misses:#?}"
+    );
+}

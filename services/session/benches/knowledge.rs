@@ -87,11 +87,12 @@ fn synthetic(vocabulary: &[String], count: usize) -> Vec<(String, Vec<NewKnowled
         let n = (count - d * 100).min(100);
         let rows = (0..n)
             .map(|i| {
-                let mut word = || vocabulary[(next() as usize) % vocabulary.len()].clone();
-                let title = (0..3).map(|_| word()).collect::<Vec<_>>().join(" ");
                 let len = 40 + (next() as usize) % 120;
-                let body = (0..len).map(|_| word()).collect::<Vec<_>>().join(" ");
-                section(&source, i as u32, title, body, String::new())
+                let mut words = (0..3 + len)
+                    .map(|_| vocabulary[(next() as usize) % vocabulary.len()].clone())
+                    .collect::<Vec<_>>();
+                let body = words.split_off(3).join(" ");
+                section(&source, i as u32, words.join(" "), body, String::new())
             })
             .collect();
         docs.push((source, rows));

@@ -140,16 +140,27 @@ pub struct Config {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-fn parse_size(s: &str) -> Result<(u32, u32), String> {
+/// Why a `--screen` value is not a screen size.
+#[derive(Debug, thiserror::Error)]
+enum SizeError {
+    /// Not `WIDTHxHEIGHT`.
+    #[error("expected WIDTHxHEIGHT, got {0:?}")]
+    Shape(String),
+    /// A side that is not a number in range.
+    #[error("{0:?} is not a size between 320 and 8192")]
+    Side(String),
+}
+
+fn parse_size(s: &str) -> Result<(u32, u32), SizeError> {
     let (w, h) = s
         .split_once('x')
-        .ok_or_else(|| format!("expected WIDTHxHEIGHT, got {s:?}"))?;
+        .ok_or_else(|| SizeError::Shape(s.to_owned()))?;
     let n = |v: &str| {
         v.trim()
             .parse::<u32>()
             .ok()
             .filter(|n| (320..=8192).contains(n))
-            .ok_or_else(|| format!("{v:?} is not a size between 320 and 8192"))
+            .ok_or_else(|| SizeError::Side(v.to_owned()))
     };
     Ok((n(w)?, n(h)?))
 }

@@ -96,17 +96,12 @@ pub fn replay_rect(
 }
 
 /// The client area of `window` on the screen.
-fn client_rect(conn: &impl x11rb::connection::Connection, window: u32) -> Result<[i32; 4], String> {
-    let g = conn
-        .get_geometry(window)
-        .map_err(|e| e.to_string())?
-        .reply()
-        .map_err(|e| e.to_string())?;
-    let t = conn
-        .translate_coordinates(window, g.root, 0, 0)
-        .map_err(|e| e.to_string())?
-        .reply()
-        .map_err(|e| e.to_string())?;
+fn client_rect(
+    conn: &impl x11rb::connection::Connection,
+    window: u32,
+) -> Result<[i32; 4], x11rb::errors::ReplyError> {
+    let g = conn.get_geometry(window)?.reply()?;
+    let t = conn.translate_coordinates(window, g.root, 0, 0)?.reply()?;
     let (x, y) = (i32::from(t.dst_x), i32::from(t.dst_y));
     Ok([x, y, x + i32::from(g.width), y + i32::from(g.height)])
 }
@@ -458,7 +453,7 @@ impl Desk {
         };
         let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
         let conn = self.x11(command)?;
-        client_rect(&conn, window).map_err(fail)
+        client_rect(&conn, window).map_err(|e| fail(e.to_string()))
     }
 
     async fn wait_ready(
@@ -529,7 +524,7 @@ impl Desk {
         // (when asked to move) another position.
         let until = Instant::now() + Duration::from_secs(5);
         loop {
-            let now = client_rect(&conn, window).map_err(fail)?;
+            let now = client_rect(&conn, window).map_err(|e| fail(e.to_string()))?;
             let sized = ((now[2] - now[0]) as u32, (now[3] - now[1]) as u32) == (w, h);
             // The frame goes to `at`; the client area sits inside it, below the title bar.
             let moved = at.is_none_or(|(x, y)| {

@@ -229,7 +229,7 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
     };
     if let Err(why) = set_up(s, &task, &dir, &mut apps, recorded, &mut report).await {
         report.status = "setup failed".into();
-        report.why = why;
+        report.why = why.to_string();
     } else {
         s.model.begin(&task.request, task.subtasks.clone());
         let started = Instant::now();
@@ -280,6 +280,28 @@ fn keep_calls(dir: &Path, calls: &[Value]) {
     }
 }
 
+/// Why a task's setup failed.
+#[derive(Debug, thiserror::Error)]
+enum SetUpError {
+    /// A file or folder of the task could not be prepared.
+    #[error("cannot {what} {}: {source}", .path.display())]
+    Files {
+        /// `empty`, `create`, `write`.
+        what: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A replay's recording has fewer windows than the task has applications.
+    #[error("setup: the recording has no window for app {0}")]
+    NoRecordedWindow(usize),
+    /// An application did not start.
+    #[error("setup: {0}")]
+    App(#[from] DeskError),
+}
+
 async fn set_up(
     s: &Shared<'_>,
     task: &Task,
@@ -287,33 +309,31 @@ async fn set_up(
     apps: &mut Vec<RunningApp>,
     recorded: Option<&[Placed]>,
     report: &mut TaskReport,
-) -> Result<(), String> {
+) -> Result<(), SetUpError> {
+    let files = |what: &'static str, path: &Path| {
+        let path = path.to_owned();
+        move |source| SetUpError::Files { what, path, source }
+    };
     if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| format!("cannot empty {}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(files("empty", dir))?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(files("create", dir))?;
     for f in &task.files {
         let path = dir.join(&f.path);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(files("create", parent))?;
         }
-        std::fs::write(&path, &f.content)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, &f.content).map_err(files("write", &path))?;
     }
     for (i, app) in task.apps.iter().enumerate() {
         let was = match recorded {
-            Some(r) => Some(
-                *r.get(i)
-                    .ok_or("setup: the recording has no window for this app")?,
-            ),
+            Some(r) => Some(*r.get(i).ok_or(SetUpError::NoRecordedWindow(i + 1))?),
             None => None,
         };
         let (running, placed) = s
             .desk
             .start_app(app, s.cfg.app_ready_timeout(), was)
-            .await
-            .map_err(|e| format!("setup: {e}"))?;
+            .await?;
         apps.push(running);
         report.windows.push(placed);
     }

@@ -22,11 +22,33 @@ pub fn escape_text(text: &str) -> String {
     out
 }
 
+/// Why a word is not a key combination.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum KeyError {
+    /// Nothing at all.
+    #[error("empty key {0:?}")]
+    Empty(String),
+    /// A modifier that is not ctrl, shift or alt.
+    #[error("unknown modifier {modifier:?} in {word:?}")]
+    Modifier {
+        /// The modifier.
+        modifier: String,
+        /// The whole combination.
+        word: String,
+    },
+    /// Modifiers and no key.
+    #[error("missing key after the modifiers in {0:?}")]
+    Missing(String),
+    /// A key name the suite does not know.
+    #[error("unknown key {0:?}")]
+    Unknown(String),
+}
+
 /// `ctrl+shift+s` → `^+s`, `enter` → `{ENTER}`, `page down` is `pagedown`.
-pub(super) fn combo(word: &str) -> Result<String, String> {
+pub(super) fn combo(word: &str) -> Result<String, KeyError> {
     let parts: Vec<&str> = word.split('+').collect();
     let Some((key, mods)) = parts.split_last() else {
-        return Err(format!("empty key {word:?}"));
+        return Err(KeyError::Empty(word.to_owned()));
     };
     let mut out = String::new();
     for m in mods {
@@ -34,13 +56,18 @@ pub(super) fn combo(word: &str) -> Result<String, String> {
             "ctrl" | "control" => '^',
             "shift" => '+',
             "alt" => '%',
-            other => return Err(format!("unknown modifier {other:?} in {word:?}")),
+            other => {
+                return Err(KeyError::Modifier {
+                    modifier: other.to_owned(),
+                    word: word.to_owned(),
+                });
+            }
         });
     }
     let mut chars = key.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) => out.push_str(&escape_text(&c.to_string())),
-        (None, _) => return Err(format!("missing key after the modifiers in {word:?}")),
+        (None, _) => return Err(KeyError::Missing(word.to_owned())),
         _ => {
             let name = match *key {
                 "enter" | "return" => "ENTER",
@@ -65,7 +92,7 @@ pub(super) fn combo(word: &str) -> Result<String, String> {
                     out.push('}');
                     return Ok(out);
                 }
-                other => return Err(format!("unknown key {other:?}")),
+                other => return Err(KeyError::Unknown(other.to_owned())),
             };
             out.push('{');
             out.push_str(name);

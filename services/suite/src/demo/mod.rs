@@ -395,7 +395,7 @@ impl Step {
                 };
                 c.pos += 1;
                 for w in word.split_whitespace() {
-                    keys.push_str(&combo(w).map_err(|m| c.err(m))?);
+                    keys.push_str(&combo(w).map_err(|m| c.err(m.to_string()))?);
                 }
             }
             if keys.is_empty() {

@@ -86,26 +86,47 @@ pub(super) struct RawCheck {
     pub(super) stdout_contains: Option<String>,
 }
 
+/// Why a `[[check]]` section (or its text expectations) cannot be used, in the words of the task file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct BadCheck(String);
+
+impl From<&str> for BadCheck {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
+impl From<String> for BadCheck {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
 fn text_expect(
     equals: Option<String>,
     contains: Option<String>,
     what: &str,
-) -> Result<Option<TextExpect>, String> {
+) -> Result<Option<TextExpect>, BadCheck> {
     match (equals, contains) {
-        (Some(_), Some(_)) => Err(format!("give {what} one expectation, not both")),
+        (Some(_), Some(_)) => Err(BadCheck::from(format!(
+            "give {what} one expectation, not both"
+        ))),
         (Some(e), None) => Ok(Some(TextExpect::Equals(e))),
         (None, Some(c)) => Ok(Some(TextExpect::Contains(c))),
         (None, None) => Ok(None),
     }
 }
 
-pub(super) fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
+pub(super) fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, BadCheck> {
     let kinds = [c.file.is_some(), c.control.is_some(), c.process.is_some()]
         .iter()
         .filter(|k| **k)
         .count();
     if kinds != 1 {
-        return Err("say exactly one of `file`, `control` or `process`".into());
+        return Err(BadCheck::from(
+            "say exactly one of `file`, `control` or `process`",
+        ));
     }
     let control_fields = !c.state.is_empty()
         || !c.not_state.is_empty()
@@ -116,29 +137,30 @@ pub(super) fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
     let file_fields = c.equals.is_some() || c.contains.is_some();
     if let Some(path) = c.file {
         if control_fields || process_fields {
-            return Err("a file check takes only `equals` or `contains`".into());
-        }
-        if !relative_inside(&path) {
-            return Err(format!(
-                "file {path:?} must be a relative path inside the task directory"
+            return Err(BadCheck::from(
+                "a file check takes only `equals` or `contains`",
             ));
         }
+        if !relative_inside(&path) {
+            return Err(BadCheck::from(format!(
+                "file {path:?} must be a relative path inside the task directory"
+            )));
+        }
         let expect = text_expect(c.equals, c.contains, "a file check")?
-            .ok_or("a file check needs `equals` or `contains`")?;
+            .ok_or_else(|| BadCheck::from("a file check needs `equals` or `contains`"))?;
         return Ok(Check::File { path, expect });
     }
     if let Some(target) = c.control {
         if file_fields || process_fields {
-            return Err(
-                "a control check takes `state`, `not_state`, `text`, `text_contains` or `value`"
-                    .into(),
-            );
+            return Err(BadCheck::from(
+                "a control check takes `state`, `not_state`, `text`, `text_contains` or `value`",
+            ));
         }
         if target.nth == 0 {
-            return Err("`nth` counts from 1".into());
+            return Err(BadCheck::from("`nth` counts from 1"));
         }
         if target.any && target.nth != 1 {
-            return Err("say `nth` or `any`, not both".into());
+            return Err(BadCheck::from("say `nth` or `any`, not both"));
         }
         let expect = ControlExpect {
             state: c.state,
@@ -147,30 +169,34 @@ pub(super) fn check(c: RawCheck, apps: &[SetupApp]) -> Result<Check, String> {
             value: c.value,
         };
         if expect == ControlExpect::default() {
-            return Err("a control check needs something to expect".into());
+            return Err(BadCheck::from("a control check needs something to expect"));
         }
         return Ok(Check::Control { target, expect });
     }
     let command = c.process.unwrap_or_default();
     if file_fields || control_fields {
-        return Err("a process check takes `exit_code`, `stdout` or `stdout_contains`".into());
+        return Err(BadCheck::from(
+            "a process check takes `exit_code`, `stdout` or `stdout_contains`",
+        ));
     }
     match apps.iter().find(|a| a.command == command) {
         None => {
-            return Err(format!(
+            return Err(BadCheck::from(format!(
                 "process {command:?} is not one of the setup apps' commands"
-            ));
+            )));
         }
         Some(a) if !a.output => {
-            return Err(format!(
+            return Err(BadCheck::from(format!(
                 "setup app {command:?} needs `output = true` for a process check"
-            ));
+            )));
         }
         Some(_) => {}
     }
     let stdout = text_expect(c.stdout, c.stdout_contains, "a process check")?;
     if c.exit_code.is_none() && stdout.is_none() {
-        return Err("a process check needs `exit_code` or a stdout expectation".into());
+        return Err(BadCheck::from(
+            "a process check needs `exit_code` or a stdout expectation",
+        ));
     }
     Ok(Check::Process {
         command,

@@ -431,6 +431,7 @@ fn main() {
         replay: None,
         settings: Arc::new(settings),
         uploads: None,
+        mcp: None,
     };
     let window_controls: Vec<FakeControl> = controls(50, 1200, 800)
         .into_iter()

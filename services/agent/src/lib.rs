@@ -7,6 +7,8 @@
 //!   backup model, JSON extraction and re-asking, cost totals.
 //! - [`dispatch`]: commands to executors and their results ([`dispatch::CommandDispatcher`], gRPC client),
 //!   the executor catalog, and the operator's executor registry ([`dispatch::registry`]).
+//! - [`mcp`]: the MCP client (`--mcp-servers`): servers bound to applications (API actions) or run as
+//!   third-party agents, and the dispatcher that routes `mcp__SERVER__TOOL` actions to them.
 //! - [`vision`]: screenshots, set-of-marks annotation, IoU merge, downscale and crop.
 //! - [`memory`]: the seeds' memory items and the shared blackboard.
 //! - [`processor`]: the processor framework (phases, strategies, composition, dependency validation,
@@ -33,6 +35,7 @@ pub mod api;
 pub mod config;
 pub mod dispatch;
 pub mod llm;
+pub mod mcp;
 pub mod memory;
 pub mod processor;
 pub mod replay;

@@ -219,6 +219,7 @@ async fn runner_child() {
         replay: None,
         settings: Arc::new(AgentSettings::default()),
         uploads: None,
+        mcp: None,
     };
     let desktop = Arc::new(common::desktop());
     let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(

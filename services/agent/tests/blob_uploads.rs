@@ -95,6 +95,7 @@ async fn screenshots_are_uploaded_while_the_model_is_asked() {
             seen: seen.clone(),
         }),
         uploads: Some(Arc::new(BlobUploads::new(session.client()))),
+        mcp: None,
         ..base
     };
     let desktop = Arc::new(common::desktop());
@@ -208,6 +209,7 @@ async fn without_a_blob_store_screenshots_go_with_the_step() {
     let base = common::services(&llm, AgentSettings::default());
     let services = AgentServices {
         uploads: Some(Arc::new(BlobUploads::new(session.client()))),
+        mcp: None,
         ..base
     };
     let desktop = Arc::new(common::desktop());

@@ -43,6 +43,7 @@ fn round_trip(held: Held) -> Held {
             host_message: String::new(),
             replans: 1,
             held: Some(held),
+            third_party: None,
         })),
     };
     let mut step = ufo_proto::v1::Step::default();

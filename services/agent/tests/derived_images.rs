@@ -109,6 +109,7 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
     let llm = ScriptedLlm::start().await.unwrap();
     let services = AgentServices {
         uploads: Some(Arc::new(BlobUploads::new(session.client()))),
+        mcp: None,
         ..common::services(&llm, settings)
     };
     let desktop = Arc::new(common::desktop());

@@ -46,6 +46,9 @@ pub struct AgentServices {
     /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
     /// go with the step).
     pub uploads: Option<Arc<crate::store::blobs::BlobUploads>>,
+    /// The operator's MCP servers (`--mcp-servers`): API actions of applications and third-party agents
+    /// (none: GUI actions only). Shared by every task of the process.
+    pub mcp: Option<Arc<crate::mcp::McpHub>>,
 }
 
 impl std::fmt::Debug for AgentServices {
@@ -57,6 +60,7 @@ impl std::fmt::Debug for AgentServices {
             .field("knowledge", &self.knowledge.is_some())
             .field("settings", &self.settings)
             .field("replay", &self.replay.as_ref().map(|r| &r.of))
+            .field("mcp", &self.mcp.is_some())
             .finish()
     }
 }

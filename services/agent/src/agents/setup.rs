@@ -56,6 +56,23 @@ impl AgentArgs {
         }
     }
 
+    /// Reads and checks the MCP servers file (`--mcp-servers`); none: `None`. Called once at start (the
+    /// servers themselves start on first use).
+    pub fn load_mcp(&self) -> Result<Option<Arc<crate::mcp::McpHub>>, crate::mcp::McpConfigError> {
+        let Some(path) = &self.mcp_servers else {
+            return Ok(None);
+        };
+        let ms = Duration::from_millis;
+        let limits = crate::mcp::McpLimits {
+            call_timeout: ms(self.mcp_call_timeout_ms.max(1)),
+            connect_timeout: ms(self.mcp_connect_timeout_ms.max(1)),
+            restart_backoff: ms(self.mcp_restart_backoff_ms),
+            restart_backoff_max: ms(self.mcp_restart_backoff_max_ms),
+            result_chars: self.mcp_result_chars.max(1),
+        };
+        Ok(Some(Arc::new(crate::mcp::McpHub::load(path, limits)?)))
+    }
+
     /// Loads the label font (once per process; share the result).
     pub fn marker(&self) -> Result<Arc<Marker>, VisionError> {
         Ok(Arc::new(match &self.label_font {
@@ -118,6 +135,7 @@ impl AgentServices {
             settings: Arc::new(settings),
             replay: None,
             uploads: None,
+            mcp: None,
         })
     }
 }

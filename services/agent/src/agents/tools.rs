@@ -144,6 +144,34 @@ pub fn function_list(catalog: &ExecutorCatalog, audience: Audience) -> String {
         .join("\n")
 }
 
+/// `catalog` with the API actions of the MCP servers bound to `window`'s application (process name or
+/// title) appended: one tool `mcp__SERVER__TOOL` per server tool, its JSON schema as parameters and its
+/// description marked `[API SERVER]`. A server that cannot be reached adds nothing this step (it is
+/// started again later); the GUI tools stay.
+pub async fn with_api_tools(
+    catalog: std::sync::Arc<ExecutorCatalog>,
+    hub: &crate::mcp::McpHub,
+    window: &crate::agents::target::TargetInfo,
+) -> std::sync::Arc<ExecutorCatalog> {
+    let servers = hub.for_application(&window.app_root(), &window.name);
+    if servers.is_empty() {
+        return catalog;
+    }
+    let mut extended = (*catalog).clone();
+    for server in servers {
+        match server.tools().await {
+            Ok(tools) => extended.tools.extend(tools.into_iter().map(|t| ToolSpec {
+                name: crate::mcp::action_name(server.name(), &t.name),
+                description: format!("[API {}] {}", server.name(), t.description),
+                kind: crate::dispatch::ToolType::Action,
+                parameters: t.input_schema,
+            })),
+            Err(e) => tracing::warn!(error = %e, "API actions unavailable this step"),
+        }
+    }
+    std::sync::Arc::new(extended)
+}
+
 /// The programs the HostAgent may launch, for its prompt.
 pub fn launchable(catalog: &ExecutorCatalog) -> String {
     if catalog.allowed_applications.is_empty() {

@@ -92,4 +92,24 @@ pub struct AgentArgs {
     /// arguments are denied. Read and checked at start.
     #[arg(long, env = "UFO_AGENT_POLICY_FILE")]
     pub policy_file: Option<PathBuf>,
+    /// MCP servers (JSON, or YAML by a `.yaml`/`.yml` extension; docs/mcp.md): their tools become API
+    /// actions of the applications they are bound to, or they run as third-party agents the HostAgent
+    /// may assign a subtask to. Read and checked at start; servers start on first use.
+    #[arg(long, env = "UFO_MCP_SERVERS")]
+    pub mcp_servers: Option<PathBuf>,
+    /// Milliseconds an MCP tool call may take before it fails (a server may set its own).
+    #[arg(long, env = "UFO_MCP_CALL_TIMEOUT_MS", default_value_t = 30_000)]
+    pub mcp_call_timeout_ms: u64,
+    /// Milliseconds starting an MCP server and listing its tools may take.
+    #[arg(long, env = "UFO_MCP_CONNECT_TIMEOUT_MS", default_value_t = 20_000)]
+    pub mcp_connect_timeout_ms: u64,
+    /// Milliseconds before a failed MCP server is started again (doubled per failure in a row).
+    #[arg(long, env = "UFO_MCP_RESTART_BACKOFF_MS", default_value_t = 500)]
+    pub mcp_restart_backoff_ms: u64,
+    /// The longest wait before starting a failed MCP server again, in milliseconds.
+    #[arg(long, env = "UFO_MCP_RESTART_BACKOFF_MAX_MS", default_value_t = 30_000)]
+    pub mcp_restart_backoff_max_ms: u64,
+    /// Characters of an MCP tool's result kept (and shown to the model).
+    #[arg(long, env = "UFO_MCP_RESULT_CHARS", default_value_t = 20_000)]
+    pub mcp_result_chars: usize,
 }

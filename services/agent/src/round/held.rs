@@ -131,6 +131,11 @@ impl Round {
                     a.memory.push(memory.clone());
                 }
             }
+            Active::Agent(server) => self
+                .third
+                .entry(server.clone())
+                .or_default()
+                .push(memory.clone()),
         }
         self.finish(step, &actions, Default::default(), memory.0, carry, &after)
     }

@@ -22,6 +22,7 @@ mod record;
 pub mod resume;
 pub mod state;
 mod step;
+pub mod third_step;
 mod transition;
 
 pub use resume::RoundState;
@@ -85,6 +86,8 @@ pub enum Active {
     Host,
     /// The AppAgent of this application.
     App(String),
+    /// The third-party agent of this MCP server (`round::third_step`).
+    Agent(String),
 }
 
 /// How a round ended.
@@ -133,6 +136,8 @@ pub struct Round {
     pub(crate) round_step: u32,
     pub(crate) host: HostAgent,
     pub(crate) apps: HashMap<String, AppAgent>,
+    /// The third-party agents' memories, by MCP server.
+    pub(crate) third: HashMap<String, Memory>,
     pub(crate) active: Active,
     pub(crate) state: AgentState,
     pub(crate) pending: Vec<String>,
@@ -191,6 +196,7 @@ impl Round {
             round_step: 0,
             host,
             apps: HashMap::new(),
+            third: HashMap::new(),
             active: Active::Host,
             state: AgentState::Continue,
             pending: vec![],
@@ -297,6 +303,7 @@ impl Round {
                 .apps
                 .get(k)
                 .map_or_else(|| format!("AppAgent/{k}"), |a| a.name.clone()),
+            Active::Agent(server) => third_step::agent_name(server),
         }
     }
 
@@ -358,6 +365,7 @@ impl Round {
         Some(match self.active.clone() {
             Active::Host => self.host_step(carry).instrument(span).await,
             Active::App(key) => self.app_step(&key, carry).instrument(span).await,
+            Active::Agent(server) => self.third_step(&server, carry).instrument(span).await,
         })
     }
 

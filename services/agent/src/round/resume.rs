@@ -34,6 +34,9 @@ pub struct RoundState {
     pub replans: u32,
     /// The action held for confirmation, with what running it needs.
     pub held: Option<Held>,
+    /// The active third-party agent's MCP server (`active` is `None` then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub third_party: Option<String>,
 }
 
 /// The control label an action names (its `id` argument), if any.
@@ -87,8 +90,12 @@ impl Round {
 
     /// The round's state after the current step (see the module doc).
     pub(super) fn state_after(&self) -> RoundState {
+        let third_party = match &self.active {
+            Active::Agent(server) => Some(server.clone()),
+            _ => None,
+        };
         let (active, window) = match &self.active {
-            Active::Host => (None, None),
+            Active::Host | Active::Agent(_) => (None, None),
             Active::App(key) => (
                 Some(key.clone()),
                 self.apps.get(key).map(|a| a.window.clone()),
@@ -101,6 +108,7 @@ impl Round {
             host_message: self.host_message.clone(),
             replans: self.replans,
             held: self.held.as_ref().map(|(held, _)| held.clone()),
+            third_party,
         }
     }
 
@@ -122,7 +130,17 @@ impl Round {
             (Some(key), None) => {
                 return Err(RestoreError::NoWindow(key.clone()));
             }
-            (None, _) => self.active = Active::Host,
+            (None, _) => {
+                self.active = match &snap.third_party {
+                    Some(server) => {
+                        let name = super::third_step::agent_name(server);
+                        let memory = crate::memory::Memory::from_proto(&self.stored_memory, &name);
+                        self.third.insert(server.clone(), memory);
+                        Active::Agent(server.clone())
+                    }
+                    None => Active::Host,
+                }
+            }
         }
         self.subtask.clone_from(&snap.subtask);
         self.host_message.clone_from(&snap.host_message);

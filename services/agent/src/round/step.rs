@@ -86,7 +86,8 @@ impl Round {
     pub(super) fn row(&self) -> v1::Step {
         let kind = match self.active {
             Active::Host => v1::AgentKind::Host,
-            Active::App(_) => v1::AgentKind::App,
+            // A third-party agent is recorded as an AppAgent kind under its own name.
+            Active::App(_) | Active::Agent(_) => v1::AgentKind::App,
         };
         v1::Step {
             agent_name: self.active_name(),
@@ -115,6 +116,10 @@ impl Round {
             memory.insert("archived_subtask".into(), archived.clone());
             let last = if step.agent_name == self.host.name {
                 self.host.memory.last_mut()
+            } else if let super::Active::Agent(server) = &self.active
+                && step.agent_name == super::third_step::agent_name(server)
+            {
+                self.third.get_mut(server).and_then(|m| m.last_mut())
             } else {
                 self.apps
                     .values_mut()

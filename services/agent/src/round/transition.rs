@@ -27,14 +27,26 @@ impl Round {
                 self.subtask = response.current_subtask.clone();
                 self.host_message = response.message.clone();
                 match selected {
-                    Some(t) if t.kind == TargetKind::ThirdPartyAgent => {
-                        // Third-party agents are registered for selection, but none runs in this service:
-                        // the subtask is archived as failed so the HostAgent re-plans.
-                        self.archive(
-                            Outcome::Fail,
-                            &format!("third-party agent {} is not available here", t.name),
-                        );
-                        AgentState::Continue
+                    Some(t) if t.kind == TargetKind::ThirdPartyAgent && !acted_failed => {
+                        let served = self.services.mcp.as_ref().is_some_and(|h| {
+                            h.agents().iter().any(|(name, _)| *name == t.name)
+                        });
+                        if served {
+                            // The MCP server's agent does the subtask (round::third_step).
+                            self.active = Active::Agent(t.name.clone());
+                            AgentState::Assign
+                        } else {
+                            // A name from --third-party-agents with no MCP server behind it: nothing can
+                            // run it, so the subtask is archived as failed and the HostAgent re-plans.
+                            self.archive(
+                                Outcome::Fail,
+                                &format!(
+                                    "third-party agent {} has no MCP server (--mcp-servers)",
+                                    t.name
+                                ),
+                            );
+                            AgentState::Continue
+                        }
                     }
                     Some(t) if !acted_failed => {
                         let key = t.app_root();

@@ -73,6 +73,9 @@ pub enum DriverSetupError {
     /// The executor registry (flags, executors file, CA) is invalid.
     #[error(transparent)]
     Executors(#[from] crate::dispatch::registry::ExecutorConfigError),
+    /// The MCP servers file cannot be used.
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpConfigError),
     /// The session service's address or token (screenshot uploads) is invalid.
     #[error(transparent)]
     Session(#[from] crate::store::client::SessionClientError),
@@ -92,6 +95,8 @@ impl AgentsDriver {
     pub fn from_config(config: &crate::Config) -> Result<Self, DriverSetupError> {
         let marker = config.agents.marker()?;
         let policy = config.agents.load_policy()?;
+        let mcp = config.agents.load_mcp()?;
+        let services_mcp = mcp.clone();
         let llm = config.llm.clone();
         let agents = config.agents.clone();
         let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
@@ -107,6 +112,7 @@ impl AgentsDriver {
             )
             .map(|s| AgentServices {
                 uploads: Some(uploads.clone()),
+                mcp: services_mcp.clone(),
                 ..s
             })
             .map_err(|e| DriverError::new(format!("cannot set up the agents: {e}")))
@@ -127,7 +133,13 @@ impl AgentsDriver {
             )
             .map(|d| {
                 let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
-                Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>
+                let executor = Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>;
+                // MCP actions go to their servers; everything else to the executor.
+                match &mcp {
+                    Some(hub) => Arc::new(crate::mcp::McpDispatcher::new(executor, hub.clone()))
+                        as Arc<dyn CommandDispatcher>,
+                    None => executor,
+                }
             })
             .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });

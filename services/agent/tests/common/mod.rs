@@ -56,6 +56,7 @@ pub fn services(llm: &ScriptedLlm, settings: AgentSettings) -> AgentServices {
         replay: None,
         settings: Arc::new(settings),
         uploads: None,
+        mcp: None,
     }
 }
 

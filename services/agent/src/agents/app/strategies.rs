@@ -82,6 +82,11 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             .catalog()
             .await
             .map_err(|e| failed("cannot read the executor's tools", e))?;
+        // The application's own API (MCP servers bound to it) beside the GUI tools.
+        let catalog = match &agent.services.mcp {
+            Some(hub) => crate::agents::tools::with_api_tools(catalog, hub, &agent.window).await,
+            None => catalog,
+        };
         let results = dispatcher
             .execute(commands)
             .await

@@ -73,8 +73,13 @@ pub fn target_list(targets: &[TargetInfo]) -> String {
     targets
         .iter()
         .map(|t| {
-            json!({"label": t.label, "name": t.name, "kind": t.kind, "type": t.control_type})
-                .to_string()
+            let mut line =
+                json!({"label": t.label, "name": t.name, "kind": t.kind, "type": t.control_type});
+            // A third-party agent says when to use it.
+            if let (Some(d), Value::Object(m)) = (t.extra.get("description"), &mut line) {
+                m.insert("description".into(), d.clone());
+            }
+            line.to_string()
         })
         .collect::<Vec<_>>()
         .join("\n")

@@ -106,6 +106,15 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
+        // MCP servers registered as third-party agents, with when to use them.
+        if let Some(hub) = &agent.services.mcp {
+            registry.register(hub.agents().into_iter().map(|(name, description)| {
+                let mut t = TargetInfo::third_party(&name);
+                t.extra
+                    .insert("description".into(), Value::String(description));
+                t
+            }));
+        }
         if let Some(uploads) = &agent.services.uploads {
             uploads.start(&screenshot.bytes);
         }

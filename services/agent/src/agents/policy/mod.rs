@@ -137,6 +137,15 @@ fn values(arguments: &Map<String, Value>, name: &str) -> Vec<String> {
     }
 }
 
+/// Whether a policy's tool name matches `function`: `*` (any), `PREFIX*` (names starting with PREFIX,
+/// e.g. `mcp__files__*` for every tool of MCP server `files`), or the exact name.
+fn tool_matches(pattern: &str, function: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => function.starts_with(prefix),
+        None => pattern == function,
+    }
+}
+
 /// A value for a reason text: quoted, at most 120 characters.
 fn quoted(value: &str) -> String {
     Value::String(crate::agents::text::truncate(value, 120)).to_string()
@@ -146,7 +155,15 @@ impl Policy {
     /// The verdict on running `function` with `arguments`.
     pub fn judge(&self, function: &str, arguments: &Map<String, Value>) -> Judgement {
         let mut j = Judgement::allow();
-        let tool = self.tools.get(function).copied().unwrap_or(self.default);
+        // An exact name wins; else the longest `PREFIX*` pattern that matches (e.g. `mcp__files__*`, every
+        // tool of one MCP server); else the default.
+        let tool = self.tools.get(function).copied().unwrap_or_else(|| {
+            self.tools
+                .iter()
+                .filter(|(k, _)| tool_matches(k, function))
+                .max_by_key(|(k, _)| k.len())
+                .map_or(self.default, |(_, v)| *v)
+        });
         let verb = |v: Verdict| match v {
             Verdict::Allow => "allows",
             Verdict::Confirm => "asks a person to confirm",
@@ -166,7 +183,7 @@ impl Policy {
         for rule in self
             .rules
             .iter()
-            .filter(|r| r.tool == "*" || r.tool == function)
+            .filter(|r| tool_matches(&r.tool, function))
         {
             for value in values(arguments, &rule.argument) {
                 if !rule.pattern.is_match(&value) {

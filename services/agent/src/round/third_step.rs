@@ -19,7 +19,7 @@ use super::output::StepOutput;
 use super::record::Carry;
 use super::{Held, Round};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
-use crate::agents::response::AppResponse;
+use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::tools::describe;
 use crate::dispatch::ToolType;
 use crate::dispatch::tools::ToolSpec;
@@ -145,11 +145,10 @@ impl Round {
                 let r = AppResponse::parse(&m)?;
                 for a in &r.actions {
                     if !offered.contains(&a.function) {
-                        return Err(format!(
-                            "function {} is not available; the functions are: {}",
-                            a.function,
-                            offered.join(", ")
-                        ));
+                        return Err(ReplyProblem::UnknownFunction {
+                            function: a.function.clone(),
+                            offered: offered.join(", "),
+                        });
                     }
                 }
                 Ok(r)

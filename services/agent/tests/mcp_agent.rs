@@ -188,8 +188,10 @@ async fn a_denied_mcp_call_does_not_run_and_the_model_is_told_why() {
     let dir = tempfile::tempdir().unwrap();
     let dir_path = dir.path().canonicalize().unwrap();
     let settings = AgentSettings {
-        policy: policy(json!({"rules": [{"tool": "mcp__files__*", "argument": "path",
-            "pattern": "out\\.txt$", "verdict": "deny", "reason": "out.txt is read-only"}]})),
+        policy: policy(
+            json!({"rules": [{"tool": "mcp__files__*", "argument": "path",
+            "pattern": "out\\.txt$", "verdict": "deny", "reason": "out.txt is read-only"}]}),
+        ),
         ..AgentSettings::default()
     };
     let mut round = at_file_agent(&llm, settings, &dir_path).await;
@@ -268,7 +270,11 @@ fn args(text: &str) -> Map<String, serde_json::Value> {
 }
 
 fn pid_of(pidfile: &Path) -> i32 {
-    std::fs::read_to_string(pidfile).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// Whether `pid` is a live (not zombie) process.
@@ -333,9 +339,21 @@ async fn a_server_that_hangs_times_out_and_is_killed() {
     let server = fault("hang", &pidfile, 300);
     let started = std::time::Instant::now();
     let err = server.call("echo", args("x")).await.unwrap_err();
-    assert!(matches!(err, McpError::Timeout { timeout_ms: 300, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            McpError::Timeout {
+                timeout_ms: 300,
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(gone(pid_of(&pidfile)).await, "the hung server was not killed");
+    assert!(
+        gone(pid_of(&pidfile)).await,
+        "the hung server was not killed"
+    );
 }
 
 #[tokio::test]
@@ -368,7 +386,12 @@ async fn a_sigkilled_agent_leaves_no_orphan_server() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_holding_a_stdio_server", "--ignored", "--nocapture"])
+        .args([
+            "--exact",
+            "child_holding_a_stdio_server",
+            "--ignored",
+            "--nocapture",
+        ])
         .env("UFO_MCP_TEST_CHILD", &pidfile)
         .spawn()
         .unwrap();

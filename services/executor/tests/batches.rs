@@ -109,14 +109,19 @@ async fn save_as_rounds(
 ) -> Vec<Vec<String>> {
     let mut desk = Desktop::start(1280, 900).await.unwrap();
     let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
-    let exec = Executor::new(backend.clone(), Limits::default(), Vec::new())
-        .with_launch_env(desk.env());
+    let exec =
+        Executor::new(backend.clone(), Limits::default(), Vec::new()).with_launch_env(desk.env());
     let (_pid, mp) = desk
         .launch(backend.as_ref(), "mousepad", &[])
         .await
         .unwrap();
     select(&exec, &mp).await;
-    ok(&exec, "keyboard_input", json!({"keys": "saved by one batch"})).await;
+    ok(
+        &exec,
+        "keyboard_input",
+        json!({"keys": "saved by one batch"}),
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let mut failures = Vec::new();
     let mut remarks = Vec::new();
@@ -143,8 +148,10 @@ async fn save_as_rounds(
             let o = ok(&exec, "get_app_window_controls_target_info", json!({})).await;
             if Instant::now() > end {
                 failures.push(i);
-                if id_where(&o.output.result, |c| c["type"] == "Edit" && c["name"] == "Name:")
-                    .is_some()
+                if id_where(&o.output.result, |c| {
+                    c["type"] == "Edit" && c["name"] == "Name:"
+                })
+                .is_some()
                 {
                     ok(&exec, "keyboard_input", json!({"keys": "{ESC}"})).await;
                 }

@@ -177,12 +177,10 @@ pub async fn serve(
 ) -> Result<(), RunError> {
     let limits = ServiceLimits::from_config(config);
     let max_bytes = config.max_message_bytes as usize;
-    let knowledge = KnowledgeStoreServer::new(KnowledgeService::new(
-        store.clone(),
-        config.knowledge,
-    ))
-    .max_decoding_message_size(max_bytes)
-    .max_encoding_message_size(max_bytes);
+    let knowledge =
+        KnowledgeStoreServer::new(KnowledgeService::new(store.clone(), config.knowledge))
+            .max_decoding_message_size(max_bytes)
+            .max_encoding_message_size(max_bytes);
     let server = SessionStoreServer::new(SessionService::new(store, limits))
         .max_decoding_message_size(max_bytes)
         .max_encoding_message_size(max_bytes);

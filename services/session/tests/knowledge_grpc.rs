@@ -96,7 +96,10 @@ async fn documents_in_ranked_hits_out_and_bad_input_stores_nothing() {
             "evil.html",
             b"<h1>Help</h1><p>ok</p><SCRIPT>fetch('x')</SCRIPT>".to_vec(),
         ),
-        add("link.html", b"<a href=\"javascript:alert(1)\">x</a>".to_vec()),
+        add(
+            "link.html",
+            b"<a href=\"javascript:alert(1)\">x</a>".to_vec(),
+        ),
         add("notes.exe", b"text".to_vec()),
         add("big.md", vec![b'a'; 64 * 1024 + 1]),
         add("broken.page", b"<page><title>x</page>".to_vec()),
@@ -112,7 +115,10 @@ async fn documents_in_ranked_hits_out_and_bad_input_stores_nothing() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-    let err = c.add_document(add("", b"# x\ny".to_vec())).await.unwrap_err();
+    let err = c
+        .add_document(add("", b"# x\ny".to_vec()))
+        .await
+        .unwrap_err();
     assert_invalid(err, "source");
     let after = c
         .list_knowledge(ListKnowledgeRequest::default())
@@ -183,9 +189,17 @@ async fn alices_experience_never_reaches_bob() {
         owner: owner.into(),
         ..Default::default()
     };
-    let alice = c.search_knowledge(search("alice")).await.unwrap().into_inner();
+    let alice = c
+        .search_knowledge(search("alice"))
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(alice.hits.len(), 1);
-    let bob = c.search_knowledge(search("bob")).await.unwrap().into_inner();
+    let bob = c
+        .search_knowledge(search("bob"))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(bob.hits.is_empty(), "{bob:?}");
     // Bob cannot rate it; Alice's bad rating hides it from Alice too.
     let err = c
@@ -204,7 +218,11 @@ async fn alices_experience_never_reaches_bob() {
     })
     .await
     .unwrap();
-    let alice = c.search_knowledge(search("alice")).await.unwrap().into_inner();
+    let alice = c
+        .search_knowledge(search("alice"))
+        .await
+        .unwrap()
+        .into_inner();
     assert!(alice.hits.is_empty());
     let err = c
         .add_experience(AddExperienceRequest {

@@ -224,15 +224,35 @@ servers:
     #[test]
     fn bad_servers_are_refused_with_their_name() {
         let cases = [
-            (r#"{"servers":[{"name":"a b","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}}]}"#, "name"),
-            (r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":""},"bind":{"type":"agent","description":"d"}}]}"#, "command"),
-            (r#"{"servers":[{"name":"a","transport":{"type":"http","url":"ftp://x"},"bind":{"type":"agent","description":"d"}}]}"#, "url"),
-            (r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"applications","applications":[]}}]}"#, "applications"),
-            (r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":" "}}]}"#, "description"),
-            (r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}},{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}}]}"#, "twice"),
+            (
+                r#"{"servers":[{"name":"a b","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}}]}"#,
+                "name",
+            ),
+            (
+                r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":""},"bind":{"type":"agent","description":"d"}}]}"#,
+                "command",
+            ),
+            (
+                r#"{"servers":[{"name":"a","transport":{"type":"http","url":"ftp://x"},"bind":{"type":"agent","description":"d"}}]}"#,
+                "url",
+            ),
+            (
+                r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"applications","applications":[]}}]}"#,
+                "applications",
+            ),
+            (
+                r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":" "}}]}"#,
+                "description",
+            ),
+            (
+                r#"{"servers":[{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}},{"name":"a","transport":{"type":"stdio","command":"x"},"bind":{"type":"agent","description":"d"}}]}"#,
+                "twice",
+            ),
         ];
         for (text, word) in cases {
-            let e = McpServersFile::parse(text, false).expect_err(text).to_string();
+            let e = McpServersFile::parse(text, false)
+                .expect_err(text)
+                .to_string();
             assert!(e.contains(word), "{e} should mention {word}");
         }
         let e = McpServersFile::parse(r#"{"servers":[{"name":"a"}]}"#, false)

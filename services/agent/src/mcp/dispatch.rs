@@ -43,10 +43,9 @@ impl McpDispatcher {
             return CommandResult::failure(format!("no MCP server is called {server}"));
         };
         let mut r = match s.call(tool, command.parameters.clone()).await {
-            Ok(out) if out.is_error => CommandResult::failure(format!(
-                "the tool reported an error: {}",
-                out.text
-            )),
+            Ok(out) if out.is_error => {
+                CommandResult::failure(format!("the tool reported an error: {}", out.text))
+            }
             Ok(out) => {
                 let mut v = json!({"text": out.text});
                 if let (Some(st), Value::Object(m)) = (out.structured, &mut v) {
@@ -64,7 +63,10 @@ impl McpDispatcher {
 #[async_trait]
 impl CommandDispatcher for McpDispatcher {
     async fn execute(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, DispatchError> {
-        if !commands.iter().any(|c| split_action(&c.tool_name).is_some()) {
+        if !commands
+            .iter()
+            .any(|c| split_action(&c.tool_name).is_some())
+        {
             return self.inner.execute(commands).await;
         }
         let mut results = Vec::with_capacity(commands.len());

@@ -67,9 +67,7 @@ impl McpHub {
         self.servers
             .iter()
             .filter_map(|s| match &s.config().bind {
-                Binding::Agent { description } => {
-                    Some((s.name().to_owned(), description.clone()))
-                }
+                Binding::Agent { description } => Some((s.name().to_owned(), description.clone())),
                 Binding::Applications { .. } => None,
             })
             .collect()
@@ -128,7 +126,11 @@ mod tests {
         .expect("valid");
         let hub = McpHub::new(file, McpLimits::default());
         assert_eq!(hub.for_application("soffice.bin", "").len(), 1);
-        assert_eq!(hub.for_application("", "Untitled 1 - LibreOffice Calc").len(), 1);
+        assert_eq!(
+            hub.for_application("", "Untitled 1 - LibreOffice Calc")
+                .len(),
+            1
+        );
         assert!(hub.for_application("gedit", "notes.txt").is_empty());
         assert_eq!(hub.agents(), vec![("files".to_owned(), "Files".to_owned())]);
     }

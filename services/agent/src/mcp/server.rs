@@ -278,10 +278,10 @@ impl McpServer {
                     return Err("the child's stdio is not piped".into());
                 };
                 let guard = ChildGuard::new(child);
-                let service = ()
-                    .serve((stdout, stdin))
-                    .await
-                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                let service =
+                    ().serve((stdout, stdin))
+                        .await
+                        .map_err(|e| format!("initialisation failed: {e}"))?;
                 (service, Some(guard))
             }
             Transport::Http { url, token_file } => {
@@ -298,10 +298,10 @@ impl McpServer {
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                let service = ()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                let service =
+                    ().serve(transport)
+                        .await
+                        .map_err(|e| format!("initialisation failed: {e}"))?;
                 (service, None)
             }
         };

@@ -68,7 +68,12 @@ impl Round {
         let row = self.row();
         let was = self.active.clone();
         let name = agent_name(server);
-        let found = self.services.mcp.as_ref().and_then(|h| h.server(server)).cloned();
+        let found = self
+            .services
+            .mcp
+            .as_ref()
+            .and_then(|h| h.server(server))
+            .cloned();
         let description = found
             .as_ref()
             .and_then(|s| match &s.config().bind {
@@ -117,7 +122,11 @@ impl Round {
             self.request,
             self.subtask,
             self.host_message,
-            if subtasks.is_empty() { "none" } else { &subtasks },
+            if subtasks.is_empty() {
+                "none"
+            } else {
+                &subtasks
+            },
             if self.blackboard.is_empty() {
                 String::new()
             } else {
@@ -141,18 +150,23 @@ impl Round {
         };
         let asked = match tools {
             Err(e) => Err(e),
-            Ok(_) => ask_json(self.services.app_model.as_ref(), &request, s.max_reasks, |m| {
-                let r = AppResponse::parse(&m)?;
-                for a in &r.actions {
-                    if !offered.contains(&a.function) {
-                        return Err(ReplyProblem::UnknownFunction {
-                            function: a.function.clone(),
-                            offered: offered.join(", "),
-                        });
+            Ok(_) => ask_json(
+                self.services.app_model.as_ref(),
+                &request,
+                s.max_reasks,
+                |m| {
+                    let r = AppResponse::parse(&m)?;
+                    for a in &r.actions {
+                        if !offered.contains(&a.function) {
+                            return Err(ReplyProblem::UnknownFunction {
+                                function: a.function.clone(),
+                                offered: offered.join(", "),
+                            });
+                        }
                     }
-                }
-                Ok(r)
-            })
+                    Ok(r)
+                },
+            )
             .await
             .map_err(|e| e.to_string()),
         };
@@ -236,7 +250,10 @@ impl Round {
             .set("result", response.result.clone())
             .set(
                 "action",
-                actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
+                actions
+                    .iter()
+                    .map(ActionRecord::to_json)
+                    .collect::<Vec<_>>(),
             )
             .set("action_representation", representation.join("; "));
         if let Some(e) = &error {

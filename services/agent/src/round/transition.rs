@@ -28,9 +28,10 @@ impl Round {
                 self.host_message = response.message.clone();
                 match selected {
                     Some(t) if t.kind == TargetKind::ThirdPartyAgent && !acted_failed => {
-                        let served = self.services.mcp.as_ref().is_some_and(|h| {
-                            h.agents().iter().any(|(name, _)| *name == t.name)
-                        });
+                        let served =
+                            self.services.mcp.as_ref().is_some_and(|h| {
+                                h.agents().iter().any(|(name, _)| *name == t.name)
+                            });
                         if served {
                             // The MCP server's agent does the subtask (round::third_step).
                             self.active = Active::Agent(t.name.clone());

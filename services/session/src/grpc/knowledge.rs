@@ -43,10 +43,7 @@ impl KnowledgeService {
         if value.len() > self.limits.knowledge_max_name_bytes as usize {
             return Err(invalid(
                 field,
-                &format!(
-                    "longer than {} bytes",
-                    self.limits.knowledge_max_name_bytes
-                ),
+                &format!("longer than {} bytes", self.limits.knowledge_max_name_bytes),
             ));
         }
         Ok(())
@@ -85,7 +82,10 @@ impl KnowledgeStore for KnowledgeService {
         self.name("application", &r.application)?;
         self.name("source", &r.source)?;
         if r.source.trim().is_empty() {
-            return Err(invalid("source", "required (the file name cited with each hit)"));
+            return Err(invalid(
+                "source",
+                "required (the file name cited with each hit)",
+            ));
         }
         if r.content.len() > self.limits.knowledge_max_document_bytes as usize {
             return Err(invalid(

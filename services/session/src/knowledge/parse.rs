@@ -99,7 +99,13 @@ pub fn sections(
         if body.is_empty() && code.is_empty() {
             continue;
         }
-        split_long(section.title.trim(), &body, &code, max_chars.max(64), &mut out);
+        split_long(
+            section.title.trim(),
+            &body,
+            &code,
+            max_chars.max(64),
+            &mut out,
+        );
         if out.len() > max_sections {
             return Err(ParseError::TooManySections(out.len(), max_sections));
         }
@@ -112,7 +118,9 @@ pub fn sections(
 
 fn file_stem(source: &str) -> String {
     let name = source.rsplit(['/', '\\']).next().unwrap_or(source);
-    name.rsplit_once('.').map_or(name, |(stem, _)| stem).to_owned()
+    name.rsplit_once('.')
+        .map_or(name, |(stem, _)| stem)
+        .to_owned()
 }
 
 /// Collapses runs of spaces and blank lines; trims.
@@ -234,7 +242,11 @@ fn markdown(text: &str, stem: &str) -> Vec<Section> {
             && trimmed[level..].starts_with([' ', '\t'])
             && line.len() - trimmed.len() < 4;
         if is_heading {
-            let heading = trimmed[level..].trim().trim_end_matches('#').trim().to_owned();
+            let heading = trimmed[level..]
+                .trim()
+                .trim_end_matches('#')
+                .trim()
+                .to_owned();
             out.push(std::mem::replace(
                 &mut current,
                 Section {
@@ -356,7 +368,9 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             continue;
         }
         let close = rest.find('>').map_or(rest.len(), |e| e + 1);
-        let tag = rest[1..close.saturating_sub(1).max(1)].trim().to_ascii_lowercase();
+        let tag = rest[1..close.saturating_sub(1).max(1)]
+            .trim()
+            .to_ascii_lowercase();
         rest = &rest[close..];
         let name: String = tag
             .trim_start_matches('/')
@@ -383,7 +397,10 @@ fn html(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
             ("h1" | "h2" | "h3" | "h4" | "h5" | "h6", false) => heading = Some(String::new()),
             ("h1" | "h2" | "h3" | "h4" | "h5" | "h6", true) => {
                 if let Some(h) = heading.take() {
-                    let title = entities(&h).split_whitespace().collect::<Vec<_>>().join(" ");
+                    let title = entities(&h)
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     out.push(std::mem::replace(
                         &mut current,
                         Section {
@@ -542,8 +559,16 @@ fn mallard(text: &str, stem: &str) -> Result<Vec<Section>, ParseError> {
 fn block_break(name: &[u8], stack: &[usize], out: &mut [Section], info: usize) {
     if matches!(
         name,
-        b"p" | b"item" | b"title" | b"desc" | b"td" | b"tr" | b"note"
-            | b"list" | b"terms" | b"steps" | b"table"
+        b"p" | b"item"
+            | b"title"
+            | b"desc"
+            | b"td"
+            | b"tr"
+            | b"note"
+            | b"list"
+            | b"terms"
+            | b"steps"
+            | b"table"
     ) && let Some(&top) = stack.last()
         && (info == 0 || name == b"desc")
     {
@@ -559,7 +584,14 @@ mod tests {
     #[test]
     fn markdown_sections_follow_headings_outside_code() {
         let doc = "Intro text\n# Install\nrun it\n```sh\n# not a heading\n```\n## Linux\napt\n";
-        let s = sections(DocumentFormat::Markdown, "guide.md", doc.as_bytes(), 1000, 10).unwrap();
+        let s = sections(
+            DocumentFormat::Markdown,
+            "guide.md",
+            doc.as_bytes(),
+            1000,
+            10,
+        )
+        .unwrap();
         let titles: Vec<_> = s.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(titles, ["guide", "Install", "Install — Linux"]);
         assert_eq!(s[1].code, "# not a heading");

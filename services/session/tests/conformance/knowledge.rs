@@ -68,8 +68,20 @@ pub async fn knowledge_documents_replace_and_search(store: Arc<dyn Store>) {
             "gedit".into(),
             "gedit.md".into(),
             vec![
-                doc("gedit", "gedit.md", 0, "Save a file", "Press Ctrl+S to save the document."),
-                doc("gedit", "gedit.md", 1, "Print", "Choose Print from the menu."),
+                doc(
+                    "gedit",
+                    "gedit.md",
+                    0,
+                    "Save a file",
+                    "Press Ctrl+S to save the document.",
+                ),
+                doc(
+                    "gedit",
+                    "gedit.md",
+                    1,
+                    "Print",
+                    "Choose Print from the menu.",
+                ),
             ],
         )
         .await
@@ -80,7 +92,13 @@ pub async fn knowledge_documents_replace_and_search(store: Arc<dyn Store>) {
         .replace_document(
             String::new(),
             "general.txt".into(),
-            vec![doc("", "general.txt", 0, "Saving", "Every editor saves with a shortcut.")],
+            vec![doc(
+                "",
+                "general.txt",
+                0,
+                "Saving",
+                "Every editor saves with a shortcut.",
+            )],
         )
         .await
         .unwrap();
@@ -88,7 +106,13 @@ pub async fn knowledge_documents_replace_and_search(store: Arc<dyn Store>) {
         .replace_document(
             "calc".into(),
             "calc.md".into(),
-            vec![doc("calc", "calc.md", 0, "Save a sheet", "Save the spreadsheet.")],
+            vec![doc(
+                "calc",
+                "calc.md",
+                0,
+                "Save a sheet",
+                "Save the spreadsheet.",
+            )],
         )
         .await
         .unwrap();
@@ -118,7 +142,13 @@ pub async fn knowledge_documents_replace_and_search(store: Arc<dyn Store>) {
         .replace_document(
             "gedit".into(),
             "gedit.md".into(),
-            vec![doc("gedit", "gedit.md", 0, "Undo", "Press Ctrl+Z to undo typing.")],
+            vec![doc(
+                "gedit",
+                "gedit.md",
+                0,
+                "Undo",
+                "Press Ctrl+Z to undo typing.",
+            )],
         )
         .await
         .unwrap();
@@ -326,7 +356,10 @@ pub async fn knowledge_retrieval_on_the_zenity_help(store: Arc<dyn Store>, min_r
             .await
             .unwrap();
         if !sources(&hits).contains(page) {
-            misses.push(format!("{question:?} wanted {page}, got {:?}", sources(&hits)));
+            misses.push(format!(
+                "{question:?} wanted {page}, got {:?}",
+                sources(&hits)
+            ));
         }
     }
     let rate = 1.0 - misses.len() as f64 / questions.len() as f64;

@@ -106,7 +106,10 @@ impl SqlStore {
     }
 
     #[instrument(name = "store.put_experience", skip_all, fields(kind = ?item.kind))]
-    pub(super) async fn put_experience_impl(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {
+    pub(super) async fn put_experience_impl(
+        &self,
+        item: NewKnowledge,
+    ) -> StoreResult<KnowledgeItem> {
         let mut tx = self.begin().await?;
         let outcome: StoreResult<_> = async {
             if let Some(task) = item.task_id {
@@ -141,7 +144,9 @@ impl SqlStore {
             .await?;
         match row {
             Some(row) => rows::knowledge_item(&row),
-            None => Err(StoreError::NotFound(format!("experience of task {task_id}"))),
+            None => Err(StoreError::NotFound(format!(
+                "experience of task {task_id}"
+            ))),
         }
     }
 

@@ -6,8 +6,8 @@ use serde_json::Value as Json;
 use sqlx::types::Json as SqlJson;
 use ufo_proto::v1::{
     AgentKind, ArtifactKind, ArtifactRef, BlackboardEntry, BlackboardKind, Event, EventKind,
-    ExperienceRating, KnowledgeItem, KnowledgeKind, Round, RoundStatus, Session, SessionStatus, Step,
-    Totals,
+    ExperienceRating, KnowledgeItem, KnowledgeKind, Round, RoundStatus, Session, SessionStatus,
+    Step, Totals,
 };
 
 use super::{api_u32, api_u64};

@@ -7,7 +7,8 @@
 //! - AppAgent: CONTINUE and SCREENSHOT go on (SCREENSHOT ran its actions and observes again); FINISH
 //!   returns to the HostAgent unless an action of the batch failed; PENDING asks; FAIL and ERROR (an
 //!   unusable reply, a failed observation) return to the HostAgent to re-plan with the reason archived in
-//!   its prompt's previous subtasks, both bounded by `--max-replans`; an unknown status ends the round.
+//!   its prompt's previous subtasks, both bounded by `--max-replans` (a replay, which has no model to
+//!   re-plan with, ends the round on an error instead); an unknown status ends the round.
 
 use super::{Active, Round, RoundEnd};
 use crate::agents::target::TargetKind;
@@ -129,8 +130,17 @@ impl Round {
     /// An AppAgent step that ended in an error (seed 002: the HostAgent detects failures and re-plans): the
     /// subtask is archived as ERROR with the error text, which the HostAgent's next prompt shows, and
     /// control returns to it, bounded by the same re-plan limit as FAIL.
+    ///
+    /// A replay is the exception: it follows its recording without a model, so there is nobody to re-plan;
+    /// its error (a missing target under `on_mismatch: fail`, a replayed action that failed) ends the round,
+    /// naming the step and the selector.
     pub(super) fn app_error(&mut self, agent_name: &str, error: &str) -> AgentState {
-        self.archive(Outcome::Error, &format!("{agent_name} error: {error}"));
+        let why = format!("{agent_name} error: {error}");
+        if self.services.replay.is_some() {
+            self.end = Some(RoundEnd::Failed(why));
+            return AgentState::Error;
+        }
+        self.archive(Outcome::Error, &why);
         self.replan("ended in an error");
         AgentState::Error
     }

@@ -1,6 +1,8 @@
 //! The agents: the HostAgent (seeds 000, 002) and AppAgents (seed 001) as processors made of strategies
 //! on the [`crate::processor`] framework, and what they share.
 //!
+//! - [`common`]: what the HostAgent and the AppAgents do alike (processor frame, catalog, blackboard
+//!   prompt part, model-call outputs, memory-update core), written once.
 //! - [`keys`]: typed context keys (global inputs and the strategies' outputs).
 //! - [`settings`]: limits and switches (from the service configuration).
 //! - [`services`]: models, label font and settings shared by every agent of a task.
@@ -11,6 +13,7 @@
 
 pub mod action;
 pub mod app;
+pub mod common;
 pub mod host;
 pub mod keys;
 pub mod policy;

@@ -4,14 +4,15 @@
 //! compares (the screen seen and the actions run); its history keys become the blackboard trajectory.
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::AppAgent;
 use super::progress::{ACTION_KEY, SCREEN_KEY};
 use crate::agents::action::ActionRecord;
+use crate::agents::common::{memory_dependencies, memory_item, remembered};
 use crate::agents::keys::*;
 use crate::dispatch::{ResultStatus, ToolType};
-use crate::memory::{BlackboardImage, MemoryItem};
+use crate::memory::BlackboardImage;
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
@@ -29,20 +30,16 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
         false
     }
     fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            pkeys::SESSION_STEP.required("numbers the memory item"),
-            pkeys::ROUND.optional("the round the item belongs to"),
-            pkeys::ROUND_STEP.optional("the step's number within its round"),
+        memory_dependencies(
             APP_RESPONSE.required("the step's decision"),
-            ACTIONS.optional("what was executed"),
-            SUBTASK.optional("the subtask"),
-            LLM_TOTALS.optional("the step's cost"),
-            CLEAN_SCREENSHOT.optional("saved when asked"),
-            pkeys::REQUEST.optional("the user's request"),
-            TOOL_CATALOG.optional("each action's tool type"),
-            SCREEN_HASH.optional("the screen the step saw"),
-            SETTLE.optional("the wait for a settled screen"),
-        ]
+            [
+                SUBTASK.optional("the subtask"),
+                CLEAN_SCREENSHOT.optional("saved when asked"),
+                pkeys::REQUEST.optional("the user's request"),
+                TOOL_CATALOG.optional("each action's tool type"),
+                SCREEN_HASH.optional("the screen the step saw"),
+            ],
+        )
     }
     fn provides(&self) -> Vec<Provided> {
         vec![
@@ -58,40 +55,19 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(APP_RESPONSE)?;
         let step = *ctx.require(pkeys::SESSION_STEP)?;
-        let mut item = MemoryItem::new();
-        if let Ok(Value::Object(m)) = serde_json::to_value(response) {
-            item.extend(&m);
-        }
-        item.set("session_step", step)
-            .set("step", step)
-            .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
-            .set(
-                "round_step",
-                ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
-            )
-            .set("agent_step", agent.memory.len() as u64 + 1)
-            .set("agent_name", agent.name.clone())
-            .set("application", agent.app_root.clone())
+        let settings = &agent.services.settings;
+        let (mut item, actions) = memory_item(ctx, response, &agent.memory, &agent.name, settings)?;
+        item.set("application", agent.app_root.clone())
             .set("app_root", agent.app_root.clone())
             .set(
                 "request",
                 ctx.get(pkeys::REQUEST)?.cloned().unwrap_or_default(),
             )
             .set("subtask", ctx.get(SUBTASK)?.cloned().unwrap_or_default());
-        if let Some(settle) = ctx.get(SETTLE)? {
-            item.set("settle", crate::agents::action::settle_json(*settle));
-        }
         if let Some(screen) = ctx.get(SCREEN_HASH)? {
             item.set(SCREEN_KEY, screen.clone());
         }
-        if let Some(actions) = ctx.get(ACTIONS)? {
-            item.set(
-                "action",
-                actions
-                    .iter()
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            );
+        if let Some(actions) = actions {
             item.set(
                 "action_success",
                 actions
@@ -121,15 +97,7 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
                     )
                     .collect::<Vec<_>>(),
             );
-            let chars = agent.services.settings.action_error_chars;
-            item.set(
-                "action_representation",
-                actions
-                    .iter()
-                    .map(|a| a.representation_with(chars))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
+            let chars = settings.action_error_chars;
             // The seed's `results`: each action's outcome, bounded error and result.
             item.set(
                 "results",
@@ -156,13 +124,7 @@ impl Strategy<AppAgent> for AppMemoryUpdate {
                 );
             }
         }
-        if let Some(t) = ctx.get(LLM_TOTALS)? {
-            item.set("cost", t.cost);
-        }
-        let trajectory = item.select(&agent.services.settings.history_keys);
-        let mut out = Outputs::new()
-            .with(MEMORY_ITEM, item)
-            .with(TRAJECTORY, trajectory);
+        let mut out = remembered(item, settings);
         if response.save_screenshot.save
             && let Some(shot) = ctx.get(CLEAN_SCREENSHOT)?
         {

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use crate::agents::target::TargetInfo;
 use crate::memory::Memory;
 use crate::processor::{
-    BuildError, ComposedStrategy, LoggingMiddleware, MiddlewareChain, ProcessingContext,
-    ProcessingPhase, ProcessingResult, ProcessorTemplate, Provided, Strategy, StrategyRegistry,
-    Values, keys as pkeys,
+    BuildError, ComposedStrategy, MiddlewareChain, ProcessingContext, ProcessingResult,
+    ProcessorTemplate, Provided, Strategy, StrategyRegistry, Values,
 };
 use crate::vision::Screenshot;
 
+use super::common::{Phases, agent_inputs, agent_middleware};
 use super::keys;
 use super::services::AgentServices;
 
@@ -85,41 +85,21 @@ impl ProcessorTemplate for AppProcessor {
             Arc::new(strategies::AppScreenshotCapture),
             Arc::new(strategies::AppControlInfo),
         ];
-        s.register(
-            ProcessingPhase::DataCollection,
-            ComposedStrategy::new("app_data_collection", true, members)?,
-        )?;
-        s.register(
-            ProcessingPhase::LlmInteraction,
-            strategies::AppLlmInteraction,
-        )?;
-        s.register(
-            ProcessingPhase::ActionExecution,
-            strategies::AppActionExecution,
-        )?;
-        s.register(
-            ProcessingPhase::MemoryUpdate,
-            memory_update::AppMemoryUpdate,
-        )?;
-        Ok(())
+        Phases {
+            data: ComposedStrategy::new("app_data_collection", true, members)?,
+            llm: strategies::AppLlmInteraction,
+            act: strategies::AppActionExecution,
+            memory: memory_update::AppMemoryUpdate,
+        }
+        .register(s)
     }
 
     fn setup_middleware(&self, chain: &mut MiddlewareChain) {
-        chain.push(Arc::new(LoggingMiddleware));
+        agent_middleware(chain);
     }
 
     fn global_inputs(&self) -> Vec<Provided> {
-        vec![
-            pkeys::REQUEST.provided(),
-            pkeys::SESSION_STEP.provided(),
-            pkeys::ROUND.provided(),
-            pkeys::ROUND_STEP.provided(),
-            keys::DISPATCHER.provided(),
-            keys::BLACKBOARD.provided(),
-            keys::PREVIOUS_SUBTASKS.provided(),
-            keys::SUBTASK.provided(),
-            keys::HOST_MESSAGE.provided(),
-        ]
+        agent_inputs(&[keys::SUBTASK.provided(), keys::HOST_MESSAGE.provided()])
     }
 
     fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {

@@ -5,8 +5,9 @@
 
 use serde_json::Value;
 
+use crate::agents::common::{captioned, prompt_messages};
 use crate::agents::target::TargetInfo;
-use crate::llm::{ContentPart, ImageData, Message, Role};
+use crate::llm::{ImageData, Message};
 
 /// The AppAgent's system prompt around its function list (the executor's tools, see
 /// [`crate::agents::tools`]).
@@ -113,14 +114,8 @@ pub fn with_repeat_counts(actions: &[String]) -> Vec<String> {
 /// Builds the messages.
 pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
     let mut parts = Vec::new();
-    for (caption, img) in input.images {
-        parts.push(ContentPart::Text(format!("{caption}:")));
-        parts.push(ContentPart::Image(img.clone()));
-    }
-    for (caption, img) in input.blackboard_images {
-        parts.push(ContentPart::Text(format!("{caption}:")));
-        parts.push(ContentPart::Image(img.clone()));
-    }
+    captioned(&mut parts, input.images);
+    captioned(&mut parts, input.blackboard_images);
     let none = |v: String| if v.is_empty() { "none".to_owned() } else { v };
     let mut text = format!(
         "[Request]\n{}\n\n[Application]\n{}\n\n[Current subtask]\n{}\n\n[Message from the HostAgent]\n{}\n\n\
@@ -147,18 +142,7 @@ pub fn messages(input: AppPromptInput<'_>) -> Vec<Message> {
     if !input.knowledge.is_empty() {
         text.push_str(&format!("\n[Retrieved knowledge]\n{}\n", input.knowledge));
     }
-    if !input.blackboard.is_empty() {
-        text.push('\n');
-        text.push_str(input.blackboard);
-    }
-    parts.push(ContentPart::Text(text));
-    vec![
-        Message::text(Role::System, system(input.functions)),
-        Message {
-            role: Role::User,
-            parts,
-        },
-    ]
+    prompt_messages(system(input.functions), parts, text, input.blackboard)
 }
 
 #[cfg(test)]

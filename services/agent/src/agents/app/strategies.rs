@@ -10,10 +10,11 @@ pub use super::memory_update::AppMemoryUpdate;
 use super::progress::{Progress, judge, screen_hash};
 use crate::agents::action::{Precheck, run_actions};
 use crate::agents::app::prompt::{AppPromptInput, messages, with_repeat_counts};
+use crate::agents::common::{answered, blackboard_prompt, failed, offered_names, tool_catalog};
 use crate::agents::keys::*;
 use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
-use crate::agents::tools::{Audience, function_list, offered};
+use crate::agents::tools::{Audience, function_list};
 use crate::dispatch::Command;
 use crate::llm::{ChatRequest, ImageData, ask_json};
 use crate::processor::{
@@ -24,8 +25,8 @@ use crate::replay::phase::{self as replay, Phase};
 use crate::vision::annotate::Mark;
 use crate::vision::image_ops::{crop_rect, fitted_size};
 use crate::vision::{
-    PromptImageSpec, Screenshot, blackboard_images, crop_control, crop_pixels, derived,
-    downscale_png, merge_controls, prompt_images,
+    PromptImageSpec, Screenshot, crop_control, crop_pixels, derived, downscale_png, merge_controls,
+    prompt_images,
 };
 
 /// The set-of-marks of `controls` in `clean`'s pixel coordinates (controls without a rectangle have none).
@@ -40,10 +41,6 @@ fn marks<'a>(controls: &'a [TargetInfo], clean: &Screenshot) -> Vec<Mark<'a>> {
             })
         })
         .collect()
-}
-
-fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
-    StrategyError::with_source(what.to_owned(), e)
 }
 
 /// Captures the application window (and optionally the desktop and UI tree) and reads its info.
@@ -77,11 +74,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             Command::observe("get_app_window_info", json!({})),
         ];
         let dispatcher = ctx.require(DISPATCHER)?.clone();
-        // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
-        let catalog = dispatcher
-            .catalog()
-            .await
-            .map_err(|e| failed("cannot read the executor's tools", e))?;
+        let catalog = tool_catalog(dispatcher.as_ref()).await?;
         // The application's own API (MCP servers bound to it) beside the GUI tools.
         let catalog = match &agent.services.mcp {
             Some(hub) => crate::agents::tools::with_api_tools(catalog, hub, &agent.window).await,
@@ -341,16 +334,9 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         if let Some(a) = prompt.annotated {
             images.push(("Annotated screenshot", a.to_image_data()));
         }
-        let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
-        let blackboard = board.map(|b| b.to_prompt()).unwrap_or_default();
-        let board_images = board
-            .map(|b| blackboard_images(b, s.blackboard_images, s.blackboard_image_max))
-            .unwrap_or_default();
+        let (blackboard, board_images) = blackboard_prompt(ctx, s)?;
         let catalog = ctx.require(TOOL_CATALOG)?;
-        let offered: Vec<String> = offered(catalog, Audience::App)
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
+        let offered = offered_names(catalog, Audience::App);
         let subtask = ctx.require(SUBTASK)?;
         let knowledge = match &agent.services.knowledge {
             Some(k) => k
@@ -413,14 +399,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         )
         .await
         .map_err(|e| failed("app llm interaction failed", e))?;
-        let out = Outputs::new()
-            .with(APP_RESPONSE, asked.value)
-            .with(RESPONSE_TEXT, asked.text)
-            .with(LLM_TOTALS, asked.totals)
-            .with(SCREEN_HASH, screen);
-        Ok(fell_back
-            .into_iter()
-            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
+        Ok(answered(APP_RESPONSE, asked, fell_back).with(SCREEN_HASH, screen))
     }
 }
 

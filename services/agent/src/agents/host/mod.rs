@@ -8,11 +8,11 @@ pub mod strategies;
 
 use crate::memory::Memory;
 use crate::processor::{
-    BuildError, LoggingMiddleware, MiddlewareChain, ProcessingContext, ProcessingPhase,
-    ProcessingResult, ProcessorTemplate, Provided, StrategyRegistry, Values, keys as pkeys,
+    BuildError, MiddlewareChain, ProcessingContext, ProcessingResult, ProcessorTemplate, Provided,
+    StrategyRegistry, Values,
 };
 
-use super::keys;
+use super::common::{Phases, agent_inputs, agent_middleware};
 use super::services::AgentServices;
 
 /// The HostAgent's durable state (everything else is rebuilt each step).
@@ -76,36 +76,21 @@ impl ProcessorTemplate for HostProcessor {
     }
 
     fn setup_strategies(&self, s: &mut StrategyRegistry<HostAgent>) -> Result<(), BuildError> {
-        s.register(
-            ProcessingPhase::DataCollection,
-            strategies::DesktopDataCollection,
-        )?;
-        s.register(
-            ProcessingPhase::LlmInteraction,
-            strategies::HostLlmInteraction,
-        )?;
-        s.register(
-            ProcessingPhase::ActionExecution,
-            strategies::HostActionExecution,
-        )?;
-        s.register(ProcessingPhase::MemoryUpdate, strategies::HostMemoryUpdate)?;
-        Ok(())
+        Phases {
+            data: strategies::DesktopDataCollection,
+            llm: strategies::HostLlmInteraction,
+            act: strategies::HostActionExecution,
+            memory: strategies::HostMemoryUpdate,
+        }
+        .register(s)
     }
 
     fn setup_middleware(&self, chain: &mut MiddlewareChain) {
-        chain.push(std::sync::Arc::new(LoggingMiddleware));
+        agent_middleware(chain);
     }
 
     fn global_inputs(&self) -> Vec<Provided> {
-        vec![
-            pkeys::REQUEST.provided(),
-            pkeys::SESSION_STEP.provided(),
-            pkeys::ROUND.provided(),
-            pkeys::ROUND_STEP.provided(),
-            keys::DISPATCHER.provided(),
-            keys::BLACKBOARD.provided(),
-            keys::PREVIOUS_SUBTASKS.provided(),
-        ]
+        agent_inputs(&[])
     }
 
     fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {

@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 
+use crate::agents::common::{captioned, prompt_messages};
 use crate::agents::target::TargetInfo;
-use crate::llm::{ContentPart, ImageData, Message, Role};
+use crate::llm::{ContentPart, ImageData, Message};
 
 /// The HostAgent's system prompt: its role, the statuses, the JSON response fields and its functions
 /// (the executor's desktop-level tools, see [`crate::agents::tools`]).
@@ -92,10 +93,7 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
         parts.push(ContentPart::Text("Current desktop screenshot:".into()));
         parts.push(ContentPart::Image(img.clone()));
     }
-    for (caption, img) in input.blackboard_images {
-        parts.push(ContentPart::Text(format!("{caption}:")));
-        parts.push(ContentPart::Image(img.clone()));
-    }
+    captioned(&mut parts, input.blackboard_images);
     let subtasks = if input.previous_subtasks.is_empty() {
         "none".to_owned()
     } else {
@@ -116,7 +114,7 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     } else {
         input.previous_actions.join("\n")
     };
-    let mut text = format!(
+    let text = format!(
         "[Request]\n{}\n\n[Available targets]\n{}\n\n[Launchable applications]\n{}\n\n\
          [Previous subtasks]\n{}\n\n[Previous plan]\n{}\n\n[Your previous actions]\n{}\n",
         input.request,
@@ -126,16 +124,5 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
         plan,
         actions
     );
-    if !input.blackboard.is_empty() {
-        text.push('\n');
-        text.push_str(input.blackboard);
-    }
-    parts.push(ContentPart::Text(text));
-    vec![
-        Message::text(Role::System, system(input.functions)),
-        Message {
-            role: Role::User,
-            parts,
-        },
-    ]
+    prompt_messages(system(input.functions), parts, text, input.blackboard)
 }

@@ -7,25 +7,24 @@ use serde_json::{Value, json};
 use super::HostAgent;
 use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
+use crate::agents::common::{
+    answered, blackboard_prompt, failed, memory_dependencies, memory_item, offered_names,
+    remembered, tool_catalog,
+};
 use crate::agents::host::prompt::{HostPromptInput, messages};
 use crate::agents::keys::*;
 use crate::agents::response::{HostResponse, ReplyProblem};
 use crate::agents::settings::AgentSettings;
 use crate::agents::target::{TargetInfo, TargetKind, TargetRegistry};
-use crate::agents::tools::{Audience, check_launch, function_list, launchable, offered};
+use crate::agents::tools::{Audience, check_launch, function_list, launchable};
 use crate::dispatch::{Command, CommandResult, execute_one};
 use crate::llm::{ChatRequest, ask_json};
-use crate::memory::MemoryItem;
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::replay::REPLAY_MARK;
 use crate::replay::phase::{self as replay, Phase};
-use crate::vision::{blackboard_images, downscale_png};
-
-fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
-    StrategyError::with_source(what.to_owned(), e)
-}
+use crate::vision::downscale_png;
 
 /// Captures all screens, lists the application windows and registers them with the configured
 /// third-party agents (fail_fast: the LLM cannot decide without them).
@@ -57,11 +56,7 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let dispatcher = ctx.require(DISPATCHER)?.clone();
-        // Cached by the dispatcher: one ListTools/GetCapabilities per executor, not per step.
-        let catalog = dispatcher
-            .catalog()
-            .await
-            .map_err(|e| failed("cannot read the executor's tools", e))?;
+        let catalog = tool_catalog(dispatcher.as_ref()).await?;
         let results = dispatcher
             .execute(vec![
                 Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
@@ -188,20 +183,11 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         let desktop = downscale_png(ctx.require(DESKTOP_SCREENSHOT)?, w, h)
             .map_err(|e| failed("cannot prepare the desktop screenshot", e))?
             .to_image_data();
-        let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
-        let blackboard = board.map(|b| b.to_prompt()).unwrap_or_default();
-        let board_images = board
-            .map(|b| {
-                blackboard_images(b, settings.blackboard_images, settings.blackboard_image_max)
-            })
-            .unwrap_or_default();
+        let (blackboard, board_images) = blackboard_prompt(ctx, settings)?;
         let previous: &[Value] = ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice);
         let plan = agent.previous_plan();
         let catalog = ctx.require(TOOL_CATALOG)?;
-        let offered: Vec<String> = offered(catalog, Audience::Host)
-            .iter()
-            .map(|t| t.name.clone())
-            .collect();
+        let offered = offered_names(catalog, Audience::Host);
         let previous_actions = agent.previous_actions(settings.host_previous_actions);
         let request = ChatRequest {
             messages: messages(HostPromptInput {
@@ -248,13 +234,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         )
         .await
         .map_err(|e| failed("host llm interaction failed", e))?;
-        let out = Outputs::new()
-            .with(HOST_RESPONSE, asked.value)
-            .with(RESPONSE_TEXT, asked.text)
-            .with(LLM_TOTALS, asked.totals);
-        Ok(fell_back
-            .into_iter()
-            .fold(out, |o, m| o.with(REPLAY_MARK, m)))
+        Ok(answered(HOST_RESPONSE, asked, fell_back))
     }
 }
 
@@ -412,16 +392,10 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         false
     }
     fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            pkeys::SESSION_STEP.required("numbers the memory item"),
-            pkeys::ROUND.optional("the round the item belongs to"),
-            pkeys::ROUND_STEP.optional("the step's number within its round"),
+        memory_dependencies(
             HOST_RESPONSE.required("the step's decision"),
-            ACTIONS.optional("what was executed"),
-            SELECTED_TARGET.optional("the selected application"),
-            LLM_TOTALS.optional("the step's cost"),
-            SETTLE.optional("the wait for a settled screen"),
-        ]
+            [SELECTED_TARGET.optional("the selected application")],
+        )
     }
     fn provides(&self) -> Vec<Provided> {
         vec![MEMORY_ITEM.provided(), TRAJECTORY.provided()]
@@ -432,54 +406,16 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let response = ctx.require(HOST_RESPONSE)?;
-        let mut item = MemoryItem::new();
-        if let Ok(Value::Object(m)) = serde_json::to_value(response) {
-            item.extend(&m);
-        }
-        item.set("subtask", response.current_subtask.clone())
-            .set("session_step", *ctx.require(pkeys::SESSION_STEP)?)
-            .set("step", *ctx.require(pkeys::SESSION_STEP)?)
-            .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
-            .set(
-                "round_step",
-                ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
-            )
-            .set("agent_step", agent.memory.len() as u64 + 1)
-            .set("agent_name", agent.name.clone());
-        if let Some(actions) = ctx.get(ACTIONS)? {
-            item.set(
-                "action",
-                actions
-                    .iter()
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            );
-            let chars = agent.services.settings.action_error_chars;
-            item.set(
-                "action_representation",
-                actions
-                    .iter()
-                    .map(|a| a.representation_with(chars))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            );
-            if let Some(a) = actions.first() {
-                item.set("function_call", a.function.clone());
-                item.set("results", a.result.result.to_string());
-            }
+        let settings = &agent.services.settings;
+        let (mut item, actions) = memory_item(ctx, response, &agent.memory, &agent.name, settings)?;
+        item.set("subtask", response.current_subtask.clone());
+        if let Some(a) = actions.and_then(|a| a.first()) {
+            item.set("function_call", a.function.clone());
+            item.set("results", a.result.result.to_string());
         }
         if let Some(t) = ctx.get(SELECTED_TARGET)? {
             item.set("application", t.app_root());
         }
-        if let Some(settle) = ctx.get(SETTLE)? {
-            item.set("settle", crate::agents::action::settle_json(*settle));
-        }
-        if let Some(totals) = ctx.get(LLM_TOTALS)? {
-            item.set("cost", totals.cost);
-        }
-        let trajectory = item.select(&agent.services.settings.history_keys);
-        Ok(Outputs::new()
-            .with(MEMORY_ITEM, item)
-            .with(TRAJECTORY, trajectory))
+        Ok(remembered(item, settings))
     }
 }

@@ -1,0 +1,236 @@
+//! What the HostAgent and the AppAgents do alike, written once: the processor's frame (the four phases,
+//! the middleware, the global inputs), reading the executor's tools, the blackboard's part of a prompt,
+//! the outputs of an answered model call, the prompt's image captions and message pair, and the core of
+//! the memory update (the step numbers, the actions, the cost and the blackboard trajectory).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::action::ActionRecord;
+use super::keys::*;
+use super::settings::AgentSettings;
+use super::tools::{Audience, offered};
+use crate::dispatch::CommandDispatcher;
+use crate::dispatch::tools::ExecutorCatalog;
+use crate::llm::{Asked, ContentPart, ImageData, Message, Role};
+use crate::memory::{Memory, MemoryItem};
+use crate::processor::{
+    BuildError, Dependency, Key, LoggingMiddleware, MiddlewareChain, Outputs, ProcessingContext,
+    ProcessingPhase, Provided, Strategy, StrategyError, StrategyRegistry, keys as pkeys,
+};
+use crate::replay::REPLAY_MARK;
+
+/// A strategy error with `what` failed as its message and `e` as its source.
+pub fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
+    StrategyError::with_source(what.to_owned(), e)
+}
+
+/// An agent's four strategies (seed 003), one per phase.
+pub struct Phases<D, L, X, M> {
+    /// DATA_COLLECTION.
+    pub data: D,
+    /// LLM_INTERACTION.
+    pub llm: L,
+    /// ACTION_EXECUTION.
+    pub act: X,
+    /// MEMORY_UPDATE.
+    pub memory: M,
+}
+
+impl<D, L, X, M> Phases<D, L, X, M> {
+    /// Registers each strategy for its phase.
+    pub fn register<A: ?Sized>(self, s: &mut StrategyRegistry<A>) -> Result<(), BuildError>
+    where
+        D: Strategy<A> + 'static,
+        L: Strategy<A> + 'static,
+        X: Strategy<A> + 'static,
+        M: Strategy<A> + 'static,
+    {
+        s.register(ProcessingPhase::DataCollection, self.data)?;
+        s.register(ProcessingPhase::LlmInteraction, self.llm)?;
+        s.register(ProcessingPhase::ActionExecution, self.act)?;
+        s.register(ProcessingPhase::MemoryUpdate, self.memory)?;
+        Ok(())
+    }
+}
+
+/// The middleware of every agent's processor: logging (spans per run and phase).
+pub fn agent_middleware(chain: &mut MiddlewareChain) {
+    chain.push(Arc::new(LoggingMiddleware));
+}
+
+/// The global inputs every agent's run is given, then `extra`.
+pub fn agent_inputs(extra: &[Provided]) -> Vec<Provided> {
+    let mut inputs = vec![
+        pkeys::REQUEST.provided(),
+        pkeys::SESSION_STEP.provided(),
+        pkeys::ROUND.provided(),
+        pkeys::ROUND_STEP.provided(),
+        DISPATCHER.provided(),
+        BLACKBOARD.provided(),
+        PREVIOUS_SUBTASKS.provided(),
+    ];
+    inputs.extend_from_slice(extra);
+    inputs
+}
+
+/// The executor's tools (cached by the dispatcher: one ListTools/GetCapabilities per executor, not per
+/// step).
+pub async fn tool_catalog(
+    dispatcher: &dyn CommandDispatcher,
+) -> Result<Arc<ExecutorCatalog>, StrategyError> {
+    dispatcher
+        .catalog()
+        .await
+        .map_err(|e| failed("cannot read the executor's tools", e))
+}
+
+/// The names of the functions `audience` may call.
+pub fn offered_names(catalog: &ExecutorCatalog, audience: Audience) -> Vec<String> {
+    offered(catalog, audience)
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The blackboard's part of a prompt: its text ("" when empty) and its newest images with captions.
+pub fn blackboard_prompt(
+    ctx: &ProcessingContext,
+    s: &AgentSettings,
+) -> Result<(String, Vec<(String, ImageData)>), StrategyError> {
+    let board = ctx.get(BLACKBOARD)?.filter(|b| !b.is_empty());
+    let text = board.map(|b| b.to_prompt()).unwrap_or_default();
+    let images = board
+        .map(|b| crate::vision::blackboard_images(b, s.blackboard_images, s.blackboard_image_max))
+        .unwrap_or_default();
+    Ok((text, images))
+}
+
+/// The outputs of an answered model call: the parsed reply under `key`, its text, its cost, and the
+/// replayed step's mark when the replay fell back to the model.
+pub fn answered<T: Send + Sync + 'static>(
+    key: Key<T>,
+    asked: Asked<T>,
+    fell_back: Option<Value>,
+) -> Outputs {
+    let out = Outputs::new()
+        .with(key, asked.value)
+        .with(RESPONSE_TEXT, asked.text)
+        .with(LLM_TOTALS, asked.totals);
+    fell_back
+        .into_iter()
+        .fold(out, |o, m| o.with(REPLAY_MARK, m))
+}
+
+/// Appends each image after its caption (`caption:` then the image).
+pub fn captioned<'a, C: AsRef<str> + 'a>(
+    parts: &mut Vec<ContentPart>,
+    images: impl IntoIterator<Item = &'a (C, ImageData)>,
+) {
+    for (caption, img) in images {
+        parts.push(ContentPart::Text(format!("{}:", caption.as_ref())));
+        parts.push(ContentPart::Image(img.clone()));
+    }
+}
+
+/// The two messages of an agent's prompt: the system prompt, then the images and `text` with the
+/// rendered blackboard (when there is one) after it.
+pub fn prompt_messages(
+    system: String,
+    mut parts: Vec<ContentPart>,
+    mut text: String,
+    blackboard: &str,
+) -> Vec<Message> {
+    if !blackboard.is_empty() {
+        text.push('\n');
+        text.push_str(blackboard);
+    }
+    parts.push(ContentPart::Text(text));
+    vec![
+        Message::text(Role::System, system),
+        Message {
+            role: Role::User,
+            parts,
+        },
+    ]
+}
+
+/// What both agents' memory updates read besides their response: the step numbers, the actions, the
+/// cost and the settle wait; `response` and `extra` are the agent's own.
+pub fn memory_dependencies(
+    response: Dependency,
+    extra: impl IntoIterator<Item = Dependency>,
+) -> Vec<Dependency> {
+    let mut deps = vec![
+        pkeys::SESSION_STEP.required("numbers the memory item"),
+        pkeys::ROUND.optional("the round the item belongs to"),
+        pkeys::ROUND_STEP.optional("the step's number within its round"),
+        response,
+        ACTIONS.optional("what was executed"),
+        LLM_TOTALS.optional("the step's cost"),
+        SETTLE.optional("the wait for a settled screen"),
+    ];
+    deps.extend(extra);
+    deps
+}
+
+/// The memory item's core (seeds 000/001 "MEMORY_UPDATE"): the response's fields, the step numbers, the
+/// agent's name and step, the settle wait, the actions (`action`, `action_representation`) and the cost.
+/// Returns the item and the step's actions for the agent's own fields.
+pub fn memory_item<'c>(
+    ctx: &'c ProcessingContext,
+    response: &impl Serialize,
+    memory: &Memory,
+    agent_name: &str,
+    s: &AgentSettings,
+) -> Result<(MemoryItem, Option<&'c Vec<ActionRecord>>), StrategyError> {
+    let step = *ctx.require(pkeys::SESSION_STEP)?;
+    let mut item = MemoryItem::new();
+    if let Ok(Value::Object(m)) = serde_json::to_value(response) {
+        item.extend(&m);
+    }
+    item.set("session_step", step)
+        .set("step", step)
+        .set("round_num", ctx.get(pkeys::ROUND)?.copied().unwrap_or(0))
+        .set(
+            "round_step",
+            ctx.get(pkeys::ROUND_STEP)?.copied().unwrap_or(0),
+        )
+        .set("agent_step", memory.len() as u64 + 1)
+        .set("agent_name", agent_name.to_owned());
+    if let Some(settle) = ctx.get(SETTLE)? {
+        item.set("settle", super::action::settle_json(*settle));
+    }
+    let actions = ctx.get(ACTIONS)?;
+    if let Some(actions) = actions {
+        item.set(
+            "action",
+            actions
+                .iter()
+                .map(ActionRecord::to_json)
+                .collect::<Vec<_>>(),
+        );
+        item.set(
+            "action_representation",
+            actions
+                .iter()
+                .map(|a| a.representation_with(s.action_error_chars))
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    if let Some(totals) = ctx.get(LLM_TOTALS)? {
+        item.set("cost", totals.cost);
+    }
+    Ok((item, actions))
+}
+
+/// The memory-update outputs: the item and its blackboard trajectory (the configured history keys).
+pub fn remembered(item: MemoryItem, s: &AgentSettings) -> Outputs {
+    let trajectory = item.select(&s.history_keys);
+    Outputs::new()
+        .with(MEMORY_ITEM, item)
+        .with(TRAJECTORY, trajectory)
+}

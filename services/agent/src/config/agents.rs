@@ -30,6 +30,18 @@ pub struct AgentArgs {
     /// Third-party agents offered to the HostAgent as targets.
     #[arg(long, env = "UFO_AGENT_THIRD_PARTY_AGENTS", value_delimiter = ',')]
     pub third_party_agents: Vec<String>,
+    /// Retrieve help documents from the session service's knowledge store into the AppAgent's prompt
+    /// (by subtask and application; issue 33). Off by default.
+    #[arg(long, env = "UFO_AGENT_KNOWLEDGE", default_value_t = false)]
+    pub knowledge: bool,
+    /// Most knowledge items put in one prompt.
+    #[arg(long, env = "UFO_AGENT_KNOWLEDGE_TOP_K", default_value_t = 3,
+        value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub knowledge_top_k: u32,
+    /// Characters of retrieved knowledge in one prompt (items are cut to fit, each keeps its citation).
+    #[arg(long, env = "UFO_AGENT_KNOWLEDGE_BUDGET_CHARS", default_value_t = 3_000,
+        value_parser = clap::value_parser!(u32).range(100..=200_000))]
+    pub knowledge_budget_chars: u32,
     /// IoU above which a grounding control duplicates an accessibility control and is dropped.
     #[arg(long, env = "UFO_AGENT_IOU_THRESHOLD", default_value_t = 0.1)]
     pub iou_threshold: f64,

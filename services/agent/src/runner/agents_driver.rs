@@ -102,6 +102,19 @@ impl AgentsDriver {
         let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
             crate::store::client::connect(&config.session)?,
         ));
+        // Help documents only: the factory does not know the task's owner, so no experience is retrieved
+        // here (issue 33's experiences need the owner passed down).
+        let knowledge: Option<Arc<dyn crate::agents::services::KnowledgeSource>> = if config.agents.knowledge {
+            Some(Arc::new(crate::store::knowledge::SessionKnowledge::connect(
+                &config.session,
+                crate::store::knowledge::KnowledgeBudget {
+                    top_k: config.agents.knowledge_top_k,
+                    chars: config.agents.knowledge_budget_chars as usize,
+                },
+            )?))
+        } else {
+            None
+        };
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
             AgentServices::for_task(
                 &llm,
@@ -113,6 +126,7 @@ impl AgentsDriver {
             .map(|s| AgentServices {
                 uploads: Some(uploads.clone()),
                 mcp: services_mcp.clone(),
+                knowledge: knowledge.clone(),
                 ..s
             })
             .map_err(|e| DriverError::new(format!("cannot set up the agents: {e}")))

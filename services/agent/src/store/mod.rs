@@ -5,5 +5,6 @@
 
 pub mod blobs;
 pub mod client;
+pub mod knowledge;
 pub mod retry;
 pub mod sanitise;

@@ -241,6 +241,54 @@ pub fn to_command(spec: &ActionSpec, target: Option<&TargetInfo>) -> Command {
     c
 }
 
+/// Typing into a grounding-only control (no executor id): click the centre of its box, then type
+/// (`set_edit_text` selects the current text first unless `clear_current_text` is false). `None` for
+/// anything else.
+pub fn grounded_typing(spec: &ActionSpec, target: &TargetInfo) -> Option<Vec<Command>> {
+    if target.source != ControlSource::Grounding {
+        return None;
+    }
+    let Some(Value::Array(point)) = target.extra.get("click_fraction") else {
+        return None;
+    };
+    let [x, y] = point.as_slice() else {
+        return None;
+    };
+    let keys = match spec.function.as_str() {
+        "set_edit_text" => {
+            let text = spec.arguments.get("text").and_then(Value::as_str)?;
+            let clear = spec
+                .arguments
+                .get("clear_current_text")
+                .and_then(Value::as_bool)
+                .unwrap_or(true);
+            let literal = escape_keys(text);
+            if clear { format!("^a{literal}") } else { literal }
+        }
+        "keyboard_input" => spec.arguments.get("keys").and_then(Value::as_str)?.to_owned(),
+        _ => return None,
+    };
+    let click = Command::act("click_on_coordinates", json!({"x": x, "y": y}));
+    let mut typing = Command::act("keyboard_input", json!({"keys": keys}));
+    typing.call_id = spec.function.clone();
+    Some(vec![click, typing])
+}
+
+/// `text` as literal keys in send_keys syntax (`+^%~(){}[]` braced).
+pub fn escape_keys(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "+^%~(){}[]".contains(c) {
+            out.push('{');
+            out.push(c);
+            out.push('}');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn label_of(spec: &ActionSpec) -> Option<String> {
     match spec.arguments.get("id")? {
         Value::String(s) => Some(s.clone()),
@@ -328,7 +376,19 @@ pub async fn run_actions(
             };
             match problem {
                 Some(p) => CommandResult::failure(p),
-                None => execute_one(dispatcher, to_command(spec, target.as_ref())).await?,
+                None => match target.as_ref().and_then(|t| grounded_typing(spec, t)) {
+                    Some(commands) => {
+                        let mut last = CommandResult::success(json!({}));
+                        for c in commands {
+                            last = execute_one(dispatcher, c).await?;
+                            if last.status == ResultStatus::Failure {
+                                break;
+                            }
+                        }
+                        last
+                    }
+                    None => execute_one(dispatcher, to_command(spec, target.as_ref())).await?,
+                },
             }
         };
         failed |= result.status == ResultStatus::Failure;

@@ -22,6 +22,10 @@ pub struct AgentSettings {
     pub third_party_agents: Vec<String>,
     /// IoU above which a grounding control duplicates an accessibility control.
     pub iou_threshold: f64,
+    /// When windows are grounded visually besides their accessible controls.
+    pub grounding_mode: crate::config::GroundingMode,
+    /// `auto` grounds a window with fewer named, enabled accessible controls than this.
+    pub grounding_min_named: usize,
     /// Prompt images are downscaled to fit this size.
     pub prompt_image_max: (u32, u32),
     /// Send the last selected control's screenshot.
@@ -105,6 +109,8 @@ impl Default for AgentSettings {
             .to_vec(),
             third_party_agents: vec![],
             iou_threshold: crate::vision::merge::DEFAULT_IOU_THRESHOLD,
+            grounding_mode: crate::config::GroundingMode::Auto,
+            grounding_min_named: 3,
             prompt_image_max: (1280, 1280),
             include_last_control: true,
             include_clean: true,

@@ -9,7 +9,22 @@ use super::services::AgentServices;
 use super::settings::AgentSettings;
 use crate::config::{AgentArgs, LlmArgs};
 use crate::llm::LlmError;
-use crate::vision::{Marker, Palette, VisionError};
+use crate::config::GroundingMode;
+use crate::vision::grounding::{OcrGrounding, OcrOptions, Preprocess, builtin_engine};
+use crate::vision::{Marker, Palette, Screenshot, VisionError};
+use super::services::GroundingSource;
+use super::target::TargetInfo;
+
+/// A grounding source whose engine could not start: every call fails with the cause.
+#[derive(Debug)]
+struct Unavailable(String);
+
+#[async_trait::async_trait]
+impl GroundingSource for Unavailable {
+    async fn detect(&self, _shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
+        Err(self.0.clone())
+    }
+}
 
 impl AgentArgs {
     /// Reads and checks the operator's consent policy (`--policy-file`); none: the default policy.
@@ -30,6 +45,8 @@ impl AgentArgs {
             history_keys: self.history_keys.clone(),
             third_party_agents: self.third_party_agents.clone(),
             iou_threshold: self.iou_threshold,
+            grounding_mode: self.grounding,
+            grounding_min_named: self.grounding_min_named,
             prompt_image_max: (
                 self.prompt_image_width.max(1),
                 self.prompt_image_height.max(1),
@@ -71,6 +88,36 @@ impl AgentArgs {
             result_chars: self.mcp_result_chars.max(1),
         };
         Ok(Some(Arc::new(crate::mcp::McpHub::load(path, limits)?)))
+    }
+
+    /// The built-in OCR grounding source these flags describe (once per process; share the result), or
+    /// `None` with `--grounding off`. An engine that cannot start is not fatal: the source then fails
+    /// every call with the cause, and each step goes on with accessibility controls only.
+    pub fn grounding(&self) -> Option<Arc<dyn GroundingSource>> {
+        if self.grounding == GroundingMode::Off {
+            return None;
+        }
+        let options = OcrOptions {
+            preprocess: Preprocess {
+                upscale: self.grounding_upscale.clamp(1, 4),
+                ..Preprocess::default()
+            },
+            min_confidence: self.grounding_min_confidence,
+            max_text_chars: self.grounding_text_chars.max(1),
+            max_elements: self.grounding_max_elements,
+            timeout: Duration::from_millis(self.grounding_timeout_ms.max(1)),
+            cache_entries: self.grounding_cache,
+            ..OcrOptions::default()
+        };
+        Some(
+            match builtin_engine(self.grounding_tessdata.as_deref(), &self.grounding_lang) {
+                Ok(engine) => Arc::new(OcrGrounding::new(engine, options)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "visual grounding is unavailable; windows get accessibility controls only");
+                    Arc::new(Unavailable(e.to_string()))
+                }
+            },
+        )
     }
 
     /// Loads the label font (once per process; share the result).

@@ -124,4 +124,47 @@ pub struct AgentArgs {
     /// Characters of an MCP tool's result kept (and shown to the model).
     #[arg(long, env = "UFO_MCP_RESULT_CHARS", default_value_t = 20_000)]
     pub mcp_result_chars: usize,
+    /// When windows are grounded visually (OCR) besides the accessibility API: `off`, `auto` (a window
+    /// with fewer named accessible controls than `--grounding-min-named`) or `always`.
+    #[arg(long, env = "UFO_AGENT_GROUNDING", value_enum, default_value_t = GroundingMode::Auto)]
+    pub grounding: GroundingMode,
+    /// `auto` grounds a window with fewer named, enabled accessible controls than this.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_MIN_NAMED", default_value_t = 3)]
+    pub grounding_min_named: usize,
+    /// Milliseconds one grounding call may take; past it the step goes on with accessibility controls.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_TIMEOUT_MS", default_value_t = 5_000)]
+    pub grounding_timeout_ms: u64,
+    /// Characters of screen text kept per grounded element (control characters are removed).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_TEXT_CHARS", default_value_t = 80)]
+    pub grounding_text_chars: usize,
+    /// Grounded elements kept per window (the rest are dropped, largest text first kept).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_MAX_ELEMENTS", default_value_t = 200)]
+    pub grounding_max_elements: usize,
+    /// Integer factor screenshots are upscaled by before OCR (small anti-aliased screen text).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_UPSCALE", default_value_t = 2)]
+    pub grounding_upscale: u32,
+    /// Lowest Tesseract word confidence (0-100) kept.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_MIN_CONFIDENCE", default_value_t = 40.0)]
+    pub grounding_min_confidence: f32,
+    /// Windows whose grounding is cached (an unchanged screenshot is not grounded again).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_CACHE", default_value_t = 16)]
+    pub grounding_cache: usize,
+    /// Tesseract's language data directory (default: the system's, e.g. /usr/share/tesseract-ocr/5/tessdata).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_TESSDATA")]
+    pub grounding_tessdata: Option<PathBuf>,
+    /// Tesseract language(s), e.g. `eng` or `eng+deu`.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_LANG", default_value = "eng")]
+    pub grounding_lang: String,
+}
+
+/// When the AppAgent grounds a window visually besides its accessible controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum GroundingMode {
+    /// Never: accessibility controls only.
+    Off,
+    /// When the window's accessible controls are few or unnamed.
+    #[default]
+    Auto,
+    /// Every window.
+    Always,
 }

@@ -17,7 +17,7 @@ pub mod prices;
 pub mod secret;
 mod viewer;
 
-pub use agents::{AgentArgs, ERROR_CHARS};
+pub use agents::{AgentArgs, ERROR_CHARS, GroundingMode};
 pub use llm::{DEFAULT_MAX_REPLY_BYTES, LlmArgs, LlmFlavor, parse_base_url};
 pub use secret::ApiKey;
 pub use viewer::ViewerConfig;

@@ -97,6 +97,7 @@ impl AgentsDriver {
         let policy = config.agents.load_policy()?;
         let mcp = config.agents.load_mcp()?;
         let services_mcp = mcp.clone();
+        let grounding = config.agents.grounding();
         let llm = config.llm.clone();
         let agents = config.agents.clone();
         let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
@@ -127,6 +128,7 @@ impl AgentsDriver {
                 uploads: Some(uploads.clone()),
                 mcp: services_mcp.clone(),
                 knowledge: knowledge.clone(),
+                grounding: grounding.clone(),
                 ..s
             })
             .map_err(|e| DriverError::new(format!("cannot set up the agents: {e}")))

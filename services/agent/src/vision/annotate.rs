@@ -48,6 +48,8 @@ impl Default for Palette {
             ("page tab", c(0, 150, 150)),
             ("Hyperlink", c(200, 0, 130)),
             ("link", c(200, 0, 130)),
+            // Visually grounded text (no accessible control): a colour no accessibility type uses.
+            (crate::vision::grounding::GROUNDED_TYPE, c(255, 0, 255)),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))

@@ -5,6 +5,7 @@
 
 pub mod annotate;
 pub mod derived;
+pub mod grounding;
 pub mod image_ops;
 pub mod merge;
 pub mod prompt;

@@ -1,5 +1,6 @@
 //! AppAgent strategies (seed 001).
 
+use crate::config::GroundingMode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -41,6 +42,25 @@ fn marks<'a>(controls: &'a [TargetInfo], clean: &Screenshot) -> Vec<Mark<'a>> {
             })
         })
         .collect()
+}
+
+fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
+    StrategyError::with_source(what.to_owned(), e)
+}
+
+/// Whether this window is grounded visually: `always`, or `auto` when its accessible controls are few or
+/// unnamed (fewer named, enabled ones than `grounding_min_named`).
+fn wants_grounding(settings: &crate::agents::settings::AgentSettings, api: &[TargetInfo]) -> bool {
+    match settings.grounding_mode {
+        GroundingMode::Off => false,
+        GroundingMode::Always => true,
+        GroundingMode::Auto => {
+            api.iter()
+                .filter(|c| c.enabled && !c.name.trim().is_empty())
+                .count()
+                < settings.grounding_min_named
+        }
+    }
 }
 
 /// Captures the application window (and optionally the desktop and UI tree) and reads its info.
@@ -168,8 +188,9 @@ impl Strategy<AppAgent> for AppControlInfo {
             .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
             .collect();
         let clean = ctx.require(CLEAN_SCREENSHOT)?;
+        let settings = &agent.services.settings;
         let grounded = match &agent.services.grounding {
-            Some(g) => match g.detect(clean).await {
+            Some(g) if wants_grounding(settings, &api) => match g.detect(clean).await {
                 Ok(mut list) => {
                     for c in &mut list {
                         c.source = ControlSource::Grounding;
@@ -182,7 +203,7 @@ impl Strategy<AppAgent> for AppControlInfo {
                     vec![]
                 }
             },
-            None => vec![],
+            _ => vec![],
         };
         let mut controls = merge_controls(api, grounded, agent.services.settings.iou_threshold);
         let window = ctx.require(WINDOW_INFO)?.rect;

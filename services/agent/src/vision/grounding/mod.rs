@@ -1,0 +1,265 @@
+//! The built-in visual-grounding source (issue 32): text-bearing elements (buttons, labels, menu entries,
+//! field captions, list entries) found by an OCR engine in a window's screenshot, for windows whose
+//! accessibility API exposes little (Tk, custom-drawn toolkits, Electron or Java without their switch).
+//!
+//! [`OcrGrounding`] prepares the screenshot ([`ocr::prepare`]: grey, upscaled, optionally binarised), asks
+//! an [`OcrEngine`] (Tesseract in-process, [`tesseract`]) for words, groups them into lines split at wide
+//! gaps ([`ocr::group`]), cleans the text ([`ocr::sanitise`]: screen text is untrusted) and maps the boxes
+//! to screen coordinates. Each call is bounded by a timeout and runs in a `grounding` span; results are
+//! cached per screenshot, so an unchanged window is not grounded again.
+
+pub mod ocr;
+#[cfg(feature = "ocr")]
+pub mod tesseract;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use image::{GrayImage, RgbaImage};
+use serde_json::{Map, json};
+use sha2::{Digest, Sha256};
+
+use crate::agents::services::GroundingSource;
+use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
+use crate::vision::Screenshot;
+pub use ocr::{Element, Preprocess};
+
+/// The control type grounded elements carry in the prompt and the set-of-marks palette.
+pub const GROUNDED_TYPE: &str = "OcrText";
+
+/// Why grounding failed (the step goes on with accessibility controls only).
+#[derive(Debug, thiserror::Error)]
+pub enum GroundingError {
+    /// The OCR engine is not available (not built in, or its library or language data is missing).
+    #[error("the OCR engine is not available: {0}")]
+    Unavailable(String),
+    /// The engine failed on this image.
+    #[error("the OCR engine failed: {0}")]
+    Engine(String),
+    /// Preparing the image failed.
+    #[error("cannot prepare the screenshot for OCR: {0}")]
+    Image(String),
+    /// The call took longer than allowed.
+    #[error("grounding took longer than {0:?}")]
+    Timeout(Duration),
+}
+
+/// An OCR engine: Tesseract-style TSV (level 5 rows are words) for a grey image.
+pub trait OcrEngine: Send + Sync {
+    /// A short name for logs and `ufo doctor` (e.g. `tesseract 5.3.0`).
+    fn name(&self) -> String;
+    /// Recognises `img`; returns TSV rows `level page block par line word left top width height conf text`.
+    fn recognise(&self, img: &GrayImage) -> Result<String, GroundingError>;
+}
+
+/// Limits and switches of [`OcrGrounding`].
+#[derive(Debug, Clone)]
+pub struct OcrOptions {
+    /// Image preparation.
+    pub preprocess: Preprocess,
+    /// Lowest word confidence kept (0-100).
+    pub min_confidence: f32,
+    /// A line is split where the gap between two words exceeds this many line heights.
+    pub gap_factor: f32,
+    /// Characters of text kept per element.
+    pub max_text_chars: usize,
+    /// Elements kept per window.
+    pub max_elements: usize,
+    /// Longest a call may take.
+    pub timeout: Duration,
+    /// Screenshots whose results are cached.
+    pub cache_entries: usize,
+}
+
+impl Default for OcrOptions {
+    fn default() -> Self {
+        Self {
+            preprocess: Preprocess::default(),
+            min_confidence: 40.0,
+            gap_factor: 0.6,
+            max_text_chars: 80,
+            max_elements: 200,
+            timeout: Duration::from_secs(5),
+            cache_entries: 16,
+        }
+    }
+}
+
+type CacheKey = [u8; 32];
+
+/// OCR grounding over an [`OcrEngine`]: see the module doc.
+pub struct OcrGrounding {
+    engine: Arc<dyn OcrEngine>,
+    options: OcrOptions,
+    cache: Mutex<VecDeque<(CacheKey, Vec<TargetInfo>)>>,
+}
+
+impl std::fmt::Debug for OcrGrounding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OcrGrounding")
+            .field("engine", &self.engine.name())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl OcrGrounding {
+    /// Grounding with `engine`.
+    pub fn new(engine: Arc<dyn OcrEngine>, options: OcrOptions) -> Self {
+        Self {
+            engine,
+            options,
+            cache: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The engine's name.
+    pub fn engine_name(&self) -> String {
+        self.engine.name()
+    }
+
+    /// Text elements of `img` in its own pixels (no cache, no timeout; blocking).
+    pub fn elements(&self, img: &RgbaImage) -> Result<Vec<Element>, GroundingError> {
+        elements_with(self.engine.as_ref(), &self.options, img)
+    }
+
+    fn cached(&self, key: &CacheKey) -> Option<Vec<TargetInfo>> {
+        let cache = self.cache.lock().ok()?;
+        cache.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    fn remember(&self, key: CacheKey, found: &[TargetInfo]) {
+        if self.options.cache_entries == 0 {
+            return;
+        }
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.retain(|(k, _)| *k != key);
+            cache.push_front((key, found.to_vec()));
+            cache.truncate(self.options.cache_entries);
+        }
+    }
+}
+
+fn elements_with(
+    engine: &dyn OcrEngine,
+    options: &OcrOptions,
+    img: &RgbaImage,
+) -> Result<Vec<Element>, GroundingError> {
+    let prepared = ocr::prepare(img, options.preprocess)?;
+    let tsv = engine.recognise(&prepared)?;
+    let words = ocr::parse_tsv(&tsv, options.preprocess.upscale.clamp(1, 4), (0, 0), options.min_confidence);
+    let mut elements: Vec<Element> = ocr::group(&words, options.gap_factor)
+        .into_iter()
+        .filter_map(|mut e| {
+            e.text = ocr::sanitise(&e.text, options.max_text_chars);
+            // A lone punctuation mark or a one-letter fragment is noise (icons, borders), not a control.
+            // Window-manager icons read as "a", "o", "xXx": a single letter, or a short text read with
+            // little confidence, is noise; a single digit (a calculator key) is kept when read surely.
+            let chars = e.text.chars().count();
+            let keep = match chars {
+                0 => false,
+                1 => e.text.chars().all(|c| c.is_ascii_digit()) && e.confidence >= 90.0,
+                2..=3 => e.confidence >= 80.0,
+                _ => true,
+            };
+            keep.then_some(e)
+        })
+        .collect();
+    elements.truncate(options.max_elements);
+    Ok(elements)
+}
+
+fn cache_key(shot: &Screenshot) -> CacheKey {
+    let mut h = Sha256::new();
+    h.update(shot.origin_x.to_le_bytes());
+    h.update(shot.origin_y.to_le_bytes());
+    h.update(shot.scale.to_le_bytes());
+    h.update(&shot.bytes);
+    h.finalize().into()
+}
+
+/// A grounded element as a control: screen rectangle, the text as its name, type [`GROUNDED_TYPE`].
+pub fn to_target(e: &Element, shot: &Screenshot) -> TargetInfo {
+    let s = if shot.scale > 0.0 { shot.scale } else { 1.0 };
+    let at = |v: i32, o: i32| (f64::from(o) + f64::from(v) * s).round() as i32;
+    let mut extra = Map::new();
+    extra.insert("confidence".into(), json!((e.confidence * 10.0).round() / 10.0));
+    TargetInfo {
+        label: String::new(),
+        id: String::new(),
+        name: e.text.clone(),
+        kind: TargetKind::Control,
+        control_type: GROUNDED_TYPE.into(),
+        rect: Some(Rect::new(
+            at(e.bbox[0], shot.origin_x),
+            at(e.bbox[1], shot.origin_y),
+            at(e.bbox[2], shot.origin_x),
+            at(e.bbox[3], shot.origin_y),
+        )),
+        enabled: true,
+        source: ControlSource::Grounding,
+        extra,
+    }
+}
+
+#[async_trait]
+impl GroundingSource for OcrGrounding {
+    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
+        let span = tracing::info_span!(
+            "grounding",
+            engine = %self.engine.name(),
+            elements = tracing::field::Empty,
+            cached = tracing::field::Empty,
+            ms = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let started = Instant::now();
+        let key = cache_key(shot);
+        if let Some(found) = self.cached(&key) {
+            span.record("cached", true);
+            span.record("elements", found.len());
+            span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
+            return Ok(found);
+        }
+        span.record("cached", false);
+        let engine = self.engine.clone();
+        let options = self.options.clone();
+        let shot_owned = shot.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let img = shot_owned
+                .decode()
+                .map_err(|e| GroundingError::Image(e.to_string()))?;
+            elements_with(engine.as_ref(), &options, &img)
+        });
+        let elements = match tokio::time::timeout(self.options.timeout, work).await {
+            Err(_) => return Err(GroundingError::Timeout(self.options.timeout).to_string()),
+            Ok(Err(e)) => return Err(format!("the OCR worker stopped: {e}")),
+            Ok(Ok(r)) => r.map_err(|e| e.to_string())?,
+        };
+        let found: Vec<TargetInfo> = elements.iter().map(|e| to_target(e, shot)).collect();
+        self.remember(key, &found);
+        span.record("elements", found.len());
+        span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
+        Ok(found)
+    }
+}
+
+/// The built-in engine as configured (`--grounding-tessdata`, `--grounding-lang`), or why it cannot run.
+pub fn builtin_engine(
+    tessdata: Option<&std::path::Path>,
+    lang: &str,
+) -> Result<Arc<dyn OcrEngine>, GroundingError> {
+    #[cfg(feature = "ocr")]
+    {
+        Ok(Arc::new(tesseract::Tesseract::new(tessdata, lang)?))
+    }
+    #[cfg(not(feature = "ocr"))]
+    {
+        let _ = (tessdata, lang);
+        Err(GroundingError::Unavailable(
+            "this build has no OCR engine (feature `ocr` off)".into(),
+        ))
+    }
+}

@@ -1,0 +1,141 @@
+//! Grounding conformance against ground truth (issue 32): a real Tk form (Tk has no AT-SPI bridge on
+//! Linux) draws text-bearing widgets at three font sizes on a 1280×800 Xvfb screen and writes each
+//! widget's own geometry and its text's box; the built-in OCR grounding must find them.
+//!
+//! Recall: a widget counts as found when a grounded element's centre lies inside it and the element's
+//! box has IoU ≥ 0.5 with the text's box. Text: the found element's text equals the widget's after case
+//! and whitespace folding. Spurious: grounded elements whose centre lies in no widget.
+#![cfg(target_os = "linux")]
+
+use std::io::BufRead as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+use image::RgbaImage;
+use serde_json::Value;
+use ufo_agent::agents::target::Rect;
+use ufo_agent::vision::grounding::{OcrGrounding, OcrOptions, builtin_engine};
+use ufo_agent::vision::iou;
+use ufo_executor::backend::Backend as _;
+use ufo_executor::testing::Desktop;
+
+const FORM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/assets/tk_form.py");
+
+fn rect(v: &Value) -> Rect {
+    let n = |i: usize| v[i].as_f64().unwrap().round() as i32;
+    Rect::new(n(0), n(1), n(2), n(3))
+}
+
+fn fold(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
+}
+
+/// Starts the Tk form on `desk`, waits for its truth, captures the screen.
+fn run_form(desk: &Desktop, dir: &std::path::Path) -> (std::process::Child, Value) {
+    let truth = dir.join("truth.json");
+    let mut child = std::process::Command::new("python3")
+        .arg(FORM)
+        .arg(&truth)
+        .envs(desk.env())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "the Tk form did not start");
+    let truth: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    (child, truth)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocr_grounding_finds_the_tk_forms_widgets_and_their_text() {
+    let desk = Desktop::start(1280, 800).await.unwrap();
+    let backend = desk.backend().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, truth) = tokio::task::block_in_place(|| run_form(&desk, dir.path()));
+    let capture = backend
+        .capture(ufo_executor::geometry::Rect {
+            left: 0,
+            top: 0,
+            right: 1280,
+            bottom: 800,
+        })
+        .await
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut rgba = Vec::with_capacity(capture.rgb.len() / 3 * 4);
+    for px in capture.rgb.chunks_exact(3) {
+        rgba.extend_from_slice(&[px[0], px[1], px[2], 255]);
+    }
+    let img = RgbaImage::from_raw(capture.width, capture.height, rgba).unwrap();
+    if let Ok(path) = std::env::var("UFO_GROUNDING_DUMP") {
+        img.save(&path).unwrap();
+        std::fs::copy(dir.path().join("truth.json"), format!("{path}.truth.json")).unwrap();
+    }
+
+    let engine = builtin_engine(None, "eng").expect("install tesseract-ocr and tesseract-ocr-eng");
+    let mut options = OcrOptions::default();
+    if let Ok(v) = std::env::var("XUP") { options.preprocess.upscale = v.parse().unwrap(); }
+    if std::env::var("XBIN").is_ok() { options.preprocess.binarise = true; }
+    if let Ok(v) = std::env::var("XGAP") { options.gap_factor = v.parse().unwrap(); }
+    let grounding = OcrGrounding::new(engine, options);
+    let started = Instant::now();
+    let found = grounding.elements(&img).unwrap();
+    let took = started.elapsed();
+    if std::env::var("XDBG").is_ok() { for e in &found { eprintln!("{:?} {:?} {}", e.bbox, e.text, e.confidence); } }
+
+    let widgets = truth["widgets"].as_array().unwrap();
+    assert!(widgets.len() >= 30, "the form draws at least 30 widgets");
+    let (mut recalled, mut exact) = (0usize, 0usize);
+    let mut misses = vec![];
+    for w in widgets {
+        let (wbox, tbox) = (rect(&w["widget"]), rect(&w["text_box"]));
+        let text = w["text"].as_str().unwrap();
+        let hit = found.iter().find(|e| {
+            let r = Rect::new(e.bbox[0], e.bbox[1], e.bbox[2], e.bbox[3]);
+            let (cx, cy) = r.center();
+            cx >= wbox.left && cx < wbox.right && cy >= wbox.top && cy < wbox.bottom && iou(r, tbox) >= 0.5
+        });
+        match hit {
+            Some(e) => {
+                recalled += 1;
+                if fold(&e.text) == fold(text) {
+                    exact += 1;
+                } else {
+                    misses.push(format!("{text:?} read as {:?}", e.text));
+                }
+            }
+            None => misses.push(format!("{text:?} ({}) not found", w["kind"])),
+        }
+    }
+    let spurious: Vec<_> = found
+        .iter()
+        .filter(|e| {
+            let (cx, cy) = Rect::new(e.bbox[0], e.bbox[1], e.bbox[2], e.bbox[3]).center();
+            !widgets.iter().any(|w| {
+                let b = rect(&w["widget"]);
+                cx >= b.left && cx < b.right && cy >= b.top && cy < b.bottom
+            })
+        })
+        .map(|e| e.text.clone())
+        .collect();
+    let n = widgets.len() as f64;
+    let recall = recalled as f64 / n;
+    let text_rate = exact as f64 / n;
+    let spurious_rate = spurious.len() as f64 / found.len().max(1) as f64;
+    eprintln!(
+        "widgets {} grounded {} recall {:.3} text {:.3} spurious {:.3} ({:?}) in {took:?}\nmisses: {misses:#?}\nspurious: {spurious:?}",
+        widgets.len(),
+        found.len(),
+        recall,
+        text_rate,
+        spurious_rate,
+        Arc::new(()).as_ref(),
+    );
+    assert!(recall >= 0.95, "recall {recall:.3}: {misses:#?}");
+    assert!(text_rate >= 0.95, "exact text {text_rate:.3}: {misses:#?}");
+    assert!(spurious_rate <= 0.05, "spurious {spurious_rate:.3}: {spurious:?}");
+}

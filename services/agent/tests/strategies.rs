@@ -17,6 +17,7 @@ use ufo_agent::agents::response::{ActionSpec, AppResponse, HostResponse, SaveScr
 use ufo_agent::agents::services::GroundingSource;
 use ufo_agent::agents::target::{ControlSource, Rect, TargetInfo, TargetKind, TargetRegistry};
 use ufo_agent::agents::{AgentSettings, AppAgent, HostAgent};
+use ufo_agent::config::GroundingMode;
 use ufo_agent::dispatch::{CommandDispatcher, ResultStatus};
 use ufo_agent::memory::Blackboard;
 use ufo_agent::processor::{ProcessingContext, Processor, Strategy, Values, keys as pkeys};
@@ -348,6 +349,13 @@ impl GroundingSource for Grounding {
     }
 }
 
+fn grounding_always() -> AgentSettings {
+    AgentSettings {
+        grounding_mode: GroundingMode::Always,
+        ..AgentSettings::default()
+    }
+}
+
 fn app_agent(llm: &ScriptedLlm, settings: AgentSettings) -> AppAgent {
     let mut s = services(llm, settings);
     s.grounding = Some(Arc::new(Grounding));
@@ -378,7 +386,7 @@ async fn collected(
 #[tokio::test]
 async fn app_data_collection_captures_lists_merges_by_iou_and_annotates() {
     let llm = ScriptedLlm::start().await.unwrap();
-    let agent = app_agent(&llm, AgentSettings::default());
+    let agent = app_agent(&llm, grounding_always());
     let d = Arc::new(desktop());
     ufo_agent::dispatch::execute_one(
         d.as_ref(),
@@ -585,7 +593,7 @@ async fn app_memory_update_records_actions_and_saves_the_screenshot() {
 #[tokio::test]
 async fn a_grounding_control_is_clicked_by_window_fractions() {
     let llm = ScriptedLlm::start().await.unwrap();
-    let agent = app_agent(&llm, AgentSettings::default());
+    let agent = app_agent(&llm, grounding_always());
     let d = Arc::new(desktop());
     ufo_agent::dispatch::execute_one(
         d.as_ref(),
@@ -621,4 +629,90 @@ async fn a_grounding_control_is_clicked_by_window_fractions() {
     assert_eq!(sent.parameters["x"], json!(0.8));
     assert!((sent.parameters["y"].as_f64().unwrap() - 275.0 / 300.0).abs() < 1e-9);
     assert_eq!(sent.parameters["button"], "left");
+}
+
+#[tokio::test]
+async fn auto_grounds_only_windows_with_few_named_controls_and_off_never() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let sources = |settings: AgentSettings| {
+        let agent = app_agent(&llm, settings);
+        async move {
+            let d = Arc::new(desktop());
+            ufo_agent::dispatch::execute_one(
+                d.as_ref(),
+                ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+            )
+            .await
+            .unwrap();
+            let (_, _, controls, _) = collected(&agent, &d).await;
+            controls
+                .iter()
+                .filter(|c| c.source == ControlSource::Grounding)
+                .count()
+        }
+    };
+    // The window has three named accessible controls.
+    let auto = |min| AgentSettings {
+        grounding_min_named: min,
+        ..AgentSettings::default()
+    };
+    assert_eq!(
+        sources(auto(3)).await,
+        0,
+        "enough named controls: not grounded"
+    );
+    assert_eq!(
+        sources(auto(4)).await,
+        1,
+        "too few named controls: grounded"
+    );
+    let off = AgentSettings {
+        grounding_mode: GroundingMode::Off,
+        grounding_min_named: 100,
+        ..AgentSettings::default()
+    };
+    assert_eq!(sources(off).await, 0);
+}
+
+#[tokio::test]
+async fn typing_into_a_grounding_control_clicks_its_centre_then_types() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = app_agent(&llm, grounding_always());
+    let d = Arc::new(desktop());
+    ufo_agent::dispatch::execute_one(
+        d.as_ref(),
+        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
+    )
+    .await
+    .unwrap();
+    let (clean, _, controls, _) = collected(&agent, &d).await;
+    let response = AppResponse {
+        status: "CONTINUE".into(),
+        actions: vec![ActionSpec {
+            function: "set_edit_text".into(),
+            arguments: json!({"id": "4", "text": "a+b {x}"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            status: "CONTINUE".into(),
+        }],
+        ..AppResponse::default()
+    };
+    let mut c = ctx(Values::new()
+        .with(APP_RESPONSE, response)
+        .with(CONTROLS, controls)
+        .with(CLEAN_SCREENSHOT, clean)
+        .with(DISPATCHER, dispatcher(&d)));
+    let out = AppActionExecution.execute(&agent, &mut c).await.unwrap();
+    assert_eq!(
+        out.get(ACTIONS).unwrap().unwrap()[0].result.status,
+        ResultStatus::Success
+    );
+    let log = d.log();
+    let sent: Vec<_> = log.iter().rev().take(2).rev().collect();
+    assert_eq!(sent[0].tool_name, "click_on_coordinates");
+    assert_eq!(sent[0].parameters["x"], json!(0.8));
+    assert_eq!(sent[1].tool_name, "keyboard_input");
+    assert_eq!(sent[1].parameters["keys"], "^aa{+}b {{}x{}}");
+    assert!(sent[1].parameters.get("id").is_none());
 }

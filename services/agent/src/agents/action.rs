@@ -263,9 +263,17 @@ pub fn grounded_typing(spec: &ActionSpec, target: &TargetInfo) -> Option<Vec<Com
                 .and_then(Value::as_bool)
                 .unwrap_or(true);
             let literal = escape_keys(text);
-            if clear { format!("^a{literal}") } else { literal }
+            if clear {
+                format!("^a{literal}")
+            } else {
+                literal
+            }
         }
-        "keyboard_input" => spec.arguments.get("keys").and_then(Value::as_str)?.to_owned(),
+        "keyboard_input" => spec
+            .arguments
+            .get("keys")
+            .and_then(Value::as_str)?
+            .to_owned(),
         _ => return None,
     };
     let click = Command::act("click_on_coordinates", json!({"x": x, "y": y}));

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use super::policy::{Policy, PolicyError};
 use super::services::AgentServices;
+use super::services::GroundingSource;
 use super::settings::AgentSettings;
+use super::target::TargetInfo;
+use crate::config::GroundingMode;
 use crate::config::{AgentArgs, LlmArgs};
 use crate::llm::LlmError;
-use crate::config::GroundingMode;
 use crate::vision::grounding::{OcrGrounding, OcrOptions, Preprocess, builtin_engine};
 use crate::vision::{Marker, Palette, Screenshot, VisionError};
-use super::services::GroundingSource;
-use super::target::TargetInfo;
 
 /// A grounding source whose engine could not start: every call fails with the cause.
 #[derive(Debug)]

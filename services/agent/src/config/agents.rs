@@ -144,7 +144,11 @@ pub struct AgentArgs {
     #[arg(long, env = "UFO_AGENT_GROUNDING_UPSCALE", default_value_t = 2)]
     pub grounding_upscale: u32,
     /// Lowest Tesseract word confidence (0-100) kept.
-    #[arg(long, env = "UFO_AGENT_GROUNDING_MIN_CONFIDENCE", default_value_t = 40.0)]
+    #[arg(
+        long,
+        env = "UFO_AGENT_GROUNDING_MIN_CONFIDENCE",
+        default_value_t = 40.0
+    )]
     pub grounding_min_confidence: f32,
     /// Windows whose grounding is cached (an unchanged screenshot is not grounded again).
     #[arg(long, env = "UFO_AGENT_GROUNDING_CACHE", default_value_t = 16)]

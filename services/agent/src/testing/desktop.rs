@@ -317,6 +317,8 @@ impl FakeDesktop {
                 "children": w.controls.iter().map(|c| json!({"name": c.name, "type": c.control_type})).collect::<Vec<_>>()
             })),
             "click_on_coordinates" | "wait" | "summary" => CommandResult::success(json!({})),
+            // Without an id the keys go to the focused control (as the executor does).
+            "keyboard_input" if p.get("id").is_none() => CommandResult::success(json!({})),
             _ => {
                 let id = p.get("id").and_then(Value::as_str).unwrap_or("");
                 let Some(i) = w.controls.iter().position(|c| c.id == id) else {

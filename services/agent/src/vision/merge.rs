@@ -24,19 +24,38 @@ pub fn iou(a: Rect, b: Rect) -> f64 {
 }
 
 /// Keeps every `primary` control, then each `secondary` control whose IoU with every primary control is
-/// at most `threshold` (a secondary control without a rectangle cannot be placed and is dropped).
+/// at most `threshold` (a secondary control without a rectangle cannot be placed and is dropped), and
+/// which is not the caption of a primary control: its centre inside a primary control whose name
+/// contains its text (case and whitespace folded) — the text of a large accessible button has a small
+/// IoU with the button, yet it is the same control.
 pub fn merge_controls(
     primary: Vec<TargetInfo>,
     secondary: Vec<TargetInfo>,
     threshold: f64,
 ) -> Vec<TargetInfo> {
-    let rects: Vec<Rect> = primary.iter().filter_map(|c| c.rect).collect();
+    let placed: Vec<(Rect, String)> = primary
+        .iter()
+        .filter_map(|c| c.rect.map(|r| (r, fold(&c.name))))
+        .collect();
     let mut merged = primary;
     merged.extend(secondary.into_iter().filter(|c| {
-        c.rect
-            .is_some_and(|r| rects.iter().all(|p| iou(*p, r) <= threshold))
+        c.rect.is_some_and(|r| {
+            let (x, y) = r.center();
+            let text = fold(&c.name);
+            placed.iter().all(|(p, name)| {
+                let inside = x >= p.left && x < p.right && y >= p.top && y < p.bottom;
+                iou(*p, r) <= threshold && !(inside && !text.is_empty() && name.contains(&text))
+            })
+        })
     }));
     merged
+}
+
+fn fold(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
 }
 
 #[cfg(test)]
@@ -75,5 +94,15 @@ mod tests {
         );
         let names: Vec<_> = merged.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["a", "slight", "far"]);
+    }
+
+    #[test]
+    fn the_caption_of_a_large_accessible_button_is_not_added_again() {
+        let primary = vec![control("Save  As", [0, 0, 400, 100])];
+        let caption = control("save as", [180, 45, 220, 55]); // IoU 0.01
+        let other = control("Other", [20, 45, 60, 55]);
+        let merged = merge_controls(primary, vec![caption, other], DEFAULT_IOU_THRESHOLD);
+        let names: Vec<_> = merged.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["Save  As", "Other"]);
     }
 }

@@ -149,7 +149,12 @@ fn elements_with(
 ) -> Result<Vec<Element>, GroundingError> {
     let prepared = ocr::prepare(img, options.preprocess)?;
     let tsv = engine.recognise(&prepared)?;
-    let words = ocr::parse_tsv(&tsv, options.preprocess.upscale.clamp(1, 4), (0, 0), options.min_confidence);
+    let words = ocr::parse_tsv(
+        &tsv,
+        options.preprocess.upscale.clamp(1, 4),
+        (0, 0),
+        options.min_confidence,
+    );
     let mut elements: Vec<Element> = ocr::group(&words, options.gap_factor)
         .into_iter()
         .filter_map(|mut e| {
@@ -185,7 +190,10 @@ pub fn to_target(e: &Element, shot: &Screenshot) -> TargetInfo {
     let s = if shot.scale > 0.0 { shot.scale } else { 1.0 };
     let at = |v: i32, o: i32| (f64::from(o) + f64::from(v) * s).round() as i32;
     let mut extra = Map::new();
-    extra.insert("confidence".into(), json!((e.confidence * 10.0).round() / 10.0));
+    extra.insert(
+        "confidence".into(),
+        json!((e.confidence * 10.0).round() / 10.0),
+    );
     TargetInfo {
         label: String::new(),
         id: String::new(),
@@ -261,5 +269,105 @@ pub fn builtin_engine(
         Err(GroundingError::Unavailable(
             "this build has no OCR engine (feature `ocr` off)".into(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An engine answering fixed TSV, failing, or blocking until released; counts its calls.
+    struct Fake {
+        answer: Result<String, String>,
+        block: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
+        calls: AtomicUsize,
+    }
+
+    impl OcrEngine for Fake {
+        fn name(&self) -> String {
+            "fake".into()
+        }
+        fn recognise(&self, _img: &GrayImage) -> Result<String, GroundingError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if let Some(rx) = &self.block {
+                let _ = rx.lock().map(|rx| rx.recv());
+            }
+            self.answer.clone().map_err(GroundingError::Engine)
+        }
+    }
+
+    fn fake(answer: Result<&str, &str>) -> Arc<Fake> {
+        Arc::new(Fake {
+            answer: answer.map(str::to_owned).map_err(str::to_owned),
+            block: None,
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    fn shot(seed: u8) -> Screenshot {
+        let img = RgbaImage::from_pixel(64, 32, image::Rgba([seed, 240, 240, 255]));
+        let mut s = Screenshot::from_rgba(&img, 0, 0).unwrap();
+        s.origin_x = 100;
+        s.origin_y = 50;
+        s
+    }
+
+    // Upscale 2: TSV boxes are in doubled pixels.
+    const TSV: &str = "5\t1\t1\t1\t1\t1\t10\t20\t40\t16\t95\tSYSTEM:\u{1b}[2J\n\
+                       5\t1\t1\t1\t1\t2\t56\t20\t60\t16\t95\tignore\n";
+
+    #[tokio::test]
+    async fn elements_become_grounded_controls_in_screen_coordinates_and_are_cached() {
+        let engine = fake(Ok(TSV));
+        let g = OcrGrounding::new(engine.clone(), OcrOptions::default());
+        let found = g.detect(&shot(1)).await.unwrap();
+        assert_eq!(found.len(), 1);
+        let c = &found[0];
+        assert_eq!(
+            c.name, "SYSTEM:[2J ignore",
+            "the escape character is removed"
+        );
+        assert_eq!(c.control_type, GROUNDED_TYPE);
+        assert_eq!(c.source, ControlSource::Grounding);
+        assert_eq!(c.id, "");
+        assert_eq!(c.rect, Some(Rect::new(105, 60, 158, 68)));
+        // The same screenshot again: answered from the cache, the engine is not asked.
+        assert_eq!(g.detect(&shot(1)).await.unwrap(), found);
+        assert_eq!(engine.calls.load(Ordering::SeqCst), 1);
+        // Another screenshot is grounded.
+        g.detect(&shot(2)).await.unwrap();
+        assert_eq!(engine.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_failing_engine_or_garbage_is_an_error_or_nothing_never_a_panic() {
+        let g = OcrGrounding::new(fake(Err("no language data")), OcrOptions::default());
+        let e = g.detect(&shot(1)).await.unwrap_err();
+        assert!(e.contains("no language data"), "{e}");
+        let garbage =
+            "5\tx\t\t\n\u{0}\u{0}\n5\t1\t1\t1\t1\t1\t-5\t999999999\tnan\t1\t99\tword\n9\n";
+        let g = OcrGrounding::new(fake(Ok(garbage)), OcrOptions::default());
+        assert!(g.detect(&shot(1)).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_slow_engine_times_out_and_the_caller_goes_on() {
+        let (release, rx) = std::sync::mpsc::channel();
+        let engine = Arc::new(Fake {
+            answer: Ok(TSV.into()),
+            block: Some(Mutex::new(rx)),
+            calls: AtomicUsize::new(0),
+        });
+        let options = OcrOptions {
+            timeout: Duration::from_millis(100),
+            ..OcrOptions::default()
+        };
+        let g = OcrGrounding::new(engine, options);
+        let started = Instant::now();
+        let e = g.detect(&shot(1)).await.unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        release.send(()).unwrap();
     }
 }

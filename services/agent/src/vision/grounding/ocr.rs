@@ -60,8 +60,8 @@ pub fn prepare(img: &RgbaImage, p: Preprocess) -> Result<GrayImage, GroundingErr
         let src = fr::images::ImageRef::new(w, h, &grey, fr::PixelType::U8)
             .map_err(|e| GroundingError::Image(e.to_string()))?;
         let mut dst = fr::images::Image::new(w * k, h * k, fr::PixelType::U8);
-        let options =
-            fr::ResizeOptions::new().resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear));
+        let options = fr::ResizeOptions::new()
+            .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear));
         fr::Resizer::new()
             .resize(&src, &mut dst, &options)
             .map_err(|e| GroundingError::Image(e.to_string()))?;
@@ -141,7 +141,11 @@ fn otsu(pixels: &[u8]) -> u8 {
         hist[usize::from(*v)] += 1;
     }
     let total = pixels.len() as f64;
-    let sum: f64 = hist.iter().enumerate().map(|(i, n)| i as f64 * *n as f64).sum();
+    let sum: f64 = hist
+        .iter()
+        .enumerate()
+        .map(|(i, n)| i as f64 * *n as f64)
+        .sum();
     let (mut sum_b, mut w_b, mut best, mut best_t) = (0.0, 0.0, -1.0, 127u8);
     for (t, n) in hist.iter().enumerate() {
         w_b += *n as f64;
@@ -234,7 +238,8 @@ pub fn group(words: &[Word], gap_factor: f32) -> Vec<Element> {
         let height = (w.bbox[3] - w.bbox[1]).max(1) as f32;
         let joins = current.as_ref().is_some_and(|(e, line, _)| {
             *line == w.line
-                && (w.bbox[0] - e.bbox[2]) as f32 <= gap_factor * height.max((e.bbox[3] - e.bbox[1]) as f32)
+                && (w.bbox[0] - e.bbox[2]) as f32
+                    <= gap_factor * height.max((e.bbox[3] - e.bbox[1]) as f32)
         });
         if joins {
             if let Some((e, _, n)) = current.as_mut() {
@@ -320,7 +325,10 @@ mod tests {
 
     #[test]
     fn screen_text_is_cleaned_and_bounded() {
-        assert_eq!(sanitise("  SYSTEM:\u{7}\tignore\u{202e} me\n", 80), "SYSTEM: ignore me");
+        assert_eq!(
+            sanitise("  SYSTEM:\u{7}\tignore\u{202e} me\n", 80),
+            "SYSTEM: ignore me"
+        );
         assert_eq!(sanitise("abcdef", 4), "abc…");
         assert_eq!(sanitise("\u{1b}[31m", 10), "[31m");
     }

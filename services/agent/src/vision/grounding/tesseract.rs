@@ -22,7 +22,9 @@ pub struct Tesseract {
 
 impl std::fmt::Debug for Tesseract {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tesseract").field("lang", &self.lang).finish()
+        f.debug_struct("Tesseract")
+            .field("lang", &self.lang)
+            .finish()
     }
 }
 

@@ -78,7 +78,8 @@ async fn ocr_grounding_finds_the_tk_forms_widgets_and_their_text() {
     if let Ok(path) = std::env::var("UFO_GROUNDING_DUMP") {
         img.save(&path).unwrap();
         std::fs::copy(dir.path().join("truth.json"), format!("{path}.truth.json")).unwrap();
-        let prepared = ufo_agent::vision::grounding::ocr::prepare(&img, Default::default()).unwrap();
+        let prepared =
+            ufo_agent::vision::grounding::ocr::prepare(&img, Default::default()).unwrap();
         prepared.save(format!("{path}.prepared.png")).unwrap();
     }
 

@@ -44,10 +44,6 @@ fn marks<'a>(controls: &'a [TargetInfo], clean: &Screenshot) -> Vec<Mark<'a>> {
         .collect()
 }
 
-fn failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StrategyError {
-    StrategyError::with_source(what.to_owned(), e)
-}
-
 /// Whether this window is grounded visually: `always`, or `auto` when its accessible controls are few or
 /// unnamed (fewer named, enabled ones than `grounding_min_named`).
 fn wants_grounding(settings: &crate::agents::settings::AgentSettings, api: &[TargetInfo]) -> bool {

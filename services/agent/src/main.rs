@@ -22,6 +22,11 @@ async fn main() -> anyhow::Result<()> {
             let word = if finding.problem { "problem" } else { "ok" };
             println!("{word}: {}", finding.text);
         }
+        // Grounding degrades (steps go on with accessibility controls), so it is a note, not a failure.
+        match config.agents.check_grounding().await {
+            Ok(text) => println!("grounding-ok: {text}"),
+            Err(text) => println!("grounding-note: {text}"),
+        }
         std::process::exit(i32::from(findings.iter().any(|f| f.problem)));
     }
     let mut telemetry = ufo_common::telemetry::init("ufo-agent", &config.telemetry)?;

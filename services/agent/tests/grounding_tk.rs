@@ -13,7 +13,11 @@ use std::time::Instant;
 
 use image::RgbaImage;
 use serde_json::Value;
+use ufo_agent::agents::services::GroundingSource as _;
 use ufo_agent::agents::target::Rect;
+use ufo_agent::testing::grounding_service::{Behaviour, start};
+use ufo_agent::vision::Screenshot;
+use ufo_agent::vision::grounding::omniparser::{OmniParserClient, OmniParserOptions};
 use ufo_agent::vision::grounding::{OcrGrounding, OcrOptions, builtin_engine};
 use ufo_agent::vision::iou;
 use ufo_executor::backend::Backend as _;
@@ -84,10 +88,43 @@ async fn ocr_grounding_finds_the_tk_forms_widgets_and_their_text() {
     }
 
     let engine = builtin_engine(None, "eng").expect("install tesseract-ocr and tesseract-ocr-eng");
-    let grounding = OcrGrounding::new(engine, OcrOptions::default());
+    let grounding = OcrGrounding::new(engine.clone(), OcrOptions::default());
     let started = Instant::now();
     let found = grounding.elements(&img).unwrap();
     let took = started.elapsed();
+
+    // The same grounding through the OmniParser protocol (`--grounding-url`): a stand-in service running
+    // this OCR answers in that protocol's fractions; the client maps them back to the same boxes.
+    let svc = start(Behaviour::Ocr(engine)).await.unwrap();
+    let client = OmniParserClient::new(
+        &svc.url,
+        OmniParserOptions {
+            timeout: std::time::Duration::from_secs(120),
+            ..OmniParserOptions::default()
+        },
+    )
+    .unwrap();
+    let via_service = client
+        .detect(&Screenshot::from_rgba(&img, 0, 0).unwrap())
+        .await
+        .unwrap();
+    let local: Vec<(String, Rect)> = found
+        .iter()
+        .map(|e| {
+            (
+                e.text.clone(),
+                Rect::new(e.bbox[0], e.bbox[1], e.bbox[2], e.bbox[3]),
+            )
+        })
+        .collect();
+    let remote: Vec<(String, Rect)> = via_service
+        .iter()
+        .map(|c| (c.name.clone(), c.rect.unwrap()))
+        .collect();
+    assert_eq!(
+        remote, local,
+        "the protocol round trip keeps every element and box"
+    );
 
     let widgets = truth["widgets"].as_array().unwrap();
     assert!(widgets.len() >= 30, "the form draws at least 30 widgets");

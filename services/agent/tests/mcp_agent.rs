@@ -26,34 +26,6 @@ fn fault_server() -> String {
     format!("{}/tests/mcp/fault_server.py", env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The filesystem server as the third-party agent `files`, allowed to touch `dir` only.
-fn files_hub(dir: &Path) -> Arc<McpHub> {
-    let bin = which("mcp-server-filesystem");
-    let file = McpServersFile::parse(
-        &json!({"servers": [{
-            "name": "files",
-            "transport": {"type": "stdio", "command": bin, "args": [dir]},
-            "bind": {"type": "agent", "description": "Reads and writes files in the output directory"}
-        }]})
-        .to_string(),
-        false,
-    )
-    .unwrap();
-    Arc::new(McpHub::new(file, McpLimits::default()))
-}
-
-fn which(program: &str) -> String {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(program))
-                .find(|f| f.is_file())
-        })
-        .unwrap_or_else(|| panic!("{program} is not installed (.ci/run installs it with npm)"))
-        .display()
-        .to_string()
-}
-
 fn mcp_round(
     llm: &ScriptedLlm,
     settings: AgentSettings,
@@ -76,11 +48,6 @@ fn mcp_round(
         dispatcher,
     )
     .unwrap()
-}
-
-fn third(status: &str, action: serde_json::Value, result: &str) -> serde_json::Value {
-    json!({"observation": "files", "thought": "write", "status": status, "action": action,
-           "result": result, "plan": []})
 }
 
 #[tokio::test]

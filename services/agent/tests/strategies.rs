@@ -333,7 +333,10 @@ struct Grounding;
 
 #[async_trait]
 impl GroundingSource for Grounding {
-    async fn detect(&self, _shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
+    async fn detect(
+        &self,
+        _shot: &Screenshot,
+    ) -> Result<Vec<TargetInfo>, ufo_agent::vision::grounding::GroundingError> {
         let c = |n: &str, r: [i32; 4]| {
             TargetInfo::from_json(
                 &json!({"id": "", "name": n, "type": "Icon", "rect": r}),

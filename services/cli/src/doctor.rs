@@ -157,10 +157,17 @@ pub async fn doctor(args: DoctorArgs, conn: &Connection) -> Result<Outcome, CliE
                     match line.split_once(": ") {
                         Some(("problem", rest)) => report.line(Verdict::Problem, "model", rest),
                         Some(("ok", rest)) => report.line(Verdict::Ok, "model", rest),
+                        Some(("grounding-ok", rest)) => report.line(Verdict::Ok, "grounding", rest),
+                        Some(("grounding-note", rest)) => {
+                            report.line(Verdict::Note, "grounding", rest)
+                        }
                         _ => {}
                     }
                 }
-                if text.trim().is_empty() {
+                if !text
+                    .lines()
+                    .any(|l| l.starts_with("ok: ") || l.starts_with("problem: "))
+                {
                     let err = String::from_utf8_lossy(&output.stderr);
                     report.line(
                         Verdict::Problem,

@@ -63,8 +63,38 @@ fn doctor_on_a_bare_machine_names_the_missing_display_and_model_key_with_their_f
             .any(|l| l.contains("no API key") && l.contains("fix: export UFO_LLM_API_KEY")),
         "the missing key is not named with its fix:\n{stdout}"
     );
+    // The OCR engine is checked by the agent itself: this machine has Tesseract (`.ci/run` installs it);
+    // with a language that does not exist it is a note with its fix, not a failure.
+    let grounding = stdout
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("grounding"))
+        .unwrap_or_else(|| panic!("no grounding line:\n{stdout}"));
+    assert!(
+        grounding.starts_with("ok") && grounding.contains("tesseract"),
+        "{grounding}"
+    );
     // Every problem line carries its fix.
     for line in stdout.lines().filter(|l| l.starts_with("PROBLEM")) {
         assert!(line.contains("fix:"), "a problem without a fix: {line}");
     }
+}
+
+#[test]
+fn a_missing_ocr_language_is_a_grounding_note_with_its_fix() {
+    let output = std::process::Command::new(workspace_binary("ufo-agent").unwrap())
+        .arg("--check-model")
+        .env("UFO_AGENT_GROUNDING_LANG", "nosuchlang")
+        .env("UFO_LLM_BASE_URL", "http://model.invalid/v1")
+        .env_remove("UFO_LLM_API_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let note = stdout
+        .lines()
+        .find(|l| l.starts_with("grounding-note: "))
+        .unwrap_or_else(|| panic!("no grounding note:\n{stdout}"));
+    assert!(
+        note.contains("fix: apt-get install tesseract-ocr"),
+        "{note}"
+    );
 }

@@ -471,6 +471,12 @@ impl Desk {
                 .iter()
                 .filter(|w| w.title.to_lowercase().contains(&wanted))
                 .max_by_key(|w| w.pid.is_some() && w.pid == pid);
+            if let Some(w) = window
+                && !app.accessible
+            {
+                // No accessibility tree to wait for: listed (mapped by the window manager) is ready.
+                return Ok(w.clone());
+            }
             if let Some(w) = window {
                 let limits = TreeLimits {
                     max_nodes: 64,

@@ -384,6 +384,15 @@ pub async fn run_actions(
             };
             match problem {
                 Some(p) => CommandResult::failure(p),
+                // Reading a grounding-only control: its text is what grounding read off the screen (the
+                // executor has no control to ask).
+                None if spec.function == "texts"
+                    && target
+                        .as_ref()
+                        .is_some_and(|t| t.source == ControlSource::Grounding) =>
+                {
+                    CommandResult::success(json!(target.as_ref().map_or("", |t| t.name.as_str())))
+                }
                 None => match target.as_ref().and_then(|t| grounded_typing(spec, t)) {
                     Some(commands) => {
                         let mut last = CommandResult::success(json!({}));

@@ -8,14 +8,15 @@ use async_trait::async_trait;
 use super::settings::AgentSettings;
 use crate::agents::target::TargetInfo;
 use crate::llm::ChatModel;
+use crate::vision::grounding::GroundingError;
 use crate::vision::{Marker, Screenshot};
 
 /// A visual-grounding control source (e.g. an OmniParser service): controls found in a screenshot, with
-/// screen rectangles. Errors are reported as text and make the step use accessibility controls only.
+/// screen rectangles. An error makes the step use accessibility controls only.
 #[async_trait]
 pub trait GroundingSource: Send + Sync {
     /// Controls detected in `shot`.
-    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, String>;
+    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError>;
 }
 
 /// Retrieved knowledge for a subtask (seed 001 "RAG": experience, demonstrations, documents, search),

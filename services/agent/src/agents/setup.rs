@@ -12,7 +12,10 @@ use super::target::TargetInfo;
 use crate::config::GroundingMode;
 use crate::config::{AgentArgs, LlmArgs};
 use crate::llm::LlmError;
-use crate::vision::grounding::{OcrGrounding, OcrOptions, Preprocess, builtin_engine};
+use crate::vision::grounding::omniparser::{OmniParserClient, OmniParserOptions};
+use crate::vision::grounding::{
+    GroundingError, OcrGrounding, OcrOptions, Preprocess, builtin_engine,
+};
 use crate::vision::{Marker, Palette, Screenshot, VisionError};
 
 /// A grounding source whose engine could not start: every call fails with the cause.
@@ -21,8 +24,8 @@ struct Unavailable(String);
 
 #[async_trait::async_trait]
 impl GroundingSource for Unavailable {
-    async fn detect(&self, _shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
-        Err(self.0.clone())
+    async fn detect(&self, _shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError> {
+        Err(GroundingError::Unavailable(self.0.clone()))
     }
 }
 
@@ -90,12 +93,39 @@ impl AgentArgs {
         Ok(Some(Arc::new(crate::mcp::McpHub::load(path, limits)?)))
     }
 
-    /// The built-in OCR grounding source these flags describe (once per process; share the result), or
-    /// `None` with `--grounding off`. An engine that cannot start is not fatal: the source then fails
-    /// every call with the cause, and each step goes on with accessibility controls only.
-    pub fn grounding(&self) -> Option<Arc<dyn GroundingSource>> {
+    /// The grounding source these flags describe (once per process; share the result): the
+    /// OmniParser-protocol service of `--grounding-url`, else the built-in OCR; `None` with
+    /// `--grounding off`. A bad URL or token file is an error (the service does not start); an engine
+    /// that cannot start is not fatal: the source then fails every call with the cause, and each step
+    /// goes on with accessibility controls only.
+    pub fn grounding(&self) -> Result<Option<Arc<dyn GroundingSource>>, GroundingError> {
         if self.grounding == GroundingMode::Off {
-            return None;
+            return Ok(None);
+        }
+        if let Some(url) = &self.grounding_url {
+            let token = match &self.grounding_token_file {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| {
+                            GroundingError::Config(format!(
+                                "cannot read the grounding token file {}: {e}",
+                                path.display()
+                            ))
+                        })?
+                        .trim()
+                        .to_owned(),
+                ),
+                None => None,
+            };
+            let options = OmniParserOptions {
+                timeout: Duration::from_millis(self.grounding_timeout_ms.max(1)),
+                max_response_bytes: self.grounding_max_response_bytes.max(1),
+                max_text_chars: self.grounding_text_chars.max(1),
+                max_elements: self.grounding_max_elements,
+                cache_entries: self.grounding_cache,
+                token,
+            };
+            return Ok(Some(Arc::new(OmniParserClient::new(url, options)?)));
         }
         let options = OcrOptions {
             preprocess: Preprocess {
@@ -109,7 +139,7 @@ impl AgentArgs {
             cache_entries: self.grounding_cache,
             ..OcrOptions::default()
         };
-        Some(
+        Ok(Some(
             match builtin_engine(self.grounding_tessdata.as_deref(), &self.grounding_lang) {
                 Ok(engine) => Arc::new(OcrGrounding::new(engine, options)),
                 Err(e) => {
@@ -117,7 +147,45 @@ impl AgentArgs {
                     Arc::new(Unavailable(e.to_string()))
                 }
             },
-        )
+        ))
+    }
+
+    /// Whether grounding works as configured, for `--check-model` (and so `ufo doctor`): `Ok(text)` when
+    /// it does (or is off), `Err(text)` with the cause and the fix when it does not.
+    pub async fn check_grounding(&self) -> Result<String, String> {
+        if self.grounding == GroundingMode::Off {
+            return Ok("visual grounding is off (--grounding off)".into());
+        }
+        if let Some(url) = &self.grounding_url {
+            let client = match self.grounding() {
+                Ok(Some(_)) => OmniParserClient::new(
+                    url,
+                    OmniParserOptions {
+                        timeout: Duration::from_millis(self.grounding_timeout_ms.max(1)),
+                        ..OmniParserOptions::default()
+                    },
+                )
+                .map_err(|e| e.to_string())?,
+                Ok(None) => return Ok("visual grounding is off".into()),
+                Err(e) => {
+                    return Err(format!(
+                        "{e}; fix: correct --grounding-url / --grounding-token-file"
+                    ));
+                }
+            };
+            return match client.probe().await {
+                Ok(()) => Ok(format!("grounding service {url} is ready")),
+                Err(e) => Err(format!(
+                    "grounding service {url}: {e}; fix: start it or correct --grounding-url (steps go on with accessibility controls only)"
+                )),
+            };
+        }
+        match builtin_engine(self.grounding_tessdata.as_deref(), &self.grounding_lang) {
+            Ok(engine) => Ok(format!("built-in OCR grounding: {}", engine.name())),
+            Err(e) => Err(format!(
+                "{e}; fix: apt-get install tesseract-ocr tesseract-ocr-eng (windows without accessibility get no visual grounding until then)"
+            )),
+        }
     }
 
     /// Loads the label font (once per process; share the result).

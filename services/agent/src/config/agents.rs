@@ -159,6 +159,16 @@ pub struct AgentArgs {
     /// Tesseract language(s), e.g. `eng` or `eng+deu`.
     #[arg(long, env = "UFO_AGENT_GROUNDING_LANG", default_value = "eng")]
     pub grounding_lang: String,
+    /// An OmniParser-compatible grounding service (`http://host:port`; `POST /parse/`) used instead of
+    /// the built-in OCR (docs/grounding.md).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_URL")]
+    pub grounding_url: Option<String>,
+    /// A file holding a bearer token for `--grounding-url`.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_TOKEN_FILE")]
+    pub grounding_token_file: Option<PathBuf>,
+    /// Largest answer read from `--grounding-url`, in bytes.
+    #[arg(long, env = "UFO_AGENT_GROUNDING_MAX_RESPONSE_BYTES", default_value_t = 4 << 20)]
+    pub grounding_max_response_bytes: usize,
 }
 
 /// When the AppAgent grounds a window visually besides its accessible controls.

@@ -76,6 +76,9 @@ pub enum DriverSetupError {
     /// The MCP servers file cannot be used.
     #[error(transparent)]
     Mcp(#[from] crate::mcp::McpConfigError),
+    /// The grounding service's URL or token file is invalid.
+    #[error(transparent)]
+    Grounding(#[from] crate::vision::grounding::GroundingError),
     /// The session service's address or token (screenshot uploads) is invalid.
     #[error(transparent)]
     Session(#[from] crate::store::client::SessionClientError),
@@ -97,7 +100,7 @@ impl AgentsDriver {
         let policy = config.agents.load_policy()?;
         let mcp = config.agents.load_mcp()?;
         let services_mcp = mcp.clone();
-        let grounding = config.agents.grounding();
+        let grounding = config.agents.grounding()?;
         let llm = config.llm.clone();
         let agents = config.agents.clone();
         let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
@@ -105,17 +108,20 @@ impl AgentsDriver {
         ));
         // Help documents only: the factory does not know the task's owner, so no experience is retrieved
         // here (issue 33's experiences need the owner passed down).
-        let knowledge: Option<Arc<dyn crate::agents::services::KnowledgeSource>> = if config.agents.knowledge {
-            Some(Arc::new(crate::store::knowledge::SessionKnowledge::connect(
-                &config.session,
-                crate::store::knowledge::KnowledgeBudget {
-                    top_k: config.agents.knowledge_top_k,
-                    chars: config.agents.knowledge_budget_chars as usize,
-                },
-            )?))
-        } else {
-            None
-        };
+        let knowledge: Option<Arc<dyn crate::agents::services::KnowledgeSource>> =
+            if config.agents.knowledge {
+                Some(Arc::new(
+                    crate::store::knowledge::SessionKnowledge::connect(
+                        &config.session,
+                        crate::store::knowledge::KnowledgeBudget {
+                            top_k: config.agents.knowledge_top_k,
+                            chars: config.agents.knowledge_budget_chars as usize,
+                        },
+                    )?,
+                ))
+            } else {
+                None
+            };
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
             AgentServices::for_task(
                 &llm,

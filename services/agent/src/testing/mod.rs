@@ -6,6 +6,7 @@
 //!   [`CommandDispatcher`](crate::dispatch::CommandDispatcher) trait, for unit-level tests only.
 
 pub mod desktop;
+pub mod grounding_service;
 pub mod scripted_llm;
 
 pub use desktop::{FakeControl, FakeDesktop, FakeWindow};

@@ -50,6 +50,7 @@ impl Default for Palette {
             ("link", c(200, 0, 130)),
             // Visually grounded text (no accessible control): a colour no accessibility type uses.
             (crate::vision::grounding::GROUNDED_TYPE, c(255, 0, 255)),
+            (crate::vision::grounding::GROUNDED_ICON_TYPE, c(255, 0, 255)),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))

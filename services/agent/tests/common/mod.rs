@@ -137,3 +137,42 @@ pub fn by_name(
         ScriptedReply::Text(f(&id).to_string())
     }
 }
+
+/// The reference filesystem MCP server (`mcp-server-filesystem`, installed by .ci/run) as the
+/// third-party agent `files`, allowed to touch `dir` only.
+pub fn files_hub(dir: &Path) -> Arc<ufo_agent::mcp::McpHub> {
+    let bin = which("mcp-server-filesystem");
+    let file = ufo_agent::mcp::McpServersFile::parse(
+        &json!({"servers": [{
+            "name": "files",
+            "transport": {"type": "stdio", "command": bin, "args": [dir]},
+            "bind": {"type": "agent", "description": "Reads and writes files in the output directory"}
+        }]})
+        .to_string(),
+        false,
+    )
+    .unwrap();
+    Arc::new(ufo_agent::mcp::McpHub::new(
+        file,
+        ufo_agent::mcp::McpLimits::default(),
+    ))
+}
+
+/// The path of `program` on PATH (a test of an installed program panics naming it when it is missing).
+pub fn which(program: &str) -> String {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(program))
+                .find(|f| f.is_file())
+        })
+        .unwrap_or_else(|| panic!("{program} is not installed (.ci/run installs it with npm)"))
+        .display()
+        .to_string()
+}
+
+/// A third-party agent's reply.
+pub fn third(status: &str, action: Value, result: &str) -> Value {
+    json!({"observation": "files", "thought": "write", "status": status, "action": action,
+           "result": result, "plan": []})
+}

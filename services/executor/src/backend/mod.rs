@@ -30,6 +30,10 @@ pub enum BackendError {
     /// The desktop itself (display, accessibility bus, COM) is not reachable.
     #[error("desktop unavailable: {0}")]
     Unavailable(String),
+    /// The window's program exposes no accessibility tree (Tk on Linux, a program whose bridge is off):
+    /// it has no controls to list, only pixels (the agent grounds it visually).
+    #[error("{0}")]
+    Inaccessible(String),
 }
 
 /// Result of a backend call.

@@ -62,10 +62,13 @@ pub enum Kind {
     Text,
     /// A document.
     Document,
+    /// Text found on the screen by visual grounding (a window without accessibility).
+    ScreenText,
 }
 
 /// Words naming each kind, longest first where one is a prefix of another.
 const KINDS: &[(&str, Kind)] = &[
+    ("screen text", Kind::ScreenText),
     ("menu item", Kind::MenuItem),
     ("menu", Kind::Menu),
     ("toggle button", Kind::Button),
@@ -107,6 +110,7 @@ impl Kind {
             Self::SpinButton => &["Spinner"],
             Self::Text => &["Text"],
             Self::Document => &["Document", "Edit"],
+            Self::ScreenText => &["OcrText", "GroundedIcon"],
         }
     }
 
@@ -133,6 +137,7 @@ impl Kind {
             Self::SpinButton => "spin button",
             Self::Text => "text",
             Self::Document => "document",
+            Self::ScreenText => "screen text",
         }
     }
 }

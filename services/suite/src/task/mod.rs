@@ -94,6 +94,9 @@ pub struct SetupApp {
     pub size: Option<(u32, u32)>,
     /// Keep its standard output and exit code for `process` checks.
     pub output: bool,
+    /// Whether the program exposes an accessibility tree; `false` (Tk on Linux): ready as soon as its
+    /// window is listed, and the agent grounds it visually.
+    pub accessible: bool,
 }
 
 /// One subtask of the demonstration: what the HostAgent assigns and what the AppAgent then does.
@@ -318,6 +321,7 @@ impl Task {
                 window: a.window,
                 size: a.size.map(|[w, h]| (w, h)),
                 output: a.output,
+                accessible: a.accessible,
             });
         }
         let mut subtasks: Vec<Subtask> = Vec::new();

@@ -51,6 +51,12 @@ pub(super) struct RawApp {
     pub(super) size: Option<[u32; 2]>,
     #[serde(default)]
     pub(super) output: bool,
+    #[serde(default = "yes")]
+    pub(super) accessible: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize)]

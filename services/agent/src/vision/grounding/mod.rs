@@ -9,6 +9,7 @@
 //! cached per screenshot, so an unchanged window is not grounded again.
 
 pub mod ocr;
+pub mod omniparser;
 #[cfg(feature = "ocr")]
 pub mod tesseract;
 
@@ -26,8 +27,10 @@ use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
 use crate::vision::Screenshot;
 pub use ocr::{Element, Preprocess};
 
-/// The control type grounded elements carry in the prompt and the set-of-marks palette.
+/// The control type grounded text elements carry in the prompt and the set-of-marks palette.
 pub const GROUNDED_TYPE: &str = "OcrText";
+/// The control type of grounded icons (a grounding service's `icon` elements).
+pub const GROUNDED_ICON_TYPE: &str = "GroundedIcon";
 
 /// Why grounding failed (the step goes on with accessibility controls only).
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +47,12 @@ pub enum GroundingError {
     /// The call took longer than allowed.
     #[error("grounding took longer than {0:?}")]
     Timeout(Duration),
+    /// The grounding service failed, was unreachable or answered something that is not its protocol.
+    #[error("the grounding service failed: {0}")]
+    Service(String),
+    /// The grounding configuration is wrong (a bad URL).
+    #[error("bad grounding configuration: {0}")]
+    Config(String),
 }
 
 /// An OCR engine: Tesseract-style TSV (level 5 rows are words) for a grey image.
@@ -89,11 +98,43 @@ impl Default for OcrOptions {
 
 type CacheKey = [u8; 32];
 
+/// Grounding results of the last few screenshots (most recent first), so an unchanged window is not
+/// grounded again.
+pub(crate) struct Cache {
+    entries: usize,
+    list: Mutex<VecDeque<(CacheKey, Vec<TargetInfo>)>>,
+}
+
+impl Cache {
+    pub(crate) fn new(entries: usize) -> Self {
+        Self {
+            entries,
+            list: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &CacheKey) -> Option<Vec<TargetInfo>> {
+        let list = self.list.lock().ok()?;
+        list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    pub(crate) fn put(&self, key: CacheKey, found: &[TargetInfo]) {
+        if self.entries == 0 {
+            return;
+        }
+        if let Ok(mut list) = self.list.lock() {
+            list.retain(|(k, _)| *k != key);
+            list.push_front((key, found.to_vec()));
+            list.truncate(self.entries);
+        }
+    }
+}
+
 /// OCR grounding over an [`OcrEngine`]: see the module doc.
 pub struct OcrGrounding {
     engine: Arc<dyn OcrEngine>,
     options: OcrOptions,
-    cache: Mutex<VecDeque<(CacheKey, Vec<TargetInfo>)>>,
+    cache: Cache,
 }
 
 impl std::fmt::Debug for OcrGrounding {
@@ -110,8 +151,8 @@ impl OcrGrounding {
     pub fn new(engine: Arc<dyn OcrEngine>, options: OcrOptions) -> Self {
         Self {
             engine,
+            cache: Cache::new(options.cache_entries),
             options,
-            cache: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -123,22 +164,6 @@ impl OcrGrounding {
     /// Text elements of `img` in its own pixels (no cache, no timeout; blocking).
     pub fn elements(&self, img: &RgbaImage) -> Result<Vec<Element>, GroundingError> {
         elements_with(self.engine.as_ref(), &self.options, img)
-    }
-
-    fn cached(&self, key: &CacheKey) -> Option<Vec<TargetInfo>> {
-        let cache = self.cache.lock().ok()?;
-        cache.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-    }
-
-    fn remember(&self, key: CacheKey, found: &[TargetInfo]) {
-        if self.options.cache_entries == 0 {
-            return;
-        }
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.retain(|(k, _)| *k != key);
-            cache.push_front((key, found.to_vec()));
-            cache.truncate(self.options.cache_entries);
-        }
     }
 }
 
@@ -176,7 +201,7 @@ fn elements_with(
     Ok(elements)
 }
 
-fn cache_key(shot: &Screenshot) -> CacheKey {
+pub(crate) fn cache_key(shot: &Screenshot) -> CacheKey {
     let mut h = Sha256::new();
     h.update(shot.origin_x.to_le_bytes());
     h.update(shot.origin_y.to_le_bytes());
@@ -214,7 +239,7 @@ pub fn to_target(e: &Element, shot: &Screenshot) -> TargetInfo {
 
 #[async_trait]
 impl GroundingSource for OcrGrounding {
-    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, String> {
+    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError> {
         let span = tracing::info_span!(
             "grounding",
             engine = %self.engine.name(),
@@ -225,7 +250,7 @@ impl GroundingSource for OcrGrounding {
         let _entered = span.enter();
         let started = Instant::now();
         let key = cache_key(shot);
-        if let Some(found) = self.cached(&key) {
+        if let Some(found) = self.cache.get(&key) {
             span.record("cached", true);
             span.record("elements", found.len());
             span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
@@ -242,12 +267,16 @@ impl GroundingSource for OcrGrounding {
             elements_with(engine.as_ref(), &options, &img)
         });
         let elements = match tokio::time::timeout(self.options.timeout, work).await {
-            Err(_) => return Err(GroundingError::Timeout(self.options.timeout).to_string()),
-            Ok(Err(e)) => return Err(format!("the OCR worker stopped: {e}")),
-            Ok(Ok(r)) => r.map_err(|e| e.to_string())?,
+            Err(_) => return Err(GroundingError::Timeout(self.options.timeout)),
+            Ok(Err(e)) => {
+                return Err(GroundingError::Engine(format!(
+                    "the OCR worker stopped: {e}"
+                )));
+            }
+            Ok(Ok(r)) => r?,
         };
         let found: Vec<TargetInfo> = elements.iter().map(|e| to_target(e, shot)).collect();
-        self.remember(key, &found);
+        self.cache.put(key, &found);
         span.record("elements", found.len());
         span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
         Ok(found)
@@ -343,7 +372,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_engine_or_garbage_is_an_error_or_nothing_never_a_panic() {
         let g = OcrGrounding::new(fake(Err("no language data")), OcrOptions::default());
-        let e = g.detect(&shot(1)).await.unwrap_err();
+        let e = g.detect(&shot(1)).await.unwrap_err().to_string();
         assert!(e.contains("no language data"), "{e}");
         let garbage =
             "5\tx\t\t\n\u{0}\u{0}\n5\t1\t1\t1\t1\t1\t-5\t999999999\tnan\t1\t99\tword\n9\n";
@@ -365,7 +394,7 @@ mod tests {
         };
         let g = OcrGrounding::new(engine, options);
         let started = Instant::now();
-        let e = g.detect(&shot(1)).await.unwrap_err();
+        let e = g.detect(&shot(1)).await.unwrap_err().to_string();
         assert!(e.contains("longer than"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
         release.send(()).unwrap();

@@ -231,7 +231,7 @@ impl Atspi {
             }
         }
         map.get(&pid).cloned().ok_or_else(|| {
-            BackendError::Failed(format!("process {pid} has no accessible application (is its accessibility bridge disabled?)"))
+            BackendError::Inaccessible(format!("process {pid} has no accessible application (is its accessibility bridge disabled?)"))
         })
     }
 

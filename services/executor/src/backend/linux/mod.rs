@@ -150,7 +150,19 @@ impl Backend for LinuxBackend {
         window: &WindowInfo,
         limits: &TreeLimits,
     ) -> BackendResult<RawTree> {
-        self.a11y.tree(window, limits).await
+        if window.pid.is_none() {
+            // No _NET_WM_PID: no way to find its accessible application; its pixels are all there is.
+            return Ok(RawTree::default());
+        }
+        match self.a11y.tree(window, limits).await {
+            // A program without an accessibility bridge (Tk): a window with no controls to list, which
+            // the agent grounds visually; acting on its controls still fails with the cause.
+            Err(BackendError::Inaccessible(why)) => {
+                tracing::debug!(window = %window.title, %why, "window without accessibility: no controls");
+                Ok(RawTree::default())
+            }
+            other => other,
+        }
     }
 
     async fn control_state(&self, control: &RawNode) -> BackendResult<ControlState> {

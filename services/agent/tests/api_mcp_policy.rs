@@ -1,0 +1,218 @@
+//! The operator's consent policy on MCP tool calls through the REST API (issue 34), with the real session
+//! service on Postgres, the agent's runner and API, the scripted model, and the reference filesystem MCP
+//! server (`mcp-server-filesystem`) as the third-party agent `files`:
+//! - a `confirm` rule holds the call — the task waits with the held action, nothing is written — until a
+//!   person approves it through `POST /v1/tasks/{id}/confirmation`; then it runs once and the file holds
+//!   the value;
+//! - a `deny` rule refuses the call: nothing is written, and the model's next prompt carries the reason.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api_support;
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+
+use api_support::{Agent, KEY, Session, agent_config, eventually};
+use serde_json::{Value, json};
+use ufo_agent::agents::policy::Policy;
+use ufo_agent::agents::{AgentServices, AgentSettings};
+use ufo_agent::dispatch::CommandDispatcher;
+use ufo_agent::mcp::McpDispatcher;
+use ufo_agent::runner::{AgentsDriver, TaskDriver};
+use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
+use ufo_proto::v1::{EventKind, ListStepsRequest};
+
+async fn call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    body: Option<Value>,
+) -> Value {
+    let mut req = http.request(method, url).bearer_auth(KEY);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    req.send().await.unwrap().json().await.unwrap()
+}
+
+/// The agent service with one runner slot whose tasks get the file agent over `dir` and `policy`.
+async fn agent_with_files(
+    session: &Session,
+    llm: &ScriptedLlm,
+    dir: &std::path::Path,
+    policy: Value,
+) -> Agent {
+    let hub = common::files_hub(dir);
+    let settings = AgentSettings {
+        policy: Arc::new(Policy::parse(&policy.to_string()).unwrap()),
+        ..AgentSettings::default()
+    };
+    let services = AgentServices {
+        mcp: Some(hub.clone()),
+        ..common::services(llm, settings)
+    };
+    let desktop = Arc::new(common::desktop());
+    let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
+        Arc::new(move |_| Ok(services.clone())),
+        Arc::new(move |_| {
+            Ok(Arc::new(McpDispatcher::new(desktop.clone(), hub.clone()))
+                as Arc<dyn CommandDispatcher>)
+        }),
+    ));
+    Agent::start(
+        agent_config(&session.url, &["--claim-interval-ms", "50"]),
+        Some(driver),
+    )
+    .await
+}
+
+async fn submit(agent: &Agent, http: &reqwest::Client, request: &str) -> String {
+    let task = call(
+        http,
+        reqwest::Method::POST,
+        format!("{}/v1/tasks", agent.http),
+        Some(json!({"request": request})),
+    )
+    .await;
+    format!("{}/v1/tasks/{}", agent.http, task["id"].as_str().unwrap())
+}
+
+async fn ended(http: &reqwest::Client, url: &str) -> Value {
+    eventually(60, "the task's end", || async {
+        let t = call(http, reqwest::Method::GET, url.to_owned(), None).await;
+        matches!(t["status"].as_str(), Some("finished" | "failed")).then_some(t)
+    })
+    .await
+}
+
+async fn steps(session: &Session, id: &str) -> Vec<ufo_proto::v1::Step> {
+    session
+        .client()
+        .list_steps(ListStepsRequest {
+            session_id: id.into(),
+            from_step: 1,
+            limit: 100,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .steps
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_rule_holds_the_mcp_call_until_approved_through_the_api() {
+    let session = Session::start().await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().canonicalize().unwrap();
+    let out = dir_path.join("out.txt");
+    let agent = agent_with_files(
+        &session,
+        &llm,
+        &dir_path,
+        json!({"tools": {"mcp__files__write_file": "confirm"}}),
+    )
+    .await;
+    let write = json!({"function": "mcp__files__write_file",
+                       "arguments": {"path": out.display().to_string(), "content": "42"}});
+    llm.push_json(&common::assign("2", "write 42 into out.txt"));
+    llm.push_json(&common::third("CONTINUE", write, ""));
+    llm.push_json(&common::third("FINISH", json!(null), "wrote 42"));
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "done", "comment": "done"}),
+    ));
+    let http = ufo_testkit::http_client();
+    let url = submit(&agent, &http, "write 42 into out.txt").await;
+
+    let waiting = eventually(60, "the held MCP call", || async {
+        let t = call(&http, reqwest::Method::GET, url.clone(), None).await;
+        (t["status"] == "waiting" && t["held_action"].is_object()).then_some(t)
+    })
+    .await;
+    assert_eq!(waiting["held_action"]["function"], "mcp__files__write_file");
+    assert!(!out.exists(), "nothing runs while held");
+    let answer = call(
+        &http,
+        reqwest::Method::POST,
+        format!("{url}/confirmation"),
+        Some(json!({"approve": true, "reason": "fine", "action_id": waiting["held_action"]["id"]})),
+    )
+    .await;
+    assert!(answer.get("code").is_none(), "approved: {answer}");
+    let done = ended(&http, &url).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "42");
+
+    let id = done["id"].as_str().unwrap();
+    let writes: Vec<_> = steps(&session, id)
+        .await
+        .into_iter()
+        .flat_map(|s| s.actions)
+        .filter(|a| a.function == "mcp__files__write_file")
+        .collect();
+    assert_eq!(writes.len(), 1, "the held call ran exactly once");
+    let events = session.events(id).await;
+    let held = events
+        .iter()
+        .filter(|e| e.kind == EventKind::ActionHeld as i32)
+        .count();
+    assert_eq!(held, 1);
+    agent.stop().await;
+    session.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_refuses_the_mcp_call_and_the_model_is_told_through_the_api() {
+    let session = Session::start().await;
+    let llm = ScriptedLlm::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dir_path = dir.path().canonicalize().unwrap();
+    let out = dir_path.join("out.txt");
+    let agent = agent_with_files(
+        &session,
+        &llm,
+        &dir_path,
+        json!({"rules": [{"tool": "mcp__files__*", "argument": "path", "pattern": "out\\.txt$",
+                          "verdict": "deny", "reason": "out.txt is read-only"}]}),
+    )
+    .await;
+    let write = json!({"function": "mcp__files__write_file",
+                       "arguments": {"path": out.display().to_string(), "content": "42"}});
+    llm.push_json(&common::assign("2", "write 42 into out.txt"));
+    llm.push_json(&common::third("CONTINUE", write, ""));
+    llm.push_fn(|req| {
+        let text = req.text();
+        assert!(text.contains("[denied:"), "{text}");
+        assert!(text.contains("out.txt is read-only"), "{text}");
+        ScriptedReply::Text(common::third("FAIL", json!(null), "the file is read-only").to_string())
+    });
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "could not write: out.txt is read-only", "comment": "denied"}),
+    ));
+    let http = ufo_testkit::http_client();
+    let url = submit(&agent, &http, "write 42 into out.txt").await;
+    let done = ended(&http, &url).await;
+    assert!(!out.exists(), "a denied call must not run");
+    assert_eq!(llm.requests().len(), 4, "the model saw the denial: {done}");
+    let id = done["id"].as_str().unwrap();
+    let denied: Vec<_> = steps(&session, id)
+        .await
+        .into_iter()
+        .flat_map(|s| s.actions)
+        .filter(|a| a.function == "mcp__files__write_file")
+        .collect();
+    assert_eq!(denied.len(), 1);
+    let result = denied[0].result.as_ref().unwrap();
+    assert!(result.error.contains("read-only"), "{result:?}");
+    // The REST view of the steps says the same.
+    let listed = call(&http, reqwest::Method::GET, format!("{url}/steps"), None).await;
+    assert!(
+        listed.to_string().contains("out.txt is read-only"),
+        "{listed}"
+    );
+    agent.stop().await;
+    session.stop().await;
+}

@@ -187,11 +187,17 @@ impl TargetInfo {
     }
 
     /// The process or application name an AppAgent is keyed by: the executor's `process_name` /
-    /// `app_root` when reported, else the window title.
+    /// `app_root` when reported, else the window title (a window whose process is unknown — no
+    /// `_NET_WM_PID`, as Tk's — reports an empty one).
     pub fn app_root(&self) -> String {
         ["app_root", "process_name", "application"]
             .iter()
-            .find_map(|k| self.extra.get(*k).and_then(Value::as_str))
+            .find_map(|k| {
+                self.extra
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            })
             .map_or_else(|| self.name.clone(), str::to_owned)
     }
 }

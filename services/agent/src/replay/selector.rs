@@ -314,4 +314,22 @@ mod tests {
         let back = Selector::from_proto(&recorded.to_proto());
         assert_eq!(back, recorded);
     }
+
+    #[test]
+    fn a_window_of_an_unknown_process_is_found_by_its_title() {
+        // Tk sets no _NET_WM_PID: the executor reports an empty process name.
+        let w = |label: &str, title: &str| {
+            let mut t = TargetInfo::from_json(
+                &json!({"id": label, "name": title, "type": "Window", "process_name": ""}),
+                TargetKind::Application,
+            )
+            .unwrap();
+            t.label = label.into();
+            t
+        };
+        let recorded = Selector::of_target(&w("1", "New ticket"));
+        assert_eq!(recorded.process, "New ticket");
+        let now = [w("0", "Reports"), w("1", "New ticket")];
+        assert_eq!(recorded.find(&now).unwrap().label, "1");
+    }
 }

@@ -130,11 +130,29 @@ impl Cache {
     }
 }
 
+/// The last grounded pixels of a window (by its place and size) and what was found in them, so a
+/// changed screenshot is grounded again only where it changed.
+struct Remembered {
+    place: (i32, i32, u64),
+    pixels: RgbaImage,
+    elements: Vec<Element>,
+}
+
+/// Windows whose last pixels are remembered for grounding only what changed (each costs its RGBA size).
+const REMEMBERED_WINDOWS: usize = 4;
+
+/// A change covering more than this share of the window's rows grounds the whole window again.
+const REGION_MAX_SHARE: f64 = 0.4;
+
+/// Pixels of context kept above and below a changed region (a text line and a half at common sizes).
+const REGION_MARGIN: u32 = 24;
+
 /// OCR grounding over an [`OcrEngine`]: see the module doc.
 pub struct OcrGrounding {
     engine: Arc<dyn OcrEngine>,
     options: OcrOptions,
     cache: Cache,
+    windows: Arc<Mutex<VecDeque<Remembered>>>,
 }
 
 impl std::fmt::Debug for OcrGrounding {
@@ -153,6 +171,7 @@ impl OcrGrounding {
             engine,
             cache: Cache::new(options.cache_entries),
             options,
+            windows: Arc::new(Mutex::new(VecDeque::new())),
         }
     }
 
@@ -172,12 +191,22 @@ fn elements_with(
     options: &OcrOptions,
     img: &RgbaImage,
 ) -> Result<Vec<Element>, GroundingError> {
+    elements_at(engine, options, img, (0, 0))
+}
+
+/// Elements of `img` (a crop whose top-left is `offset` in the window's pixels), in window pixels.
+fn elements_at(
+    engine: &dyn OcrEngine,
+    options: &OcrOptions,
+    img: &RgbaImage,
+    offset: (i32, i32),
+) -> Result<Vec<Element>, GroundingError> {
     let prepared = ocr::prepare(img, options.preprocess)?;
     let tsv = engine.recognise(&prepared)?;
     let words = ocr::parse_tsv(
         &tsv,
         options.preprocess.upscale.clamp(1, 4),
-        (0, 0),
+        offset,
         options.min_confidence,
     );
     let mut elements: Vec<Element> = ocr::group(&words, options.gap_factor)
@@ -199,6 +228,68 @@ fn elements_with(
         .collect();
     elements.truncate(options.max_elements);
     Ok(elements)
+}
+
+/// The rows `[top, bottom)` where `a` and `b` (same size) differ, if any.
+fn changed_rows(a: &RgbaImage, b: &RgbaImage) -> Option<(u32, u32)> {
+    let row = (a.width() * 4) as usize;
+    let (ra, rb) = (a.as_raw(), b.as_raw());
+    let differs = |y: u32| {
+        let at = y as usize * row;
+        ra[at..at + row] != rb[at..at + row]
+    };
+    let top = (0..a.height()).find(|&y| differs(y))?;
+    let bottom = (top..a.height()).rev().find(|&y| differs(y))? + 1;
+    Some((top, bottom))
+}
+
+/// Grounds `img`, reusing what was found in `before` (the same window's previous pixels) outside the
+/// band of rows that changed: only that band (widened by a margin and to the whole of every element it
+/// cuts) is read again. Also returns how many rows were read. `None` when the change is too large for
+/// that to pay (ground the whole window).
+fn regrounded(
+    engine: &dyn OcrEngine,
+    options: &OcrOptions,
+    before: &Remembered,
+    img: &RgbaImage,
+) -> Option<Result<(Vec<Element>, u32), GroundingError>> {
+    let Some((top, bottom)) = changed_rows(&before.pixels, img) else {
+        return Some(Ok((before.elements.clone(), 0)));
+    };
+    let h = img.height();
+    if f64::from(bottom - top) > f64::from(h) * REGION_MAX_SHARE {
+        return None;
+    }
+    let (mut top, mut bottom) = (
+        top.saturating_sub(REGION_MARGIN),
+        (bottom + REGION_MARGIN).min(h),
+    );
+    // Widen to every remembered element the band cuts, so none is read in part.
+    let cuts = |e: &Element, t: u32, b: u32| e.bbox[1] < b as i32 && e.bbox[3] > t as i32;
+    let (band_top, band_bottom) = (top, bottom);
+    for e in before
+        .elements
+        .iter()
+        .filter(|e| cuts(e, band_top, band_bottom))
+    {
+        top = top.min(e.bbox[1].max(0) as u32);
+        bottom = bottom.max((e.bbox[3].max(0) as u32).min(h));
+    }
+    let band = image::imageops::crop_imm(img, 0, top, img.width(), bottom - top).to_image();
+    let found = match elements_at(engine, options, &band, (0, top as i32)) {
+        Ok(found) => found,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut elements: Vec<Element> = before
+        .elements
+        .iter()
+        .filter(|e| !cuts(e, top, bottom))
+        .cloned()
+        .chain(found)
+        .collect();
+    elements.sort_by_key(|e| (e.bbox[1], e.bbox[0]));
+    elements.truncate(options.max_elements);
+    Some(Ok((elements, bottom - top)))
 }
 
 pub(crate) fn cache_key(shot: &Screenshot) -> CacheKey {
@@ -245,6 +336,7 @@ impl GroundingSource for OcrGrounding {
             engine = %self.engine.name(),
             elements = tracing::field::Empty,
             cached = tracing::field::Empty,
+            rows = tracing::field::Empty,
             ms = tracing::field::Empty,
         );
         let _entered = span.enter();
@@ -260,13 +352,43 @@ impl GroundingSource for OcrGrounding {
         let engine = self.engine.clone();
         let options = self.options.clone();
         let shot_owned = shot.clone();
+        let windows = self.windows.clone();
         let work = tokio::task::spawn_blocking(move || {
             let img = shot_owned
                 .decode()
                 .map_err(|e| GroundingError::Image(e.to_string()))?;
-            elements_with(engine.as_ref(), &options, &img)
+            let place = (
+                shot_owned.origin_x,
+                shot_owned.origin_y,
+                shot_owned.scale.to_bits(),
+            );
+            let before = windows.lock().ok().and_then(|mut w| {
+                let at = w
+                    .iter()
+                    .position(|r| r.place == place && r.pixels.dimensions() == img.dimensions())?;
+                w.remove(at)
+            });
+            let (elements, rows) = match before
+                .as_ref()
+                .and_then(|b| regrounded(engine.as_ref(), &options, b, &img))
+            {
+                Some(r) => r?,
+                None => (
+                    elements_with(engine.as_ref(), &options, &img)?,
+                    img.height(),
+                ),
+            };
+            if let Ok(mut w) = windows.lock() {
+                w.push_front(Remembered {
+                    place,
+                    pixels: img,
+                    elements: elements.clone(),
+                });
+                w.truncate(REMEMBERED_WINDOWS);
+            }
+            Ok::<_, GroundingError>((elements, rows))
         });
-        let elements = match tokio::time::timeout(self.options.timeout, work).await {
+        let (elements, rows) = match tokio::time::timeout(self.options.timeout, work).await {
             Err(_) => return Err(GroundingError::Timeout(self.options.timeout)),
             Ok(Err(e)) => {
                 return Err(GroundingError::Engine(format!(
@@ -275,6 +397,7 @@ impl GroundingSource for OcrGrounding {
             }
             Ok(Ok(r)) => r?,
         };
+        span.record("rows", rows);
         let found: Vec<TargetInfo> = elements.iter().map(|e| to_target(e, shot)).collect();
         self.cache.put(key, &found);
         span.record("elements", found.len());
@@ -311,14 +434,16 @@ mod tests {
         answer: Result<String, String>,
         block: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
         calls: AtomicUsize,
+        heights: Mutex<Vec<u32>>,
     }
 
     impl OcrEngine for Fake {
         fn name(&self) -> String {
             "fake".into()
         }
-        fn recognise(&self, _img: &GrayImage) -> Result<String, GroundingError> {
+        fn recognise(&self, img: &GrayImage) -> Result<String, GroundingError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
+            self.heights.lock().unwrap().push(img.height());
             if let Some(rx) = &self.block {
                 let _ = rx.lock().map(|rx| rx.recv());
             }
@@ -331,6 +456,7 @@ mod tests {
             answer: answer.map(str::to_owned).map_err(str::to_owned),
             block: None,
             calls: AtomicUsize::new(0),
+            heights: Mutex::new(vec![]),
         })
     }
 
@@ -387,6 +513,7 @@ mod tests {
             answer: Ok(TSV.into()),
             block: Some(Mutex::new(rx)),
             calls: AtomicUsize::new(0),
+            heights: Mutex::new(vec![]),
         });
         let options = OcrOptions {
             timeout: Duration::from_millis(100),
@@ -398,5 +525,45 @@ mod tests {
         assert!(e.contains("longer than"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
         release.send(()).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_change_in_one_region_grounds_only_that_band_and_keeps_the_rest() {
+        let engine = fake(Ok(TSV));
+        let g = OcrGrounding::new(engine.clone(), OcrOptions::default());
+        let at = |img: &RgbaImage| {
+            let mut s = Screenshot::from_rgba(img, 0, 0).unwrap();
+            s.origin_x = 100;
+            s.origin_y = 50;
+            s
+        };
+        let before = RgbaImage::from_pixel(64, 200, image::Rgba([240, 240, 240, 255]));
+        let first = g.detect(&at(&before)).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].rect, Some(Rect::new(105, 60, 158, 68)));
+        // Rows 150..154 change: only rows 126..178 (a 24-pixel margin each side) are read again.
+        let mut after = before.clone();
+        for y in 150..154 {
+            for x in 0..64 {
+                after.put_pixel(x, y, image::Rgba([0, 0, 0, 255]));
+            }
+        }
+        let second = g.detect(&at(&after)).await.unwrap();
+        assert_eq!(
+            *engine.heights.lock().unwrap(),
+            vec![400, 104],
+            "the whole window (upscaled ×2), then the changed band"
+        );
+        assert_eq!(second.len(), 2, "{second:#?}");
+        assert_eq!(second[0].rect, first[0].rect, "kept from before");
+        // The fake reads the same words in the band: they land at the band's offset.
+        assert_eq!(second[1].rect, Some(Rect::new(105, 186, 158, 194)));
+        // The same pixels again (another encoding is not needed: the exact cache answers).
+        assert_eq!(g.detect(&at(&after)).await.unwrap(), second);
+        assert_eq!(engine.calls.load(Ordering::SeqCst), 2);
+        // A change over most of the window grounds all of it again.
+        let most = RgbaImage::from_pixel(64, 200, image::Rgba([10, 240, 240, 255]));
+        g.detect(&at(&most)).await.unwrap();
+        assert_eq!(engine.heights.lock().unwrap().last(), Some(&400));
     }
 }

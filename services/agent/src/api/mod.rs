@@ -6,6 +6,7 @@
 //! - [`auth`]: bearer API keys (fail-closed); [`error`] / [`extract`]: `{code, message}` errors everywhere.
 //! - [`model`]: REST bodies; [`session`]: the session-service client.
 //! - [`sse`]: a task's events as server-sent events; [`web`]: the task viewer and the API docs page.
+//! - [`mcp`]: `/mcp`, the task tools for MCP clients (streamable HTTP), on the same [`Tasks`] and auth.
 
 pub mod admin;
 pub mod auth;
@@ -14,6 +15,7 @@ pub mod decisions;
 pub mod error;
 pub mod extract;
 pub mod grpc;
+pub mod mcp;
 pub mod model;
 pub mod openapi;
 pub mod replay;
@@ -72,6 +74,7 @@ pub fn app(state: AppState) -> Router {
     );
     let max_body = state.tasks.limits().max_body_bytes;
     api.merge(web::router(&state))
+        .merge(mcp::router(&state))
         .route(
             "/openapi.json",
             axum::routing::get(move || {

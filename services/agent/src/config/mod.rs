@@ -13,12 +13,14 @@ use ufo_common::telemetry::TelemetryArgs;
 
 mod agents;
 mod llm;
+mod mcp_server;
 pub mod prices;
 pub mod secret;
 mod viewer;
 
 pub use agents::{AgentArgs, ERROR_CHARS, GroundingMode};
 pub use llm::{DEFAULT_MAX_REPLY_BYTES, LlmArgs, LlmFlavor, parse_base_url};
+pub use mcp_server::McpServerConfig;
 pub use secret::ApiKey;
 pub use viewer::ViewerConfig;
 
@@ -220,6 +222,10 @@ pub struct ApiConfig {
     /// The task viewer and the event stream.
     #[command(flatten)]
     pub viewer: ViewerConfig,
+
+    /// The MCP endpoint `/mcp`.
+    #[command(flatten)]
+    pub mcp_server: McpServerConfig,
 }
 
 /// How the agent reaches the session service.

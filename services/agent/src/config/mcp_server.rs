@@ -1,0 +1,55 @@
+//! The MCP endpoint's flags (`/mcp`, streamable HTTP): which `Host` and `Origin` headers it accepts
+//! (DNS rebinding) and how large a request may be.
+
+/// The `/mcp` endpoint's settings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct McpServerConfig {
+    /// Serve the MCP endpoint `/mcp` (streamable HTTP, behind the same API keys as REST); `false` answers
+    /// it 404.
+    #[arg(
+        long = "mcp-endpoint",
+        env = "UFO_MCP_ENDPOINT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub mcp_enabled: bool,
+
+    /// Host names (or `host:port`) `/mcp` accepts in the `Host` header, comma-separated (default
+    /// `localhost,127.0.0.1,::1`); `*` accepts any (only behind a proxy that checks it). Other hosts are
+    /// 403: a page that rebinds its own name to this machine cannot reach the endpoint.
+    #[arg(
+        long = "mcp-endpoint-allowed-hosts",
+        env = "UFO_MCP_ENDPOINT_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,::1"
+    )]
+    pub mcp_allowed_hosts: Vec<String>,
+
+    /// Browser origins (`scheme://host[:port]`) `/mcp` accepts in the `Origin` header, comma-separated;
+    /// empty (the default): an origin whose host is an allowed host. A request without `Origin` (not
+    /// from a browser) passes; any other origin is 403.
+    #[arg(
+        long = "mcp-endpoint-allowed-origins",
+        env = "UFO_MCP_ENDPOINT_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub mcp_allowed_origins: Vec<String>,
+
+    /// Largest `/mcp` request body, in bytes, and largest tool arguments (default 1048576); a larger
+    /// body is 413, larger arguments an `invalid_argument` tool error.
+    #[arg(
+        long = "mcp-endpoint-max-body-bytes",
+        env = "UFO_MCP_ENDPOINT_MAX_BODY_BYTES",
+        default_value_t = 1024 * 1024
+    )]
+    pub mcp_max_body_bytes: usize,
+
+    /// Seconds between keep-alive comments on an idle `/mcp` event stream (default 15).
+    #[arg(
+        long = "mcp-endpoint-keepalive-seconds",
+        env = "UFO_MCP_ENDPOINT_KEEPALIVE_SECONDS",
+        default_value_t = 15,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub mcp_keepalive_seconds: u64,
+}

@@ -1,0 +1,20 @@
+//! ufo as an MCP server (Model Context Protocol, the official Rust SDK `rmcp`): the task tools any MCP
+//! client can call, over any backend of the agent's task API.
+//!
+//! - [`api`]: what the tools need from the agent ([`TaskApi`]): the agent service implements it on its own
+//!   task operations (streamable HTTP at `/mcp`), `ufo mcp` on the REST/gRPC client (stdio).
+//! - [`tools`]: the tool catalogue (names, descriptions, JSON schemas) and their arguments, checked.
+//! - [`follow`]: `run_task`'s long call: a progress notification per step, questions and held actions as
+//!   elicitations (or "waiting for you"), the outcome with the final screenshot.
+//! - [`server`]: the [`rmcp::ServerHandler`] tying them together.
+//!
+//! Errors are tool results with `isError` and the REST API's `{code, message}` body, so a model reads
+//! the same words a REST caller does.
+
+pub mod api;
+pub mod follow;
+pub mod server;
+pub mod tools;
+
+pub use api::{Image, TaskApi, TaskOrder, ToolError};
+pub use server::{ServerLimits, TaskServer};

@@ -86,6 +86,23 @@ pub enum Command {
     /// Remove the screenshots of ended tasks older than N days or beyond the newest N tasks (admin key);
     /// every step's record is kept.
     Prune(PruneArgs),
+    /// Serve ufo's task tools to an MCP client over stdio (run_task with progress and questions,
+    /// answer_task, decide_action, get_task, list_tasks, cancel_task, task_screenshot, ...), calling the
+    /// agent service with --server, --grpc and --token.
+    Mcp(McpArgs),
+}
+
+/// `ufo mcp`.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Largest accepted tool arguments (as JSON), in bytes; larger ones are an `invalid_argument` tool
+    /// error.
+    #[arg(
+        long,
+        env = "UFO_MCP_MAX_ARGUMENT_BYTES",
+        default_value_t = 1024 * 1024
+    )]
+    pub max_argument_bytes: usize,
 }
 
 /// `ufo doctor`.

@@ -4,6 +4,7 @@
 //! - [`config`]: flags and environment (`UFO_SERVER`, `UFO_GRPC`, `UFO_TOKEN`, ...), one subcommand per job.
 //! - [`follow`]: a task's live event stream over gRPC, with prompts and resume after a dropped stream.
 //! - [`render`]: how tasks, steps and events are printed.
+//! - [`mcp`]: `ufo mcp`, the task tools for MCP clients over stdio.
 //! - [`commands`]: the task subcommands; [`up`]: running the services locally (with [`tokens`] kept
 //!   across restarts); [`doctor`]: what a first task needs, checked.
 //! - [`error`]: failures with messages that say what to do.
@@ -13,6 +14,7 @@ pub mod config;
 pub mod doctor;
 pub mod error;
 pub mod follow;
+pub mod mcp;
 pub mod render;
 pub mod tokens;
 pub mod up;
@@ -49,5 +51,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Doctor(args) => doctor::doctor(args, &conn).await,
         Command::Screenshot(args) => commands::screenshot(api()?, args).await,
         Command::Prune(args) => commands::prune(api()?, args).await,
+        Command::Mcp(args) => mcp::serve(api()?, &conn, args)
+            .await
+            .map(|()| Outcome::Success),
     }
 }

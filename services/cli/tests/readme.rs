@@ -154,6 +154,7 @@ fn every_flag_and_variable_in_the_configuration_tables_exists() {
     let ufo = Path::new(env!("CARGO_BIN_EXE_ufo")).to_owned();
     let binaries: BTreeMap<&str, (std::path::PathBuf, Vec<&str>)> = BTreeMap::from([
         ("`ufo up`", (ufo.clone(), vec!["up"])),
+        ("`ufo mcp`", (ufo.clone(), vec!["mcp"])),
         (
             "`ufo-agent`",
             (ufo_testkit::workspace_binary("ufo-agent").unwrap(), vec![]),

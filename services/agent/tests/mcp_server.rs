@@ -1,0 +1,628 @@
+//! ufo as an MCP server, driven by the official Python MCP SDK (PyPI `mcp`, `tests/mcp/client.py`) over
+//! both transports: streamable HTTP at the agent's `/mcp` and `ufo mcp` (stdio, talking to the agent's
+//! REST and gRPC APIs). The agent is the real service in-process (`ufo_agent::run`: REST + gRPC + runner)
+//! on the real session service (fresh Postgres database), with the agents running on the scripted
+//! OpenAI-compatible model and the desktop double.
+//!
+//! Each transport: the tools are listed; `run_task` sends a progress notification per step, asks the
+//! pending question and the held action through elicitation and returns the outcome with the final
+//! screenshot; a client without elicitation gets "waiting for you" with the question id, answers through
+//! `answer_task` and follows with `follow_task`; a task is cancelled with `cancel_task`; another caller's
+//! key sees none of it ("not found"); malformed calls (10 MB arguments, NUL, deep JSON, an executor
+//! address, every tool with bad arguments) are clear errors and nothing panics. HTTP only: no key → 401,
+//! a foreign `Origin` or `Host` → 403, an oversized body → 413.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api_support;
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api_support::{Agent, KEY, Session, agent_config};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt as _;
+use ufo_agent::agents::AgentSettings;
+use ufo_agent::dispatch::CommandDispatcher;
+use ufo_agent::runner::{AgentsDriver, TaskDriver};
+use ufo_agent::testing::ScriptedLlm;
+
+/// The second caller's key.
+const OTHER_KEY: &str = "other-key";
+
+struct Rig {
+    session: Session,
+    llm: ScriptedLlm,
+    agent: Agent,
+    dir: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start() -> Self {
+        let session = Session::start().await;
+        let llm = ScriptedLlm::start().await.unwrap();
+        let services = common::services(&llm, AgentSettings::default());
+        let desktop = Arc::new(common::desktop());
+        let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
+            Arc::new(move |_| Ok(services.clone())),
+            Arc::new(move |_| Ok(desktop.clone() as Arc<dyn CommandDispatcher>)),
+        ));
+        let agent = Agent::start(
+            agent_config(
+                &session.url,
+                &[
+                    "--lease-ms",
+                    "5000",
+                    "--claim-interval-ms",
+                    "50",
+                    "--api-keys",
+                    &format!("other:{OTHER_KEY}"),
+                ],
+            ),
+            Some(driver),
+        )
+        .await;
+        Self {
+            session,
+            llm,
+            agent,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn http(&self, key: Option<&str>) -> Value {
+        json!({"transport": "http", "url": format!("{}/mcp", self.agent.http), "key": key})
+    }
+
+    fn stdio_log(&self) -> PathBuf {
+        self.dir.path().join("ufo-mcp.stderr")
+    }
+
+    fn stdio(&self, key: &str) -> Value {
+        let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+        json!({"transport": "stdio", "command": ufo, "args": ["mcp"],
+               "env": {"UFO_SERVER": self.agent.http, "UFO_GRPC": self.agent.grpc, "UFO_TOKEN": key},
+               "stderr": self.stdio_log()})
+    }
+
+    async fn stop(self) {
+        self.agent.stop().await;
+        self.session.stop().await;
+    }
+}
+
+/// Runs `tests/mcp/client.py` with `setup` (the transport) extended by `scenario`; its JSON report.
+async fn python(setup: &Value, scenario: Value) -> Value {
+    let mut setup = setup.clone();
+    setup
+        .as_object_mut()
+        .unwrap()
+        .extend(scenario.as_object().unwrap().clone());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
+    let mut child = tokio::process::Command::new("python3")
+        .args([script, "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 with the `mcp` package (python3 -m pip install mcp)");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(setup.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("the MCP client finished within 2 minutes")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "client.py failed: {}\n{stderr}",
+        output.status
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client.py printed no JSON ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+fn code_of(result: &Value) -> &str {
+    result["structured"]["code"].as_str().unwrap_or_default()
+}
+
+/// Everything both transports must do, as the caller `setup(KEY)`, with `setup(OTHER_KEY)` as another
+/// caller.
+async fn task_tools(rig: &Rig, setup: impl Fn(&str) -> Value) {
+    let mine = setup(KEY);
+
+    // The tools.
+    let listed = python(&mine, json!({"scenario": "list"})).await;
+    let tools: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for tool in [
+        "answer_task",
+        "cancel_task",
+        "decide_action",
+        "follow_task",
+        "get_task",
+        "list_tasks",
+        "replay_task",
+        "run_task",
+        "task_screenshot",
+    ] {
+        assert!(tools.contains(&tool), "{tool} missing from {tools:?}");
+    }
+
+    // run_task: a question and a held action, both asked through elicitation.
+    let llm = &rig.llm;
+    let before = llm.requests().len();
+    llm.push_json(&common::host(
+        "PENDING",
+        json!({"questions": ["Which file?"]}),
+    ));
+    llm.push_json(&common::assign("0", "copy the note"));
+    llm.push_fn(common::by_name(|id| {
+        common::app(
+            "CONFIRM",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "",
+        )
+    }));
+    llm.push_json(&common::app("FINISH", json!(null), "copied"));
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "copied report.txt", "comment": "done"}),
+    ));
+    let ran = python(
+        &mine,
+        json!({"scenario": "run_elicit", "answers": ["report.txt"],
+               "arguments": {"request": "copy the note from the report", "max_steps": 20}}),
+    )
+    .await;
+    let run = &ran["run"];
+    assert_eq!(run["is_error"], false, "{ran}");
+    assert_eq!(run["structured"]["status"], "finished", "{ran}");
+    assert_eq!(run["structured"]["result"], "copied report.txt", "{ran}");
+    assert_eq!(
+        run["images"],
+        json!(["image/png"]),
+        "the final screenshot: {ran}"
+    );
+    let steps = run["structured"]["steps"].as_u64().unwrap();
+    assert_eq!(
+        steps, 6,
+        "ask, assign, hold, run the held click, finish the subtask, finish: {ran}"
+    );
+    let progress = ran["progress"].as_array().unwrap();
+    assert!(
+        progress.len() as u64 >= steps,
+        "a progress notification per step: {ran}"
+    );
+    for n in 1..=steps {
+        assert!(
+            progress.iter().any(|p| p["message"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(&format!("step {n} · "))),
+            "no progress for step {n}: {ran}"
+        );
+    }
+    assert!(
+        progress.iter().any(|p| {
+            let m = p["message"].as_str().unwrap_or_default();
+            m.contains("AppAgent/notes") && m.contains("click_input")
+        }),
+        "progress names the agent and the action: {ran}"
+    );
+    let asked = ran["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "the question, then the held action: {ran}");
+    assert!(
+        asked[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Which file?"),
+        "{ran}"
+    );
+    assert!(
+        asked[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("click_input"),
+        "{ran}"
+    );
+    let requests = llm.requests();
+    assert_eq!(
+        requests.len() - before,
+        5,
+        "one model call per decided step"
+    );
+    assert!(
+        requests[before + 1].text().contains("report.txt"),
+        "the elicited answer reaches the next prompt"
+    );
+    let task_id = run["structured"]["task_id"].as_str().unwrap().to_owned();
+    let events = rig.session.events(&task_id).await;
+    let approvals: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == ufo_proto::v1::EventKind::ActionApproved as i32)
+        .collect();
+    assert_eq!(approvals.len(), 1, "one decision, bound to the held action");
+    let payload = ufo_proto::json::from_optional_struct(approvals[0].payload.clone());
+    assert_eq!(payload["reason"], "fine by the test");
+
+    // A client without elicitation: "waiting for you" with the id, answer_task, follow_task.
+    llm.push_json(&common::host(
+        "PENDING",
+        json!({"questions": ["Which file?"]}),
+    ));
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "opened notes.txt", "comment": "done"}),
+    ));
+    let waited = python(
+        &mine,
+        json!({"scenario": "run_without_elicitation", "answers": ["notes.txt"],
+               "arguments": {"request": "open the notes"}}),
+    )
+    .await;
+    let waiting = &waited["waiting"];
+    assert_eq!(waiting["structured"]["status"], "waiting", "{waited}");
+    assert_eq!(
+        waiting["structured"]["pending_questions"][0]["question"], "Which file?",
+        "{waited}"
+    );
+    assert!(
+        waiting["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("waiting for you"),
+        "{waited}"
+    );
+    assert_eq!(waited["answered"]["is_error"], false, "{waited}");
+    assert_eq!(
+        waited["followed"]["structured"]["status"], "finished",
+        "{waited}"
+    );
+    assert_eq!(
+        waited["followed"]["structured"]["result"],
+        "opened notes.txt"
+    );
+    assert!(
+        waited["progress"].as_array().unwrap().len() >= 2,
+        "{waited}"
+    );
+
+    // cancel_task.
+    llm.push_json(&common::host(
+        "PENDING",
+        json!({"questions": ["Shall I delete everything?"]}),
+    ));
+    let cancelled = python(
+        &mine,
+        json!({"scenario": "cancel", "arguments": {"request": "tidy up"}}),
+    )
+    .await;
+    assert_eq!(
+        cancelled["waiting"]["structured"]["status"], "waiting",
+        "{cancelled}"
+    );
+    assert_eq!(cancelled["cancelled"]["is_error"], false, "{cancelled}");
+    assert_eq!(
+        cancelled["followed"]["structured"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    assert_eq!(
+        cancelled["followed"]["is_error"], true,
+        "an unfinished task is an error result"
+    );
+    assert_eq!(
+        cancelled["got"]["structured"]["status"], "cancelled",
+        "{cancelled}"
+    );
+    let cancelled_id = cancelled["waiting"]["structured"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let listed = &cancelled["listed"]["structured"]["tasks"];
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == cancelled_id.as_str()),
+        "{cancelled}"
+    );
+
+    // Another caller: none of these tasks exist for it.
+    let other = python(
+        &setup(OTHER_KEY),
+        json!({"scenario": "calls", "calls": [
+            ["get_task", {"task_id": task_id}],
+            ["answer_task", {"task_id": task_id, "question_ids": ["q"], "answers": ["x"]}],
+            ["decide_action", {"task_id": task_id, "action_id": "h3", "approve": true}],
+            ["cancel_task", {"task_id": cancelled_id}],
+            ["follow_task", {"task_id": task_id}],
+            ["task_screenshot", {"task_id": task_id, "step": 1, "kind": "desktop"}],
+            ["list_tasks", {}],
+        ]}),
+    )
+    .await;
+    let results = other["results"].as_array().unwrap();
+    for result in &results[..6] {
+        assert_eq!(result["is_error"], true, "{other}");
+        assert_eq!(code_of(result), "not_found", "{other}");
+        assert!(
+            result["texts"][0].as_str().unwrap().contains("not found"),
+            "{other}"
+        );
+    }
+    assert_eq!(results[6]["structured"]["tasks"], json!([]), "{other}");
+
+    // My own screenshot of the first task's first step.
+    let shot = python(
+        &mine,
+        json!({"scenario": "calls", "calls": [["task_screenshot", {"task_id": task_id, "step": 1}]]}),
+    )
+    .await;
+    assert_eq!(shot["results"][0]["images"], json!(["image/png"]), "{shot}");
+}
+
+/// Malformed calls: clear tool errors (or a protocol error), never an internal one. The first is 10 MB of
+/// arguments (over HTTP a 10 MB body is refused with 413 before MCP, so `huge` is false there and the raw
+/// test below sends it).
+async fn malformed(setup: &Value, huge: bool) -> Value {
+    let deep = (0..100).fold(json!("x"), |v, _| json!([v]));
+    let first = if huge {
+        json!(["run_task", {"request": "a".repeat(10 * 1024 * 1024)}])
+    } else {
+        json!(["run_task", {"request": "a", "max_steps": "ten"}])
+    };
+    let mut calls = vec![
+        first,
+        json!(["run_task", {"request": "open\u{0}notes"}]),
+        json!(["run_task", {"request": deep}]),
+        json!(["run_task", {"request": "x", "executor": "http://169.254.169.254:50051"}]),
+    ];
+    // Every tool with bad arguments.
+    let nul_id = "0195f8a0-0000-7000-8000-00000000000\u{0}";
+    for tool in [
+        "run_task",
+        "follow_task",
+        "replay_task",
+        "answer_task",
+        "decide_action",
+        "get_task",
+        "list_tasks",
+        "cancel_task",
+        "task_screenshot",
+    ] {
+        for arguments in [
+            json!({}),
+            json!({"task_id": 7, "request": 7}),
+            json!({"task_id": "not-a-uuid", "request": ""}),
+            json!({"task_id": nul_id, "step": 0, "question_ids": [], "answers": [],
+                   "action_id": "", "approve": true}),
+            json!({"surprise": true}),
+            json!({"task_id": "0195f8a0-0000-7000-8000-000000000000", "step": -1,
+                   "page_size": 0, "status": "sideways", "kind": "thermal"}),
+        ] {
+            // list_tasks takes no required argument: `{}` is a valid call.
+            if tool != "list_tasks" || arguments != json!({}) {
+                calls.push(json!([tool, arguments]));
+            }
+        }
+    }
+    python(setup, json!({"scenario": "calls", "calls": calls})).await
+}
+
+fn assert_no_internal_errors(report: &Value) {
+    for (i, result) in report["results"].as_array().unwrap().iter().enumerate() {
+        if result.get("exception").is_some() {
+            continue;
+        }
+        assert_eq!(result["is_error"], true, "call {i} should fail: {result}");
+        let code = code_of(result);
+        assert!(
+            !code.is_empty() && code != "internal" && code != "unavailable",
+            "call {i}: {result}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn http_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
+    let rig = Rig::start().await;
+    task_tools(&rig, |key| rig.http(Some(key))).await;
+
+    let report = malformed(&rig.http(Some(KEY)), false).await;
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(
+        code_of(&results[1]),
+        "invalid_argument",
+        "NUL: {}",
+        results[1]
+    );
+    assert!(
+        results[1]["texts"][0].as_str().unwrap().contains("NUL"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(
+        code_of(&results[2]),
+        "invalid_argument",
+        "deep: {}",
+        results[2]
+    );
+    assert!(
+        results[3]["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("not an address"),
+        "{}",
+        results[3]
+    );
+    assert_no_internal_errors(&report);
+
+    // Raw HTTP: no key, a foreign Origin, a foreign Host, very deep JSON.
+    let http = ufo_testkit::http_client();
+    let url = format!("{}/mcp", rig.agent.http);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let post = |body: String| {
+        http.post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+    };
+    let refused = post(initialize.to_string()).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "unauthenticated");
+    // The SDK reports an HTTP refusal as an error response (the statuses are checked raw, above and below).
+    let refused = python(&rig.http(None), json!({"scenario": "connect"})).await;
+    assert!(
+        refused["exception"].is_string() && refused.get("tools").is_none(),
+        "{refused}"
+    );
+    let wrong = python(&rig.http(Some("not-a-key")), json!({"scenario": "connect"})).await;
+    assert!(
+        wrong["exception"].is_string() && wrong.get("tools").is_none(),
+        "{wrong}"
+    );
+
+    let foreign = post(initialize.to_string())
+        .bearer_auth(KEY)
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    let body: Value = foreign.json().await.unwrap();
+    assert_eq!(body["code"], "permission_denied");
+    assert!(
+        body["message"].as_str().unwrap().contains("evil.example"),
+        "{body}"
+    );
+    let mut browser = rig.http(Some(KEY));
+    browser["headers"] = json!({"Origin": "http://evil.example"});
+    let refused = python(&browser, json!({"scenario": "connect"})).await;
+    assert!(
+        refused["exception"].is_string() && refused.get("tools").is_none(),
+        "{refused}"
+    );
+    let rebound = post(initialize.to_string())
+        .bearer_auth(KEY)
+        .header("host", "evil.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let local = post(initialize.to_string())
+        .bearer_auth(KEY)
+        .header("origin", "http://localhost:6274")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        local.status(),
+        200,
+        "a loopback page (e.g. the MCP Inspector) may connect"
+    );
+
+    let depth = 100_000;
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"get_task","arguments":{{"task_id":{}1{}}}}}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let deep = post(deep).bearer_auth(KEY).send().await.unwrap();
+    assert!(
+        deep.status().is_client_error(),
+        "very deep JSON is a client error: {}",
+        deep.status()
+    );
+    // 10 MB of arguments: refused by the body limit before any tool runs.
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "run_task", "arguments": {"request": "a".repeat(10 * 1024 * 1024)}}});
+    let big = post(call.to_string())
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+
+    // Still serving.
+    let health = http
+        .get(format!("{}/healthz", rig.agent.http))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stdio_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
+    let rig = Rig::start().await;
+    task_tools(&rig, |key| rig.stdio(key)).await;
+
+    let report = malformed(&rig.stdio(KEY), true).await;
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(
+        code_of(&results[0]),
+        "invalid_argument",
+        "10 MB: {}",
+        results[0]
+    );
+    assert!(
+        results[0]["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("at most 1048576"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(
+        code_of(&results[1]),
+        "invalid_argument",
+        "NUL: {}",
+        results[1]
+    );
+    assert_eq!(
+        code_of(&results[2]),
+        "invalid_argument",
+        "deep: {}",
+        results[2]
+    );
+    assert!(
+        results[3]["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("not an address"),
+        "{}",
+        results[3]
+    );
+    assert_no_internal_errors(&report);
+
+    // A wrong token: every tool says so in the REST words.
+    let wrong = python(
+        &rig.stdio("not-a-key"),
+        json!({"scenario": "calls", "calls": [["list_tasks", {}]]}),
+    )
+    .await;
+    assert_eq!(code_of(&wrong["results"][0]), "unauthenticated", "{wrong}");
+
+    let log = std::fs::read_to_string(rig.stdio_log()).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
+    rig.stop().await;
+}

@@ -6,18 +6,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::settings::AgentSettings;
-use crate::agents::target::TargetInfo;
 use crate::llm::ChatModel;
-use crate::vision::grounding::GroundingError;
-use crate::vision::{Marker, Screenshot};
+use crate::vision::Marker;
 
-/// A visual-grounding control source (e.g. an OmniParser service): controls found in a screenshot, with
-/// screen rectangles. An error makes the step use accessibility controls only.
-#[async_trait]
-pub trait GroundingSource: Send + Sync {
-    /// Controls detected in `shot`.
-    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError>;
-}
+pub use crate::vision::grounding::GroundingSource;
 
 /// Retrieved knowledge for a subtask (seed 001 "RAG": experience, demonstrations, documents, search),
 /// rendered as prompt text. Errors are reported as text and make the step go on without knowledge.

@@ -22,7 +22,6 @@ use image::{GrayImage, RgbaImage};
 use serde_json::{Map, json};
 use sha2::{Digest, Sha256};
 
-use crate::agents::services::GroundingSource;
 use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
 use crate::vision::Screenshot;
 pub use ocr::{Element, Preprocess};
@@ -31,6 +30,14 @@ pub use ocr::{Element, Preprocess};
 pub const GROUNDED_TYPE: &str = "OcrText";
 /// The control type of grounded icons (a grounding service's `icon` elements).
 pub const GROUNDED_ICON_TYPE: &str = "GroundedIcon";
+
+/// A visual-grounding control source (the built-in OCR, an OmniParser service): controls found in a
+/// screenshot, with screen rectangles. An error makes the step use accessibility controls only.
+#[async_trait]
+pub trait GroundingSource: Send + Sync {
+    /// Controls detected in `shot`.
+    async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError>;
+}
 
 /// Why grounding failed (the step goes on with accessibility controls only).
 #[derive(Debug, thiserror::Error)]

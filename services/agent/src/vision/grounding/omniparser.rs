@@ -15,8 +15,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, json};
 
-use super::{Cache, GROUNDED_ICON_TYPE, GROUNDED_TYPE, GroundingError, cache_key, ocr};
-use crate::agents::services::GroundingSource;
+use super::{
+    Cache, GROUNDED_ICON_TYPE, GROUNDED_TYPE, GroundingError, GroundingSource, cache_key, ocr,
+};
 use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
 use crate::vision::Screenshot;
 

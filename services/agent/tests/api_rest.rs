@@ -105,9 +105,11 @@ async fn health_readiness_openapi_and_auth() {
             ["$ref"],
         "#/components/schemas/Error"
     );
+    // The step cap is the smaller of --max-steps-cap (500) and the agents' --max-steps (30): a task
+    // cannot ask for more steps than a round runs (issue 31).
     assert_eq!(
         doc["components"]["schemas"]["LimitsBody"]["properties"]["max_steps"]["maximum"],
-        500
+        30
     );
 
     // Auth: missing and wrong keys are 401 {code: unauthenticated}.
@@ -192,6 +194,13 @@ async fn submitting_validates_every_field() {
         (
             json!({"request": "x", "limits": {"max_steps": 501}}),
             "limits.max_steps",
+        ),
+        // Above the agents' --max-steps (30): refused, naming the flags, instead of the round
+        // stopping at 30 without a word.
+        (
+            json!({"request": "x", "limits": {"max_steps": 40}}),
+            "limits.max_steps must be at most 30: the operator's cap (the smaller of \
+             --max-steps-cap and the agents' --max-steps); got 40",
         ),
         (
             json!({"request": "x", "limits": {"max_cost": 1000.0}}),

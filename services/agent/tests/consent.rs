@@ -172,7 +172,12 @@ async fn the_policy_denies_before_the_executor_tells_the_model_and_holds_what_it
     ));
     llm.push_fn(|req| {
         let text = req.role_text("user");
-        assert!(text.contains("close_application [success]"), "{text}");
+        // The close ran, and the executor saw the window go (issue 31's effect).
+        assert!(
+            text.contains("close_application [success; effect: confirmed — close of '")
+                && text.contains("- Mousepad' closed"),
+            "{text}"
+        );
         ScriptedReply::Text(host("FINISH", json!({"result": "closed"})).to_string())
     });
 

@@ -562,3 +562,62 @@ async fn an_app_agent_pending_asks_and_resumes_with_the_answer() {
     assert_eq!(round.blackboard().questions[0]["answer"], "41.5");
     assert_eq!(round.state(), "HostAgent:CONTINUE");
 }
+
+/// Issue 31: a modal dialog keeps the window manager from activating the window the HostAgent
+/// selects, and the model keeps selecting it. After `--host-repeat-warn` (N) identical failures the
+/// HostAgent's prompt says it makes no progress; after `--host-repeat-fail` (M) more the round ends with
+/// that reason — within N+M steps, not at the step limit.
+#[tokio::test]
+async fn a_host_action_failing_the_same_way_ends_the_round_within_n_plus_m_steps() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let settings = AgentSettings {
+        host_repeat_warn: 2,
+        host_repeat_fail: 3,
+        max_steps: 30,
+        ..AgentSettings::default()
+    };
+    let desktop = Arc::new(desktop());
+    desktop.block_selection(
+        "notes",
+        "the window manager did not activate 'Notes - today'",
+    );
+    let mut round = round(services(&llm, settings), desktop.clone(), "copy the note");
+    for i in 0..5 {
+        llm.push_fn(move |req| {
+            let text = req.role_text("user");
+            let warned = text.contains("[No progress]");
+            // The warning comes after N = 2 failures, and says how many more end the round.
+            assert_eq!(warned, i >= 2, "step {i}: {text}");
+            if i == 2 {
+                assert!(
+                    text.contains(
+                        "`select_application_window on [0]Notes - today [failure: the window \
+                         manager did not activate 'Notes - today']` happened 2 times in a row"
+                    ) && text.contains("after 3 more such failures the round fails"),
+                    "{text}"
+                );
+            }
+            ScriptedReply::Text(assign("0", "copy the note").to_string())
+        });
+    }
+    let hooks = Arrived::default();
+    let mut states = vec![];
+    while let Some(r) = round.next_step(&hooks).await {
+        states.push(r.step.state_after.clone());
+    }
+    assert_eq!(llm.remaining(), 0, "{states:?}");
+    assert_eq!(states.len(), 5, "ended within N+M steps: {states:?}");
+    assert_eq!(states.last().unwrap(), "FAIL", "{states:?}");
+    assert!(
+        matches!(round.end(), Some(RoundEnd::Failed(m))
+            if m.starts_with("HostAgent: no progress: `select_application_window on [0]")
+                && m.contains("happened 5 times in a row")),
+        "{:?}",
+        round.end()
+    );
+    // Every selection was sent and failed; nothing else ran.
+    assert_eq!(
+        desktop.actions(),
+        vec!["select_application_window".to_owned(); 5]
+    );
+}

@@ -67,6 +67,7 @@ impl Executor for Adapter {
                     call_id: r.call_id,
                     duration_us: 1,
                     settle: None,
+                    effect: None,
                     images: r
                         .images
                         .into_iter()

@@ -140,7 +140,12 @@ async fn sigkilled_runners_lose_no_executed_action_and_run_none_twice() {
             .await
             .unwrap();
     });
-    let api_agent = Agent::start(agent_config(&session.url, &["--runner-slots", "0"]), None).await;
+    let api_agent = Agent::start(
+        // The task asks for 200 steps: the agents' round limit must allow them.
+        agent_config(&session.url, &["--runner-slots", "0", "--max-steps", "200"]),
+        None,
+    )
+    .await;
     let task: Value = ufo_testkit::http_client()
         .post(format!("{}/v1/tasks", api_agent.http))
         .bearer_auth(KEY)

@@ -271,3 +271,134 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
     stop.cancel();
     server.await.unwrap().unwrap();
 }
+
+/// The first listed control of `kind` with a name, as `(label, name)`, from an AppAgent prompt's
+/// control lines (`["label", "name", "type"]`).
+fn first_named(req: &RecordedRequest, kind: &str) -> (String, String) {
+    req.text()
+        .lines()
+        .find_map(|line| {
+            let entry: Vec<serde_json::Value> =
+                serde_json::from_str(line.trim().trim_end_matches(',')).ok()?;
+            match entry.as_slice() {
+                [
+                    serde_json::Value::String(id),
+                    serde_json::Value::String(n),
+                    serde_json::Value::String(t),
+                ] if t == kind && !n.is_empty() => Some((id.clone(), n.clone())),
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| panic!("no named {kind} in the prompt"))
+}
+
+/// Issue 31: the AppAgent's batch types into gtk3-widget-factory's entry and presses Enter there with
+/// status FINISH; the entry ignores Enter. The executor reports the Enter's effect as `none_observed`,
+/// the next AppAgent prompt says so, and the FINISH did not finish the subtask (the step's state is
+/// CONTINUE; the AppAgent observed again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enter_in_a_field_that_ignores_it_is_none_observed_and_does_not_finish() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend = Arc::new(desk.backend().await.unwrap());
+    desk.launch(backend.as_ref(), "gtk3-widget-factory", &[])
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    let config = ufo_executor::Config::try_parse_from(["ufo-executor", "--token", "tok"]).unwrap();
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(ufo_executor::run_with_backend(
+        config,
+        backend.clone(),
+        listener,
+        stop.clone(),
+    ));
+    let grpc =
+        Arc::new(GrpcDispatcher::connect_lazy(&addr, Some("tok"), 20_000, 64 << 20, None).unwrap());
+    let llm = ScriptedLlm::start().await.unwrap();
+    let mut round = Round::new(
+        "effects",
+        1,
+        "name the entry and confirm it",
+        0,
+        HostAgent::new(services(&llm, AgentSettings::default())),
+        Default::default(),
+        vec![],
+        grpc.clone() as Arc<dyn CommandDispatcher>,
+    )
+    .unwrap();
+    llm.push_fn(|req| {
+        let text = req.role_text("user");
+        let label = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|t| t["kind"] == "APPLICATION")
+            .map(|t| t["label"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("an application target: {text}"));
+        ScriptedReply::Text(
+            json!({"observation": "desktop", "thought": "t", "status": "ASSIGN", "plan": [],
+                   "current_subtask": "name the entry", "message": "go",
+                   "function": "select_application_window", "arguments": {"id": label}})
+            .to_string(),
+        )
+    });
+    llm.push_fn(|req| {
+        let (label, _) = first_named(req, "Edit");
+        ScriptedReply::Text(
+            app(
+                "FINISH",
+                json!([
+                    {"function": "set_edit_text", "arguments": {"id": label, "text": "effects"}, "status": "CONTINUE"},
+                    {"function": "keyboard_input", "arguments": {"id": label, "keys": "{ENTER}"}, "status": "FINISH"}
+                ]),
+                "named and confirmed",
+            )
+            .to_string(),
+        )
+    });
+    llm.push_fn(|req| {
+        let (label, name) = first_named(req, "Edit");
+        let text = req.role_text("user");
+        let told = format!(
+            "keyboard_input on [{label}]{name} [success; effect: none_observed — keys '{{ENTER}}' in \
+             '{name}': nothing changed]"
+        );
+        assert!(text.contains(&told), "the prompt lacks {told:?}: {text}");
+        assert!(
+            text.contains(&format!("set_edit_text on [{label}]{name} [success; effect: confirmed — ")),
+            "{text}"
+        );
+        ScriptedReply::Text(app("FAIL", json!([]), "Enter does nothing here").to_string())
+    });
+    llm.push_json(&host("FINISH", json!({"result": "stopped"})));
+    let hooks = Arrived::default();
+    let mut records = Vec::new();
+    while let Some(r) = round.next_step(&hooks).await {
+        records.push(r);
+    }
+    let summary: Vec<_> = records
+        .iter()
+        .map(|r| (r.step.agent_name.clone(), r.step.state_after.clone()))
+        .collect();
+    assert_eq!(llm.remaining(), 0, "{summary:#?}");
+    let batch = &records[1].step;
+    assert_eq!(batch.status, "FINISH", "{summary:#?}");
+    assert_eq!(
+        batch.state_after, "CONTINUE",
+        "FINISH did not finish: {summary:#?}"
+    );
+    let effect = batch.actions[1]
+        .result
+        .as_ref()
+        .unwrap()
+        .effect
+        .clone()
+        .expect("the Enter's effect is recorded with the step");
+    assert_eq!(
+        effect.kind,
+        v1::EffectKind::NoneObserved as i32,
+        "{effect:?}"
+    );
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}

@@ -32,7 +32,15 @@ use ufo_testkit::{PgCluster, ProcessBuilder, ServiceProcess, workspace_binary};
 const STEPS: u64 = 18;
 /// The steps whose action the executor holds while the store is taken down.
 const OUTAGES_AT: [u64; 3] = [4, 9, 14];
-const RUNNER_FLAGS: &[&str] = &["--lease-ms", "3000", "--claim-interval-ms", "30"];
+// The tasks ask for 100 steps: the agents' round limit (`--max-steps`) must allow them.
+const RUNNER_FLAGS: &[&str] = &[
+    "--lease-ms",
+    "3000",
+    "--claim-interval-ms",
+    "30",
+    "--max-steps",
+    "100",
+];
 
 /// An executor that logs every command as `(task, step)`, holds the action of each step in `hold` until
 /// released (reporting its arrival), and succeeds.

@@ -74,6 +74,7 @@ impl Executor for StandIn {
                 call_id: r.call_id,
                 duration_us: 0,
                 settle: None,
+                effect: None,
                 images: r
                     .images
                     .into_iter()

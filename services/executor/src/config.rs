@@ -198,6 +198,22 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_ACTION_WAIT_MS", default_value_t = 1_000)]
     pub action_wait_ms: u32,
 
+    /// Do not check what each action changed. By default an action settles at its end and its result
+    /// says what was observed to change (the target's text and states, the window set, the active
+    /// window, the application's accessibility events, the drawing): `confirmed`, `none_observed` or
+    /// `unverifiable` (docs/executor-effects.md).
+    #[arg(long, env = "UFO_EXECUTOR_NO_EFFECT_CHECK")]
+    pub no_effect_check: bool,
+
+    /// How long the effect check of a launch or a close waits for the window set to change, in
+    /// milliseconds (within the command's deadline).
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_EFFECT_WINDOW_WAIT_MS",
+        default_value_t = 5_000
+    )]
+    pub effect_window_wait_ms: u32,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,

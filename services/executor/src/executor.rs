@@ -10,6 +10,7 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::backend::{Backend, SettleOptions, SettleReport, WindowInfo};
+use crate::effect::Effect;
 use crate::encode::Format;
 use crate::geometry::Point;
 use crate::tools::{Cx, Tool, ToolError};
@@ -47,6 +48,11 @@ pub struct Limits {
     /// How long an action waits for its target to be there, enabled and visible before failing
     /// (0: fail at once), watching its accessibility state.
     pub action_wait: Duration,
+    /// Each action settles at once and its result says what it was observed to change
+    /// ([`crate::effect`]).
+    pub effect_check: bool,
+    /// How long the effect check of a launch or a close waits for the window set to change.
+    pub effect_window_wait: Duration,
 }
 
 impl Default for Limits {
@@ -74,6 +80,8 @@ impl Default for Limits {
             },
             settle_between_actions: true,
             action_wait: Duration::from_millis(1_000),
+            effect_check: true,
+            effect_window_wait: Duration::from_millis(5_000),
         }
     }
 }
@@ -154,6 +162,8 @@ pub struct Outcome {
     /// (an observation, or an action right after another); `None` when no unsettled action preceded
     /// it (or settling is off).
     pub settle: Option<SettleReport>,
+    /// On an action that ran: what it was observed to change (`None` with effect checks off).
+    pub effect: Option<Effect>,
 }
 
 /// What the executor remembers about the desktop between commands and batches.
@@ -167,6 +177,10 @@ pub(crate) struct DesktopState {
     pub listing: Option<ControlListing>,
     /// The change mark taken before the latest action no observation has waited for yet.
     pub unsettled: Option<(u64, Instant)>,
+    /// The settle wait the latest action's effect check already did, reported by the next command.
+    pub settled: Option<SettleReport>,
+    /// The window the latest `close_application` asked to close (for its effect's description).
+    pub closed: Option<WindowInfo>,
 }
 
 /// Runs batches against one desktop.
@@ -220,6 +234,7 @@ impl Executor {
                     output: ToolOutput::default(),
                     duration: Duration::ZERO,
                     settle: None,
+                    effect: None,
                 });
                 continue;
             }
@@ -230,7 +245,7 @@ impl Executor {
                 call_id = %cmd.call_id,
                 status = tracing::field::Empty,
             );
-            let (result, settle) = self
+            let (result, settle, effect) = self
                 .command(&mut state, &cmd.tool, cmd.params, options)
                 .instrument(span.clone())
                 .await;
@@ -248,6 +263,11 @@ impl Executor {
                 output,
                 duration: started.elapsed(),
                 settle,
+                effect: if status == Status::Success {
+                    effect
+                } else {
+                    None
+                },
             };
             // The span's status lets a trace show which command of a batch failed.
             span.record("status", format!("{:?}", outcome.status).to_lowercase());
@@ -267,18 +287,30 @@ impl Executor {
         name: &str,
         params: Value,
         options: BatchOptions,
-    ) -> (Result<ToolOutput, ToolError>, Option<SettleReport>) {
+    ) -> (
+        Result<ToolOutput, ToolError>,
+        Option<SettleReport>,
+        Option<Effect>,
+    ) {
         let started = Instant::now();
         let tool = match name.parse::<Tool>() {
             Ok(tool) => tool,
-            Err(unknown) => return (Err(unknown), None),
+            Err(unknown) => return (Err(unknown), None, None),
         };
         let settle = self.before_command(st, tool).await;
+        let checked = self.limits.effect_check && tool.kind().changes_screen();
+        let before = if checked {
+            Some((self.effect_before().await, params.clone()))
+        } else {
+            None
+        };
+        let deadline = started + options.deadline;
         let mut cx = Cx {
             exec: self,
             st,
-            deadline: Instant::now() + options.deadline,
+            deadline,
             format: options.format,
+            watched: None,
         };
         let left = options.deadline.saturating_sub(started.elapsed());
         let result = tokio::time::timeout(left, tool.run(&mut cx, params))
@@ -287,7 +319,26 @@ impl Executor {
                 tool.name(),
                 options.deadline.as_millis(),
             )));
-        (result, settle)
+        let watched = cx.watched.take();
+        let effect = match (&result, before) {
+            (Ok(_), Some((before, params))) => {
+                let check = self.effect_after(st, tool, &params, before, watched);
+                let left = deadline.saturating_duration_since(Instant::now());
+                Some(
+                    tokio::time::timeout(left, check)
+                        .await
+                        .unwrap_or_else(|_| Effect {
+                            kind: crate::effect::EffectKind::Unverifiable,
+                            description: format!(
+                                "{}: the command's deadline passed before its effect was seen",
+                                tool.name()
+                            ),
+                        }),
+                )
+            }
+            _ => None,
+        };
+        (result, settle, effect)
     }
 
     /// The settle protocol (`executor.proto`, `Settle`): an action marks the screen's change counter;
@@ -298,6 +349,9 @@ impl Executor {
     /// react before pressing the next key, and applications drop input that comes while they are busy
     /// (GTK's file chooser ignores an Enter sent while it completes a typed path). Off with
     /// [`Limits::settle_between_actions`] false.
+    ///
+    /// With effect checks on, an action settles at its end (its effect is read once the screen has
+    /// settled); the next command then reports that wait as its own.
     async fn before_command(&self, st: &mut DesktopState, tool: Tool) -> Option<SettleReport> {
         if tool.kind().changes_screen() {
             let report = if self.limits.settle_between_actions {
@@ -305,6 +359,7 @@ impl Executor {
             } else {
                 None
             };
+            let report = report.or(st.settled.take());
             if let Some(mark) = self.backend.change_mark() {
                 st.unsettled = Some((mark, Instant::now()));
             }
@@ -313,11 +368,12 @@ impl Executor {
         if !tool.kind().waits_for_settle() {
             return None;
         }
-        self.settle_pending(st).await
+        let report = self.settle_pending(st).await;
+        report.or(st.settled.take())
     }
 
     /// Waits for the screen to settle after the latest action nothing has waited for yet.
-    async fn settle_pending(&self, st: &mut DesktopState) -> Option<SettleReport> {
+    pub(crate) async fn settle_pending(&self, st: &mut DesktopState) -> Option<SettleReport> {
         if self.limits.settle.timeout.is_zero() {
             return None;
         }

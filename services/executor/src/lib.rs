@@ -12,6 +12,8 @@
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
 //! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
+//! - [`effect`]: what an action was observed to change (confirmed, none observed, unverifiable), read
+//!   around each action once the screen has settled.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
 //! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
 //!   [`testing`] adds test helpers on it (applications started and waited for).
@@ -20,6 +22,8 @@ pub mod backend;
 pub mod config;
 #[cfg(target_os = "linux")]
 pub mod desktop;
+pub mod effect;
+mod effect_check;
 pub mod encode;
 pub mod executor;
 pub mod geometry;
@@ -213,6 +217,8 @@ async fn serve(
         },
         settle_between_actions: !config.no_settle_between_actions,
         action_wait: Duration::from_millis(config.action_wait_ms.into()),
+        effect_check: !config.no_effect_check,
+        effect_window_wait: Duration::from_millis(config.effect_window_wait_ms.into()),
     };
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?).with_launch_env(launch_env),

@@ -11,6 +11,7 @@ use ufo_proto::v1::{
 };
 
 use crate::backend::SettleOutcome;
+use crate::effect::EffectKind;
 use crate::encode::{Format, PngCompression};
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
 use crate::tools::Tool;
@@ -159,6 +160,14 @@ impl executor_server::Executor for ExecutorService {
                     draws: s.draws,
                     accessibility_events: s.events,
                     animations: s.animations,
+                }),
+                effect: o.effect.map(|e| pb::Effect {
+                    kind: match e.kind {
+                        EffectKind::Confirmed => pb::EffectKind::Confirmed,
+                        EffectKind::NoneObserved => pb::EffectKind::NoneObserved,
+                        EffectKind::Unverifiable => pb::EffectKind::Unverifiable,
+                    } as i32,
+                    description: e.description,
                 }),
             })
             .collect();

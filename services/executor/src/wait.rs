@@ -143,14 +143,17 @@ impl Executor {
     /// screen settles from the keys before it, and while the application of `window` shows a default
     /// button (the one Enter presses) that is disabled, the Enter waits for it to accept input,
     /// within the action wait. Returns remarks for the result (how long it waited, or that the button
-    /// stayed disabled).
+    /// stayed disabled), and, when the keys start with such an Enter, the change mark taken just
+    /// before it was sent: what the desktop did while the Enter waited (the button turning enabled)
+    /// is not the keys' effect.
     pub(crate) async fn send_keys_patiently(
         &self,
         window: Option<&WindowInfo>,
         keys: &[KeyStroke],
         deadline: Instant,
-    ) -> Result<Vec<String>, BackendError> {
+    ) -> Result<(Vec<String>, Option<(u64, Instant)>), BackendError> {
         let mut remarks = Vec::new();
+        let mut restart = None;
         let mut sent = 0;
         for at in plain_enters(keys) {
             if at > sent {
@@ -169,10 +172,13 @@ impl Executor {
                 && let Some(remark) = self.wait_default_button(w, deadline).await
             {
                 remarks.push(remark);
+                if at == 0 {
+                    restart = self.backend.change_mark().map(|m| (m, Instant::now()));
+                }
             }
         }
         self.backend.send_keys(&keys[sent..]).await?;
-        Ok(remarks)
+        Ok((remarks, restart))
     }
 
     /// Waits, within the action wait, while the application of `window` shows default buttons and

@@ -271,14 +271,18 @@ impl Desk {
     /// Starts `app` and waits until its window is listed with controls (at most `timeout`), then sizes it
     /// as the task asks; with `recorded` (a replay: the window's rectangle when the task was recorded)
     /// it moves and resizes it instead (see [`replay_rect`]). Returns the app and where its window is.
+    /// `home` is the task's private home and XDG folders ([`crate::home::TaskHome::env`]).
     pub async fn start_app(
         &self,
         app: &SetupApp,
         timeout: Duration,
         recorded: Option<Placed>,
+        home: &[(String, String)],
     ) -> Result<(RunningApp, Placed), DeskError> {
         let span = tracing::info_span!("suite.start_app", command = %app.command);
-        self.launch(app, timeout, recorded).instrument(span).await
+        self.launch(app, timeout, recorded, home)
+            .instrument(span)
+            .await
     }
 
     async fn launch(
@@ -286,12 +290,14 @@ impl Desk {
         app: &SetupApp,
         timeout: Duration,
         recorded: Option<Placed>,
+        home: &[(String, String)],
     ) -> Result<(RunningApp, Placed), DeskError> {
         let mut command = tokio::process::Command::new(&app.command);
         command
             .args(&app.args)
             .env_remove("NO_AT_BRIDGE")
             .envs(self.env())
+            .envs(home.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(if app.output {
                 Stdio::piped()

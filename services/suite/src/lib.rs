@@ -7,6 +7,7 @@
 //!   the prompt alone ([`standin::follow`], reading prompts with [`standin::prompt`]), or a forwarder to a
 //!   real model — tallying each task's model calls and prompt sizes.
 //! - [`desk`]: the one private desktop, and each task's applications on it (ready, sized, cleaned up).
+//! - [`home`]: each task's private `HOME` and XDG folders, for its setup and its launched applications.
 //! - [`check`]: checks on real state with independent tools (files, exit codes, a live pyatspi walk).
 //! - [`run`]: one run — desktop, model endpoint and services shared by all tasks; a task at a time.
 //! - [`report`]: the table, the summary and the JSON report.
@@ -20,6 +21,8 @@ pub mod config;
 pub mod demo;
 #[cfg(target_os = "linux")]
 pub mod desk;
+#[cfg(unix)]
+pub mod home;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod run;

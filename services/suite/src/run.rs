@@ -19,6 +19,7 @@ use ufo_testkit::Cluster;
 use crate::check::{self, CheckSettings, Verdict};
 use crate::config::Config;
 use crate::desk::{Desk, DeskError, Placed, RunningApp};
+use crate::home::TaskHome;
 use crate::report::TaskReport;
 use crate::standin::{Mode, ModelServer, Patience};
 use crate::task::Task;
@@ -74,7 +75,17 @@ struct Shared<'a> {
     checks: CheckSettings,
     probe: PathBuf,
     out: PathBuf,
+    /// The file the launch wrappers read the current task's home from.
+    home_env: PathBuf,
     baseline: Vec<ufo_executor::backend::WindowInfo>,
+}
+
+/// The largest step limit the suite submits: its `--max-steps`, or a task file's own when larger.
+fn steps_cap(cfg: &Config, tasks: &[Task]) -> u32 {
+    tasks
+        .iter()
+        .filter_map(|t| t.max_steps)
+        .fold(cfg.max_steps, u32::max)
 }
 
 fn stand_in_model(cfg: &Config) -> &str {
@@ -125,14 +136,24 @@ pub async fn run(
             "--question-fallback",
             "continue",
         ])
-        .agent_args(["--confirm-timeout-seconds", "5"]);
+        .agent_args(["--confirm-timeout-seconds", "5"])
+        // The suite's own step limit (and any task's) is what the agents run: the agent refuses a
+        // task asking for more than its --max-steps, so the suite raises it to the largest it asks.
+        .agent_args(["--max-steps".to_owned(), steps_cap(cfg, tasks).to_string()]);
     if cfg.model_url.is_none() {
         // The stand-in never fails transiently; a retry would only hide a bug.
         builder = builder.agent_args(["--llm-max-retries", "0"]);
     }
+    // Programs the HostAgent launches run through wrappers that give them the current task's home.
+    let home_env = out.join("task-home.env");
     let launchable: BTreeSet<&str> = tasks.iter().flat_map(Task::launchable).collect();
     for program in launchable {
-        builder = builder.executor_args(["--allow-app", program]);
+        let wrapper = crate::home::launch_wrapper(&out.join("bin"), &home_env, program)
+            .map_err(io("cannot write a launch wrapper"))?;
+        builder = builder.executor_args([
+            "--allow-app".to_owned(),
+            format!("{program}={}", wrapper.display()),
+        ]);
     }
     if let Some(url) = &cfg.database_url {
         builder = builder.database_url(url.clone());
@@ -166,6 +187,7 @@ pub async fn run(
         agent,
         probe,
         out: out.to_owned(),
+        home_env,
         baseline,
     };
     let mut reports = Vec::new();
@@ -318,6 +340,10 @@ async fn set_up(
         std::fs::remove_dir_all(dir).map_err(files("empty", dir))?;
     }
     std::fs::create_dir_all(dir).map_err(files("create", dir))?;
+    let home = TaskHome::create(dir).map_err(files("create", &dir.join("home")))?;
+    home.publish(&s.home_env)
+        .map_err(files("write", &s.home_env))?;
+    let home = home.env();
     for f in &task.files {
         let path = dir.join(&f.path);
         if let Some(parent) = path.parent() {
@@ -332,7 +358,7 @@ async fn set_up(
         };
         let (running, placed) = s
             .desk
-            .start_app(app, s.cfg.app_ready_timeout(), was)
+            .start_app(app, s.cfg.app_ready_timeout(), was, &home)
             .await?;
         apps.push(running);
         report.windows.push(placed);

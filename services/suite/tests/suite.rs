@@ -258,3 +258,45 @@ async fn save_as_through_the_dialog_observes_the_dialog() {
         "the next reply clicked Save: {saved}"
     );
 }
+
+/// Issue 31's isolation: a task's setup application runs with `HOME` and the XDG folders in the task's
+/// own folder (the task's file check), and a program the HostAgent launches through the executor gets
+/// the same private home (the launch wrapper, read here from the task's home folder: galculator writes
+/// its settings under `$XDG_CONFIG_HOME` when it exits). The suite's agent runs with its `--max-steps`
+/// raised to the suite's own limit (40 by default, above the agent's default of 30): a task submitted
+/// with the suite's limit is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_task_runs_its_applications_with_a_private_home() {
+    let out = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(
+        &repo().join("tasks"),
+        &[
+            "--min-success",
+            "1.0",
+            "--only",
+            "isolation-private-home",
+            "--only",
+            "two-apps-launch-calc-to-editor",
+        ],
+        out.path(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "a task failed:\n{stdout}");
+    assert_eq!(report["tasks"].as_array().unwrap().len(), 2, "{report}");
+    let env =
+        std::fs::read_to_string(out.path().join("tasks/isolation-private-home/env.txt")).unwrap();
+    let home = out.path().join("tasks/isolation-private-home/home");
+    assert_eq!(
+        env,
+        format!("{} {}/.local/share", home.display(), home.display())
+    );
+    // The launched calculator's private home: its folder is the task's, and nothing of it went to
+    // the suite's own home.
+    let launched = out.path().join("tasks/two-apps-launch-calc-to-editor/home");
+    let published = std::fs::read_to_string(out.path().join("task-home.env")).unwrap();
+    assert!(
+        published.contains(&format!("export HOME='{}'", launched.display())),
+        "the launch wrappers read the last task's home: {published}"
+    );
+}

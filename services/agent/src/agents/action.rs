@@ -8,8 +8,8 @@ use ufo_proto::v1;
 use crate::agents::response::ActionSpec;
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::dispatch::{
-    Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, Settle, SettleOutcome,
-    execute_one,
+    Command, CommandDispatcher, CommandResult, DispatchError, Effect, EffectKind, ResultStatus,
+    Settle, SettleOutcome, execute_one,
 };
 
 /// How much of a read text an action's representation carries (the full value stays in the result).
@@ -113,7 +113,17 @@ impl ActionRecord {
                 " [not run: {}]",
                 truncate(&self.result.error, error_chars)
             )),
-            ActionOutcome::Success => text.push_str(" [success]"),
+            // What the executor saw the action change, so the model knows an action that "worked"
+            // did nothing: `[success; effect: none_observed — keys '{ENTER}' in 'Location': nothing
+            // changed]`.
+            ActionOutcome::Success => match &self.result.effect {
+                Some(e) => text.push_str(&format!(
+                    " [success; effect: {} — {}]",
+                    e.kind.as_str(),
+                    truncate(&e.description, error_chars)
+                )),
+                None => text.push_str(" [success]"),
+            },
             _ if self.result.error.is_empty() => text.push_str(&format!(" [{}]", outcome.as_str())),
             _ => text.push_str(&format!(
                 " [{}: {}]",
@@ -166,6 +176,7 @@ impl ActionRecord {
                 call_id: self.result.call_id.clone(),
                 duration_us: 0,
                 settle: self.result.settle.map(settle_to_proto),
+                effect: self.result.effect.as_ref().map(effect_to_proto),
                 images: vec![],
                 warnings: self.result.warnings.clone(),
             }),
@@ -185,6 +196,19 @@ impl ActionRecord {
                 .as_ref()
                 .map(|t| crate::replay::selector::Selector::of_target(t).to_proto()),
         }
+    }
+}
+
+/// An action's effect as the session proto.
+pub fn effect_to_proto(e: &Effect) -> v1::Effect {
+    let kind = match e.kind {
+        EffectKind::Confirmed => v1::EffectKind::Confirmed,
+        EffectKind::NoneObserved => v1::EffectKind::NoneObserved,
+        EffectKind::Unverifiable => v1::EffectKind::Unverifiable,
+    };
+    v1::Effect {
+        kind: kind as i32,
+        description: e.description.clone(),
     }
 }
 

@@ -234,3 +234,16 @@ pub fn remembered(item: MemoryItem, s: &AgentSettings) -> Outputs {
         .with(MEMORY_ITEM, item)
         .with(TRAJECTORY, trajectory)
 }
+
+/// What an agent is told about its progress before it decides (no-progress detection: the AppAgent's
+/// repeated actions on an unchanged screen, [`crate::agents::app::progress`]; the HostAgent's repeated
+/// failures, [`crate::agents::host::progress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Nothing to say.
+    Fine,
+    /// The prompt warns it (the text).
+    Warn(String),
+    /// It fails without asking the model, with this reason.
+    Fail(String),
+}

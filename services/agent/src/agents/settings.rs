@@ -58,6 +58,10 @@ pub struct AgentSettings {
     pub launch_poll_interval: Duration,
     /// Newest HostAgent actions shown in its prompt.
     pub host_previous_actions: usize,
+    /// Times the same HostAgent function may fail the same way in a row before it is told so.
+    pub host_repeat_warn: u32,
+    /// Further such failures after that warning before the round fails with no progress.
+    pub host_repeat_fail: u32,
     /// The operator's consent policy (`--policy-file`): which actions run, wait for a person, or are
     /// refused.
     pub policy: Arc<Policy>,
@@ -127,6 +131,8 @@ impl Default for AgentSettings {
             launch_window_timeout: Duration::from_secs(10),
             launch_poll_interval: Duration::from_millis(100),
             host_previous_actions: 10,
+            host_repeat_warn: 3,
+            host_repeat_fail: 3,
             policy: Arc::new(Policy::default()),
         }
     }

@@ -72,6 +72,8 @@ impl AgentArgs {
             launch_window_timeout: Duration::from_millis(self.launch_window_timeout_ms),
             launch_poll_interval: Duration::from_millis(self.launch_poll_ms.max(1)),
             host_previous_actions: self.host_previous_actions,
+            host_repeat_warn: self.host_repeat_warn.max(1),
+            host_repeat_fail: self.host_repeat_fail,
             policy,
         }
     }
@@ -221,7 +223,8 @@ pub struct TaskOverrides {
     pub confirm_always: bool,
     /// Never hold (`CONFIRM_POLICY_NEVER`).
     pub confirm_never: bool,
-    /// Step limit; `None` or 0 = the configured default; never above it.
+    /// Step limit; `None` or 0 = the configured default. Submission refuses one above the agents'
+    /// `--max-steps`.
     pub max_steps: Option<u32>,
 }
 
@@ -239,6 +242,15 @@ impl AgentServices {
         settings.confirm_always = task.confirm_always;
         settings.confirm_never = task.confirm_never;
         if let Some(n) = task.max_steps.filter(|n| *n > 0) {
+            // Submission refuses a limit above `--max-steps`; a task queued before the operator
+            // lowered it is held to the new one, and the log says so.
+            if n > settings.max_steps {
+                tracing::warn!(
+                    task_max_steps = n,
+                    agent_max_steps = settings.max_steps,
+                    "the task's step limit is above --max-steps; the round stops at --max-steps"
+                );
+            }
             settings.max_steps = n.min(settings.max_steps);
         }
         Ok(Self {

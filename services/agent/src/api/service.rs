@@ -102,16 +102,22 @@ impl Tasks {
         watch_client: SessionClient,
         config: &crate::Config,
     ) -> Result<Self, ExecutorConfigError> {
+        let mut limits = config.api.clone();
+        // A task cannot take more steps than the agents run in a round (`--max-steps`): the cap a
+        // task is held to, and the default it gets, say so, instead of the round stopping earlier than
+        // the task's own limit without a word (issue 31).
+        limits.max_steps_cap = limits.max_steps_cap.min(config.agents.max_steps);
+        limits.default_max_steps = limits.default_max_steps.min(limits.max_steps_cap);
         Ok(Self {
             client,
             watch_client,
-            limits: Arc::new(config.api.clone()),
+            limits: Arc::new(limits),
             executors: Arc::new(ExecutorRegistry::from_config(config)?),
             prices: Arc::new(PriceCheck::from_config(&config.llm)),
         })
     }
 
-    /// The configured limits.
+    /// The configured limits, the step cap and default held to the agents' `--max-steps`.
     pub fn limits(&self) -> &ApiConfig {
         &self.limits
     }

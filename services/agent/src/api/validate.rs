@@ -48,8 +48,9 @@ impl Tasks {
         let limits = req.limits.unwrap_or_default();
         if limits.max_steps > l.max_steps_cap {
             return Err(ApiError::invalid(format!(
-                "limits.max_steps must be at most {}",
-                l.max_steps_cap
+                "limits.max_steps must be at most {}: the operator's cap (the smaller of \
+                 --max-steps-cap and the agents' --max-steps); got {}",
+                l.max_steps_cap, limits.max_steps
             )));
         }
         if !limits.max_cost.is_finite() || limits.max_cost < 0.0 || limits.max_cost > l.max_cost_cap

@@ -98,6 +98,13 @@ pub struct AgentArgs {
     /// Newest HostAgent actions (with their results) shown in its prompt.
     #[arg(long, env = "UFO_AGENT_HOST_PREVIOUS_ACTIONS", default_value_t = 10)]
     pub host_previous_actions: usize,
+    /// Times the same HostAgent function may fail the same way in a row (e.g. selecting a window a
+    /// modal dialog keeps from activating) before its prompt says it makes no progress.
+    #[arg(long, env = "UFO_AGENT_HOST_REPEAT_WARN", default_value_t = 3)]
+    pub host_repeat_warn: u32,
+    /// Further such failures after that warning before the round fails with a no-progress reason.
+    #[arg(long, env = "UFO_AGENT_HOST_REPEAT_FAIL", default_value_t = 3)]
+    pub host_repeat_fail: u32,
     /// The operator's consent policy (JSON, see docs/security.md): per tool, and per argument pattern,
     /// `allow`, `confirm` (held for a person whatever the task's confirm policy) or `deny` (refused
     /// before the executor; the model is told why). Without it every tool is allowed and launch

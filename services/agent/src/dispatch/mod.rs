@@ -103,6 +103,38 @@ pub struct Settle {
     pub animations: u32,
 }
 
+/// How sure the executor is that an action did something (executor.proto `EffectKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectKind {
+    /// Something changed that the action can be credited with.
+    Confirmed,
+    /// The executor watched and nothing changed.
+    NoneObserved,
+    /// The executor cannot tell.
+    Unverifiable,
+}
+
+impl EffectKind {
+    /// The word prompts and records use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirmed => "confirmed",
+            Self::NoneObserved => "none_observed",
+            Self::Unverifiable => "unverifiable",
+        }
+    }
+}
+
+/// What an action was observed to do (executor.proto `Effect`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Effect {
+    /// Confirmed, none observed or unverifiable.
+    pub kind: EffectKind,
+    /// The action and what changed, e.g. "keys '{ENTER}' in 'Location': nothing changed".
+    pub description: String,
+}
+
 /// The result of one command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommandResult {
@@ -120,6 +152,8 @@ pub struct CommandResult {
     pub warnings: Vec<String>,
     /// On the first observation after an action: how long it waited for the screen to settle.
     pub settle: Option<Settle>,
+    /// On an action the executor ran: what it was observed to change.
+    pub effect: Option<Effect>,
 }
 
 impl CommandResult {
@@ -133,6 +167,7 @@ impl CommandResult {
             images: vec![],
             warnings: vec![],
             settle: None,
+            effect: None,
         }
     }
 
@@ -167,9 +202,21 @@ impl CommandResult {
         self.status == ResultStatus::Success
     }
 
+    /// Whether the executor watched this action and saw nothing change.
+    pub fn none_observed(&self) -> bool {
+        self.effect
+            .as_ref()
+            .is_some_and(|e| e.kind == EffectKind::NoneObserved)
+    }
+
     /// As JSON for memory and prompts (images are not included).
     pub fn to_json(&self) -> Value {
-        serde_json::json!({"status": self.status, "error": self.error, "result": self.result})
+        let mut v =
+            serde_json::json!({"status": self.status, "error": self.error, "result": self.result});
+        if let Some(e) = &self.effect {
+            v["effect"] = serde_json::json!(e);
+        }
+        v
     }
 }
 

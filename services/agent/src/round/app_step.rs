@@ -17,7 +17,7 @@ use crate::round::control::HeldAction;
 use crate::round::state::{AgentState, AppStatus};
 
 use super::resume::label;
-use super::step::{failed, phases};
+use super::step::{phases, unfinished};
 
 impl Round {
     pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepOutput {
@@ -117,7 +117,7 @@ impl Round {
                 &status,
                 &response.result,
                 &response.questions,
-                failed(&actions),
+                unfinished(&actions),
             )
         };
         self.settle(&was, &after);

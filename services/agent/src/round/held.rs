@@ -95,7 +95,8 @@ impl Round {
                                 AppStatus::Confirm => AppStatus::Continue,
                                 other => other,
                             };
-                            self.app_transition(&next, &result, &questions, failed)
+                            let unfinished = super::step::unfinished(&actions);
+                            self.app_transition(&next, &result, &questions, unfinished)
                         }
                     }
                 }

@@ -70,6 +70,12 @@ impl Round {
                 },
                 info,
             )
+        } else if let Some(reason) = self.host_stuck() {
+            // The same function failed the same way `--host-repeat-warn` + `--host-repeat-fail`
+            // times in a row: the round ends now instead of running to the step limit.
+            tracing::warn!(%reason, "HostAgent makes no progress");
+            self.end = Some(RoundEnd::Failed(format!("HostAgent: {reason}")));
+            AgentState::Fail
         } else {
             self.host_transition(&status, &response, selected, failed(&actions))
         };
@@ -101,5 +107,17 @@ impl Round {
                 .push(artifact(v1::ArtifactKind::DesktopScreenshot, &d, json!({})));
         }
         record
+    }
+}
+
+impl Round {
+    /// The no-progress reason when the HostAgent's newest steps failed the same way often enough to
+    /// end the round ([`crate::agents::host::progress`]).
+    fn host_stuck(&self) -> Option<String> {
+        use crate::agents::common::Progress;
+        match crate::agents::host::progress::judge(&self.host.memory, &self.services.settings) {
+            Progress::Fail(reason) => Some(reason),
+            Progress::Fine | Progress::Warn(_) => None,
+        }
     }
 }

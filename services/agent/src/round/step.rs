@@ -38,6 +38,19 @@ pub(super) fn failed(actions: &[ActionRecord]) -> bool {
         .any(|a| a.result.status == ResultStatus::Failure)
 }
 
+/// Whether an AppAgent batch did not do what a FINISH would claim (issue 31): an action failed, or
+/// the action the FINISH rests on — each one proposed with status FINISH, and the batch's last
+/// action — ran and the executor saw it change nothing (`effect: none_observed`). The agent then
+/// observes again, as after a failed action, and sees the effect in its next prompt.
+pub(super) fn unfinished(actions: &[ActionRecord]) -> bool {
+    failed(actions)
+        || actions
+            .iter()
+            .filter(|a| a.status == "FINISH")
+            .chain(actions.last())
+            .any(|a| a.result.none_observed())
+}
+
 impl Round {
     /// Why a proposal that did not run is held for a person, if it is (the operator's policy, the model's
     /// CONFIRM unless the task never confirms, or a task that confirms all: [`crate::agents::AgentSettings::hold`]).

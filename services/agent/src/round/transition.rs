@@ -5,7 +5,8 @@
 //! - HostAgent: CONTINUE and CONFIRM (once approved) go on; ASSIGN hands the subtask to the chosen
 //!   application's AppAgent; PENDING asks; FINISH and FAIL end the round; an unknown status is ERROR.
 //! - AppAgent: CONTINUE and SCREENSHOT go on (SCREENSHOT ran its actions and observes again); FINISH
-//!   returns to the HostAgent unless an action of the batch failed; PENDING asks; FAIL and ERROR (an
+//!   returns to the HostAgent unless an action of the batch failed or the action it rests on was seen
+//!   to change nothing (`effect: none_observed`, issue 31); PENDING asks; FAIL and ERROR (an
 //!   unusable reply, a failed observation) return to the HostAgent to re-plan with the reason archived in
 //!   its prompt's previous subtasks, both bounded by `--max-replans` (a replay, which has no model to
 //!   re-plan with, ends the round on an error instead); an unknown status ends the round.
@@ -105,7 +106,8 @@ impl Round {
             AppStatus::Continue | AppStatus::Screenshot | AppStatus::Confirm => {
                 AgentState::Continue
             }
-            // A batch that failed midway did not finish the subtask: look again.
+            // A batch that failed midway, or whose last action changed nothing the executor could
+            // see, did not finish the subtask: look again.
             AppStatus::Finish if acted_failed => AgentState::Continue,
             AppStatus::Finish => {
                 self.archive(Outcome::Finish, result);

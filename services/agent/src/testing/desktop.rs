@@ -72,6 +72,8 @@ struct State {
     // Process names ever registered as launchable (the executor's allow-list).
     allowed: Vec<String>,
     active: Option<usize>,
+    // Processes whose windows cannot be selected, with the error (a modal dialog in front).
+    blocked: Vec<(String, String)>,
     log: Vec<Command>,
     // Encoded screenshots by (width, height, origin): the double should cost next to nothing.
     shots: std::collections::HashMap<(u32, u32, i32, i32), Screenshot>,
@@ -210,6 +212,14 @@ impl FakeDesktop {
             .collect()
     }
 
+    /// Makes selecting the window of `process` fail with `error`, as when a modal dialog keeps the
+    /// window manager from activating it.
+    pub fn block_selection(&self, process: &str, error: &str) {
+        self.lock()
+            .blocked
+            .push((process.to_owned(), error.to_owned()));
+    }
+
     /// Makes clicking `control` in the window of `process` disable `target`.
     pub fn set_disables_on_click(&self, process: &str, control: &str, target: &str) {
         let mut s = self.lock();
@@ -262,6 +272,15 @@ impl FakeDesktop {
             }
             "select_application_window" => {
                 let id = arg("id");
+                let blocked = s.windows.iter().find(|w| w.id == id).and_then(|w| {
+                    s.blocked
+                        .iter()
+                        .find(|(p, _)| *p == w.process)
+                        .map(|(_, e)| e.clone())
+                });
+                if let Some(error) = blocked {
+                    return CommandResult::failure(error);
+                }
                 match s.windows.iter().position(|w| w.id == id) {
                     Some(i) => {
                         s.active = Some(i);

@@ -149,6 +149,44 @@ pub struct ControlState {
     pub rect: Rect,
 }
 
+/// What a control shows and its states, read before and after an action to see what the action
+/// changed (see [`crate::effect`]). `None` where the control has no such thing or the backend cannot
+/// read it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ControlFacts {
+    /// Its text or value (a bounded prefix; `None` for controls without one and for password fields).
+    pub value: Option<String>,
+    /// Checked, pressed or toggled on.
+    pub checked: Option<bool>,
+    /// Selected.
+    pub selected: Option<bool>,
+    /// Expanded (a combo box's list, a tree node, a menu).
+    pub expanded: Option<bool>,
+    /// Has the keyboard focus.
+    pub focused: Option<bool>,
+    /// Accepts input.
+    pub enabled: bool,
+}
+
+/// An accessibility event an application sent after a change mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppEvent {
+    /// Which application sent it (a bus name on Linux).
+    pub app: String,
+    /// What kind of change it announces, e.g. "text-changed", "state-changed", "window-create".
+    pub kind: String,
+}
+
+/// What the desktop reported after a change mark: the applications' accessibility events and where
+/// the screen was drawn (animations left out).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Changes {
+    /// Accessibility events (of the window's application when one was named), oldest first.
+    pub events: Vec<AppEvent>,
+    /// Rectangles drawn, in screen pixels, animated places left out (at most a few dozen).
+    pub drawn: Vec<Rect>,
+}
+
 /// What an action does with a control (for the live check before it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
@@ -372,6 +410,47 @@ pub trait Backend: Send + Sync {
     async fn activity_after(&self, mark: u64, until: Instant) -> bool {
         let _ = (mark, until);
         false
+    }
+    /// The control's text and states now, to compare before and after an action. The default reads
+    /// what every backend has: enabled (from [`control_state`](Self::control_state)) and, for editable
+    /// controls, the text ([`read_text`](Self::read_text)).
+    async fn control_facts(&self, control: &RawNode) -> BackendResult<ControlFacts> {
+        let state = self.control_state(control).await?;
+        let value = if matches!(
+            control.control_type.as_str(),
+            "Edit" | "Document" | "ComboBox" | "Spinner"
+        ) {
+            Some(self.read_text(control).await?)
+        } else {
+            None
+        };
+        Ok(ControlFacts {
+            value,
+            enabled: state.enabled,
+            ..ControlFacts::default()
+        })
+    }
+    /// The top-level windows as (handle, title), cheaper than [`windows`](Self::windows) where the
+    /// backend can skip the rest; what the effect check compares before and after an action.
+    async fn window_set(&self) -> BackendResult<Vec<(u64, String)>> {
+        Ok(self
+            .windows()
+            .await?
+            .into_iter()
+            .map(|w| (w.handle, w.title))
+            .collect())
+    }
+    /// What the desktop reported after `mark`: accessibility events (of `window`'s application when
+    /// given and known) and drawn rectangles outside animations (recognised at `animation_hz`);
+    /// `None` when this backend cannot see changes.
+    fn changes_since(
+        &self,
+        mark: u64,
+        animation_hz: f64,
+        window: Option<&WindowInfo>,
+    ) -> Option<Changes> {
+        let _ = (mark, animation_hz, window);
+        None
     }
     /// Waits until the screen changed after `mark` (read at `since`) and then stayed unchanged, within
     /// `opts`; never a fixed sleep.

@@ -248,14 +248,18 @@ impl ToolDef for KeyboardInput {
                 .await?;
             if self.control_focus {
                 cx.exec.backend.focus_control(&target.node).await?;
+                cx.focused_before_keys(&target.node).await;
             }
             let acted = target.acted("keys".to_owned());
             out = Output::warned(Some(acted.result), acted.warnings);
         }
-        let remarks = cx
+        let (remarks, restart) = cx
             .exec
             .send_keys_patiently(cx.st.selected.as_ref(), &keys, cx.deadline)
             .await?;
+        if restart.is_some() && cx.exec.limits.effect_check {
+            cx.st.unsettled = restart;
+        }
         out.warnings.extend(remarks);
         Ok(out)
     }

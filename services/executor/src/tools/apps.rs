@@ -266,6 +266,7 @@ impl ToolDef for CloseApplication {
     async fn run(self, cx: &mut Cx<'_>) -> Result<Output<Self::Output>, ToolError> {
         let w = cx.selected()?;
         cx.exec.backend.close(&w).await?;
+        cx.st.closed = Some(w.clone());
         cx.st.selected = None;
         cx.st.listing = None;
         cx.st.windows.clear();

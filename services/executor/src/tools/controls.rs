@@ -250,6 +250,59 @@ impl Cx<'_> {
         Ok((node.clone(), warning.into_iter().collect()))
     }
 
+    /// Reads `node`'s facts before the action on it, for its effect check (when effect checks are
+    /// on; facts that cannot be read leave the comparison to the rest of the desktop). The change
+    /// mark is taken again first: what happened while the control was looked up or waited for (it
+    /// turning enabled) is not the action's doing.
+    pub(crate) async fn watch(&mut self, node: &RawNode) {
+        if !self.exec.limits.effect_check {
+            return;
+        }
+        if let Some(mark) = self.exec.backend.change_mark() {
+            self.st.unsettled = Some((mark, std::time::Instant::now()));
+        }
+        let before = self.exec.backend.control_facts(node).await.ok();
+        self.watched = Some(crate::effect::Watched {
+            node: node.clone(),
+            before,
+        });
+    }
+
+    /// Focusing a control before typing is not part of what the keys do: when the focus moved, the
+    /// screen is let settle, the control is watched until it reports the focus (at every desktop
+    /// change, at least every [`crate::wait::RECHECK`], within the action wait), and the effect check
+    /// starts again from there (a new change mark, the control's facts read again).
+    pub(crate) async fn focused_before_keys(&mut self, node: &RawNode) {
+        let moved = self
+            .watched
+            .as_ref()
+            .and_then(|w| w.before.as_ref())
+            .is_some_and(|f| f.focused == Some(false));
+        if !moved {
+            return;
+        }
+        let report = self.exec.settle_pending(self.st).await;
+        self.st.settled = report;
+        let until = (std::time::Instant::now() + self.exec.limits.action_wait).min(self.deadline);
+        loop {
+            let mark = self.exec.backend.change_mark();
+            let focused = self.exec.backend.control_facts(node).await.ok();
+            let now = std::time::Instant::now();
+            if focused.is_none_or(|f| f.focused != Some(false)) || now >= until {
+                break;
+            }
+            let wake = (now + crate::wait::RECHECK).min(until);
+            let seen = match mark {
+                Some(m) => self.exec.backend.activity_after(m, wake).await,
+                None => false,
+            };
+            if !seen {
+                tokio::time::sleep_until(wake.into()).await;
+            }
+        }
+        self.watch(node).await;
+    }
+
     /// The control `id` names, which can be acted on now: it exists, is enabled and visible (read live
     /// before an action of `kind`, see [`crate::backend::Backend::action_state`]).
     pub(crate) async fn actionable(
@@ -291,6 +344,7 @@ impl Cx<'_> {
             }
         };
         node.rect = live.rect;
+        self.watch(&node).await;
         Ok(Target {
             id: id.clone(),
             node,

@@ -120,6 +120,9 @@ pub(crate) struct Cx<'a> {
     pub deadline: Instant,
     /// How screenshots are encoded.
     pub format: Format,
+    /// The control the action is aimed at, with its facts before it (set by
+    /// [`Cx::actionable`] when effect checks are on).
+    pub watched: Option<crate::effect::Watched>,
 }
 
 /// Declares [`Tool`] from `family::Definition` paths, in the order ListTools reports them.

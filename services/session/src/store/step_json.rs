@@ -4,14 +4,15 @@
 use serde_json::{Map, Value as Json, json};
 use ufo_proto::json::{from_optional_struct, from_value, to_value};
 use ufo_proto::v1::{
-    Action, PhaseTiming, Result as CommandResult, ResultStatus, Selector, SelectorNode, Settle,
-    SettleOutcome,
+    Action, Effect, EffectKind, PhaseTiming, Result as CommandResult, ResultStatus, Selector,
+    SelectorNode, Settle, SettleOutcome,
 };
 
 use super::types::{db_name, proto_name};
 
 const RESULT_PREFIX: &str = "RESULT_STATUS_";
 const SETTLE_PREFIX: &str = "SETTLE_OUTCOME_";
+const EFFECT_PREFIX: &str = "EFFECT_KIND_";
 
 fn object(value: Json) -> Option<prost_types::Struct> {
     match value {
@@ -104,6 +105,14 @@ fn result_to_json(r: &CommandResult) -> Json {
             "accessibility_events": s.accessibility_events,
             "animations": s.animations,
         })),
+        // What the action was observed to do (executor.proto's Effect).
+        "effect": r.effect.as_ref().map(|e| json!({
+            "kind": db_name(
+                EffectKind::try_from(e.kind).unwrap_or(EffectKind::Unspecified).as_str_name(),
+                EFFECT_PREFIX,
+            ),
+            "description": e.description,
+        })),
     })
 }
 
@@ -165,6 +174,15 @@ fn result_from_json(mut map: Map<String, Json>) -> CommandResult {
                 draws: count(&s, "draws"),
                 accessibility_events: count(&s, "accessibility_events"),
                 animations: count(&s, "animations"),
+            }),
+            _ => None,
+        },
+        effect: match map.remove("effect") {
+            Some(Json::Object(e)) => Some(Effect {
+                kind: EffectKind::from_str_name(&proto_name(&text(&e, "kind"), EFFECT_PREFIX))
+                    .unwrap_or(EffectKind::Unspecified)
+                    .into(),
+                description: text(&e, "description"),
             }),
             _ => None,
         },
@@ -248,6 +266,10 @@ mod tests {
                     draws: 5,
                     accessibility_events: 2,
                     animations: 1,
+                }),
+                effect: Some(Effect {
+                    kind: EffectKind::NoneObserved.into(),
+                    description: "Enter in 'Location': nothing changed".into(),
                 }),
             }),
             target_id: "12".into(),

@@ -200,6 +200,12 @@ pub fn parse_action(repr: &str) -> PastAction {
         s = &s[..=i];
     }
     let mut outcome = Outcome::Unknown;
+    // A success with what the executor saw it change (`[success; effect: kind — description]`, issue
+    // 31): a success; the agent itself holds a FINISH back when the effect was none_observed.
+    if let Some(i) = s.find(" [success; effect: ").filter(|_| s.ends_with(']')) {
+        outcome = Outcome::Success;
+        s = &s[..i];
+    }
     for marker in [
         " [success]",
         " [failure",
@@ -207,6 +213,9 @@ pub fn parse_action(repr: &str) -> PastAction {
         " [skipped",
         " [not run",
     ] {
+        if outcome != Outcome::Unknown {
+            break;
+        }
         if let Some(i) = s.rfind(marker).filter(|_| s.ends_with(']')) {
             outcome = if marker == " [success]" {
                 Outcome::Success
@@ -445,6 +454,20 @@ mod tests {
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a[0].target.as_deref(), Some("A; b"));
         assert_eq!(a[0].outcome, Outcome::Success);
+    }
+
+    #[test]
+    fn a_success_with_its_effect_is_a_success() {
+        let a = action_lines(
+            "set_edit_text on [3]Name [success; effect: confirmed — text set in 'Name': 'Name' text \
+             '' → 'a; b']; keyboard_input on [3]Name [success; effect: none_observed — keys \
+             '{ENTER}' in 'Name': nothing changed]",
+        );
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[0].target.as_deref(), Some("Name"));
+        assert_eq!(a[0].outcome, Outcome::Success);
+        assert_eq!(a[1].function, "keyboard_input");
+        assert_eq!(a[1].outcome, Outcome::Success);
     }
 
     #[test]

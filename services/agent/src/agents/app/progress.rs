@@ -27,16 +27,7 @@ pub fn screen_hash(shot: &Screenshot) -> String {
     format!("{:016x}", h.finish())
 }
 
-/// What the AppAgent is told about its progress before it decides.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    /// Nothing to say.
-    Fine,
-    /// The prompt warns it (the text).
-    Warn(String),
-    /// It fails the subtask with this reason without asking the model.
-    Fail(String),
-}
+pub use crate::agents::common::Progress;
 
 /// The same actions on the screen `screen`: (actions, times) over the newest memory items.
 pub fn repeats(memory: &Memory, screen: &str) -> Option<(String, u32)> {

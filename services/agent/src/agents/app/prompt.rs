@@ -35,7 +35,10 @@ Reply with ONE JSON object and nothing else, with these fields:
 
 Previous actions are listed with what happened to each: [success], [failure: error], [skipped: reason]
 (not run because an earlier action of its batch failed) or [denied: reason] (refused by policy). Do not
-assume a failed, skipped or denied action took effect.
+assume a failed, skipped or denied action took effect. A success says what the executor saw it change:
+[success; effect: confirmed — what changed], [success; effect: none_observed — ...] (it ran but nothing
+changed: it did not take effect, and a FINISH resting on it does not finish the subtask) or [success;
+effect: unverifiable — ...] (look at the screenshot to tell).
 
 Functions:
 {functions}"#

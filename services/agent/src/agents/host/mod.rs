@@ -3,6 +3,7 @@
 //! update are logged and tolerated).
 
 pub mod launch;
+pub mod progress;
 pub mod prompt;
 pub mod strategies;
 

@@ -37,7 +37,9 @@ Reply with ONE JSON object and nothing else, with these fields:
 - "result": the final answer or what was found ("" otherwise).
 
 Your previous actions are listed with what happened to each: [success], [failure: error], [skipped:
-reason] or [denied: reason] (refused by policy). Do not assume a failed or denied action took effect.
+reason] or [denied: reason] (refused by policy), a success with what the executor saw it change
+([success; effect: confirmed|none_observed|unverifiable — ...]). Do not assume a failed or denied
+action, or one whose effect was none_observed, took effect.
 
 Functions:
 {functions}"#
@@ -67,6 +69,8 @@ pub struct HostPromptInput<'a> {
     pub previous_actions: &'a [String],
     /// Blackboard images with their captions.
     pub blackboard_images: &'a [(String, ImageData)],
+    /// The no-progress warning ("" when there is none).
+    pub no_progress: &'a str,
 }
 
 /// The target list as one compact JSON object per line.
@@ -114,7 +118,7 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     } else {
         input.previous_actions.join("\n")
     };
-    let text = format!(
+    let mut text = format!(
         "[Request]\n{}\n\n[Available targets]\n{}\n\n[Launchable applications]\n{}\n\n\
          [Previous subtasks]\n{}\n\n[Previous plan]\n{}\n\n[Your previous actions]\n{}\n",
         input.request,
@@ -124,5 +128,8 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
         plan,
         actions
     );
+    if !input.no_progress.is_empty() {
+        text.push_str(&format!("\n[No progress]\n{}\n", input.no_progress));
+    }
     prompt_messages(system(input.functions), parts, text, input.blackboard)
 }

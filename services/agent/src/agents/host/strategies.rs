@@ -8,7 +8,7 @@ use super::HostAgent;
 use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::common::{
-    answered, blackboard_prompt, failed, memory_dependencies, memory_item, offered_names,
+    Progress, answered, blackboard_prompt, failed, memory_dependencies, memory_item, offered_names,
     remembered, tool_catalog,
 };
 use crate::agents::host::prompt::{HostPromptInput, messages};
@@ -189,6 +189,25 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         let catalog = ctx.require(TOOL_CATALOG)?;
         let offered = offered_names(catalog, Audience::Host);
         let previous_actions = agent.previous_actions(settings.host_previous_actions);
+        let no_progress = match super::progress::judge(&agent.memory, settings) {
+            Progress::Fine => String::new(),
+            Progress::Warn(w) => w,
+            Progress::Fail(reason) => {
+                // Asking again would repeat the same failure: the round fails with the reason.
+                tracing::warn!(%reason, "HostAgent makes no progress");
+                let response = HostResponse {
+                    observation: "the same function failed the same way again and again".into(),
+                    thought: reason.clone(),
+                    comment: reason,
+                    status: crate::round::state::HostStatus::Fail,
+                    ..HostResponse::default()
+                };
+                return Ok(Outputs::new()
+                    .with(HOST_RESPONSE, response)
+                    .with(RESPONSE_TEXT, String::new())
+                    .with(LLM_TOTALS, Default::default()));
+            }
+        };
         let request = ChatRequest {
             messages: messages(HostPromptInput {
                 request: ctx.require(pkeys::REQUEST)?,
@@ -201,6 +220,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 launchable: &with_launch_dirs(launchable(catalog), &settings.policy),
                 previous_actions: &previous_actions,
                 blackboard_images: &board_images,
+                no_progress: &no_progress,
             }),
             temperature: settings.temperature,
             max_tokens: None,
@@ -412,6 +432,9 @@ impl Strategy<HostAgent> for HostMemoryUpdate {
         if let Some(a) = actions.and_then(|a| a.first()) {
             item.set("function_call", a.function.clone());
             item.set("results", a.result.result.to_string());
+            if let Some(key) = super::progress::failure_key(a) {
+                item.set(super::progress::FAILURE_KEY, key);
+            }
         }
         if let Some(t) = ctx.get(SELECTED_TARGET)? {
             item.set("application", t.app_root());

@@ -155,6 +155,18 @@ pub struct ActionResultView {
     pub error: String,
     /// The tool's structured result.
     pub result: Json,
+    /// What the executor saw the action change (issue 31); absent when it did not say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<EffectView>,
+}
+
+/// What an action was observed to do.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EffectView {
+    /// confirmed, none_observed or unverifiable.
+    pub kind: String,
+    /// The action and what changed, e.g. "keys '{ENTER}' in 'Location': nothing changed".
+    pub description: String,
 }
 
 /// One action of a step.
@@ -431,6 +443,16 @@ impl From<pb::Step> for StepView {
                             .unwrap_or_default(),
                         error: r.error,
                         result: r.result.map_or(Json::Null, ufo_proto::json::from_value),
+                        effect: r.effect.map(|e| EffectView {
+                            kind: pb::EffectKind::try_from(e.kind)
+                                .map(|k| {
+                                    k.as_str_name()
+                                        .trim_start_matches("EFFECT_KIND_")
+                                        .to_lowercase()
+                                })
+                                .unwrap_or_default(),
+                            description: e.description,
+                        }),
                     }),
                     selector: a.selector.as_ref().and_then(|sel| {
                         serde_json::to_value(crate::replay::selector::Selector::from_proto(sel))

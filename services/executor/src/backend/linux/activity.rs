@@ -29,6 +29,8 @@ const HISTORY: Duration = Duration::from_secs(3);
 const MAX_DRAWS: usize = 4096;
 /// Most accessibility events remembered.
 const MAX_EVENTS: usize = 1024;
+/// Most separate drawn rectangles [`Activity::changes`] reports.
+pub const MAX_CHANGED_AREAS: usize = 32;
 /// A rectangle redrawn steadily for this many periods of `animation_hz` is an animation.
 pub const ANIMATION_PERIODS: u32 = 4;
 
@@ -42,12 +44,20 @@ struct Draw {
     areas: Vec<Area>,
 }
 
+/// An accessibility event: its place in the log, when, who sent it and what it announces.
+#[derive(Debug)]
+struct Event {
+    seq: u64,
+    at: Instant,
+    app: String,
+    kind: &'static str,
+}
+
 #[derive(Debug, Default)]
 struct Log {
     seq: u64,
     draws: VecDeque<Draw>,
-    /// Accessibility events: (seq, when).
-    events: VecDeque<(u64, Instant)>,
+    events: VecDeque<Event>,
 }
 
 impl Log {
@@ -63,7 +73,7 @@ impl Log {
         while self
             .events
             .front()
-            .is_some_and(|e| now.duration_since(e.1) > HISTORY)
+            .is_some_and(|e| now.duration_since(e.at) > HISTORY)
             || self.events.len() > MAX_EVENTS
         {
             self.events.pop_front();
@@ -127,14 +137,24 @@ impl Activity {
         self.tx.send_replace(seq);
     }
 
-    /// Records an accessibility event.
+    /// Records an accessibility event of unknown origin.
     pub fn event(&self) {
+        self.event_from(String::new(), "event");
+    }
+
+    /// Records an accessibility event `app` sent, announcing a change of `kind`.
+    pub fn event_from(&self, app: String, kind: &'static str) {
         let now = Instant::now();
         let seq = {
             let mut log = self.lock();
             log.seq += 1;
             let seq = log.seq;
-            log.events.push_back((seq, now));
+            log.events.push_back(Event {
+                seq,
+                at: now,
+                app,
+                kind,
+            });
             log.forget(now);
             seq
         };
@@ -174,11 +194,48 @@ impl Activity {
                 s.last_draw = Some(d.at);
             }
         }
-        for &(_, at) in log.events.iter().filter(|e| e.0 > mark) {
+        for e in log.events.iter().filter(|e| e.seq > mark) {
             s.events += 1;
-            s.last_event = Some(at);
+            s.last_event = Some(e.at);
         }
         s
+    }
+
+    /// What was reported after `mark`: the accessibility events (of `app` when given) as (app, kind),
+    /// and the drawn rectangles outside the places animated at `hz` (at most [`MAX_CHANGED_AREAS`],
+    /// merged into their union beyond that).
+    pub fn changes(
+        &self,
+        mark: u64,
+        hz: f64,
+        app: Option<&str>,
+    ) -> (Vec<(String, &'static str)>, Vec<Area>) {
+        let now = Instant::now();
+        let log = self.lock();
+        let animated = animated_areas(log.draws.iter().map(|d| (d.at, &d.areas[..])), now, hz);
+        let events = log
+            .events
+            .iter()
+            .filter(|e| e.seq > mark && app.is_none_or(|a| e.app.is_empty() || e.app == a))
+            .map(|e| (e.app.clone(), e.kind))
+            .collect();
+        let mut drawn: Vec<Area> = Vec::new();
+        for d in log.draws.iter().filter(|d| d.seq > mark) {
+            for a in &d.areas {
+                if covered(a, &animated)
+                    || drawn.iter().any(|b| covered(a, std::slice::from_ref(b)))
+                {
+                    continue;
+                }
+                if drawn.len() >= MAX_CHANGED_AREAS {
+                    let all = drawn.iter().fold(*a, |u, b| union(&u, b));
+                    drawn = vec![all];
+                } else {
+                    drawn.push(*a);
+                }
+            }
+        }
+        (events, drawn)
     }
 
     /// Waits until the screen changed after `mark` (read at `since`) and then settled, within `opts`.

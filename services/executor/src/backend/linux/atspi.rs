@@ -21,7 +21,7 @@ use atspi::proxy::value::ValueProxy;
 use atspi::{CoordType, Interface, InterfaceSet, ScrollType, State, StateSet};
 use futures::future::join_all;
 
-use crate::backend::{BackendError, BackendResult, ControlHandle, ControlState};
+use crate::backend::{BackendError, BackendResult, ControlFacts, ControlHandle, ControlState};
 use crate::geometry::Rect;
 
 pub(super) fn derr(e: zbus::Error) -> BackendError {
@@ -467,6 +467,58 @@ impl Atspi {
         let (bus, path) = key_of(handle)?;
         let c = self.at::<ComponentProxy>(bus, path).await?;
         c.grab_focus().await.map_err(derr)
+    }
+}
+
+/// Longest text [`Atspi::facts`] reads: a longer text is compared by this prefix and its length.
+const FACT_CHARS: i32 = 4096;
+
+impl Atspi {
+    /// The control's text (its first [`FACT_CHARS`] characters, with the length when longer) or
+    /// value, and its states: the states and the text are read concurrently, one round trip.
+    pub async fn facts(&self, handle: &ControlHandle) -> BackendResult<ControlFacts> {
+        let (bus, path) = key_of(handle)?;
+        let ifaces = self.interfaces(bus, path).await?;
+        let a = self.at::<AccessibleProxy>(bus, path).await?;
+        let value = async {
+            if ifaces.contains(Interface::Text) {
+                let t = self.at::<TextProxy>(bus, path).await?;
+                let (count, text) = futures::join!(t.character_count(), t.get_text(0, FACT_CHARS));
+                let (count, text) = (count.map_err(derr)?, text.map_err(derr)?);
+                return Ok(Some(if count > FACT_CHARS {
+                    format!("{text}… ({count} characters)")
+                } else {
+                    text
+                }));
+            }
+            if ifaces.contains(Interface::Value) {
+                let v = self.at::<ValueProxy>(bus, path).await?;
+                return Ok(Some(v.current_value().await.map_err(derr)?.to_string()));
+            }
+            Ok::<_, BackendError>(None)
+        };
+        let (states, value) = futures::join!(a.get_state(), value);
+        let states = states.map_err(derr)?;
+        if states.contains(State::Defunct) {
+            return Err(BackendError::Gone("control"));
+        }
+        let has = |able: State, on: State| states.contains(able).then(|| states.contains(on));
+        // GTK 3 does not announce `checkable`: every control is read as checked or not (a push
+        // button is never checked once the screen has settled, so it never shows a change).
+        let checked = Some(states.contains(State::Checked) || states.contains(State::Pressed));
+        Ok(ControlFacts {
+            value: value?,
+            checked,
+            selected: has(State::Selectable, State::Selected),
+            expanded: has(State::Expandable, State::Expanded),
+            focused: has(State::Focusable, State::Focused),
+            enabled: enabled(states),
+        })
+    }
+
+    /// The bus name of the application with process `pid`, when a walk has met it.
+    pub fn app_of_pid(&self, pid: u32) -> Option<String> {
+        self.apps_by_pid.lock().ok()?.get(&pid).cloned()
     }
 }
 

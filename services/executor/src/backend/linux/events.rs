@@ -39,14 +39,36 @@ pub async fn listen(conn: &zbus::Connection, activity: Arc<Activity>) -> zbus::R
         while let Some(msg) = stream.next().await {
             let Ok(msg) = msg else { continue };
             let header = msg.header();
-            let counts = header.interface().is_some_and(|i| {
-                i.as_str() == "org.a11y.atspi.Event.Object"
-                    || i.as_str() == "org.a11y.atspi.Event.Window"
-            });
-            if counts {
-                activity.event();
-            }
+            let window = match header.interface().map(|i| i.as_str()) {
+                Some("org.a11y.atspi.Event.Object") => false,
+                Some("org.a11y.atspi.Event.Window") => true,
+                _ => continue,
+            };
+            let member = header.member().map(|m| m.as_str()).unwrap_or_default();
+            let app = header
+                .sender()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default();
+            activity.event_from(app, kind(window, member));
         }
     });
     Ok(())
+}
+
+/// The event kind as the effect check names it: an Object event's member in AT-SPI's spelling
+/// ("text-changed"), a Window event's as "window-<member>".
+fn kind(window: bool, member: &str) -> &'static str {
+    match (window, member) {
+        (false, "TextChanged") => "text-changed",
+        (false, "StateChanged") => "state-changed",
+        (false, "ChildrenChanged") => "children-changed",
+        (false, "PropertyChange") => "property-change",
+        (false, "SelectionChanged") => "selection-changed",
+        (false, _) => "object-changed",
+        (true, "Create") => "window-create",
+        (true, "Destroy") => "window-destroy",
+        (true, "Activate") => "window-activate",
+        (true, "Deactivate") => "window-deactivate",
+        (true, _) => "window-changed",
+    }
 }

@@ -19,8 +19,9 @@ use async_trait::async_trait;
 use tracing::Instrument as _;
 
 use crate::backend::{
-    ActionKind, Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode,
-    RawTree, ScreenInfo, SettleOptions, SettleReport, TreeLimits, WindowInfo,
+    ActionKind, AppEvent, Backend, BackendError, BackendResult, Capture, Changes, ControlFacts,
+    ControlState, MouseButton, RawNode, RawTree, ScreenInfo, SettleOptions, SettleReport,
+    TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -297,6 +298,40 @@ impl Backend for LinuxBackend {
 
     async fn activity_after(&self, mark: u64, until: Instant) -> bool {
         self.damage.is_some() && self.activity.after(mark, until).await
+    }
+
+    async fn control_facts(&self, control: &RawNode) -> BackendResult<ControlFacts> {
+        self.a11y.facts(&control.handle).await
+    }
+
+    async fn window_set(&self) -> BackendResult<Vec<(u64, String)>> {
+        self.x.window_titles()
+    }
+
+    fn changes_since(
+        &self,
+        mark: u64,
+        animation_hz: f64,
+        window: Option<&WindowInfo>,
+    ) -> Option<Changes> {
+        self.damage.as_ref()?;
+        let app = window
+            .and_then(|w| w.pid)
+            .and_then(|pid| self.a11y.app_of_pid(pid));
+        let (events, drawn) = self.activity.changes(mark, animation_hz, app.as_deref());
+        Some(Changes {
+            events: events
+                .into_iter()
+                .map(|(app, kind)| AppEvent {
+                    app,
+                    kind: kind.to_owned(),
+                })
+                .collect(),
+            drawn: drawn
+                .into_iter()
+                .map(|(x, y, w, h)| Rect::from_xywh(x.into(), y.into(), w.into(), h.into()))
+                .collect(),
+        })
     }
 
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {

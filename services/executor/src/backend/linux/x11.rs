@@ -274,22 +274,10 @@ impl X11 {
 
     /// Top-level application windows from `_NET_CLIENT_LIST` (normal and dialog windows).
     pub fn windows(&self) -> BackendResult<Vec<WindowInfo>> {
-        let list = self.prop_u32s(self.root, self.atoms._NET_CLIENT_LIST, AtomEnum::WINDOW);
+        let list = self.application_windows();
         let mut out = Vec::with_capacity(list.len());
         for w in list {
-            let types = self.prop_u32s(w, self.atoms._NET_WM_WINDOW_TYPE, AtomEnum::ATOM);
-            if !types.is_empty()
-                && !types.iter().any(|t| {
-                    *t == self.atoms._NET_WM_WINDOW_TYPE_NORMAL
-                        || *t == self.atoms._NET_WM_WINDOW_TYPE_DIALOG
-                })
-            {
-                continue;
-            }
-            let title = self
-                .prop_string(w, self.atoms._NET_WM_NAME, self.atoms.UTF8_STRING)
-                .or_else(|| self.prop_string(w, AtomEnum::WM_NAME.into(), AtomEnum::STRING))
-                .unwrap_or_default();
+            let title = self.title(w);
             let pid = self
                 .prop_u32s(w, self.atoms._NET_WM_PID, AtomEnum::CARDINAL)
                 .first()
@@ -325,6 +313,39 @@ impl X11 {
                 ),
                 class_name,
             });
+        }
+        Ok(out)
+    }
+
+    /// The window manager's client windows that are application windows (normal or dialog).
+    fn application_windows(&self) -> Vec<u32> {
+        let mut list = self.prop_u32s(self.root, self.atoms._NET_CLIENT_LIST, AtomEnum::WINDOW);
+        list.retain(|&w| {
+            let types = self.prop_u32s(w, self.atoms._NET_WM_WINDOW_TYPE, AtomEnum::ATOM);
+            types.is_empty()
+                || types.iter().any(|t| {
+                    *t == self.atoms._NET_WM_WINDOW_TYPE_NORMAL
+                        || *t == self.atoms._NET_WM_WINDOW_TYPE_DIALOG
+                })
+        });
+        list
+    }
+
+    /// A window's title (EWMH name, else the ICCCM one).
+    fn title(&self, w: u32) -> String {
+        self.prop_string(w, self.atoms._NET_WM_NAME, self.atoms.UTF8_STRING)
+            .or_else(|| self.prop_string(w, AtomEnum::WM_NAME.into(), AtomEnum::STRING))
+            .unwrap_or_default()
+    }
+
+    /// The listed windows' ids and titles (what [`Self::windows`] lists, without the geometry,
+    /// process and class reads).
+    pub fn window_titles(&self) -> BackendResult<Vec<(u64, String)>> {
+        let list = self.application_windows();
+        let mut out = Vec::with_capacity(list.len());
+        for w in list {
+            let title = self.title(w);
+            out.push((w.into(), title));
         }
         Ok(out)
     }

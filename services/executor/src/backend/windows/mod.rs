@@ -23,8 +23,8 @@ use async_trait::async_trait;
 use self::actions::Written;
 use self::uia::Uia;
 use crate::backend::{
-    Backend, BackendError, BackendResult, Capture, ControlState, MouseButton, RawNode, RawTree,
-    ScreenInfo, TreeLimits, WindowInfo, WindowsOptions,
+    Backend, BackendError, BackendResult, Capture, ControlFacts, ControlState, MouseButton,
+    RawNode, RawTree, ScreenInfo, TreeLimits, WindowInfo, WindowsOptions,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -137,6 +137,14 @@ impl Backend for UiaBackend {
     async fn control_state(&self, control: &RawNode) -> BackendResult<ControlState> {
         let h = control.handle.clone();
         self.call(move |u| u.state(&h)).await
+    }
+
+    /// Read through UI Automation (value, toggle, selection, expansion, focus, enabled); the window
+    /// set and the active window come from Win32. Windows reports no drawing or events to this
+    /// backend yet, so an action that changes none of these is `unverifiable`, not `none_observed`.
+    async fn control_facts(&self, control: &RawNode) -> BackendResult<ControlFacts> {
+        let h = control.handle.clone();
+        self.call(move |u| u.facts(&h)).await
     }
 
     async fn click_control(

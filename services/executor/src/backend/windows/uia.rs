@@ -20,9 +20,12 @@ use windows::Win32::System::Com::{
 use windows::Win32::UI::Accessibility::{
     CUIAutomation, IUIAutomation, IUIAutomationCacheRequest, IUIAutomationElement,
     IUIAutomationTreeWalker, UIA_AutomationIdPropertyId, UIA_BoundingRectanglePropertyId,
-    UIA_ControlTypePropertyId, UIA_IsEnabledPropertyId, UIA_IsOffscreenPropertyId,
-    UIA_IsPasswordPropertyId, UIA_NamePropertyId, UIA_NativeWindowHandlePropertyId,
-    UIA_RuntimeIdPropertyId, UIA_ValueValuePropertyId,
+    UIA_ControlTypePropertyId, UIA_ExpandCollapseExpandCollapseStatePropertyId,
+    UIA_HasKeyboardFocusPropertyId, UIA_IsEnabledPropertyId, UIA_IsOffscreenPropertyId,
+    UIA_IsPasswordPropertyId, UIA_IsValuePatternAvailablePropertyId, UIA_NamePropertyId,
+    UIA_NativeWindowHandlePropertyId, UIA_RuntimeIdPropertyId,
+    UIA_SelectionItemIsSelectedPropertyId, UIA_ToggleToggleStatePropertyId,
+    UIA_ValueValuePropertyId,
 };
 use windows::Win32::UI::HiDpi::{
     DPI_AWARENESS_CONTEXT_PER_MONITOR_AWARE_V2, SetProcessDpiAwarenessContext,
@@ -31,8 +34,8 @@ use windows::Win32::UI::HiDpi::{
 use super::props::{self, From};
 use super::{win32, window};
 use crate::backend::{
-    BackendError, BackendResult, ControlHandle, ControlState, RawNode, RawTree, TreeLimits,
-    WindowsOptions,
+    BackendError, BackendResult, ControlFacts, ControlHandle, ControlState, RawNode, RawTree,
+    TreeLimits, WindowsOptions,
 };
 use crate::handles::{ElementKey, HandleTable};
 use crate::uia_types::control_type_name;
@@ -258,6 +261,42 @@ impl Uia {
             enabled: props::boolean(&el.e, UIA_IsEnabledPropertyId, From::Live).unwrap_or(true),
             visible: !props::boolean(&el.e, UIA_IsOffscreenPropertyId, From::Live).unwrap_or(false),
             rect,
+        })
+    }
+}
+
+/// Longest value [`Uia::facts`] reads, in characters.
+const FACT_CHARS: usize = 4096;
+
+impl Uia {
+    /// The control's value and states for the effect check, read live: the Value pattern's value
+    /// (else a native edit's window text), the Toggle state (on = checked), SelectionItem's
+    /// IsSelected, the ExpandCollapse state (a leaf has none), keyboard focus and IsEnabled. A
+    /// property the element does not support reads as unknown.
+    pub(super) fn facts(&self, h: &ControlHandle) -> BackendResult<ControlFacts> {
+        let el = self.element(h)?;
+        if el.hwnd.is_some_and(|w| !window::is_window(w)) {
+            return Err(BackendError::Gone("control"));
+        }
+        let e = &el.e;
+        let has_value = props::boolean(e, UIA_IsValuePatternAvailablePropertyId, From::Live)
+            .unwrap_or(false)
+            || el.hwnd.is_some();
+        // ToggleState: 0 off, 1 on, 2 indeterminate; ExpandCollapseState: 0 collapsed, 1 expanded,
+        // 2 partially expanded, 3 leaf.
+        let toggle = props::int(e, UIA_ToggleToggleStatePropertyId, From::Live);
+        let expand = props::int(
+            e,
+            UIA_ExpandCollapseExpandCollapseStatePropertyId,
+            From::Live,
+        );
+        Ok(ControlFacts {
+            value: has_value.then(|| value(el, FACT_CHARS, &self.opts)),
+            checked: toggle.map(|t| t == 1),
+            selected: props::boolean(e, UIA_SelectionItemIsSelectedPropertyId, From::Live),
+            expanded: expand.filter(|&x| x != 3).map(|x| x != 0),
+            focused: props::boolean(e, UIA_HasKeyboardFocusPropertyId, From::Live),
+            enabled: props::boolean(e, UIA_IsEnabledPropertyId, From::Live).unwrap_or(true),
         })
     }
 }

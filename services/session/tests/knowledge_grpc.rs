@@ -164,6 +164,88 @@ async fn documents_in_ranked_hits_out_and_bad_input_stores_nothing() {
 }
 
 #[tokio::test]
+async fn a_batch_with_one_bad_document_stores_none_and_replaces_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let mut c = start(&dir, &shutdown).await;
+    c.add_document(add("save.md", "# Saving\nPress Ctrl+S to save."))
+        .await
+        .unwrap();
+    let listed = |c: &mut Client| {
+        let mut c = c.clone();
+        async move {
+            let mut items: Vec<(String, String)> = c
+                .list_knowledge(ListKnowledgeRequest::default())
+                .await
+                .unwrap()
+                .into_inner()
+                .items
+                .into_iter()
+                .map(|i| (i.source, i.body))
+                .collect();
+            items.sort();
+            items
+        }
+    };
+    let before = listed(&mut c).await;
+    let err = c
+        .add_documents(AddDocumentsRequest {
+            documents: vec![
+                add(
+                    "save.md",
+                    "# Saving\nA new text that must not replace the old one.",
+                ),
+                add("open.md", "# Opening\nPress Ctrl+O."),
+                add("logo.png", b"\x89PNG\r\n\x1a\n\0\0".to_vec()),
+            ],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .starts_with("documents[2] (\"logo.png\"): content:"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(
+        listed(&mut c).await,
+        before,
+        "nothing of the batch is stored"
+    );
+    let err = c
+        .add_documents(AddDocumentsRequest { documents: vec![] })
+        .await
+        .unwrap_err();
+    assert_invalid(err, "documents");
+
+    let done = c
+        .add_documents(AddDocumentsRequest {
+            documents: vec![
+                add("save.md", "# Saving\nPress Ctrl+Shift+S to save as."),
+                add("open.md", "# Opening\nPress Ctrl+O."),
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.documents.len(), 2);
+    assert_eq!(done.documents[0].replaced, 1);
+    assert_eq!(done.documents[1].replaced, 0);
+    assert_eq!(
+        listed(&mut c).await,
+        [
+            ("open.md".to_owned(), "Press Ctrl+O.".to_owned()),
+            (
+                "save.md".to_owned(),
+                "Press Ctrl+Shift+S to save as.".to_owned()
+            ),
+        ]
+    );
+    shutdown.cancel();
+}
+
+#[tokio::test]
 async fn alices_experience_never_reaches_bob() {
     let dir = tempfile::tempdir().unwrap();
     let shutdown = CancellationToken::new();

@@ -7,10 +7,10 @@ use tonic::{Request, Response, Status};
 use tracing::instrument;
 use ufo_proto::v1::knowledge_store_server::KnowledgeStore;
 use ufo_proto::v1::{
-    AddDocumentRequest, AddDocumentResponse, AddExperienceRequest, DeleteKnowledgeRequest,
-    DeleteKnowledgeResponse, DocumentFormat, ExperienceRating, KnowledgeItem, KnowledgeKind,
-    ListKnowledgeRequest, ListKnowledgeResponse, RateExperienceRequest, SearchKnowledgeRequest,
-    SearchKnowledgeResponse,
+    AddDocumentRequest, AddDocumentResponse, AddDocumentsRequest, AddDocumentsResponse,
+    AddExperienceRequest, DeleteKnowledgeRequest, DeleteKnowledgeResponse, DocumentFormat,
+    ExperienceRating, KnowledgeItem, KnowledgeKind, ListKnowledgeRequest, ListKnowledgeResponse,
+    RateExperienceRequest, SearchKnowledgeRequest, SearchKnowledgeResponse,
 };
 
 use super::status::status;
@@ -18,7 +18,8 @@ use super::validate::{invalid, known, optional, uuid};
 use crate::config::KnowledgeArgs;
 use crate::knowledge::parse::{self, ParseError};
 use crate::knowledge::{
-    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, application, terms,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, application,
+    terms,
 };
 use crate::store::Store;
 
@@ -49,36 +50,8 @@ impl KnowledgeService {
         Ok(())
     }
 
-    fn hits(&self, requested: u32) -> u32 {
-        match requested {
-            0 => self.limits.knowledge_default_hits,
-            n => n,
-        }
-        .min(self.limits.knowledge_max_hits)
-    }
-}
-
-/// A kind a request names (UNSPECIFIED = none).
-fn kind(field: &str, value: i32) -> Result<Option<KnowledgeKind>, Status> {
-    match value {
-        0 => Ok(None),
-        _ => known(field, value).map(Some),
-    }
-}
-
-fn parse_status(error: ParseError) -> Status {
-    invalid("content", &error.to_string())
-}
-
-#[tonic::async_trait]
-impl KnowledgeStore for KnowledgeService {
-    #[instrument(name = "knowledge.add_document", skip_all,
-        fields(source = %request.get_ref().source, bytes = request.get_ref().content.len()))]
-    async fn add_document(
-        &self,
-        request: Request<AddDocumentRequest>,
-    ) -> Result<Response<AddDocumentResponse>, Status> {
-        let r = request.into_inner();
+    /// Checks and parses one document into the rows to store (nothing is written).
+    fn document(&self, r: AddDocumentRequest) -> Result<DocumentUpload, Status> {
         self.name("application", &r.application)?;
         self.name("source", &r.source)?;
         if r.source.trim().is_empty() {
@@ -110,7 +83,7 @@ impl KnowledgeStore for KnowledgeService {
         )
         .map_err(parse_status)?;
         let app = application(&r.application);
-        let rows = sections
+        let sections = sections
             .into_iter()
             .enumerate()
             .map(|(i, s)| NewKnowledge {
@@ -126,12 +99,85 @@ impl KnowledgeStore for KnowledgeService {
                 succeeded: true,
             })
             .collect();
+        Ok(DocumentUpload {
+            application: app,
+            source: r.source,
+            sections,
+        })
+    }
+
+    fn hits(&self, requested: u32) -> u32 {
+        match requested {
+            0 => self.limits.knowledge_default_hits,
+            n => n,
+        }
+        .min(self.limits.knowledge_max_hits)
+    }
+}
+
+/// A kind a request names (UNSPECIFIED = none).
+fn kind(field: &str, value: i32) -> Result<Option<KnowledgeKind>, Status> {
+    match value {
+        0 => Ok(None),
+        _ => known(field, value).map(Some),
+    }
+}
+
+fn parse_status(error: ParseError) -> Status {
+    invalid("content", &error.to_string())
+}
+
+#[tonic::async_trait]
+impl KnowledgeStore for KnowledgeService {
+    #[instrument(name = "knowledge.add_document", skip_all,
+        fields(source = %request.get_ref().source, bytes = request.get_ref().content.len()))]
+    async fn add_document(
+        &self,
+        request: Request<AddDocumentRequest>,
+    ) -> Result<Response<AddDocumentResponse>, Status> {
+        let upload = self.document(request.into_inner())?;
+        let (application, source) = (upload.application.clone(), upload.source.clone());
         let (items, replaced) = self
             .store
-            .replace_document(app, r.source, rows)
+            .replace_document(application, source, upload.sections)
             .await
             .map_err(status)?;
         Ok(Response::new(AddDocumentResponse { items, replaced }))
+    }
+
+    #[instrument(name = "knowledge.add_documents", skip_all,
+        fields(documents = request.get_ref().documents.len()))]
+    async fn add_documents(
+        &self,
+        request: Request<AddDocumentsRequest>,
+    ) -> Result<Response<AddDocumentsResponse>, Status> {
+        let documents = request.into_inner().documents;
+        if documents.is_empty() {
+            return Err(invalid("documents", "at least one document is required"));
+        }
+        // Every document is parsed and checked before anything is written: one refusal stores none.
+        let mut uploads = Vec::with_capacity(documents.len());
+        for (i, document) in documents.into_iter().enumerate() {
+            let source = document.source.clone();
+            let upload = self.document(document).map_err(|s| {
+                Status::new(
+                    s.code(),
+                    format!("documents[{i}] ({source:?}): {}", s.message()),
+                )
+            })?;
+            uploads.push(upload);
+        }
+        let done = self
+            .store
+            .replace_documents(uploads)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(AddDocumentsResponse {
+            documents: done
+                .into_iter()
+                .map(|(items, replaced)| AddDocumentResponse { items, replaced })
+                .collect(),
+        }))
     }
 
     #[instrument(name = "knowledge.add_experience", skip_all)]

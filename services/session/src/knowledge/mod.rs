@@ -38,6 +38,18 @@ pub struct NewKnowledge {
     pub succeeded: bool,
 }
 
+/// One help document to store: its parsed sections, replacing an earlier upload of the same
+/// (`application`, `source`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentUpload {
+    /// Lowercase application name, "" for any.
+    pub application: String,
+    /// The file name.
+    pub source: String,
+    /// The sections, in document order.
+    pub sections: Vec<NewKnowledge>,
+}
+
 /// A full-text search.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnowledgeSearch {
@@ -259,6 +271,11 @@ pub fn sqlite_query(terms: &[String]) -> String {
         .join(" OR ")
 }
 
+/// SQLite FTS5 `MATCH` text for the titles only: the same terms, restricted to the `title` column.
+pub fn sqlite_title_query(terms: &[String]) -> String {
+    format!("{{title}} : ({})", sqlite_query(terms))
+}
+
 /// An application name as stored: trimmed, lowercase.
 pub fn application(name: &str) -> String {
     name.trim().to_lowercase()
@@ -276,5 +293,9 @@ mod tests {
         );
         assert_eq!(sqlite_query(&terms("x:y* zz")), "\"zz\"");
         assert_eq!(postgres_query(&terms("ab cd")), "ab | cd");
+        assert_eq!(
+            sqlite_title_query(&terms("ab cd")),
+            "{title} : (\"ab\" OR \"cd\")"
+        );
     }
 }

@@ -21,7 +21,9 @@ use uuid::Uuid;
 
 use crate::blob::sweep::BlobReferences;
 use crate::blob::{BlobHash, BlobStore};
-use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
+use crate::knowledge::{
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+};
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
     PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
@@ -270,15 +272,11 @@ impl Store for BlobbedStore {
         self.inner.release_task(id, worker, requeue).await
     }
 
-    async fn replace_document(
+    async fn replace_documents(
         &self,
-        application: String,
-        source: String,
-        sections: Vec<NewKnowledge>,
-    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
-        self.inner
-            .replace_document(application, source, sections)
-            .await
+        documents: Vec<DocumentUpload>,
+    ) -> StoreResult<Vec<(Vec<KnowledgeItem>, u32)>> {
+        self.inner.replace_documents(documents).await
     }
 
     async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {

@@ -35,7 +35,9 @@ use ufo_proto::v1::{
     KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
 };
 
-use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
+use crate::knowledge::{
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+};
 use uuid::Uuid;
 
 /// Result of a store operation.
@@ -188,7 +190,22 @@ pub trait Store: Send + Sync + 'static {
         application: String,
         source: String,
         sections: Vec<NewKnowledge>,
-    ) -> StoreResult<(Vec<KnowledgeItem>, u32)>;
+    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
+        let done = self
+            .replace_documents(vec![DocumentUpload {
+                application,
+                source,
+                sections,
+            }])
+            .await?;
+        Ok(done.into_iter().next().unwrap_or_default())
+    }
+
+    /// Replaces several documents in one transaction (all or none); one result per document, in order.
+    async fn replace_documents(
+        &self,
+        documents: Vec<DocumentUpload>,
+    ) -> StoreResult<Vec<(Vec<KnowledgeItem>, u32)>>;
 
     /// Stores an experience or demonstration, replacing an earlier one of the same kind and task.
     async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem>;

@@ -10,7 +10,9 @@ use ufo_proto::v1::{
 use uuid::Uuid;
 
 use super::SqlStore;
-use crate::knowledge::{KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge};
+use crate::knowledge::{
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+};
 use crate::store::{
     ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, PruneOutcome,
     PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
@@ -139,14 +141,11 @@ impl Store for SqlStore {
         self.release_task_impl(id, worker, requeue).await
     }
 
-    async fn replace_document(
+    async fn replace_documents(
         &self,
-        application: String,
-        source: String,
-        sections: Vec<NewKnowledge>,
-    ) -> StoreResult<(Vec<KnowledgeItem>, u32)> {
-        self.replace_document_impl(application, source, sections)
-            .await
+        documents: Vec<DocumentUpload>,
+    ) -> StoreResult<Vec<(Vec<KnowledgeItem>, u32)>> {
+        self.replace_documents_impl(documents).await
     }
 
     async fn put_experience(&self, item: NewKnowledge) -> StoreResult<KnowledgeItem> {

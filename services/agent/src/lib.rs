@@ -79,6 +79,9 @@ pub enum RunError {
     /// The session client cannot be built.
     #[error(transparent)]
     Session(#[from] store::client::SessionClientError),
+    /// The API's operations cannot be set up.
+    #[error(transparent)]
+    Tasks(#[from] api::service::TasksError),
 }
 
 /// The bound listeners of one agent process.
@@ -102,6 +105,15 @@ pub async fn run(
     let client = store::client::connect(&config.session)?;
     let watch_client = store::client::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
+    // Finished tasks become experiences when the agents use knowledge (and experiences).
+    let experiences = if config.agents.knowledge && config.agents.knowledge_experiences {
+        Some(runner::experience::ExperienceRecorder::new(
+            store::knowledge::SessionKnowledge::from_config(&config)?.client(),
+            config.agents.knowledge_experience_chars as usize,
+        ))
+    } else {
+        None
+    };
 
     let intro = introspection(SERVICES, &config.reflection)
         .await
@@ -146,9 +158,13 @@ pub async fn run(
     let runner = async {
         match driver {
             Some(driver) if config.runner.slots > 0 => {
-                runner::Runner::new(config.runner.clone(), client, watch_client, driver)
-                    .run(shutdown.clone())
-                    .await;
+                let runner =
+                    runner::Runner::new(config.runner.clone(), client, watch_client, driver);
+                let runner = match experiences {
+                    Some(recorder) => runner.with_experiences(recorder),
+                    None => runner,
+                };
+                runner.run(shutdown.clone()).await;
             }
             _ => tracing::info!("task runner disabled: this replica serves the API only"),
         }

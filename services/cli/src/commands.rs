@@ -10,8 +10,9 @@ use serde_json::Value;
 use ufo_client::{AgentClient, NewTask, Work};
 
 use crate::config::{
-    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, PruneArgs,
-    RequestArgs, RunArgs, ScreenshotArgs, ShowArgs, TasksArgs, WatchArgs,
+    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, KnowledgeAddArgs,
+    KnowledgeSearchArgs, PruneArgs, RateArgs, RequestArgs, RunArgs, ScreenshotArgs, ShowArgs,
+    TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
 use crate::follow::Follower;
@@ -344,6 +345,140 @@ pub async fn prune(api: AgentClient, args: PruneArgs) -> Result<Outcome, CliErro
         done.get("tasks").and_then(Value::as_u64).unwrap_or(0),
         done.get("screenshots").and_then(Value::as_u64).unwrap_or(0),
         done.get("blobs").and_then(Value::as_u64).unwrap_or(0),
+    );
+    Ok(Outcome::Success)
+}
+
+/// Most bytes of one file `ufo knowledge add` reads (the service refuses far smaller files; this only
+/// keeps a mistaken path to a huge file from filling memory).
+const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// `ufo knowledge add`: reads the files and sends them in one upload (all stored or none).
+pub async fn knowledge_add(api: AgentClient, args: KnowledgeAddArgs) -> Result<Outcome, CliError> {
+    let mut files = Vec::with_capacity(args.files.len());
+    for path in &args.files {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| CliError::InvalidArgument {
+                flag: "FILES",
+                reason: format!("{} is not a file name", path.display()),
+            })?;
+        let size = std::fs::metadata(path)
+            .map_err(|e| CliError::InvalidArgument {
+                flag: "FILES",
+                reason: format!("cannot read {}: {e}", path.display()),
+            })?
+            .len();
+        if size > MAX_FILE_BYTES {
+            return Err(CliError::InvalidArgument {
+                flag: "FILES",
+                reason: format!(
+                    "{} is {size} bytes: too large for a help file",
+                    path.display()
+                ),
+            });
+        }
+        let bytes = std::fs::read(path).map_err(|e| CliError::InvalidArgument {
+            flag: "FILES",
+            reason: format!("cannot read {}: {e}", path.display()),
+        })?;
+        files.push((name, bytes));
+    }
+    let done = api
+        .add_documents(args.app.as_deref().unwrap_or_default(), &files)
+        .await?;
+    if args.json {
+        print_json(&done);
+        return Ok(Outcome::Success);
+    }
+    let app = done.get("app").and_then(Value::as_str).unwrap_or_default();
+    for doc in done
+        .get("documents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let replaced = doc.get("replaced").and_then(Value::as_u64).unwrap_or(0);
+        println!(
+            "{}: {} sections{}{}",
+            doc.get("source")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            doc.get("sections").and_then(Value::as_u64).unwrap_or(0),
+            if app.is_empty() {
+                String::new()
+            } else {
+                format!(" for {app}")
+            },
+            if replaced > 0 {
+                format!(" (replaced {replaced})")
+            } else {
+                String::new()
+            },
+        );
+    }
+    Ok(Outcome::Success)
+}
+
+/// `ufo knowledge search`: the ranked hits with their sources, as the agents would get them.
+pub async fn knowledge_search(
+    api: AgentClient,
+    args: KnowledgeSearchArgs,
+) -> Result<Outcome, CliError> {
+    let found = api
+        .search_knowledge(&args.query, args.app.as_deref())
+        .await?;
+    if args.json {
+        print_json(&found);
+        return Ok(Outcome::Success);
+    }
+    let hits = found
+        .get("hits")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if hits.is_empty() {
+        println!("no hits");
+    }
+    for (i, hit) in hits.iter().enumerate() {
+        let text = |k: &str| hit.get(k).and_then(Value::as_str).unwrap_or_default();
+        println!(
+            "{}. {} ({}, score {:.3}) — {}",
+            i + 1,
+            text("source"),
+            text("kind"),
+            hit.get("score").and_then(Value::as_f64).unwrap_or(0.0),
+            text("title"),
+        );
+        let snippet: String = text("text")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let short: String = snippet.chars().take(160).collect();
+        let more = if short.chars().count() < snippet.chars().count() {
+            "…"
+        } else {
+            ""
+        };
+        println!("   {short}{more}");
+    }
+    if found.get("knowledge_enabled") == Some(&Value::Bool(false)) {
+        println!("(the agents retrieve nothing now: the agent service runs without --knowledge)");
+    }
+    Ok(Outcome::Success)
+}
+
+/// `ufo rate`.
+pub async fn rate(api: AgentClient, args: RateArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    let rated = api.rate(&id, &args.rating).await?;
+    println!(
+        "task {id} rated {}",
+        rated
+            .get("rating")
+            .and_then(Value::as_str)
+            .unwrap_or(&args.rating)
     );
     Ok(Outcome::Success)
 }

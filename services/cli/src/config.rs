@@ -90,6 +90,64 @@ pub enum Command {
     /// answer_task, decide_action, get_task, list_tasks, cancel_task, task_screenshot, ...), calling the
     /// agent service with --server, --grpc and --token.
     Mcp(McpArgs),
+    /// Help documents the agents retrieve into their prompts: add them (admin key), and search them as
+    /// the agents do.
+    #[command(subcommand)]
+    Knowledge(KnowledgeCommand),
+    /// Rate a finished task's experience good or bad (a bad one is never offered to the agents again).
+    Rate(RateArgs),
+}
+
+/// `ufo knowledge …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum KnowledgeCommand {
+    /// Store help files (Markdown, HTML without scripts, plain text, GNOME Mallard `.page`) for an
+    /// application, all or none; a file added again replaces its earlier version.
+    Add(KnowledgeAddArgs),
+    /// Print the ranked hits the agents would retrieve for a text, with their sources.
+    Search(KnowledgeSearchArgs),
+}
+
+/// `ufo knowledge add`.
+#[derive(Debug, Clone, Args)]
+pub struct KnowledgeAddArgs {
+    /// The application the files are for (e.g. `zenity`); omitted: any application.
+    #[arg(long)]
+    pub app: Option<String>,
+
+    /// The files (each cited by its file name).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// Print the service's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ufo knowledge search`.
+#[derive(Debug, Clone, Args)]
+pub struct KnowledgeSearchArgs {
+    /// The text: a request (the HostAgent's search) or a subtask (with --app, the AppAgent's).
+    pub query: String,
+
+    /// The application; omitted: any application.
+    #[arg(long)]
+    pub app: Option<String>,
+
+    /// Print the service's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ufo rate`.
+#[derive(Debug, Clone, Args)]
+pub struct RateArgs {
+    /// Task id (a unique prefix of it, or `last` for the newest task).
+    pub id: String,
+
+    /// `good` or `bad`.
+    #[arg(value_parser = ["good", "bad"])]
+    pub rating: String,
 }
 
 /// `ufo mcp`.

@@ -54,5 +54,12 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Mcp(args) => mcp::serve(api()?, &conn, args)
             .await
             .map(|()| Outcome::Success),
+        Command::Knowledge(config::KnowledgeCommand::Add(args)) => {
+            commands::knowledge_add(api()?, args).await
+        }
+        Command::Knowledge(config::KnowledgeCommand::Search(args)) => {
+            commands::knowledge_search(api()?, args).await
+        }
+        Command::Rate(args) => commands::rate(api()?, args).await,
     }
 }

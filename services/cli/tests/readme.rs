@@ -109,9 +109,20 @@ fn every_ufo_command_in_the_readme_exists_with_its_flags() {
                     .any(|l| l.trim_start().starts_with(&format!("{subcommand} "))),
                 "`ufo {subcommand}` is not a subcommand (README line: {line})"
             );
-            let sub_help = help(ufo, &[subcommand]);
+            let mut sub_help = help(ufo, &[subcommand]);
+            let mut rest: Vec<&str> = rest.copied().collect();
+            // A nested subcommand (`ufo knowledge add`): its own flags.
+            if let Some(nested) = rest.first().copied()
+                && sub_help.contains("Commands:")
+                && sub_help
+                    .lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{nested} ")))
+            {
+                sub_help = help(ufo, &[subcommand, nested]);
+                rest.remove(0);
+            }
             let known = long_flags(&sub_help);
-            for flag in long_flags(&rest.copied().collect::<Vec<_>>().join(" ")) {
+            for flag in long_flags(&rest.join(" ")) {
                 assert!(
                     known.contains(&flag),
                     "`ufo {subcommand}` has no flag {flag} (README line: {line}); it has {known:?}"

@@ -1,7 +1,7 @@
 //! `ufo-client`: the agent service's API as its callers use it — the `ufo` CLI, the task suite and the
 //! end-to-end bench.
 //!
-//! [`AgentClient`] calls the REST API (`/v1/tasks…`, `/v1/admin/prune`) with an API key and follows a task's
+//! [`AgentClient`] calls the REST API (`/v1/tasks…`, `/v1/admin/prune`, `/v1/knowledge…`) with an API key and follows a task's
 //! events over gRPC `AgentService.StreamSteps` (bearer token and trace context on every call). Task and step
 //! bodies stay `serde_json::Value`, so fields the service adds reach callers (the CLI's `--json`) without a
 //! client release. Errors are [`ClientError`]: the API's `{code, message}` body is surfaced as
@@ -231,6 +231,50 @@ impl AgentClient {
     ) -> Result<Value, ClientError> {
         let body = json!({"older_than_days": older_than_days, "keep_tasks": keep_tasks});
         self.call(Method::POST, "/v1/admin/prune", Some(body)).await
+    }
+
+    /// `POST /v1/knowledge/documents` (an admin key): help files for `app` ("" = any application), each
+    /// a name and its bytes as read (sent as base64; the service refuses binary files). All or none are
+    /// stored.
+    pub async fn add_documents(
+        &self,
+        app: &str,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<Value, ClientError> {
+        use base64::Engine as _;
+        let files: Vec<Value> = files
+            .iter()
+            .map(|(name, bytes)| {
+                json!({
+                    "name": name,
+                    "content_base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+                })
+            })
+            .collect();
+        let body = json!({ "app": app, "files": files });
+        self.call(Method::POST, "/v1/knowledge/documents", Some(body))
+            .await
+    }
+
+    /// `GET /v1/knowledge/search?q=…&app=…`: the hits the agents would retrieve for `query`.
+    pub async fn search_knowledge(
+        &self,
+        query: &str,
+        app: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let mut params = vec![format!("q={}", encode(query))];
+        if let Some(app) = app {
+            params.push(format!("app={}", encode(app)));
+        }
+        let path = with_query("/v1/knowledge/search".to_owned(), &params);
+        self.call(Method::GET, &path, None).await
+    }
+
+    /// `POST /v1/tasks/{id}/rating` with `good` or `bad`.
+    pub async fn rate(&self, id: &str, rating: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/tasks/{}/rating", encode(id));
+        self.call(Method::POST, &path, Some(json!({ "rating": rating })))
+            .await
     }
 
     /// `GET /v1/tasks/{id}/steps/{step}/screenshot?kind=…` (`annotated`, `clean`, `desktop`, `selected`).

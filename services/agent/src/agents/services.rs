@@ -15,8 +15,9 @@ pub use crate::vision::grounding::GroundingSource;
 /// rendered as prompt text. Errors are reported as text and make the step go on without knowledge.
 #[async_trait]
 pub trait KnowledgeSource: Send + Sync {
-    /// Knowledge useful for `subtask` in `application` ("" when none).
-    async fn retrieve(&self, subtask: &str, application: &str) -> Result<String, String>;
+    /// Knowledge useful for `text` (the HostAgent's request, an AppAgent's subtask) in `application`
+    /// ("" = any application), rendered for the prompt ("" when none).
+    async fn retrieve(&self, text: &str, application: &str) -> Result<String, String>;
 }
 
 /// Shared by the HostAgent and its AppAgents.
@@ -30,7 +31,7 @@ pub struct AgentServices {
     pub marker: Arc<Marker>,
     /// Optional second control source merged by IoU.
     pub grounding: Option<Arc<dyn GroundingSource>>,
-    /// Optional retrieved knowledge for AppAgent prompts.
+    /// Optional retrieved knowledge for the HostAgent's and AppAgents' prompts.
     pub knowledge: Option<Arc<dyn KnowledgeSource>>,
     /// Limits and switches.
     pub settings: Arc<AgentSettings>,

@@ -16,6 +16,7 @@ pub mod error;
 pub mod extract;
 pub mod grpc;
 pub mod mcp;
+pub mod knowledge;
 pub mod model;
 pub mod openapi;
 pub mod replay;
@@ -48,6 +49,8 @@ pub struct AppState {
 
 /// The REST router: `/v1/...` behind API-key auth, `/healthz`, `/readyz` and `/openapi.json` open.
 pub fn app(state: AppState) -> Router {
+    let upload_limit =
+        usize::try_from(state.tasks.limits().knowledge_max_upload_bytes).unwrap_or(usize::MAX);
     let (api, doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(rest::submit_task, rest::list_tasks))
         .routes(routes!(rest::get_task))
@@ -59,6 +62,14 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::cancel))
         .routes(routes!(sse::events))
         .routes(routes!(admin::prune))
+        .routes(routes!(knowledge::search))
+        .routes(routes!(knowledge::rate))
+        .merge(
+            // Help files are larger than any other body: their own limit (413 beyond).
+            OpenApiRouter::new()
+                .routes(routes!(knowledge::add_documents))
+                .layer(DefaultBodyLimit::max(upload_limit)),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.keys.clone(),
             auth::require_key,

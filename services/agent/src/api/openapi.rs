@@ -70,7 +70,7 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
             (413, "request body too large"),
             (415, "content type is not application/json"),
         ]);
-        if path.contains("{id}") {
+        if path.contains("{id}") && !path.ends_with("/rating") {
             out.push((
                 409,
                 "the task's state does not allow this (ended, nothing pending)",
@@ -177,6 +177,10 @@ pub fn finish(
             "/components/schemas/AnswersBody/properties/answers/items/maxLength",
             json!(limits.max_answer_chars),
         ),
+        (
+            "/components/schemas/DocumentsBody/properties/files/maxItems",
+            json!(limits.knowledge_max_upload_files),
+        ),
     ];
     for (pointer, value) in caps {
         if let Some((parent, key)) = pointer.rsplit_once('/')
@@ -208,6 +212,20 @@ pub fn finish(
                     json!({"type": ["integer", "null"], "minimum": 1, "maximum": u32::MAX});
             }
         }
+    }
+    if let Some(params) = doc
+        .pointer_mut("/paths/~1v1~1knowledge~1search/get/parameters")
+        .and_then(Json::as_array_mut)
+    {
+        for p in params.iter_mut().filter(|p| p["name"] == "q") {
+            if let Some(schema) = p.get_mut("schema").and_then(Json::as_object_mut) {
+                schema.insert("maxLength".into(), json!(limits.knowledge_max_query_chars));
+            }
+        }
+    }
+    // A help file carries its content as text or as base64, never both.
+    if let Some(file) = doc.pointer_mut("/components/schemas/DocumentFile") {
+        file["oneOf"] = json!([{"required": ["content"]}, {"required": ["content_base64"]}]);
     }
     // Executors: a registered name (an http(s) address only when the operator enabled addresses; which
     // hosts is not expressible here, so the pattern is wider than what is accepted then).

@@ -21,6 +21,7 @@ use crate::dispatch::registry::{ExecutorConfigError, ExecutorRegistry};
 use crate::round::control::{HeldAction as Held, Next, StepControl};
 use crate::runner::hitl;
 use crate::store::client::SessionClient;
+use crate::store::knowledge::SessionKnowledge;
 
 /// First window of newest events read to find a decision on the held action (widened fourfold as needed;
 /// not a limit: the result is exact whatever its size). A hold step writes about four events, a decision one.
@@ -64,11 +65,24 @@ impl TaskSnapshot {
     }
 }
 
+/// Why the API's operations cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TasksError {
+    /// The executor registry is invalid.
+    #[error(transparent)]
+    Executors(#[from] ExecutorConfigError),
+    /// The knowledge store's client cannot be built.
+    #[error(transparent)]
+    Session(#[from] crate::store::client::SessionClientError),
+}
+
 /// Task operations on the session service.
 #[derive(Clone)]
 pub struct Tasks {
     client: SessionClient,
     watch_client: SessionClient,
+    knowledge: SessionKnowledge,
+    knowledge_on: bool,
     limits: Arc<ApiConfig>,
     executors: Arc<ExecutorRegistry>,
     prices: Arc<PriceCheck>,
@@ -101,7 +115,7 @@ impl Tasks {
         client: SessionClient,
         watch_client: SessionClient,
         config: &crate::Config,
-    ) -> Result<Self, ExecutorConfigError> {
+    ) -> Result<Self, TasksError> {
         let mut limits = config.api.clone();
         // A task cannot take more steps than the agents run in a round (`--max-steps`): the cap a
         // task is held to, and the default it gets, say so, instead of the round stopping earlier than
@@ -111,6 +125,8 @@ impl Tasks {
         Ok(Self {
             client,
             watch_client,
+            knowledge: SessionKnowledge::from_config(config)?,
+            knowledge_on: config.agents.knowledge,
             limits: Arc::new(limits),
             executors: Arc::new(ExecutorRegistry::from_config(config)?),
             prices: Arc::new(PriceCheck::from_config(&config.llm)),
@@ -125,6 +141,16 @@ impl Tasks {
     /// A handle on the session service for unary calls.
     pub(super) fn client(&self) -> SessionClient {
         self.client.clone()
+    }
+
+    /// The knowledge store as the agents use it (not bound to an owner).
+    pub(super) fn knowledge(&self) -> &SessionKnowledge {
+        &self.knowledge
+    }
+
+    /// Whether the agents retrieve knowledge (`--knowledge`).
+    pub(super) fn knowledge_on(&self) -> bool {
+        self.knowledge_on
     }
 
     /// The declared executors.

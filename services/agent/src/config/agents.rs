@@ -30,10 +30,21 @@ pub struct AgentArgs {
     /// Third-party agents offered to the HostAgent as targets.
     #[arg(long, env = "UFO_AGENT_THIRD_PARTY_AGENTS", value_delimiter = ',')]
     pub third_party_agents: Vec<String>,
-    /// Retrieve help documents from the session service's knowledge store into the AppAgent's prompt
-    /// (by subtask and application; issue 33). Off by default.
+    /// Retrieve knowledge from the session service's knowledge store into the prompts (issue 33): help
+    /// documents, and the task owner's own earlier experiences — by request for the HostAgent, by subtask
+    /// and application for the AppAgent — and store each finished task as an experience. Off by default.
     #[arg(long, env = "UFO_AGENT_KNOWLEDGE", default_value_t = false)]
     pub knowledge: bool,
+    /// With --knowledge: also store finished tasks as experiences and retrieve the owner's experiences
+    /// (false: help documents only).
+    #[arg(long, env = "UFO_AGENT_KNOWLEDGE_EXPERIENCES", default_value_t = true,
+        action = clap::ArgAction::Set)]
+    pub knowledge_experiences: bool,
+    /// Longest experience summary stored for a finished task, in characters (steps beyond are left out;
+    /// keep it below the session service's --knowledge-max-experience-bytes).
+    #[arg(long, env = "UFO_AGENT_KNOWLEDGE_EXPERIENCE_CHARS", default_value_t = 8_000,
+        value_parser = clap::value_parser!(u32).range(200..=1_000_000))]
+    pub knowledge_experience_chars: u32,
     /// Most knowledge items put in one prompt.
     #[arg(long, env = "UFO_AGENT_KNOWLEDGE_TOP_K", default_value_t = 3,
         value_parser = clap::value_parser!(u32).range(1..=50))]

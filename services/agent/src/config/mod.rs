@@ -107,6 +107,35 @@ pub struct ApiConfig {
     #[arg(long = "max-body-bytes", env = "UFO_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Largest `POST /v1/knowledge/documents` body, in bytes (default 16777216; 413 beyond, nothing
+    /// stored). Keep it below the session service's --max-message-bytes.
+    #[arg(
+        long = "knowledge-max-upload-bytes",
+        env = "UFO_KNOWLEDGE_MAX_UPLOAD_BYTES",
+        default_value_t = 16 * 1024 * 1024,
+        value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024)
+    )]
+    pub knowledge_max_upload_bytes: u64,
+
+    /// Most files in one `POST /v1/knowledge/documents` (default 100).
+    #[arg(
+        long = "knowledge-max-upload-files",
+        env = "UFO_KNOWLEDGE_MAX_UPLOAD_FILES",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub knowledge_max_upload_files: u32,
+
+    /// Longest `GET /v1/knowledge/search` query, in characters (default 1000; at most the session
+    /// service's --knowledge-max-query-chars).
+    #[arg(
+        long = "knowledge-max-query-chars",
+        env = "UFO_KNOWLEDGE_MAX_QUERY_CHARS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u32).range(1..=100_000)
+    )]
+    pub knowledge_max_query_chars: u32,
+
     /// Longest accepted task or follow-up request, in characters (default 8000).
     #[arg(
         long = "max-request-chars",

@@ -27,6 +27,7 @@ use crate::round::control::StepControl;
 use crate::round::output::StepOutput;
 use crate::round::{Arrived, Round, RoundEnd, previous_subtasks_from_store};
 use crate::runner::task_config::{ConfirmPolicy, TaskConfig};
+use crate::store::knowledge::SessionKnowledge;
 
 /// Builds a task's agent services (models, marker, settings) from its configuration.
 pub type ServicesFactory =
@@ -40,6 +41,8 @@ pub struct AgentsDriver {
     services: ServicesFactory,
     dispatcher: DispatcherFactory,
     rounds: Mutex<HashMap<String, (Round, Arc<IntentGate>)>>,
+    /// With `--knowledge`: the knowledge store, bound to each task's owner when its agents are built.
+    knowledge: Option<SessionKnowledge>,
 }
 
 impl std::fmt::Debug for AgentsDriver {
@@ -91,7 +94,15 @@ impl AgentsDriver {
             services,
             dispatcher,
             rounds: Mutex::new(HashMap::new()),
+            knowledge: None,
         }
+    }
+
+    /// The same driver retrieving from `knowledge` into every task's prompts (the task owner's
+    /// experiences, nobody else's).
+    pub fn with_knowledge(mut self, knowledge: SessionKnowledge) -> Self {
+        self.knowledge = Some(knowledge);
+        self
     }
 
     /// The production driver: models and settings from `--llm-*` and agent flags, executors over gRPC.
@@ -106,22 +117,12 @@ impl AgentsDriver {
         let uploads = Arc::new(crate::store::blobs::BlobUploads::new(
             crate::store::client::connect(&config.session)?,
         ));
-        // Help documents only: the factory does not know the task's owner, so no experience is retrieved
-        // here (issue 33's experiences need the owner passed down).
-        let knowledge: Option<Arc<dyn crate::agents::services::KnowledgeSource>> =
-            if config.agents.knowledge {
-                Some(Arc::new(
-                    crate::store::knowledge::SessionKnowledge::connect(
-                        &config.session,
-                        crate::store::knowledge::KnowledgeBudget {
-                            top_k: config.agents.knowledge_top_k,
-                            chars: config.agents.knowledge_budget_chars as usize,
-                        },
-                    )?,
-                ))
-            } else {
-                None
-            };
+        // Bound to each task's owner in `rebuild`.
+        let knowledge = if config.agents.knowledge {
+            Some(SessionKnowledge::from_config(config)?)
+        } else {
+            None
+        };
         let services: ServicesFactory = Arc::new(move |task: &TaskConfig| {
             AgentServices::for_task(
                 &llm,
@@ -133,7 +134,6 @@ impl AgentsDriver {
             .map(|s| AgentServices {
                 uploads: Some(uploads.clone()),
                 mcp: services_mcp.clone(),
-                knowledge: knowledge.clone(),
                 grounding: grounding.clone(),
                 ..s
             })
@@ -165,7 +165,11 @@ impl AgentsDriver {
             })
             .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
-        Ok(Self::new(services, dispatcher))
+        let driver = Self::new(services, dispatcher);
+        Ok(match knowledge {
+            Some(k) => driver.with_knowledge(k),
+            None => driver,
+        })
     }
 
     fn take(&self, input: &StepInput<'_>) -> Option<(Round, Arc<IntentGate>)> {
@@ -186,6 +190,9 @@ impl AgentsDriver {
         input: &StepInput<'_>,
     ) -> Result<(Round, Arc<IntentGate>), DriverError> {
         let mut services = (self.services)(input.config)?;
+        if let Some(knowledge) = &self.knowledge {
+            services.knowledge = Some(Arc::new(knowledge.for_owner(&input.session.owner)));
+        }
         let mut board = Blackboard::from_proto(input.blackboard);
         let stored = StoredImages {
             session_id: &input.session.id,

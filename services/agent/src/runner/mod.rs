@@ -6,6 +6,7 @@
 //! - [`watch`]: lease renewal and the event follower (cancel requests, answers, decisions).
 //! - [`agents_driver`]: the real [`TaskDriver`]: HostAgent + AppAgents through [`crate::round::Round`].
 //! - [`driver`]: the seam to the agents ([`TaskDriver`]): produce the next step from recorded state.
+//! - [`experience`]: an ended task's trajectory summarised into the knowledge store (`--knowledge`).
 //! - [`hitl`]: questions, answers, held actions and decisions in the session store.
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
 //!
@@ -15,6 +16,7 @@
 pub mod agents_driver;
 mod ahead;
 pub mod driver;
+pub mod experience;
 pub mod hitl;
 pub mod intent;
 mod record;

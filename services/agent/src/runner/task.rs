@@ -53,6 +53,8 @@ pub struct TaskRun {
     pub(crate) worker_id: String,
     pub(crate) config: RunnerConfig,
     pub(crate) driver: Arc<dyn TaskDriver>,
+    /// Stores the task's experience when it ends (`--knowledge`).
+    pub(crate) experiences: Option<super::experience::ExperienceRecorder>,
     pub(crate) session: Session,
     pub(crate) shutdown: CancellationToken,
 }
@@ -136,8 +138,19 @@ impl TaskRun {
                 }
             };
             let reported = self.report(&outcome).await;
-            if let Err(e) = reported {
+            if let Err(e) = &reported {
                 tracing::error!(error = %e, ?outcome, "cannot report the task's end");
+            }
+            if let (Some(recorder), Ok(())) = (&self.experiences, &reported) {
+                match &outcome {
+                    Outcome::Finished(result) => {
+                        recorder.record(&self.client, &self.session, true, result).await;
+                    }
+                    Outcome::Failed(reason) => {
+                        recorder.record(&self.client, &self.session, false, reason).await;
+                    }
+                    _ => {}
+                }
             }
             done.cancel();
             let _ = tokio::join!(lease, follow);

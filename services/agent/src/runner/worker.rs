@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::ClaimTaskRequest;
 
 use super::driver::TaskDriver;
+use super::experience::ExperienceRecorder;
 use super::task::{Outcome, TaskRun};
 use crate::config::RunnerConfig;
 use crate::store::client::SessionClient;
@@ -21,6 +22,7 @@ pub struct Runner {
     client: SessionClient,
     watch_client: SessionClient,
     driver: Arc<dyn TaskDriver>,
+    experiences: Option<ExperienceRecorder>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -53,7 +55,14 @@ impl Runner {
             client,
             watch_client,
             driver,
+            experiences: None,
         }
+    }
+
+    /// The same runner storing each finished or failed task as an experience (`--knowledge`).
+    pub fn with_experiences(mut self, recorder: ExperienceRecorder) -> Self {
+        self.experiences = Some(recorder);
+        self
     }
 
     /// This runner's lease owner id.
@@ -80,6 +89,7 @@ impl Runner {
                                 worker_id: self.worker_id.clone(),
                                 config: self.config.clone(),
                                 driver: self.driver.clone(),
+                                experiences: self.experiences.clone(),
                                 session,
                                 shutdown: shutdown.clone(),
                             }

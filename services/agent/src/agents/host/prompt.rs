@@ -71,6 +71,8 @@ pub struct HostPromptInput<'a> {
     pub blackboard_images: &'a [(String, ImageData)],
     /// The no-progress warning ("" when there is none).
     pub no_progress: &'a str,
+    /// Retrieved knowledge ("" when none).
+    pub knowledge: &'a str,
 }
 
 /// The target list as one compact JSON object per line.
@@ -130,6 +132,8 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     );
     if !input.no_progress.is_empty() {
         text.push_str(&format!("\n[No progress]\n{}\n", input.no_progress));
+    if !input.knowledge.is_empty() {
+        text.push_str(&format!("\n[Retrieved knowledge]\n{}\n", input.knowledge));
     }
     prompt_messages(system(input.functions), parts, text, input.blackboard)
 }

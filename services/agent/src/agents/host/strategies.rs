@@ -207,10 +207,18 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                     .with(RESPONSE_TEXT, String::new())
                     .with(LLM_TOTALS, Default::default()));
             }
+        let user_request = ctx.require(pkeys::REQUEST)?;
+        // Documents for any application and the owner's earlier tasks, by the request.
+        let knowledge = match &agent.services.knowledge {
+            Some(k) => k.retrieve(user_request, "").await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
+                String::new()
+            }),
+            None => String::new(),
         };
         let request = ChatRequest {
             messages: messages(HostPromptInput {
-                request: ctx.require(pkeys::REQUEST)?,
+                request: user_request,
                 targets: registry.all(),
                 desktop: Some(&desktop),
                 previous_subtasks: previous,
@@ -221,6 +229,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 previous_actions: &previous_actions,
                 blackboard_images: &board_images,
                 no_progress: &no_progress,
+                knowledge: &knowledge,
             }),
             temperature: settings.temperature,
             max_tokens: None,

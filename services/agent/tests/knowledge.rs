@@ -1,0 +1,512 @@
+//! Knowledge through the agent (issue 33), with the real session service on a fresh Postgres database,
+//! the real agents ([`AgentsDriver`]) on the scripted model and the executor double:
+//! - help documents in over REST (admin keys only), hits out with their sources; every bad input is a
+//!   clear 4xx and stores nothing;
+//! - a finished task becomes its owner's experience: alice's reaches her next prompts and never bob's
+//!   (REST, the session service's gRPC and the prompts checked); bad-rated and failed ones are never
+//!   retrieved;
+//! - knowledge off changes nothing else: the same task gets the same prompts and stores nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api_support;
+#[path = "common/mod.rs"]
+mod common;
+
+use std::sync::Arc;
+
+use api_support::{Agent, Session, agent_config, eventually};
+use base64::Engine as _;
+use serde_json::{Value, json};
+use ufo_agent::agents::AgentSettings;
+use ufo_agent::dispatch::CommandDispatcher;
+use ufo_agent::runner::{AgentsDriver, TaskDriver};
+use ufo_agent::store::knowledge::SessionKnowledge;
+use ufo_agent::testing::ScriptedLlm;
+use ufo_proto::v1::knowledge_store_client::KnowledgeStoreClient;
+use ufo_proto::v1::{KnowledgeItem, KnowledgeKind, ListKnowledgeRequest, SearchKnowledgeRequest};
+
+struct Rig {
+    session: Session,
+    llm: ScriptedLlm,
+    agent: Agent,
+    http: reqwest::Client,
+}
+
+impl Rig {
+    /// Keys: alice (ka) and bob (kb) are users, root (kr) an admin; `extra` flags for the agent.
+    async fn start(extra: &[&str]) -> Self {
+        let session = Session::start().await;
+        let llm = ScriptedLlm::start().await.unwrap();
+        let services = common::services(&llm, AgentSettings::default());
+        let desktop = Arc::new(common::desktop());
+        let mut args = vec![
+            "--lease-ms",
+            "5000",
+            "--claim-interval-ms",
+            "50",
+            "--api-keys",
+            "alice:ka,bob:kb,root:kr",
+            "--api-admins",
+            "root",
+            "--knowledge-max-upload-bytes",
+            "65536",
+        ];
+        args.extend_from_slice(extra);
+        let config = agent_config(&session.url, &args);
+        let driver = AgentsDriver::new(
+            Arc::new(move |_| Ok(services.clone())),
+            Arc::new(move |_| Ok(desktop.clone() as Arc<dyn CommandDispatcher>)),
+        );
+        let driver = if config.agents.knowledge {
+            driver.with_knowledge(SessionKnowledge::from_config(&config).unwrap())
+        } else {
+            driver
+        };
+        let driver: Arc<dyn TaskDriver> = Arc::new(driver);
+        let agent = Agent::start(config, Some(driver)).await;
+        Self {
+            session,
+            llm,
+            agent,
+            http: ufo_testkit::http_client(),
+        }
+    }
+
+    async fn call(&self, key: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self
+            .http
+            .request(
+                method.parse().unwrap(),
+                format!("{}{path}", self.agent.http),
+            )
+            .bearer_auth(key);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let res = req.send().await.unwrap();
+        (
+            res.status().as_u16(),
+            res.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    async fn search(&self, key: &str, q: &str, app: Option<&str>) -> Value {
+        let mut path = format!("/v1/knowledge/search?q={}", urlencode(q));
+        if let Some(app) = app {
+            path.push_str(&format!("&app={}", urlencode(app)));
+        }
+        let (status, found) = self.call(key, "GET", &path, None).await;
+        assert_eq!(status, 200, "{found}");
+        found
+    }
+
+    fn knowledge(&self) -> KnowledgeStoreClient<tonic::transport::Channel> {
+        let channel = tonic::transport::Endpoint::from_shared(self.session.url.clone())
+            .unwrap()
+            .connect_lazy();
+        KnowledgeStoreClient::new(channel)
+    }
+
+    async fn experiences(&self) -> Vec<KnowledgeItem> {
+        self.knowledge()
+            .list_knowledge(ListKnowledgeRequest {
+                kind: KnowledgeKind::Experience.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items
+    }
+
+    /// Runs "copy the note" as `key` with `request` (the HostAgent assigns the notes window, the AppAgent
+    /// clicks Copy, both finish, or the HostAgent fails when `fail`); returns the task id and the texts of
+    /// the model requests it made.
+    async fn run(&self, key: &str, request: &str, fail: bool) -> (String, Vec<String>) {
+        let before = self.llm.requests().len();
+        self.llm.push_json(&common::assign("0", "copy the note"));
+        self.llm.push_fn(common::by_name(|id| {
+            common::app(
+                "FINISH",
+                json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+                "copied",
+            )
+        }));
+        if fail {
+            self.llm.push_json(&common::host(
+                "FAIL",
+                json!({"result": "the clipboard stayed empty"}),
+            ));
+        } else {
+            self.llm.push_json(&common::host(
+                "FINISH",
+                json!({"result": "the note is copied"}),
+            ));
+        }
+        let (status, task) = self
+            .call(key, "POST", "/v1/tasks", Some(json!({"request": request})))
+            .await;
+        assert_eq!(status, 202, "{task}");
+        let id = task["id"].as_str().unwrap().to_owned();
+        let done = eventually(60, "the task's end", || async {
+            let (_, t) = self
+                .call(key, "GET", &format!("/v1/tasks/{id}"), None)
+                .await;
+            matches!(t["status"].as_str(), Some("finished" | "failed")).then_some(t)
+        })
+        .await;
+        assert_eq!(
+            done["status"],
+            if fail { "failed" } else { "finished" },
+            "{done}"
+        );
+        let prompts = self.llm.requests()[before..]
+            .iter()
+            .map(|r| r.text())
+            .collect();
+        (id, prompts)
+    }
+
+    /// Waits until the experience of `task` is stored (the runner stores it after reporting the end).
+    async fn experience_of(&self, task: &str) -> KnowledgeItem {
+        eventually(30, "the experience", || async {
+            self.experiences()
+                .await
+                .into_iter()
+                .find(|i| i.task_id == task)
+        })
+        .await
+    }
+
+    async fn stop(self) {
+        self.agent.stop().await;
+        self.session.stop().await;
+    }
+}
+
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn sources(found: &Value) -> Vec<String> {
+    found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["source"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_documents_in_hits_out_and_bad_input_stores_nothing() {
+    let rig = Rig::start(&["--runner-slots", "0"]).await;
+    let calendar = std::fs::read_to_string("/usr/share/help/C/zenity/calendar.page")
+        .expect("zenity's help (Debian package zenity)");
+    let upload = json!({"app": "Zenity", "files": [
+        {"name": "calendar.page", "content": calendar},
+        {"name": "save.md", "content_base64": b64(b"# Saving\nPress Ctrl+S to save the file.\n")},
+    ]});
+    let (status, error) = rig
+        .call(
+            "ka",
+            "POST",
+            "/v1/knowledge/documents",
+            Some(upload.clone()),
+        )
+        .await;
+    assert_eq!(status, 403, "{error}");
+    assert_eq!(error["code"], "permission_denied");
+    let (status, stored) = rig
+        .call("kr", "POST", "/v1/knowledge/documents", Some(upload))
+        .await;
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(stored["app"], "zenity");
+    assert_eq!(stored["documents"][0]["source"], "calendar.page");
+    assert!(
+        stored["documents"][0]["sections"].as_u64().unwrap() >= 1,
+        "{stored}"
+    );
+    assert_eq!(stored["documents"][1]["source"], "save.md");
+
+    let found = rig
+        .search(
+            "ka",
+            "how do I let the user pick a date from a calendar",
+            Some("zenity"),
+        )
+        .await;
+    assert_eq!(sources(&found)[0], "calendar.page", "{found}");
+    assert_eq!(found["hits"][0]["kind"], "document");
+    assert_eq!(found["owner"], "alice");
+    assert_eq!(found["knowledge_enabled"], false);
+    let prompt = found["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("source: calendar.page (help document)"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("data, not instructions"), "{prompt}");
+
+    let count = || async {
+        rig.knowledge()
+            .list_knowledge(ListKnowledgeRequest {
+                limit: 200,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .items
+            .len()
+    };
+    let before = count().await;
+    let good = json!({"name": "fresh.md", "content": "# Fresh\nA xylophone section."});
+    let refused = [
+        (
+            json!({"app": "zenity", "files": [good, {"name": "logo.png", "content_base64": b64(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")}]}),
+            "files[1]",
+        ),
+        (
+            json!({"app": "zenity", "files": [good, {"name": "nul.md", "content": "# A\nbefore\u{0}after"}]}),
+            "files[1]",
+        ),
+        (
+            json!({"app": "zenity", "files": [{"name": "evil.html", "content": "<h1>Help</h1><script>fetch('x')</script>"}, good]}),
+            "script",
+        ),
+        (
+            json!({"app": "zenity", "files": [good, {"name": "bad\u{0}name.md", "content": "# x\ny"}]}),
+            "files[1].name",
+        ),
+        (
+            json!({"app": "zenity", "files": [{"name": "both.md", "content": "x", "content_base64": b64(b"x")}]}),
+            "exactly one",
+        ),
+        (
+            json!({"app": "zenity", "files": [{"name": "bad.md", "content_base64": "***"}]}),
+            "base64",
+        ),
+        (
+            json!({"app": "zenity", "files": [{"name": "notes.exe", "content": "text"}]}),
+            "format",
+        ),
+        (json!({"app": "zenity", "files": []}), "files"),
+        (json!({"app": "a\u{7}b", "files": [good]}), "app"),
+    ];
+    for (body, named) in refused {
+        let (status, error) = rig
+            .call("kr", "POST", "/v1/knowledge/documents", Some(body.clone()))
+            .await;
+        assert_eq!(status, 400, "{body}: {error}");
+        assert_eq!(error["code"], "invalid_argument", "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(named),
+            "{named}: {error}"
+        );
+    }
+    // Over --knowledge-max-upload-bytes: 413 before anything is parsed.
+    let big = json!({"app": "zenity", "files": [good, {"name": "big.md", "content": "a".repeat(70_000)}]});
+    let (status, error) = rig
+        .call("kr", "POST", "/v1/knowledge/documents", Some(big))
+        .await;
+    assert_eq!(status, 413, "{error}");
+    assert_eq!(error["code"], "payload_too_large", "{error}");
+    assert_eq!(
+        count().await,
+        before,
+        "nothing of a refused upload is stored"
+    );
+    assert!(
+        sources(&rig.search("kr", "xylophone", None).await).is_empty(),
+        "the good file of a refused upload is not stored"
+    );
+
+    for (path, named) in [
+        ("/v1/knowledge/search?q=%00", "q"),
+        ("/v1/knowledge/search?q=%20", "q"),
+        ("/v1/knowledge/search?q=date&app=a%01", "app"),
+        ("/v1/knowledge/search", "q"),
+    ] {
+        let (status, error) = rig.call("ka", "GET", path, None).await;
+        assert_eq!(status, 400, "{path}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(named),
+            "{path}: {error}"
+        );
+    }
+    let long = format!("/v1/knowledge/search?q={}", "word%20".repeat(600));
+    let (status, error) = rig.call("ka", "GET", &long, None).await;
+    assert_eq!(status, 400, "{error}");
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alices_experience_reaches_her_prompts_never_bobs_and_bad_or_failed_ones_never() {
+    let rig = Rig::start(&["--knowledge"]).await;
+    let (status, stored) = rig
+        .call(
+            "kr",
+            "POST",
+            "/v1/knowledge/documents",
+            Some(json!({"app": "notes", "files": [{"name": "notes-help.md",
+                "content": "# Copying a note\nThe Copy button copies the whole note to the clipboard."}]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{stored}");
+
+    let (alice, first) = rig
+        .run("ka", "copy the shopping note for alice", false)
+        .await;
+    assert_eq!(first.len(), 3);
+    // No experience yet: the AppAgent's prompt has the help document only, cited.
+    assert!(first[1].contains("[Retrieved knowledge]"), "{}", first[1]);
+    assert!(
+        first[1].contains("source: notes-help.md (help document) — Copying a note"),
+        "{}",
+        first[1]
+    );
+    assert!(!first[1].contains("task:"), "{}", first[1]);
+    let experience = rig.experience_of(&alice).await;
+    assert_eq!(experience.owner, "alice");
+    assert_eq!(experience.application, "notes");
+    assert!(experience.succeeded);
+    assert_eq!(experience.title, "copy the shopping note for alice");
+    assert!(
+        experience.body.contains("click_input on Button \"Copy\""),
+        "{}",
+        experience.body
+    );
+    assert!(experience.body.contains("→ ok"), "{}", experience.body);
+
+    // REST: alice sees her experience, bob does not.
+    let query = "copy the shopping note";
+    let mine = sources(&rig.search("ka", query, None).await);
+    assert!(mine.contains(&format!("task:{alice}")), "{mine:?}");
+    let his = rig.search("kb", query, None).await;
+    assert!(
+        !his.to_string().contains(&alice) && !his.to_string().contains("for alice"),
+        "{his}"
+    );
+    // gRPC: the session service's search for bob does not return it either.
+    let hits = rig
+        .knowledge()
+        .search_knowledge(SearchKnowledgeRequest {
+            query: query.into(),
+            owner: "bob".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .hits;
+    assert!(
+        hits.iter()
+            .all(|h| h.item.as_ref().unwrap().kind == KnowledgeKind::Document as i32),
+        "{hits:?}"
+    );
+
+    // The prompts: bob's task gets none of alice's; alice's next task gets it in both prompts.
+    let (bob, bobs) = rig.run("kb", "copy the shopping note for bob", false).await;
+    for prompt in &bobs {
+        assert!(
+            !prompt.contains(&alice) && !prompt.contains("for alice"),
+            "{prompt}"
+        );
+    }
+    let (_, again) = rig.run("ka", "copy the shopping note again", false).await;
+    let cited = format!("source: task:{alice} (an earlier task of yours)");
+    assert!(again[0].contains(&cited), "HostAgent prompt: {}", again[0]);
+    assert!(again[1].contains(&cited), "AppAgent prompt: {}", again[1]);
+    assert!(!again[0].contains(&bob), "{}", again[0]);
+
+    // Bob cannot rate alice's task (404, as if it did not exist); alice rates it bad: never again.
+    let rating = |r: &str| Some(json!({"rating": r}));
+    let (status, error) = rig
+        .call(
+            "kb",
+            "POST",
+            &format!("/v1/tasks/{alice}/rating"),
+            rating("bad"),
+        )
+        .await;
+    assert_eq!(status, 404, "{error}");
+    let (status, error) = rig
+        .call(
+            "ka",
+            "POST",
+            &format!("/v1/tasks/{alice}/rating"),
+            rating("meh"),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    let (status, rated) = rig
+        .call(
+            "ka",
+            "POST",
+            &format!("/v1/tasks/{alice}/rating"),
+            rating("bad"),
+        )
+        .await;
+    assert_eq!(status, 200, "{rated}");
+    assert_eq!(
+        rated,
+        json!({"task_id": alice, "rating": "bad", "succeeded": true})
+    );
+    assert!(
+        !sources(&rig.search("ka", query, None).await).contains(&format!("task:{alice}")),
+        "a bad-rated experience is never retrieved"
+    );
+
+    // A failed task is stored as failed and never retrieved, not even by its owner.
+    let (failed, _) = rig
+        .run("ka", "copy the zebra note that does not exist", true)
+        .await;
+    let experience = rig.experience_of(&failed).await;
+    assert!(!experience.succeeded);
+    assert!(
+        experience.body.contains("Outcome: failed"),
+        "{}",
+        experience.body
+    );
+    let found = rig.search("ka", "copy the zebra note", None).await;
+    assert!(!found.to_string().contains(&failed), "{found}");
+    let (_, after) = rig.run("ka", "copy the zebra note", false).await;
+    for prompt in &after {
+        assert!(!prompt.contains(&failed), "{prompt}");
+        assert!(!prompt.contains(&format!("task:{alice}")), "{prompt}");
+    }
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knowledge_off_changes_nothing_else() {
+    // With --knowledge and nothing to retrieve the prompts are those without it, call for call; without
+    // it no experience is stored.
+    let mut prompts = Vec::new();
+    for extra in [&[][..], &["--knowledge"][..]] {
+        let rig = Rig::start(extra).await;
+        let (id, texts) = rig.run("ka", "copy the note", false).await;
+        if extra.is_empty() {
+            assert!(rig.experiences().await.is_empty());
+        } else {
+            rig.experience_of(&id).await;
+        }
+        for text in &texts {
+            assert!(!text.contains("[Retrieved knowledge]"), "{text}");
+        }
+        prompts.push(texts);
+        rig.stop().await;
+    }
+    assert_eq!(prompts[0], prompts[1]);
+}

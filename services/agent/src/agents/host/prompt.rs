@@ -132,6 +132,7 @@ pub fn messages(input: HostPromptInput<'_>) -> Vec<Message> {
     );
     if !input.no_progress.is_empty() {
         text.push_str(&format!("\n[No progress]\n{}\n", input.no_progress));
+    }
     if !input.knowledge.is_empty() {
         text.push_str(&format!("\n[Retrieved knowledge]\n{}\n", input.knowledge));
     }

@@ -207,6 +207,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                     .with(RESPONSE_TEXT, String::new())
                     .with(LLM_TOTALS, Default::default()));
             }
+        };
         let user_request = ctx.require(pkeys::REQUEST)?;
         // Documents for any application and the owner's earlier tasks, by the request.
         let knowledge = match &agent.services.knowledge {

@@ -260,9 +260,9 @@ async fn save_as_through_the_dialog_observes_the_dialog() {
 }
 
 /// Issue 31's isolation: a task's setup application runs with `HOME` and the XDG folders in the task's
-/// own folder (the task's file check), and a program the HostAgent launches through the executor gets
-/// the same private home (the launch wrapper, read here from the task's home folder: galculator writes
-/// its settings under `$XDG_CONFIG_HOME` when it exits). The suite's agent runs with its `--max-steps`
+/// own folder (the task's file check), and a program the HostAgent launches through the executor is
+/// started by a wrapper that reads the current task's home from the file the suite rewrote for that
+/// task (checked here; the wrapper itself is tested in `home::tests`). The suite's agent runs with its `--max-steps`
 /// raised to the suite's own limit (40 by default, above the agent's default of 30): a task submitted
 /// with the suite's limit is accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -291,8 +291,7 @@ async fn each_task_runs_its_applications_with_a_private_home() {
         env,
         format!("{} {}/.local/share", home.display(), home.display())
     );
-    // The launched calculator's private home: its folder is the task's, and nothing of it went to
-    // the suite's own home.
+    // The home the launch wrappers read is the last task's own.
     let launched = out.path().join("tasks/two-apps-launch-calc-to-editor/home");
     let published = std::fs::read_to_string(out.path().join("task-home.env")).unwrap();
     assert!(

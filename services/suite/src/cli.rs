@@ -33,10 +33,7 @@ pub enum CliError {
 /// Runs the suite as configured; true when the success threshold is met.
 pub async fn execute(cfg: Config) -> Result<bool, CliError> {
     cfg.validate()?;
-    let mut tasks = task::load_all(&cfg.tasks)?;
-    if !cfg.only.is_empty() {
-        tasks.retain(|t| cfg.only.iter().any(|w| t.name.contains(w.as_str())));
-    }
+    let tasks = task::select(&task::load_all(&cfg.tasks)?, &cfg.only);
     if tasks.is_empty() {
         let places: Vec<String> = cfg.tasks.iter().map(|p| p.display().to_string()).collect();
         return Err(CliError::Empty(places.join(", "), cfg.only.clone()));
@@ -44,10 +41,13 @@ pub async fn execute(cfg: Config) -> Result<bool, CliError> {
     if cfg.validate {
         for t in &tasks {
             let steps: usize = t.subtasks.iter().map(|s| s.steps.len()).sum();
+            let demo = match &t.learn_from {
+                Some(teacher) => format!("learns from {teacher} (no demonstration)"),
+                None => format!("{} subtask(s), {steps} step(s)", t.subtasks.len()),
+            };
             println!(
-                "{}: {} subtask(s), {steps} step(s), {} check(s) — {}",
+                "{}: {demo}, {} check(s) — {}",
                 t.name,
-                t.subtasks.len(),
                 t.checks.len(),
                 t.path.display()
             );

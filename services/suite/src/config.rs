@@ -120,6 +120,28 @@ pub struct Config {
     /// threshold (the table gives replay time per step beside the model-driven time).
     #[arg(long = "replay", env = "UFO_SUITE_REPLAY")]
     pub replay: bool,
+    /// Run the agents with `--knowledge`: each finished task becomes an experience of the suite's user,
+    /// retrieved into later tasks' prompts. Learning tasks (`learn_from`) pass only with it; `false`
+    /// shows them failing.
+    #[arg(long = "knowledge", env = "UFO_SUITE_KNOWLEDGE", default_value_t = true,
+        action = clap::ArgAction::Set)]
+    pub knowledge: bool,
+    /// The agents' `--knowledge-budget-chars`: characters of retrieved knowledge per prompt (whole
+    /// experiences of the suite's short tasks fit three at a time).
+    #[arg(
+        long = "knowledge-budget-chars",
+        env = "UFO_SUITE_KNOWLEDGE_BUDGET_CHARS",
+        default_value_t = 9_000
+    )]
+    pub knowledge_budget_chars: u32,
+    /// Longest wait, before a learning task, for its teacher's experience to be retrievable (it is
+    /// stored after the teacher's end is reported), in milliseconds.
+    #[arg(
+        long = "experience-timeout-ms",
+        env = "UFO_SUITE_EXPERIENCE_TIMEOUT_MS",
+        default_value_t = 10_000
+    )]
+    pub experience_timeout_ms: u64,
     /// Largest model request the suite's model endpoint accepts, in bytes.
     #[arg(long = "max-body-bytes", env = "UFO_SUITE_MAX_BODY_BYTES", default_value_t = 64 << 20)]
     pub max_body_bytes: usize,
@@ -186,6 +208,11 @@ impl Config {
             ("--app-ready-timeout-ms", self.app_ready_timeout_ms),
             ("--check-timeout-ms", self.check_timeout_ms),
             ("--cleanup-timeout-ms", self.cleanup_timeout_ms),
+            ("--experience-timeout-ms", self.experience_timeout_ms),
+            (
+                "--knowledge-budget-chars",
+                u64::from(self.knowledge_budget_chars),
+            ),
             ("--max-body-bytes", self.max_body_bytes as u64),
         ] {
             if v == 0 {

@@ -63,6 +63,9 @@ pub struct TaskReport {
     pub fell_back: u64,
     /// It ran with the model endpoint shut (replays).
     pub model_stopped: bool,
+    /// A learning task: the task whose experience it follows (it has no demonstration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learns_from: Option<String>,
     /// The replay of this task without the model (`--replay`), windows moved and resized.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<Box<TaskReport>>,
@@ -152,10 +155,11 @@ pub fn table(reports: &[TaskReport]) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
             r.name,
-            if r.passed {
-                "pass".into()
-            } else {
-                format!("FAIL ({})", r.status)
+            match (r.passed, &r.learns_from) {
+                (true, None) => "pass".into(),
+                (true, Some(t)) => format!("pass, learned from {t}"),
+                (false, None) => format!("FAIL ({})", r.status),
+                (false, Some(t)) => format!("FAIL ({}), learning from {t}", r.status),
             },
             r.steps,
             r.calls,
@@ -278,6 +282,14 @@ mod tests {
         let t = table(&[a.clone(), b.clone()]);
         assert!(t.contains("| a | pass | 4 | 4 | 1,000 | 100,000 |"), "{t}");
         assert!(t.contains("| b | FAIL (failed) | 9 | 0 |"), "{t}");
+        let learner = TaskReport {
+            name: "c".into(),
+            passed: true,
+            learns_from: Some("a".into()),
+            ..TaskReport::default()
+        };
+        let t = table(&[learner]);
+        assert!(t.contains("| c | pass, learned from a | "), "{t}");
         let s = summary(&[a, b], Duration::from_secs(3), 0.9);
         assert!(
             s.starts_with("passed 1/2 (50.0%, threshold 90.0%: NOT met)"),

@@ -140,6 +140,14 @@ pub async fn run(
         // The suite's own step limit (and any task's) is what the agents run: the agent refuses a
         // task asking for more than its --max-steps, so the suite raises it to the largest it asks.
         .agent_args(["--max-steps".to_owned(), steps_cap(cfg, tasks).to_string()]);
+    if cfg.knowledge {
+        // Every finished task becomes an experience of the suite's user; learning tasks follow them.
+        builder = builder.agent_args([
+            "--knowledge".to_owned(),
+            "--knowledge-budget-chars".to_owned(),
+            cfg.knowledge_budget_chars.to_string(),
+        ]);
+    }
     if cfg.model_url.is_none() {
         // The stand-in never fails transiently; a retry would only hide a bug.
         builder = builder.agent_args(["--llm-max-retries", "0"]);
@@ -190,12 +198,22 @@ pub async fn run(
         home_env,
         baseline,
     };
-    let mut reports = Vec::new();
+    let mut reports: Vec<TaskReport> = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
         let span = tracing::info_span!("suite.task", task = %task.name);
-        let report = run_task(&shared, task, Submission::Model)
-            .instrument(span)
-            .await;
+        let report = match &task.learn_from {
+            None => {
+                run_task(&shared, task, Submission::Model)
+                    .instrument(span)
+                    .await
+            }
+            Some(teacher) => {
+                let taught = tasks.iter().zip(&reports).find(|(t, _)| t.name == *teacher);
+                run_learner(&shared, task, teacher, taught)
+                    .instrument(span)
+                    .await
+            }
+        };
         progress(i, &report);
         reports.push(report);
     }
@@ -237,8 +255,84 @@ pub async fn run(
     Ok(reports)
 }
 
+/// A learning task: run once its teacher passed and the teacher's experience can be retrieved (with
+/// `--knowledge`), in a fresh setup like any task; the stand-in has no demonstration for it.
+async fn run_learner(
+    s: &Shared<'_>,
+    task: &Task,
+    teacher: &str,
+    taught: Option<(&Task, &TaskReport)>,
+) -> TaskReport {
+    let mut report = match taught {
+        Some((t, r)) if r.passed => {
+            let stored = if s.cfg.knowledge {
+                let request = t.resolved(&task_dir(s, t)).request;
+                experience_stored(s, &request, &r.task_id).await
+            } else {
+                Ok(())
+            };
+            let mut report = run_task(s, task, Submission::Model).await;
+            if let (Err(why), false) = (stored, report.passed) {
+                report.why = format!("{why}\n{}", report.why);
+            }
+            report
+        }
+        Some((_, r)) => TaskReport {
+            name: task.name.clone(),
+            status: "not taught".into(),
+            why: format!("its teacher {teacher} did not pass ({})", r.status),
+            ..TaskReport::default()
+        },
+        None => TaskReport {
+            name: task.name.clone(),
+            status: "not taught".into(),
+            why: format!("its teacher {teacher} did not run"),
+            ..TaskReport::default()
+        },
+    };
+    report.learns_from = Some(teacher.to_owned());
+    report
+}
+
+/// Waits until the teacher's experience (`task:<id>`) is among the hits the agents retrieve for the
+/// teacher's request (`GET /v1/knowledge/search`): the agent stores it after the task's end is
+/// reported. Err after `--experience-timeout-ms`, saying what the search last answered.
+async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Result<(), String> {
+    let span = tracing::info_span!("suite.experience_wait", task_id);
+    async {
+        let source = format!("task:{task_id}");
+        let timeout = Duration::from_millis(s.cfg.experience_timeout_ms);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match s.agent.search_knowledge(request, None).await {
+                Ok(found) => {
+                    let hits = found["hits"].as_array().cloned().unwrap_or_default();
+                    if hits.iter().any(|h| h["source"] == source.as_str()) {
+                        return Ok(());
+                    }
+                    format!("{} other hit(s)", hits.len())
+                }
+                Err(e) => e.to_string(),
+            };
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the teacher's experience {source} was not retrievable within {} ms ({last})",
+                    timeout.as_millis()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+fn task_dir(s: &Shared<'_>, task: &Task) -> PathBuf {
+    s.out.join("tasks").join(&task.name)
+}
+
 async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
-    let dir = s.out.join("tasks").join(&task.name);
+    let dir = task_dir(s, task);
     let task = task.resolved(&dir);
     let mut report = TaskReport {
         name: task.name.clone(),

@@ -299,3 +299,84 @@ async fn each_task_runs_its_applications_with_a_private_home() {
         "the launch wrappers read the last task's home: {published}"
     );
 }
+
+/// Issue 33's learning, end to end: `learn-zenity-entry` carries no demonstration. Chosen alone, it
+/// brings its teacher `zenity-entry`, which runs first. With knowledge (the suite's default) the learner
+/// passes: its HostAgent's and AppAgent's prompts carried the teacher's experience (cited by the
+/// teacher's task id), and the stand-in typed the learner's own text from it, which the dialog printed.
+/// With `--knowledge false` the agent retrieves nothing, and the learner fails saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learning_task_passes_only_through_its_teachers_experience() {
+    let only = ["--min-success", "1.0", "--only", "learn-zenity-entry"];
+    let out = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(&repo().join("tasks"), &only, out.path()).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "a task failed:\n{stdout}");
+    let tasks = report["tasks"].as_array().unwrap();
+    let names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["zenity-entry", "learn-zenity-entry"], "{report}");
+    assert_eq!(tasks[1]["learns_from"], "zenity-entry");
+    assert!(
+        stdout.contains("| learn-zenity-entry | pass, learned from zenity-entry | "),
+        "{stdout}"
+    );
+    let teacher = format!("task:{}", tasks[0]["task_id"].as_str().unwrap());
+    let calls = |dir: &Path| -> Vec<Value> {
+        std::fs::read_to_string(dir.join("tasks/learn-zenity-entry/prompts.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let learned = calls(out.path());
+    for agent in ["host", "app"] {
+        let first = learned.iter().find(|c| c["agent"] == agent).unwrap();
+        let text = first["text"].as_str().unwrap();
+        assert!(
+            text.contains("[Retrieved knowledge]") && text.contains(&teacher),
+            "the {agent} prompt retrieved the teacher's experience {teacher}: {text}"
+        );
+    }
+    assert!(
+        learned
+            .iter()
+            .any(|c| c["reply"]["action"]["arguments"]["keys"] == "Gemini 4"),
+        "the stand-in typed the learner's own text: {learned:?}"
+    );
+
+    let off = tempfile::tempdir().unwrap();
+    let args = [&only[..], &["--knowledge", "false"]].concat();
+    let (output, report) = run_suite(&repo().join("tasks"), &args, off.path()).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the learner failed:\n{stdout}"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(
+        tasks[0]["passed"], true,
+        "the teacher has its demonstration"
+    );
+    assert_eq!(tasks[1]["passed"], false);
+    assert_eq!(tasks[1]["status"], "failed", "{}", tasks[1]);
+    assert!(
+        tasks[1]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no retrieved knowledge: no earlier task to follow"),
+        "{}",
+        tasks[1]
+    );
+    assert!(
+        stdout.contains("| learn-zenity-entry | FAIL (failed), learning from zenity-entry | "),
+        "{stdout}"
+    );
+    assert!(
+        calls(off.path()).iter().all(|c| !c["text"]
+            .as_str()
+            .unwrap()
+            .contains("[Retrieved knowledge]")),
+        "nothing was retrieved"
+    );
+}

@@ -46,7 +46,30 @@ impl Waits {
 }
 
 /// The reply (the JSON the agent parses) for one prompt of the task whose demonstration is `subtasks`.
+/// A task without one (a learning task) follows the earlier task retrieved into the prompt
+/// ([`super::learn`]), and fails saying why when there is none to follow.
 pub fn decide(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) -> Value {
+    if subtasks.is_empty() {
+        let subtask = (p.agent == AgentKind::App).then_some(p.subtask.as_str());
+        let plan = super::learn::plan_from(&p.knowledge, &p.request, subtask).and_then(|plan| {
+            if plan.is_empty() {
+                Err("the retrieved earlier task has no step to follow".to_owned())
+            } else {
+                Ok(plan)
+            }
+        });
+        return match plan {
+            Ok(plan) => decide(&plan, p, waits, patience),
+            Err(why) => match p.agent {
+                AgentKind::Host => host_reply(
+                    "FAIL",
+                    "nothing to follow".into(),
+                    json!({"result": why, "comment": why}),
+                ),
+                AgentKind::App => fail("nothing to follow".into(), why),
+            },
+        };
+    }
     match p.agent {
         AgentKind::Host => host(subtasks, p, waits, patience),
         AgentKind::App => app(subtasks, p, waits, patience),

@@ -107,6 +107,9 @@ pub struct Prompt {
     pub actions: Vec<PastAction>,
     /// Finished subtasks, oldest first.
     pub subtasks: Vec<PastSubtask>,
+    /// The retrieved knowledge (`[Retrieved knowledge]`, "" when the prompt has none): earlier tasks'
+    /// experiences a learning task follows ([`super::learn`]).
+    pub knowledge: String,
 }
 
 /// The text parts of the messages with this role, in order.
@@ -293,6 +296,9 @@ impl Prompt {
             windows: Vec::new(),
             actions: Vec::new(),
             subtasks: Vec::new(),
+            knowledge: section(&user, "Retrieved knowledge")
+                .unwrap_or("")
+                .to_owned(),
         };
         p.subtasks = section(&user, "Previous subtasks")
             .unwrap_or("")

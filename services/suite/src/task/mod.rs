@@ -233,8 +233,12 @@ pub struct Task {
     pub files: Vec<SetupFile>,
     /// Applications to start.
     pub apps: Vec<SetupApp>,
-    /// The demonstration.
+    /// The demonstration (empty for a learning task).
     pub subtasks: Vec<Subtask>,
+    /// A learning task (`learn_from`): the name of the task whose run teaches it. The learner carries no
+    /// demonstration; the suite runs the teacher first, and the stand-in follows the teacher's
+    /// experience retrieved into the learner's prompts.
+    pub learn_from: Option<String>,
     /// The checks.
     pub checks: Vec<Check>,
     /// For the replay (`[replay]`): files created instead of (or besides) the setup's — the document
@@ -287,10 +291,27 @@ impl Task {
         if raw.request.trim().is_empty() {
             return Err(invalid("request is empty".into()));
         }
-        if raw.subtasks.is_empty() {
-            return Err(invalid(
-                "the demonstration is empty: add at least one [[subtask]]".into(),
-            ));
+        let learn_from = raw.learn_from.clone();
+        match &learn_from {
+            Some(t) if t.trim().is_empty() => {
+                return Err(invalid("learn_from names no task".into()));
+            }
+            Some(t) if *t == name => {
+                return Err(invalid("a task cannot learn from itself".into()));
+            }
+            Some(_) if !raw.subtasks.is_empty() => {
+                return Err(invalid(
+                    "a learning task (learn_from) carries no demonstration: remove its [[subtask]]s"
+                        .into(),
+                ));
+            }
+            None if raw.subtasks.is_empty() => {
+                return Err(invalid(
+                    "the demonstration is empty: add at least one [[subtask]] (or learn_from)"
+                        .into(),
+                ));
+            }
+            _ => {}
         }
         for f in &raw.setup.files {
             if !relative_inside(&f.path) {
@@ -398,6 +419,7 @@ impl Task {
             files: raw.setup.files,
             apps,
             subtasks,
+            learn_from,
             checks,
             replay_files: replay.files,
             replay_checks,
@@ -490,7 +512,50 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
         }
         tasks.push(task);
     }
+    for t in &tasks {
+        let Some(teacher) = &t.learn_from else {
+            continue;
+        };
+        match tasks.iter().find(|x| &x.name == teacher) {
+            None => {
+                return Err(TaskError::Invalid {
+                    path: t.path.clone(),
+                    message: format!("learn_from: no task named {teacher:?} among the task files"),
+                });
+            }
+            Some(x) if x.learn_from.is_some() => {
+                return Err(TaskError::Invalid {
+                    path: t.path.clone(),
+                    message: format!(
+                        "learn_from: {teacher:?} is itself a learning task; a teacher carries a demonstration"
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
     Ok(tasks)
+}
+
+/// The tasks whose names contain one of `words` (all when `words` is empty), each learning task's
+/// teacher added when it was not chosen itself, in run order: the tasks with a demonstration first,
+/// then the learning tasks, so every teacher has run before its learners.
+pub fn select(all: &[Task], words: &[String]) -> Vec<Task> {
+    let chosen = |t: &Task| words.is_empty() || words.iter().any(|w| t.name.contains(w.as_str()));
+    let teachers: Vec<&str> = all
+        .iter()
+        .filter(|t| chosen(t))
+        .filter_map(|t| t.learn_from.as_deref())
+        .collect();
+    let run: Vec<&Task> = all
+        .iter()
+        .filter(|t| chosen(t) || teachers.contains(&t.name.as_str()))
+        .collect();
+    run.iter()
+        .filter(|t| t.learn_from.is_none())
+        .chain(run.iter().filter(|t| t.learn_from.is_some()))
+        .map(|t| (*t).clone())
+        .collect()
 }
 
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), TaskError> {

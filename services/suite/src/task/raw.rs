@@ -12,6 +12,8 @@ pub(super) struct RawTask {
     pub(super) request: String,
     pub(super) max_steps: Option<u32>,
     pub(super) timeout_seconds: Option<u64>,
+    /// A learning task: the task whose run (with its demonstration) teaches this one.
+    pub(super) learn_from: Option<String>,
     #[serde(default)]
     pub(super) setup: RawSetup,
     #[serde(default, rename = "subtask")]

@@ -99,3 +99,63 @@ fn a_replay_section_changes_the_documents_and_the_checks_of_the_replay_only() {
     let bad = format!("{GOOD}\n[[replay.check]]\nfile = \"a.txt\"\n");
     assert!(err(&bad).contains("replay check 1"), "{}", err(&bad));
 }
+
+/// A learner: GOOD without its demonstration, taught by `teacher`.
+fn learner(teacher: &str) -> String {
+    let (head, rest) = GOOD.split_once("[[subtask]]").unwrap();
+    let checks = rest.split_once("[[check]]").unwrap().1;
+    format!(
+        "learn_from = \"{teacher}\"\nrequest = \"save it again\"\n{}[[check]]{checks}",
+        &head[head.find("[[setup").unwrap()..]
+    )
+}
+
+#[test]
+fn a_learning_task_has_no_demonstration_and_runs_after_its_teacher() {
+    let t = Task::parse(Path::new("x/b-learner.toml"), &learner("z-teacher")).unwrap();
+    assert!(t.subtasks.is_empty());
+    assert_eq!(t.learn_from.as_deref(), Some("z-teacher"));
+    // A learner with a demonstration, a teacher that is itself, no teacher at all.
+    let both = format!("learn_from = \"z\"\n{GOOD}");
+    assert!(
+        err(&both).contains("carries no demonstration"),
+        "{}",
+        err(&both)
+    );
+    assert!(
+        Task::parse(Path::new("x/t.toml"), &learner("t"))
+            .unwrap_err()
+            .to_string()
+            .contains("learn from itself")
+    );
+    let no_demo = learner("z").replace("learn_from = \"z\"\n", "");
+    assert!(err(&no_demo).contains("or learn_from"), "{}", err(&no_demo));
+
+    // Chosen alone, the learner brings its teacher, which runs first.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("b-learner.toml"), learner("z-teacher")).unwrap();
+    std::fs::write(dir.path().join("z-teacher.toml"), GOOD).unwrap();
+    std::fs::write(
+        dir.path().join("other.toml"),
+        GOOD.replace("save it as", "other"),
+    )
+    .unwrap();
+    let all = load_all(&[dir.path().to_owned()]).unwrap();
+    let names = |v: Vec<Task>| v.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    assert_eq!(
+        names(select(&all, &["learner".into()])),
+        ["z-teacher", "b-learner"]
+    );
+    assert_eq!(
+        names(select(&all, &[])),
+        ["other", "z-teacher", "b-learner"]
+    );
+    // A teacher that is not among the task files.
+    std::fs::write(
+        dir.path().join("c-lost.toml"),
+        learner("nobody").replace("again", "lost"),
+    )
+    .unwrap();
+    let e = load_all(&[dir.path().to_owned()]).unwrap_err().to_string();
+    assert!(e.contains("no task named \"nobody\""), "{e}");
+}

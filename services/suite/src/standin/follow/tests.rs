@@ -26,6 +26,7 @@ fn prompt(agent: AgentKind) -> Prompt {
         windows: vec![],
         actions: vec![],
         subtasks: vec![],
+        knowledge: String::new(),
     }
 }
 

@@ -275,6 +275,22 @@ fn action_lines(section: &str) -> Vec<PastAction> {
 }
 
 impl Prompt {
+    /// A prompt of `agent` for `request` with nothing else in it (tests build on it).
+    #[cfg(test)]
+    pub fn blank(agent: AgentKind, request: &str) -> Self {
+        Self {
+            agent,
+            request: request.into(),
+            subtask: String::new(),
+            host_message: String::new(),
+            controls: Vec::new(),
+            windows: Vec::new(),
+            actions: Vec::new(),
+            subtasks: Vec::new(),
+            knowledge: String::new(),
+        }
+    }
+
     /// Reads a chat-completions request body; None when it is not an agent's prompt.
     pub fn parse(body: &Value) -> Option<Self> {
         let system = text_parts(body, "system").join("\n");

@@ -17,17 +17,7 @@ fn sub(app: &str, what: &str, steps: &[&str]) -> Subtask {
 }
 
 fn prompt(agent: AgentKind) -> Prompt {
-    Prompt {
-        agent,
-        request: "r".into(),
-        subtask: String::new(),
-        host_message: String::new(),
-        controls: vec![],
-        windows: vec![],
-        actions: vec![],
-        subtasks: vec![],
-        knowledge: String::new(),
-    }
+    Prompt::blank(agent, "r")
 }
 
 fn control(label: &str, name: &str, kind: &str) -> Control {

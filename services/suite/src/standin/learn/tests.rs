@@ -24,15 +24,8 @@ Use --entry.
 
 fn prompt(agent: AgentKind, request: &str, knowledge: &str) -> Prompt {
     Prompt {
-        agent,
-        request: request.into(),
-        subtask: String::new(),
-        host_message: String::new(),
-        controls: vec![],
-        windows: vec![],
-        actions: vec![],
-        subtasks: vec![],
         knowledge: knowledge.into(),
+        ..Prompt::blank(agent, request)
     }
 }
 

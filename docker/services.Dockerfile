@@ -6,6 +6,10 @@
 
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
+# The agent's OCR grounding links Tesseract (leptess; its bindings are generated with libclang).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libtesseract-dev libleptonica-dev libclang-dev clang \
+ && rm -rf /var/lib/apt/lists/*
 COPY . .
 # protoc comes from the protoc-bin-vendored build dependency: no system protobuf needed.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -29,6 +33,12 @@ EXPOSE 50053
 ENTRYPOINT ["/usr/local/bin/ufo-session"]
 
 FROM runtime AS agent
+# Tesseract and its English data: the agent's OCR grounding (the agent loads them at start).
+USER root
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libtesseract5 tesseract-ocr-eng \
+ && rm -rf /var/lib/apt/lists/*
+USER ufo
 COPY --from=builder /out/ufo-agent /usr/local/bin/ufo-agent
 EXPOSE 8080 50052
 ENTRYPOINT ["/usr/local/bin/ufo-agent"]

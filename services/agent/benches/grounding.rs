@@ -10,17 +10,15 @@
 //! Prints p50 / p90 / max per case. Needs Xvfb, python3-tk, tesseract-ocr (as the tests do).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::BufRead as _;
 use std::time::{Duration, Instant};
 
 use image::RgbaImage;
 use ufo_agent::agents::services::GroundingSource as _;
 use ufo_agent::vision::Screenshot;
 use ufo_agent::vision::grounding::{OcrGrounding, OcrOptions, builtin_engine};
-use ufo_executor::backend::Backend as _;
-use ufo_executor::testing::Desktop;
 
-const FORM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/assets/tk_form.py");
+#[path = "../tests/tk_form/mod.rs"]
+mod tk_form;
 
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
@@ -32,45 +30,6 @@ fn report(name: &str, mut samples: Vec<Duration>) {
         at(0.9).as_secs_f64() * 1000.0,
         samples.last().unwrap().as_secs_f64() * 1000.0,
     );
-}
-
-async fn form_screenshot() -> (RgbaImage, serde_json::Value) {
-    let desk = Desktop::start(1280, 800).await.unwrap();
-    let backend = desk.backend().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let truth = dir.path().join("truth.json");
-    let mut child = std::process::Command::new("python3")
-        .arg(FORM)
-        .arg(&truth)
-        .envs(desk.env())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "the Tk form did not start");
-    let capture = backend
-        .capture(ufo_executor::geometry::Rect {
-            left: 0,
-            top: 0,
-            right: 1280,
-            bottom: 800,
-        })
-        .await
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let mut rgba = Vec::with_capacity(capture.rgb.len() / 3 * 4);
-    for px in capture.rgb.chunks_exact(3) {
-        rgba.extend_from_slice(&[px[0], px[1], px[2], 255]);
-    }
-    let truth: serde_json::Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
-    (
-        RgbaImage::from_raw(capture.width, capture.height, rgba).unwrap(),
-        truth,
-    )
 }
 
 /// `img` with the pixels of `rect` shifted by `shade` (a changed widget; a new shade each call).
@@ -108,7 +67,8 @@ fn cli(path: &std::path::Path, extra: &[&str]) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let (form, truth) = form_screenshot().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (form, truth) = tk_form::form_screenshot(dir.path()).await;
     let shot = Screenshot::from_rgba(&form, 0, 0).unwrap();
     let engine = builtin_engine(None, "eng").expect("install tesseract-ocr and tesseract-ocr-eng");
     let options = OcrOptions {

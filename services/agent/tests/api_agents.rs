@@ -14,26 +14,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use api_support::{Agent, Session, agent_config, call, eventually};
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_proto::v1::{EventKind, ListStepsRequest};
-
-async fn call(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http.request(method, url).bearer_auth(KEY);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    req.send().await.unwrap().json().await.unwrap()
-}
 
 #[tokio::test]
 async fn the_agents_ask_wait_for_the_answer_and_finish() {
@@ -183,7 +170,7 @@ async fn a_model_reply_with_nul_is_recorded_sanitised_in_one_call() {
         1,
         "one model call, no claim/release loop"
     );
-    let steps = all_steps(&session, &id).await;
+    let steps = session.steps(&id).await;
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].thought, "I see\u{FFFD}it");
     agent.stop().await;
@@ -530,7 +517,8 @@ async fn finished(http: &reqwest::Client, url: &str, session: &Session, id: &str
             return t;
         }
         if tokio::time::Instant::now() >= deadline {
-            let steps: Vec<_> = all_steps(session, id)
+            let steps: Vec<_> = session
+                .steps(id)
                 .await
                 .into_iter()
                 .map(|s| {
@@ -547,20 +535,6 @@ async fn finished(http: &reqwest::Client, url: &str, session: &Session, id: &str
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-}
-
-async fn all_steps(session: &Session, id: &str) -> Vec<ufo_proto::v1::Step> {
-    session
-        .client()
-        .list_steps(ListStepsRequest {
-            session_id: id.into(),
-            from_step: 1,
-            limit: 100,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .steps
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -598,7 +572,7 @@ async fn an_app_agent_killed_mid_subtask_resumes_with_its_memory_and_the_previou
         previous.contains("read the note") && previous.contains("total=42"),
         "previous subtasks rebuilt: {previous}"
     );
-    let steps = all_steps(&session, &id).await;
+    let steps = session.steps(&id).await;
     assert_eq!(
         steps
             .iter()
@@ -690,7 +664,7 @@ async fn an_action_held_when_its_runner_dies_stays_held_and_runs_once_when_appro
     assert_eq!(done["result"], "done");
     // No LLM call re-decided the held step: assign, hold, finish the subtask, finish the task.
     assert_eq!(calls.load(Ordering::SeqCst), 4);
-    let steps = all_steps(&session, &id).await;
+    let steps = session.steps(&id).await;
     let clicks: Vec<_> = steps
         .iter()
         .flat_map(|s| s.actions.iter().map(move |a| (s.step, a)))

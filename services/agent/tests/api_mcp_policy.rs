@@ -13,7 +13,7 @@ mod common;
 
 use std::sync::Arc;
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use api_support::{Agent, Session, agent_config, call, eventually};
 use serde_json::{Value, json};
 use ufo_agent::agents::policy::Policy;
 use ufo_agent::agents::{AgentServices, AgentSettings};
@@ -21,20 +21,7 @@ use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::mcp::McpDispatcher;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
-use ufo_proto::v1::{EventKind, ListStepsRequest};
-
-async fn call(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http.request(method, url).bearer_auth(KEY);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    req.send().await.unwrap().json().await.unwrap()
-}
+use ufo_proto::v1::EventKind;
 
 /// The agent service with one runner slot whose tasks get the file agent over `dir` and `policy`.
 async fn agent_with_files(
@@ -86,20 +73,6 @@ async fn ended(http: &reqwest::Client, url: &str) -> Value {
     .await
 }
 
-async fn steps(session: &Session, id: &str) -> Vec<ufo_proto::v1::Step> {
-    session
-        .client()
-        .list_steps(ListStepsRequest {
-            session_id: id.into(),
-            from_step: 1,
-            limit: 100,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .steps
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_rule_holds_the_mcp_call_until_approved_through_the_api() {
     let session = Session::start().await;
@@ -146,7 +119,8 @@ async fn a_confirm_rule_holds_the_mcp_call_until_approved_through_the_api() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "42");
 
     let id = done["id"].as_str().unwrap();
-    let writes: Vec<_> = steps(&session, id)
+    let writes: Vec<_> = session
+        .steps(id)
         .await
         .into_iter()
         .flat_map(|s| s.actions)
@@ -198,7 +172,8 @@ async fn a_deny_rule_refuses_the_mcp_call_and_the_model_is_told_through_the_api(
     assert!(!out.exists(), "a denied call must not run");
     assert_eq!(llm.requests().len(), 4, "the model saw the denial: {done}");
     let id = done["id"].as_str().unwrap();
-    let denied: Vec<_> = steps(&session, id)
+    let denied: Vec<_> = session
+        .steps(id)
         .await
         .into_iter()
         .flat_map(|s| s.actions)

@@ -8,10 +8,8 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::BufRead as _;
 use std::time::Instant;
 
-use image::RgbaImage;
 use serde_json::Value;
 use ufo_agent::agents::services::GroundingSource as _;
 use ufo_agent::agents::target::Rect;
@@ -20,10 +18,8 @@ use ufo_agent::vision::Screenshot;
 use ufo_agent::vision::grounding::omniparser::{OmniParserClient, OmniParserOptions};
 use ufo_agent::vision::grounding::{OcrGrounding, OcrOptions, builtin_engine};
 use ufo_agent::vision::iou;
-use ufo_executor::backend::Backend as _;
-use ufo_executor::testing::Desktop;
 
-const FORM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/assets/tk_form.py");
+mod tk_form;
 
 fn rect(v: &Value) -> Rect {
     let n = |i: usize| v[i].as_f64().unwrap().round() as i32;
@@ -37,47 +33,10 @@ fn fold(s: &str) -> String {
         .to_lowercase()
 }
 
-/// Starts the Tk form on `desk`, waits for its truth, captures the screen.
-fn run_form(desk: &Desktop, dir: &std::path::Path) -> (std::process::Child, Value) {
-    let truth = dir.join("truth.json");
-    let mut child = std::process::Command::new("python3")
-        .arg(FORM)
-        .arg(&truth)
-        .envs(desk.env())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "ready", "the Tk form did not start");
-    let truth: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
-    (child, truth)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ocr_grounding_finds_the_tk_forms_widgets_and_their_text() {
-    let desk = Desktop::start(1280, 800).await.unwrap();
-    let backend = desk.backend().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, truth) = tokio::task::block_in_place(|| run_form(&desk, dir.path()));
-    let capture = backend
-        .capture(ufo_executor::geometry::Rect {
-            left: 0,
-            top: 0,
-            right: 1280,
-            bottom: 800,
-        })
-        .await
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let mut rgba = Vec::with_capacity(capture.rgb.len() / 3 * 4);
-    for px in capture.rgb.chunks_exact(3) {
-        rgba.extend_from_slice(&[px[0], px[1], px[2], 255]);
-    }
-    let img = RgbaImage::from_raw(capture.width, capture.height, rgba).unwrap();
+    let (img, truth) = tk_form::form_screenshot(dir.path()).await;
     // For comparing engines on the same image (docs/grounding.md).
     if let Ok(path) = std::env::var("UFO_GROUNDING_DUMP") {
         img.save(&path).unwrap();

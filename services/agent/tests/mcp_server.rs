@@ -424,6 +424,33 @@ async fn malformed(setup: &Value, huge: bool) -> Value {
     python(setup, json!({"scenario": "calls", "calls": calls})).await
 }
 
+/// What [`malformed`] sent is refused in the caller's words: a NUL and a too-deep argument are
+/// `invalid_argument`, a task id that is no address says so, and nothing is an internal error.
+fn assert_malformed_refused(report: &Value) {
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(
+        code_of(&results[1]),
+        "invalid_argument",
+        "NUL: {}",
+        results[1]
+    );
+    assert_eq!(
+        code_of(&results[2]),
+        "invalid_argument",
+        "deep: {}",
+        results[2]
+    );
+    assert!(
+        results[3]["texts"][0]
+            .as_str()
+            .unwrap()
+            .contains("not an address"),
+        "{}",
+        results[3]
+    );
+    assert_no_internal_errors(&report);
+}
+
 fn assert_no_internal_errors(report: &Value) {
     for (i, result) in report["results"].as_array().unwrap().iter().enumerate() {
         if result.get("exception").is_some() {
@@ -445,32 +472,12 @@ async fn http_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
 
     let report = malformed(&rig.http(Some(KEY)), false).await;
     let results = report["results"].as_array().unwrap();
-    assert_eq!(
-        code_of(&results[1]),
-        "invalid_argument",
-        "NUL: {}",
-        results[1]
-    );
     assert!(
         results[1]["texts"][0].as_str().unwrap().contains("NUL"),
         "{}",
         results[1]
     );
-    assert_eq!(
-        code_of(&results[2]),
-        "invalid_argument",
-        "deep: {}",
-        results[2]
-    );
-    assert!(
-        results[3]["texts"][0]
-            .as_str()
-            .unwrap()
-            .contains("not an address"),
-        "{}",
-        results[3]
-    );
-    assert_no_internal_errors(&report);
+    assert_malformed_refused(&report);
 
     // Raw HTTP: no key, a foreign Origin, a foreign Host, very deep JSON.
     let http = ufo_testkit::http_client();
@@ -592,27 +599,7 @@ async fn stdio_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
         "{}",
         results[0]
     );
-    assert_eq!(
-        code_of(&results[1]),
-        "invalid_argument",
-        "NUL: {}",
-        results[1]
-    );
-    assert_eq!(
-        code_of(&results[2]),
-        "invalid_argument",
-        "deep: {}",
-        results[2]
-    );
-    assert!(
-        results[3]["texts"][0]
-            .as_str()
-            .unwrap()
-            .contains("not an address"),
-        "{}",
-        results[3]
-    );
-    assert_no_internal_errors(&report);
+    assert_malformed_refused(&report);
 
     // A wrong token: every tool says so in the REST words.
     let wrong = python(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use ufo_agent::agents::action::ActionOutcome;
 use ufo_agent::agents::app::strategies::*;
 use ufo_agent::agents::host::strategies::*;
@@ -391,12 +391,7 @@ async fn app_data_collection_captures_lists_merges_by_iou_and_annotates() {
     let llm = ScriptedLlm::start().await.unwrap();
     let agent = app_agent(&llm, grounding_always());
     let d = Arc::new(desktop());
-    ufo_agent::dispatch::execute_one(
-        d.as_ref(),
-        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-    )
-    .await
-    .unwrap();
+    select_w1(&d).await;
     let (clean, info, controls, annotated) = collected(&agent, &d).await;
     assert_eq!(info.app_root(), "notes");
     let names: Vec<_> = controls
@@ -443,12 +438,7 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
     agent.services.knowledge = Some(Arc::new(Knowledge));
     agent.last_control = Some(shot());
     let d = Arc::new(desktop());
-    ufo_agent::dispatch::execute_one(
-        d.as_ref(),
-        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-    )
-    .await
-    .unwrap();
+    select_w1(&d).await;
     let (clean, _, controls, annotated) = collected(&agent, &d).await;
     let mut board = Blackboard::default();
     board.add_trajectory(
@@ -506,12 +496,7 @@ async fn app_action_execution_runs_a_batch_and_crops_the_selected_control() {
     let llm = ScriptedLlm::start().await.unwrap();
     let agent = app_agent(&llm, AgentSettings::default());
     let d = Arc::new(desktop());
-    ufo_agent::dispatch::execute_one(
-        d.as_ref(),
-        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-    )
-    .await
-    .unwrap();
+    select_w1(&d).await;
     let (clean, _, controls, _) = collected(&agent, &d).await;
     let action = |f: &str, id: &str| ActionSpec {
         function: f.into(),
@@ -593,26 +578,29 @@ async fn app_memory_update_records_actions_and_saves_the_screenshot() {
     assert_eq!(out.get(TRAJECTORY).unwrap().unwrap()["result"], "found");
 }
 
-#[tokio::test]
-async fn a_grounding_control_is_clicked_by_window_fractions() {
-    let llm = ScriptedLlm::start().await.unwrap();
-    let agent = app_agent(&llm, grounding_always());
-    let d = Arc::new(desktop());
+/// Selects window w1 of the executor double.
+async fn select_w1(d: &FakeDesktop) {
     ufo_agent::dispatch::execute_one(
-        d.as_ref(),
+        d,
         ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
     )
     .await
     .unwrap();
+}
+
+/// One AppAgent action (`function(arguments)`) on window w1 with grounding always on, through the
+/// action strategy; it must succeed. The executor double afterwards, with what it received.
+async fn act_on_grounded(function: &str, arguments: Value) -> Arc<FakeDesktop> {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = app_agent(&llm, grounding_always());
+    let d = Arc::new(desktop());
+    select_w1(&d).await;
     let (clean, _, controls, _) = collected(&agent, &d).await;
     let response = AppResponse {
         status: "CONTINUE".into(),
         actions: vec![ActionSpec {
-            function: "click_input".into(),
-            arguments: json!({"id": "4", "button": "left"})
-                .as_object()
-                .cloned()
-                .unwrap(),
+            function: function.into(),
+            arguments: arguments.as_object().cloned().unwrap(),
             status: "CONTINUE".into(),
         }],
         ..AppResponse::default()
@@ -627,6 +615,12 @@ async fn a_grounding_control_is_clicked_by_window_fractions() {
         out.get(ACTIONS).unwrap().unwrap()[0].result.status,
         ResultStatus::Success
     );
+    d
+}
+
+#[tokio::test]
+async fn a_grounding_control_is_clicked_by_window_fractions() {
+    let d = act_on_grounded("click_input", json!({"id": "4", "button": "left"})).await;
     let sent = d.log().last().unwrap().clone();
     assert_eq!(sent.tool_name, "click_on_coordinates");
     assert_eq!(sent.parameters["x"], json!(0.8));
@@ -641,12 +635,7 @@ async fn auto_grounds_only_windows_with_few_named_controls_and_off_never() {
         let agent = app_agent(&llm, settings);
         async move {
             let d = Arc::new(desktop());
-            ufo_agent::dispatch::execute_one(
-                d.as_ref(),
-                ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-            )
-            .await
-            .unwrap();
+            select_w1(&d).await;
             let (_, _, controls, _) = collected(&agent, &d).await;
             controls
                 .iter()
@@ -679,38 +668,7 @@ async fn auto_grounds_only_windows_with_few_named_controls_and_off_never() {
 
 #[tokio::test]
 async fn typing_into_a_grounding_control_clicks_its_centre_then_types() {
-    let llm = ScriptedLlm::start().await.unwrap();
-    let agent = app_agent(&llm, grounding_always());
-    let d = Arc::new(desktop());
-    ufo_agent::dispatch::execute_one(
-        d.as_ref(),
-        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-    )
-    .await
-    .unwrap();
-    let (clean, _, controls, _) = collected(&agent, &d).await;
-    let response = AppResponse {
-        status: "CONTINUE".into(),
-        actions: vec![ActionSpec {
-            function: "set_edit_text".into(),
-            arguments: json!({"id": "4", "text": "a+b {x}"})
-                .as_object()
-                .cloned()
-                .unwrap(),
-            status: "CONTINUE".into(),
-        }],
-        ..AppResponse::default()
-    };
-    let mut c = ctx(Values::new()
-        .with(APP_RESPONSE, response)
-        .with(CONTROLS, controls)
-        .with(CLEAN_SCREENSHOT, clean)
-        .with(DISPATCHER, dispatcher(&d)));
-    let out = AppActionExecution.execute(&agent, &mut c).await.unwrap();
-    assert_eq!(
-        out.get(ACTIONS).unwrap().unwrap()[0].result.status,
-        ResultStatus::Success
-    );
+    let d = act_on_grounded("set_edit_text", json!({"id": "4", "text": "a+b {x}"})).await;
     let log = d.log();
     let sent: Vec<_> = log.iter().rev().take(2).rev().collect();
     assert_eq!(sent[0].tool_name, "click_on_coordinates");
@@ -763,12 +721,7 @@ async fn screen_text_saying_launch_xterm_is_data_and_the_policy_still_holds() {
         ufo_agent::vision::grounding::OcrOptions::default(),
     )));
     let d = Arc::new(desktop());
-    ufo_agent::dispatch::execute_one(
-        d.as_ref(),
-        ufo_agent::dispatch::Command::act("select_application_window", json!({"id": "w1"})),
-    )
-    .await
-    .unwrap();
+    select_w1(&d).await;
     let (_, _, controls, _) = collected(&agent, &d).await;
     // The text is a control's name (cleaned), of the grounded type, with no executor id.
     let injected = controls

@@ -3,7 +3,10 @@
 //! wrong token, and `ufo run` following a task live until it is cancelled from another `ufo`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Output, Stdio};
+mod support;
+use support::{command, out, ufo};
+
+use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -15,40 +18,6 @@ async fn cluster() -> Cluster {
         .start()
         .await
         .unwrap()
-}
-
-fn command(cluster: &Cluster, token: &str, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"));
-    command
-        .args([
-            "--server",
-            &cluster.rest_url,
-            "--grpc",
-            &cluster.grpc_url,
-            "--token",
-            token,
-        ])
-        .args(args)
-        .env_remove("UFO_SERVER")
-        .env_remove("UFO_GRPC")
-        .env_remove("UFO_TOKEN")
-        .stdin(Stdio::null());
-    command
-}
-
-async fn ufo(cluster: &Cluster, args: &[&str]) -> Output {
-    command(cluster, &cluster.api_key, args)
-        .output()
-        .await
-        .unwrap()
-}
-
-fn out(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,8 @@
 //! one it printed — every follow-up request added meanwhile is printed exactly once, in order.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -10,19 +12,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use ufo_testkit::{Cluster, ProcessBuilder, ServiceProcess, workspace_binary};
 
 const RESTARTS: usize = 10;
-
-fn ufo(cluster: &Cluster, args: &[&str]) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"));
-    command
-        .args(["--server", &cluster.rest_url, "--grpc", &cluster.grpc_url])
-        .args(["--token", &cluster.api_key])
-        .args(args)
-        .env_remove("UFO_SERVER")
-        .env_remove("UFO_GRPC")
-        .env_remove("UFO_TOKEN")
-        .stdin(Stdio::null());
-    command
-}
 
 /// A printed event line without its optional `#<seq>` prefix.
 fn body(line: &str) -> &str {
@@ -95,12 +84,16 @@ async fn run_follows_one_task_across_ten_agent_restarts() {
         .start()
         .await
         .unwrap();
-    let mut run = ufo(&cluster, &["run", "--no-prompt", "a long task"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut run = support::command(
+        &cluster,
+        &cluster.api_key,
+        &["run", "--no-prompt", "a long task"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .unwrap();
     let mut lines = BufReader::new(run.stdout.take().unwrap()).lines();
     let mut stderr = BufReader::new(run.stderr.take().unwrap()).lines();
     let errors = tokio::spawn(async move {
@@ -142,7 +135,10 @@ async fn run_follows_one_task_across_ten_agent_restarts() {
         }
     }
 
-    let cancelled = ufo(&cluster, &["cancel", &id]).output().await.unwrap();
+    let cancelled = support::command(&cluster, &cluster.api_key, &["cancel", &id])
+        .output()
+        .await
+        .unwrap();
     assert!(cancelled.status.success());
     while let Some(line) = next_line().await {
         shown.push(line);

@@ -3,37 +3,10 @@
 //! binary file refused with nothing stored; a rating of a task without an experience explained.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Output, Stdio};
+mod support;
+use support::{out, ufo};
 
 use ufo_testkit::Cluster;
-
-async fn ufo(cluster: &Cluster, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"))
-        .args([
-            "--server",
-            &cluster.rest_url,
-            "--grpc",
-            &cluster.grpc_url,
-            "--token",
-            &cluster.api_key,
-        ])
-        .args(args)
-        .env_remove("UFO_SERVER")
-        .env_remove("UFO_GRPC")
-        .env_remove("UFO_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap()
-}
-
-fn out(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_files_are_added_searched_and_bad_ones_refused() {

@@ -6,41 +6,15 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::process::{Output, Stdio};
+mod support;
+use support::{out, ufo};
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use ufo_agent::testing::{RecordedRequest, ScriptedLlm, ScriptedReply};
 use ufo_executor::testing::Desktop;
 use ufo_testkit::{Cluster, poll_until};
-
-async fn ufo(cluster: &Cluster, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"))
-        .args([
-            "--server",
-            &cluster.rest_url,
-            "--grpc",
-            &cluster.grpc_url,
-            "--token",
-            &cluster.api_key,
-        ])
-        .args(args)
-        .env_remove("UFO_SERVER")
-        .env_remove("UFO_GRPC")
-        .env_remove("UFO_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap()
-}
-
-fn out(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// A reply computed from the prompt (a 500 naming what was missing when it cannot be).
 fn push(llm: &ScriptedLlm, f: impl Fn(&RecordedRequest) -> Option<Value> + Send + Sync + 'static) {

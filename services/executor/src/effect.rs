@@ -24,27 +24,7 @@ use crate::backend::{Changes, ControlFacts, RawNode, SettleOutcome, WindowInfo};
 use crate::geometry::Rect;
 use crate::tools::Tool;
 
-/// How sure the executor is that an action did something.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EffectKind {
-    /// Something changed that the action can be credited with.
-    Confirmed,
-    /// The executor watched and nothing changed.
-    NoneObserved,
-    /// The executor cannot tell.
-    Unverifiable,
-}
-
-impl EffectKind {
-    /// The word the wire and prompts use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Confirmed => "confirmed",
-            Self::NoneObserved => "none_observed",
-            Self::Unverifiable => "unverifiable",
-        }
-    }
-}
+pub use ufo_common::effect::EffectKind;
 
 /// What an action was observed to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

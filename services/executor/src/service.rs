@@ -11,7 +11,6 @@ use ufo_proto::v1::{
 };
 
 use crate::backend::SettleOutcome;
-use crate::effect::EffectKind;
 use crate::encode::{Format, PngCompression};
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
 use crate::tools::Tool;
@@ -162,11 +161,7 @@ impl executor_server::Executor for ExecutorService {
                     animations: s.animations,
                 }),
                 effect: o.effect.map(|e| pb::Effect {
-                    kind: match e.kind {
-                        EffectKind::Confirmed => pb::EffectKind::Confirmed,
-                        EffectKind::NoneObserved => pb::EffectKind::NoneObserved,
-                        EffectKind::Unverifiable => pb::EffectKind::Unverifiable,
-                    } as i32,
+                    kind: e.kind.to_proto() as i32,
                     description: e.description,
                 }),
             })

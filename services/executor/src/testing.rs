@@ -65,3 +65,82 @@ impl Desktop {
         Ok(window)
     }
 }
+
+/// Driving an [`Executor`](crate::executor::Executor) the way the tests do: one command at a time under
+/// the test's batch options.
+pub mod drive {
+    #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use crate::executor::{BatchOptions, CommandSpec, Executor, Outcome, Status};
+
+    /// The command `tool(params)`, its call id the tool name.
+    pub fn cmd(tool: &str, params: Value) -> CommandSpec {
+        CommandSpec {
+            tool: tool.into(),
+            params,
+            call_id: tool.into(),
+        }
+    }
+
+    /// `tool(params)` alone in a batch; its outcome, whatever it is.
+    pub async fn one(exec: &Executor, opts: BatchOptions, tool: &str, params: Value) -> Outcome {
+        exec.execute(vec![cmd(tool, params)], opts).await.remove(0)
+    }
+
+    /// `tool(params)` alone in a batch, which must succeed (the test fails naming it otherwise).
+    pub async fn ok(exec: &Executor, opts: BatchOptions, tool: &str, params: Value) -> Outcome {
+        let o = one(exec, opts, tool, params.clone()).await;
+        assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
+        o
+    }
+
+    /// The selected window's controls (`get_app_window_controls_target_info`).
+    pub async fn controls(exec: &Executor, opts: BatchOptions) -> Value {
+        ok(exec, opts, "get_app_window_controls_target_info", json!({}))
+            .await
+            .output
+            .result
+    }
+
+    /// Selects the listed window whose handle is `handle`.
+    pub async fn select(exec: &Executor, opts: BatchOptions, handle: u64) {
+        let apps = ok(exec, opts, "get_desktop_app_target_info", json!({}))
+            .await
+            .output
+            .result;
+        let id = apps
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["handle"] == json!(handle))
+            .map(|a| a["id"].as_str().unwrap().to_owned())
+            .expect("window listed");
+        ok(exec, opts, "select_application_window", json!({"id": id})).await;
+    }
+
+    /// The id of the first control of a `get_app_window_controls_target_info` result matching `pred`.
+    pub fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {
+        controls
+            .as_array()?
+            .iter()
+            .find(|c| pred(c))
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+    }
+
+    /// Waits up to 10 s for `f` to hold, asking again every 10 ms; fails naming `what`.
+    pub async fn until<F, Fut>(what: &str, mut f: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !f().await {
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

@@ -13,62 +13,19 @@ use ufo_executor::backend::{Backend, WindowInfo};
 use ufo_executor::encode::Format;
 use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
+use ufo_executor::testing::drive::{self, cmd, id_where, until};
 
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(20),
     format: Format::PNG,
 };
 
-fn cmd(tool: &str, params: Value) -> CommandSpec {
-    CommandSpec {
-        tool: tool.into(),
-        params,
-        call_id: tool.into(),
-    }
-}
-
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let o = exec
-        .execute(vec![cmd(tool, params.clone())], OPTS)
-        .await
-        .remove(0);
-    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
-    o
-}
-
-async fn until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f().await {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    drive::ok(exec, OPTS, tool, params).await
 }
 
 async fn select(exec: &Executor, w: &WindowInfo) {
-    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(w.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .expect("window listed");
-    ok(exec, "select_application_window", json!({"id": id})).await;
-}
-
-fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {
-    controls
-        .as_array()?
-        .iter()
-        .find(|c| pred(c))
-        .map(|c| c["id"].as_str().unwrap().to_owned())
+    drive::select(exec, OPTS, w.handle).await;
 }
 
 /// Opens Save As in the selected mousepad and returns the chooser's listing (observed until the

@@ -19,6 +19,7 @@ use ufo_executor::backend::{Backend, TreeLimits};
 use ufo_executor::encode::Format;
 use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
+use ufo_executor::testing::drive;
 
 /// Far less than a frozen application would take (the executor's own deadline is 10 s).
 const OPTS: BatchOptions = BatchOptions {
@@ -27,14 +28,7 @@ const OPTS: BatchOptions = BatchOptions {
 };
 
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let cmd = CommandSpec {
-        tool: tool.into(),
-        params: params.clone(),
-        call_id: "c".into(),
-    };
-    let o = exec.execute(vec![cmd], OPTS).await.remove(0);
-    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
-    o
+    drive::ok(exec, OPTS, tool, params).await
 }
 
 fn id_of(list: &Value, kind: &str, name: &str) -> Option<String> {
@@ -46,25 +40,11 @@ fn id_of(list: &Value, kind: &str, name: &str) -> Option<String> {
 
 /// Selects the window with X handle `handle` as the executor's target.
 async fn select(exec: &Executor, handle: u64) {
-    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .unwrap();
-    ok(exec, "select_application_window", json!({"id": id})).await;
+    drive::select(exec, OPTS, handle).await;
 }
 
 async fn controls(exec: &Executor) -> Value {
-    ok(exec, "get_app_window_controls_target_info", json!({}))
-        .await
-        .output
-        .result
+    drive::controls(exec, OPTS).await
 }
 
 /// Lists until a control of `kind` named `name` shows (the menu and the dialog open asynchronously).

@@ -11,6 +11,7 @@ use ufo_executor::backend::{Backend, RawNode, TreeLimits, WindowInfo};
 use ufo_executor::encode::Format;
 use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
+use ufo_executor::testing::drive::{self, until};
 use ufo_executor::tree::filter_controls;
 
 const OPTS: BatchOptions = BatchOptions {
@@ -36,21 +37,7 @@ async fn one(exec: &Executor, tool: &str, params: Value) -> Outcome {
 }
 
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let o = one(exec, tool, params.clone()).await;
-    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
-    o
-}
-
-async fn until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f().await {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    drive::ok(exec, OPTS, tool, params).await
 }
 
 /// The controls as the executor numbers them (same walk, same filter).

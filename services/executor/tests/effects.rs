@@ -15,6 +15,7 @@ use ufo_executor::effect::{Effect, EffectKind};
 use ufo_executor::encode::Format;
 use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
+use ufo_executor::testing::drive;
 
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(20),
@@ -22,14 +23,7 @@ const OPTS: BatchOptions = BatchOptions {
 };
 
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let cmd = CommandSpec {
-        tool: tool.into(),
-        params: params.clone(),
-        call_id: "c".into(),
-    };
-    let o = exec.execute(vec![cmd], OPTS).await.remove(0);
-    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
-    o
+    drive::ok(exec, OPTS, tool, params).await
 }
 
 /// The effect of an action that succeeded, printed for the record.
@@ -69,10 +63,7 @@ async fn select_handle(exec: &Executor, handle: u64) -> Effect {
 }
 
 async fn controls(exec: &Executor) -> Value {
-    ok(exec, "get_app_window_controls_target_info", json!({}))
-        .await
-        .output
-        .result
+    drive::controls(exec, OPTS).await
 }
 
 fn first(list: &Value, pred: impl Fn(&Value) -> bool) -> Value {

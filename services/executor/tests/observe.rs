@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use ufo_executor::backend::{Backend, SettleOutcome, WindowInfo};
 use ufo_executor::encode::Format;
-use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
+use ufo_executor::executor::{BatchOptions, Executor, Limits, Outcome, Status};
 use ufo_executor::testing::Desktop;
+use ufo_executor::testing::drive::{self, id_where, until};
 
 const OPTS: BatchOptions = BatchOptions {
     deadline: Duration::from_secs(20),
@@ -20,46 +21,16 @@ const OPTS: BatchOptions = BatchOptions {
 };
 
 async fn one(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let cmd = CommandSpec {
-        tool: tool.into(),
-        params,
-        call_id: "c".into(),
-    };
-    exec.execute(vec![cmd], OPTS).await.remove(0)
+    drive::one(exec, OPTS, tool, params).await
 }
 
 async fn ok(exec: &Executor, tool: &str, params: Value) -> Outcome {
-    let o = one(exec, tool, params.clone()).await;
-    assert_eq!(o.status, Status::Success, "{tool} {params}: {}", o.error);
-    o
-}
-
-async fn until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f().await {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    drive::ok(exec, OPTS, tool, params).await
 }
 
 /// Selects `w` in the executor by its listed id.
 async fn select(exec: &Executor, w: &WindowInfo) {
-    let apps = ok(exec, "get_desktop_app_target_info", json!({}))
-        .await
-        .output
-        .result;
-    let id = apps
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["handle"] == json!(w.handle))
-        .map(|a| a["id"].as_str().unwrap().to_owned())
-        .expect("window listed");
-    ok(exec, "select_application_window", json!({"id": id})).await;
+    drive::select(exec, OPTS, w.handle).await;
 }
 
 /// The independent walk's nodes (visible and actionable) for process `pid`.
@@ -126,19 +97,8 @@ async fn compare(exec: &Executor, desk: &Desktop, pid: u32, title: &str, what: &
     }
 }
 
-fn id_where(controls: &Value, pred: impl Fn(&Value) -> bool) -> Option<String> {
-    controls
-        .as_array()?
-        .iter()
-        .find(|c| pred(c))
-        .map(|c| c["id"].as_str().unwrap().to_owned())
-}
-
 async fn controls(exec: &Executor) -> Value {
-    ok(exec, "get_app_window_controls_target_info", json!({}))
-        .await
-        .output
-        .result
+    drive::controls(exec, OPTS).await
 }
 
 fn executor(backend: Arc<dyn Backend>, desk: &Desktop) -> Executor {

@@ -2,8 +2,8 @@
 //! agent opened at start) without a Docker engine: each service binary is started under `strace` with a
 //! local configuration until it reports SERVING, every file it opened is recorded, and each file must
 //! come into its image — from the packages debian:bookworm-slim ships, the packages the image's stage
-//! installs, or a file the stage copies in. A file owned by no such package fails the check, naming the
-//! file, its package and the Dockerfile stage to add it to.
+//! installs (with what they depend on), or a file the stage copies in. A file owned by no such package
+//! fails the check, naming the file, its package and the Dockerfile stage to add it to.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -82,24 +82,75 @@ fn stage(dockerfile: &str, target: &str) -> String {
     out
 }
 
-/// The Debian package owning `path`, if any.
+/// The Debian package owning `path`, if any. On a merged-/usr system a library the loader opens as
+/// `/lib/x86_64-linux-gnu/...` may be registered by its package under `/usr/lib/...` (or the other way
+/// round), so both spellings and the resolved path are asked.
 fn owner(path: &str) -> Option<String> {
-    let out = std::process::Command::new("dpkg")
-        .args(["-S", path])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().next()?;
-    let package = line.split(':').next()?.trim();
-    (!package.is_empty() && out.status.success()).then(|| package.to_owned())
+    let mut candidates = vec![path.to_owned()];
+    if let Some(rest) = path.strip_prefix("/usr") {
+        candidates.push(rest.to_owned());
+    } else {
+        candidates.push(format!("/usr{path}"));
+    }
+    if let Ok(real) = std::fs::canonicalize(path) {
+        candidates.push(real.display().to_string());
+    }
+    candidates.iter().find_map(|candidate| {
+        let out = std::process::Command::new("dpkg")
+            .args(["-S", candidate])
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().next()?;
+        let package = line.split(':').next()?.trim();
+        (!package.is_empty() && out.status.success()).then(|| package.to_owned())
+    })
+}
+
+/// `packages` and everything they depend on (Depends and Pre-Depends, recursively, as installed on
+/// this machine): what `apt-get install` of those packages puts into an image.
+fn dependency_closure<'a>(packages: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<String> = packages.into_iter().map(str::to_owned).collect();
+    while let Some(package) = todo.pop() {
+        if !seen.insert(package.clone()) {
+            continue;
+        }
+        let Ok(out) = std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${Depends}, ${Pre-Depends}", &package])
+            .output()
+        else {
+            continue;
+        };
+        if !out.status.success() {
+            continue; // not a package installed here (a word of the Dockerfile that is no package)
+        }
+        for dependency in String::from_utf8_lossy(&out.stdout).split(',') {
+            // `a (>= 1) | b`: whichever alternative is installed here.
+            for alternative in dependency.split('|') {
+                let name = alternative
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .split(':')
+                    .next()
+                    .unwrap_or_default();
+                if !name.is_empty() && !seen.contains(name) {
+                    todo.push(name.to_owned());
+                }
+            }
+        }
+    }
+    seen
 }
 
 /// The files of `opened` that the image built from `stage` would not have, each with why.
 fn missing_in_image(opened: &BTreeSet<String>, stage: &str, binary: &Path) -> Vec<String> {
-    let installs: BTreeSet<&str> = stage
-        .split(|c: char| c.is_whitespace() || c == '\\')
-        .filter(|w| !w.is_empty() && !w.starts_with('-'))
-        .collect();
+    let installs = dependency_closure(
+        stage
+            .split(|c: char| c.is_whitespace() || c == '\\')
+            .filter(|w| !w.is_empty() && !w.starts_with('-')),
+    );
     // The home directory of whoever runs the test is that user's, not the image's (an image's
     // service user has its own home, e.g. an X authority file there is optional).
     let home = std::env::var("HOME")
@@ -124,7 +175,7 @@ fn missing_in_image(opened: &BTreeSet<String>, stage: &str, binary: &Path) -> Ve
             .map(|(_, package)| (*package).to_owned());
         match generated.or_else(|| owner(path)) {
             Some(package) if BASE_PACKAGES.contains(&package.as_str()) => {}
-            Some(package) if installs.contains(package.as_str()) => {}
+            Some(package) if installs.contains(&package) => {}
             Some(package) => missing.push(format!(
                 "{path} (package {package}: install it in the stage, or stop needing the file)"
             )),

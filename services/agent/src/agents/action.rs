@@ -8,8 +8,8 @@ use ufo_proto::v1;
 use crate::agents::response::ActionSpec;
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::dispatch::{
-    Command, CommandDispatcher, CommandResult, DispatchError, Effect, EffectKind, ResultStatus,
-    Settle, SettleOutcome, execute_one,
+    Command, CommandDispatcher, CommandResult, DispatchError, Effect, ResultStatus, Settle,
+    SettleOutcome, execute_one,
 };
 
 /// How much of a read text an action's representation carries (the full value stays in the result).
@@ -201,13 +201,8 @@ impl ActionRecord {
 
 /// An action's effect as the session proto.
 pub fn effect_to_proto(e: &Effect) -> v1::Effect {
-    let kind = match e.kind {
-        EffectKind::Confirmed => v1::EffectKind::Confirmed,
-        EffectKind::NoneObserved => v1::EffectKind::NoneObserved,
-        EffectKind::Unverifiable => v1::EffectKind::Unverifiable,
-    };
     v1::Effect {
-        kind: kind as i32,
+        kind: e.kind.to_proto() as i32,
         description: e.description.clone(),
     }
 }

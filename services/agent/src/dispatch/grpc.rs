@@ -135,16 +135,10 @@ fn from_proto(r: v1::Result) -> CommandResult {
             accessibility_events: s.accessibility_events,
             animations: s.animations,
         }),
+        // An executor that did not say (or said what this build does not know): no effect to report.
         effect: r.effect.and_then(|e| {
-            let kind = match v1::EffectKind::try_from(e.kind) {
-                Ok(v1::EffectKind::Confirmed) => super::EffectKind::Confirmed,
-                Ok(v1::EffectKind::NoneObserved) => super::EffectKind::NoneObserved,
-                Ok(v1::EffectKind::Unverifiable) => super::EffectKind::Unverifiable,
-                // An executor that did not say: no effect to report.
-                _ => return None,
-            };
             Some(super::Effect {
-                kind,
+                kind: super::EffectKind::from_proto(e.kind)?,
                 description: e.description,
             })
         }),

@@ -103,28 +103,7 @@ pub struct Settle {
     pub animations: u32,
 }
 
-/// How sure the executor is that an action did something (executor.proto `EffectKind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EffectKind {
-    /// Something changed that the action can be credited with.
-    Confirmed,
-    /// The executor watched and nothing changed.
-    NoneObserved,
-    /// The executor cannot tell.
-    Unverifiable,
-}
-
-impl EffectKind {
-    /// The word prompts and records use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Confirmed => "confirmed",
-            Self::NoneObserved => "none_observed",
-            Self::Unverifiable => "unverifiable",
-        }
-    }
-}
+pub use ufo_common::effect::EffectKind;
 
 /// What an action was observed to do (executor.proto `Effect`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -17,6 +17,20 @@ use ufo_agent::{Config, api};
 /// The key the tests authenticate with.
 pub const KEY: &str = "test-key";
 
+/// One authenticated REST call; the reply's JSON body.
+pub async fn call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    body: Option<serde_json::Value>,
+) -> serde_json::Value {
+    let mut req = http.request(method, url).bearer_auth(KEY);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    req.send().await.unwrap().json().await.unwrap()
+}
+
 /// Creates an empty database with a unique name; it is dropped with the returned value.
 pub async fn fresh_database() -> ufo_testkit::TestDatabase {
     let base = std::env::var("DATABASE_URL")
@@ -109,6 +123,20 @@ impl Session {
 
     pub fn client(&self) -> SessionClient {
         ufo_agent::store::client::connect(&agent_config(&self.url, &[]).session).unwrap()
+    }
+
+    /// Every recorded step of a session (the first 100), straight from the session service.
+    pub async fn steps(&self, id: &str) -> Vec<ufo_proto::v1::Step> {
+        self.client()
+            .list_steps(ufo_proto::v1::ListStepsRequest {
+                session_id: id.into(),
+                from_step: 1,
+                limit: 100,
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .steps
     }
 
     /// Every event of an ended session, straight from the session service (the stream ends with it).

@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use image::{GrayImage, RgbaImage};
 use serde_json::{Map, json};
 use sha2::{Digest, Sha256};
+use tracing::Instrument as _;
 
 use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
 use crate::vision::Screenshot;
@@ -123,6 +124,43 @@ impl Cache {
     pub(crate) fn get(&self, key: &CacheKey) -> Option<Vec<TargetInfo>> {
         let list = self.list.lock().ok()?;
         list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    }
+
+    /// The grounding of `shot`: the cached answer, or `compute`'s (then cached), inside one `grounding`
+    /// span naming `engine` with whether the cache answered, the elements found and the time taken.
+    pub(crate) async fn detect_cached(
+        &self,
+        engine: &str,
+        shot: &Screenshot,
+        compute: impl std::future::Future<Output = Result<Vec<TargetInfo>, GroundingError>>,
+    ) -> Result<Vec<TargetInfo>, GroundingError> {
+        let span = tracing::info_span!(
+            "grounding",
+            engine = %engine,
+            elements = tracing::field::Empty,
+            cached = tracing::field::Empty,
+            rows = tracing::field::Empty,
+            ms = tracing::field::Empty,
+        );
+        async {
+            let started = Instant::now();
+            let key = cache_key(shot);
+            let (found, cached) = match self.get(&key) {
+                Some(found) => (found, true),
+                None => {
+                    let found = compute.await?;
+                    self.put(key, &found);
+                    (found, false)
+                }
+            };
+            let span = tracing::Span::current();
+            span.record("cached", cached);
+            span.record("elements", found.len());
+            span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
+            Ok(found)
+        }
+        .instrument(span)
+        .await
     }
 
     pub(crate) fn put(&self, key: CacheKey, found: &[TargetInfo]) {
@@ -338,24 +376,16 @@ pub fn to_target(e: &Element, shot: &Screenshot) -> TargetInfo {
 #[async_trait]
 impl GroundingSource for OcrGrounding {
     async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError> {
-        let span = tracing::info_span!(
-            "grounding",
-            engine = %self.engine.name(),
-            elements = tracing::field::Empty,
-            cached = tracing::field::Empty,
-            rows = tracing::field::Empty,
-            ms = tracing::field::Empty,
-        );
-        let _entered = span.enter();
-        let started = Instant::now();
-        let key = cache_key(shot);
-        if let Some(found) = self.cache.get(&key) {
-            span.record("cached", true);
-            span.record("elements", found.len());
-            span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
-            return Ok(found);
-        }
-        span.record("cached", false);
+        let name = self.engine.name();
+        self.cache
+            .detect_cached(&name, shot, self.ground(shot))
+            .await
+    }
+}
+
+impl OcrGrounding {
+    /// Grounds `shot` again: only the changed rows when this window's last pixels are remembered.
+    async fn ground(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError> {
         let engine = self.engine.clone();
         let options = self.options.clone();
         let shot_owned = shot.clone();
@@ -404,12 +434,8 @@ impl GroundingSource for OcrGrounding {
             }
             Ok(Ok(r)) => r?,
         };
-        span.record("rows", rows);
-        let found: Vec<TargetInfo> = elements.iter().map(|e| to_target(e, shot)).collect();
-        self.cache.put(key, &found);
-        span.record("elements", found.len());
-        span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
-        Ok(found)
+        tracing::Span::current().record("rows", rows);
+        Ok(elements.iter().map(|e| to_target(e, shot)).collect())
     }
 }
 

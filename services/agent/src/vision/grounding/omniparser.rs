@@ -8,16 +8,14 @@
 //! image or not finite are dropped, texts are cleaned like OCR text ([`super::ocr::sanitise`]), at most
 //! `max_elements` are kept, and the whole call is bounded by a timeout. Results are cached per screenshot.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, json};
 
-use super::{
-    Cache, GROUNDED_ICON_TYPE, GROUNDED_TYPE, GroundingError, GroundingSource, cache_key, ocr,
-};
+use super::{Cache, GROUNDED_ICON_TYPE, GROUNDED_TYPE, GroundingError, GroundingSource, ocr};
 use crate::agents::target::{ControlSource, Rect, TargetInfo, TargetKind};
 use crate::vision::Screenshot;
 
@@ -260,31 +258,13 @@ fn fractions(bbox: &[serde_json::Value]) -> Option<[f64; 4]> {
 #[async_trait]
 impl GroundingSource for OmniParserClient {
     async fn detect(&self, shot: &Screenshot) -> Result<Vec<TargetInfo>, GroundingError> {
-        let span = tracing::info_span!(
-            "grounding",
-            engine = "omniparser",
-            elements = tracing::field::Empty,
-            cached = tracing::field::Empty,
-            ms = tracing::field::Empty,
-        );
-        let _entered = span.enter();
-        let started = Instant::now();
-        let key = cache_key(shot);
-        if let Some(found) = self.cache.get(&key) {
-            span.record("cached", true);
-            span.record("elements", found.len());
-            span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
-            return Ok(found);
-        }
-        span.record("cached", false);
-        let found = match tokio::time::timeout(self.options.timeout, self.call(shot)).await {
-            Err(_) => return Err(GroundingError::Timeout(self.options.timeout)),
-            Ok(r) => r?,
+        let call = async {
+            match tokio::time::timeout(self.options.timeout, self.call(shot)).await {
+                Err(_) => Err(GroundingError::Timeout(self.options.timeout)),
+                Ok(r) => r,
+            }
         };
-        self.cache.put(key, &found);
-        span.record("elements", found.len());
-        span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
-        Ok(found)
+        self.cache.detect_cached("omniparser", shot, call).await
     }
 }
 

@@ -64,7 +64,7 @@ pub fn decide(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Pat
                 AgentKind::Host => host_reply(
                     "FAIL",
                     "nothing to follow".into(),
-                    json!({"result": why, "comment": why}),
+                    json!({"result": why, "comment": why, "thought": why}),
                 ),
                 AgentKind::App => fail("nothing to follow".into(), why),
             },

@@ -144,6 +144,7 @@ fn without_a_fitting_experience_it_fails_and_says_why() {
         patience,
     );
     assert_eq!(r["status"], "FAIL");
+    assert_eq!(r["thought"], r["result"], "the step view says why too");
     assert!(
         r["result"]
             .as_str()

@@ -148,6 +148,43 @@ pub struct Config {
     )]
     pub max_launch_arg_bytes: usize,
 
+    /// Programs run_command may run (off without any): bare names looked up on --shell-path, or
+    /// absolute paths; comma-separated in the environment. Shells (sh, bash, cmd, powershell, ...)
+    /// are refused. Needs --shell-workdir. docs/mcp.md, "Shell".
+    #[arg(
+        long = "shell-allow",
+        env = "UFO_EXECUTOR_SHELL_ALLOW",
+        value_delimiter = ','
+    )]
+    pub shell_allow: Vec<String>,
+
+    /// The directory run_command runs in (also its HOME); arguments that are paths must resolve inside
+    /// it. Required with --shell-allow.
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_WORKDIR")]
+    pub shell_workdir: Option<PathBuf>,
+
+    /// The PATH run_command's programs get, and bare program names are looked up on.
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_PATH", default_value = crate::shell::DEFAULT_PATH)]
+    pub shell_path: String,
+
+    /// Longest a command may run before it is killed (with its process group on Linux), in
+    /// milliseconds; a caller may ask for less, never more.
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_TIMEOUT_MS", default_value_t = 10_000)]
+    pub shell_timeout_ms: u64,
+
+    /// Bytes of each of a command's output streams kept (the rest is read and discarded, and the
+    /// result marked truncated).
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024)]
+    pub shell_max_output_bytes: usize,
+
+    /// Most arguments of one command.
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_MAX_ARGS", default_value_t = 64)]
+    pub shell_max_args: usize,
+
+    /// Longest program name or argument of a command, in bytes.
+    #[arg(long, env = "UFO_EXECUTOR_SHELL_MAX_ARG_BYTES", default_value_t = 4096)]
+    pub shell_max_arg_bytes: usize,
+
     /// Control types listed by get_app_window_controls_target_info (UI Automation names).
     #[arg(
         long = "control-type",
@@ -283,6 +320,8 @@ impl std::fmt::Debug for Config {
             .field("tls_key", &self.tls_key)
             .field("allow_apps", &self.allow_apps)
             .field("launch_dirs", &self.launch_dirs)
+            .field("shell_allow", &self.shell_allow)
+            .field("shell_workdir", &self.shell_workdir)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("desktop", &self.desktop)
             .finish_non_exhaustive()
@@ -332,6 +371,23 @@ pub enum ConfigError {
     /// A launch directory is not a directory.
     #[error("bad --launch-dir {0}: is not a directory")]
     LaunchDirNotADirectory(PathBuf),
+    /// --shell-allow without --shell-workdir.
+    #[error("--shell-allow needs --shell-workdir (the directory commands run in)")]
+    ShellNoWorkdir,
+    /// The shell working directory cannot be resolved or is not a directory.
+    #[error("bad --shell-workdir {path}: {why}")]
+    ShellWorkdir {
+        /// The directory as given.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// A shell allow-list entry that is neither a bare name nor an absolute path, or is a shell.
+    #[error("bad --shell-allow entry '{0}': {1}")]
+    BadShellAllow(String, &'static str),
+    /// A shell limit of zero.
+    #[error("{0} must be at least 1")]
+    ShellZero(&'static str),
     /// Deadline settings contradict each other.
     #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
     BadDeadlines,
@@ -383,7 +439,80 @@ impl Config {
             return Err(ConfigError::BadDeadlines);
         }
         self.launch_dirs()?;
+        self.shell()?;
         self.allowed_apps().map(|_| ())
+    }
+
+    /// run_command's rules (off without --shell-allow), the working directory resolved.
+    pub fn shell(&self) -> Result<crate::shell::ShellConfig, ConfigError> {
+        let allow: Vec<String> = self
+            .shell_allow
+            .iter()
+            .map(|e| e.trim().to_owned())
+            .filter(|e| !e.is_empty())
+            .collect();
+        if allow.is_empty() {
+            return Ok(crate::shell::ShellConfig::default());
+        }
+        for entry in &allow {
+            let path = std::path::Path::new(entry);
+            let bare = path.components().count() == 1 && !path.has_root();
+            if !bare && !path.is_absolute() {
+                return Err(ConfigError::BadShellAllow(
+                    entry.clone(),
+                    "expected a program name or an absolute path",
+                ));
+            }
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            if crate::shell::SHELLS.contains(&stem.as_str()) {
+                return Err(ConfigError::BadShellAllow(
+                    entry.clone(),
+                    "a shell would run any command line",
+                ));
+            }
+        }
+        let Some(dir) = &self.shell_workdir else {
+            return Err(ConfigError::ShellNoWorkdir);
+        };
+        let workdir = match std::fs::canonicalize(dir) {
+            Ok(real) if real.is_dir() => real,
+            Ok(_) => {
+                return Err(ConfigError::ShellWorkdir {
+                    path: dir.clone(),
+                    why: "is not a directory".into(),
+                });
+            }
+            Err(e) => {
+                return Err(ConfigError::ShellWorkdir {
+                    path: dir.clone(),
+                    why: e.to_string(),
+                });
+            }
+        };
+        for (flag, value) in [
+            ("--shell-timeout-ms", self.shell_timeout_ms),
+            (
+                "--shell-max-output-bytes",
+                self.shell_max_output_bytes as u64,
+            ),
+            ("--shell-max-arg-bytes", self.shell_max_arg_bytes as u64),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::ShellZero(flag));
+            }
+        }
+        Ok(crate::shell::ShellConfig {
+            allow,
+            workdir,
+            path: self.shell_path.clone(),
+            timeout: std::time::Duration::from_millis(self.shell_timeout_ms),
+            max_output_bytes: self.shell_max_output_bytes,
+            max_args: self.shell_max_args,
+            max_arg_bytes: self.shell_max_arg_bytes,
+        })
     }
 
     /// The launch directories, resolved (each must exist and be a directory).
@@ -501,6 +630,56 @@ mod tests {
             err.to_string().contains("--tls-cert /nonexistent/cert.pem"),
             "{err}"
         );
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn shell_settings_are_checked() {
+        let off = Config::parse_from(["x"]).shell().unwrap();
+        assert!(!off.enabled());
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_str().unwrap();
+        let on = Config::parse_from(["x", "--shell-allow", "ls,/bin/cat", "--shell-workdir", dir])
+            .shell()
+            .unwrap();
+        assert_eq!(on.allow, ["ls", "/bin/cat"]);
+        assert_eq!(on.workdir, std::fs::canonicalize(dir).unwrap());
+        for (args, why) in [
+            (vec!["--shell-allow", "ls"], "needs --shell-workdir"),
+            (
+                vec!["--shell-allow", "bash", "--shell-workdir", dir],
+                "a shell",
+            ),
+            (
+                vec!["--shell-allow", "/usr/bin/sh", "--shell-workdir", dir],
+                "a shell",
+            ),
+            (
+                vec!["--shell-allow", "bin/ls", "--shell-workdir", dir],
+                "absolute path",
+            ),
+            (
+                vec!["--shell-allow", "ls", "--shell-workdir", "/nonexistent/x"],
+                "bad --shell-workdir",
+            ),
+            (
+                vec![
+                    "--shell-allow",
+                    "ls",
+                    "--shell-workdir",
+                    dir,
+                    "--shell-timeout-ms",
+                    "0",
+                ],
+                "--shell-timeout-ms must be at least 1",
+            ),
+        ] {
+            let e = Config::parse_from(std::iter::once("x").chain(args.iter().copied()))
+                .shell()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
     }
 
     #[test]

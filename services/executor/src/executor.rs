@@ -190,6 +190,7 @@ pub struct Executor {
     pub(crate) apps: Vec<(String, PathBuf)>,
     pub(crate) state: tokio::sync::Mutex<DesktopState>,
     pub(crate) launch_env: Vec<(String, String)>,
+    pub(crate) shell: crate::shell::ShellConfig,
 }
 
 impl Executor {
@@ -201,7 +202,14 @@ impl Executor {
             apps,
             state: tokio::sync::Mutex::new(DesktopState::default()),
             launch_env: Vec::new(),
+            shell: crate::shell::ShellConfig::default(),
         }
+    }
+
+    /// `run_command`'s rules (off by default: [`crate::shell::ShellConfig::default`] allows nothing).
+    pub fn with_shell(mut self, shell: crate::shell::ShellConfig) -> Self {
+        self.shell = shell;
+        self
     }
 
     /// Extra environment for launched programs (e.g. the DISPLAY of a test desktop).

@@ -115,14 +115,21 @@ fn resolve(path: &Path) -> Result<PathBuf, &'static str> {
     if path.components().any(|c| c == Component::ParentDir) {
         return Err("contains '..'");
     }
+    resolve_existing(path)
+}
+
+/// `path` with its longest existing prefix resolved through symlinks (and the `..` in it) by the
+/// system; a `..` in the part that does not exist yet cannot be resolved.
+pub(crate) fn resolve_existing(path: &Path) -> Result<PathBuf, &'static str> {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
         match std::fs::canonicalize(existing) {
             Ok(real) => {
-                // What does not exist yet has no symlinks to follow, and no `..` (refused above).
+                // What does not exist yet has no symlinks to follow.
                 return Ok(rest.iter().rev().fold(real, |p, c| p.join(c)));
             }
+            // `file_name` is `None` for a last component `..`: refused.
             Err(_) => match (existing.parent(), existing.file_name()) {
                 (Some(parent), Some(name)) => {
                     rest.push(name.to_owned());

@@ -9,6 +9,8 @@
 //!   kinds, typed parameters and results with derived JSON schemas, and the code that runs each.
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing, settling).
 //! - [`launch`]: `launch_application`'s hard limits (argument count and size, launch directories).
+//! - [`shell`]: `run_command`'s rules (allow-list, no shell, arguments, working directory, timeout,
+//!   output cap), off by default.
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
 //! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
@@ -32,6 +34,7 @@ pub mod keys;
 pub mod labels;
 pub mod launch;
 pub mod service;
+pub mod shell;
 /// Test helpers on the private desktop, compiled only with the `testing` feature.
 #[cfg(all(target_os = "linux", feature = "testing"))]
 pub mod testing;
@@ -221,7 +224,9 @@ async fn serve(
         effect_window_wait: Duration::from_millis(config.effect_window_wait_ms.into()),
     };
     let executor = Arc::new(
-        Executor::new(backend, limits, config.allowed_apps()?).with_launch_env(launch_env),
+        Executor::new(backend, limits, config.allowed_apps()?)
+            .with_launch_env(launch_env)
+            .with_shell(config.shell()?),
     );
     let service = ExecutorService::new(
         executor,

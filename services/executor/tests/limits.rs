@@ -3,7 +3,8 @@
 //! - launch arguments only inside `--launch-dir` (resolved through symlinks, no `..`, absolute), at most
 //!   `--max-launch-args` of at most `--max-launch-arg-bytes`; a refused launch starts nothing (the
 //!   allowed program is a probe that records its arguments);
-//! - text sizes of set_edit_text, keyboard_input and summary.
+//! - text sizes of set_edit_text, keyboard_input and summary;
+//! - run_command is off without `--shell-allow`.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,30 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use ufo_proto::v1::{ListToolsRequest, ResultStatus};
-
-/// The executor process; SIGTERM on drop so it tears its desktop down.
-struct Process(std::process::Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) with the pid of our own child; no memory is touched.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
-async fn ready(remote: &mut shared::Remote, process: &mut Process) {
-    let end = Instant::now() + Duration::from_secs(60);
-    while remote.client.list_tools(ListToolsRequest {}).await.is_err() {
-        assert!(
-            process.0.try_wait().unwrap().is_none(),
-            "ufo-executor exited before it was ready"
-        );
-        assert!(Instant::now() < end, "ufo-executor not ready within 60 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use ufo_proto::v1::ResultStatus;
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -64,26 +42,25 @@ async fn the_executor_enforces_its_launch_and_text_limits_when_called_directly()
     )
     .unwrap();
     std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut process = Process(
-        std::process::Command::new(env!("CARGO_BIN_EXE_ufo-executor"))
-            .args(["--desktop", "headless", "--desktop-size", "800x600"])
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--token", "tok"])
-            .args(["--allow-app", &format!("probe={}", probe.display())])
-            .args(["--launch-dir", docs.to_str().unwrap()])
-            .args(["--max-launch-args", "3", "--max-launch-arg-bytes", "256"])
-            .args(["--max-text-bytes", "1000", "--max-summary-bytes", "1000"])
-            .env_remove("UFO_OTLP_ENDPOINT")
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let mut r = shared::Remote::connect(&format!("http://127.0.0.1:{port}"), Some("tok"));
-    ready(&mut r, &mut process).await;
+    let (_process, mut r) = shared::headless::start(&[
+        "--allow-app",
+        &format!("probe={}", probe.display()),
+        "--launch-dir",
+        docs.to_str().unwrap(),
+        "--max-launch-args",
+        "3",
+        "--max-launch-arg-bytes",
+        "256",
+        "--max-text-bytes",
+        "1000",
+        "--max-summary-bytes",
+        "1000",
+    ])
+    .await;
+    // Without --shell-allow the shell tool runs nothing.
+    let off = r.run("run_command", json!({"program": "probe"})).await;
+    assert_eq!(off.status, ResultStatus::Failure as i32);
+    assert!(off.error.contains("run_command is off"), "{}", off.error);
 
     let notes = docs.join("notes.txt").display().to_string();
     let refused: Vec<(serde_json::Value, &str)> = vec![

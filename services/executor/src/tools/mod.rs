@@ -1,6 +1,7 @@
 //! The tools, as one [`Tool`] enum. Each variant names a definition ([`ToolDef`]) in its family's file:
 //! [`observe`] (screenshots, the UI tree), [`controls`] (the control listing, a control's text),
-//! [`act`] (clicks, text, keys, scrolling, pacing) and [`apps`] (windows and programs). A definition is the
+//! [`act`] (clicks, text, keys, scrolling, pacing), [`apps`] (windows and programs) and [`shell`] (one
+//! allow-listed command, off by default). A definition is the
 //! tool's typed parameters together with its wire name, kind, description, result type and the code that
 //! runs it; ListTools serves JSON schemas derived from the parameter and result types (the agent builds
 //! its prompt's API description from the parameter schemas).
@@ -14,6 +15,7 @@ pub mod apps;
 pub mod controls;
 mod error;
 pub mod observe;
+pub mod shell;
 
 use std::borrow::Cow;
 use std::str::FromStr;
@@ -198,6 +200,7 @@ tools! {
     controls::Texts,
     act::Wait,
     act::Summary,
+    shell::RunCommand,
 }
 
 impl FromStr for Tool {
@@ -291,11 +294,11 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        assert_eq!(Tool::ALL.len(), 18);
+        assert_eq!(Tool::ALL.len(), 19);
         let mut names: Vec<_> = Tool::ALL.iter().map(|t| t.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), 19);
         for t in Tool::ALL {
             assert_eq!(t.name().parse::<Tool>().unwrap(), *t);
             assert_eq!(t.parameters_schema()["type"], "object", "{}", t.name());
@@ -316,7 +319,7 @@ mod tests {
             ),
             "{e}"
         );
-        assert!(e.ends_with("texts, wait, summary"), "{e}");
+        assert!(e.ends_with("texts, wait, summary, run_command"), "{e}");
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! CI, or a real Windows machine). Platform-independent: it compiles for x86_64-pc-windows-gnu too.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(target_os = "linux")]
+pub mod headless;
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};

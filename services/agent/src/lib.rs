@@ -9,6 +9,8 @@
 //!   the executor catalog, and the operator's executor registry ([`dispatch::registry`]).
 //! - [`mcp`]: the MCP client (`--mcp-servers`): servers bound to applications (API actions) or run as
 //!   third-party agents, and the dispatcher that routes `mcp__SERVER__TOOL` actions to them.
+//! - [`shell`]: the built-in shell agent (`--shell-agent`): its one action `shell__run` and the dispatcher
+//!   that sends it to the executor's `run_command`.
 //! - [`vision`]: screenshots, set-of-marks annotation, IoU merge, downscale and crop.
 //! - [`memory`]: the seeds' memory items and the shared blackboard.
 //! - [`processor`]: the processor framework (phases, strategies, composition, dependency validation,
@@ -41,6 +43,7 @@ pub mod processor;
 pub mod replay;
 pub mod round;
 pub mod runner;
+pub mod shell;
 pub mod store;
 /// Test doubles (a scripted OpenAI-compatible server, an in-process desktop), compiled only with the
 /// `testing` feature: the service itself never contains them.

@@ -11,30 +11,16 @@ use std::sync::Arc;
 
 use clap::Parser as _;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use ufo_agent::agents::target::{TargetInfo, TargetKind};
 use ufo_agent::agents::{AgentSettings, HostAgent};
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, execute_one};
 use ufo_agent::round::{Arrived, Round, RoundEnd};
-use ufo_agent::testing::{RecordedRequest, ScriptedLlm, ScriptedReply};
+use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_executor::testing::Desktop;
 use ufo_proto::v1;
-
-/// The label of the target whose name contains `needle` (case-insensitive), from the HostAgent prompt.
-fn target_label(req: &RecordedRequest, needle: &str) -> String {
-    req.text()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            v["name"]
-                .as_str()
-                .is_some_and(|n| n.to_lowercase().contains(needle))
-        })
-        .and_then(|v| v["label"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| panic!("no target named like {needle}: {}", req.text()))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_task_against_the_linux_executor() {

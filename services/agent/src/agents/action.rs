@@ -19,6 +19,12 @@ pub use crate::config::ERROR_CHARS;
 
 pub use super::text::truncate;
 
+/// Whether `function` is an API action (an MCP tool, the shell's `shell__run`) whose answer the model
+/// reads.
+fn api_action(function: &str) -> bool {
+    crate::mcp::split_action(function).is_some() || function.starts_with(crate::shell::PREFIX)
+}
+
 /// What happened to an action, as the model is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionOutcome {
@@ -102,7 +108,8 @@ impl ActionRecord {
     /// `click_input on [12]Export [success]`, `texts on [9]Font [success] → "Sans 12"` (a read text is
     /// carried), `set_edit_text on [3]Name [failure: control [3]Name is disabled]`,
     /// `click_input on [5]Save [skipped: an earlier action of the batch failed]`; errors are cut at
-    /// `error_chars` characters.
+    /// `error_chars` characters. An API action's answer is carried whole:
+    /// `shell__run {…} [success] → {"exit_code":0,"stdout":"…","stderr":""}`.
     pub fn representation_with(&self, error_chars: usize) -> String {
         let mut text = self.action_text();
         let outcome = self.outcome();
@@ -136,6 +143,14 @@ impl ActionRecord {
         {
             text.push_str(" → ");
             text.push_str(&Value::String(truncate(read, READ_VALUE_CHARS)).to_string());
+        } else if outcome == ActionOutcome::Success
+            && api_action(&self.function)
+            && (self.result.result.is_object() || self.result.result.is_array())
+        {
+            // An API call's answer is what it is for (bounded where it is made: --mcp-result-chars,
+            // --shell-output-chars).
+            text.push_str(" → ");
+            text.push_str(&self.result.result.to_string());
         }
         text
     }

@@ -10,6 +10,8 @@
 //! - [`host`]: HostAgent strategies, processor and state.
 //! - [`app`]: AppAgent strategies, processor and state.
 //! - [`tools`]: the functions each agent offers its model, from the executor's catalog.
+//! - [`third_party`]: the third-party agents (MCP servers bound as agents, the built-in shell) and the
+//!   tools their loop offers.
 
 pub mod action;
 pub mod app;
@@ -23,6 +25,7 @@ pub mod settings;
 pub mod setup;
 pub mod target;
 pub mod text;
+pub mod third_party;
 pub mod tools;
 
 pub use app::AppAgent;

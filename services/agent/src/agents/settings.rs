@@ -20,6 +20,8 @@ pub struct AgentSettings {
     pub history_keys: Vec<String>,
     /// Third-party agents offered to the HostAgent.
     pub third_party_agents: Vec<String>,
+    /// The built-in shell agent's description when it is on (`--shell-agent`); `None`: off.
+    pub shell_agent: Option<String>,
     /// IoU above which a grounding control duplicates an accessibility control.
     pub iou_threshold: f64,
     /// When windows are grounded visually besides their accessible controls.
@@ -112,6 +114,7 @@ impl Default for AgentSettings {
             .map(str::to_owned)
             .to_vec(),
             third_party_agents: vec![],
+            shell_agent: None,
             iou_threshold: crate::vision::merge::DEFAULT_IOU_THRESHOLD,
             grounding_mode: crate::config::GroundingMode::Auto,
             grounding_min_named: 3,

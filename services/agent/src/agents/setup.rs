@@ -47,6 +47,9 @@ impl AgentArgs {
             max_reasks: self.max_reasks,
             history_keys: self.history_keys.clone(),
             third_party_agents: self.third_party_agents.clone(),
+            shell_agent: self
+                .shell_agent
+                .then(|| self.shell_agent_description.clone()),
             iou_threshold: self.iou_threshold,
             grounding_mode: self.grounding,
             grounding_min_named: self.grounding_min_named,

@@ -1,7 +1,8 @@
 //! The functions each agent offers its model, taken from the executor's catalog (`ListTools`): the
 //! HostAgent gets the desktop-level tools, the AppAgent every other tool the executor serves, and neither
-//! gets the observation tools the agents run themselves each step. A tool the executor adds reaches the
-//! AppAgent's prompt without an agent change; a tool it lacks is never offered.
+//! gets the observation tools the agents run themselves each step, nor `run_command` (the shell
+//! agent's). A tool the executor adds reaches the AppAgent's prompt without an agent change; a tool it
+//! lacks is never offered.
 //!
 //! Also the launch allow-list check: a launch of a program the executor does not allow is denied before
 //! it is sent, and its error names the programs that are allowed.
@@ -28,6 +29,10 @@ pub const HOST_TOOLS: [&str; 3] = [
     "close_application",
 ];
 
+/// Tools only a third-party agent reaches, under its own action name: `run_command` is the shell
+/// agent's `shell__run` (so the policy judges it by that name), never an AppAgent's function.
+pub const THIRD_PARTY_TOOLS: [&str; 1] = [crate::shell::EXECUTOR_TOOL];
+
 /// Which agent a function list is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
@@ -43,6 +48,7 @@ pub fn offered(catalog: &ExecutorCatalog, audience: Audience) -> Vec<&ToolSpec> 
         .tools
         .iter()
         .filter(|t| !OBSERVATION_TOOLS.contains(&t.name.as_str()))
+        .filter(|t| !THIRD_PARTY_TOOLS.contains(&t.name.as_str()))
         .filter(|t| HOST_TOOLS.contains(&t.name.as_str()) == (audience == Audience::Host))
         .collect()
 }
@@ -257,6 +263,7 @@ mod tests {
                 "launch_application",
                 "click_input",
                 "drag_on_coordinates",
+                "run_command",
             ]
             .map(|n| tool(n, Value::Null))
             .to_vec(),

@@ -127,6 +127,21 @@ pub struct AgentArgs {
     /// may assign a subtask to. Read and checked at start; servers start on first use.
     #[arg(long, env = "UFO_MCP_SERVERS")]
     pub mcp_servers: Option<PathBuf>,
+    /// Offer the HostAgent the built-in shell agent (`shell`, docs/mcp.md "Shell"): it runs allow-listed
+    /// programs on the desktop machine through the executor's run_command (which must be started with
+    /// --shell-allow and --shell-workdir), one `shell__run` action per step. Off by default.
+    #[arg(long, env = "UFO_AGENT_SHELL", default_value_t = false)]
+    pub shell_agent: bool,
+    /// What the HostAgent is told the shell agent is for (name the allowed programs and the directory).
+    #[arg(
+        long,
+        env = "UFO_AGENT_SHELL_DESCRIPTION",
+        default_value = "Runs allow-listed command-line programs (no shell) in a working directory on the desktop machine and returns their output; for subtasks about files and command output rather than windows"
+    )]
+    pub shell_agent_description: String,
+    /// Characters of a shell command's stdout and of its stderr the shell agent's model reads (each).
+    #[arg(long, env = "UFO_AGENT_SHELL_OUTPUT_CHARS", default_value_t = 8_000)]
+    pub shell_output_chars: usize,
     /// Milliseconds an MCP tool call may take before it fails (a server may set its own).
     #[arg(long, env = "UFO_MCP_CALL_TIMEOUT_MS", default_value_t = 30_000)]
     pub mcp_call_timeout_ms: u64,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub use config::{Binding, McpConfigError, McpServersFile, ServerConfig, Transport};
 pub use dispatch::McpDispatcher;
-pub use server::{McpError, McpLimits, McpOutput, McpServer, McpTool};
+pub use server::{McpError, McpLimits, McpOutput, McpServer, McpTool, truncate};
 
 /// What prefixes an MCP tool's action name: `mcp__SERVER__TOOL`.
 pub const PREFIX: &str = "mcp__";

@@ -401,7 +401,7 @@ impl McpServer {
 }
 
 /// `text` cut to `max` characters (on a character boundary), marked with `…` when cut.
-fn truncate(text: &str, max: usize) -> String {
+pub fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

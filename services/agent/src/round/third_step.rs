@@ -1,14 +1,15 @@
-//! A third-party agent's step (seed 000's "do the subtask without a window"): an MCP server registered as
-//! an agent (`--mcp-servers`, `bind: agent`) gets the subtask the HostAgent assigned and runs a
-//! tool-calling loop with the model over that server's tools — no screenshot, one model call per step.
+//! A third-party agent's step (seed 000's "do the subtask without a window"): a third-party agent
+//! ([`crate::agents::third_party`]: an MCP server registered as an agent, `--mcp-servers` `bind: agent`,
+//! or the built-in shell, `--shell-agent`) gets the subtask the HostAgent assigned and runs a
+//! tool-calling loop with the model over its tools — no screenshot, one model call per step.
 //!
 //! The reply has the AppAgent's shape (observation, thought, actions `{function, arguments, status}`,
-//! status, result), its functions are the server's tools named `mcp__SERVER__TOOL`, and everything after
-//! the reply is the AppAgent's: the consent policy denies or holds the call (a held call is an
-//! [`super::Held::App`] and is approved or rejected like a click), the runner records an intent before
-//! it runs (through the dispatcher), the step is recorded and streamed, FINISH archives the subtask with
-//! its result and puts the step's trajectory (with the result) on the blackboard, FAIL and errors return
-//! to the HostAgent to re-plan.
+//! status, result), its functions are the agent's tools (`mcp__SERVER__TOOL`, `shell__run`), and
+//! everything after the reply is the AppAgent's: the consent policy denies or holds the call (a held
+//! call is an [`super::Held::App`] and is approved or rejected like a click), the runner records an
+//! intent before it runs (through the dispatcher), the step is recorded and streamed, FINISH archives
+//! the subtask with its result and puts the step's trajectory (with the result) on the blackboard, FAIL
+//! and errors return to the HostAgent to re-plan.
 
 use std::sync::Arc;
 
@@ -21,7 +22,6 @@ use super::{Held, Round};
 use crate::agents::action::{ActionRecord, Precheck, run_actions};
 use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::tools::describe;
-use crate::dispatch::ToolType;
 use crate::dispatch::tools::ToolSpec;
 use crate::llm::{ChatRequest, Message, Role, ask_json};
 use crate::memory::MemoryItem;
@@ -62,41 +62,21 @@ Functions:
 }
 
 impl Round {
-    /// Runs one step of the third-party agent of MCP server `server` (see the module doc).
+    /// Runs one step of the third-party agent `server` (see the module doc).
     pub(super) async fn third_step(&mut self, server: &str, mut carry: Carry) -> StepOutput {
         self.begin();
         let row = self.row();
         let was = self.active.clone();
         let name = agent_name(server);
-        let found = self
-            .services
-            .mcp
-            .as_ref()
-            .and_then(|h| h.server(server))
-            .cloned();
-        let description = found
-            .as_ref()
-            .and_then(|s| match &s.config().bind {
-                crate::mcp::Binding::Agent { description } => Some(description.clone()),
-                crate::mcp::Binding::Applications { .. } => None,
-            })
-            .unwrap_or_default();
+        let found = crate::agents::third_party::find(&self.services, server);
+        let description = found.as_ref().map(|s| s.description()).unwrap_or_default();
         let tools = match &found {
-            None => Err(format!("no MCP server {server} is configured")),
-            Some(s) => s.tools().await.map_err(|e| e.to_string()),
+            None => Err(format!(
+                "no third-party agent {server} is configured (--mcp-servers, --shell-agent)"
+            )),
+            Some(s) => s.tools(self.dispatcher.as_ref()).await,
         };
-        let specs: Vec<ToolSpec> = match &tools {
-            Ok(t) => t
-                .iter()
-                .map(|t| ToolSpec {
-                    name: crate::mcp::action_name(server, &t.name),
-                    description: t.description.clone(),
-                    kind: ToolType::Action,
-                    parameters: t.input_schema.clone(),
-                })
-                .collect(),
-            Err(_) => vec![],
-        };
+        let specs: Vec<ToolSpec> = tools.clone().unwrap_or_default();
         let offered: Vec<String> = specs.iter().map(|t| t.name.clone()).collect();
         let functions = specs.iter().map(describe).collect::<Vec<_>>().join("\n");
         let previous: Vec<String> = self

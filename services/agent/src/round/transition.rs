@@ -31,20 +31,18 @@ impl Round {
                 match selected {
                     Some(t) if t.kind == TargetKind::ThirdPartyAgent && !acted_failed => {
                         let served =
-                            self.services.mcp.as_ref().is_some_and(|h| {
-                                h.agents().iter().any(|(name, _)| *name == t.name)
-                            });
+                            crate::agents::third_party::find(&self.services, &t.name).is_some();
                         if served {
-                            // The MCP server's agent does the subtask (round::third_step).
+                            // The MCP server's or the shell's agent does the subtask (round::third_step).
                             self.active = Active::Agent(t.name.clone());
                             AgentState::Assign
                         } else {
-                            // A name from --third-party-agents with no MCP server behind it: nothing can
-                            // run it, so the subtask is archived as failed and the HostAgent re-plans.
+                            // A name from --third-party-agents with nothing behind it: nothing can run
+                            // it, so the subtask is archived as failed and the HostAgent re-plans.
                             self.archive(
                                 Outcome::Fail,
                                 &format!(
-                                    "third-party agent {} has no MCP server (--mcp-servers)",
+                                    "third-party agent {} has no MCP server (--mcp-servers) and is not the shell (--shell-agent)",
                                     t.name
                                 ),
                             );

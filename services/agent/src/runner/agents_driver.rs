@@ -140,6 +140,10 @@ impl AgentsDriver {
             .map_err(|e| DriverError::new(format!("cannot set up the agents: {e}")))
         });
         let runner = config.runner.clone();
+        let shell_output_chars = config
+            .agents
+            .shell_agent
+            .then_some(config.agents.shell_output_chars);
         // Credentials come from the operator's registry, never from the task (issue 16).
         let executors = crate::dispatch::registry::ExecutorRegistry::from_config(config)?;
         let dispatcher: DispatcherFactory = Arc::new(move |task: &TaskConfig| {
@@ -155,7 +159,12 @@ impl AgentsDriver {
             )
             .map(|d| {
                 let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
-                let executor = Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>;
+                let mut executor =
+                    Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>;
+                // The shell agent's shell__run goes to the executor's run_command.
+                if let Some(chars) = shell_output_chars {
+                    executor = Arc::new(crate::shell::ShellDispatcher::new(executor, chars));
+                }
                 // MCP actions go to their servers; everything else to the executor.
                 match &mcp {
                     Some(hub) => Arc::new(crate::mcp::McpDispatcher::new(executor, hub.clone()))

@@ -176,3 +176,94 @@ pub fn third(status: &str, action: Value, result: &str) -> Value {
     json!({"observation": "files", "thought": "write", "status": status, "action": action,
            "result": result, "plan": []})
 }
+
+/// The label of the target whose name contains `needle` (case-insensitive), from the HostAgent prompt.
+pub fn target_label(req: &RecordedRequest, needle: &str) -> String {
+    req.text()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| {
+            v["name"]
+                .as_str()
+                .is_some_and(|n| n.to_lowercase().contains(needle))
+        })
+        .and_then(|v| v["label"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("no target named like {needle}: {}", req.text()))
+}
+
+/// A real executor (in-process, over gRPC) on a private headless desktop, with `run_command` allowed
+/// `allow` in `workdir`; [`Self::dispatcher`] sends the shell agent's `shell__run` to it.
+#[cfg(target_os = "linux")]
+pub struct ShellExecutor {
+    _desk: ufo_executor::testing::Desktop,
+    stop: tokio_util::sync::CancellationToken,
+    server: tokio::task::JoinHandle<Result<(), ufo_executor::RunError>>,
+    /// The shell agent's dispatcher in front of the executor's gRPC client.
+    pub dispatcher: Arc<dyn ufo_agent::dispatch::CommandDispatcher>,
+}
+
+#[cfg(target_os = "linux")]
+impl ShellExecutor {
+    pub async fn start(workdir: &Path, allow: &str) -> Self {
+        use clap::Parser as _;
+        let desk = ufo_executor::testing::Desktop::start(800, 600)
+            .await
+            .unwrap();
+        let backend = Arc::new(desk.backend().await.unwrap());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = ufo_executor::Config::try_parse_from([
+            "ufo-executor",
+            "--token",
+            "tok",
+            "--shell-allow",
+            allow,
+            "--shell-workdir",
+            workdir.to_str().unwrap(),
+        ])
+        .unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let server = tokio::spawn(ufo_executor::run_with_backend(
+            config,
+            backend,
+            listener,
+            stop.clone(),
+        ));
+        let grpc = ufo_agent::dispatch::grpc::GrpcDispatcher::connect_lazy(
+            &format!("http://{addr}"),
+            Some("tok"),
+            20_000,
+            64 << 20,
+            None,
+        )
+        .unwrap();
+        Self {
+            _desk: desk,
+            stop,
+            server,
+            dispatcher: Arc::new(ufo_agent::shell::ShellDispatcher::new(
+                Arc::new(grpc),
+                8_000,
+            )),
+        }
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.server.await.unwrap().unwrap();
+    }
+}
+
+/// Settings with the shell agent on.
+pub fn shell_settings(policy: Option<Value>) -> AgentSettings {
+    AgentSettings {
+        shell_agent: Some("Runs cat and ls in the work directory".into()),
+        policy: Arc::new(
+            ufo_agent::agents::policy::Policy::parse(
+                &policy.unwrap_or_else(|| json!({})).to_string(),
+            )
+            .unwrap(),
+        ),
+        ..AgentSettings::default()
+    }
+}

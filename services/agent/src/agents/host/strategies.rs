@@ -101,15 +101,18 @@ impl Strategy<HostAgent> for DesktopDataCollection {
                 .iter()
                 .map(|n| TargetInfo::third_party(n)),
         );
-        // MCP servers registered as third-party agents, with when to use them.
-        if let Some(hub) = &agent.services.mcp {
-            registry.register(hub.agents().into_iter().map(|(name, description)| {
-                let mut t = TargetInfo::third_party(&name);
-                t.extra
-                    .insert("description".into(), Value::String(description));
-                t
-            }));
-        }
+        // Third-party agents that can run (MCP servers bound as agents, the shell), with when to use
+        // them.
+        registry.register(
+            crate::agents::third_party::agents(&agent.services)
+                .into_iter()
+                .map(|a| {
+                    let mut t = TargetInfo::third_party(a.name());
+                    t.extra
+                        .insert("description".into(), Value::String(a.description()));
+                    t
+                }),
+        );
         if let Some(uploads) = &agent.services.uploads {
             uploads.start(&screenshot.bytes);
         }

@@ -282,7 +282,8 @@ async fn a_confirm_rule_holds_the_shell_command_until_approved_through_the_api()
         "ran exactly once"
     );
     let id = done["id"].as_str().unwrap();
-    let ran: Vec<_> = steps(&session, id)
+    let ran: Vec<_> = session
+        .steps(id)
         .await
         .into_iter()
         .flat_map(|s| s.actions)
@@ -346,7 +347,8 @@ async fn a_deny_rule_on_a_program_refuses_the_shell_command_and_the_model_is_tol
         "nothing ran"
     );
     let id = done["id"].as_str().unwrap();
-    let denied: Vec<_> = steps(&session, id)
+    let denied: Vec<_> = session
+        .steps(id)
         .await
         .into_iter()
         .flat_map(|s| s.actions)

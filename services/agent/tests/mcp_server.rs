@@ -448,7 +448,7 @@ fn assert_malformed_refused(report: &Value) {
         "{}",
         results[3]
     );
-    assert_no_internal_errors(&report);
+    assert_no_internal_errors(report);
 }
 
 fn assert_no_internal_errors(report: &Value) {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use ufo_executor::backend::Backend;
 use ufo_executor::effect::{Effect, EffectKind};
 use ufo_executor::encode::Format;
-use ufo_executor::executor::{BatchOptions, CommandSpec, Executor, Limits, Outcome, Status};
+use ufo_executor::executor::{BatchOptions, Executor, Limits, Outcome};
 use ufo_executor::testing::Desktop;
 use ufo_executor::testing::drive;
 

@@ -457,7 +457,7 @@ async fn grpc_round_trip(backend: Arc<dyn Backend>) {
         .unwrap()
         .into_inner()
         .tools;
-    assert_eq!(tools.len(), 18);
+    assert_eq!(tools.len(), 19, "the 18 GUI tools and run_command");
     assert!(
         tools
             .iter()

@@ -492,3 +492,25 @@ pub async fn platform_backend(windows_opts: WindowsOptions) -> BackendResult<Arc
         ))
     }
 }
+
+/// A control's text as listed: at most `max` characters, and a trailing `…` when there was more (so a
+/// reader knows the control says more than the listing shows).
+pub(crate) fn listed_value(text: &str, max: usize) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_listed_value_says_when_it_was_cut() {
+        assert_eq!(super::listed_value("abc", 3), "abc");
+        assert_eq!(super::listed_value("abcd", 3), "abc…");
+        assert_eq!(super::listed_value("éèêë", 2), "éè…");
+        assert_eq!(super::listed_value("", 0), "");
+    }
+}

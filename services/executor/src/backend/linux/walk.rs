@@ -274,8 +274,10 @@ impl Atspi {
             let Ok(t) = proxy::<TextProxy>(&conn, key.0.as_str(), key.1.as_str()).await else {
                 return String::new();
             };
-            let end = i32::try_from(max_chars).unwrap_or(i32::MAX);
-            t.get_text(0, end).await.unwrap_or_default()
+            // One character more than listed: whether there was more to say.
+            let end = i32::try_from(max_chars.saturating_add(1)).unwrap_or(i32::MAX);
+            let text = t.get_text(0, end).await.unwrap_or_default();
+            crate::backend::listed_value(&text, max_chars)
         };
         let label = async {
             if !i.name.trim().is_empty() {

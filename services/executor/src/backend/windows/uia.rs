@@ -313,7 +313,7 @@ fn value(el: &Element, max: usize, opts: &WindowsOptions) -> String {
     {
         v = t;
     }
-    v.chars().take(max).collect()
+    crate::backend::listed_value(&v, max)
 }
 
 /// The native window handle an element reports (0 means none).

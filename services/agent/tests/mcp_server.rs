@@ -42,6 +42,11 @@ struct Rig {
 
 impl Rig {
     async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// With more agent flags (e.g. `--executors`).
+    async fn start_with(extra: &[&str]) -> Self {
         let session = Session::start().await;
         let llm = ScriptedLlm::start().await.unwrap();
         let services = common::services(&llm, AgentSettings::default());
@@ -54,13 +59,17 @@ impl Rig {
             agent_config(
                 &session.url,
                 &[
-                    "--lease-ms",
-                    "5000",
-                    "--claim-interval-ms",
-                    "50",
-                    "--api-keys",
-                    &format!("other:{OTHER_KEY}"),
-                ],
+                    &[
+                        "--lease-ms",
+                        "5000",
+                        "--claim-interval-ms",
+                        "50",
+                        "--api-keys",
+                        &format!("other:{OTHER_KEY}"),
+                    ],
+                    extra,
+                ]
+                .concat(),
             ),
             Some(driver),
         )
@@ -612,4 +621,158 @@ async fn stdio_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
     let log = std::fs::read_to_string(rig.stdio_log()).unwrap_or_default();
     assert!(!log.contains("panicked"), "{log}");
     rig.stop().await;
+}
+
+/// The desktop tools (HTTP, the agent's `/mcp`) on a real Linux executor of the registry, named `desk`,
+/// over a private Xvfb desktop where mousepad runs: windows and controls listed, text typed, both kinds
+/// of screenshot returned as images, and the text saved through GTK's Save As chooser by typing the path
+/// into its Name field and pressing Enter — the file holds the text. Refused with clear tool errors: an
+/// executor address or an unregistered name instead of a registered name, NUL, over-long text, unknown
+/// fields, a program outside the executor's launch allow-list; none is an internal error.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
+    use clap::Parser as _;
+    let mut desk = ufo_executor::testing::Desktop::start(1280, 900)
+        .await
+        .unwrap();
+    let backend = Arc::new(desk.backend().await.unwrap());
+    desk.launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = ufo_executor::Config::try_parse_from([
+        "ufo-executor",
+        "--token",
+        "tok",
+        "--allow-app",
+        "mousepad",
+    ])
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(ufo_executor::run_with_backend(
+        config,
+        backend.clone(),
+        listener,
+        stop.clone(),
+    ));
+    let registered = format!("desk=http://{addr}");
+    let rig = Rig::start_with(&["--executors", &registered, "--executor-token", "tok"]).await;
+    let http = rig.http(Some(KEY));
+
+    let listed = python(&http, json!({"scenario": "list"})).await;
+    for tool in [
+        "list_windows",
+        "list_controls",
+        "screenshot",
+        "click",
+        "type_text",
+        "press_keys",
+        "scroll",
+        "launch_app",
+    ] {
+        assert!(
+            listed["tools"].as_array().unwrap().contains(&json!(tool)),
+            "{tool}: {listed}"
+        );
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typed-through-mcp.txt");
+    let text = "typed through MCP";
+    let report = python(
+        &http,
+        json!({"scenario": "mousepad", "executor": "desk", "text": text, "path": path}),
+    )
+    .await;
+    for call in [
+        "windows",
+        "controls",
+        "typed",
+        "window_shot",
+        "save_as",
+        "path_typed",
+        "entered",
+        "desktop_shot",
+    ] {
+        assert_eq!(report[call]["is_error"], false, "{call}: {}", report[call]);
+    }
+    assert!(report["chooser_seen"].as_bool().unwrap(), "{report}");
+    assert!(
+        report["controls"]["structured"]["result"]
+            .as_array()
+            .unwrap()
+            .len()
+            > 3,
+        "{}",
+        report["controls"]
+    );
+    for shot in ["window_shot", "desktop_shot"] {
+        assert_eq!(
+            report[shot]["images"],
+            json!(["image/png"]),
+            "{shot}: {}",
+            report[shot]
+        );
+    }
+    // Saved: the file holds the text (observed until written, bounded).
+    let end = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim_end() == text) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{} was never saved: {report}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let refused = python(
+        &http,
+        json!({"scenario": "calls", "calls": [
+            ["list_windows", {"executor": format!("http://{addr}")}],
+            ["list_windows", {"executor": addr.to_string()}],
+            ["list_windows", {"executor": "nosuch"}],
+            ["press_keys", {"executor": "desk", "keys": "a\u{0}b"}],
+            ["type_text", {"executor": "desk", "control": "1", "text": "x".repeat(20_000)}],
+            ["click", {"executor": "desk", "control": "1", "surprise": true}],
+            ["launch_app", {"executor": "desk", "name": "xterm"}],
+            ["scroll", {"executor": "desk", "control": "1", "distance": 1000}],
+            ["screenshot", {"executor": 7}],
+        ]}),
+    )
+    .await;
+    let results = refused["results"].as_array().unwrap();
+    for (i, want) in [
+        "not an address",
+        "not an address",
+        "not a registered executor name",
+        "NUL",
+        "at most",
+        "unknown field",
+        "xterm",
+        "between -100 and 100",
+        "invalid type",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = results[i]["texts"][0].as_str().unwrap_or_default();
+        assert!(
+            text.contains(want),
+            "call {i} should say {want:?}: {}",
+            results[i]
+        );
+    }
+    for (i, r) in results.iter().enumerate().take(6) {
+        assert_eq!(code_of(r), "invalid_argument", "call {i}: {r}");
+    }
+    assert_no_internal_errors(&refused);
+
+    rig.stop().await;
+    stop.cancel();
+    let _ = server.await;
 }

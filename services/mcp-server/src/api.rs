@@ -149,4 +149,23 @@ pub trait TaskApi: Send + Sync + 'static {
         id: &str,
         from_seq: u64,
     ) -> Result<BoxStream<'static, Result<Event, ToolError>>, ToolError>;
+
+    /// Whether this backend serves the desktop tools ([`crate::desktop`]); `false` leaves them out of
+    /// `tools/list`.
+    fn desktop_tools(&self) -> bool {
+        false
+    }
+
+    /// Runs a checked desktop call as `caller` on the named executor, recording it in the caller's
+    /// direct session where the backend records them.
+    async fn desktop(
+        &self,
+        _caller: &Self::Caller,
+        call: &crate::desktop::DesktopCall,
+    ) -> Result<crate::desktop::DesktopOutcome, ToolError> {
+        Err(ToolError::new(
+            "unimplemented",
+            format!("{} is served on the agent's /mcp endpoint only", call.tool),
+        ))
+    }
 }

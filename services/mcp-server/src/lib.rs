@@ -4,6 +4,8 @@
 //! - [`api`]: what the tools need from the agent ([`TaskApi`]): the agent service implements it on its own
 //!   task operations (streamable HTTP at `/mcp`), `ufo mcp` on the REST/gRPC client (stdio).
 //! - [`tools`]: the tool catalogue (names, descriptions, JSON schemas) and their arguments, checked.
+//! - [`desktop`]: the desktop tools (list_windows, click, ...), each call checked into executor commands
+//!   that the backend runs on a registered executor ([`TaskApi::desktop`]).
 //! - [`follow`]: `run_task`'s long call: a progress notification per step, questions and held actions as
 //!   elicitations (or "waiting for you"), the outcome with the final screenshot.
 //! - [`server`]: the [`rmcp::ServerHandler`] tying them together.
@@ -12,9 +14,11 @@
 //! the same words a REST caller does.
 
 pub mod api;
+pub mod desktop;
 pub mod follow;
 pub mod server;
 pub mod tools;
 
 pub use api::{Image, TaskApi, TaskOrder, ToolError};
+pub use desktop::{DesktopCall, DesktopCommand, DesktopOutcome};
 pub use server::{ServerLimits, TaskServer};

@@ -77,13 +77,40 @@ fn id_of(task: &Value) -> Result<String, ToolError> {
         .ok_or_else(|| ToolError::new("internal", "the service answered a task without an id"))
 }
 
+fn desktop_result(
+    call: &crate::desktop::DesktopCall,
+    outcome: crate::desktop::DesktopOutcome,
+) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(format!(
+        "{} on {}: {}",
+        call.tool, call.executor, outcome.result
+    ))];
+    for image in &outcome.images {
+        content.push(ContentBlock::image(
+            base64::engine::general_purpose::STANDARD.encode(&image.bytes),
+            image.mime_type.clone(),
+        ));
+    }
+    let mut result = CallToolResult::success(content);
+    result.structured_content = Some(json!({
+        "tool": call.tool, "executor": call.executor, "result": outcome.result,
+    }));
+    result
+}
+
 impl<A: TaskApi> TaskServer<A> {
     /// The tools on `api`.
     pub fn new(api: A, limits: ServerLimits) -> Self {
         Self {
-            api: Arc::new(api),
             limits,
-            tools: Arc::new(tools::catalogue()),
+            tools: Arc::new({
+                let mut all = tools::catalogue();
+                if api.desktop_tools() {
+                    all.extend(crate::desktop::catalogue());
+                }
+                all
+            }),
+            api: Arc::new(api),
         }
     }
 
@@ -111,6 +138,11 @@ impl<A: TaskApi> TaskServer<A> {
         self.check_size(arguments)?;
         let api = self.api.as_ref();
         let name = request.name.as_ref();
+        if let Some(call) = crate::desktop::call(name, arguments) {
+            let call = call?;
+            let outcome = api.desktop(&caller, &call).await?;
+            return Ok(desktop_result(&call, outcome));
+        }
         match name {
             tools::RUN_TASK => {
                 let order = parse::<tools::RunArgs>(name, arguments)?.order()?;

@@ -38,7 +38,12 @@ fn schema(value: Value) -> Arc<JsonObject> {
     }
 }
 
-fn tool(name: &'static str, description: &'static str, input: Value, read_only: bool) -> Tool {
+pub(crate) fn tool(
+    name: &'static str,
+    description: &'static str,
+    input: Value,
+    read_only: bool,
+) -> Tool {
     Tool::new(name, description, schema(input)).with_annotations(
         ToolAnnotations::new()
             .read_only(read_only)
@@ -164,7 +169,7 @@ pub fn parse<T: serde::de::DeserializeOwned>(
 }
 
 /// Refuses an executor given as an address: the tools take only names the operator registered.
-fn executor_name(executor: Option<String>) -> Result<Option<String>, ToolError> {
+pub(crate) fn executor_name(executor: Option<String>) -> Result<Option<String>, ToolError> {
     match executor {
         Some(name) if name.contains("://") || name.contains('/') || name.contains(':') => {
             Err(ToolError::invalid(format!(

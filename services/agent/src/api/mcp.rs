@@ -197,6 +197,18 @@ impl TaskApi for AgentTasks {
         })
     }
 
+    fn desktop_tools(&self) -> bool {
+        true
+    }
+
+    async fn desktop(
+        &self,
+        _caller: &Caller,
+        call: &ufo_mcp_server::DesktopCall,
+    ) -> Result<ufo_mcp_server::DesktopOutcome, ToolError> {
+        self.tasks.desktop().run(call).await
+    }
+
     async fn events(
         &self,
         caller: &Caller,

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod auth;
 pub mod checks;
 pub mod decisions;
+pub mod desktop;
 pub mod error;
 pub mod extract;
 pub mod grpc;

@@ -71,6 +71,9 @@ pub enum TasksError {
     /// The executor registry is invalid.
     #[error(transparent)]
     Executors(#[from] ExecutorConfigError),
+    /// The consent policy file is invalid.
+    #[error(transparent)]
+    Policy(#[from] crate::agents::policy::PolicyError),
     /// The knowledge store's client cannot be built.
     #[error(transparent)]
     Session(#[from] crate::store::client::SessionClientError),
@@ -86,6 +89,7 @@ pub struct Tasks {
     limits: Arc<ApiConfig>,
     executors: Arc<ExecutorRegistry>,
     prices: Arc<PriceCheck>,
+    desktop: Arc<super::desktop::Desktop>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -122,14 +126,20 @@ impl Tasks {
         // the task's own limit without a word (issue 31).
         limits.max_steps_cap = limits.max_steps_cap.min(config.agents.max_steps);
         limits.default_max_steps = limits.default_max_steps.min(limits.max_steps_cap);
+        let executors = Arc::new(ExecutorRegistry::from_config(config)?);
         Ok(Self {
             client,
             watch_client,
             knowledge: SessionKnowledge::from_config(config)?,
             knowledge_on: config.agents.knowledge,
             limits: Arc::new(limits),
-            executors: Arc::new(ExecutorRegistry::from_config(config)?),
+            executors: executors.clone(),
             prices: Arc::new(PriceCheck::from_config(&config.llm)),
+            desktop: Arc::new(super::desktop::Desktop::new(
+                config.agents.load_policy()?,
+                executors,
+                &config.runner,
+            )),
         })
     }
 
@@ -151,6 +161,11 @@ impl Tasks {
     /// Whether the agents retrieve knowledge (`--knowledge`).
     pub(super) fn knowledge_on(&self) -> bool {
         self.knowledge_on
+    }
+
+    /// The MCP desktop tools' backend.
+    pub fn desktop(&self) -> &super::desktop::Desktop {
+        &self.desktop
     }
 
     /// The declared executors.

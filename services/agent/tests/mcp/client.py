@@ -123,6 +123,35 @@ async def scenario(setup):
         # Each call of setup["calls"] ([tool, arguments]) in order; a tool error is a result, not a failure.
         async with connect(setup) as session:
             out["results"] = [await call(session, tool, arguments) for tool, arguments in setup["calls"]]
+    elif name == "mousepad":
+        # The desktop tools on a mousepad already started: type, save through the chooser.
+        ex = setup["executor"]
+        loop = asyncio.get_running_loop()
+        async with connect(setup) as session:
+            windows = await call(session, "list_windows", {"executor": ex})
+            out["windows"] = windows
+            listed = (windows.get("structured") or {}).get("result") or []
+            window = next(w["id"] for w in listed if "mousepad" in w["name"].lower())
+            out["controls"] = await call(session, "list_controls", {"executor": ex, "window": window})
+            out["typed"] = await call(session, "press_keys", {"executor": ex, "keys": setup["text"]})
+            out["window_shot"] = await call(session, "screenshot", {"executor": ex, "window": window})
+            out["save_as"] = await call(session, "press_keys", {"executor": ex, "keys": "^+s"})
+            # Listed until the selected window's listing is the chooser's (bounded).
+            deadline = loop.time() + 15
+            name_field = None
+            while name_field is None and loop.time() < deadline:
+                chooser = await call(session, "list_controls", {"executor": ex})
+                controls = (chooser.get("structured") or {}).get("result") or []
+                name_field = next(
+                    (c["id"] for c in controls if c.get("type") == "Edit" and c.get("name") == "Name:"), None
+                )
+            out["chooser_seen"] = name_field is not None
+            if name_field is not None:
+                out["path_typed"] = await call(
+                    session, "type_text", {"executor": ex, "control": name_field, "text": setup["path"]}
+                )
+                out["entered"] = await call(session, "press_keys", {"executor": ex, "keys": "{ENTER}"})
+            out["desktop_shot"] = await call(session, "screenshot", {"executor": ex})
     elif name == "connect":
         try:
             async with connect(setup) as session:

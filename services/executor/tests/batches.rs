@@ -1,8 +1,8 @@
 //! An action reported done has happened (issue 31), on a private Xvfb desktop with real GTK
 //! applications: the actions of one batch each wait for the screen to settle before the next is sent,
-//! so a path typed into GTK's Save As chooser and Enter in the same batch save the file every time; a
-//! click on a control that is disabled for a moment waits for it to become enabled (bounded, and says
-//! how long it waited).
+//! so a path typed into GTK's Save As chooser and Enter in the same batch save the file every time (and
+//! in the Open chooser open it, 20 rounds each); a click on a control that is disabled for a moment
+//! waits for it to become enabled (bounded, and says how long it waited).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -181,4 +181,103 @@ async fn a_click_on_save_right_after_the_name_waits_for_it() {
         ]
     })
     .await;
+}
+
+/// The Open chooser, the way a person and a model do it: Ctrl+L for the location field, the path, Enter —
+/// three actions in one batch, no observation in between. 20 rounds, each a different file; each must be
+/// the document mousepad shows afterwards (its window title names the file), with no retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_and_enter_in_one_batch_open_every_time() {
+    const ROUNDS: usize = 20;
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec =
+        Executor::new(backend.clone(), Limits::default(), Vec::new()).with_launch_env(desk.env());
+    let (pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    select(&exec, &mp).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    for i in 0..ROUNDS {
+        let name = format!("open-{i}.txt");
+        let path = dir.path().join(&name);
+        std::fs::write(&path, format!("document {i}\n")).unwrap();
+        let started = Instant::now();
+        ok(&exec, "keyboard_input", json!({"keys": "^o"})).await;
+        let pressed = started.elapsed();
+        // Observe until the listing is the chooser's (its Open button).
+        until("the Open chooser", || async {
+            let o = drive::one(
+                &exec,
+                OPTS,
+                "get_app_window_controls_target_info",
+                json!({}),
+            )
+            .await;
+            o.status == Status::Success
+                && id_where(&o.output.result, |c| {
+                    c["type"] == "Button" && c["name"] == "Open"
+                })
+                .is_some()
+        })
+        .await;
+        let out = exec
+            .execute(
+                vec![
+                    cmd("keyboard_input", json!({"keys": "^l"})),
+                    cmd(
+                        "keyboard_input",
+                        json!({"keys": path.display().to_string()}),
+                    ),
+                    cmd("keyboard_input", json!({"keys": "{ENTER}"})),
+                ],
+                OPTS,
+            )
+            .await;
+        for o in &out {
+            assert_eq!(o.status, Status::Success, "round {i}: {o:?}");
+        }
+        let batch = started.elapsed();
+        // Opened: mousepad's window is titled after the file (bounded wait, no retry).
+        let end = Instant::now() + Duration::from_secs(5);
+        loop {
+            let titled = backend
+                .windows()
+                .await
+                .unwrap()
+                .into_iter()
+                .any(|w| w.pid == Some(pid) && w.title.contains(&name));
+            if titled {
+                break;
+            }
+            if Instant::now() > end {
+                failures.push(i);
+                ok(&exec, "keyboard_input", json!({"keys": "{ESC}"})).await;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let opened = started.elapsed();
+        until("the chooser to close", || async {
+            ok(&exec, "get_app_window_controls_target_info", json!({}))
+                .await
+                .output
+                .warnings
+                .is_empty()
+        })
+        .await;
+        eprintln!(
+            "round {i}: Ctrl+O {pressed:?}, batch done {batch:?}, opened {opened:?}, closed {:?}; settles {:?}",
+            started.elapsed(),
+            out.iter()
+                .map(|o| o.settle.map(|s| (s.outcome, s.waited)))
+                .collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "not opened in rounds {failures:?} of {ROUNDS}"
+    );
 }

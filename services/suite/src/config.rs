@@ -120,6 +120,15 @@ pub struct Config {
     /// threshold (the table gives replay time per step beside the model-driven time).
     #[arg(long = "replay", env = "UFO_SUITE_REPLAY")]
     pub replay: bool,
+    /// With `--replay`: replay each passed task this many times in a row, each from a fresh setup with
+    /// its windows placed anew; its replay passes only if every one does (the table says which failed).
+    #[arg(
+        long = "replay-times",
+        env = "UFO_SUITE_REPLAY_TIMES",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=20)
+    )]
+    pub replay_times: u32,
     /// Run the agents with `--knowledge`: each finished task becomes an experience of the suite's user,
     /// retrieved into later tasks' prompts. Learning tasks (`learn_from`) pass only with it; `false`
     /// shows them failing.

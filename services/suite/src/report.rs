@@ -63,6 +63,11 @@ pub struct TaskReport {
     pub fell_back: u64,
     /// It ran with the model endpoint shut (replays).
     pub model_stopped: bool,
+    /// Replays: which one of the `--replay-times` in a row this is (the last that ran: the first that
+    /// failed, or the last of all when every one passed).
+    pub replay_run: u32,
+    /// Replays: how many in a row were asked for (`--replay-times`).
+    pub replay_times: u32,
     /// A learning task: the task whose experience it follows (it has no demonstration).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learns_from: Option<String>,
@@ -116,10 +121,11 @@ impl TaskReport {
                 "moved, NOT resized"
             }
         };
-        let outcome = if r.passed {
-            "pass".to_owned()
-        } else {
-            format!("FAIL ({})", r.status)
+        let outcome = match (r.passed, r.replay_times) {
+            (true, 0 | 1) => "pass".to_owned(),
+            (true, times) => format!("pass ×{times}"),
+            (false, 0 | 1) => format!("FAIL ({})", r.status),
+            (false, times) => format!("FAIL ({}) in run {} of {times}", r.status, r.replay_run),
         };
         let larger = if r.windows.iter().any(|w| w.larger_than_screen) {
             " (a window larger than the screen)"
@@ -290,6 +296,21 @@ mod tests {
         };
         let t = table(&[learner]);
         assert!(t.contains("| c | pass, learned from a | "), "{t}");
+        let replayed = |passed: bool, run: u32| TaskReport {
+            name: "d".into(),
+            passed: true,
+            replay: Some(Box::new(TaskReport {
+                passed,
+                status: if passed { "finished" } else { "failed" }.into(),
+                replay_run: run,
+                replay_times: 3,
+                ..TaskReport::default()
+            })),
+            ..TaskReport::default()
+        };
+        let t = table(&[replayed(true, 3), replayed(false, 2)]);
+        assert!(t.contains("| pass ×3, 0 calls"), "{t}");
+        assert!(t.contains("| FAIL (failed) in run 2 of 3, 0 calls"), "{t}");
         let s = summary(&[a, b], Duration::from_secs(3), 0.9);
         assert!(
             s.starts_with("passed 1/2 (50.0%, threshold 90.0%: NOT met)"),

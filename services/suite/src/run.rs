@@ -234,14 +234,22 @@ pub async fn run(
                 of: report.task_id.clone(),
                 recorded: report.windows.clone(),
             };
-            let span = tracing::info_span!("suite.replay", task = %task.name);
-            let mut replay = run_task(&shared, &task.for_replay(), how)
-                .instrument(span)
-                .await;
-            replay.model_stopped = true;
-            replay.name.push_str(" (replay)");
-            progress(i, &replay);
-            report.replay = Some(Box::new(replay));
+            for run in 1..=cfg.replay_times {
+                let span = tracing::info_span!("suite.replay", task = %task.name, run);
+                let mut replay = run_task(&shared, &task.for_replay(), how.clone())
+                    .instrument(span)
+                    .await;
+                replay.model_stopped = true;
+                replay.replay_run = run;
+                replay.replay_times = cfg.replay_times;
+                replay.name.push_str(" (replay)");
+                progress(i, &replay);
+                let passed = replay.passed;
+                report.replay = Some(Box::new(replay));
+                if !passed {
+                    break;
+                }
+            }
         }
     }
     // What the services said, for a failure the table and the report do not explain.

@@ -380,3 +380,46 @@ async fn a_learning_task_passes_only_through_its_teachers_experience() {
         "nothing was retrieved"
     );
 }
+
+/// Issue 31: the chooser tasks (a path typed into GTK's Open and Save As choosers and Enter, in one
+/// batch) replayed three times in a row without the model, each time from a fresh setup with the
+/// windows placed anew; every replay passes, and the table says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chooser_tasks_replay_three_times_in_a_row() {
+    let out = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(
+        &repo().join("tasks"),
+        &[
+            "--min-success",
+            "1.0",
+            "--only",
+            "mousepad-open-file,mousepad-save-as",
+            "--replay",
+            "--replay-times",
+            "3",
+        ],
+        out.path(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "a task or replay failed:\n{stdout}"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{report}");
+    for t in tasks {
+        let replay = &t["replay"];
+        assert_eq!(replay["passed"], true, "{t}");
+        assert_eq!(replay["replay_run"], 3, "the third replay ran: {t}");
+        assert_eq!(replay["calls"], 0, "no model call: {t}");
+        assert_eq!(replay["fell_back"], 0, "every step replayed: {t}");
+        let name = t["name"].as_str().unwrap();
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("| {name} | pass |")) && l.contains("pass ×3")),
+            "{stdout}"
+        );
+    }
+}

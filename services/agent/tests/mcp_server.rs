@@ -776,3 +776,76 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
     stop.cancel();
     let _ = server.await;
 }
+
+/// Runs the MCP Inspector's command-line mode (npm `@modelcontextprotocol/inspector`, installed by
+/// `.ci/run`) with `args` and `--method tools/list`: the listed tool names.
+async fn inspector_tools(catalog: &std::path::Path, args: &[String]) -> Vec<String> {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new("mcp-inspector")
+            .arg("--cli")
+            .args(args)
+            .args(["--method", "tools/list"])
+            .env("MCP_CATALOG_PATH", catalog)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the Inspector answered within 2 minutes")
+    .expect("mcp-inspector (npm install -g @modelcontextprotocol/inspector)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The MCP Inspector's CLI mode lists the tools of both transports: `/mcp` with the caller's key (task and
+/// desktop tools) and `ufo mcp` started as a command (the task tools).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inspector_cli_lists_the_tools_of_both_transports() {
+    let rig = Rig::start().await;
+    let catalog = rig.dir.path().join("inspector-catalog.json");
+    let http = inspector_tools(
+        &catalog,
+        &[
+            format!("{}/mcp", rig.agent.http),
+            "--transport".into(),
+            "http".into(),
+            "--header".into(),
+            format!("Authorization: Bearer {KEY}"),
+        ],
+    )
+    .await;
+    for tool in ["run_task", "task_screenshot", "list_windows", "launch_app"] {
+        assert!(http.iter().any(|t| t == tool), "{tool}: {http:?}");
+    }
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    let stdio = inspector_tools(
+        &catalog,
+        &[
+            "-e".into(),
+            format!("UFO_SERVER={}", rig.agent.http),
+            "-e".into(),
+            format!("UFO_GRPC={}", rig.agent.grpc),
+            "-e".into(),
+            format!("UFO_TOKEN={KEY}"),
+            ufo.display().to_string(),
+            "mcp".into(),
+        ],
+    )
+    .await;
+    for tool in ["run_task", "answer_task", "task_screenshot"] {
+        assert!(stdio.iter().any(|t| t == tool), "{tool}: {stdio:?}");
+    }
+    rig.stop().await;
+}

@@ -413,6 +413,14 @@ async fn malformed(setup: &Value, huge: bool) -> Value {
         "list_tasks",
         "cancel_task",
         "task_screenshot",
+        "list_windows",
+        "list_controls",
+        "screenshot",
+        "click",
+        "type_text",
+        "press_keys",
+        "scroll",
+        "launch_app",
     ] {
         for arguments in [
             json!({}),

@@ -4,6 +4,7 @@ use anyhow::Context as _;
 use clap::Parser as _;
 use std::sync::Arc;
 
+use ufo_agent::agents::setup::GroundingReadiness;
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::{Config, Listeners};
 
@@ -24,8 +25,8 @@ async fn main() -> anyhow::Result<()> {
         }
         // Grounding degrades (steps go on with accessibility controls), so it is a note, not a failure.
         match config.agents.check_grounding().await {
-            Ok(text) => println!("grounding-ok: {text}"),
-            Err(text) => println!("grounding-note: {text}"),
+            GroundingReadiness::Ready(text) => println!("grounding-ok: {text}"),
+            GroundingReadiness::NotReady(text) => println!("grounding-note: {text}"),
         }
         std::process::exit(i32::from(findings.iter().any(|f| f.problem)));
     }

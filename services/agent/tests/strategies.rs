@@ -324,7 +324,11 @@ struct Knowledge;
 
 #[async_trait]
 impl ufo_agent::agents::services::KnowledgeSource for Knowledge {
-    async fn retrieve(&self, subtask: &str, application: &str) -> Result<String, String> {
+    async fn retrieve(
+        &self,
+        subtask: &str,
+        application: &str,
+    ) -> Result<String, ufo_agent::agents::services::KnowledgeError> {
         Ok(format!("in {application}, to {subtask}: press Ctrl+C"))
     }
 }

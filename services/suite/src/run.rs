@@ -52,6 +52,18 @@ enum TaskRunError {
     NoId(Value),
 }
 
+/// A teacher's experience the agents could not retrieve in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the teacher's experience {experience} was not retrievable within {} ms ({last})", .waited.as_millis())]
+struct NotTaught {
+    /// The experience's source, `task:<id>`.
+    experience: String,
+    /// How long the suite waited (`--experience-timeout-ms`).
+    waited: Duration,
+    /// What the last search answered.
+    last: String,
+}
+
 /// How a task is put to the agent: by the model (today), or later as a replay of a recorded task.
 #[derive(Debug, Clone)]
 pub enum Submission {
@@ -305,7 +317,7 @@ async fn run_learner(
 /// Waits until the teacher's experience (`task:<id>`) is among the hits the agents retrieve for the
 /// teacher's request (`GET /v1/knowledge/search`): the agent stores it after the task's end is
 /// reported. Err after `--experience-timeout-ms`, saying what the search last answered.
-async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Result<(), String> {
+async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Result<(), NotTaught> {
     let span = tracing::info_span!("suite.experience_wait", task_id);
     async {
         let source = format!("task:{task_id}");
@@ -323,10 +335,11 @@ async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Resu
                 Err(e) => e.to_string(),
             };
             if Instant::now() >= deadline {
-                return Err(format!(
-                    "the teacher's experience {source} was not retrievable within {} ms ({last})",
-                    timeout.as_millis()
-                ));
+                return Err(NotTaught {
+                    experience: source,
+                    waited: timeout,
+                    last,
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -69,6 +69,13 @@ pub struct ActionRecord {
 }
 
 impl ActionRecord {
+    /// Whether any of `actions` failed.
+    pub fn any_failed(actions: &[ActionRecord]) -> bool {
+        actions
+            .iter()
+            .any(|a| a.result.status == ResultStatus::Failure)
+    }
+
     /// What happened to it: a failure whose result says `denied` (see [`crate::agents::tools::denied`])
     /// was refused by policy.
     pub fn outcome(&self) -> ActionOutcome {

@@ -11,13 +11,40 @@ use crate::vision::Marker;
 
 pub use crate::vision::grounding::GroundingSource;
 
+/// Why knowledge could not be retrieved: the step goes on without it (see [`retrieve_or_nothing`]).
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    /// The knowledge store did not answer, or refused the search.
+    #[error("knowledge search failed: {0}")]
+    Store(String),
+}
+
 /// Retrieved knowledge for a subtask (seed 001 "RAG": experience, demonstrations, documents, search),
-/// rendered as prompt text. Errors are reported as text and make the step go on without knowledge.
+/// rendered as prompt text.
 #[async_trait]
 pub trait KnowledgeSource: Send + Sync {
     /// Knowledge useful for `text` (the HostAgent's request, an AppAgent's subtask) in `application`
     /// ("" = any application), rendered for the prompt ("" when none).
-    async fn retrieve(&self, text: &str, application: &str) -> Result<String, String>;
+    async fn retrieve(&self, text: &str, application: &str) -> Result<String, KnowledgeError>;
+}
+
+/// What `source` retrieves for `text` in `application`, or nothing — without a source, or when it
+/// fails (a warning says why): knowledge helps a prompt, it never stops a step.
+pub async fn retrieve_or_nothing(
+    source: Option<&Arc<dyn KnowledgeSource>>,
+    text: &str,
+    application: &str,
+) -> String {
+    let Some(source) = source else {
+        return String::new();
+    };
+    source
+        .retrieve(text, application)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
+            String::new()
+        })
 }
 
 /// Shared by the HostAgent and its AppAgents.

@@ -155,39 +155,40 @@ impl AgentArgs {
         ))
     }
 
-    /// Whether grounding works as configured, for `--check-model` (and so `ufo doctor`): `Ok(text)` when
-    /// it does (or is off), `Err(text)` with the cause and the fix when it does not.
-    pub async fn check_grounding(&self) -> Result<String, String> {
+    /// Whether grounding works as configured, for `--check-model` (and so `ufo doctor`): ready (or off),
+    /// or not with the cause and the fix.
+    pub async fn check_grounding(&self) -> GroundingReadiness {
+        use GroundingReadiness::{NotReady, Ready};
         if self.grounding == GroundingMode::Off {
-            return Ok("visual grounding is off (--grounding off)".into());
+            return Ready("visual grounding is off (--grounding off)".into());
         }
         if let Some(url) = &self.grounding_url {
+            let options = OmniParserOptions {
+                timeout: Duration::from_millis(self.grounding_timeout_ms.max(1)),
+                ..OmniParserOptions::default()
+            };
             let client = match self.grounding() {
-                Ok(Some(_)) => OmniParserClient::new(
-                    url,
-                    OmniParserOptions {
-                        timeout: Duration::from_millis(self.grounding_timeout_ms.max(1)),
-                        ..OmniParserOptions::default()
-                    },
-                )
-                .map_err(|e| e.to_string())?,
-                Ok(None) => return Ok("visual grounding is off".into()),
+                Ok(Some(_)) => match OmniParserClient::new(url, options) {
+                    Ok(client) => client,
+                    Err(e) => return NotReady(e.to_string()),
+                },
+                Ok(None) => return Ready("visual grounding is off".into()),
                 Err(e) => {
-                    return Err(format!(
+                    return NotReady(format!(
                         "{e}; fix: correct --grounding-url / --grounding-token-file"
                     ));
                 }
             };
             return match client.probe().await {
-                Ok(()) => Ok(format!("grounding service {url} is ready")),
-                Err(e) => Err(format!(
+                Ok(()) => Ready(format!("grounding service {url} is ready")),
+                Err(e) => NotReady(format!(
                     "grounding service {url}: {e}; fix: start it or correct --grounding-url (steps go on with accessibility controls only)"
                 )),
             };
         }
         match builtin_engine(self.grounding_tessdata.as_deref(), &self.grounding_lang) {
-            Ok(engine) => Ok(format!("built-in OCR grounding: {}", engine.name())),
-            Err(e) => Err(format!(
+            Ok(engine) => Ready(format!("built-in OCR grounding: {}", engine.name())),
+            Err(e) => NotReady(format!(
                 "{e}; fix: apt-get install tesseract-ocr tesseract-ocr-eng (windows without accessibility get no visual grounding until then)"
             )),
         }
@@ -200,6 +201,15 @@ impl AgentArgs {
             None => Marker::embedded(self.label_px, Palette::default())?,
         }))
     }
+}
+
+/// What `--check-model` says of visual grounding (it degrades: a note, not a failure).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroundingReadiness {
+    /// It works as configured, or is off: what it is.
+    Ready(String),
+    /// It does not: the cause and the fix.
+    NotReady(String),
 }
 
 /// Why the agents could not be set up.

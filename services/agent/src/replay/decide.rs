@@ -45,8 +45,8 @@ struct Why {
     what: String,
 }
 
-impl From<(u64, String)> for Why {
-    fn from((at, what): (u64, String)) -> Self {
+impl Why {
+    fn at(at: u64, what: String) -> Self {
         Self { at, what }
     }
 }
@@ -111,18 +111,24 @@ fn failed_before(spec: &ReplaySpec, n: u64, previous: Option<&MemoryItem>) -> Op
     })
 }
 
-fn recorded(spec: &ReplaySpec, n: u64, agent: StepAgent) -> Result<&RecordedStep, String> {
+fn recorded(spec: &ReplaySpec, n: u64, agent: StepAgent) -> Result<&RecordedStep, Why> {
     let step = spec.step(n).ok_or_else(|| {
-        format!(
-            "the recording has {} steps; step {n} has none to replay",
-            spec.steps.len()
+        Why::at(
+            n,
+            format!(
+                "the recording has {} steps; step {n} has none to replay",
+                spec.steps.len()
+            ),
         )
     })?;
     if step.agent != agent {
-        return Err(format!(
-            "recorded step {n} was taken by the {}, but the {} is active now",
-            name(step.agent),
-            name(agent)
+        return Err(Why::at(
+            n,
+            format!(
+                "recorded step {n} was taken by the {}, but the {} is active now",
+                name(step.agent),
+                name(agent)
+            ),
         ));
     }
     Ok(step)
@@ -156,16 +162,19 @@ pub fn app_reply(
                 note = Some(format!("{} replays its recorded coordinates", a.function));
             } else if arguments.contains_key("id") {
                 let Some(selector) = &a.selector else {
-                    return Err(format!(
-                        "{} of recorded step {n} has no selector",
-                        a.function
+                    return Err(Why::at(
+                        n,
+                        format!("{} of recorded step {n} has no selector", a.function),
                     ));
                 };
                 let found = selector.find(controls).ok_or_else(|| {
-                    format!(
-                        "no control matches the selector of {} (recorded step {n}): {}",
-                        a.function,
-                        selector.describe()
+                    Why::at(
+                        n,
+                        format!(
+                            "no control matches the selector of {} (recorded step {n}): {}",
+                            a.function,
+                            selector.describe()
+                        ),
                     )
                 })?;
                 arguments.insert("id".into(), json!(found.label));
@@ -192,7 +201,7 @@ pub fn app_reply(
         };
         Ok((response, note))
     });
-    decided(spec, n, reply.map_err(|what| Why::from((n, what))))
+    decided(spec, n, reply)
 }
 
 /// The HostAgent's reply for replayed step `n`, the window it selects found among `targets`.
@@ -208,13 +217,13 @@ pub fn host_reply(
             arguments = a.arguments.clone();
             if step.function == "select_application_window" {
                 let Some(selector) = &a.selector else {
-                    return Err(format!("the window selection of recorded step {n} has no selector"));
+                    return Err(Why::at(n, format!("the window selection of recorded step {n} has no selector")));
                 };
                 let found = selector.find(targets).ok_or_else(|| {
-                    format!(
+                    Why::at(n, format!(
                         "no window matches the selector of select_application_window (recorded step {n}): {}",
                         selector.describe()
-                    )
+                    ))
                 })?;
                 arguments.insert("id".into(), json!(found.label));
                 label.clone_from(&found.label);
@@ -238,7 +247,7 @@ pub fn host_reply(
         };
         Ok((response, None))
     });
-    decided(spec, n, reply.map_err(|what| Why::from((n, what))))
+    decided(spec, n, reply)
 }
 
 #[cfg(test)]

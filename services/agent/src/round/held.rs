@@ -74,7 +74,7 @@ impl Round {
                     AgentState::Error
                 }
                 Ok((records, target)) => {
-                    let failed = super::step::failed(&records);
+                    let failed = ActionRecord::any_failed(&records);
                     actions = records;
                     // Approved: it runs as if the model had said CONTINUE (or what it said besides).
                     match held {

@@ -9,12 +9,13 @@ use ufo_proto::v1;
 use super::output::StepOutput;
 use super::record::{Carry, artifact};
 use super::{Round, RoundEnd};
+use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
 use crate::memory::MemoryItem;
 use crate::round::control::HeldAction;
 use crate::round::state::{AgentState, HostStatus};
 
-use super::step::{failed, phases};
+use super::step::phases;
 
 impl Round {
     pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepOutput {
@@ -77,7 +78,12 @@ impl Round {
             self.end = Some(RoundEnd::Failed(format!("HostAgent: {reason}")));
             AgentState::Fail
         } else {
-            self.host_transition(&status, &response, selected, failed(&actions))
+            self.host_transition(
+                &status,
+                &response,
+                selected,
+                ActionRecord::any_failed(&actions),
+            )
         };
         self.settle(&was, &after);
         let mut extra = Map::new();

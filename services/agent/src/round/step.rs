@@ -12,7 +12,6 @@ use super::record::Carry;
 use super::{Active, Held, Round, RoundEnd};
 use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
-use crate::dispatch::ResultStatus;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
 use crate::processor::{ProcessingResult, Values, keys as pkeys};
@@ -31,19 +30,12 @@ pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
         .collect()
 }
 
-/// Whether any of `actions` failed.
-pub(super) fn failed(actions: &[ActionRecord]) -> bool {
-    actions
-        .iter()
-        .any(|a| a.result.status == ResultStatus::Failure)
-}
-
 /// Whether an AppAgent batch did not do what a FINISH would claim (issue 31): an action failed, or
 /// the action the FINISH rests on — each one proposed with status FINISH, and the batch's last
 /// action — ran and the executor saw it change nothing (`effect: none_observed`). The agent then
 /// observes again, as after a failed action, and sees the effect in its next prompt.
 pub(super) fn unfinished(actions: &[ActionRecord]) -> bool {
-    failed(actions)
+    ActionRecord::any_failed(actions)
         || actions
             .iter()
             .filter(|a| a.status == "FINISH")

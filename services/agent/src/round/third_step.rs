@@ -208,7 +208,7 @@ impl Round {
                 &status,
                 &response.result,
                 &response.questions,
-                super::step::failed(&actions),
+                ActionRecord::any_failed(&actions),
             )
         };
         self.settle(&was, &after);

@@ -14,7 +14,7 @@ use ufo_common::grpc::ClientContext;
 use ufo_proto::v1::knowledge_store_client::KnowledgeStoreClient;
 use ufo_proto::v1::{KnowledgeHit, KnowledgeKind, SearchKnowledgeRequest};
 
-use crate::agents::services::KnowledgeSource;
+use crate::agents::services::{KnowledgeError, KnowledgeSource};
 use crate::config::SessionConfig;
 use crate::store::client::SessionClientError;
 
@@ -219,11 +219,11 @@ pub fn render(hits: &[KnowledgeHit], budget: KnowledgeBudget) -> String {
 
 #[async_trait]
 impl KnowledgeSource for SessionKnowledge {
-    async fn retrieve(&self, text: &str, application: &str) -> Result<String, String> {
+    async fn retrieve(&self, text: &str, application: &str) -> Result<String, KnowledgeError> {
         let hits = self
             .search(text, application)
             .await
-            .map_err(|s| format!("knowledge search failed: {}", s.message()))?;
+            .map_err(|s| KnowledgeError::Store(s.message().to_owned()))?;
         Ok(render(&hits, self.budget))
     }
 }

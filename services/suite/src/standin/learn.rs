@@ -413,8 +413,19 @@ fn kind_of(control_type: &str) -> Kind {
     .unwrap_or(Kind::Any)
 }
 
-/// One AppAgent action as a demonstration step (Err: not something the stand-in can do by name).
-fn step_of(line: &Line, with: &Substitution) -> Result<Step, String> {
+/// A recorded action the stand-in cannot follow by name.
+#[derive(Debug, thiserror::Error)]
+enum Unfollowable {
+    /// A function it has no name-based equivalent for (coordinates, drags, the wheel...).
+    #[error("its step `{0}` is not one the stand-in can follow by name")]
+    Function(String),
+    /// An action on a control that names none.
+    #[error("its step `{0}` names no control")]
+    NoControl(String),
+}
+
+/// One AppAgent action as a demonstration step.
+fn step_of(line: &Line, with: &Substitution) -> Result<Step, Unfollowable> {
     let target = line.target.as_ref().map(|(kind, name)| Target {
         kind: kind_of(kind),
         name: with.apply(name),
@@ -426,14 +437,10 @@ fn step_of(line: &Line, with: &Substitution) -> Result<Step, String> {
         "keyboard_input" => Action::Press(with.apply_keys(line.arg("keys").unwrap_or_default())),
         "set_edit_text" => Action::SetText(with.apply(line.arg("text").unwrap_or_default())),
         "texts" => Action::Read,
-        other => {
-            return Err(format!(
-                "its step `{other}` is not one the stand-in can follow by name"
-            ));
-        }
+        other => return Err(Unfollowable::Function(other.to_owned())),
     };
     if target.is_none() && !matches!(action, Action::Press(_)) {
-        return Err(format!("its step `{}` names no control", line.function));
+        return Err(Unfollowable::NoControl(line.function.clone()));
     }
     let on = target
         .as_ref()

@@ -355,16 +355,12 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         let catalog = ctx.require(TOOL_CATALOG)?;
         let offered = offered_names(catalog, Audience::App);
         let subtask = ctx.require(SUBTASK)?;
-        let knowledge = match &agent.services.knowledge {
-            Some(k) => k
-                .retrieve(subtask, &agent.app_root)
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
-                    String::new()
-                }),
-            None => String::new(),
-        };
+        let knowledge = crate::agents::services::retrieve_or_nothing(
+            agent.services.knowledge.as_ref(),
+            subtask,
+            &agent.app_root,
+        )
+        .await;
         let previous_actions = with_repeat_counts(&agent.previous_actions());
         let plan = agent.previous_plan();
         let request = ChatRequest {

@@ -213,13 +213,12 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         };
         let user_request = ctx.require(pkeys::REQUEST)?;
         // Documents for any application and the owner's earlier tasks, by the request.
-        let knowledge = match &agent.services.knowledge {
-            Some(k) => k.retrieve(user_request, "").await.unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
-                String::new()
-            }),
-            None => String::new(),
-        };
+        let knowledge = crate::agents::services::retrieve_or_nothing(
+            agent.services.knowledge.as_ref(),
+            user_request,
+            "",
+        )
+        .await;
         let request = ChatRequest {
             messages: messages(HostPromptInput {
                 request: user_request,

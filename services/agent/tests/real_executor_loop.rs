@@ -20,7 +20,7 @@ use clap::Parser as _;
 use common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use ufo_agent::agents::tools::{HOST_TOOLS, OBSERVATION_TOOLS};
+use ufo_agent::agents::tools::{HOST_TOOLS, OBSERVATION_TOOLS, THIRD_PARTY_TOOLS};
 use ufo_agent::agents::{AgentSettings, HostAgent};
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
@@ -118,7 +118,15 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
         .collect();
     let expected_app: Vec<String> = tools
         .iter()
-        .filter(|t| !HOST_TOOLS.contains(&t.as_str()) && !OBSERVATION_TOOLS.contains(&t.as_str()))
+        .filter(|t| {
+            ![
+                &HOST_TOOLS[..],
+                &OBSERVATION_TOOLS[..],
+                &THIRD_PARTY_TOOLS[..],
+            ]
+            .concat()
+            .contains(&t.as_str())
+        })
         .cloned()
         .collect();
     eprintln!(
@@ -213,12 +221,14 @@ async fn tools_allow_list_launch_and_a_failed_batch_against_the_linux_executor()
         Some(&RoundEnd::Finished("stopped".into())),
         "{summary:#?}"
     );
-    // Every executor tool is offered to one agent or observed by the agents themselves.
+    // Every executor tool is offered to one agent, observed by the agents themselves, or reached by a
+    // third-party agent under its own name (the shell's run_command).
     let covered: BTreeSet<&str> = expected_host
         .iter()
         .chain(&expected_app)
         .map(String::as_str)
         .chain(OBSERVATION_TOOLS)
+        .chain(THIRD_PARTY_TOOLS)
         .collect();
     assert_eq!(
         covered,

@@ -575,15 +575,41 @@ async fn http_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
         "very deep JSON is a client error: {}",
         deep.status()
     );
-    // 10 MB of arguments: refused by the body limit before any tool runs.
-    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                      "params": {"name": "run_task", "arguments": {"request": "a".repeat(10 * 1024 * 1024)}}});
-    let big = post(call.to_string())
-        .bearer_auth(KEY)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(big.status(), 413);
+    // 10 MB of arguments: refused by the body limit before any tool runs — and before any of the body is
+    // read: the request announces 10 MB and sends none of it; the 413 comes back at once, in the REST
+    // words. (A client that writes all 10 MB first may see the connection closed under it after the 413.)
+    let big = {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let authority = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+            .to_owned();
+        let mut stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {KEY}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n\r\n",
+            10 * 1024 * 1024
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let mut chunk = vec![0; 4096];
+        while !String::from_utf8_lossy(&answer).contains("payload_too_large") {
+            let n = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut chunk))
+                .await
+                .expect("the server answers without waiting for the body")
+                .unwrap();
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+    assert!(big.contains("--mcp-endpoint-max-body-bytes"), "{big}");
 
     // Still serving.
     let health = http

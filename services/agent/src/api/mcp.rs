@@ -229,6 +229,7 @@ impl TaskApi for AgentTasks {
 pub struct OriginGuard {
     hosts: Arc<[String]>,
     origins: Arc<[String]>,
+    max_body_bytes: usize,
 }
 
 /// `(host, port)` of a `host[:port]` authority (`[v6]:port` or a bare IPv6 address too), lower-cased.
@@ -257,6 +258,7 @@ impl OriginGuard {
         Self {
             hosts: clean(&config.mcp_allowed_hosts),
             origins: clean(&config.mcp_allowed_origins),
+            max_body_bytes: config.mcp_max_body_bytes,
         }
     }
 
@@ -285,8 +287,25 @@ impl OriginGuard {
         }
     }
 
-    /// `Ok` when the request may reach `/mcp`; 403 naming the refused header otherwise.
+    /// `Ok` when the request may reach `/mcp`; 403 naming the refused header otherwise, and 413 for a
+    /// body announced larger than `--mcp-endpoint-max-body-bytes` — answered before any of it is read
+    /// (rmcp also stops reading a body without a length at the limit).
     pub fn check(&self, headers: &http::HeaderMap) -> Result<(), ApiError> {
+        let announced = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(length) = announced
+            && length > self.max_body_bytes as u64
+        {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "the request body is {length} bytes; /mcp takes at most {} (--mcp-endpoint-max-body-bytes)",
+                    self.max_body_bytes
+                ),
+            ));
+        }
         let refuse = |message: String| ApiError::new(ErrorCode::PermissionDenied, message);
         let host = headers
             .get(http::header::HOST)

@@ -16,22 +16,17 @@
 #[cfg(target_os = "linux")]
 use ufo_executor::executor::{Executor, Outcome};
 
+/// The bench's batch options: one command at a time, PNG screenshots.
+#[cfg(target_os = "linux")]
+const OPTS: ufo_executor::executor::BatchOptions = ufo_executor::executor::BatchOptions {
+    deadline: std::time::Duration::from_secs(10),
+    format: ufo_executor::encode::Format::PNG,
+};
+
 /// Runs one command and insists it succeeded.
 #[cfg(target_os = "linux")]
 async fn run(exec: &Executor, tool: &str, params: serde_json::Value) -> Outcome {
-    use ufo_executor::executor::{BatchOptions, CommandSpec, Status};
-    let opts = BatchOptions {
-        deadline: std::time::Duration::from_secs(10),
-        format: ufo_executor::encode::Format::PNG,
-    };
-    let cmd = CommandSpec {
-        tool: tool.into(),
-        params,
-        call_id: tool.into(),
-    };
-    let o = exec.execute(vec![cmd], opts).await.remove(0);
-    assert_eq!(o.status, Status::Success, "{tool}: {}", o.error);
-    o
+    ufo_executor::testing::drive::ok(exec, OPTS, tool, params).await
 }
 
 #[cfg(target_os = "linux")]
@@ -71,18 +66,7 @@ async fn main() {
             ..Limits::default()
         };
         let exec = Executor::new(dynb.clone(), limits, Vec::new());
-        let apps = run(&exec, "get_desktop_app_target_info", json!({}))
-            .await
-            .output
-            .result;
-        let id = apps
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["handle"] == json!(window.handle))
-            .map(|a| a["id"].clone())
-            .unwrap();
-        run(&exec, "select_application_window", json!({ "id": id })).await;
+        ufo_executor::testing::drive::select(&exec, OPTS, window.handle).await;
         let list = run(&exec, "get_app_window_controls_target_info", json!({}))
             .await
             .output

@@ -28,6 +28,18 @@ async fn select(exec: &Executor, w: &WindowInfo) {
     drive::select(exec, OPTS, w.handle).await;
 }
 
+/// Waits until the chooser closed: the listing no longer warns of a dialog in front of the window.
+async fn chooser_closed(exec: &Executor) {
+    until("the chooser to close", || async {
+        ok(exec, "get_app_window_controls_target_info", json!({}))
+            .await
+            .output
+            .warnings
+            .is_empty()
+    })
+    .await;
+}
+
 /// Opens Save As in the selected mousepad and returns the chooser's listing (observed until the
 /// listing is the dialog's).
 async fn open_save_as(exec: &Executor) -> Value {
@@ -117,14 +129,7 @@ async fn save_as_rounds(
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // The chooser closed: the main window is in front again.
-        until("the chooser to close", || async {
-            ok(&exec, "get_app_window_controls_target_info", json!({}))
-                .await
-                .output
-                .warnings
-                .is_empty()
-        })
-        .await;
+        chooser_closed(&exec).await;
     }
     assert!(
         failures.is_empty(),
@@ -260,14 +265,7 @@ async fn a_path_and_enter_in_one_batch_open_every_time() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let opened = started.elapsed();
-        until("the chooser to close", || async {
-            ok(&exec, "get_app_window_controls_target_info", json!({}))
-                .await
-                .output
-                .warnings
-                .is_empty()
-        })
-        .await;
+        chooser_closed(&exec).await;
         eprintln!(
             "round {i}: Ctrl+O {pressed:?}, batch done {batch:?}, opened {opened:?}, closed {:?}; settles {:?}",
             started.elapsed(),

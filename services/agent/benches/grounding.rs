@@ -67,6 +67,15 @@ fn cli(path: &std::path::Path, extra: &[&str]) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // As the agent does (`--grounding-ocr-threads 1`); `OMP_THREAD_LIMIT=4` in the environment measures
+    // OpenMP's default instead.
+    if let Some(e) = ufo_agent::vision::grounding::tesseract::limit_openmp_threads(1) {
+        eprintln!("cannot restart with OMP_THREAD_LIMIT=1: {e}");
+    }
+    println!(
+        "OMP_THREAD_LIMIT={}",
+        std::env::var("OMP_THREAD_LIMIT").unwrap_or_default()
+    );
     let dir = tempfile::tempdir().unwrap();
     let (form, truth) = tk_form::form_screenshot(dir.path()).await;
     let shot = Screenshot::from_rgba(&form, 0, 0).unwrap();

@@ -12,10 +12,28 @@ use ufo_agent::{Config, Listeners};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    ufo_common::tls::install_crypto_provider();
+fn main() -> anyhow::Result<()> {
     let config = Config::parse();
+    // First, before any thread exists: the OCR engine's OpenMP thread limit (a restart when needed).
+    #[cfg(all(unix, feature = "ocr"))]
+    if config.agents.uses_builtin_ocr()
+        && let Some(e) = ufo_agent::vision::grounding::tesseract::limit_openmp_threads(
+            config.agents.grounding_ocr_threads,
+        )
+    {
+        eprintln!(
+            "ufo-agent: cannot restart with OMP_THREAD_LIMIT set ({e}); OCR uses OpenMP's default threads"
+        );
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(serve(config))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    ufo_common::tls::install_crypto_provider();
     let check_timeout = std::time::Duration::from_secs(config.llm_check_timeout_secs.max(1));
     if config.check_model {
         let findings = ufo_agent::llm::check::check(&config.llm, check_timeout).await;

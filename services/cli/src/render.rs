@@ -153,6 +153,7 @@ fn event_text(event: &Event, payload: &Value) -> Option<String> {
         EventKind::TaskCancelled => format!("task cancelled {}", quoted(payload, "reason")),
         EventKind::RequestAdded => format!("follow-up request {}", quoted(payload, "request")),
         EventKind::CancelRequested => "cancel requested".to_owned(),
+        EventKind::Warning => format!("warning: {}", text(payload, "message")),
         EventKind::TaskReleased => {
             "task released by its runner (another will resume it)".to_owned()
         }
@@ -276,6 +277,20 @@ pub fn task_row(task: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_warning_event_is_a_line_with_its_message() {
+        let event = Event {
+            seq: 7,
+            kind: EventKind::Warning as i32,
+            ..Event::default()
+        };
+        let payload = json!({"source": "app_agent", "message": "visual grounding failed: timeout"});
+        assert_eq!(
+            event_line(&event, &payload).as_deref(),
+            Some("#7    warning: visual grounding failed: timeout")
+        );
+    }
 
     #[test]
     fn a_step_line_shows_agent_state_action_and_cost() {

@@ -68,6 +68,9 @@ pub const WINDOW_INFO: Key<TargetInfo> = Key::new("application_window_info");
 /// The UI tree (when configured).
 /// Labelled controls (the seeds' `annotation_dict`).
 pub const CONTROLS: Key<Vec<TargetInfo>> = Key::new("control_info");
+/// What went wrong this step that the step survived, one sentence each (e.g. visual grounding failed and
+/// the step went on with accessibility controls only); each becomes a WARNING event of the step.
+pub const WARNINGS: Key<Vec<String>> = Key::new("warnings");
 /// Screenshot of the control acted on.
 pub const SELECTED_CONTROL_SCREENSHOT: Key<Screenshot> = Key::new("selected_control_screenshot");
 /// The executor's tools and launch allow-list (from the dispatcher's cache).

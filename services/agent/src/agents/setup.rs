@@ -30,6 +30,11 @@ impl GroundingSource for Unavailable {
 }
 
 impl AgentArgs {
+    /// Whether windows may be grounded by the built-in OCR (grounding not off, no `--grounding-url`).
+    pub fn uses_builtin_ocr(&self) -> bool {
+        self.grounding != GroundingMode::Off && self.grounding_url.is_none()
+    }
+
     /// Reads and checks the operator's consent policy (`--policy-file`); none: the default policy.
     /// Called once at start, so a bad file stops the service before it takes a task.
     pub fn load_policy(&self) -> Result<Arc<Policy>, PolicyError> {

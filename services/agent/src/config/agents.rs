@@ -189,6 +189,11 @@ pub struct AgentArgs {
     /// Tesseract's language data directory (default: the system's, e.g. /usr/share/tesseract-ocr/5/tessdata).
     #[arg(long, env = "UFO_AGENT_GROUNDING_TESSDATA")]
     pub grounding_tessdata: Option<PathBuf>,
+    /// OpenMP threads Tesseract may use (the agent restarts itself once at start with
+    /// `OMP_THREAD_LIMIT` set to this; 0, or `OMP_THREAD_LIMIT` already set: OpenMP's own choice). One
+    /// is fastest on small machines, where OpenMP's spinning threads fight each other (docs/grounding.md).
+    #[arg(long, env = "UFO_AGENT_GROUNDING_OCR_THREADS", default_value_t = 1)]
+    pub grounding_ocr_threads: usize,
     /// Tesseract language(s), e.g. `eng` or `eng+deu`.
     #[arg(long, env = "UFO_AGENT_GROUNDING_LANG", default_value = "eng")]
     pub grounding_lang: String,

@@ -47,6 +47,7 @@ impl Round {
         let selected = local.take(SELECTED_CONTROL_SCREENSHOT).ok().flatten();
         let crop = local.take(SELECTED_CONTROL_RECIPE).ok().flatten();
         let saved = local.take(SAVED_IMAGE).ok().flatten();
+        let warnings = local.take(WARNINGS).ok().flatten().unwrap_or_default();
         let memory = self.trajectory(&mut local, &mut carry);
         let mut artifacts = Vec::new();
         let app_root = key.to_owned();
@@ -132,6 +133,9 @@ impl Round {
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }
+        if !warnings.is_empty() {
+            extra.insert("warnings".into(), json!(warnings));
+        }
         crate::replay::mark(&mut local, &mut extra);
         let step = v1::Step {
             observation: response.observation.clone(),
@@ -144,6 +148,9 @@ impl Round {
             ..row
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
+        record
+            .events
+            .extend(warnings.into_iter().map(|w| warning(&w, record.step.step)));
         if let Some(shot) = clean {
             let extra = json!({"application": app_root});
             let kind = v1::ArtifactKind::CleanScreenshot;
@@ -161,6 +168,17 @@ impl Round {
         }
         record.artifacts.extend(artifacts);
         record
+    }
+}
+
+/// A WARNING event of step `step`: `{source: "app_agent", message}`.
+fn warning(message: &str, step: u64) -> v1::EventDraft {
+    v1::EventDraft {
+        kind: v1::EventKind::Warning as i32,
+        payload: ufo_proto::json::to_struct(json!({"source": "app_agent", "message": message}))
+            .ok(),
+        step,
+        round: 0,
     }
 }
 

@@ -153,6 +153,7 @@ impl Strategy<AppAgent> for AppControlInfo {
             ANNOTATED_SCREENSHOT.provided(),
             ANNOTATION.provided(),
             CLEAN_PIXELS.provided(),
+            WARNINGS.provided(),
         ]
     }
     async fn execute(
@@ -185,6 +186,7 @@ impl Strategy<AppAgent> for AppControlInfo {
             .collect();
         let clean = ctx.require(CLEAN_SCREENSHOT)?;
         let settings = &agent.services.settings;
+        let mut warnings = Vec::new();
         let grounded = match &agent.services.grounding {
             Some(g) if wants_grounding(settings, &api) => match g.detect(clean).await {
                 Ok(mut list) => {
@@ -195,7 +197,12 @@ impl Strategy<AppAgent> for AppControlInfo {
                     list
                 }
                 Err(e) => {
+                    // Degrade, don't die: the step goes on with what the accessibility API lists, and
+                    // the task's events say why the window was not grounded.
                     tracing::warn!(error = %e, "grounding source failed; using accessibility controls only");
+                    warnings.push(format!(
+                        "visual grounding failed, so this step used accessibility controls only: {e}"
+                    ));
                     vec![]
                 }
             },
@@ -247,7 +254,8 @@ impl Strategy<AppAgent> for AppControlInfo {
             .with(CONTROLS, controls)
             .with(ANNOTATION, annotation)
             .with(ANNOTATED_SCREENSHOT, annotated)
-            .with(CLEAN_PIXELS, Arc::new(pixels)))
+            .with(CLEAN_PIXELS, Arc::new(pixels))
+            .with(WARNINGS, warnings))
     }
 }
 

@@ -255,6 +255,10 @@ pub struct StepView {
     /// size the model was sent, which is smaller for windows larger than the prompt's images).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clean_size: Option<[u64; 2]>,
+    /// What went wrong that the step survived (e.g. visual grounding failed and the step used
+    /// accessibility controls only); each was also a `warning` event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// In a replay task: `{of, step, source: "recording" | "model", note?}` (who decided the step).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -480,6 +484,13 @@ impl From<pb::Step> for StepView {
                 .as_ref()
                 .and_then(|e| e.fields.get("replay"))
                 .map(|v| ufo_proto::json::from_value(v.clone())),
+            warnings: s
+                .extra
+                .as_ref()
+                .and_then(|e| e.fields.get("warnings"))
+                .map(|v| ufo_proto::json::from_value(v.clone()))
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default(),
             acted: s
                 .extra
                 .as_ref()

@@ -100,3 +100,34 @@ impl OcrEngine for Tesseract {
         Ok(c.to_string_lossy().into_owned())
     }
 }
+
+/// The environment variable libgomp reads, once, when it is loaded with Tesseract (before `main`).
+pub const OPENMP_THREAD_LIMIT: &str = "OMP_THREAD_LIMIT";
+
+/// Restarts this program (same arguments, same process id) with OpenMP's thread limit set to `threads`,
+/// unless `threads` is 0 or the environment already sets a limit (an operator's choice wins).
+///
+/// Tesseract runs its recogniser's loops on OpenMP threads (4 per loop, fixed in its code). On a small
+/// machine they spin and switch against each other: half of a cold grounding's time was libgomp and the
+/// kernel's scheduler (docs/grounding.md). Neither `omp_set_num_threads` (Tesseract names its own count)
+/// nor setting the variable after start (libgomp read it before `main`) changes that; only a limit in the
+/// environment at load time does, hence the restart. Returns only if there was nothing to do (`None`) or
+/// the restart failed (`Some(error)`; the program then goes on with OpenMP's defaults). Call it first
+/// thing in `main`, before anything else was started.
+#[cfg(unix)]
+pub fn limit_openmp_threads(threads: usize) -> Option<std::io::Error> {
+    use std::os::unix::process::CommandExt as _;
+    if threads == 0 || std::env::var_os(OPENMP_THREAD_LIMIT).is_some() {
+        return None;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return Some(e),
+    };
+    Some(
+        std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(OPENMP_THREAD_LIMIT, threads.to_string())
+            .exec(),
+    )
+}

@@ -409,6 +409,7 @@
       step.thought ? h('p', { class: 'thought' }, h('span', { class: 'label' }, 'thought '), step.thought) : null,
       step.plan.length ? h('div', {}, h('span', { class: 'label' }, 'plan'), h('ol', {}, step.plan.map((p) => h('li', {}, p)))) : null,
       step.comment ? h('p', {}, h('span', { class: 'label' }, 'comment '), step.comment) : null,
+      (step.warnings || []).map((w) => h('p', { class: 'warning' }, h('span', { class: 'label' }, 'warning '), w)),
       step.actions.length ? h('div', { class: 'actions' }, h('span', { class: 'label' }, 'actions'), step.actions.map(action)) : null,
       step.phases.length ? h('table', { class: 'phases' }, step.phases.map((p) => h('tr', {}, h('td', {}, p.phase), h('td', {}, p.seconds.toFixed(3) + ' s'), h('td', { class: p.success ? '' : 'error' }, p.success ? 'ok' : p.error || 'failed')))) : null);
     const shots = h('div', { class: 'shots' });

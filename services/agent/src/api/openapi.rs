@@ -9,12 +9,15 @@ use utoipa::openapi::OpenApi;
 
 use super::error::ErrorSchema;
 use super::model::{ScreenshotKind, TaskStatus};
+use super::sse::{EventView, StreamEnd};
 use crate::config::ApiConfig;
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
     info(title = "UFO agent API", description = "Submit desktop tasks, follow their steps, answer and confirm."),
-    components(schemas(ErrorSchema, ScreenshotKind, TaskStatus)),
+    // The event stream's messages are not a response body a generator can read, so their schemas are
+    // named here: clients parse each SSE message's `data:` with them.
+    components(schemas(ErrorSchema, ScreenshotKind, TaskStatus, EventView, StreamEnd)),
     security(("bearer" = [])),
     modifiers(&Bearer)
 )]
@@ -70,10 +73,10 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
             (413, "request body too large"),
             (415, "content type is not application/json"),
         ]);
-        if path.contains("{id}") && !path.ends_with("/rating") {
+        if path.contains("{id}") {
             out.push((
                 409,
-                "the task's state does not allow this (ended, nothing pending)",
+                "the task's state does not allow this (ended, nothing pending, no experience to rate)",
             ));
         }
     }
@@ -117,31 +120,50 @@ pub fn finish(
                 let Some(responses) = op.get_mut("responses").and_then(Json::as_object_mut) else {
                     continue;
                 };
+                let error =
+                    json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
                 for (status, description) in errors_for(method, path, has_params, open) {
-                    responses.entry(status.to_string()).or_insert_with(|| {
-                        json!({
-                            "description": description,
-                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-                        })
-                    });
+                    responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| json!({"description": description, "content": error}));
+                }
+                // Every failure's body is `{code, message}`, also where a handler documents only a
+                // status and a description (e.g. 403 for a key that is not an admin's).
+                for (status, response) in responses.iter_mut() {
+                    if status.starts_with(['4', '5'])
+                        && let Some(response) = response.as_object_mut()
+                    {
+                        response.entry("content").or_insert_with(|| error.clone());
+                    }
                 }
             }
         }
     }
-    let image = json!({"schema": {"type": "string", "contentMediaType": "image/png"}});
+    // Raw bytes: `contentMediaType` says so in JSON Schema 2020-12, `format: binary` to the client
+    // generators (openapi-python-client returns a `File`, not text, for it).
+    let bytes = |media: &str| {
+        let mut schema = json!({"type": "string", "format": "binary"});
+        if media != "application/octet-stream" {
+            schema["contentMediaType"] = json!(media);
+        }
+        json!({ "schema": schema })
+    };
     if let Some(ok) =
         doc.pointer_mut("/paths/~1v1~1tasks~1{id}~1steps~1{n}~1screenshot/get/responses/200")
     {
         ok["content"] = json!({
-            "image/png": image,
-            "image/jpeg": {"schema": {"type": "string", "contentMediaType": "image/jpeg"}},
-            "application/octet-stream": {"schema": {"type": "string"}}
+            "image/png": bytes("image/png"),
+            "image/jpeg": bytes("image/jpeg"),
+            "application/octet-stream": bytes("application/octet-stream"),
         });
     }
     // A task needs its request unless it replays one (then the replayed task's request is used), and
-    // on_mismatch goes with replay_of only: rules serde's derive cannot state.
+    // on_mismatch goes with replay_of only: rules serde's derive cannot state. Stated with if/then rather
+    // than an `anyOf` of `required` lists, which client generators read as a union of unnamed types (the
+    // generated Python client took `Any` for the body).
     if let Some(submit) = doc.pointer_mut("/components/schemas/SubmitTask") {
-        submit["anyOf"] = json!([{"required": ["request"]}, {"required": ["replay_of"]}]);
+        submit["if"] = json!({"not": {"required": ["replay_of"]}});
+        submit["then"] = json!({"required": ["request"]});
         submit["dependentRequired"] = json!({"on_mismatch": ["replay_of"]});
     }
     let caps = [
@@ -223,9 +245,12 @@ pub fn finish(
             }
         }
     }
-    // A help file carries its content as text or as base64, never both.
+    // A help file carries its content as text or as base64, never both (if/then/else for the generators,
+    // as above: the same rule as a `oneOf` of `required` lists).
     if let Some(file) = doc.pointer_mut("/components/schemas/DocumentFile") {
-        file["oneOf"] = json!([{"required": ["content"]}, {"required": ["content_base64"]}]);
+        file["if"] = json!({"required": ["content"]});
+        file["then"] = json!({"not": {"required": ["content_base64"]}});
+        file["else"] = json!({"required": ["content_base64"]});
     }
     // Executors: a registered name (an http(s) address only when the operator enabled addresses; which
     // hosts is not expressible here, so the pattern is wider than what is accepted then).

@@ -119,10 +119,12 @@ fn start_seq(headers: &HeaderMap, query: &EventsQuery) -> Result<u64, ApiError> 
     params(("id" = Uuid, Path, description = "task id"), EventsQuery,
            ("Last-Event-ID" = Option<u64>, Header,
             description = "the seq of the last event received; the stream resumes after it")),
-    responses((status = 200, content_type = "text/event-stream", body = EventView,
-        description = "Server-sent events. Each message is `id: <seq>`, `event: <kind>`, `data: <EventView JSON>`; \
-comment lines (`:`) are keep-alives. After the task's terminal event the last message is `event: end` with \
-`data: <StreamEnd JSON>`; a failure mid-stream is `event: error` with `data: {code, message}`.")))]
+    responses((status = 200, content_type = "text/event-stream", body = String,
+        description = "Server-sent events (a stream of text messages, not one JSON document). Each message is \
+`id: <seq>`, `event: <kind>`, `data: <EventView JSON>` (schema `#/components/schemas/EventView`); comment \
+lines (`:`) are keep-alives. After the task's terminal event the last message is `event: end` with \
+`data: <StreamEnd JSON>` (`#/components/schemas/StreamEnd`); a failure mid-stream is `event: error` with \
+`data: {code, message}` (`#/components/schemas/Error`).")))]
 pub async fn events(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,

@@ -322,8 +322,8 @@ pub async fn search(
 }
 
 /// Rates the experience of a finished task of the caller's (an admin: of any task) good or bad; a bad
-/// one is never retrieved again. 404 when the task is not the caller's or has no experience (it did not
-/// end while `--knowledge` was on).
+/// one is never retrieved again. 404 when the task is not the caller's; 409 when it has no experience
+/// (it has not ended, or did not end while `--knowledge` was on).
 #[utoipa::path(post, path = "/v1/tasks/{id}/rating", tag = "knowledge",
     params(("id" = Uuid, Path, description = "task id")), request_body = RatingBody,
     responses((status = 200, description = "the rated experience", body = RatingView)))]
@@ -349,8 +349,9 @@ pub async fn rate(
         })
         .await
         .map_err(|status| match status.code() {
+            // The task exists (the lookup above found it): its state, not its id, is the problem.
             tonic::Code::NotFound => ApiError::new(
-                ErrorCode::NotFound,
+                ErrorCode::FailedPrecondition,
                 format!(
                     "task {} has no experience to rate (it has not ended with --knowledge on)",
                     session.id

@@ -157,6 +157,13 @@ fn event_text(event: &Event, payload: &Value) -> Option<String> {
         EventKind::TaskReleased => {
             "task released by its runner (another will resume it)".to_owned()
         }
+        EventKind::TaskParked => format!(
+            "waiting for a person ({}): runner slot given up until then",
+            match text(payload, "reason").as_str() {
+                "approval" => "a decision on the held action",
+                _ => "answers",
+            }
+        ),
         // Every hold is recorded twice (CONFIRMATION_REQUESTED and ACTION_HELD): one line is enough.
         EventKind::ConfirmationRequested
         | EventKind::StepStarted
@@ -216,6 +223,9 @@ pub fn task_summary(task: &Value) -> String {
         format!("request  {}", text(task, "request")),
         format!("status   {}", status_word(&text(task, "status"))),
     ];
+    if let Some(why) = waiting_text(task) {
+        lines.push(format!("waiting  {why}"));
+    }
     let state = text(task, "state");
     if !state.is_empty() {
         lines.push(format!("state    {state}"));
@@ -258,6 +268,23 @@ pub fn task_summary(task: &Value) -> String {
 }
 
 /// One line per task for `ufo tasks`.
+/// What a queued or waiting task waits for (the API's `waiting_for`), in words.
+pub fn waiting_text(task: &Value) -> Option<String> {
+    let waiting = task.get("waiting_for").filter(|w| w.is_object())?;
+    Some(match text(waiting, "reason").as_str() {
+        "runner_slot" => match waiting.get("place").and_then(Value::as_u64) {
+            Some(place) => format!("for a runner slot (place {place} in the queue)"),
+            None => "for a runner slot".to_owned(),
+        },
+        "question" => "for a person to answer (no runner slot held; `ufo answer`)".to_owned(),
+        "approval" => {
+            "for a person to approve or reject the held action (no runner slot held; `ufo confirm --approve` or `--reject`)"
+                .to_owned()
+        }
+        other => format!("for {other}"),
+    })
+}
+
 pub fn task_row(task: &Value) -> String {
     let steps = task
         .get("totals")

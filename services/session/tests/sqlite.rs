@@ -33,6 +33,7 @@ on_sqlite!(
     rounds_blackboard_and_artifacts,
     cancel_and_status,
     leases_expire_and_renewals_hold,
+    parked_sessions_free_the_queue_until_a_person_acts,
     concurrent_claims_never_share,
     concurrent_writers_and_watchers,
     slow_watcher_catches_up,

@@ -298,7 +298,8 @@ pub enum QuestionFallback {
 /// The task runner: how many tasks this replica runs and how it holds them.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunnerConfig {
-    /// Tasks this replica runs at once; 0 serves the API only (default 1).
+    /// Tasks this replica runs at once; 0 serves the API only (default 1). A task waiting for a person
+    /// is parked and holds no slot (docs/queue.md).
     #[arg(long = "runner-slots", env = "UFO_RUNNER_SLOTS", default_value_t = 1)]
     pub slots: usize,
 
@@ -318,8 +319,8 @@ pub struct RunnerConfig {
     )]
     pub claim_interval_ms: u64,
 
-    /// How long a task waits for answers to its questions, in seconds (default 3600); then
-    /// `--question-fallback` applies.
+    /// How long a task waits for answers to its questions, in seconds from the step that asked
+    /// (default 3600); then `--question-fallback` applies.
     #[arg(
         long = "question-timeout-seconds",
         env = "UFO_QUESTION_TIMEOUT_SECONDS",
@@ -337,7 +338,8 @@ pub struct RunnerConfig {
     )]
     pub question_fallback: QuestionFallback,
 
-    /// How long a held action waits for a decision, in seconds (default 3600); then it is rejected (the
+    /// How long a held action waits for a decision, in seconds from the step that held it (default 3600);
+    /// then it is rejected (the
     /// rejection, with reason "no decision within Ns", is recorded like a person's).
     #[arg(
         long = "confirm-timeout-seconds",

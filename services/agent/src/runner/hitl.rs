@@ -176,3 +176,34 @@ pub fn decision_of(event: &Event) -> Option<(u64, Decision)> {
     let reason = reason.as_str().unwrap_or_default().to_owned();
     Some((step, Decision { approve, reason }))
 }
+
+/// The decision on the action held at `step` among the session's events up to `seen` (its newest when
+/// read), if one was made.
+pub async fn decision_in_store(
+    client: &crate::store::client::SessionClient,
+    session_id: &str,
+    step: u64,
+    seen: u64,
+) -> Result<Option<Decision>, tonic::Status> {
+    use futures::StreamExt as _;
+    if seen == 0 {
+        return Ok(None);
+    }
+    let request = ufo_proto::v1::WatchEventsRequest {
+        session_id: session_id.to_owned(),
+        from_seq: 1,
+    };
+    let mut events = client.clone().watch_events(request).await?.into_inner();
+    while let Some(event) = events.next().await {
+        let event = event?;
+        if let Some((held_at, decision)) = decision_of(&event)
+            && held_at == step
+        {
+            return Ok(Some(decision));
+        }
+        if event.seq >= seen {
+            break;
+        }
+    }
+    Ok(None)
+}

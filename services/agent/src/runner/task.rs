@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
     AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest,
-    GetBlackboardRequest, GetMemoryRequest, ListRoundsRequest, ListStepsRequest,
-    ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
+    GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest,
+    ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
 };
 
 use super::ahead::{Pending, RecordAhead};
@@ -44,6 +44,9 @@ pub enum Outcome {
     LeaseLost,
     /// This process is shutting down; the task goes back to the queue.
     Shutdown,
+    /// The task waits for a person without holding a runner slot; an answer or a decision (or the
+    /// wait's timeout) makes it claimable again.
+    Parked,
 }
 
 /// One claimed task.
@@ -166,7 +169,7 @@ impl TaskRun {
             Outcome::Finished(r) => (SessionStatus::Finished, r.clone()),
             Outcome::Failed(r) => (SessionStatus::Failed, r.clone()),
             Outcome::Cancelled => (SessionStatus::Cancelled, "cancelled".to_owned()),
-            Outcome::LeaseLost => return Ok(()),
+            Outcome::LeaseLost | Outcome::Parked => return Ok(()),
             Outcome::Shutdown => {
                 let release = ReleaseTaskRequest {
                     session_id: self.session.id.clone(),
@@ -317,7 +320,7 @@ impl TaskRun {
                 Outcome::Finished(r) => (RoundStatus::Finished, r.clone()),
                 Outcome::Failed(r) => (RoundStatus::Failed, r.clone()),
                 Outcome::Cancelled => (RoundStatus::Cancelled, "cancelled".to_owned()),
-                Outcome::LeaseLost | Outcome::Shutdown => return Ok(end),
+                Outcome::LeaseLost | Outcome::Shutdown | Outcome::Parked => return Ok(end),
             };
             crate::store::sanitise::text(&mut result);
             client
@@ -367,28 +370,45 @@ impl TaskRun {
         Duration::from_secs(u64::try_from(left).unwrap_or(0))
     }
 
-    /// Waits until the answers to every pending question (`held` is `None`) or the decision on `held` have
-    /// arrived (re-checked on every answer or decision), the task must stop, or the timeout passes (then
-    /// the documented fallback applies). Returns the decision when waiting for one, or how the round ends.
+    /// What a task waiting for a person does: if the answers to every pending question (`held` is `None`)
+    /// or the decision on `held` are in the store, returns the decision (when waiting for one); if the
+    /// wait timed out (it started when `asked` was recorded), applies the documented fallback; otherwise
+    /// parks the task — its lease and its runner slot are given up, and an answer or a decision queues
+    /// it again (see `ParkTask`) — and returns [`Outcome::Parked`]. Everything the wait needs is in the
+    /// store, so whichever runner claims the task next repeats this check.
     async fn wait_for_person(
         &self,
         signals: &Signals,
         held: Option<&HeldAction>,
+        asked: Option<&Step>,
         board: &mut ufo_proto::v1::Blackboard,
     ) -> Result<Result<Option<Decision>, Outcome>, tonic::Status> {
         let seconds = match held {
             None => self.config.question_timeout_seconds,
             Some(_) => self.config.confirm_timeout_seconds,
         };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
-        let mut waiting = false;
+        let asked_at = asked
+            .and_then(|s| s.finished_at)
+            .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
+            .unwrap_or_else(chrono::Utc::now);
+        let until = asked_at + chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
+        let mut client = self.client.clone();
         let waited = loop {
-            let notified = signals.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // What arrived: the decision, or (re-reading the board) no question left unanswered.
+            // Read in this order: whatever is written after `seen` refuses the park below.
+            let seen = client
+                .get_session(GetSessionRequest {
+                    session_id: self.session.id.clone(),
+                })
+                .await?
+                .into_inner()
+                .last_seq;
             if let Some(held) = held {
-                if let Some(decision) = signals.decision(held.step) {
+                let decided = match signals.decision(held.step) {
+                    Some(decision) => Some(decision),
+                    None => hitl::decision_in_store(&self.client, &self.session.id, held.step, seen)
+                        .await?,
+                };
+                if let Some(decision) = decided {
                     break Ok(Some(decision));
                 }
             } else {
@@ -400,19 +420,36 @@ impl TaskRun {
             if let Some(stop) = self.stopped(signals) {
                 return Ok(Err(stop));
             }
-            if !waiting {
-                self.set_status(SessionStatus::Waiting, String::new())
-                    .await?;
-                waiting = true;
+            if chrono::Utc::now() >= until {
+                break self.timed_out(held, seconds, board).await?;
             }
-            tokio::select! {
-                () = &mut notified => {}
-                () = signals.stop.cancelled() => {}
-                () = self.shutdown.cancelled() => {}
-                () = tokio::time::sleep_until(deadline) => break self.timed_out(held, seconds, board).await?,
+            let reason = match held {
+                None => ParkReason::Question,
+                Some(_) => ParkReason::Approval,
+            };
+            let park = ParkTaskRequest {
+                session_id: self.session.id.clone(),
+                worker_id: self.worker_id.clone(),
+                reason: reason as i32,
+                until: Some(prost_types::Timestamp {
+                    seconds: until.timestamp(),
+                    nanos: i32::try_from(until.timestamp_subsec_nanos()).unwrap_or(0),
+                }),
+                seen_seq: seen,
+            };
+            match client.park_task(park).await {
+                Ok(parked) if parked.get_ref().parked => {
+                    tracing::info!(?reason, %until, "waiting for a person: task parked, runner slot free");
+                    return Ok(Err(Outcome::Parked));
+                }
+                // An answer or a decision arrived meanwhile: read it.
+                Ok(_) => {}
+                Err(e) if lease_lost(&e) => return Ok(Err(Outcome::LeaseLost)),
+                Err(e) => return Err(e),
             }
         };
-        if waiting && waited.is_ok() {
+        if waited.is_ok() {
+            // Claimed again after its timeout a parked task is still WAITING; otherwise a no-op.
             self.set_status(SessionStatus::Running, String::new())
                 .await?;
         }
@@ -500,7 +537,7 @@ impl TaskRun {
                 let mut decision = None;
                 if let Some(held) = held {
                     match self
-                        .wait_for_person(signals, held, &mut history.blackboard)
+                        .wait_for_person(signals, held, last.as_ref(), &mut history.blackboard)
                         .await?
                     {
                         Ok(arrived) => decision = arrived,

@@ -20,8 +20,8 @@ use ufo_proto::v1::{
     ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest,
     GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
     GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
-    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse,
-    PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
+    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
+    ParkTaskRequest, ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
     RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse, RenewLeaseRequest,
     RequestCancelRequest, Round, Session, SessionStatus, SetSessionStatusRequest, Step,
     WatchEventsRequest,
@@ -32,7 +32,7 @@ use self::status::status;
 use self::validate::{Limits, invalid, optional, required, uuid};
 use crate::config::Config;
 use crate::store::{
-    ArtifactKey, NewArtifact, NewSession, PageCursor, RoundEnd, StatusChange, Store,
+    ArtifactKey, NewArtifact, NewSession, PageCursor, ParkTask, RoundEnd, StatusChange, Store,
 };
 use crate::watch::{WatchOptions, watch};
 
@@ -524,5 +524,36 @@ impl SessionStore for SessionService {
             .await
             .map_err(status)?;
         Ok(Response::new(ReleaseTaskResponse {}))
+    }
+
+    async fn park_task(
+        &self,
+        request: Request<ParkTaskRequest>,
+    ) -> Result<Response<ParkTaskResponse>, Status> {
+        let r = request.into_inner();
+        let id = uuid("session_id", &r.session_id)?;
+        let worker = required("worker_id", r.worker_id)?;
+        let reason = match validate::known::<ParkReason>("reason", r.reason)? {
+            ParkReason::Unspecified => {
+                return Err(invalid("reason", "QUESTION or APPROVAL is required"));
+            }
+            known => known,
+        };
+        let until = r
+            .until
+            .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
+            .ok_or_else(|| invalid("until", "a valid timestamp is required"))?;
+        let parked = self
+            .store
+            .park_task(ParkTask {
+                id,
+                worker,
+                reason,
+                until,
+                seen_seq: validate::bounded("seen_seq", r.seen_seq)?,
+            })
+            .await
+            .map_err(status)?;
+        Ok(Response::new(ParkTaskResponse { parked }))
     }
 }

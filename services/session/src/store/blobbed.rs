@@ -26,7 +26,7 @@ use crate::knowledge::{
 };
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
-    PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
+    ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
     StoreResult, Subscription,
 };
 
@@ -270,6 +270,10 @@ impl Store for BlobbedStore {
 
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
         self.inner.release_task(id, worker, requeue).await
+    }
+
+    async fn park_task(&self, park: ParkTask) -> StoreResult<bool> {
+        self.inner.park_task(park).await
     }
 
     async fn replace_documents(

@@ -183,6 +183,15 @@ pub trait Store: Send + Sync + 'static {
     /// the queue. Releasing a session the worker does not hold gives `LeaseLost`.
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()>;
 
+    /// Parks the session `park.worker` holds while it waits for a person: drops the lease, keeps it
+    /// WAITING with `parked_for` and `parked_until`, appends TASK_PARKED and returns `true`. A parked
+    /// session is claimed again only once an answer (QUESTION_ANSWERED) or a decision (ACTION_APPROVED /
+    /// ACTION_REJECTED) is appended — that write queues it again in its old place — or once
+    /// `parked_until` passes. Returns `false` and changes nothing when such an event was appended after
+    /// `park.seen_seq`. `LeaseLost` when the worker does not hold the lease; `FailedPrecondition` unless
+    /// the session is RUNNING or WAITING; a parked session cancelled is cancelled at once.
+    async fn park_task(&self, park: ParkTask) -> StoreResult<bool>;
+
     /// Replaces the document sections of (`application`, `source`) with `sections` in one transaction;
     /// returns the stored sections and how many earlier ones were replaced.
     async fn replace_document(

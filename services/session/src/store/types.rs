@@ -64,6 +64,21 @@ pub struct StatusChange {
     pub lease_owner: Option<String>,
 }
 
+/// A worker parking the session it holds while the session waits for a person ([`super::Store::park_task`]).
+#[derive(Debug, Clone)]
+pub struct ParkTask {
+    /// The session.
+    pub id: Uuid,
+    /// The worker holding its lease.
+    pub worker: String,
+    /// What it waits for: QUESTION or APPROVAL.
+    pub reason: ufo_proto::v1::ParkReason,
+    /// When the wait times out (the session is claimable again from then on).
+    pub until: chrono::DateTime<chrono::Utc>,
+    /// The newest event the worker had read: an answer or a decision written after it refuses the park.
+    pub seen_seq: u64,
+}
+
 /// The end of a round.
 #[derive(Debug, Clone)]
 pub struct RoundEnd {
@@ -268,6 +283,15 @@ db_enum! {
     ufo_proto::v1::AgentKind => "AGENT_KIND_",
     ufo_proto::v1::KnowledgeKind => "KNOWLEDGE_KIND_",
     ufo_proto::v1::ExperienceRating => "EXPERIENCE_RATING_",
+    ufo_proto::v1::ParkReason => "PARK_REASON_",
+}
+
+/// True for the events that wake a parked session: an answer or a decision.
+pub fn wakes(kind: EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::QuestionAnswered | EventKind::ActionApproved | EventKind::ActionRejected
+    )
 }
 
 /// True for the statuses that end a session.

@@ -3,8 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ufo_proto::v1::SessionStatus;
-use ufo_session::store::{Store, StoreError};
+use serde_json::json;
+use ufo_proto::v1::{BlackboardKind, EventKind, ParkReason, SessionStatus};
+use ufo_session::store::{NewBlackboardEntry, NewEvent, ParkTask, Store, StoreError};
 use uuid::Uuid;
 
 use super::*;
@@ -110,4 +111,183 @@ pub async fn concurrent_claims_never_share(store: Arc<dyn Store>) {
     all.dedup();
     assert_eq!(count, 12);
     assert_eq!(all.len(), 12, "a session was claimed twice");
+}
+
+fn park(id: Uuid, worker: &str, reason: ParkReason, seen_seq: u64, until: Duration) -> ParkTask {
+    ParkTask {
+        id,
+        worker: worker.into(),
+        reason,
+        until: chrono::Utc::now() + chrono::Duration::from_std(until).unwrap(),
+        seen_seq,
+    }
+}
+
+fn answered(kind: EventKind) -> NewEvent {
+    NewEvent {
+        kind,
+        payload: json!({"step": 1, "id": "q-1", "answer": "blue"}),
+        step: 1,
+        round: 0,
+    }
+}
+
+/// A session waiting for a person gives up its lease (parked): the queue goes on without it; an answer
+/// or a decision queues it again in its old place, and so does its timeout; an answer that arrived before
+/// the park refuses it; a parked session is cancelled at once; queue places follow the claim order.
+pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn Store>) {
+    let long = Duration::from_secs(60);
+    let hour = Duration::from_secs(3600);
+    let asking = session(&*store).await;
+    let holding = session(&*store).await;
+    let later = session(&*store).await;
+    for (place, id) in (1..).zip([asking, holding, later]) {
+        assert_eq!(store.get_session(id).await.unwrap().queue_place, place);
+    }
+    let (listed, _) = store.list_sessions(None, None, None, 10).await.unwrap();
+    let places: Vec<u32> = listed.iter().map(|s| s.queue_place).collect();
+    assert_eq!(places, [3, 2, 1], "newest first, each with its place");
+
+    let claimed = store.claim_task("w".into(), long).await.unwrap().unwrap();
+    assert_eq!(claimed.id, asking.to_string());
+    assert_eq!(store.get_session(asking).await.unwrap().queue_place, 0);
+    assert_eq!(store.get_session(later).await.unwrap().queue_place, 2);
+
+    // Only the lease holder parks, and only for a question or an approval.
+    let seen = claimed.last_seq;
+    assert!(matches!(
+        store
+            .park_task(park(asking, "other", ParkReason::Question, seen, hour))
+            .await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    assert!(matches!(
+        store
+            .park_task(park(asking, "w", ParkReason::Unspecified, seen, hour))
+            .await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    assert!(
+        store
+            .park_task(park(asking, "w", ParkReason::Question, seen, hour))
+            .await
+            .unwrap()
+    );
+    let parked = store.get_session(asking).await.unwrap();
+    assert_eq!(parked.status, SessionStatus::Waiting as i32);
+    assert_eq!(parked.parked_for, ParkReason::Question as i32);
+    assert!(parked.lease_owner.is_empty() && parked.parked_until.is_some());
+    let events = store.read_events(asking, 1, 100).await.unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, EventKind::TaskParked as i32);
+    assert!(matches!(
+        store.renew_lease(asking, "w".into(), long).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+
+    // The queue goes on without the parked session.
+    let next = store.claim_task("w".into(), long).await.unwrap().unwrap();
+    assert_eq!(next.id, holding.to_string());
+    // A decision written before the park refuses it: the worker reads it and goes on.
+    store
+        .append_events(holding, vec![answered(EventKind::ActionApproved)], None)
+        .await
+        .unwrap();
+    assert!(
+        !store
+            .park_task(park(holding, "w", ParkReason::Approval, next.last_seq, hour))
+            .await
+            .unwrap()
+    );
+    let still = store.get_session(holding).await.unwrap();
+    assert_eq!(still.status, SessionStatus::Running as i32);
+    assert_eq!(still.lease_owner, "w");
+    assert_eq!(still.parked_for, ParkReason::Unspecified as i32);
+    let third = store.claim_task("w".into(), long).await.unwrap().unwrap();
+    assert_eq!(third.id, later.to_string());
+    assert!(
+        store.claim_task("w".into(), long).await.unwrap().is_none(),
+        "a parked session is not claimable"
+    );
+
+    // The answer (an event) queues it again, ahead of sessions queued after it.
+    store
+        .append_events(asking, vec![answered(EventKind::QuestionAnswered)], None)
+        .await
+        .unwrap();
+    let woken = store.get_session(asking).await.unwrap();
+    assert_eq!(woken.status, SessionStatus::Queued as i32);
+    assert_eq!(woken.parked_for, ParkReason::Unspecified as i32);
+    assert_eq!(woken.queue_place, 1);
+    let resumed = store.claim_task("v".into(), long).await.unwrap().unwrap();
+    assert_eq!(resumed.id, asking.to_string());
+    assert_eq!(resumed.status, SessionStatus::Running as i32);
+
+    // A decision written with a blackboard entry wakes it the same way.
+    let seen = store.get_session(asking).await.unwrap().last_seq;
+    assert!(
+        store
+            .park_task(park(asking, "v", ParkReason::Approval, seen, hour))
+            .await
+            .unwrap()
+    );
+    store
+        .append_blackboard(
+            asking,
+            vec![NewBlackboardEntry {
+                kind: BlackboardKind::Question,
+                value: json!({"question": "which?", "answer": "blue", "answers": 0}),
+                artifact_id: None,
+            }],
+            vec![answered(EventKind::ActionRejected)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_session(asking).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+    let resumed = store.claim_task("v".into(), long).await.unwrap().unwrap();
+    assert_eq!(resumed.id, asking.to_string());
+
+    // Nobody answers: the session is claimable once its wait times out, still WAITING (the worker applies
+    // the timeout fallback).
+    let seen = store.get_session(later).await.unwrap().last_seq;
+    assert!(
+        store
+            .park_task(park(later, "w", ParkReason::Question, seen, Duration::from_millis(300)))
+            .await
+            .unwrap()
+    );
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let timed_out = loop {
+        if let Some(s) = store.claim_task("x".into(), long).await.unwrap() {
+            break s;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a timed-out park never claimable");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(timed_out.id, later.to_string());
+    assert_eq!(timed_out.status, SessionStatus::Waiting as i32);
+    assert_eq!(timed_out.lease_owner, "x");
+    assert_eq!(timed_out.parked_for, ParkReason::Unspecified as i32);
+
+    // A parked session has no runner to see a cancel request: it is cancelled at once.
+    let seen = timed_out.last_seq;
+    assert!(
+        store
+            .park_task(park(later, "x", ParkReason::Question, seen, hour))
+            .await
+            .unwrap()
+    );
+    let cancelled = store.request_cancel(later, "no longer needed".into()).await.unwrap();
+    assert_eq!(cancelled.status, SessionStatus::Cancelled as i32);
+    assert_eq!(cancelled.parked_for, ParkReason::Unspecified as i32);
+    // An ended session cannot be parked.
+    assert!(
+        store
+            .park_task(park(later, "x", ParkReason::Question, 0, hour))
+            .await
+            .is_err()
+    );
 }

@@ -85,6 +85,64 @@ pub struct TaskLinks {
     pub cancel: String,
 }
 
+/// Why a queued or waiting task is not being worked on (a closed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// Queued: waiting for a free runner slot (`place` is its place in the queue).
+    RunnerSlot,
+    /// Waiting for a person to answer its questions (it holds no runner slot meanwhile).
+    Question,
+    /// Waiting for a person to approve or reject its held action (it holds no runner slot meanwhile).
+    Approval,
+}
+
+impl WaitReason {
+    /// The words `ufo show` and the viewer use.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::RunnerSlot => "waiting for a runner slot",
+            Self::Question => "waiting for a person to answer",
+            Self::Approval => "waiting for a person to approve or reject an action",
+        }
+    }
+}
+
+/// What a queued or waiting task waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct WaitingForView {
+    /// Why it waits.
+    pub reason: WaitReason,
+    /// For `runner_slot`: its 1-based place in the queue (1 = claimed next); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub place: Option<u32>,
+}
+
+impl WaitingForView {
+    /// What `session` waits for, as far as the session tells (a waiting task that is not parked is
+    /// refined from its held action in [`TaskView::from_snapshot`]).
+    fn of(session: &pb::Session) -> Option<Self> {
+        match pb::SessionStatus::try_from(session.status) {
+            Ok(pb::SessionStatus::Queued) => Some(Self {
+                reason: WaitReason::RunnerSlot,
+                place: (session.queue_place > 0).then_some(session.queue_place),
+            }),
+            Ok(pb::SessionStatus::Waiting) => match pb::ParkReason::try_from(session.parked_for) {
+                Ok(pb::ParkReason::Approval) => Some(Self {
+                    reason: WaitReason::Approval,
+                    place: None,
+                }),
+                Ok(pb::ParkReason::Question) => Some(Self {
+                    reason: WaitReason::Question,
+                    place: None,
+                }),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 /// A task.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TaskView {
@@ -94,6 +152,10 @@ pub struct TaskView {
     pub request: String,
     /// Status.
     pub status: TaskStatus,
+    /// Why a `queued` or `waiting` task is not being worked on: a runner slot (with its place in the
+    /// queue) or a person (question or approval); absent for other statuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<WaitingForView>,
     /// Final result or failure reason.
     pub result: String,
     /// Current FSM state of the active agent (e.g. `HostAgent:CONTINUE`); empty when idle.
@@ -323,6 +385,7 @@ impl TaskView {
         let totals = session.totals.unwrap_or_default();
         let base = format!("/v1/tasks/{id}");
         Self {
+            waiting_for: WaitingForView::of(&session),
             request: session.request,
             status: TaskStatus::from_proto(session.status),
             result: session.result,
@@ -395,6 +458,16 @@ impl TaskView {
             replayed: r.replayed,
             fell_back: r.fell_back,
         });
+        if view.status == TaskStatus::Waiting && view.waiting_for.is_none() {
+            let reason = match view.held_action {
+                Some(_) => WaitReason::Approval,
+                None => WaitReason::Question,
+            };
+            view.waiting_for = Some(WaitingForView {
+                reason,
+                place: None,
+            });
+        }
         view
     }
 }

@@ -174,6 +174,7 @@ impl SqlStore {
         let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             lock_session(&mut tx, id, None).await?;
+            super::events::wake_parked(&mut tx, id, &events, at).await?;
             let mut stored = Vec::with_capacity(entries.len());
             for entry in &entries {
                 stored.push(insert_entry(&mut tx, id, entry, 0, at).await?);

@@ -108,6 +108,28 @@ pub(super) fn stored(id: Uuid, events: &[NewEvent], first: i64, at: DateTime<Utc
         .collect()
 }
 
+/// Queues session `id` again, in its old place, if it is parked and `events` hold an answer or a decision
+/// (inside the caller's transaction, which holds the session's row lock).
+pub(super) async fn wake_parked(
+    conn: &mut impl AsConn,
+    id: Uuid,
+    events: &[NewEvent],
+    at: DateTime<Utc>,
+) -> StoreResult<()> {
+    if !events.iter().any(|e| crate::store::wakes(e.kind)) {
+        return Ok(());
+    }
+    query(
+        "UPDATE sessions SET status = 'queued', parked_for = NULL, parked_until = NULL, updated_at = $2 \
+         WHERE id = $1 AND status = 'waiting' AND parked_for IS NOT NULL",
+    )
+    .bind(id)
+    .bind(at)
+    .execute(conn.conn())
+    .await?;
+    Ok(())
+}
+
 /// Locks session `id` for the rest of the transaction and checks the lease; returns its status text.
 pub(super) async fn lock_session(
     conn: &mut impl AsConn,
@@ -138,11 +160,14 @@ impl SqlStore {
     ) -> StoreResult<Vec<Event>> {
         let at = now();
         let lease_owner = lease_owner.as_deref();
+        // An answer or a decision may wake a parked session: that takes the row lock and a second
+        // statement, so it goes the way of the statements (the same transaction on either database).
+        let wakes = events.iter().any(|e| crate::store::wakes(e.kind));
         let last_seq = match &self.backend {
-            Backend::Postgres { pool, .. } => {
+            Backend::Postgres { pool, .. } if !wakes => {
                 postgres::append_events(pool, id, &events, lease_owner, at).await?
             }
-            Backend::Sqlite { .. } => {
+            Backend::Postgres { .. } | Backend::Sqlite { .. } => {
                 self.append_events_statements(id, &events, lease_owner, at)
                     .await?
             }
@@ -164,6 +189,7 @@ impl SqlStore {
         let mut tx = self.begin().await?;
         let outcome: StoreResult<u64> = async {
             lock_session(&mut tx, id, lease_owner).await?;
+            wake_parked(&mut tx, id, events, at).await?;
             Ok(append(&mut tx, id, events, Totals::default(), at).await?.1)
         }
         .await;

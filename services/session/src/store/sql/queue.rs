@@ -1,22 +1,27 @@
-//! The task queue for agent replicas: claim with a lease, renew, release.
+//! The task queue for agent replicas: claim with a lease, renew, release, park.
 //!
 //! A lease is `(lease_owner, lease_expires_at)` on the session row. Fenced writes compare `lease_owner`;
 //! once a lease expires any worker may claim the session, which changes the owner and so fences the old
 //! worker out. This is what lets another replica resume a crashed worker's task.
+//!
+//! A session waiting for a person is *parked*: WAITING without a lease, `parked_for` (question or
+//! approval) and `parked_until` (its timeout) set. It is not claimable until an answer or a decision is
+//! appended ([`super::events::wake_parked`], in the same transaction: it goes back to QUEUED in its old
+//! place) or `parked_until` passes (then a worker claims it to apply the timeout fallback).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tracing::instrument;
-use ufo_proto::v1::{EventKind, Lease, Session};
+use ufo_proto::v1::{EventKind, Lease, ParkReason, Session};
 use uuid::Uuid;
 
 use super::db::{AsConn as _, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{SqlStore, now, rows, settle};
-use crate::store::{NewEvent, StoreError, StoreResult};
+use super::{SqlStore, db_int, now, rows, settle};
+use crate::store::{DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
 
 fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
@@ -45,6 +50,7 @@ impl SqlStore {
             tracing::Span::current().record("session", tracing::field::display(id));
             query(
                 "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
+             parked_for = NULL, parked_until = NULL, \
              status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
             )
             .bind(id)
@@ -139,5 +145,71 @@ impl SqlStore {
         let ((), last_seq) = settle(tx, outcome).await?;
         self.notifier.notify(id, last_seq);
         Ok(())
+    }
+
+    #[instrument(name = "store.park_task", skip_all, fields(session = %park.id, worker = %park.worker))]
+    pub(super) async fn park_task_impl(&self, park: ParkTask) -> StoreResult<bool> {
+        let at = now();
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<(bool, u64)> = async {
+            let row = lock_session(&mut tx, park.id, Some(&park.worker)).await?;
+            let status: String = row.try_get("status")?;
+            if status != "running" && status != "waiting" {
+                return Err(StoreError::FailedPrecondition(format!(
+                    "session {} is {status}: only a running or waiting session can be parked",
+                    park.id
+                )));
+            }
+            let reason = match park.reason {
+                ParkReason::Question | ParkReason::Approval => park.reason.db(),
+                ParkReason::Unspecified => {
+                    return Err(StoreError::FailedPrecondition(
+                        "a session is parked for a question or an approval".into(),
+                    ));
+                }
+            };
+            let woken = query(
+                "SELECT seq FROM events WHERE session_id = $1 AND seq > $2 \
+                 AND kind IN ($3, $4, $5) LIMIT 1",
+            )
+            .bind(park.id)
+            .bind(db_int(park.seen_seq))
+            .bind(EventKind::QuestionAnswered.db())
+            .bind(EventKind::ActionApproved.db())
+            .bind(EventKind::ActionRejected.db())
+            .fetch_optional(tx.conn())
+            .await?;
+            if woken.is_some() {
+                return Ok((false, 0));
+            }
+            query(
+                "UPDATE sessions SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL, \
+                 parked_for = $2, parked_until = $3, updated_at = $4 WHERE id = $1",
+            )
+            .bind(park.id)
+            .bind(&reason)
+            .bind(park.until)
+            .bind(at)
+            .execute(tx.conn())
+            .await?;
+            let parked = NewEvent {
+                kind: EventKind::TaskParked,
+                payload: json!({
+                    "worker": park.worker,
+                    "reason": reason,
+                    "until": park.until.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                }),
+                step: 0,
+                round: 0,
+            };
+            let (_, last_seq) = append(&mut tx, park.id, &[parked], Totals::default(), at).await?;
+            Ok((true, last_seq))
+        }
+        .await;
+        let (parked, last_seq) = settle(tx, outcome).await?;
+        if parked {
+            self.notifier.notify(park.id, last_seq);
+        }
+        Ok(parked)
     }
 }

@@ -71,6 +71,18 @@ pub(super) fn session(row: &Row) -> StoreResult<Session> {
         owner: row.try_get("owner")?,
         // Absent from queries that name their columns: never pruned as far as they tell.
         images_pruned_at: opt_ts(row.try_get("images_pruned_at").ok().flatten()),
+        parked_for: row
+            .try_get::<Option<String>, _>("parked_for")
+            .ok()
+            .flatten()
+            .and_then(|text| ufo_proto::v1::ParkReason::from_db(&text))
+            .unwrap_or_default()
+            .into(),
+        parked_until: opt_ts(row.try_get("parked_until").ok().flatten()),
+        // Only the session reads count it.
+        queue_place: row
+            .try_get::<i64, _>("queue_place")
+            .map_or(0, api_u32),
     })
 }
 

@@ -6,7 +6,7 @@ use tracing::instrument;
 use ufo_proto::v1::{EventKind, Round, RoundStatus, Session, SessionStatus};
 use uuid::Uuid;
 
-use super::db::{AsConn, query};
+use super::db::{AsConn, Query, query};
 use super::events::{Totals, append, lock_session};
 use super::{SqlStore, now, rows, settle};
 use crate::store::{
@@ -28,9 +28,15 @@ fn status_of(row: &rows::Row) -> StoreResult<SessionStatus> {
     SessionStatus::from_db(&text).ok_or_else(|| StoreError::Corrupt(format!("status = {text:?}")))
 }
 
+/// The `queue_place` column of a session row `s`: its 1-based place among queued sessions in claim
+/// order, 0 when it is not queued.
+const QUEUE_PLACE: &str = "CASE WHEN s.status = 'queued' THEN (SELECT COUNT(*) FROM sessions q \
+    WHERE q.status = 'queued' AND (q.queued_at < s.queued_at OR (q.queued_at = s.queued_at AND q.id <= s.id))) \
+    ELSE 0 END AS queue_place";
+
 /// The session row, read inside the caller's transaction.
 pub(super) async fn session_in(conn: &mut impl AsConn, id: Uuid) -> StoreResult<Session> {
-    let row = query("SELECT * FROM sessions WHERE id = $1")
+    let row = Query::owned(format!("SELECT s.*, {QUEUE_PLACE} FROM sessions s WHERE s.id = $1"))
         .bind(id)
         .fetch_optional(conn.conn())
         .await?
@@ -74,7 +80,7 @@ async fn end_session(
     let at = now();
     query(
         "UPDATE sessions SET status = $2, result = $3, lease_owner = NULL, lease_expires_at = NULL, \
-         updated_at = $4 WHERE id = $1",
+         parked_for = NULL, parked_until = NULL, updated_at = $4 WHERE id = $1",
     )
     .bind(id)
     .bind(status.db())
@@ -162,12 +168,12 @@ impl SqlStore {
         cursor: Option<PageCursor>,
         limit: u32,
     ) -> StoreResult<(Vec<Session>, Option<PageCursor>)> {
-        let found = query(
-            "SELECT * FROM sessions WHERE ($1 IS NULL OR status = $1) \
-             AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
-             AND ($5 IS NULL OR owner = $5) \
-             ORDER BY created_at DESC, id DESC LIMIT $4",
-        )
+        let found = Query::owned(format!(
+            "SELECT s.*, {QUEUE_PLACE} FROM sessions s WHERE ($1 IS NULL OR s.status = $1) \
+             AND ($2 IS NULL OR s.created_at < $2 OR (s.created_at = $2 AND s.id < $3)) \
+             AND ($5 IS NULL OR s.owner = $5) \
+             ORDER BY s.created_at DESC, s.id DESC LIMIT $4"
+        ))
         .bind(status.map(|s| s.db()))
         .bind(cursor.map(|c| c.created_at))
         .bind(cursor.map(|c| c.id))
@@ -247,7 +253,10 @@ impl SqlStore {
             let row = lock_session(&mut tx, id, None).await?;
             let current = status_of(&row)?;
             let already: bool = row.try_get("cancel_requested")?;
-            if is_terminal(current) || (already && current != SessionStatus::Queued) {
+            // Nobody runs a queued or a parked session: it is cancelled at once.
+            let parked = row.try_get::<Option<String>, _>("parked_for")?.is_some();
+            let idle = current == SessionStatus::Queued || parked;
+            if is_terminal(current) || (already && !idle) {
                 return Ok((session_in(&mut tx, id).await?, 0));
             }
             query("UPDATE sessions SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1")
@@ -258,7 +267,7 @@ impl SqlStore {
             let requested = event(EventKind::CancelRequested, json!({ "reason": reason }), 0);
             let (_, mut last_seq) =
                 append(&mut tx, id, &[requested], Totals::default(), now()).await?;
-            if current == SessionStatus::Queued {
+            if idle {
                 let result = if reason.is_empty() {
                     "cancelled"
                 } else {

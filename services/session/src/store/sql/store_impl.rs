@@ -141,6 +141,10 @@ impl Store for SqlStore {
         self.release_task_impl(id, worker, requeue).await
     }
 
+    async fn park_task(&self, park: crate::store::ParkTask) -> StoreResult<bool> {
+        self.park_task_impl(park).await
+    }
+
     async fn replace_documents(
         &self,
         documents: Vec<DocumentUpload>,

@@ -48,6 +48,15 @@
     return Math.round(s / 86400) + ' d ago';
   }
   const badge = (status) => h('span', { class: 'status ' + status, 'data-status': status }, status);
+  // Why a queued or waiting task is not being worked on: the API's `waiting_for` (a closed set of reasons).
+  const WAIT_WORDS = {
+    runner_slot: 'waiting for a runner slot',
+    question: 'waiting for a person to answer',
+    approval: 'waiting for a person to approve or reject an action',
+  };
+  const waitingText = (w) => !w ? '' : (WAIT_WORDS[w.reason] || 'waiting for ' + w.reason) +
+    (w.reason === 'runner_slot' && w.place ? ` (place ${w.place} in the queue)` : '');
+  const waitingFor = (w) => w ? h('span', { class: 'muted waiting-for', 'data-reason': w.reason }, waitingText(w)) : null;
 
   class ApiError extends Error {
     constructor(status, code, message) { super(message); this.status = status; this.code = code; }
@@ -182,7 +191,7 @@
       const q = filter.value ? '&status=' + filter.value : '';
       const pageOf = await api('/v1/tasks?page_size=100' + q, { signal });
       body.replaceChildren(...pageOf.tasks.map((t) => h('tr', { 'data-id': t.id },
-        h('td', {}, badge(t.status)),
+        h('td', { title: waitingText(t.waiting_for) }, badge(t.status), t.waiting_for ? ' ' : null, waitingFor(t.waiting_for)),
         h('td', {}, h('a', { href: '#/task/' + t.id }, t.request)),
         h('td', { title: t.created_at }, age(t.created_at)),
         h('td', {}, t.totals.steps), h('td', {}, money(t.totals.cost)),
@@ -310,7 +319,7 @@
     parts.nav.replaceChildren(h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace);
     parts.info.replaceChildren(h('div', {},
       h('h1', {}, task.request),
-      h('div', { class: 'row' }, badge(task.status), task.state ? h('code', {}, task.state) : null,
+      h('div', { class: 'row' }, badge(task.status), waitingFor(task.waiting_for), task.state ? h('code', {}, task.state) : null,
         h('span', { class: 'muted' }, `${task.totals.steps} steps · ${money(task.totals.cost)} · ${task.totals.input_tokens + task.totals.output_tokens} tokens · ${task.totals.duration_seconds.toFixed(1)} s · created ${age(task.created_at)}`),
         task.cancel_requested && !ended ? h('span', { class: 'status waiting' }, 'cancel requested') : null),
       task.result ? h('p', { id: 'result' }, h('span', { class: 'label' }, 'result '), task.result) : null,

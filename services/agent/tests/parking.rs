@@ -106,11 +106,7 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
 
     let asks = api.submit("steps=2 ask=1").await;
     let task = api.wait_status(&asks, "waiting").await;
-    assert_eq!(
-        task["waiting_for"],
-        json!({"reason": "question"}),
-        "{task}"
-    );
+    assert_eq!(task["waiting_for"], json!({"reason": "question"}), "{task}");
     // The slot is free again: a task that never ends its first step takes it.
     let blocks = api.submit("steps=5 block=1").await;
     api.wait_status(&blocks, "running").await;
@@ -176,10 +172,17 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
         assert!(task.get("waiting_for").is_none(), "{task}");
     }
     let (status, steps) = api
-        .call(reqwest::Method::GET, &format!("/v1/tasks/{asks}/steps"), None)
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/tasks/{asks}/steps"),
+            None,
+        )
         .await;
     assert_eq!(status, 200);
-    assert_eq!(steps["steps"][1]["thought"], "the person answered notes.txt");
+    assert_eq!(
+        steps["steps"][1]["thought"],
+        "the person answered notes.txt"
+    );
     let events = session.events(&asks).await;
     assert_eq!(count(&events, EventKind::TaskParked), 1);
     assert_eq!(count(&events, EventKind::TaskClaimed), 2);
@@ -216,7 +219,11 @@ async fn a_held_action_parks_its_task_until_the_decision() {
     assert_eq!(status, 200, "{body}");
     api.wait_status(&held, "finished").await;
     let (_, steps) = api
-        .call(reqwest::Method::GET, &format!("/v1/tasks/{held}/steps"), None)
+        .call(
+            reqwest::Method::GET,
+            &format!("/v1/tasks/{held}/steps"),
+            None,
+        )
         .await;
     assert_eq!(steps["steps"][1]["thought"], "decision Some(true)");
     let events = session.events(&held).await;

@@ -34,7 +34,14 @@ struct Cli {
 impl Cli {
     async fn run(&self, args: &[&str]) -> std::process::Output {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_ufo"))
-            .args(["--server", &self.rest, "--grpc", &self.grpc, "--token", &self.token])
+            .args([
+                "--server",
+                &self.rest,
+                "--grpc",
+                &self.grpc,
+                "--token",
+                &self.token,
+            ])
             .args(args)
             .env_remove("UFO_SERVER")
             .env_remove("UFO_GRPC")
@@ -155,7 +162,11 @@ async fn under_ufo_up_a_task_waiting_for_an_answer_lets_the_others_finish() {
     };
 
     let asks = cli
-        .ok(&["run", "--detach", &format!("{ASKS}: note the colour the person names")])
+        .ok(&[
+            "run",
+            "--detach",
+            &format!("{ASKS}: note the colour the person names"),
+        ])
         .await
         .trim()
         .to_owned();
@@ -167,10 +178,7 @@ async fn under_ufo_up_a_task_waiting_for_an_answer_lets_the_others_finish() {
     let waiting = cli.wait_status(&asks, "waiting", &service_logs).await;
     assert_eq!(waiting["waiting_for"]["reason"], "question", "{waiting}");
     let shown = cli.ok(&["show", &asks]).await;
-    assert!(
-        shown.contains("waiting  for a person to answer"),
-        "{shown}"
-    );
+    assert!(shown.contains("waiting  for a person to answer"), "{shown}");
 
     // Nobody has answered: the slot went to the other two, which finish.
     for id in &others {

@@ -13,7 +13,8 @@ use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
     AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest,
     GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest,
-    ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
+    ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus,
+    SetSessionStatusRequest, Step,
 };
 
 use super::ahead::{Pending, RecordAhead};
@@ -391,7 +392,8 @@ impl TaskRun {
             .and_then(|s| s.finished_at)
             .and_then(|t| chrono::DateTime::from_timestamp(t.seconds, u32::try_from(t.nanos).ok()?))
             .unwrap_or_else(chrono::Utc::now);
-        let until = asked_at + chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
+        let until =
+            asked_at + chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX / 1000));
         let mut client = self.client.clone();
         let waited = loop {
             // Read in this order: whatever is written after `seen` refuses the park below.
@@ -405,8 +407,10 @@ impl TaskRun {
             if let Some(held) = held {
                 let decided = match signals.decision(held.step) {
                     Some(decision) => Some(decision),
-                    None => hitl::decision_in_store(&self.client, &self.session.id, held.step, seen)
-                        .await?,
+                    None => {
+                        hitl::decision_in_store(&self.client, &self.session.id, held.step, seen)
+                            .await?
+                    }
                 };
                 if let Some(decision) = decided {
                     break Ok(Some(decision));

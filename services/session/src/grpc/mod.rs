@@ -21,10 +21,10 @@ use ufo_proto::v1::{
     GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
     GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
     ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
-    ParkTaskRequest, ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
-    RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse, RenewLeaseRequest,
-    RequestCancelRequest, Round, Session, SessionStatus, SetSessionStatusRequest, Step,
-    WatchEventsRequest,
+    ParkTaskRequest, ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest,
+    PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse,
+    RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionStatus,
+    SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 use uuid::Uuid;
 

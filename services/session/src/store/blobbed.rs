@@ -26,8 +26,8 @@ use crate::knowledge::{
 };
 use crate::store::{
     ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
-    ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreError,
-    StoreResult, Subscription,
+    ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store,
+    StoreError, StoreResult, Subscription,
 };
 
 /// A store with artifact bytes in a blob store.

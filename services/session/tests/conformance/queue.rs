@@ -195,7 +195,13 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
         .unwrap();
     assert!(
         !store
-            .park_task(park(holding, "w", ParkReason::Approval, next.last_seq, hour))
+            .park_task(park(
+                holding,
+                "w",
+                ParkReason::Approval,
+                next.last_seq,
+                hour
+            ))
             .await
             .unwrap()
     );
@@ -255,7 +261,13 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
     let seen = store.get_session(later).await.unwrap().last_seq;
     assert!(
         store
-            .park_task(park(later, "w", ParkReason::Question, seen, Duration::from_millis(300)))
+            .park_task(park(
+                later,
+                "w",
+                ParkReason::Question,
+                seen,
+                Duration::from_millis(300)
+            ))
             .await
             .unwrap()
     );
@@ -264,7 +276,10 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
         if let Some(s) = store.claim_task("x".into(), long).await.unwrap() {
             break s;
         }
-        assert!(tokio::time::Instant::now() < deadline, "a timed-out park never claimable");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a timed-out park never claimable"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(timed_out.id, later.to_string());
@@ -280,7 +295,10 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
             .await
             .unwrap()
     );
-    let cancelled = store.request_cancel(later, "no longer needed".into()).await.unwrap();
+    let cancelled = store
+        .request_cancel(later, "no longer needed".into())
+        .await
+        .unwrap();
     assert_eq!(cancelled.status, SessionStatus::Cancelled as i32);
     assert_eq!(cancelled.parked_for, ParkReason::Unspecified as i32);
     // An ended session cannot be parked.

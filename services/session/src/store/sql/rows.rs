@@ -80,9 +80,7 @@ pub(super) fn session(row: &Row) -> StoreResult<Session> {
             .into(),
         parked_until: opt_ts(row.try_get("parked_until").ok().flatten()),
         // Only the session reads count it.
-        queue_place: row
-            .try_get::<i64, _>("queue_place")
-            .map_or(0, api_u32),
+        queue_place: row.try_get::<i64, _>("queue_place").map_or(0, api_u32),
     })
 }
 

@@ -36,11 +36,13 @@ const QUEUE_PLACE: &str = "CASE WHEN s.status = 'queued' THEN (SELECT COUNT(*) F
 
 /// The session row, read inside the caller's transaction.
 pub(super) async fn session_in(conn: &mut impl AsConn, id: Uuid) -> StoreResult<Session> {
-    let row = Query::owned(format!("SELECT s.*, {QUEUE_PLACE} FROM sessions s WHERE s.id = $1"))
-        .bind(id)
-        .fetch_optional(conn.conn())
-        .await?
-        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+    let row = Query::owned(format!(
+        "SELECT s.*, {QUEUE_PLACE} FROM sessions s WHERE s.id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(conn.conn())
+    .await?
+    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
     rows::session(&row)
 }
 

@@ -141,3 +141,78 @@ async fn ocr_grounding_finds_the_tk_forms_widgets_and_their_text() {
         "spurious {spurious_rate:.3}: {spurious:?}"
     );
 }
+
+/// Grounding only what changed reads what grounding the whole window reads: one entry of the Tk form is
+/// darkened (its text stays legible), the remembered window is grounded again through the changed box,
+/// and the answer is compared with a cold grounding of the same pixels (texts and boxes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grounding_only_the_changed_box_reads_what_a_cold_grounding_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (img, truth) = tk_form::form_screenshot(dir.path()).await;
+    let engine = builtin_engine(None, "eng").expect("install tesseract-ocr and tesseract-ocr-eng");
+    let options = OcrOptions {
+        timeout: std::time::Duration::from_secs(120),
+        ..OcrOptions::default()
+    };
+    let shot = |img: &image::RgbaImage| Screenshot::from_rgba(img, 0, 0).unwrap();
+    let remembering = OcrGrounding::new(engine.clone(), options.clone());
+    remembering.detect(&shot(&img)).await.unwrap();
+
+    let entry = truth["widgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "entry")
+        .unwrap();
+    let b = rect(&entry["widget"]);
+    let mut after = img.clone();
+    for y in b.top.max(0) as u32..(b.bottom.max(0) as u32).min(img.height()) {
+        for x in b.left.max(0) as u32..(b.right.max(0) as u32).min(img.width()) {
+            for c in &mut after.get_pixel_mut(x, y).0[..3] {
+                *c = c.saturating_sub(40);
+            }
+        }
+    }
+    let regional = remembering.detect(&shot(&after)).await.unwrap();
+    let cold = OcrGrounding::new(engine, options)
+        .detect(&shot(&after))
+        .await
+        .unwrap();
+    let same = |a: &ufo_agent::agents::target::TargetInfo| {
+        regional
+            .iter()
+            .any(|r| fold(&r.name) == fold(&a.name) && iou(r.rect.unwrap(), a.rect.unwrap()) >= 0.5)
+    };
+    let missing: Vec<_> = cold.iter().filter(|c| !same(c)).map(|c| &c.name).collect();
+    let extra: Vec<_> = regional
+        .iter()
+        .filter(|r| {
+            !cold.iter().any(|c| {
+                fold(&r.name) == fold(&c.name) && iou(r.rect.unwrap(), c.rect.unwrap()) >= 0.5
+            })
+        })
+        .map(|r| (&r.name, r.rect))
+        .collect();
+    eprintln!(
+        "changed box {b:?}; cold {} elements, regional {}, missing {missing:?}, read only in the \
+         regional answer {extra:?}",
+        cold.len(),
+        regional.len()
+    );
+    assert!(
+        missing.len() as f64 <= cold.len() as f64 * 0.03,
+        "the regional answer misses {missing:?} of {}",
+        cold.len()
+    );
+    assert!(
+        regional.len().abs_diff(cold.len()) as f64 <= cold.len() as f64 * 0.03,
+        "regional {} vs cold {}",
+        regional.len(),
+        cold.len()
+    );
+    let text = fold(entry["text"].as_str().unwrap());
+    assert!(
+        regional.iter().any(|r| fold(&r.name) == text),
+        "the darkened entry's text {text:?} is read again"
+    );
+}

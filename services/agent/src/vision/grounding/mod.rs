@@ -186,11 +186,15 @@ struct Remembered {
 /// Windows whose last pixels are remembered for grounding only what changed (each costs its RGBA size).
 const REMEMBERED_WINDOWS: usize = 4;
 
-/// A change covering more than this share of the window's rows grounds the whole window again.
+/// A change covering more than this share of the window's area grounds the whole window again.
 const REGION_MAX_SHARE: f64 = 0.4;
 
-/// Pixels of context kept above and below a changed region (a text line and a half at common sizes).
+/// Pixels of context kept around a changed region (a text line and a half at common sizes).
 const REGION_MARGIN: u32 = 24;
+
+/// Pixels kept around a remembered element the read region is widened to (text on the region's very
+/// edge is misread).
+const ELEMENT_PAD: u32 = 16;
 
 /// OCR grounding over an [`OcrEngine`]: see the module doc.
 pub struct OcrGrounding {
@@ -275,60 +279,90 @@ fn elements_at(
     Ok(elements)
 }
 
-/// The rows `[top, bottom)` where `a` and `b` (same size) differ, if any.
-fn changed_rows(a: &RgbaImage, b: &RgbaImage) -> Option<(u32, u32)> {
+/// The box `[left, top, right, bottom)` holding every pixel where `a` and `b` (same size) differ, if any.
+fn changed_box(a: &RgbaImage, b: &RgbaImage) -> Option<[u32; 4]> {
     let row = (a.width() * 4) as usize;
     let (ra, rb) = (a.as_raw(), b.as_raw());
-    let differs = |y: u32| {
+    let line = |y: u32| {
         let at = y as usize * row;
-        ra[at..at + row] != rb[at..at + row]
+        (&ra[at..at + row], &rb[at..at + row])
+    };
+    let differs = |y: u32| {
+        let (la, lb) = line(y);
+        la != lb
     };
     let top = (0..a.height()).find(|&y| differs(y))?;
     let bottom = (top..a.height()).rev().find(|&y| differs(y))? + 1;
-    Some((top, bottom))
+    let (mut left, mut right) = (a.width(), 0);
+    for y in top..bottom {
+        let (la, lb) = line(y);
+        let pixels = || la.chunks_exact(4).zip(lb.chunks_exact(4));
+        if let Some(x) = pixels().position(|(p, q)| p != q) {
+            left = left.min(x as u32);
+            let last = pixels().rposition(|(p, q)| p != q).unwrap_or(x);
+            right = right.max(last as u32 + 1);
+        }
+    }
+    Some([left, top, right, bottom])
 }
 
 /// Grounds `img`, reusing what was found in `before` (the same window's previous pixels) outside the
-/// band of rows that changed: only that band (widened by a margin and to the whole of every element it
-/// cuts) is read again. Also returns how many rows were read. `None` when the change is too large for
-/// that to pay (ground the whole window).
+/// box that changed: only that box (widened by a margin and to the whole of every element it cuts) is
+/// read again. Also returns how many rows were read. `None` when the change is too large for that to pay
+/// (ground the whole window).
 fn regrounded(
     engine: &dyn OcrEngine,
     options: &OcrOptions,
     before: &Remembered,
     img: &RgbaImage,
 ) -> Option<Result<(Vec<Element>, u32), GroundingError>> {
-    let Some((top, bottom)) = changed_rows(&before.pixels, img) else {
+    let Some(changed) = changed_box(&before.pixels, img) else {
         return Some(Ok((before.elements.clone(), 0)));
     };
-    let h = img.height();
-    if f64::from(bottom - top) > f64::from(h) * REGION_MAX_SHARE {
+    let (w, h) = img.dimensions();
+    let area = |b: [u32; 4]| f64::from(b[2] - b[0]) * f64::from(b[3] - b[1]);
+    if area(changed) > area([0, 0, w, h]) * REGION_MAX_SHARE {
         return None;
     }
-    let (mut top, mut bottom) = (
-        top.saturating_sub(REGION_MARGIN),
-        (bottom + REGION_MARGIN).min(h),
-    );
-    // Widen to every remembered element the band cuts, so none is read in part.
-    let cuts = |e: &Element, t: u32, b: u32| e.bbox[1] < b as i32 && e.bbox[3] > t as i32;
-    let (band_top, band_bottom) = (top, bottom);
-    for e in before
-        .elements
-        .iter()
-        .filter(|e| cuts(e, band_top, band_bottom))
-    {
-        top = top.min(e.bbox[1].max(0) as u32);
-        bottom = bottom.max((e.bbox[3].max(0) as u32).min(h));
+    let mut region = [
+        changed[0].saturating_sub(REGION_MARGIN),
+        changed[1].saturating_sub(REGION_MARGIN),
+        (changed[2] + REGION_MARGIN).min(w),
+        (changed[3] + REGION_MARGIN).min(h),
+    ];
+    // Widen to every remembered element the region cuts, so none is read in part (widening can cut
+    // more: repeat until it holds still).
+    let cuts = |e: &Element, r: [u32; 4]| {
+        e.bbox[0] < r[2] as i32
+            && e.bbox[2] > r[0] as i32
+            && e.bbox[1] < r[3] as i32
+            && e.bbox[3] > r[1] as i32
+    };
+    let clamp = |v: i32, max: u32| (v.max(0) as u32).min(max);
+    loop {
+        let mut wider = region;
+        for e in before.elements.iter().filter(|e| cuts(e, region)) {
+            let pad = ELEMENT_PAD as i32;
+            wider[0] = wider[0].min(clamp(e.bbox[0] - pad, w));
+            wider[1] = wider[1].min(clamp(e.bbox[1] - pad, h));
+            wider[2] = wider[2].max(clamp(e.bbox[2] + pad, w));
+            wider[3] = wider[3].max(clamp(e.bbox[3] + pad, h));
+        }
+        if wider == region {
+            break;
+        }
+        region = wider;
     }
-    let band = image::imageops::crop_imm(img, 0, top, img.width(), bottom - top).to_image();
-    let found = match elements_at(engine, options, &band, (0, top as i32)) {
+    let [left, top, right, bottom] = region;
+    let part = image::imageops::crop_imm(img, left, top, right - left, bottom - top).to_image();
+    let found = match elements_at(engine, options, &part, (left as i32, top as i32)) {
         Ok(found) => found,
         Err(e) => return Some(Err(e)),
     };
     let mut elements: Vec<Element> = before
         .elements
         .iter()
-        .filter(|e| !cuts(e, top, bottom))
+        .filter(|e| !cuts(e, region))
         .cloned()
         .chain(found)
         .collect();
@@ -467,7 +501,7 @@ mod tests {
         answer: Result<String, String>,
         block: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
         calls: AtomicUsize,
-        heights: Mutex<Vec<u32>>,
+        sizes: Mutex<Vec<(u32, u32)>>,
     }
 
     impl OcrEngine for Fake {
@@ -476,7 +510,7 @@ mod tests {
         }
         fn recognise(&self, img: &GrayImage) -> Result<String, GroundingError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            self.heights.lock().unwrap().push(img.height());
+            self.sizes.lock().unwrap().push(img.dimensions());
             if let Some(rx) = &self.block {
                 let _ = rx.lock().map(|rx| rx.recv());
             }
@@ -489,7 +523,7 @@ mod tests {
             answer: answer.map(str::to_owned).map_err(str::to_owned),
             block: None,
             calls: AtomicUsize::new(0),
-            heights: Mutex::new(vec![]),
+            sizes: Mutex::new(vec![]),
         })
     }
 
@@ -546,7 +580,7 @@ mod tests {
             answer: Ok(TSV.into()),
             block: Some(Mutex::new(rx)),
             calls: AtomicUsize::new(0),
-            heights: Mutex::new(vec![]),
+            sizes: Mutex::new(vec![]),
         });
         let options = OcrOptions {
             timeout: Duration::from_millis(100),
@@ -583,8 +617,8 @@ mod tests {
         }
         let second = g.detect(&at(&after)).await.unwrap();
         assert_eq!(
-            *engine.heights.lock().unwrap(),
-            vec![400, 104],
+            *engine.sizes.lock().unwrap(),
+            vec![(128, 400), (128, 104)],
             "the whole window (upscaled ×2), then the changed band"
         );
         assert_eq!(second.len(), 2, "{second:#?}");
@@ -597,6 +631,45 @@ mod tests {
         // A change over most of the window grounds all of it again.
         let most = RgbaImage::from_pixel(64, 200, image::Rgba([10, 240, 240, 255]));
         g.detect(&at(&most)).await.unwrap();
-        assert_eq!(engine.heights.lock().unwrap().last(), Some(&400));
+        assert_eq!(engine.sizes.lock().unwrap().last(), Some(&(128, 400)));
+    }
+
+    #[tokio::test]
+    async fn a_change_in_a_corner_reads_only_that_box_widened_to_the_element_it_cuts() {
+        // The fake reads one word at image pixels (5..25, 10..18) of whatever it is given.
+        let engine = fake(Ok("5\t1\t1\t1\t1\t1\t10\t20\t40\t16\t95\tOK\n"));
+        let g = OcrGrounding::new(engine.clone(), OcrOptions::default());
+        let at = |img: &RgbaImage| Screenshot::from_rgba(img, 0, 0).unwrap();
+        let before = RgbaImage::from_pixel(400, 300, image::Rgba([240, 240, 240, 255]));
+        let first = g.detect(&at(&before)).await.unwrap();
+        assert_eq!(first[0].rect, Some(Rect::new(5, 10, 25, 18)));
+        // A 10×10 change at (300, 200): read (276..334, 176..234) only, a 24-pixel margin around it.
+        let mut after = before.clone();
+        for y in 200..210 {
+            for x in 300..310 {
+                after.put_pixel(x, y, image::Rgba([0, 0, 0, 255]));
+            }
+        }
+        let second = g.detect(&at(&after)).await.unwrap();
+        assert_eq!(engine.sizes.lock().unwrap()[1], (116, 116));
+        assert_eq!(second.len(), 2, "{second:#?}");
+        assert_eq!(second[0].rect, first[0].rect, "kept from before");
+        assert_eq!(second[1].rect, Some(Rect::new(281, 186, 301, 194)));
+        // A change touching the remembered word at (5..25, 10..18): the read box is widened to hold all
+        // of it, and the word is read again instead of kept.
+        let mut third = after.clone();
+        third.put_pixel(30, 40, image::Rgba([0, 0, 0, 255]));
+        let found = g.detect(&at(&third)).await.unwrap();
+        assert_eq!(
+            engine.sizes.lock().unwrap()[2],
+            (110, 130),
+            "(6..55, 16..65) widened to the word with 16 pixels around it: (0..55, 0..65), upscaled"
+        );
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(
+            found[0].rect,
+            Some(Rect::new(5, 10, 25, 18)),
+            "read again at the box's offset"
+        );
     }
 }

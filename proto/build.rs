@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         "ufo/v1/executor.proto",
         "ufo/v1/session.proto",
         "ufo/v1/agent.proto",
+        "ufo/v1/dialout.proto",
     ];
     tonic_prost_build::configure()
         .file_descriptor_set_path(out.join("ufo_descriptor.bin"))

@@ -28,6 +28,8 @@ pub mod service_names {
     pub const KNOWLEDGE_STORE: &str = "ufo.v1.KnowledgeStore";
     /// `ufo.v1.AgentService`.
     pub const AGENT_SERVICE: &str = "ufo.v1.AgentService";
+    /// `ufo.v1.ExecutorHub` (served by the agent when dial-out executors are enabled).
+    pub const EXECUTOR_HUB: &str = "ufo.v1.ExecutorHub";
 }
 
 pub use prost_types;

@@ -63,6 +63,8 @@ use ufo_proto::v1::agent_service_server::AgentServiceServer;
 
 /// gRPC services this server exposes (for health and reflection).
 const SERVICES: &[&str] = &[AGENT_SERVICE];
+/// The same with dial-out executors enabled.
+const SERVICES_WITH_HUB: &[&str] = &[AGENT_SERVICE, ufo_proto::service_names::EXECUTOR_HUB];
 
 /// Why the service stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +120,12 @@ pub async fn run(
         None
     };
 
-    let intro = introspection(SERVICES, &config.reflection)
+    let services = if config.dial_out.enrollments_file.is_some() {
+        SERVICES_WITH_HUB
+    } else {
+        SERVICES
+    };
+    let intro = introspection(services, &config.reflection)
         .await
         .map_err(ufo_common::grpc::ServeError::from)?;
     let mut routes = intro.routes;
@@ -126,18 +133,31 @@ pub async fn run(
         api::grpc::AgentApi::new(tasks.clone()),
         keys.clone(),
     ));
+    // Dial-out executors connect here, authenticated by their enrollment tokens (not API keys).
+    if let Some(path) = &config.dial_out.enrollments_file {
+        let hub = dispatch::dialout::server::HubService::new(
+            config.dial_out.hub.0.clone(),
+            dispatch::dialout::enroll::Enrollments::new(path),
+            std::time::Duration::from_millis(config.dial_out.heartbeat_ms),
+        );
+        routes.add_service(hub.server(config.runner.executor_max_message_bytes));
+        tracing::info!(enrollments = %path.display(), "dial-out executors enabled");
+    }
     // Tasks are stored in Postgres: NUL is refused. The API server keeps tonic's default 4 MiB limit.
     let checks = config
         .request_checks
         .checks(true, 4 * 1024 * 1024)
         .map_err(ufo_common::grpc::ServeError::from)?;
     let grpc = serve_until(
-        tonic::transport::Server::builder(),
+        // HTTP/2 pings find a dead peer of a long-lived stream (StreamSteps, dial-out executors).
+        tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(std::time::Duration::from_secs(20)))
+            .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10))),
         routes.routes(),
         checks,
         listeners.grpc,
         intro.health_reporter,
-        SERVICES,
+        services,
         shutdown.clone(),
     );
 

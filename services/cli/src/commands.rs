@@ -349,6 +349,96 @@ pub async fn prune(api: AgentClient, args: PruneArgs) -> Result<Outcome, CliErro
     Ok(Outcome::Success)
 }
 
+/// `ufo executors …`: the admin API's executor endpoints.
+pub async fn executors(
+    api: AgentClient,
+    command: crate::config::ExecutorsCommand,
+) -> Result<Outcome, CliError> {
+    use crate::config::ExecutorsCommand;
+    match command {
+        ExecutorsCommand::List(args) => {
+            let all = api.executors().await?;
+            if args.json {
+                println!("{all}");
+                return Ok(Outcome::Success);
+            }
+            let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+            for e in all["executors"].as_array().into_iter().flatten() {
+                let labels = e["labels"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .unwrap_or_default();
+                let state = match (e["kind"].as_str(), e["connected"].as_bool()) {
+                    (Some("dial-out"), Some(true)) => "connected",
+                    (Some("dial-out"), _) => "disconnected",
+                    _ => "declared",
+                };
+                println!(
+                    "{}\t{}\t{state}\t{}\tlast heartbeat {}",
+                    text(&e["name"]),
+                    text(&e["kind"]),
+                    if labels.is_empty() {
+                        "-".into()
+                    } else {
+                        labels
+                    },
+                    text(&e["last_heartbeat"]),
+                );
+                for t in e["tokens"].as_array().into_iter().flatten() {
+                    let revoked = t["revoked_at"]
+                        .as_str()
+                        .map_or(String::new(), |r| format!(" (revoked {r})"));
+                    println!("  token {}{revoked}", text(&t["id"]));
+                }
+            }
+            Ok(Outcome::Success)
+        }
+        ExecutorsCommand::Enroll(args) => {
+            let made = api.enroll_executor(&args.name).await?;
+            let token = made["token"].as_str().unwrap_or_default();
+            match &args.out {
+                Some(path) => {
+                    write_secret(path, token)?;
+                    println!(
+                        "enrollment token {} for {} written to {}",
+                        made["id"].as_str().unwrap_or("?"),
+                        args.name,
+                        path.display()
+                    );
+                }
+                None => println!("{token}"),
+            }
+            Ok(Outcome::Success)
+        }
+        ExecutorsCommand::Revoke(args) => {
+            api.revoke_enrollment(&args.name, &args.id).await?;
+            println!("revoked token {} of {}", args.id, args.name);
+            Ok(Outcome::Success)
+        }
+    }
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn write_secret(path: &std::path::Path, text: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    Ok(())
+}
+
 /// Most bytes of one file `ufo knowledge add` reads (the service refuses far smaller files; this only
 /// keeps a mistaken path to a huge file from filling memory).
 const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;

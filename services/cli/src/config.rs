@@ -94,8 +94,53 @@ pub enum Command {
     /// the agents do.
     #[command(subcommand)]
     Knowledge(KnowledgeCommand),
+    /// Executors (admin key): list them with their dial-out connections, enroll a dial-out executor (a
+    /// new enrollment token), revoke a token.
+    #[command(subcommand)]
+    Executors(ExecutorsCommand),
     /// Rate a finished task's experience good or bad (a bad one is never offered to the agents again).
     Rate(RateArgs),
+}
+
+/// `ufo executors …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ExecutorsCommand {
+    /// Every executor tasks may name; dial-out ones with connection, labels and last heartbeat.
+    List(ExecutorsListArgs),
+    /// Create an enrollment token for the dial-out executor NAME (`ufo-executor --connect ... --name
+    /// NAME --enroll-token-file FILE`); printed, or written to --out (mode 0600).
+    Enroll(EnrollArgs),
+    /// Revoke an enrollment token (a connection made with it is closed).
+    Revoke(RevokeArgs),
+}
+
+/// `ufo executors list`.
+#[derive(Debug, Clone, Args)]
+pub struct ExecutorsListArgs {
+    /// Print the service's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ufo executors enroll`.
+#[derive(Debug, Clone, Args)]
+pub struct EnrollArgs {
+    /// The executor's name.
+    pub name: String,
+
+    /// Write the token to this file (created with mode 0600) instead of printing it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `ufo executors revoke`.
+#[derive(Debug, Clone, Args)]
+pub struct RevokeArgs {
+    /// The executor's name.
+    pub name: String,
+
+    /// The token's id (`ufo executors list`).
+    pub id: String,
 }
 
 /// `ufo knowledge …`.

@@ -61,5 +61,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             commands::knowledge_search(api()?, args).await
         }
         Command::Rate(args) => commands::rate(api()?, args).await,
+        Command::Executors(command) => commands::executors(api()?, command).await,
     }
 }

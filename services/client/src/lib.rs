@@ -233,6 +233,24 @@ impl AgentClient {
         self.call(Method::POST, "/v1/admin/prune", Some(body)).await
     }
 
+    /// `POST /v1/admin/executors/{name}/tokens` (an admin key): a new enrollment token for the dial-out
+    /// executor `name` (`{name, id, token}`; the token is shown only here).
+    pub async fn enroll_executor(&self, name: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/admin/executors/{}/tokens", encode(name));
+        self.call(Method::POST, &path, None).await
+    }
+
+    /// `DELETE /v1/admin/executors/{name}/tokens/{id}` (an admin key): revokes a token.
+    pub async fn revoke_enrollment(&self, name: &str, id: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/admin/executors/{}/tokens/{}", encode(name), encode(id));
+        self.call(Method::DELETE, &path, None).await
+    }
+
+    /// `GET /v1/admin/executors` (an admin key): every executor, dial-out ones with their connection.
+    pub async fn executors(&self) -> Result<Value, ClientError> {
+        self.call(Method::GET, "/v1/admin/executors", None).await
+    }
+
     /// `POST /v1/knowledge/documents` (an admin key): help files for `app` ("" = any application), each
     /// a name and its bytes as read (sent as base64; the service refuses binary files). All or none are
     /// stored.

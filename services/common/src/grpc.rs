@@ -258,7 +258,7 @@ const UNDECODABLE: [&[u8]; 3] = [
 ///   which is what clients retry or report on;
 /// - an undecodable request is INTERNAL in tonic-prost ("as per statuscodes.md", which means a *response*
 ///   the client cannot parse); a request the server cannot parse is the caller's INVALID_ARGUMENT.
-fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
+pub fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
     let headers = response.headers_mut();
     let code = headers.get("grpc-status").map(|c| c.as_bytes().to_vec());
     let message = headers

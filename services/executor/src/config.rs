@@ -260,6 +260,38 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_PNG_COMPRESSION", default_value_t = crate::encode::PngCompression::DEFAULT)]
     pub png_compression: crate::encode::PngCompression,
 
+    /// Dial out instead of listening: the agent's URL (`https://agent.example:50052`, or `http://` on a
+    /// trusted network). The executor opens one long-lived stream to it and serves the Executor API over
+    /// that stream, reconnecting with exponential backoff; `--listen` and `--token` are then not used
+    /// (docs/executors.md, "Dial-out").
+    #[arg(long, env = "UFO_EXECUTOR_CONNECT", requires_all = ["name", "enroll_token_file"])]
+    pub connect: Option<String>,
+
+    /// With --connect: the name tasks use for this desktop (letters, digits, `.`, `_`, `-`).
+    #[arg(long, env = "UFO_EXECUTOR_NAME")]
+    pub name: Option<String>,
+
+    /// With --connect: the file holding this executor's enrollment token (created with
+    /// `POST /v1/admin/executors/NAME/tokens`); read again at every connection attempt.
+    #[arg(long, env = "UFO_EXECUTOR_ENROLL_TOKEN_FILE")]
+    pub enroll_token_file: Option<PathBuf>,
+
+    /// With --connect: labels the agent shows and may select by, `key=value`, comma-separated
+    /// (e.g. `os=linux,app=mousepad`).
+    #[arg(long, env = "UFO_EXECUTOR_LABELS", value_delimiter = ',')]
+    pub labels: Vec<String>,
+
+    /// With an `https` --connect URL: PEM file of the CA that signed the agent's certificate (default: the
+    /// public web PKI roots).
+    #[arg(long, env = "UFO_EXECUTOR_CONNECT_CA")]
+    pub connect_ca: Option<PathBuf>,
+
+    /// With --connect: the longest wait between reconnection attempts, in milliseconds (the wait starts
+    /// at 100 ms and doubles after each failed attempt).
+    #[arg(long, env = "UFO_EXECUTOR_CONNECT_MAX_BACKOFF_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(100..))]
+    pub connect_max_backoff_ms: u64,
+
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 
@@ -324,6 +356,9 @@ impl std::fmt::Debug for Config {
             .field("shell_workdir", &self.shell_workdir)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("desktop", &self.desktop)
+            .field("connect", &self.connect)
+            .field("name", &self.name)
+            .field("labels", &self.labels)
             .finish_non_exhaustive()
     }
 }
@@ -388,6 +423,9 @@ pub enum ConfigError {
     /// A shell limit of zero.
     #[error("{0} must be at least 1")]
     ShellZero(&'static str),
+    /// A dial-out setting is malformed.
+    #[error("{0}")]
+    DialOut(String),
     /// Deadline settings contradict each other.
     #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
     BadDeadlines,
@@ -423,6 +461,11 @@ impl Config {
 
     /// Checks the security rules and limits; called before serving.
     pub fn validate(&self, bound: SocketAddr) -> Result<(), ConfigError> {
+        if self.connect.is_some() {
+            // Dialling out binds nothing: the enrollment token authenticates the stream instead.
+            crate::dialout::Settings::from_config(self)?;
+            return self.validate_common();
+        }
         match &self.token {
             Some(t) if t.is_empty() => return Err(ConfigError::EmptyToken),
             Some(_) => {}
@@ -435,6 +478,11 @@ impl Config {
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(ConfigError::TlsPair);
         }
+        self.validate_common()
+    }
+
+    /// The rules both transports share: deadlines, launch directories, shell, allow-list.
+    fn validate_common(&self) -> Result<(), ConfigError> {
         if self.default_deadline_ms == 0 || self.default_deadline_ms > self.max_deadline_ms {
             return Err(ConfigError::BadDeadlines);
         }

@@ -16,7 +16,8 @@
 //! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
 //! - [`effect`]: what an action was observed to change (confirmed, none observed, unverifiable), read
 //!   around each action once the screen has settled.
-//! - [`service`]: the gRPC service; [`run`] serves it with health and reflection.
+//! - [`service`]: the gRPC service; [`run`] serves it with health and reflection, [`run_dial_out`] over a
+//!   stream the executor opens to the agent ([`dialout`]), through the same routes.
 //! - [`desktop`] (Linux): a private Xvfb + D-Bus + AT-SPI desktop (`--desktop headless`, `ufo up`);
 //!   [`testing`] adds test helpers on it (applications started and waited for).
 
@@ -24,6 +25,7 @@ pub mod backend;
 pub mod config;
 #[cfg(target_os = "linux")]
 pub mod desktop;
+pub mod dialout;
 pub mod effect;
 mod effect_check;
 pub mod encode;
@@ -96,6 +98,14 @@ pub enum RunError {
     Listener(#[from] std::io::Error),
 }
 
+/// How the agent reaches this executor.
+enum Transport {
+    /// The agent dials in: a gRPC server on this listener (plaintext or TLS).
+    Listen(tonic::transport::Server, TcpListener),
+    /// The executor dials out to the agent (`--connect`).
+    Connect(dialout::Settings),
+}
+
 /// Serves on `listener` with the platform's backend until `shutdown` fires.
 pub async fn run(
     config: Config,
@@ -104,8 +114,42 @@ pub async fn run(
 ) -> Result<(), RunError> {
     config.validate(listener.local_addr()?)?;
     let builder = server_builder(config.tls_pem()?)?;
+    run_transport(config, Transport::Listen(builder, listener), shutdown).await
+}
+
+/// Dials out to the agent of `--connect` (reconnecting until `shutdown` fires) and serves the platform's
+/// backend over that stream.
+pub async fn run_dial_out(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
+    let settings = dialout::Settings::from_config(&config)?;
+    config.validate(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    run_transport(config, Transport::Connect(settings), shutdown).await
+}
+
+/// Dials out with `backend` (tests pass a backend bound to their desktop).
+pub async fn run_dial_out_with_backend(
+    config: Config,
+    backend: Arc<dyn Backend>,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    let settings = dialout::Settings::from_config(&config)?;
+    config.validate(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    serve(
+        config,
+        Transport::Connect(settings),
+        backend,
+        Vec::new(),
+        shutdown,
+    )
+    .await
+}
+
+async fn run_transport(
+    config: Config,
+    transport: Transport,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
     if config.desktop == config::DesktopMode::Headless {
-        return run_headless(config, builder, listener, shutdown).await;
+        return run_headless(config, transport, shutdown).await;
     }
     let backend = backend::platform_backend(backend::WindowsOptions {
         max_control_handles: config.max_control_handles,
@@ -114,7 +158,7 @@ pub async fn run(
         max_native_text_chars: config.max_native_text_chars,
     })
     .await?;
-    serve(config, builder, backend, Vec::new(), listener, shutdown).await
+    serve(config, transport, backend, Vec::new(), shutdown).await
 }
 
 /// Starts a private desktop, serves on it, and stops the server when a desktop process dies (and the
@@ -122,8 +166,7 @@ pub async fn run(
 #[cfg(target_os = "linux")]
 async fn run_headless(
     config: Config,
-    builder: tonic::transport::Server,
-    listener: TcpListener,
+    transport: Transport,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let (width, height) = config.desktop_size;
@@ -149,7 +192,7 @@ async fn run_headless(
     );
     let env = desktop.env();
     let stop = shutdown.child_token();
-    let server = serve(config, builder, backend, env, listener, stop.clone());
+    let server = serve(config, transport, backend, env, stop.clone());
     tokio::pin!(server);
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
@@ -170,8 +213,7 @@ async fn run_headless(
 #[cfg(not(target_os = "linux"))]
 async fn run_headless(
     _config: Config,
-    _builder: tonic::transport::Server,
-    _listener: TcpListener,
+    _transport: Transport,
     _shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     Err(RunError::Backend(backend::BackendError::Unsupported(
@@ -188,16 +230,23 @@ pub async fn run_with_backend(
 ) -> Result<(), RunError> {
     config.validate(listener.local_addr()?)?;
     let builder = server_builder(config.tls_pem()?)?;
-    serve(config, builder, backend, Vec::new(), listener, shutdown).await
+    serve(
+        config,
+        Transport::Listen(builder, listener),
+        backend,
+        Vec::new(),
+        shutdown,
+    )
+    .await
 }
 
-/// Serves `backend` with a validated `config` and a server `builder` (plaintext or TLS).
+/// Serves `backend` with a validated `config` over `transport`: the same service, limits and request
+/// checks whichever way the agent reaches it.
 async fn serve(
     config: Config,
-    builder: tonic::transport::Server,
+    transport: Transport,
     backend: Arc<dyn Backend>,
     launch_env: Vec<(String, String)>,
-    listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let limits = Limits {
@@ -242,6 +291,30 @@ async fn serve(
     let server = ExecutorServer::new(service)
         .max_decoding_message_size(config.max_message_bytes)
         .max_encoding_message_size(config.max_message_bytes);
+    // The executor stores nothing: NUL in text is the backend's to refuse or type.
+    let checks = config
+        .request_checks
+        .checks(false, config.max_message_bytes)
+        .map_err(ufo_common::grpc::ServeError::from)?;
+    let (builder, listener) = match transport {
+        Transport::Listen(builder, listener) => (builder, listener),
+        Transport::Connect(settings) => {
+            // The stream is the authentication (the enrollment token): no bearer check per call.
+            let routes = tower::ServiceBuilder::new()
+                .layer(ufo_common::grpc::trace_layer())
+                .map_response(ufo_common::grpc::caller_errors)
+                .layer(checks.layer())
+                .service(tonic::service::Routes::new(server));
+            tracing::info!(
+                agent = %settings.url,
+                name = %settings.name,
+                backend = %routes_backend_name(),
+                "ufo-executor dialling out"
+            );
+            dialout::run(settings, routes, shutdown).await;
+            return Ok(());
+        }
+    };
     let auth = RequireBearer::new(config.token.as_deref());
     let intro = introspection(SERVICES, &config.reflection)
         .await
@@ -256,11 +329,6 @@ async fn serve(
         tls = config.tls_cert.is_some(),
         "ufo-executor listening"
     );
-    // The executor stores nothing: NUL in text is the backend's to refuse or type.
-    let checks = config
-        .request_checks
-        .checks(false, config.max_message_bytes)
-        .map_err(ufo_common::grpc::ServeError::from)?;
     serve_until(
         builder,
         routes.routes(),

@@ -11,11 +11,17 @@ async fn main() -> anyhow::Result<()> {
     let mut telemetry = ufo_common::telemetry::init("ufo-executor", &config.telemetry)?;
     // Refuse a bad configuration (token rule, TLS pair) before binding, so a refused start logs only
     // the error; `run` checks again against the bound address and the TLS files.
+    let shutdown = ufo_common::shutdown::signal_token();
+    if config.connect.is_some() {
+        let outcome = ufo_executor::run_dial_out(config, shutdown).await;
+        telemetry.shutdown();
+        outcome?;
+        return Ok(());
+    }
     config.validate(config.listen)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot bind {}", config.listen))?;
-    let shutdown = ufo_common::shutdown::signal_token();
     let outcome = ufo_executor::run(config, listener, shutdown).await;
     telemetry.shutdown();
     outcome?;

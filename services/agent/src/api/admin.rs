@@ -3,6 +3,11 @@
 //! `POST /v1/admin/prune` (issue 22, point 4): removes the screenshots of ended tasks older than N days
 //! or beyond the newest N tasks, through the session service's PruneImages; every step's record stays,
 //! and the task view's `images_pruned_at` says when.
+//!
+//! Dial-out executors (issue 36): `POST /v1/admin/executors/{name}/tokens` creates an enrollment token
+//! (shown once, stored hashed), `DELETE /v1/admin/executors/{name}/tokens/{id}` revokes one (closing a
+//! connection made with it), `GET /v1/admin/executors` lists the executors with their connection state,
+//! labels, last heartbeat and tokens.
 
 use axum::Extension;
 use axum::extract::State;
@@ -14,7 +19,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{Caller, Role};
 use super::error::ApiError;
-use super::extract::Json;
+use super::extract::{Json, Path};
 
 /// Longest retention in days a request may name (a hundred years).
 const MAX_DAYS: u32 = 36_500;
@@ -105,5 +110,243 @@ pub async fn prune(
         tasks: pruned.sessions,
         screenshots: pruned.artifacts,
         blobs: pruned.blobs,
+    }))
+}
+
+// ---- Dial-out executors (issue 36): enrollment tokens and who is connected ----
+
+/// A new enrollment token, shown once.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EnrollmentView {
+    /// The executor it enrolls.
+    pub name: String,
+    /// The token's id (to revoke it).
+    pub id: String,
+    /// The token: give it to `ufo-executor --enroll-token-file`. Only its hash is stored.
+    pub token: String,
+}
+
+/// One enrollment token, without the token.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenView {
+    /// Its id.
+    pub id: String,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// When it was revoked (RFC 3339).
+    pub revoked_at: Option<String>,
+}
+
+/// One executor tasks may name.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExecutorView {
+    /// The name tasks use.
+    pub name: String,
+    /// `dial-in` (declared with `--executors`, the agent connects) or `dial-out` (it connects).
+    pub kind: String,
+    /// A dial-out executor's stream is open now.
+    pub connected: bool,
+    /// Labels the connected executor declared.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Its version, when connected.
+    pub version: Option<String>,
+    /// Its address, when connected.
+    pub peer: Option<String>,
+    /// When it connected (RFC 3339).
+    pub connected_at: Option<String>,
+    /// When its last heartbeat came (RFC 3339).
+    pub last_heartbeat: Option<String>,
+    /// The enrollment token its connection proved.
+    pub token_id: Option<String>,
+    /// Calls sent over its current connection.
+    pub calls: u64,
+    /// Its enrollment tokens (dial-out).
+    pub tokens: Vec<TokenView>,
+}
+
+/// The executors.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExecutorsView {
+    /// Whether dial-out executors are enabled (`--executor-enrollments-file`).
+    pub dial_out: bool,
+    /// Every executor, by name.
+    pub executors: Vec<ExecutorView>,
+}
+
+fn admin_only(caller: &Caller, what: &str) -> Result<(), ApiError> {
+    if caller.role != Role::Admin {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!("{what} needs an admin key (--api-admins)"),
+        ));
+    }
+    Ok(())
+}
+
+fn dial_out(state: &AppState) -> Result<&crate::dispatch::registry::DialOut, ApiError> {
+    state.tasks.executors().dial_out().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::FailedPrecondition,
+            "dial-out executors are not enabled: start the agent with --executor-enrollments-file",
+        )
+    })
+}
+
+fn enroll_error(e: crate::dispatch::dialout::enroll::EnrollError) -> ApiError {
+    use crate::dispatch::dialout::enroll::EnrollError;
+    match e {
+        EnrollError::BadName(_) => ApiError::invalid(e.to_string()),
+        EnrollError::NoToken { .. } => ApiError::new(ErrorCode::NotFound, e.to_string()),
+        EnrollError::Io { .. } | EnrollError::Invalid { .. } => {
+            tracing::error!(error = %e, "enrollments file");
+            ApiError::new(
+                ErrorCode::Unavailable,
+                "the enrollments file cannot be used now",
+            )
+        }
+    }
+}
+
+fn rfc3339(t: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()
+}
+
+/// Creates an enrollment token for the dial-out executor `name` (admin keys only). The token is in this
+/// answer only.
+#[utoipa::path(post, path = "/v1/admin/executors/{name}/tokens", tag = "admin",
+    params(("name" = String, Path, description = "the executor's name")),
+    responses((status = 201, description = "the token (shown once)", body = EnrollmentView),
+              (status = 400, description = "a name that cannot name an executor"),
+              (status = 403, description = "the key is not an admin key"),
+              (status = 409, description = "dial-out is not enabled, or the name is a declared (dial-in) executor")))]
+pub async fn create_enrollment(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<(axum::http::StatusCode, axum::Json<EnrollmentView>), ApiError> {
+    admin_only(&caller, "enrolling an executor")?;
+    let dial_out = dial_out(&state)?;
+    if state.tasks.executors().is_declared(&name) {
+        return Err(ApiError::new(
+            ErrorCode::AlreadyExists,
+            format!("{name:?} is a declared (dial-in) executor; choose another name"),
+        ));
+    }
+    let (id, token) = dial_out.enrollments.create(&name).map_err(enroll_error)?;
+    tracing::info!(caller = %caller.name, executor = %name, token_id = %id, "enrollment token created");
+    Ok((
+        axum::http::StatusCode::CREATED,
+        axum::Json(EnrollmentView { name, id, token }),
+    ))
+}
+
+/// Revokes an enrollment token (admin keys only); a connection made with it is closed.
+#[utoipa::path(delete, path = "/v1/admin/executors/{name}/tokens/{id}", tag = "admin",
+    params(("name" = String, Path, description = "the executor's name"),
+           ("id" = String, Path, description = "the token's id")),
+    responses((status = 200, description = "revoked", body = TokenView),
+              (status = 403, description = "the key is not an admin key"),
+              (status = 404, description = "no such token")))]
+pub async fn revoke_enrollment(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<axum::Json<TokenView>, ApiError> {
+    admin_only(&caller, "revoking an enrollment token")?;
+    let dial_out = dial_out(&state)?;
+    dial_out
+        .enrollments
+        .revoke(&name, &id)
+        .map_err(enroll_error)?;
+    dial_out.hub.close_token(
+        &name,
+        &id,
+        tonic::Status::unauthenticated("the enrollment token was revoked"),
+    );
+    tracing::info!(caller = %caller.name, executor = %name, token_id = %id, "enrollment token revoked");
+    let file = dial_out.enrollments.load().map_err(enroll_error)?;
+    let record = file
+        .executors
+        .get(&name)
+        .and_then(|e| e.tokens.iter().find(|t| t.id == id))
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "the token is gone"))?;
+    Ok(axum::Json(TokenView {
+        id: record.id.clone(),
+        created_at: record.created_at.to_rfc3339(),
+        revoked_at: record.revoked_at.map(|t| t.to_rfc3339()),
+    }))
+}
+
+/// Every executor tasks may name: declared ones, and dial-out ones with their connection, heartbeat and
+/// tokens (admin keys only).
+#[utoipa::path(get, path = "/v1/admin/executors", tag = "admin",
+    responses((status = 200, description = "the executors", body = ExecutorsView),
+              (status = 403, description = "the key is not an admin key")))]
+pub async fn list_executors(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<axum::Json<ExecutorsView>, ApiError> {
+    admin_only(&caller, "listing executors")?;
+    let registry = state.tasks.executors();
+    let mut executors: Vec<ExecutorView> = registry
+        .names()
+        .map(|name| ExecutorView {
+            name: name.to_owned(),
+            kind: "dial-in".into(),
+            connected: false,
+            labels: Default::default(),
+            version: None,
+            peer: None,
+            connected_at: None,
+            last_heartbeat: None,
+            token_id: None,
+            calls: 0,
+            tokens: vec![],
+        })
+        .collect();
+    if let Some(dial_out) = registry.dial_out() {
+        let file = dial_out.enrollments.load().map_err(enroll_error)?;
+        let mut names: std::collections::BTreeSet<String> =
+            file.executors.keys().cloned().collect();
+        names.extend(dial_out.hub.sessions().iter().map(|s| s.name.clone()));
+        for name in names {
+            let session = dial_out.hub.get(&name);
+            executors.push(ExecutorView {
+                kind: "dial-out".into(),
+                connected: session.is_some(),
+                labels: session
+                    .as_ref()
+                    .map(|s| s.labels.clone())
+                    .unwrap_or_default(),
+                version: session.as_ref().map(|s| s.version.clone()),
+                peer: session.as_ref().map(|s| s.peer.clone()),
+                connected_at: session.as_ref().map(|s| rfc3339(s.connected_at)),
+                last_heartbeat: session
+                    .as_ref()
+                    .and_then(|s| s.last_heartbeat())
+                    .map(rfc3339),
+                token_id: session.as_ref().map(|s| s.token_id.clone()),
+                calls: session.as_ref().map_or(0, |s| s.calls()),
+                tokens: file
+                    .executors
+                    .get(&name)
+                    .map(|e| {
+                        e.tokens
+                            .iter()
+                            .map(|t| TokenView {
+                                id: t.id.clone(),
+                                created_at: t.created_at.to_rfc3339(),
+                                revoked_at: t.revoked_at.map(|r| r.to_rfc3339()),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                name,
+            });
+        }
+    }
+    Ok(axum::Json(ExecutorsView {
+        dial_out: registry.dial_out().is_some(),
+        executors,
     }))
 }

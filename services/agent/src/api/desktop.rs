@@ -14,7 +14,6 @@ use tracing::instrument;
 use ufo_mcp_server::{DesktopCall, DesktopOutcome, Image, ToolError};
 
 use crate::agents::policy::{Policy, Verdict};
-use crate::dispatch::grpc::GrpcDispatcher;
 use crate::dispatch::registry::ExecutorRegistry;
 use crate::dispatch::{Command, CommandDispatcher, ResultStatus};
 
@@ -73,14 +72,10 @@ impl Desktop {
             .executors
             .connection(name, "")
             .map_err(|e| ToolError::invalid(format!("executor: {e}")))?;
-        let d = GrpcDispatcher::connect_lazy(
-            &conn.address,
-            conn.token.as_deref(),
-            self.deadline_ms,
-            self.max_message_bytes,
-            conn.ca_pem.as_deref(),
-        )
-        .map_err(|e| ToolError::new("unavailable", format!("executor {name}: {e}")))?;
+        let d = self
+            .executors
+            .dispatcher(&conn, self.deadline_ms, self.max_message_bytes)
+            .map_err(|e| ToolError::new("unavailable", format!("executor {name}: {e}")))?;
         let d: Arc<dyn CommandDispatcher> = Arc::new(d.with_retry_budget(self.retry_budget));
         cache.insert(name.to_owned(), d.clone());
         Ok(d)

@@ -63,6 +63,9 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::cancel))
         .routes(routes!(sse::events))
         .routes(routes!(admin::prune))
+        .routes(routes!(admin::list_executors))
+        .routes(routes!(admin::create_enrollment))
+        .routes(routes!(admin::revoke_enrollment))
         .routes(routes!(knowledge::search))
         .routes(routes!(knowledge::rate))
         .merge(

@@ -64,6 +64,10 @@ pub struct Config {
     #[command(flatten)]
     pub agents: AgentArgs,
 
+    /// Dial-out executors (`ufo-executor --connect`).
+    #[command(flatten)]
+    pub dial_out: DialOutConfig,
+
     /// Check the model endpoint (API key, reachability, the configured models), print one line per
     /// finding and exit: 0 when nothing would make a task fail, 1 otherwise. `ufo up` and `ufo doctor`
     /// run this.
@@ -73,6 +77,31 @@ pub struct Config {
     /// How long the model endpoint check (at start, and --check-model) waits for an answer, in seconds.
     #[arg(long, env = "UFO_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
     pub llm_check_timeout_secs: u64,
+}
+
+/// Dial-out executors: executors that open a stream to this agent instead of being dialled
+/// (docs/executors.md, "Dial-out").
+#[derive(Debug, Clone, clap::Args)]
+pub struct DialOutConfig {
+    /// The file of dial-out executors' enrollment tokens (JSON, only their SHA-256 stored; created and
+    /// revoked with `POST /v1/admin/executors/NAME/tokens` and `DELETE .../tokens/ID`). When set, the gRPC
+    /// server also offers `ufo.v1.ExecutorHub`, and every name with a token that is not revoked is an
+    /// executor tasks may name.
+    #[arg(
+        long = "executor-enrollments-file",
+        env = "UFO_EXECUTOR_ENROLLMENTS_FILE"
+    )]
+    pub enrollments_file: Option<PathBuf>,
+
+    /// How often the agent and a dial-out executor exchange heartbeats, in milliseconds; a connection
+    /// silent for three intervals is closed.
+    #[arg(long = "dial-out-heartbeat-ms", env = "UFO_DIAL_OUT_HEARTBEAT_MS", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub heartbeat_ms: u64,
+
+    /// The connected executors, shared by every clone of this configuration (not a flag).
+    #[arg(skip)]
+    pub hub: crate::dispatch::dialout::HubHandle,
 }
 
 /// How the API authenticates callers and which limits it enforces.

@@ -14,10 +14,53 @@ use ufo_proto::v1::executor_client::ExecutorClient;
 use super::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, ToolType};
 use crate::vision::Screenshot;
 
+/// How calls reach an executor: the gRPC connection to an executor that listens, or the stream a
+/// dial-out executor opened to this agent. Everything above it (the Executor client, retries, the
+/// catalog) is the same code for both.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// Dialled in: HTTP/2 to the executor's address.
+    Channel(Channel),
+    /// Dialled out: the executor's stream ([`super::dialout`]).
+    Tunnel(super::dialout::TunnelChannel),
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl tower::Service<http::Request<tonic::body::Body>> for Transport {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = BoxError;
+    type Future =
+        std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        match self {
+            Self::Channel(c) => c.poll_ready(cx).map_err(Into::into),
+            Self::Tunnel(t) => t.poll_ready(cx),
+        }
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        match self {
+            Self::Channel(c) => {
+                let call = c.call(request);
+                Box::pin(async move { call.await.map_err(Into::into) })
+            }
+            Self::Tunnel(t) => t.call(request),
+        }
+    }
+}
+
+/// The Executor client's transport with its call context (bearer token, trace context).
+pub type ExecutorTransport = InterceptedService<Transport, ClientContext>;
+
 /// Dispatches to an executor over gRPC.
 #[derive(Debug, Clone)]
 pub struct GrpcDispatcher {
-    client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
+    client: ExecutorClient<ExecutorTransport>,
     command_deadline_ms: u32,
     catalog: std::sync::Arc<super::tools::CatalogCache>,
     /// Total time to keep retrying an unreachable executor (zero: no retries).
@@ -51,10 +94,6 @@ impl GrpcDispatcher {
                 .map_err(|e| DispatchError::Address(format!("TLS for {address}: {e}")))?;
         }
         let channel = endpoint.connect_lazy();
-        let ctx = ClientContext::new(token).map_err(|e| DispatchError::Address(e.to_string()))?;
-        let client = ExecutorClient::with_interceptor(channel, ctx)
-            .max_decoding_message_size(max_message_bytes)
-            .max_encoding_message_size(max_message_bytes);
         let label = crate::dispatch::registry::parse_address(address).map_or_else(
             || "(unparsable address)".to_owned(),
             |(host, port)| match port {
@@ -62,6 +101,42 @@ impl GrpcDispatcher {
                 None => host,
             },
         );
+        Self::over(
+            Transport::Channel(channel),
+            token,
+            command_deadline_ms,
+            max_message_bytes,
+            label,
+        )
+    }
+
+    /// Dispatches to the dial-out executor `name` over its stream (`channel`, from the hub).
+    pub fn dial_out(
+        channel: super::dialout::TunnelChannel,
+        name: &str,
+        command_deadline_ms: u32,
+        max_message_bytes: usize,
+    ) -> Result<Self, DispatchError> {
+        Self::over(
+            Transport::Tunnel(channel),
+            None,
+            command_deadline_ms,
+            max_message_bytes,
+            format!("{}{name}", super::dialout::SCHEME),
+        )
+    }
+
+    fn over(
+        transport: Transport,
+        token: Option<&str>,
+        command_deadline_ms: u32,
+        max_message_bytes: usize,
+        label: String,
+    ) -> Result<Self, DispatchError> {
+        let ctx = ClientContext::new(token).map_err(|e| DispatchError::Address(e.to_string()))?;
+        let client = ExecutorClient::with_interceptor(transport, ctx)
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
         Ok(Self {
             client,
             command_deadline_ms,

@@ -2,6 +2,7 @@
 //! desktop. The production dispatcher is the executor's gRPC client ([`grpc::GrpcDispatcher`]); tests at
 //! unit level use `testing::FakeDesktop` (feature `testing`).
 
+pub mod dialout;
 pub mod grpc;
 pub mod registry;
 mod retry;

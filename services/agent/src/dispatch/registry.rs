@@ -133,10 +133,21 @@ pub struct Connection {
     pub ca_pem: Option<Vec<u8>>,
 }
 
+/// Dial-out executors: who may connect (enrollment tokens) and who is connected (the hub).
+#[derive(Debug, Clone)]
+pub struct DialOut {
+    /// The enrollment tokens.
+    pub enrollments: super::dialout::enroll::Enrollments,
+    /// The connected executors.
+    pub hub: std::sync::Arc<super::dialout::Hub>,
+}
+
 /// The declared executors and the hosts callers may name by address.
 #[derive(Debug, Clone, Default)]
 pub struct ExecutorRegistry {
     entries: BTreeMap<String, ExecutorEntry>,
+    /// Dial-out executors, when `--executor-enrollments-file` is set.
+    dial_out: Option<DialOut>,
     default: String,
     address_hosts: Vec<String>,
     /// CA for caller-named `https` addresses (a CA is not a secret).
@@ -339,7 +350,63 @@ impl ExecutorRegistry {
                 .filter(|h| !h.is_empty())
                 .collect(),
             shared_ca,
+            dial_out: config
+                .dial_out
+                .enrollments_file
+                .as_ref()
+                .map(|path| DialOut {
+                    enrollments: super::dialout::enroll::Enrollments::new(path),
+                    hub: config.dial_out.hub.0.clone(),
+                }),
         })
+    }
+
+    /// Dial-out executors, when enabled.
+    pub fn dial_out(&self) -> Option<&DialOut> {
+        self.dial_out.as_ref()
+    }
+
+    /// Whether `name` is a declared (dial-in) executor.
+    pub fn is_declared(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// Whether `name` is a dial-out executor tasks may use: enrolled with a token that is not revoked,
+    /// or connected now.
+    fn is_dial_out(&self, name: &str) -> bool {
+        self.dial_out
+            .as_ref()
+            .is_some_and(|d| d.hub.get(name).is_some() || d.enrollments.is_enrolled(name))
+    }
+
+    /// The dispatcher for `conn`: over the executor's dial-out stream for a `dialout://NAME` address,
+    /// else a gRPC connection to the address.
+    pub fn dispatcher(
+        &self,
+        conn: &Connection,
+        command_deadline_ms: u32,
+        max_message_bytes: usize,
+    ) -> Result<super::grpc::GrpcDispatcher, super::DispatchError> {
+        if let Some(name) = conn.address.strip_prefix(super::dialout::SCHEME) {
+            let dial_out = self.dial_out.as_ref().ok_or_else(|| {
+                super::DispatchError::Address(
+                    "dial-out executors are not enabled (--executor-enrollments-file)".into(),
+                )
+            })?;
+            return super::grpc::GrpcDispatcher::dial_out(
+                dial_out.hub.channel(name, max_message_bytes),
+                name,
+                command_deadline_ms,
+                max_message_bytes,
+            );
+        }
+        super::grpc::GrpcDispatcher::connect_lazy(
+            &conn.address,
+            conn.token.as_deref(),
+            command_deadline_ms,
+            max_message_bytes,
+            conn.ca_pem.as_deref(),
+        )
     }
 
     /// The declared names, sorted.
@@ -362,6 +429,9 @@ impl ExecutorRegistry {
         };
         if let Some(entry) = self.entries.get(name) {
             return Ok((name.to_owned(), entry.address.clone()));
+        }
+        if self.is_dial_out(name) {
+            return Ok((name.to_owned(), format!("{}{name}", super::dialout::SCHEME)));
         }
         if !(name.starts_with("http://") || name.starts_with("https://")) {
             return Err(ExecutorRefusal::UnknownName(
@@ -389,6 +459,16 @@ impl ExecutorRegistry {
         executor_name: &str,
         executor: &str,
     ) -> Result<Connection, ExecutorRefusal> {
+        if !executor_name.is_empty() && !self.entries.contains_key(executor_name) {
+            if self.is_dial_out(executor_name) {
+                return Ok(Connection {
+                    address: format!("{}{executor_name}", super::dialout::SCHEME),
+                    token: None,
+                    ca_pem: None,
+                });
+            }
+            return Err(ExecutorRefusal::UnknownName(executor_name.to_owned()));
+        }
         if !executor_name.is_empty() {
             let entry = self
                 .entries

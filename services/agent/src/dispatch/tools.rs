@@ -11,10 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::Mutex;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tracing::Instrument as _;
-use ufo_common::grpc::ClientContext;
 use ufo_proto::v1;
 use ufo_proto::v1::executor_client::ExecutorClient;
 
@@ -103,7 +100,7 @@ pub fn is_transport_failure(code: tonic::Code) -> bool {
 
 /// Asks an executor for its tools and capabilities.
 pub(crate) async fn fetch(
-    mut client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
+    mut client: ExecutorClient<super::grpc::ExecutorTransport>,
 ) -> Result<ExecutorCatalog, DispatchError> {
     let span = tracing::info_span!("executor.catalog");
     async move {

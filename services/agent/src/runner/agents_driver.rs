@@ -150,29 +150,30 @@ impl AgentsDriver {
             let conn = executors
                 .connection(&task.executor_name, &task.executor)
                 .map_err(|e| DriverError::new(format!("cannot use the executor: {e}")))?;
-            crate::dispatch::grpc::GrpcDispatcher::connect_lazy(
-                &conn.address,
-                conn.token.as_deref(),
-                runner.executor_deadline_ms,
-                runner.executor_max_message_bytes,
-                conn.ca_pem.as_deref(),
-            )
-            .map(|d| {
-                let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
-                let mut executor =
-                    Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>;
-                // The shell agent's shell__run goes to the executor's run_command.
-                if let Some(chars) = shell_output_chars {
-                    executor = Arc::new(crate::shell::ShellDispatcher::new(executor, chars));
-                }
-                // MCP actions go to their servers; everything else to the executor.
-                match &mcp {
-                    Some(hub) => Arc::new(crate::mcp::McpDispatcher::new(executor, hub.clone()))
-                        as Arc<dyn CommandDispatcher>,
-                    None => executor,
-                }
-            })
-            .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
+            executors
+                .dispatcher(
+                    &conn,
+                    runner.executor_deadline_ms,
+                    runner.executor_max_message_bytes,
+                )
+                .map(|d| {
+                    let budget = std::time::Duration::from_millis(runner.executor_retry_budget_ms);
+                    let mut executor =
+                        Arc::new(d.with_retry_budget(budget)) as Arc<dyn CommandDispatcher>;
+                    // The shell agent's shell__run goes to the executor's run_command.
+                    if let Some(chars) = shell_output_chars {
+                        executor = Arc::new(crate::shell::ShellDispatcher::new(executor, chars));
+                    }
+                    // MCP actions go to their servers; everything else to the executor.
+                    match &mcp {
+                        Some(hub) => {
+                            Arc::new(crate::mcp::McpDispatcher::new(executor, hub.clone()))
+                                as Arc<dyn CommandDispatcher>
+                        }
+                        None => executor,
+                    }
+                })
+                .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
         let driver = Self::new(services, dispatcher);
         Ok(match knowledge {

@@ -1,0 +1,269 @@
+//! `ufo.v1.ExecutorHub`: accepts dial-out executors. A connection is checked before any frame (the
+//! enrollment token against the name, the name against the connected ones), then welcomed; from then
+//! on the agent sends calls and heartbeats and reads answers and heartbeats. Anything the executor sends
+//! that it should not — an answer to a call it was never given, an empty frame, a frame over the size
+//! limit or one that does not decode — ends its connection with a status saying so (never a panic), and
+//! the calls it had pending fail UNAVAILABLE.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument as _;
+use ufo_proto::v1::executor_hub_server::{ExecutorHub, ExecutorHubServer};
+use ufo_proto::v1::{AgentFrame, ExecutorFrame, Heartbeat, Welcome, agent_frame, executor_frame};
+
+use super::enroll::{Enrollments, TokenRefusal};
+use super::{Hello, Hub, Session};
+
+/// Room for a frame's own fields beside the tunnelled message.
+const FRAME_OVERHEAD: usize = 1024;
+
+/// The service.
+#[derive(Debug, Clone)]
+pub struct HubService {
+    hub: Arc<Hub>,
+    enrollments: Enrollments,
+    heartbeat: Duration,
+}
+
+impl HubService {
+    /// Accepts executors enrolled in `enrollments` into `hub`, expecting a heartbeat every `heartbeat`.
+    pub fn new(hub: Arc<Hub>, enrollments: Enrollments, heartbeat: Duration) -> Self {
+        Self {
+            hub,
+            enrollments,
+            heartbeat,
+        }
+    }
+
+    /// The tonic server, accepting frames up to `max_message_bytes` (the executor client's limit) plus
+    /// the frame's own fields.
+    pub fn server(self, max_message_bytes: usize) -> ExecutorHubServer<Self> {
+        let max = max_message_bytes.saturating_add(FRAME_OVERHEAD);
+        ExecutorHubServer::new(self)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max)
+    }
+}
+
+fn header<'a>(request: &'a Request<Streaming<ExecutorFrame>>, name: &str) -> Option<&'a str> {
+    request.metadata().get(name).and_then(|v| v.to_str().ok())
+}
+
+fn labels(text: &str) -> Result<BTreeMap<String, String>, Status> {
+    let mut out = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((k, v)) = entry.split_once('=') else {
+            return Err(Status::invalid_argument(format!(
+                "label {entry:?} is not key=value"
+            )));
+        };
+        if k.is_empty() || k.len() > 64 || v.len() > 64 || out.len() >= 32 {
+            return Err(Status::invalid_argument(
+                "labels: at most 32, keys 1 to 64 characters, values at most 64",
+            ));
+        }
+        out.insert(k.to_owned(), v.to_owned());
+    }
+    Ok(out)
+}
+
+type Outbound = ReceiverStream<Result<AgentFrame, Status>>;
+
+#[tonic::async_trait]
+impl ExecutorHub for HubService {
+    type DialStream = Outbound;
+
+    async fn dial(
+        &self,
+        request: Request<Streaming<ExecutorFrame>>,
+    ) -> Result<Response<Outbound>, Status> {
+        let peer = request
+            .remote_addr()
+            .map_or_else(|| "unknown".to_owned(), |a| a.to_string());
+        let name = header(&request, "x-ufo-executor-name")
+            .unwrap_or_default()
+            .to_owned();
+        if !super::enroll::valid_name(&name) {
+            return Err(Status::invalid_argument(
+                "x-ufo-executor-name must be 1 to 64 letters, digits, '.', '_' or '-'",
+            ));
+        }
+        let token = header(&request, "authorization")
+            .and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then_some(token.trim())
+            })
+            .ok_or_else(|| {
+                Status::unauthenticated("an enrollment token is required (authorization: Bearer …)")
+            })?
+            .to_owned();
+        let labels = labels(header(&request, "x-ufo-executor-labels").unwrap_or_default())?;
+        let version = header(&request, "x-ufo-executor-version")
+            .unwrap_or_default()
+            .chars()
+            .take(64)
+            .collect::<String>();
+        let token_id = match self.enrollments.verify(&name, &token) {
+            Ok(Ok(id)) => id,
+            Ok(Err(refusal)) => {
+                tracing::warn!(%name, %peer, reason = %refusal, "dial-out connection refused");
+                return Err(match refusal {
+                    TokenRefusal::OtherExecutor(_) => {
+                        Status::permission_denied(refusal.to_string())
+                    }
+                    TokenRefusal::Unknown | TokenRefusal::Revoked(_) => {
+                        Status::unauthenticated(refusal.to_string())
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the enrollments");
+                return Err(Status::unavailable(
+                    "the agent cannot check enrollment tokens now",
+                ));
+            }
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let session = self
+            .hub
+            .register(
+                Hello {
+                    name: name.clone(),
+                    token_id,
+                    labels,
+                    version,
+                    peer: peer.clone(),
+                },
+                tx.clone(),
+            )
+            .map_err(|e| {
+                tracing::warn!(%name, %peer, reason = %e, "dial-out connection refused");
+                Status::already_exists(e.to_string())
+            })?;
+        let welcome = AgentFrame {
+            kind: Some(agent_frame::Kind::Welcome(Welcome {
+                heartbeat_interval_ms: u32::try_from(self.heartbeat.as_millis())
+                    .unwrap_or(u32::MAX),
+            })),
+        };
+        let _ = tx.try_send(Ok(welcome));
+        let span = tracing::info_span!(
+            "dialout.session",
+            executor = %name,
+            token_id = %session.token_id,
+            peer = %peer,
+            serial = session.serial,
+        );
+        tracing::info!(
+            parent: &span,
+            executor = %name,
+            peer = %peer,
+            labels = ?session.labels,
+            version = %session.version,
+            "dial-out executor connected"
+        );
+        tokio::spawn(
+            serve(
+                self.hub.clone(),
+                session,
+                request.into_inner(),
+                tx,
+                self.heartbeat,
+            )
+            .instrument(span),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Reads the executor's frames and sends heartbeats until the connection ends.
+async fn serve(
+    hub: Arc<Hub>,
+    session: Arc<Session>,
+    mut inbound: Streaming<ExecutorFrame>,
+    outbound: mpsc::Sender<Result<AgentFrame, Status>>,
+    heartbeat: Duration,
+) {
+    let mut ticks = tokio::time::interval(heartbeat);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let silence = heartbeat * 3;
+    let mut last_heard = tokio::time::Instant::now();
+    let reason: String = loop {
+        tokio::select! {
+            () = session.closed.cancelled() => break "closed by the agent".into(),
+            () = outbound.closed() => break "the executor went away".into(),
+            _ = ticks.tick() => {
+                if last_heard.elapsed() > silence {
+                    let message = format!("no frame from the executor for {} ms", silence.as_millis());
+                    session.close(Status::deadline_exceeded(message.clone()));
+                    break message;
+                }
+                let beat = AgentFrame { kind: Some(agent_frame::Kind::Heartbeat(Heartbeat { sent_at_ms: now_ms() })) };
+                let _ = outbound.try_send(Ok(beat));
+            }
+            frame = inbound.message() => {
+                last_heard = tokio::time::Instant::now();
+                match frame {
+                    Ok(Some(ExecutorFrame { kind: Some(executor_frame::Kind::Response(response)) })) => {
+                        let id = response.id;
+                        if !session.answer(response) {
+                            let message = format!(
+                                "a result for call id {id}, which this connection was never given (or was answered already)"
+                            );
+                            session.close(Status::invalid_argument(message.clone()));
+                            break message;
+                        }
+                    }
+                    Ok(Some(ExecutorFrame { kind: Some(executor_frame::Kind::Heartbeat(_)) })) => {
+                        session.heard();
+                        let _beat = tracing::debug_span!("dialout.heartbeat", executor = %session.name).entered();
+                        tracing::debug!(executor = %session.name, "dial-out heartbeat");
+                    }
+                    Ok(Some(ExecutorFrame { kind: None })) => {
+                        let message = "an empty frame (neither a result nor a heartbeat)".to_owned();
+                        session.close(Status::invalid_argument(message.clone()));
+                        break message;
+                    }
+                    Ok(None) => break "the executor closed the stream".into(),
+                    Err(status) => {
+                        let status = frame_error(status);
+                        let message = format!("{:?}: {}", status.code(), status.message());
+                        session.close(status);
+                        break message;
+                    }
+                }
+            }
+        }
+    };
+    session.close(Status::unavailable(format!("disconnected: {reason}")));
+    hub.unregister(&session);
+    tracing::info!(executor = %session.name, %reason, calls = session.calls(), "dial-out executor disconnected");
+}
+
+/// A frame the executor sent that could not be read, as the status its connection ends with: too large
+/// is RESOURCE_EXHAUSTED, undecodable is INVALID_ARGUMENT.
+fn frame_error(status: Status) -> Status {
+    let message = status.message().to_owned();
+    match status.code() {
+        tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
+            Status::resource_exhausted(format!("frame too large: {message}"))
+        }
+        tonic::Code::Internal if message.contains("decode") => {
+            Status::invalid_argument(format!("malformed frame: {message}"))
+        }
+        _ => status,
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

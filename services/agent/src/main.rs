@@ -38,8 +38,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if config.check_model {
         let findings = ufo_agent::llm::check::check(&config.llm, check_timeout).await;
         for finding in &findings {
-            let word = if finding.problem { "problem" } else { "ok" };
-            println!("{word}: {}", finding.text);
+            println!("{}: {}", finding.word(), finding.text);
         }
         // Grounding degrades (steps go on with accessibility controls), so it is a note, not a failure.
         match config.agents.check_grounding().await {

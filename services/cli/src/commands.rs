@@ -57,8 +57,11 @@ pub async fn resolve(api: &AgentClient, given: &str) -> Result<String, CliError>
         });
     }
     if given.is_empty() || !given.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        // Not a UUID prefix: passed on as it is, and the service says whether such a task exists.
-        return Ok(given.to_owned());
+        // Not a UUID prefix: no task can have it.
+        return Err(CliError::NotFound(format!(
+            "no task {given}: not a task id (a task is named by its id, a unique prefix of it, or \
+             `last`; `ufo tasks` lists them)"
+        )));
     }
     let wanted = given.to_ascii_lowercase();
     let mut matches = Vec::new();
@@ -228,7 +231,11 @@ pub async fn tasks(api: AgentClient, args: TasksArgs) -> Result<Outcome, CliErro
 }
 
 /// `ufo show`.
-pub async fn show(api: AgentClient, args: ShowArgs) -> Result<Outcome, CliError> {
+pub async fn show(
+    api: AgentClient,
+    conn: &Connection,
+    args: ShowArgs,
+) -> Result<Outcome, CliError> {
     let id = resolve(&api, &args.id).await?;
     let task = api.get(&id).await?;
     let steps = if args.steps {
@@ -244,6 +251,16 @@ pub async fn show(api: AgentClient, args: ShowArgs) -> Result<Outcome, CliError>
         return Ok(Outcome::Success);
     }
     println!("{}", render::task_summary(&task));
+    let cancelled = task.get("status").and_then(Value::as_str) == Some("cancelled")
+        || task.get("cancel_requested") == Some(&Value::Bool(true));
+    if cancelled {
+        let last_seq = task.get("last_seq").and_then(Value::as_u64).unwrap_or(0);
+        match crate::follow::cancel_reason(&conn.grpc, conn.token.as_deref(), &id, last_seq).await {
+            Some(reason) if !reason.is_empty() => println!("cancel   requested: {reason}"),
+            Some(_) => println!("cancel   requested (no reason given)"),
+            None => {}
+        }
+    }
     if let Some(steps) = steps {
         let list = steps.get("steps").unwrap_or(&steps);
         for step in list.as_array().map(Vec::as_slice).unwrap_or_default() {
@@ -279,7 +296,10 @@ pub async fn answer(api: AgentClient, args: AnswerArgs) -> Result<Outcome, CliEr
         args.question.clone()
     };
     let task = api.answer(&id, &ids, &args.answers).await?;
-    println!("answered; task is {}", status_of(&task));
+    println!(
+        "answered; task {}",
+        after_decision(&api, &id, &ids, task).await
+    );
     Ok(Outcome::Success)
 }
 
@@ -314,7 +334,10 @@ pub async fn confirm(api: AgentClient, args: ConfirmArgs) -> Result<Outcome, Cli
         )
         .await?;
     let verb = if args.approve { "approved" } else { "rejected" };
-    println!("{verb}; task is {}", status_of(&task));
+    println!(
+        "{verb}; task {}",
+        after_decision(&api, &id, std::slice::from_ref(&action_id), task).await
+    );
     Ok(Outcome::Success)
 }
 
@@ -329,6 +352,24 @@ pub async fn request(
     let before = api.get(&id).await?;
     let from = before.get("last_seq").and_then(Value::as_u64).unwrap_or(0) + 1;
     let task = api.add_request(&id, &args.request).await?;
+    // A task waiting for a person runs the follow-up only after that: say so rather than follow in silence.
+    let waiting = api.get(&id).await.unwrap_or(task.clone());
+    if let Some(held) = waiting.get("held_action").filter(|h| h.is_object()) {
+        println!(
+            "task {id} holds an action for confirmation: {}; the follow-up runs after it is decided \
+             (ufo confirm {id} --approve, or --reject)",
+            render::held_text(held)
+        );
+    } else if waiting
+        .get("pending_questions")
+        .and_then(Value::as_array)
+        .is_some_and(|q| !q.is_empty())
+    {
+        println!(
+            "task {id} waits for answers to its questions (ufo show {id}); the follow-up runs after \
+             they are answered (ufo answer {id} ...)"
+        );
+    }
     if args.detach {
         println!("follow-up queued; task is {}", status_of(&task));
         return Ok(Outcome::Success);
@@ -581,6 +622,60 @@ pub async fn cancel(api: AgentClient, args: CancelArgs) -> Result<Outcome, CliEr
     Ok(Outcome::Success)
 }
 
+/// How long a decision's printout waits for the task to leave `waiting`.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Whether the task waits for a person now (a question or a held action) other than the one(s) just
+/// decided (`decided`: their ids).
+fn waits_for_person(task: &Value, decided: &[String]) -> bool {
+    let new = |item: &Value| {
+        item.get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|id| !decided.iter().any(|d| d == id))
+    };
+    task.get("held_action")
+        .is_some_and(|h| h.is_object() && new(h))
+        || task
+            .get("pending_questions")
+            .and_then(Value::as_array)
+            .is_some_and(|q| q.iter().any(new))
+}
+
+/// The task's status after a decision (`is running`, `is finished`, `waits for ...`): the service answers
+/// a decision before a runner takes the task up again, so its `waiting` then says nothing; the task is
+/// read again until it leaves `waiting` (or waits for a person again), for a few seconds at most.
+async fn after_decision(
+    api: &AgentClient,
+    id: &str,
+    decided: &[String],
+    mut task: Value,
+) -> String {
+    let deadline = tokio::time::Instant::now() + SETTLE;
+    let status = |t: &Value| {
+        t.get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    while status(&task) == "waiting" && !waits_for_person(&task, decided) {
+        if tokio::time::Instant::now() >= deadline {
+            return "resumes when a runner takes it up (`ufo watch` follows it)".to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        match api.get(id).await {
+            Ok(fresh) => task = fresh,
+            Err(_) => break,
+        }
+    }
+    if status(&task) == "waiting" {
+        if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
+            return format!("waits for a decision on {}", render::held_text(held));
+        }
+        return "waits for answers (`ufo show` lists the questions)".to_owned();
+    }
+    format!("is {}", status_of(&task))
+}
+
 fn status_of(task: &Value) -> String {
     let status = task.get("status").and_then(Value::as_str).unwrap_or("");
     if status.is_empty() {
@@ -642,15 +737,30 @@ pub async fn screenshot(api: AgentClient, args: ScreenshotArgs) -> Result<Outcom
     } else {
         "png"
     };
-    let output = args.output.unwrap_or_else(|| {
-        std::path::PathBuf::from(format!(
-            "{}-step{}-{kind}.{extension}",
-            &id[..id.len().min(8)],
-            args.step
-        ))
-    });
-    std::fs::write(&output, &bytes)?;
-    println!("{} ({kind}, {} bytes)", output.display(), bytes.len());
+    let (output, replaced) = match args.output {
+        // A file named by the user is theirs to replace, and is said to be replaced.
+        Some(output) => {
+            let replaced = output.exists();
+            std::fs::write(&output, &bytes)?;
+            (output, replaced)
+        }
+        // The default name holds the whole task id (ids are time-ordered: their starts collide), and an
+        // existing file is never overwritten: a number is added instead.
+        None => (
+            write_new(&format!("{id}-step{}-{kind}", args.step), extension, &bytes)?,
+            false,
+        ),
+    };
+    println!(
+        "{} ({kind}, {} bytes{})",
+        output.display(),
+        bytes.len(),
+        if replaced {
+            "; replaced the existing file"
+        } else {
+            ""
+        }
+    );
     Ok(Outcome::Success)
 }
 
@@ -677,14 +787,36 @@ pub async fn health(conn: &Connection, args: HealthArgs) -> Result<Outcome, CliE
                 crate::follow::innermost(&e)
             ))
         })?;
-    let status = HealthClient::new(channel)
+    let checked = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: args.service.clone(),
         })
-        .await
-        .map_err(|s| CliError::from_status(s, &url))?
-        .into_inner()
-        .status;
+        .await;
+    let status = match checked {
+        Ok(answer) => answer.into_inner().status,
+        Err(s) => {
+            // A wrong port answers HTTP, not gRPC (tonic reports a compression or protocol error): say so.
+            if answers_rest(&url, conn.call_timeout_seconds).await {
+                return Err(CliError::InvalidArgument {
+                    flag: "--url",
+                    reason: format!(
+                        "{url} is the agent's REST API, not a gRPC port; `ufo health` checks gRPC: use \
+                         the gRPC port (`ufo up` prints it, default http://127.0.0.1:50052; \
+                         --grpc-port / UFO_UP_GRPC_PORT)"
+                    ),
+                });
+            }
+            if s.code() != tonic::Code::Unavailable && s.code() != tonic::Code::Unauthenticated {
+                return Err(CliError::Up(format!(
+                    "{url} does not answer gRPC health checks ({}: {}); is it a ufo service's gRPC \
+                     port?",
+                    s.code(),
+                    s.message()
+                )));
+            }
+            return Err(CliError::from_status(s, &url));
+        }
+    };
     if status == ServingStatus::Serving as i32 {
         if std::io::stdout().is_terminal() {
             println!("{url}: serving");
@@ -697,4 +829,48 @@ pub async fn health(conn: &Connection, args: HealthArgs) -> Result<Outcome, CliE
             ServingStatus::try_from(status).map_or("unknown", |s| s.as_str_name())
         )))
     }
+}
+
+/// Whether `url` answers `GET /healthz` over plain HTTP (the agent's REST API does).
+async fn answers_rest(url: &str, timeout_seconds: u64) -> bool {
+    let Ok(client) = reqwest::Client::builder()
+        .timeout(Duration::from_secs(timeout_seconds.clamp(1, 5)))
+        .build()
+    else {
+        return false;
+    };
+    client
+        .get(format!("{}/healthz", url.trim_end_matches('/')))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+}
+
+/// Writes `bytes` to a new file `<stem>.<extension>` in the current directory, or `<stem>-2.<extension>`,
+/// `-3`, ... when that exists (created exclusively: a file is never overwritten).
+fn write_new(stem: &str, extension: &str, bytes: &[u8]) -> Result<std::path::PathBuf, CliError> {
+    for n in 1u32..=10_000 {
+        let name = if n == 1 {
+            format!("{stem}.{extension}")
+        } else {
+            format!("{stem}-{n}.{extension}")
+        };
+        let path = std::path::PathBuf::from(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(mut file) => {
+                std::io::Write::write_all(&mut file, bytes)?;
+                return Ok(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(CliError::InvalidArgument {
+        flag: "--output",
+        reason: format!("{stem}.{extension} and 10000 numbered names exist; name the file"),
+    })
 }

@@ -1,5 +1,5 @@
 //! The `ufo` command line: global connection flags (with environment fallbacks) and one subcommand per
-//! job. Nothing else reads the environment.
+//! job. Nothing else reads the environment (here also [`client_data_dir`], where the stored key is).
 
 use std::path::PathBuf;
 
@@ -15,6 +15,48 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where a client command looks for the key `ufo up` keeps when no token is given: `UFO_DATA_DIR` (as
+/// `ufo up --data-dir` reads it), else `ufo-data` in the current directory.
+pub fn client_data_dir() -> PathBuf {
+    std::env::var_os("UFO_DATA_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| PathBuf::from("ufo-data"), PathBuf::from)
+}
+
+/// The connection flags that mean nothing to the commands that run the services (`up`, `doctor`): hidden
+/// from their help.
+const CLIENT_ONLY: [&str; 3] = ["server", "grpc", "call_timeout_seconds"];
+
+/// The command line definition: [`Cli`], with the client-only connection flags hidden from the help of
+/// `ufo up` and `ufo doctor`.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let cmd = Cli::command();
+    // A subcommand's own argument of the same id keeps a global one from being propagated to it: those
+    // two get hidden, local copies (accepted, unused).
+    let local: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| CLIENT_ONLY.contains(&a.get_id().as_str()))
+        .map(|a| a.clone().global(false).hide(true))
+        .collect();
+    let mut cmd = cmd;
+    for sub in ["up", "doctor"] {
+        cmd = cmd.mut_subcommand(sub, |s| s.args(local.clone()));
+    }
+    cmd
+}
+
+/// Parses a command line with [`command`].
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches as _;
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// Where the agent service is and how to authenticate.
@@ -38,7 +80,8 @@ pub struct Connection {
     )]
     pub grpc: String,
 
-    /// API key sent as `Authorization: Bearer <token>`.
+    /// API key sent as `Authorization: Bearer <token>` (default: the key `ufo up` keeps in
+    /// $UFO_DATA_DIR/tokens.json, `ufo-data/tokens.json` here; its admin key for prune and knowledge add).
     #[arg(long, global = true, env = "UFO_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 
@@ -315,9 +358,65 @@ pub struct UpArgs {
     #[arg(long, env = "UFO_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 
+    /// Also make an admin API key (kept in tokens.json beside the API key, printed at start): the key
+    /// `ufo prune` and `ufo knowledge add` need. The CLI uses it for those when no token is given.
+    #[arg(long, env = "UFO_UP_ADMIN_KEY")]
+    pub admin_key: bool,
+
+    #[command(flatten)]
+    pub model: ModelArgs,
+
     /// The X display of this session; its presence means a Linux desktop is available for an executor.
     #[arg(long, env = "DISPLAY", hide = true)]
     pub display: Option<String>,
+}
+
+/// The model settings `ufo up` gives the agent (each unset one: the agent's default). A model served from
+/// this machine or a private network (Ollama, vLLM, LM Studio) needs no key, and without a price it is
+/// priced 0; an unpriced remote model is warned about at start (its tasks would be refused).
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Base URL of the OpenAI-compatible model endpoint (default https://api.openai.com/v1; Ollama:
+    /// http://127.0.0.1:11434/v1, vLLM: http://127.0.0.1:8000/v1).
+    #[arg(long, env = "UFO_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+
+    /// API key of the model endpoint (none needed for a local server).
+    #[arg(long, env = "UFO_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+
+    /// Model of the HostAgent (default gpt-4o), as the endpoint lists it (e.g. `llava:13b`).
+    #[arg(long, env = "UFO_HOST_MODEL")]
+    pub host_model: Option<String>,
+
+    /// Model of the AppAgents (default gpt-4o).
+    #[arg(long, env = "UFO_APP_MODEL")]
+    pub app_model: Option<String>,
+
+    /// Model prices, `model=IN/OUT,...` in US dollars per million input/output tokens.
+    #[arg(long, env = "UFO_LLM_PRICES")]
+    pub llm_prices: Option<String>,
+
+    /// Price `IN/OUT` of models missing from --llm-prices.
+    #[arg(long, env = "UFO_LLM_DEFAULT_PRICE")]
+    pub llm_default_price: Option<String>,
+}
+
+impl ModelArgs {
+    /// The agent's environment variables for the settings given.
+    pub fn env(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("UFO_LLM_BASE_URL", &self.llm_base_url),
+            ("UFO_LLM_API_KEY", &self.llm_api_key),
+            ("UFO_HOST_MODEL", &self.host_model),
+            ("UFO_APP_MODEL", &self.app_model),
+            ("UFO_LLM_PRICES", &self.llm_prices),
+            ("UFO_LLM_DEFAULT_PRICE", &self.llm_default_price),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.as_deref().map(|v| (name, v)))
+        .collect()
+    }
 }
 
 /// The applications `ufo up` lets the local executor launch unless told otherwise: those the README's
@@ -604,5 +703,28 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         // Catches clashing flag names (global vs subcommand) and bad defaults at test time, not at run time.
         Cli::command().debug_assert();
+        command().debug_assert();
+    }
+
+    #[test]
+    fn up_and_doctor_help_hides_the_client_flags_but_run_shows_them() {
+        let mut cmd = command();
+        cmd.build();
+        for (sub, hidden) in [("up", true), ("doctor", true), ("run", false)] {
+            let help = cmd
+                .find_subcommand_mut(sub)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            for flag in CLIENT_ONLY {
+                assert_eq!(
+                    !help.contains(&format!("--{} <", flag.replace('_', "-"))),
+                    hidden,
+                    "{sub}: {help}"
+                );
+            }
+        }
+        let cli = parse_from(["ufo", "--server", "http://x:1", "tasks"]).unwrap();
+        assert_eq!(cli.connection.server, "http://x:1");
     }
 }

@@ -147,6 +147,7 @@ pub async fn doctor(args: DoctorArgs, conn: &Connection) -> Result<Outcome, CliE
     if agent.is_file() {
         match tokio::process::Command::new(&agent)
             .arg("--check-model")
+            .envs(args.model.env())
             .stdin(std::process::Stdio::null())
             .output()
             .await
@@ -157,6 +158,7 @@ pub async fn doctor(args: DoctorArgs, conn: &Connection) -> Result<Outcome, CliE
                     match line.split_once(": ") {
                         Some(("problem", rest)) => report.line(Verdict::Problem, "model", rest),
                         Some(("ok", rest)) => report.line(Verdict::Ok, "model", rest),
+                        Some(("note", rest)) => report.line(Verdict::Note, "model", rest),
                         Some(("grounding-ok", rest)) => report.line(Verdict::Ok, "grounding", rest),
                         Some(("grounding-note", rest)) => {
                             report.line(Verdict::Note, "grounding", rest)

@@ -34,6 +34,9 @@ pub struct Follower {
     reconnect_for: Duration,
     /// Whether a stream was opened since the last failure (ends the current outage).
     reopened: bool,
+    /// The sequence number after the event being shown (where a prompt starts watching for a decision
+    /// made elsewhere).
+    after_seq: u64,
 }
 
 impl Follower {
@@ -58,6 +61,7 @@ impl Follower {
             connected: false,
             reconnect_for: Duration::from_secs(120),
             reopened: false,
+            after_seq: 1,
         })
     }
 
@@ -170,6 +174,7 @@ impl Follower {
                 continue;
             }
             *next = event.seq + 1;
+            self.after_seq = *next;
             self.show(task_id, &event).await?;
         }
         Ok(())
@@ -236,16 +241,25 @@ impl Follower {
         if !questions.is_empty() {
             let mut answers = Vec::with_capacity(questions.len());
             for (_, question) in &questions {
-                match self.read_line(&format!("? {question}\n> ")).await? {
-                    Some(answer) => answers.push(answer),
-                    None => {
+                match self
+                    .read_until_decided(task_id, &format!("? {question}\n> "))
+                    .await?
+                {
+                    Prompted::Line(Some(answer)) => answers.push(answer),
+                    Prompted::Line(None) => {
                         println!("(no answer given; answer later with `ufo answer {task_id} ...`)");
+                        return Ok(());
+                    }
+                    Prompted::Withdrawn(why) => {
+                        println!("(question withdrawn: {why})");
                         return Ok(());
                     }
                 }
             }
             let ids: Vec<String> = questions.into_iter().map(|(id, _)| id).collect();
-            self.api.answer(task_id, &ids, &answers).await?;
+            if let Err(e) = self.api.answer(task_id, &ids, &answers).await {
+                settled_elsewhere(CliError::from(e), "answers")?;
+            }
             return Ok(());
         }
         if let Some(held) = task.get("held_action").filter(|h| h.is_object()) {
@@ -259,20 +273,45 @@ impl Follower {
             }
             self.prompted_hold = Some(key);
             let prompt = format!("? approve {}? [y/N] ", render::held_text(held));
-            match self.read_line(&prompt).await? {
-                Some(answer) => {
+            match self.read_until_decided(task_id, &prompt).await? {
+                Prompted::Line(Some(answer)) => {
                     let approve = matches!(answer.trim().to_lowercase().as_str(), "y" | "yes");
                     // The decision names the action displayed: if another was decided meanwhile and a
                     // newer one is held, the service refuses (409) instead of deciding the newer one.
                     let action_id = held.get("id").and_then(Value::as_str).unwrap_or_default();
-                    self.api.confirm(task_id, action_id, approve, None).await?;
+                    if let Err(e) = self.api.confirm(task_id, action_id, approve, None).await {
+                        settled_elsewhere(CliError::from(e), "decision")?;
+                    }
                 }
-                None => println!(
+                Prompted::Line(None) => println!(
                     "(no decision given; decide later with `ufo confirm {task_id} --approve|--reject`)"
                 ),
+                Prompted::Withdrawn(why) => println!("(prompt withdrawn: {why})"),
             }
         }
         Ok(())
+    }
+
+    /// Prompts and reads a line, unless what is asked is settled elsewhere first (another `ufo`, the
+    /// viewer, the API decided or answered, or the task ended): then the prompt is withdrawn.
+    async fn read_until_decided(
+        &mut self,
+        task_id: &str,
+        prompt: &str,
+    ) -> Result<Prompted, CliError> {
+        let settled = settled_after(
+            self.grpc_url.clone(),
+            self.context.clone(),
+            task_id.to_owned(),
+            self.after_seq,
+        );
+        tokio::select! {
+            line = self.read_line(prompt) => Ok(Prompted::Line(line?)),
+            why = settled => {
+                println!();
+                Ok(Prompted::Withdrawn(why))
+            }
+        }
     }
 
     async fn read_line(&mut self, prompt: &str) -> Result<Option<String>, CliError> {
@@ -283,6 +322,72 @@ impl Follower {
         out.write_all(prompt.as_bytes()).await?;
         out.flush().await?;
         Ok(lines.next_line().await?)
+    }
+}
+
+/// What a prompt got: the person's line (None at end of input), or withdrawn because it was settled
+/// elsewhere (why).
+enum Prompted {
+    Line(Option<String>),
+    Withdrawn(String),
+}
+
+/// A decision or answers the service refused because they were settled meanwhile (409: decided
+/// elsewhere, nothing pending, task ended) are said and not an error: the follow goes on.
+fn settled_elsewhere(e: CliError, what: &str) -> Result<(), CliError> {
+    match e {
+        CliError::Api {
+            status: 409,
+            message,
+            ..
+        } => {
+            println!("(your {what} was not needed: {message})");
+            Ok(())
+        }
+        other => Err(other),
+    }
+}
+
+/// Resolves when the task's event log (from `from_seq`) shows what a prompt asks settled elsewhere: a
+/// question answered, the held action approved or rejected, a cancel, or the end of the task. Never
+/// resolves when the log cannot be followed (the prompt then simply stays).
+async fn settled_after(
+    grpc_url: String,
+    context: ClientContext,
+    task_id: String,
+    from_seq: u64,
+) -> String {
+    let watched = async {
+        let channel = tonic::transport::Endpoint::from_shared(grpc_url)
+            .ok()?
+            .connect_timeout(Duration::from_secs(5))
+            .connect()
+            .await
+            .ok()?;
+        let mut client = AgentServiceClient::with_interceptor(channel, context);
+        let mut stream = client
+            .stream_steps(StreamStepsRequest { task_id, from_seq })
+            .await
+            .ok()?
+            .into_inner();
+        while let Ok(Some(event)) = stream.message().await {
+            let why = match EventKind::try_from(event.kind).unwrap_or(EventKind::Unspecified) {
+                EventKind::QuestionAnswered => "answered elsewhere",
+                EventKind::ActionApproved => "approved elsewhere",
+                EventKind::ActionRejected => "rejected elsewhere",
+                EventKind::CancelRequested => "the task is being cancelled",
+                EventKind::TaskFinished | EventKind::TaskFailed | EventKind::TaskCancelled => {
+                    "the task has ended"
+                }
+                _ => continue,
+            };
+            return Some(why.to_owned());
+        }
+        None
+    };
+    match watched.await {
+        Some(why) => why,
+        None => std::future::pending().await,
     }
 }
 
@@ -312,4 +417,44 @@ pub(crate) fn innermost(e: &dyn std::error::Error) -> String {
         cause = next;
     }
     cause.to_string()
+}
+
+/// Why the task was cancelled: the reason of its `CANCEL_REQUESTED` event (read from the event log up to
+/// `last_seq`, the newest event); None when none was requested or the log cannot be read.
+pub async fn cancel_reason(
+    grpc_url: &str,
+    token: Option<&str>,
+    task_id: &str,
+    last_seq: u64,
+) -> Option<String> {
+    let context = ClientContext::new(token).ok()?;
+    let channel = tonic::transport::Endpoint::from_shared(grpc_url.to_owned())
+        .ok()?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .ok()?;
+    let mut client = AgentServiceClient::with_interceptor(channel, context);
+    let mut stream = client
+        .stream_steps(StreamStepsRequest {
+            task_id: task_id.to_owned(),
+            from_seq: 1,
+        })
+        .await
+        .ok()?
+        .into_inner();
+    let mut reason = None;
+    while let Ok(Some(event)) = stream.message().await {
+        if event.kind == EventKind::CancelRequested as i32 {
+            let payload = ufo_proto::json::from_optional_struct(event.payload.clone());
+            reason = payload
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        if event.seq >= last_seq {
+            break;
+        }
+    }
+    reason
 }

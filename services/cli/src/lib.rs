@@ -27,7 +27,16 @@ use std::time::Duration;
 
 /// Runs one parsed command line.
 pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
-    let conn = cli.connection;
+    let mut conn = cli.connection;
+    let serves = matches!(cli.command, Command::Up(_) | Command::Doctor(_));
+    if conn.token.is_none() && !serves {
+        // No key given: the one `ufo up` keeps in its data directory (its admin key for admin commands).
+        let admin = matches!(
+            cli.command,
+            Command::Prune(_) | Command::Knowledge(config::KnowledgeCommand::Add(_))
+        );
+        conn.token = tokens::client_key(&config::client_data_dir(), admin);
+    }
     let api = || {
         let timeouts = ufo_client::Timeouts {
             call: Some(Duration::from_secs(conn.call_timeout_seconds)),
@@ -40,7 +49,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         Command::Up(args) => up::up(args, &conn).await,
         Command::Run(args) => commands::run(api()?, &conn, args).await,
         Command::Tasks(args) => commands::tasks(api()?, args).await,
-        Command::Show(args) => commands::show(api()?, args).await,
+        Command::Show(args) => commands::show(api()?, &conn, args).await,
         Command::Watch(args) => commands::watch(api()?, &conn, args).await,
         Command::Answer(args) => commands::answer(api()?, args).await,
         Command::Confirm(args) => commands::confirm(api()?, args).await,

@@ -1,13 +1,12 @@
 //! `ufo`: parses the command line, runs the command, and turns failures into a message and exit code
 //! (1 for errors, 2 when a followed task failed or was cancelled).
 
-use clap::Parser as _;
-use ufo_cli::{Cli, Outcome};
+use ufo_cli::Outcome;
 
 #[tokio::main]
 async fn main() {
     ufo_common::tls::install_crypto_provider();
-    let cli = Cli::parse();
+    let cli = ufo_cli::config::parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let code = outcome(ufo_cli::run(cli).await);
     // Exit now: a terminal prompt's pending stdin read (after Ctrl-C) would keep the runtime waiting.
     let _ = std::io::Write::flush(&mut std::io::stdout());

@@ -21,6 +21,9 @@ pub struct Tokens {
     pub executor: String,
     /// Bearer token the session service requires and the agent presents.
     pub session: String,
+    /// An admin API key (`ufo up --admin-key`): may prune and add help files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<String>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -67,6 +70,7 @@ pub fn load_or_create(
                 api: fresh(),
                 executor: fresh(),
                 session: fresh(),
+                admin: None,
             };
             write(&path(data_dir), &t)?;
             t
@@ -81,7 +85,37 @@ pub fn load_or_create(
         api: pick(api, stored.api),
         executor: pick(executor, stored.executor),
         session: pick(session, stored.session),
+        admin: stored.admin,
     })
+}
+
+/// The stored admin key, created (and stored beside the others) when there is none yet.
+pub fn admin_key(data_dir: &Path) -> Result<String, CliError> {
+    let file = path(data_dir);
+    let mut stored =
+        read(data_dir)?.ok_or_else(|| CliError::Up(format!("{} is missing", file.display())))?;
+    if let Some(admin) = &stored.admin {
+        return Ok(admin.clone());
+    }
+    let admin = fresh();
+    stored.admin = Some(admin.clone());
+    // Written beside, then renamed over: the file is never half-written.
+    let fresh_file = file.with_extension("json.new");
+    let _ = std::fs::remove_file(&fresh_file);
+    write(&fresh_file, &stored)?;
+    std::fs::rename(&fresh_file, &file)?;
+    Ok(admin)
+}
+
+/// The key a client command uses when none is given (`--token` / `UFO_TOKEN`): the one `ufo up` keeps
+/// in the data directory (`UFO_DATA_DIR`, default `ufo-data` here) — its admin key for an admin
+/// command when it made one, else its API key. None without a readable tokens file.
+pub fn client_key(data_dir: &Path, admin_command: bool) -> Option<String> {
+    let stored = read(data_dir).ok().flatten()?;
+    match stored.admin {
+        Some(admin) if admin_command => Some(admin),
+        _ => Some(stored.api),
+    }
 }
 
 fn write(file: &Path, tokens: &Tokens) -> Result<(), CliError> {
@@ -123,6 +157,19 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+        let admin = admin_key(dir.path()).unwrap();
+        assert_eq!(
+            admin_key(dir.path()).unwrap(),
+            admin,
+            "made once, then kept"
+        );
+        let kept = read(dir.path()).unwrap().unwrap();
+        assert_eq!(
+            (kept.api, kept.admin.as_deref()),
+            (first.api.clone(), Some(admin.as_str()))
+        );
+        assert_eq!(client_key(dir.path(), true), Some(admin));
+        assert_eq!(client_key(dir.path(), false), Some(first.api.clone()));
         std::fs::write(path(dir.path()), "not json").unwrap();
         assert!(load_or_create(dir.path(), None, None, None).is_err());
     }

@@ -163,6 +163,11 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
         args.executor_token.as_deref(),
         args.session_token.as_deref(),
     )?;
+    let admin = if args.admin_key {
+        Some(crate::tokens::admin_key(&args.data_dir)?)
+    } else {
+        None
+    };
     let ready_timeout = Duration::from_secs(args.ready_timeout_seconds);
     let session_url = format!("http://{host}:{}", args.session_port);
     let agent_grpc = format!("http://{host}:{}", args.grpc_port);
@@ -174,6 +179,7 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
         // The model check runs while the services start; its findings are printed with the URLs.
         let model_check = command(&bin_dir, "ufo-agent", &args)?
             .arg("--check-model")
+            .envs(args.model.env())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -218,8 +224,19 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             .args(["--listen", &format!("{host}:{}", args.grpc_port)])
             .args(["--http-listen", &format!("{host}:{}", args.http_port)])
             .args(["--session-url", &session_url])
-            .env("UFO_API_KEYS", format!("local:{}", tokens.api))
+            .envs(args.model.env())
             .env("UFO_SESSION_TOKEN", &tokens.session);
+        match &admin {
+            Some(admin) => agent
+                .env(
+                    "UFO_API_KEYS",
+                    format!("local:{},admin:{admin}", tokens.api),
+                )
+                .env("UFO_API_ADMINS", "admin"),
+            None => agent
+                .env("UFO_API_KEYS", format!("local:{}", tokens.api))
+                .env_remove("UFO_API_ADMINS"),
+        };
         if let Some(url) = &executor_url {
             agent.args(["--default-executor", url]);
         }
@@ -260,6 +277,8 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             for line in String::from_utf8_lossy(&output.stdout).lines() {
                 if let Some(problem) = line.strip_prefix("problem: ") {
                     println!("warning: {problem}");
+                } else if let Some(note) = line.strip_prefix("note: ") {
+                    println!("note: {note}");
                 }
             }
             if !output.status.success() && output.stdout.is_empty() {
@@ -274,6 +293,13 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
                 "API key (kept in {}, the same after a restart):\n  export UFO_TOKEN={}",
                 crate::tokens::path(&args.data_dir).display(),
                 tokens.api
+            );
+        }
+        if let Some(admin) = &admin {
+            println!(
+                "Admin key (ufo prune, ufo knowledge add; kept in {}; the CLI uses it for those when no \
+                 token is given):\n  export UFO_ADMIN_TOKEN={admin}",
+                crate::tokens::path(&args.data_dir).display()
             );
         }
         println!("Ctrl-C stops everything.");

@@ -71,6 +71,25 @@ async fn tasks_are_submitted_listed_shown_and_errors_explained() {
     assert_eq!(answered.status.code(), Some(1));
     assert!(out(&answered).contains("HTTP 409"), "{}", out(&answered));
 
+    // A name that cannot be a task id is a plain error, not a UUID parser's.
+    let bad = ufo(&cluster, &["show", "nonexist"]).await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        out(&bad).contains("no task nonexist: not a task id") && !out(&bad).contains("UUID"),
+        "{}",
+        out(&bad)
+    );
+    // `ufo health` pointed at the REST port says so (on main: a gRPC compression error).
+    let health = ufo(&cluster, &["health", "--url", &cluster.rest_url]).await;
+    assert_eq!(health.status.code(), Some(1));
+    assert!(
+        out(&health).contains("is the agent's REST API, not a gRPC port"),
+        "{}",
+        out(&health)
+    );
+    let health = ufo(&cluster, &["health", "--url", &cluster.grpc_url]).await;
+    assert!(health.status.success(), "{}", out(&health));
+
     // A missing task is named as a task (the store calls it a session).
     let missing = ufo(&cluster, &["show", "00000000-0000-4000-8000-000000000000"]).await;
     assert_eq!(missing.status.code(), Some(1));

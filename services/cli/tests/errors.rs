@@ -39,7 +39,13 @@ async fn an_unreachable_server_is_named_with_the_flag_to_change() {
         "{text}"
     );
 
-    let output = ufo(&["--grpc", &server, "watch", "some-task"]).await;
+    let output = ufo(&[
+        "--grpc",
+        &server,
+        "watch",
+        "00000000-0000-4000-8000-000000000000",
+    ])
+    .await;
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output);
     assert!(

@@ -1,7 +1,8 @@
 //! README.md is the user's manual, so it is checked like code: at most 30 KB; every `ufo ...` command in
 //! its shell blocks names a real subcommand with real flags (read from `ufo <subcommand> --help`); and
 //! every flag and environment variable in the configuration tables (docs/configuration.md) exists in that
-//! binary's `--help`.
+//! binary's `--help`; every `curl` line runs against the services without an error (tests/up.rs runs the
+//! `ufo prune` line against `ufo up --admin-key`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +61,44 @@ fn shell_lines(readme: &str) -> Vec<String> {
         }
     }
     lines
+}
+
+/// The commands of the README's shell code blocks as bash reads them: a line ending in `\\` or inside a
+/// single-quoted string goes on in the next one; comments (` #` outside quotes) are dropped.
+fn shell_commands(readme: &str) -> Vec<String> {
+    let mut commands = Vec::new();
+    let mut in_shell = false;
+    let mut joined = String::new();
+    for line in readme.lines() {
+        if let Some(lang) = line.strip_prefix("```") {
+            in_shell = !in_shell && (lang == "sh" || lang == "bash");
+            continue;
+        }
+        if !in_shell {
+            continue;
+        }
+        let quoted = |text: &str| text.matches('\'').count() % 2 == 1;
+        let mut code = line;
+        if !quoted(&joined) {
+            if code.trim_start().starts_with('#') {
+                continue;
+            }
+            if let Some(at) = code.find(" #").filter(|&at| !quoted(&code[..at])) {
+                code = &code[..at];
+            }
+        }
+        if code.trim_end().ends_with('\\') {
+            joined.push_str(code.trim_end().trim_end_matches('\\'));
+            continue;
+        }
+        joined.push_str(code);
+        if quoted(&joined) {
+            joined.push('\n');
+        } else {
+            commands.push(std::mem::take(&mut joined));
+        }
+    }
+    commands
 }
 
 #[test]
@@ -217,4 +256,156 @@ fn every_flag_and_variable_in_the_configuration_tables_exists() {
         rows += 1;
     }
     assert!(rows >= 25, "only {rows} configuration rows checked");
+}
+
+/// The README's API lines (`curl ...`), each run by bash as printed against real services: `ufo-session`,
+/// `ufo-executor` on a private Xvfb desktop and `ufo-agent` with a scripted OpenAI-compatible model, in
+/// the order a task makes them meaningful (answer a question, reject a held action, follow up, cancel).
+/// Every line must succeed: an error body (`{"code": ...}`) fails the test with the line.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_curl_line_of_the_readme_runs_against_the_services() {
+    use serde_json::{Value, json};
+    use std::time::Duration;
+    use ufo_agent::testing::ScriptedLlm;
+    use ufo_executor::testing::Desktop;
+    use ufo_testkit::Cluster;
+
+    let host = |status: &str, extra: Value| {
+        let mut v = json!({"observation": "the desktop", "thought": "think", "status": status,
+                           "plan": []});
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        v
+    };
+    let llm = ScriptedLlm::start().await.unwrap();
+    // Round 1: ask (q1-1), then hold a function (h2), then finish; round 2 (the follow-up): ask again.
+    llm.push_json(&host("PENDING", json!({"questions": ["Which file?"]})));
+    llm.push_json(&host(
+        "CONFIRM",
+        json!({"function": "launch_application", "arguments": {"name": "mousepad"},
+               "comment": "opens an editor"}),
+    ));
+    llm.push_json(&host(
+        "FINISH",
+        json!({"result": "done", "comment": "done"}),
+    ));
+    llm.push_json(&host("PENDING", json!({"questions": ["Which name?"]})));
+    let desktop = Desktop::start(800, 600).await.unwrap();
+    let cluster = Cluster::builder()
+        .local_executor(desktop.env())
+        .llm_base_url(llm.base_url())
+        .agent_args(["--claim-interval-ms", "50", "--llm-max-retries", "0"])
+        .start()
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    let lines: Vec<String> = shell_commands(&readme())
+        .into_iter()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| l.starts_with("curl "))
+        .collect();
+    let mut ran = BTreeSet::new();
+    let run = |needle: &str, id: &str| {
+        let line = lines
+            .iter()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no README curl line with {needle:?}: {lines:#?}"))
+            .clone();
+        let output = std::process::Command::new("bash")
+            .args(["-c", &line])
+            .env("UFO", &cluster.rest_url)
+            .env("KEY", &cluster.api_key)
+            .env("ID", id)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{line}\n{text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        if let Ok(body) = serde_json::from_str::<Value>(&text) {
+            assert!(
+                body.get("code").is_none(),
+                "README line failed:\n{line}\n{body}"
+            );
+        }
+        (line, text)
+    };
+    let task = |id: &str| {
+        let (_, text) = run("$UFO/v1/tasks/$ID -H", id);
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    let wait_for = |what: &str, id: &str, check: &dyn Fn(&Value) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let t = task(id);
+            if check(&t) {
+                return t;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {t}\n{}",
+                cluster.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    let (line, created) = run("-X POST $UFO/v1/tasks -H", "");
+    ran.insert(line);
+    let id = serde_json::from_str::<Value>(&created).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let asked = wait_for("the question", &id, &|t| {
+        t["pending_questions"][0]["id"] == "q1-1"
+    });
+    assert_eq!(asked["status"], "waiting", "{asked}");
+    for needle in ["page_size=20", "$UFO/v1/tasks/$ID -H", "/answers"] {
+        ran.insert(run(needle, &id).0);
+    }
+    let held = wait_for("the held action", &id, &|t| t["held_action"]["id"] == "h2");
+    assert_eq!(held["held_action"]["function"], "launch_application");
+    ran.insert(run("/confirmation", &id).0);
+    let done = wait_for("the end of round 1", &id, &|t| t["status"] == "finished");
+    assert_eq!(done["result"], "done", "{done}");
+    for needle in [
+        "/steps?from=1",
+        "/screenshot",
+        "/events",
+        "/knowledge/search",
+        "/healthz",
+    ] {
+        let (line, text) = run(needle, &id);
+        if needle == "/events" {
+            assert!(text.contains("event: end"), "{text}");
+        }
+        ran.insert(line);
+    }
+    let shot = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "png"))
+        .expect("the screenshot line saved a file");
+    let bytes = std::fs::read(&shot).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG"),
+        "{shot:?}: {}\n{}",
+        String::from_utf8_lossy(&bytes),
+        run("/steps?from=1", &id).1
+    );
+    ran.insert(run("/requests", &id).0);
+    wait_for("the follow-up's question", &id, &|t| {
+        t["status"] == "waiting"
+    });
+    ran.insert(run("/cancel", &id).0);
+    let cancelled = task(&id);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let missed: Vec<&String> = lines.iter().filter(|l| !ran.contains(*l)).collect();
+    assert!(missed.is_empty(), "README curl lines not run: {missed:#?}");
 }

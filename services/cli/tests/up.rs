@@ -1,6 +1,7 @@
 //! `ufo up` as a user runs it: real `ufo-session` (embedded SQLite, no database server) and `ufo-agent`
-//! child processes, the printed URLs and API key work with the other `ufo` commands, and SIGTERM (what
-//! Ctrl-C does) stops every child.
+//! child processes, the printed URLs and API key work with the other `ufo` commands (also read from the
+//! data directory when no token is given), `--admin-key` makes the key the README's `ufo prune` line
+//! needs, and SIGTERM (what Ctrl-C does) stops every child.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -21,7 +22,7 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
         free_port().unwrap(),
     );
     let mut up = ProcessBuilder::new("ufo up", env!("CARGO_BIN_EXE_ufo"))
-        .args(["up", "--executor", "never"])
+        .args(["up", "--executor", "never", "--admin-key"])
         .arg("--bin-dir")
         .arg(&bin_dir)
         .arg("--data-dir")
@@ -74,6 +75,71 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
         .to_owned();
     let listed = ufo(&["tasks"]);
     assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+
+    // No token given: the CLI uses the key `ufo up` keeps in the data directory's tokens.json.
+    let client = |program: &str, args: &[&str]| {
+        std::process::Command::new(program)
+            .args(args)
+            .env("UFO_SERVER", &rest)
+            .env("UFO_GRPC", &grpc_url)
+            .env("UFO_DATA_DIR", data.path())
+            .env_remove("UFO_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let listed = client(env!("CARGO_BIN_EXE_ufo"), &["tasks"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains(&id),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    // The README's prune line, as printed, with the admin key `ufo up --admin-key` made (the API key
+    // may not prune).
+    let logs = up.logs();
+    let admin = logs
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("export UFO_ADMIN_TOKEN="))
+        .unwrap_or_else(|| panic!("no admin key printed:\n{logs}"));
+    assert_ne!(admin, token);
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ufo prune "))
+        .and_then(|l| l.split(" #").next())
+        .expect("README shows ufo prune");
+    let path = format!(
+        "{}:{}",
+        std::path::Path::new(env!("CARGO_BIN_EXE_ufo"))
+            .parent()
+            .unwrap()
+            .display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let pruned = std::process::Command::new("bash")
+        .args(["-c", line])
+        .env("PATH", path)
+        .env("UFO_SERVER", &rest)
+        .env("UFO_DATA_DIR", data.path())
+        .env_remove("UFO_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        pruned.status.success()
+            && String::from_utf8_lossy(&pruned.stdout)
+                .contains("pruned the screenshots of 0 tasks"),
+        "{line}: {}{}",
+        String::from_utf8_lossy(&pruned.stdout),
+        String::from_utf8_lossy(&pruned.stderr)
+    );
+    let refused = ufo(&["prune", "--older-than-days", "30"]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("HTTP 403"),
+        "the API key is no admin: {}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 
     let status = up.stop().await.unwrap().unwrap();
     assert!(

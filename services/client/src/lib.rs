@@ -229,8 +229,16 @@ impl AgentClient {
         older_than_days: Option<u32>,
         keep_tasks: Option<u32>,
     ) -> Result<Value, ClientError> {
-        let body = json!({"older_than_days": older_than_days, "keep_tasks": keep_tasks});
-        self.call(Method::POST, "/v1/admin/prune", Some(body)).await
+        // Only the rules given: the service refuses `null` for a rule.
+        let mut body = serde_json::Map::new();
+        if let Some(days) = older_than_days {
+            body.insert("older_than_days".to_owned(), days.into());
+        }
+        if let Some(keep) = keep_tasks {
+            body.insert("keep_tasks".to_owned(), keep.into());
+        }
+        self.call(Method::POST, "/v1/admin/prune", Some(Value::Object(body)))
+            .await
     }
 
     /// `POST /v1/admin/executors/{name}/tokens` (an admin key): a new enrollment token for the dial-out

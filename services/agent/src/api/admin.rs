@@ -79,7 +79,7 @@ pub async fn prune(
     if caller.role != Role::Admin {
         return Err(ApiError::new(
             ErrorCode::PermissionDenied,
-            "pruning screenshots needs an admin key (--api-admins)",
+            "pruning screenshots needs an admin key (--api-admins; `ufo up --admin-key` makes one)",
         ));
     }
     let (days, tasks) = (

@@ -17,6 +17,8 @@ pub(crate) fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {
 #[derive(Debug, Clone)]
 pub struct PriceCheck {
     prices: crate::llm::PriceTable,
+    /// The backup model's endpoint may be another (remote or local) one.
+    backup_prices: crate::llm::PriceTable,
     host_model: String,
     app_model: String,
     backup_model: Option<String>,
@@ -27,6 +29,7 @@ impl PriceCheck {
     pub fn from_config(llm: &crate::config::LlmArgs) -> Self {
         Self {
             prices: llm.prices(),
+            backup_prices: llm.prices_at(llm.backup_base_url()),
             host_model: llm.host_model.clone(),
             app_model: llm.app_model.clone(),
             backup_model: llm.llm_backup_model.clone(),
@@ -64,11 +67,12 @@ impl PriceCheck {
             ("model.app_model", pick(app, &self.app_model)),
         ]
         .into_iter()
-        .chain(
+        .find(|(_, model)| self.prices.price(model).is_none())
+        .or_else(|| {
             self.backup_model
                 .iter()
-                .map(|m| ("the backup model", m.clone())),
-        )
-        .find(|(_, model)| self.prices.price(model).is_none())
+                .map(|m| ("the backup model", m.clone()))
+                .find(|(_, model)| self.backup_prices.price(model).is_none())
+        })
     }
 }

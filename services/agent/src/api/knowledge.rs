@@ -204,7 +204,7 @@ pub async fn add_documents(
     if caller.role != Role::Admin {
         return Err(ApiError::new(
             ErrorCode::PermissionDenied,
-            "adding help documents needs an admin key (--api-admins)",
+            "adding help documents needs an admin key (--api-admins; `ufo up --admin-key` makes one)",
         ));
     }
     short_name("app", &body.app, MAX_APP_CHARS)?;

@@ -7,7 +7,9 @@
 //! one, so ids do not leak.
 
 use ufo_common::ErrorCode;
-use ufo_proto::v1::{ListStepsRequest, Replay, Session, SessionStatus, Step, SubmitTaskRequest};
+use ufo_proto::v1::{
+    ListRoundsRequest, ListStepsRequest, Replay, Session, SessionStatus, Step, SubmitTaskRequest,
+};
 
 use super::auth::Caller;
 use super::error::ApiError;
@@ -44,10 +46,25 @@ impl Tasks {
             ));
         }
         let steps = self.all_steps(&original.id).await?;
+        let mut rounds = self
+            .client()
+            .list_rounds(ListRoundsRequest {
+                session_id: original.id.clone(),
+            })
+            .await?
+            .into_inner()
+            .rounds;
+        rounds.sort_by_key(|r| r.number);
+        let follow_ups = rounds
+            .into_iter()
+            .filter(|r| r.number >= 2)
+            .map(|r| r.request)
+            .collect();
         let spec = ReplaySpec::from_steps(
             &original.id,
             OnMismatch::from_proto(req.on_mismatch),
             &steps,
+            follow_ups,
         );
         if spec.steps.is_empty() {
             return Err(ApiError::new(

@@ -1,5 +1,7 @@
 //! Model prices (`--llm-prices`, `--llm-default-price`): US dollars per million input/output tokens.
-//! What a call costs is computed in [`crate::llm::cost`].
+//! What a call costs is computed in [`crate::llm::cost`]. A model served from this machine or a private
+//! network ([`is_local_endpoint`]) costs nothing per token: without a price it is priced 0 (with a note
+//! at start and in `--check-model`), instead of being refused at submission.
 
 use std::collections::HashMap;
 
@@ -11,6 +13,36 @@ pub struct Price {
     /// Per million output (completion) tokens.
     pub output_per_million: f64,
 }
+
+/// Whether a model endpoint URL names this machine or a private network: a loopback or private address
+/// (127.0.0.0/8, ::1, 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7) or `localhost`. Such a server
+/// (Ollama, vLLM, LM Studio) charges nothing per token.
+pub fn is_local_endpoint(url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']);
+    match host.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback()
+                || (ip.segments()[0] & 0xfe00) == 0xfc00
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_private())
+        }
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
+}
+
+/// The price of a model served locally without a price of its own: nothing.
+pub const FREE: Price = Price {
+    input_per_million: 0.0,
+    output_per_million: 0.0,
+};
 
 /// Prices by model name. A model not in the table costs 0 (and is reported as unpriced).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -97,5 +129,34 @@ impl PriceTable {
         table.price("default").ok_or_else(|| PriceParseError {
             entry: spec.to_owned(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_private_endpoints_are_local() {
+        for (url, local) in [
+            ("http://127.0.0.1:11434/v1", true),
+            ("http://127.8.9.10/v1", true),
+            ("http://[::1]:8000/v1", true),
+            ("http://10.1.2.3:8000/v1", true),
+            ("http://172.16.0.1/v1", true),
+            ("http://172.31.255.254/v1", true),
+            ("http://172.32.0.1/v1", false),
+            ("http://192.168.1.5:8000/v1", true),
+            ("http://[fd12:3456::1]:8000/v1", true),
+            ("http://[fe80::1]:8000/v1", false),
+            ("http://localhost:8000/v1", true),
+            ("http://LOCALHOST./v1", true),
+            ("https://api.openai.com/v1", false),
+            ("http://8.8.8.8/v1", false),
+            ("http://localhost.example.com/v1", false),
+            ("not a url", false),
+        ] {
+            assert_eq!(is_local_endpoint(url), local, "{url}");
+        }
     }
 }

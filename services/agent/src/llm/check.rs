@@ -14,6 +14,8 @@ use crate::config::{LlmArgs, LlmFlavor};
 pub struct Finding {
     /// Whether a task would fail because of it.
     pub problem: bool,
+    /// Whether it is a note: nothing fails, but the operator should know (a local model priced 0).
+    pub note: bool,
     /// What was found, naming the URL, the model and the cause, and the fix.
     pub text: String,
 }
@@ -22,6 +24,7 @@ impl Finding {
     fn problem(text: String) -> Self {
         Self {
             problem: true,
+            note: false,
             text,
         }
     }
@@ -29,19 +32,67 @@ impl Finding {
     fn ok(text: String) -> Self {
         Self {
             problem: false,
+            note: false,
             text,
+        }
+    }
+
+    fn note(text: String) -> Self {
+        Self {
+            problem: false,
+            note: true,
+            text,
+        }
+    }
+
+    /// The word `--check-model` prints before the finding: `problem`, `note` or `ok`.
+    pub fn word(&self) -> &'static str {
+        if self.problem {
+            "problem"
+        } else if self.note {
+            "note"
+        } else {
+            "ok"
         }
     }
 }
 
 /// Whether the endpoint is on this machine or a private network (local model servers need no key).
 fn is_local(url: &reqwest::Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    match host.trim_matches(['[', ']']).parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
-        Ok(std::net::IpAddr::V6(ip)) => ip.is_loopback(),
-        Err(_) => host == "localhost" || host.ends_with(".local"),
+    crate::config::prices::is_local_endpoint(url.as_str())
+}
+
+/// Whether every model the agents may call has a price (no network needed): an unpriced model on a
+/// remote endpoint is a problem (tasks using it are refused at submission); on a local endpoint it is
+/// priced 0, which is a note.
+pub fn price_findings(llm: &LlmArgs) -> Vec<Finding> {
+    let mut models = vec![(llm.host_model.as_str(), llm.llm_base_url.as_str())];
+    if llm.app_model != llm.host_model {
+        models.push((&llm.app_model, &llm.llm_base_url));
     }
+    if let Some(backup) = &llm.llm_backup_model {
+        models.push((backup, llm.backup_base_url()));
+    }
+    let mut findings = Vec::new();
+    for (model, base) in models {
+        let priced = llm.llm_prices.price(model).is_some() || llm.llm_default_price.is_some();
+        if priced {
+            continue;
+        }
+        if crate::config::prices::is_local_endpoint(base) {
+            findings.push(Finding::note(format!(
+                "model {model} has no price; it is served from {base} (this machine or a private \
+                 network), so it is priced 0 (to count its cost: --llm-prices {model}=IN/OUT)"
+            )));
+        } else {
+            findings.push(Finding::problem(format!(
+                "model {model} at {base} has no price, so every task using it is refused at \
+                 submission; fix: --llm-prices {model}=IN/OUT (US dollars per million input/output \
+                 tokens, UFO_LLM_PRICES) or --llm-default-price IN/OUT (UFO_LLM_DEFAULT_PRICE)"
+            )));
+        }
+    }
+    findings
 }
 
 /// Checks the configured endpoint and models, waiting at most `timeout` for the endpoint.
@@ -60,7 +111,7 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
             "{named}: not a URL; fix: set --llm-base-url / UFO_LLM_BASE_URL to e.g. https://api.openai.com/v1"
         ))];
     };
-    let mut findings = Vec::new();
+    let mut findings = price_findings(llm);
     let key = llm.llm_api_key.as_ref().map(|k| k.expose().to_owned());
     if key.is_none() && !is_local(&url) {
         findings.push(Finding::problem(format!(

@@ -9,6 +9,7 @@ use super::fallback::Fallback;
 use super::openai::{Flavor, OpenAiCompatible, OpenAiConfig};
 use super::retry::RetryPolicy;
 use super::types::ChatModel;
+use crate::config::prices::{FREE, is_local_endpoint};
 use crate::config::secret::ApiKey;
 use crate::config::{LlmArgs, LlmFlavor};
 
@@ -41,30 +42,45 @@ impl LlmArgs {
         }
     }
 
-    /// The price table with the default price applied.
+    /// The price table of the primary endpoint, with the default price applied.
     pub fn prices(&self) -> PriceTable {
-        self.llm_prices.clone().with_default(self.llm_default_price)
+        self.prices_at(&self.llm_base_url)
+    }
+
+    /// The price table of models served at `base_url`: the operator's prices and default price; a model
+    /// without either costs 0 when the endpoint is local (this machine or a private network).
+    pub fn prices_at(&self, base_url: &str) -> PriceTable {
+        let default = self
+            .llm_default_price
+            .or_else(|| is_local_endpoint(base_url).then_some(FREE));
+        self.llm_prices.clone().with_default(default)
+    }
+
+    /// The endpoint of the backup model (the primary's unless --llm-backup-base-url is set).
+    pub fn backup_base_url(&self) -> &str {
+        self.llm_backup_base_url
+            .as_deref()
+            .unwrap_or(&self.llm_base_url)
     }
 
     /// The chat model `model` (with the backup model behind it when configured).
     pub fn model(&self, model: &str) -> Result<Arc<dyn ChatModel>, LlmError> {
-        let prices = Arc::new(self.prices());
         let primary = OpenAiCompatible::new(
             self.endpoint(&self.llm_base_url, model, self.llm_api_key.clone()),
-            prices.clone(),
+            Arc::new(self.prices()),
         )?;
         let Some(backup) = &self.llm_backup_model else {
             return Ok(Arc::new(primary));
         };
-        let base = self
-            .llm_backup_base_url
-            .as_deref()
-            .unwrap_or(&self.llm_base_url);
+        let base = self.backup_base_url();
         let key = self
             .llm_backup_api_key
             .clone()
             .or_else(|| self.llm_api_key.clone());
-        let backup = OpenAiCompatible::new(self.endpoint(base, backup, key), prices)?;
+        let backup = OpenAiCompatible::new(
+            self.endpoint(base, backup, key),
+            Arc::new(self.prices_at(base)),
+        )?;
         Ok(Arc::new(Fallback::new(primary, backup)))
     }
 }

@@ -288,6 +288,7 @@ mod tests {
             of: "t1".into(),
             on_mismatch,
             steps: vec![step(1, vec![click]), step(2, Vec::new())],
+            follow_ups: Vec::new(),
         }
     }
 

@@ -123,8 +123,12 @@ pub struct ReplaySpec {
     /// What a step whose target is missing does.
     #[serde(default)]
     pub on_mismatch: OnMismatch,
-    /// The recorded steps of its first round, in order.
+    /// The recorded steps of all its rounds, in order (step numbers run on across rounds).
     pub steps: Vec<RecordedStep>,
+    /// The requests of its follow-up rounds (round 2, 3, ...): the replay adds each as its next round
+    /// when the one before finishes, so every round is replayed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<String>,
 }
 
 fn extra_text(extra: &Value, key: &str) -> String {
@@ -184,18 +188,27 @@ impl RecordedStep {
 }
 
 impl ReplaySpec {
-    /// The replay of task `of` from its stored steps (those of its first round; a follow-up request's
-    /// rounds are not replayed).
-    pub fn from_steps(of: &str, on_mismatch: OnMismatch, steps: &[v1::Step]) -> Self {
+    /// The replay of task `of` from its stored steps (of every round) and the requests of its follow-up
+    /// rounds (`follow_ups`, round 2 on).
+    pub fn from_steps(
+        of: &str,
+        on_mismatch: OnMismatch,
+        steps: &[v1::Step],
+        follow_ups: Vec<String>,
+    ) -> Self {
         Self {
             of: of.to_owned(),
             on_mismatch,
-            steps: steps
-                .iter()
-                .filter(|s| s.round == 1)
-                .map(RecordedStep::from_proto)
-                .collect(),
+            steps: steps.iter().map(RecordedStep::from_proto).collect(),
+            follow_ups,
         }
+    }
+
+    /// The request of round `number` when it is one of the follow-ups (2 and on).
+    pub fn follow_up(&self, number: usize) -> Option<&str> {
+        self.follow_ups
+            .get(number.checked_sub(2)?)
+            .map(String::as_str)
     }
 
     /// The recorded step replayed as step `n` (1-based) of the replay.

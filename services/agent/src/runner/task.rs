@@ -11,9 +11,10 @@ use futures::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
-    AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind, FinishRoundRequest,
-    GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest, ListStepsRequest,
-    ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session, SessionStatus,
+    AddRoundRequest, AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind,
+    FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest,
+    ListStepsRequest, ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session,
+    SessionStatus,
     SetSessionStatusRequest, Step,
 };
 
@@ -282,6 +283,7 @@ impl TaskRun {
                 .await?
                 .into_inner()
                 .rounds;
+            let count = rounds.len();
             let open = rounds.into_iter().find(|r| {
                 matches!(
                     RoundStatus::try_from(r.status),
@@ -289,6 +291,20 @@ impl TaskRun {
                 )
             });
             let Some(round) = open else {
+                // A replay replays every round: the recorded task's next follow-up becomes the next round.
+                if let Some(request) = config
+                    .replay
+                    .as_ref()
+                    .and_then(|spec| spec.follow_up(count + 1))
+                {
+                    client
+                        .add_round(AddRoundRequest {
+                            session_id: self.session.id.clone(),
+                            request: request.to_owned(),
+                        })
+                        .await?;
+                    continue;
+                }
                 return Ok(Outcome::Finished(last_result));
             };
             let round = client

@@ -32,6 +32,9 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
         .args(["--session-port", &session.to_string()])
         .env_remove("UFO_TOKEN")
         .env_remove("UFO_OTLP_ENDPOINT")
+        // The submitted task may be mid-step (no executor, no model) when SIGTERM comes: the agent lets
+        // it drain for 1 s, not the default 20 s beyond this harness's 10 s grace.
+        .env("UFO_DRAIN_MS", "1000")
         .spawn()
         .unwrap();
     up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(120))

@@ -119,9 +119,11 @@ async fn prompts_decisions_follow_ups_cancel_reasons_and_screenshot_names() {
     .await;
     assert!(rejected.status.success(), "{}", out(&rejected));
     let said = out(&rejected);
-    // The status after the decision: the task goes on (on main: "rejected; task is waiting").
+    // The status after the decision: the task goes on (before: "rejected; task is waiting").
     assert!(
-        said.contains("rejected; task is running") || said.contains("rejected; task is finished"),
+        ["queued", "running", "finished"]
+            .iter()
+            .any(|s| said.contains(&format!("rejected; task is {s}"))),
         "{said}"
     );
     let mut rest = String::new();

@@ -12,10 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind,
-    FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest, GetSessionRequest, ListRoundsRequest,
-    ListStepsRequest, ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus, Session,
-    SessionStatus,
-    SetSessionStatusRequest, Step,
+    FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest, GetSessionRequest,
+    ListRoundsRequest, ListStepsRequest, ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round,
+    RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
 };
 
 use super::ahead::{Pending, RecordAhead};

@@ -3,6 +3,7 @@
 //! so a path typed into GTK's Save As chooser and Enter in the same batch save the file every time (and
 //! in the Open chooser open it, 20 rounds each); a click on a control that is disabled for a moment
 //! waits for it to become enabled (bounded, and says how long it waited).
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! gtk3-widget-factory page and on mousepad's open File menu; the first observation after typing shows
 //! the typed text (frames compared, no sleeps); a spinner that never stops is not waited for; Save As
 //! observes the file chooser and writes the file.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;

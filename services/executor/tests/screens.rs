@@ -1,5 +1,6 @@
 //! Screens on Linux come from RandR 1.5 monitors: on a real Xvfb the backend's screens equal the
 //! monitors the X server reports (read here independently with x11rb), one primary.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use ufo_executor::backend::Backend;

@@ -1,6 +1,7 @@
 //! TLS on the executor's gRPC server, over real sockets: a CA and a server certificate generated here,
 //! a TLS client trusting the CA calls ListTools with the token, a plaintext client cannot; unusable
 //! certificates and a refused start are reported before anything listens.
+#![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;

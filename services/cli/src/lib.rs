@@ -33,7 +33,9 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         // No key given: the one `ufo up` keeps in its data directory (its admin key for admin commands).
         let admin = matches!(
             cli.command,
-            Command::Prune(_) | Command::Knowledge(config::KnowledgeCommand::Add(_))
+            Command::Prune(_)
+                | Command::Executors(_)
+                | Command::Knowledge(config::KnowledgeCommand::Add(_))
         );
         conn.token = tokens::client_key(&config::client_data_dir(), admin);
     }

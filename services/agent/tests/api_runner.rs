@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use api_support::{Agent, Api, KEY, Session, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
@@ -24,66 +24,6 @@ const RUNNER_FLAGS: &[&str] = &[
     "--drain-ms",
     "2000",
 ];
-
-struct Api {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    fn new(agent: &Agent) -> Self {
-        Self {
-            base: agent.http.clone(),
-            http: ufo_testkit::http_client(),
-        }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(KEY);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn submit(&self, body: Value) -> String {
-        let (status, task) = self
-            .call(reqwest::Method::POST, "/v1/tasks", Some(body))
-            .await;
-        assert_eq!(status, 202, "{task}");
-        task["id"].as_str().unwrap().to_owned()
-    }
-
-    async fn task(&self, id: &str) -> Value {
-        self.call(reqwest::Method::GET, &format!("/v1/tasks/{id}"), None)
-            .await
-            .1
-    }
-
-    async fn wait_status(&self, id: &str, status: &str) -> Value {
-        eventually(60, &format!("task {id} {status}"), || async {
-            let task = self.task(id).await;
-            (task["status"] == status).then_some(task)
-        })
-        .await
-    }
-
-    async fn steps(&self, id: &str) -> Vec<Value> {
-        let (_, page) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/v1/tasks/{id}/steps?limit=100"),
-                None,
-            )
-            .await;
-        page["steps"].as_array().cloned().unwrap_or_default()
-    }
-}
 
 async fn grpc(agent: &Agent) -> AgentServiceClient<tonic::transport::Channel> {
     AgentServiceClient::connect(agent.grpc.clone())

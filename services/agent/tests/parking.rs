@@ -12,8 +12,8 @@ mod api_support;
 use std::sync::Arc;
 
 use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config, eventually};
-use serde_json::{Value, json};
+use api_support::{Agent, Api, Session, agent_config};
+use serde_json::json;
 use ufo_proto::v1::EventKind;
 
 const ONE_SLOT: &[&str] = &[
@@ -25,70 +25,13 @@ const ONE_SLOT: &[&str] = &[
     "50",
 ];
 
-struct Api {
-    base: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(KEY);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn submit(&self, request: &str) -> String {
-        let (status, task) = self
-            .call(
-                reqwest::Method::POST,
-                "/v1/tasks",
-                Some(json!({ "request": request })),
-            )
-            .await;
-        assert_eq!(status, 202, "{task}");
-        task["id"].as_str().unwrap().to_owned()
-    }
-
-    async fn task(&self, id: &str) -> Value {
-        self.call(reqwest::Method::GET, &format!("/v1/tasks/{id}"), None)
-            .await
-            .1
-    }
-
-    async fn wait_status(&self, id: &str, status: &str) -> Value {
-        eventually(60, &format!("task {id} {status}"), || async {
-            let task = self.task(id).await;
-            (task["status"] == status).then_some(task)
-        })
-        .await
-    }
-
-    async fn list(&self) -> Vec<Value> {
-        let (status, page) = self
-            .call(reqwest::Method::GET, "/v1/tasks?page_size=100", None)
-            .await;
-        assert_eq!(status, 200, "{page}");
-        page["tasks"].as_array().unwrap().clone()
-    }
-}
-
 async fn start(session: &Session) -> (Agent, Api) {
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver {
         honour_block: true,
         ..Default::default()
     });
     let agent = Agent::start(agent_config(&session.url, ONE_SLOT), Some(driver)).await;
-    let api = Api {
-        base: agent.http.clone(),
-        http: ufo_testkit::http_client(),
-    };
+    let api = Api::new(&agent);
     (agent, api)
 }
 
@@ -104,15 +47,15 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
     let session = Session::start().await;
     let (agent, api) = start(&session).await;
 
-    let asks = api.submit("steps=2 ask=1").await;
+    let asks = api.submit(json!({"request": "steps=2 ask=1"})).await;
     let task = api.wait_status(&asks, "waiting").await;
     assert_eq!(task["waiting_for"], json!({"reason": "question"}), "{task}");
     // The slot is free again: a task that never ends its first step takes it.
-    let blocks = api.submit("steps=5 block=1").await;
+    let blocks = api.submit(json!({"request": "steps=5 block=1"})).await;
     api.wait_status(&blocks, "running").await;
     assert!(api.task(&blocks).await.get("waiting_for").is_none());
-    let first = api.submit("steps=1 first").await;
-    let second = api.submit("steps=1 second").await;
+    let first = api.submit(json!({"request": "steps=1 first"})).await;
+    let second = api.submit(json!({"request": "steps=1 second"})).await;
     let task = api.task(&first).await;
     assert_eq!(task["status"], "queued");
     assert_eq!(
@@ -197,8 +140,8 @@ async fn a_held_action_parks_its_task_until_the_decision() {
     let session = Session::start().await;
     let (agent, api) = start(&session).await;
 
-    let held = api.submit("steps=2 hold=1").await;
-    let other = api.submit("steps=2 meanwhile").await;
+    let held = api.submit(json!({"request": "steps=2 hold=1"})).await;
+    let other = api.submit(json!({"request": "steps=2 meanwhile"})).await;
     let task = api.wait_status(&held, "waiting").await;
     assert_eq!(task["waiting_for"], json!({"reason": "approval"}), "{task}");
     assert_eq!(task["held_action"]["function"], "click_input");

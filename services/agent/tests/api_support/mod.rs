@@ -233,6 +233,85 @@ impl Agent {
     }
 }
 
+/// The agent's REST API as one caller (the [`KEY`]) sees it.
+pub struct Api {
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(agent: &Agent) -> Self {
+        Self {
+            base: agent.http.clone(),
+            http: ufo_testkit::http_client(),
+        }
+    }
+
+    /// One call: the status and the JSON body (`null` when it is not JSON).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(KEY);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(serde_json::Value::Null))
+    }
+
+    /// Submits `body` (202 expected); the task's id.
+    pub async fn submit(&self, body: serde_json::Value) -> String {
+        let (status, task) = self
+            .call(reqwest::Method::POST, "/v1/tasks", Some(body))
+            .await;
+        assert_eq!(status, 202, "{task}");
+        task["id"].as_str().unwrap().to_owned()
+    }
+
+    pub async fn task(&self, id: &str) -> serde_json::Value {
+        self.call(reqwest::Method::GET, &format!("/v1/tasks/{id}"), None)
+            .await
+            .1
+    }
+
+    /// The task once its status is `status` (60 s at most).
+    pub async fn wait_status(&self, id: &str, status: &str) -> serde_json::Value {
+        eventually(60, &format!("task {id} {status}"), || async {
+            let task = self.task(id).await;
+            (task["status"] == status).then_some(task)
+        })
+        .await
+    }
+
+    /// The task's first 100 steps.
+    pub async fn steps(&self, id: &str) -> Vec<serde_json::Value> {
+        let (_, page) = self
+            .call(
+                reqwest::Method::GET,
+                &format!("/v1/tasks/{id}/steps?limit=100"),
+                None,
+            )
+            .await;
+        page["steps"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The caller's first 100 tasks.
+    pub async fn list(&self) -> Vec<serde_json::Value> {
+        let (status, page) = self
+            .call(reqwest::Method::GET, "/v1/tasks?page_size=100", None)
+            .await;
+        assert_eq!(status, 200, "{page}");
+        page["tasks"].as_array().unwrap().clone()
+    }
+}
+
 /// Polls `check` until it returns `Some`, failing after `secs` seconds.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where

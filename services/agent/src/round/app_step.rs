@@ -148,9 +148,11 @@ impl Round {
             ..row
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
-        record
-            .events
-            .extend(warnings.into_iter().map(|w| warning(&w, record.step.step)));
+        let step = record.step.step;
+        record.events.extend(warnings.into_iter().map(|message| {
+            let payload = json!({"source": "app_agent", "message": message});
+            super::output::draft(v1::EventKind::Warning, payload, step)
+        }));
         if let Some(shot) = clean {
             let extra = json!({"application": app_root});
             let kind = v1::ArtifactKind::CleanScreenshot;
@@ -168,17 +170,6 @@ impl Round {
         }
         record.artifacts.extend(artifacts);
         record
-    }
-}
-
-/// A WARNING event of step `step`: `{source: "app_agent", message}`.
-fn warning(message: &str, step: u64) -> v1::EventDraft {
-    v1::EventDraft {
-        kind: v1::EventKind::Warning as i32,
-        payload: ufo_proto::json::to_struct(json!({"source": "app_agent", "message": message}))
-            .ok(),
-        step,
-        round: 0,
     }
 }
 

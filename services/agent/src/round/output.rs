@@ -25,3 +25,13 @@ pub struct StepOutput {
     /// The uploads started at capture ([`crate::store::blobs`]); none: the artifacts' bytes go with the step.
     pub uploads: Option<std::sync::Arc<crate::store::blobs::BlobUploads>>,
 }
+
+/// An event draft of step `step` with a JSON payload.
+pub fn draft(kind: ufo_proto::v1::EventKind, payload: serde_json::Value, step: u64) -> EventDraft {
+    EventDraft {
+        kind: kind as i32,
+        payload: ufo_proto::json::to_struct(payload).ok(),
+        step,
+        round: 0,
+    }
+}

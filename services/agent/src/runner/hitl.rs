@@ -22,6 +22,7 @@ use ufo_proto::v1::{
 
 use crate::round::Decision;
 use crate::round::control::{HeldAction, Next};
+use crate::round::output::draft;
 
 /// The value of `key` in an entry's value or an event's payload.
 fn get(value: &Option<prost_types::Struct>, key: &str) -> Json {
@@ -113,16 +114,6 @@ fn entry(value: Json) -> BlackboardEntry {
         kind: BlackboardKind::Question as i32,
         value: ufo_proto::json::to_struct(value).ok(),
         ..Default::default()
-    }
-}
-
-/// An event draft with a JSON payload.
-pub fn draft(kind: EventKind, payload: Json, step: u64) -> EventDraft {
-    EventDraft {
-        kind: kind as i32,
-        payload: ufo_proto::json::to_struct(payload).ok(),
-        step,
-        round: 0,
     }
 }
 

@@ -73,7 +73,7 @@ impl StoreIntents {
                 .collect(),
         };
         let payload = serde_json::to_value(&intent).unwrap_or_default();
-        let mut draft = super::hitl::draft(EventKind::StepStarted, payload, self.step);
+        let mut draft = crate::round::output::draft(EventKind::StepStarted, payload, self.step);
         draft.round = self.round;
         let request = AppendEventsRequest {
             session_id: self.session_id.clone(),

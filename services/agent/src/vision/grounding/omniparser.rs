@@ -150,7 +150,7 @@ impl OmniParserClient {
         let mut resp = req
             .send()
             .await
-            .map_err(|e| GroundingError::Service(e.to_string()))?;
+            .map_err(|e| self.http_error(e))?;
         if !resp.status().is_success() {
             return Err(GroundingError::Service(format!(
                 "the service answered HTTP {}",
@@ -167,7 +167,7 @@ impl OmniParserClient {
         while let Some(chunk) = resp
             .chunk()
             .await
-            .map_err(|e| GroundingError::Service(e.to_string()))?
+            .map_err(|e| self.http_error(e))?
         {
             if bytes.len() + chunk.len() > limit {
                 return Err(GroundingError::Service(format!(
@@ -179,6 +179,22 @@ impl OmniParserClient {
         let answer: Answer = serde_json::from_slice(&bytes)
             .map_err(|e| GroundingError::Service(format!("not an OmniParser answer: {e}")))?;
         Ok(self.to_targets(answer, shot))
+    }
+
+    /// A transport error: reqwest's own deadline (the same as the call's) is the timeout it is, whichever of
+    /// the two fires first; anything else names its cause chain.
+    fn http_error(&self, e: reqwest::Error) -> GroundingError {
+        if e.is_timeout() {
+            return GroundingError::Timeout(self.options.timeout);
+        }
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        GroundingError::Service(message)
     }
 
     fn to_targets(&self, answer: Answer, shot: &Screenshot) -> Vec<TargetInfo> {

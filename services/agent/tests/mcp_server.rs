@@ -421,6 +421,7 @@ async fn malformed(setup: &Value, huge: bool) -> Value {
         "press_keys",
         "scroll",
         "launch_app",
+        "end_direct_session",
     ] {
         for arguments in [
             json!({}),
@@ -657,23 +658,171 @@ async fn stdio_transport_runs_answers_and_cancels_tasks_for_its_caller_only() {
     rig.stop().await;
 }
 
-/// The desktop tools (HTTP, the agent's `/mcp`) on a real Linux executor of the registry, named `desk`,
-/// over a private Xvfb desktop where mousepad runs: windows and controls listed, text typed, both kinds
-/// of screenshot returned as images, and the text saved through GTK's Save As chooser by typing the path
-/// into its Name field and pressing Enter — the file holds the text. Refused with clear tool errors: an
-/// executor address or an unregistered name instead of a registered name, NUL, over-long text, unknown
-/// fields, a program outside the executor's launch allow-list; none is an internal error.
+/// The executor tool each desktop call of the mousepad scenario runs first (a window selection first
+/// where the MCP tool takes a window).
+fn first_command(tool: &str, arguments_window: bool) -> &'static str {
+    match tool {
+        "list_windows" => "get_desktop_app_target_info",
+        "list_controls" | "screenshot" if arguments_window => "select_application_window",
+        "list_controls" => "get_app_window_controls_target_info",
+        "screenshot" => "capture_desktop_screenshot",
+        "launch_app" => "launch_application",
+        "press_keys" => "keyboard_input",
+        "type_text" => "set_edit_text",
+        other => panic!("unexpected call {other}"),
+    }
+}
+
+/// The direct session `id` of the caller `KEY` as a person audits it: a DIRECT task, finished, with
+/// one step per call of `calls` (in order, each with a desktop or window screenshot that the REST API
+/// serves, the marked one with its annotated image), an intent recorded before every call that acts,
+/// never claimed by the runner that polls the queue meanwhile, shown by `ufo show --steps`; another
+/// caller gets "not found".
+async fn audit_direct_session(rig: &Rig, id: &str, calls: &[Value]) {
+    let api = api_support::Api::new(&rig.agent);
+    let task = api.task(id).await;
+    assert_eq!(task["kind"], "direct", "{task}");
+    assert_eq!(task["status"], "finished", "{task}");
+    assert_eq!(task["totals"]["steps"], calls.len(), "{task}");
+    let steps = api.steps(id).await;
+    assert_eq!(steps.len(), calls.len(), "{steps:?}");
+    for (i, (step, call)) in steps.iter().zip(calls).enumerate() {
+        let tool = call["tool"].as_str().unwrap();
+        assert_eq!(step["step"], i + 1);
+        assert_eq!(call["step"], i + 1, "{call}");
+        assert!(
+            step["agent_name"]
+                .as_str()
+                .unwrap()
+                .starts_with("McpClient/"),
+            "{step}"
+        );
+        let windowed = call["windowed"].as_bool().unwrap_or(false);
+        assert_eq!(
+            step["actions"][0]["function"],
+            first_command(tool, windowed),
+            "step {}: {step}",
+            i + 1
+        );
+        let kinds: Vec<&str> = step["screenshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let kind = if kinds.contains(&"desktop") {
+            "desktop"
+        } else {
+            "clean"
+        };
+        assert!(
+            kinds.contains(&kind),
+            "step {} has no screenshot: {step}",
+            i + 1
+        );
+        let shot = api
+            .http
+            .get(format!(
+                "{}/v1/tasks/{id}/steps/{}/screenshot?kind={kind}",
+                api.base,
+                i + 1
+            ))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(shot.status(), 200, "step {} {kind}", i + 1);
+        let bytes = shot.bytes().await.unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "step {} {kind}", i + 1);
+        if call["marks"] == true {
+            assert!(kinds.contains(&"annotated"), "{step}");
+            let (status, _) = api
+                .call(
+                    reqwest::Method::GET,
+                    &format!("/v1/tasks/{id}/steps/{}/screenshot?kind=annotated", i + 1),
+                    None,
+                )
+                .await;
+            assert_eq!(status, 200, "the marked screenshot");
+        }
+    }
+    // Intent before action: each acting call's STEP_STARTED intent comes before its step.
+    let events = rig.session.events(id).await;
+    let kind = |e: &ufo_proto::v1::Event| ufo_proto::v1::EventKind::try_from(e.kind).unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| kind(e) == ufo_proto::v1::EventKind::TaskClaimed),
+        "a runner claimed a direct session"
+    );
+    for (i, call) in calls.iter().enumerate() {
+        let n = (i + 1) as u64;
+        let acts =
+            ["launch_app", "press_keys", "type_text"].contains(&call["tool"].as_str().unwrap());
+        let intent = events.iter().position(|e| {
+            kind(e) == ufo_proto::v1::EventKind::StepStarted
+                && e.step == n
+                && ufo_proto::json::from_optional_struct(e.payload.clone())["intent"] == true
+        });
+        let finished = events
+            .iter()
+            .position(|e| kind(e) == ufo_proto::v1::EventKind::StepFinished && e.step == n)
+            .unwrap_or_else(|| panic!("step {n} never finished"));
+        match intent {
+            Some(at) => assert!(acts && at < finished, "step {n}: {call}"),
+            None => assert!(!acts, "step {n} acted without an intent: {call}"),
+        }
+    }
+    // Another caller: not found.
+    let other = api
+        .http
+        .get(format!("{}/v1/tasks/{id}", api.base))
+        .bearer_auth(OTHER_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+    let body: Value = other.json().await.unwrap();
+    assert_eq!(body["code"], "not_found", "{body}");
+    // `ufo show --steps`: the session and a line per step.
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    let shown = tokio::process::Command::new(ufo)
+        .args(["show", id, "--steps"])
+        .env("UFO_SERVER", &rig.agent.http)
+        .env("UFO_GRPC", &rig.agent.grpc)
+        .env("UFO_TOKEN", KEY)
+        .output()
+        .await
+        .unwrap();
+    let out = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.contains("McpClient/")).count(),
+        calls.len(),
+        "{out}"
+    );
+    assert!(out.contains("launch_application"), "{out}");
+    assert!(out.contains("kind     direct"), "{out}");
+}
+
+/// The desktop tools over both transports (HTTP at the agent's `/mcp`, and `ufo mcp` over stdio, which
+/// reaches them through the agent's REST API) on a real Linux executor of the registry, named `desk`,
+/// started headless (its own Xvfb) with mousepad on its launch allow-list: `launch_app` starts
+/// mousepad, its window is listed, text typed, a plain and a set-of-marks screenshot returned as images,
+/// and the text saved through GTK's Save As chooser by typing the path into its Name field and pressing
+/// Enter — the file holds the text. Every call is a step of the caller's direct session with its
+/// screenshot ([`audit_direct_session`]); `end_direct_session` ends it; a session left alone ends after
+/// `--mcp-direct-idle-seconds`. Refused with clear tool errors: an executor address or an unregistered
+/// name instead of a registered name, NUL, over-long text, unknown fields, a program outside the
+/// executor's launch allow-list, marks without a window; none is an internal error.
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
+async fn desktop_tools_launch_type_and_save_in_mousepad_as_a_recorded_direct_session() {
     use clap::Parser as _;
-    let mut desk = ufo_executor::testing::Desktop::start(1280, 900)
-        .await
-        .unwrap();
-    let backend = Arc::new(desk.backend().await.unwrap());
-    desk.launch(backend.as_ref(), "mousepad", &[])
-        .await
-        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let config = ufo_executor::Config::try_parse_from([
@@ -682,20 +831,36 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
         "tok",
         "--allow-app",
         "mousepad",
+        "--desktop",
+        "headless",
+        "--desktop-size",
+        "1280x900",
     ])
     .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    let server = tokio::spawn(ufo_executor::run_with_backend(
-        config,
-        backend.clone(),
-        listener,
-        stop.clone(),
-    ));
+    let server = tokio::spawn(ufo_executor::run(config, listener, stop.clone()));
+    let url = format!("http://{addr}");
+    ufo_testkit::poll_until(
+        "the headless executor serving",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || ufo_testkit::grpc_serving(&url),
+    )
+    .await
+    .unwrap();
     let registered = format!("desk=http://{addr}");
-    let rig = Rig::start_with(&["--executors", &registered, "--executor-token", "tok"]).await;
-    let http = rig.http(Some(KEY));
+    let rig = Rig::start_with(&[
+        "--executors",
+        &registered,
+        "--executor-token",
+        "tok",
+        "--mcp-direct-idle-seconds",
+        "4",
+    ])
+    .await;
 
-    let listed = python(&http, json!({"scenario": "list"})).await;
+    let listed = python(&rig.http(Some(KEY)), json!({"scenario": "list"})).await;
+    let stdio_listed = python(&rig.stdio(KEY), json!({"scenario": "list"})).await;
     for tool in [
         "list_windows",
         "list_controls",
@@ -705,67 +870,119 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
         "press_keys",
         "scroll",
         "launch_app",
+        "end_direct_session",
     ] {
-        assert!(
-            listed["tools"].as_array().unwrap().contains(&json!(tool)),
-            "{tool}: {listed}"
-        );
+        for l in [&listed, &stdio_listed] {
+            assert!(
+                l["tools"].as_array().unwrap().contains(&json!(tool)),
+                "{tool}: {l}"
+            );
+        }
     }
 
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("typed-through-mcp.txt");
-    let text = "typed through MCP";
-    let report = python(
-        &http,
-        json!({"scenario": "mousepad", "executor": "desk", "text": text, "path": path}),
-    )
-    .await;
-    for call in [
-        "windows",
-        "controls",
-        "typed",
-        "window_shot",
-        "save_as",
-        "path_typed",
-        "entered",
-        "desktop_shot",
-    ] {
-        assert_eq!(report[call]["is_error"], false, "{call}: {}", report[call]);
-    }
-    assert!(report["chooser_seen"].as_bool().unwrap(), "{report}");
-    assert!(
-        report["controls"]["structured"]["result"]
-            .as_array()
-            .unwrap()
-            .len()
-            > 3,
-        "{}",
-        report["controls"]
-    );
-    for shot in ["window_shot", "desktop_shot"] {
-        assert_eq!(
-            report[shot]["images"],
-            json!(["image/png"]),
-            "{shot}: {}",
-            report[shot]
-        );
-    }
-    // Saved: the file holds the text (observed until written, bounded).
-    let end = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim_end() == text) {
-            break;
-        }
+    let mut sessions = Vec::new();
+    for (transport, setup) in [("http", rig.http(Some(KEY))), ("stdio", rig.stdio(KEY))] {
+        let path = dir.path().join(format!("typed-through-{transport}.txt"));
+        let text = format!("typed through MCP over {transport}");
+        let report = python(
+            &setup,
+            json!({"scenario": "mousepad", "executor": "desk", "text": text, "path": path}),
+        )
+        .await;
         assert!(
-            std::time::Instant::now() < end,
-            "{} was never saved: {report}",
-            path.display()
+            report["window_seen"].as_bool().unwrap(),
+            "{transport}: {report}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        for call in [
+            "launched",
+            "windows",
+            "controls",
+            "typed",
+            "window_shot",
+            "marked_shot",
+            "save_as",
+            "path_typed",
+            "entered",
+            "desktop_shot",
+            "ended",
+        ] {
+            assert_eq!(
+                report[call]["is_error"], false,
+                "{transport} {call}: {}",
+                report[call]
+            );
+        }
+        assert!(report["chooser_seen"].as_bool().unwrap(), "{report}");
+        assert!(
+            report["controls"]["structured"]["result"]
+                .as_array()
+                .unwrap()
+                .len()
+                > 3,
+            "{}",
+            report["controls"]
+        );
+        for shot in ["window_shot", "marked_shot", "desktop_shot"] {
+            assert_eq!(
+                report[shot]["images"],
+                json!(["image/png"]),
+                "{transport} {shot}: {}",
+                report[shot]
+            );
+        }
+        // Set-of-marks: the controls marked, by the ids click and type_text take.
+        let marked = report["marked_shot"]["structured"]["result"]
+            .as_array()
+            .unwrap();
+        assert!(marked.len() > 3, "{}", report["marked_shot"]);
+        assert!(marked.iter().all(|c| c["id"].is_string()), "{marked:?}");
+        // Saved: the file holds the text (observed until written, bounded).
+        let end = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            if std::fs::read_to_string(&path).is_ok_and(|t| t.trim_end() == text) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "{} was never saved: {report}",
+                path.display()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // One session for every call, a step per call, ended by the tool.
+        let mut calls = report["calls"].as_array().unwrap().clone();
+        let id = calls[0]["session_id"].as_str().unwrap().to_owned();
+        assert!(
+            calls.iter().all(|c| c["session_id"] == id.as_str()),
+            "{calls:?}"
+        );
+        assert_eq!(
+            report["ended"]["structured"],
+            json!({"session_id": id, "steps": calls.len()}),
+            "{transport}"
+        );
+        // The scenario's calls with a window and with marks, in its order.
+        for c in &mut calls {
+            let step = c["step"].as_u64().unwrap();
+            c["windowed"] = json!(false);
+            c["marks"] = json!(false);
+            let _ = step;
+        }
+        for name in ["controls", "window_shot", "marked_shot"] {
+            let step = report[name]["structured"]["step"].as_u64().unwrap();
+            calls[(step - 1) as usize]["windowed"] = json!(true);
+            if name == "marked_shot" {
+                calls[(step - 1) as usize]["marks"] = json!(true);
+            }
+        }
+        audit_direct_session(&rig, &id, &calls).await;
+        assert!(!sessions.contains(&id), "a new session per end");
+        sessions.push(id);
     }
 
     let refused = python(
-        &http,
+        &rig.http(Some(KEY)),
         json!({"scenario": "calls", "calls": [
             ["list_windows", {"executor": format!("http://{addr}")}],
             ["list_windows", {"executor": addr.to_string()}],
@@ -773,6 +990,8 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
             ["press_keys", {"executor": "desk", "keys": "a\u{0}b"}],
             ["type_text", {"executor": "desk", "control": "1", "text": "x".repeat(20_000)}],
             ["click", {"executor": "desk", "control": "1", "surprise": true}],
+            ["screenshot", {"executor": "desk", "marks": true}],
+            ["end_direct_session", {"executor": "nosuch"}],
             ["launch_app", {"executor": "desk", "name": "xterm"}],
             ["scroll", {"executor": "desk", "control": "1", "distance": 1000}],
             ["screenshot", {"executor": 7}],
@@ -787,6 +1006,8 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
         "NUL",
         "at most",
         "unknown field",
+        "marks needs a window",
+        "not a registered executor name",
         "xterm",
         "between -100 and 100",
         "invalid type",
@@ -801,11 +1022,39 @@ async fn desktop_tools_drive_mousepad_on_a_registered_executor() {
             results[i]
         );
     }
-    for (i, r) in results.iter().enumerate().take(6) {
+    for (i, r) in results.iter().enumerate().take(8) {
         assert_eq!(code_of(r), "invalid_argument", "call {i}: {r}");
     }
     assert_no_internal_errors(&refused);
 
+    // The refused launch reached the executor: it is the one step of a new direct session, which
+    // nobody ends, so the idle timeout does (4 s here).
+    let api = api_support::Api::new(&rig.agent);
+    let direct: Vec<Value> = api
+        .list()
+        .await
+        .into_iter()
+        .filter(|t| {
+            t["kind"] == "direct" && !sessions.contains(&t["id"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(direct.len(), 1, "{direct:?}");
+    let id = direct[0]["id"].as_str().unwrap();
+    let ended = api.wait_status(id, "finished").await;
+    assert!(
+        ended["result"]
+            .as_str()
+            .unwrap()
+            .contains("without a desktop call"),
+        "{ended}"
+    );
+    let steps = api.steps(id).await;
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["actions"][0]["function"], "launch_application");
+    assert_eq!(steps[0]["state_after"], "FAIL", "{}", steps[0]);
+
+    let log = std::fs::read_to_string(rig.stdio_log()).unwrap_or_default();
+    assert!(!log.contains("panicked"), "{log}");
     rig.stop().await;
     stop.cancel();
     let _ = server.await;
@@ -878,7 +1127,13 @@ async fn the_inspector_cli_lists_the_tools_of_both_transports() {
         ],
     )
     .await;
-    for tool in ["run_task", "answer_task", "task_screenshot"] {
+    for tool in [
+        "run_task",
+        "answer_task",
+        "task_screenshot",
+        "list_windows",
+        "end_direct_session",
+    ] {
         assert!(stdio.iter().any(|t| t == tool), "{tool}: {stdio:?}");
     }
     rig.stop().await;

@@ -150,6 +150,73 @@ impl TaskApi for ClientTasks {
         })
     }
 
+    fn desktop_tools(&self) -> bool {
+        true
+    }
+
+    async fn desktop(
+        &self,
+        _: &(),
+        call: &ufo_mcp_server::DesktopCall,
+    ) -> Result<ufo_mcp_server::DesktopOutcome, ToolError> {
+        use base64::Engine as _;
+        let view = self
+            .api
+            .desktop_call(call.tool, &call.arguments)
+            .await
+            .map_err(tool_error)?;
+        let answered = || {
+            ToolError::new(
+                "internal",
+                "the agent answered a desktop call without its result",
+            )
+        };
+        let recorded = match (
+            view.get("session_id").and_then(Value::as_str),
+            view.get("step").and_then(Value::as_u64),
+        ) {
+            (Some(session), Some(step)) => Some((session.to_owned(), step)),
+            _ => None,
+        };
+        let mut images = Vec::new();
+        for image in view
+            .get("images")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(mime), Some(data)) = (
+                image.get("mime_type").and_then(Value::as_str),
+                image.get("data").and_then(Value::as_str),
+            ) else {
+                return Err(answered());
+            };
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|_| answered())?;
+            images.push(Image {
+                mime_type: mime.to_owned(),
+                bytes,
+            });
+        }
+        Ok(ufo_mcp_server::DesktopOutcome {
+            result: view.get("result").cloned().ok_or_else(answered)?,
+            images,
+            recorded,
+        })
+    }
+
+    async fn end_direct(&self, _: &(), executor: &str) -> Result<Value, ToolError> {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("executor".into(), Value::String(executor.to_owned()));
+        let view = self
+            .api
+            .desktop_call(ufo_mcp_server::desktop::END_DIRECT_SESSION, &arguments)
+            .await
+            .map_err(tool_error)?;
+        Ok(view.get("result").cloned().unwrap_or(Value::Null))
+    }
+
     async fn events(
         &self,
         _: &(),

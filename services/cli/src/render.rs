@@ -223,6 +223,9 @@ pub fn task_summary(task: &Value) -> String {
         format!("request  {}", text(task, "request")),
         format!("status   {}", status_word(&text(task, "status"))),
     ];
+    if text(task, "kind") == "direct" {
+        lines.push("kind     direct: an MCP client's desktop calls, one step each".to_owned());
+    }
     if let Some(why) = waiting_text(task) {
         lines.push(format!("waiting  {why}"));
     }

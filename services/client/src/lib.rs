@@ -216,6 +216,18 @@ impl AgentClient {
             .await
     }
 
+    /// `POST /v1/desktop/calls`: one MCP desktop tool call (`tool`, its `arguments`) as this client's
+    /// caller, recorded in its direct session on the executor the arguments name.
+    pub async fn desktop_call(
+        &self,
+        tool: &str,
+        arguments: &serde_json::Map<String, Value>,
+    ) -> Result<Value, ClientError> {
+        let body = json!({ "tool": tool, "arguments": arguments });
+        self.call(Method::POST, "/v1/desktop/calls", Some(body))
+            .await
+    }
+
     /// `POST /v1/tasks/{id}/cancel`.
     pub async fn cancel(&self, id: &str, reason: Option<&str>) -> Result<Value, ClientError> {
         let path = format!("/v1/tasks/{}/cancel", encode(id));

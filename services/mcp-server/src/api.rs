@@ -168,4 +168,13 @@ pub trait TaskApi: Send + Sync + 'static {
             format!("{} is served on the agent's /mcp endpoint only", call.tool),
         ))
     }
+
+    /// Ends `caller`'s direct session on the executor named `executor`: `{session_id, steps}`, or
+    /// `{session_id: null}` when it has none open.
+    async fn end_direct(&self, _caller: &Self::Caller, executor: &str) -> Result<Value, ToolError> {
+        Err(ToolError::new(
+            "unimplemented",
+            format!("this backend records no direct session on {executor}"),
+        ))
+    }
 }

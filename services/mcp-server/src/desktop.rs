@@ -27,6 +27,9 @@ pub const SCROLL: &str = "scroll";
 /// `launch_app`.
 pub const LAUNCH_APP: &str = "launch_app";
 
+/// `end_direct_session`: ends the caller's direct session on an executor (not an executor call).
+pub const END_DIRECT_SESSION: &str = "end_direct_session";
+
 /// Every desktop tool's name.
 pub const NAMES: [&str; 8] = [
     LIST_WINDOWS,
@@ -62,6 +65,12 @@ pub struct DesktopCall {
     pub executor: String,
     /// The commands, in order (a window selection first where the tool takes a window).
     pub commands: Vec<DesktopCommand>,
+    /// `screenshot` with set-of-marks: the commands list the window's controls, then capture it; the
+    /// backend draws each control's id on the capture.
+    pub marks: bool,
+    /// The arguments as the caller gave them (a backend that forwards the call, `ufo mcp`, sends these
+    /// and the agent checks them again).
+    pub arguments: Map<String, Value>,
 }
 
 /// What a desktop call returned.
@@ -69,8 +78,16 @@ pub struct DesktopCall {
 pub struct DesktopOutcome {
     /// The last command's structured result, plus where the call was recorded.
     pub result: Value,
-    /// Screenshots the commands produced.
+    /// Screenshots the commands produced (with set-of-marks: the marked one).
     pub images: Vec<crate::api::Image>,
+    /// Where the call was recorded: its direct session and step, when the backend records calls.
+    pub recorded: Option<(String, u64)>,
+}
+
+/// `end_direct_session`'s arguments, checked: the executor's name.
+pub fn end_call(arguments: Option<&rmcp::model::JsonObject>) -> Result<String, ToolError> {
+    let a: Bare = parse(END_DIRECT_SESSION, arguments)?;
+    name(END_DIRECT_SESSION, a.executor)
 }
 
 const EXECUTOR: &str =
@@ -108,9 +125,10 @@ pub fn catalogue() -> Vec<Tool> {
         ),
         tool(
             SCREENSHOT,
-            "A screenshot of a window (selecting it) or, without window, of the whole desktop.",
+            "A screenshot of a window (selecting it) or, without window, of the whole desktop. With marks (a window only), each control's box is drawn with its id (the id click, type_text and scroll take), and the result lists those controls.",
             object(
-                json!({"window": {"type": "string", "description": WINDOW}}),
+                json!({"window": {"type": "string", "description": WINDOW},
+                       "marks": {"type": "boolean", "description": "Set-of-marks: draw every control's id on the window's screenshot (default false)."}}),
                 &[],
             ),
             true,
@@ -167,6 +185,12 @@ pub fn catalogue() -> Vec<Tool> {
             ),
             false,
         ),
+        tool(
+            END_DIRECT_SESSION,
+            "End your direct session on an executor: the session that records every desktop call you make there as a step (it also ends after the operator's idle time). The next call starts a new one.",
+            object(json!({}), &[]),
+            false,
+        ),
     ]
 }
 
@@ -181,6 +205,14 @@ struct Bare {
 struct MaybeWindow {
     executor: String,
     window: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Shot {
+    executor: String,
+    window: Option<String>,
+    marks: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -281,6 +313,7 @@ fn build(
     tool: &'static str,
     arguments: Option<&rmcp::model::JsonObject>,
 ) -> Result<DesktopCall, ToolError> {
+    let mut marks = false;
     let (executor, commands) = match tool {
         LIST_WINDOWS => {
             let a: Bare = parse(tool, arguments)?;
@@ -304,14 +337,28 @@ fn build(
             (a.executor, commands)
         }
         SCREENSHOT => {
-            let a: MaybeWindow = parse(tool, arguments)?;
+            let a: Shot = parse(tool, arguments)?;
+            marks = a.marks.unwrap_or(false);
             let commands = match a.window {
+                Some(w) if marks => {
+                    text(tool, "window", &w, false)?;
+                    vec![
+                        select(&w),
+                        command("get_app_window_controls_target_info", json!({}), false),
+                        command("capture_window_screenshot", json!({}), false),
+                    ]
+                }
                 Some(w) => {
                     text(tool, "window", &w, false)?;
                     vec![
                         select(&w),
                         command("capture_window_screenshot", json!({}), false),
                     ]
+                }
+                None if marks => {
+                    return Err(ToolError::invalid(format!(
+                        "{tool}: marks needs a window (the controls marked are that window's)"
+                    )));
                 }
                 None => vec![command("capture_desktop_screenshot", json!({}), false)],
             };
@@ -401,6 +448,8 @@ fn build(
         tool,
         executor: name(tool, executor)?,
         commands,
+        marks,
+        arguments: arguments.cloned().unwrap_or_default(),
     })
 }
 

@@ -81,8 +81,12 @@ fn desktop_result(
     call: &crate::desktop::DesktopCall,
     outcome: crate::desktop::DesktopOutcome,
 ) -> CallToolResult {
+    let recorded = match &outcome.recorded {
+        Some((session, step)) => format!(" (recorded as step {step} of direct session {session})"),
+        None => String::new(),
+    };
     let mut content = vec![ContentBlock::text(format!(
-        "{} on {}: {}",
+        "{} on {}{recorded}: {}",
         call.tool, call.executor, outcome.result
     ))];
     for image in &outcome.images {
@@ -92,9 +96,14 @@ fn desktop_result(
         ));
     }
     let mut result = CallToolResult::success(content);
-    result.structured_content = Some(json!({
+    let mut structured = json!({
         "tool": call.tool, "executor": call.executor, "result": outcome.result,
-    }));
+    });
+    if let Some((session, step)) = outcome.recorded {
+        structured["session_id"] = json!(session);
+        structured["step"] = json!(step);
+    }
+    result.structured_content = Some(structured);
     result
 }
 
@@ -142,6 +151,10 @@ impl<A: TaskApi> TaskServer<A> {
             let call = call?;
             let outcome = api.desktop(&caller, &call).await?;
             return Ok(desktop_result(&call, outcome));
+        }
+        if name == crate::desktop::END_DIRECT_SESSION && api.desktop_tools() {
+            let executor = crate::desktop::end_call(arguments)?;
+            return api.end_direct(&caller, &executor).await.map(json_result);
         }
         match name {
             tools::RUN_TASK => {

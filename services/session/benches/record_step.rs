@@ -37,6 +37,7 @@ async fn session(store: &dyn Store) -> Uuid {
             request: "benchmark".into(),
             config: json!({}),
             owner: "bench".into(),
+            kind: ufo_proto::v1::SessionKind::Task,
         })
         .await
         .unwrap();

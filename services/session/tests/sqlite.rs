@@ -34,6 +34,7 @@ on_sqlite!(
     cancel_and_status,
     leases_expire_and_renewals_hold,
     parked_sessions_free_the_queue_until_a_person_acts,
+    direct_sessions_are_never_claimed,
     concurrent_claims_never_share,
     concurrent_writers_and_watchers,
     slow_watcher_catches_up,

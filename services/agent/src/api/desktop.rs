@@ -3,7 +3,9 @@
 //! caller's), through the same gRPC dispatcher the runner uses, after the operator's consent policy
 //! (`--policy-file`) judged every command: `deny` is refused (`permission_denied`), `confirm` too
 //! (`failed_precondition`, "needs confirmation": a direct call has no person to hold it for; run it as a
-//! task to be asked). The executor applies its own launch allow-list.
+//! task to be asked). The executor applies its own launch allow-list. Every call that names a
+//! registered executor is recorded as a step of the caller's direct session ([`super::direct`]), refused
+//! ones too; `screenshot` with `marks` draws the window's control ids with the AppAgent's marker.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,14 +14,23 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tracing::instrument;
 use ufo_mcp_server::{DesktopCall, DesktopOutcome, Image, ToolError};
+use ufo_proto::v1::ArtifactKind;
 
+use super::direct::{DirectSessions, StepContent, action};
 use crate::agents::policy::{Policy, Verdict};
+use crate::agents::target::{TargetInfo, TargetKind};
 use crate::dispatch::registry::ExecutorRegistry;
-use crate::dispatch::{Command, CommandDispatcher, ResultStatus};
+use crate::dispatch::{Command, CommandDispatcher, CommandResult, ResultStatus};
+use crate::round::record;
+use crate::vision::annotate::control_marks;
+use crate::vision::{Marker, derived};
 
-/// What desktop calls need: the policy and how to reach executors.
+/// What desktop calls need: the policy, how to reach executors, where calls are recorded and how marks
+/// are drawn.
 pub struct Desktop {
     policy: Arc<Policy>,
+    direct: DirectSessions,
+    marker: Arc<Marker>,
     executors: Arc<ExecutorRegistry>,
     deadline_ms: u32,
     max_message_bytes: usize,
@@ -34,14 +45,19 @@ impl std::fmt::Debug for Desktop {
 }
 
 impl Desktop {
-    /// Desktop calls with `policy` on the executors of `executors`, with the runner's executor settings.
+    /// Desktop calls with `policy` on the executors of `executors`, with the runner's executor settings,
+    /// recorded in `direct`, marked by `marker`.
     pub fn new(
         policy: Arc<Policy>,
         executors: Arc<ExecutorRegistry>,
         runner: &crate::config::RunnerConfig,
+        direct: DirectSessions,
+        marker: Arc<Marker>,
     ) -> Self {
         Self {
             policy,
+            direct,
+            marker,
             executors,
             deadline_ms: runner.executor_deadline_ms,
             max_message_bytes: runner.executor_max_message_bytes,
@@ -81,33 +97,47 @@ impl Desktop {
         Ok(d)
     }
 
-    /// Judges and runs `call`: the last command's result and every screenshot.
-    #[instrument(skip_all, fields(tool = call.tool, executor = %call.executor))]
-    pub async fn run(&self, call: &DesktopCall) -> Result<DesktopOutcome, ToolError> {
+    /// Judges, runs and records `call` of `caller`: the result of the call's last command, its
+    /// screenshots (with set-of-marks: the marked one) and where it was recorded. A refused call is
+    /// recorded too (nothing ran); an unregistered executor name or an address is refused before any
+    /// session is made.
+    #[instrument(skip_all, fields(tool = call.tool, executor = %call.executor,
+        session = tracing::field::Empty, step = tracing::field::Empty))]
+    pub async fn run(&self, caller: &str, call: &DesktopCall) -> Result<DesktopOutcome, ToolError> {
         let judgement = self
             .policy
             .judge_batch(call.commands.iter().map(|c| (c.tool, &c.parameters)));
-        match judgement.verdict {
-            Verdict::Allow => {}
-            Verdict::Deny => {
-                return Err(ToolError::new(
-                    "permission_denied",
-                    format!("{}: {}", call.tool, judgement.reason()),
-                ));
-            }
-            Verdict::Confirm => {
-                return Err(ToolError::new(
-                    "failed_precondition",
-                    format!(
-                        "{} needs confirmation: {}; a direct call cannot be held for a person, run it as a task (run_task)",
-                        call.tool,
-                        judgement.reason()
-                    ),
-                ));
-            }
-        }
+        let refusal = match judgement.verdict {
+            Verdict::Allow => None,
+            Verdict::Deny => Some(ToolError::new(
+                "permission_denied",
+                format!("{}: {}", call.tool, judgement.reason()),
+            )),
+            Verdict::Confirm => Some(ToolError::new(
+                "failed_precondition",
+                format!(
+                    "{} needs confirmation: {}; a direct call cannot be held for a person, run it as a task (run_task)",
+                    call.tool,
+                    judgement.reason()
+                ),
+            )),
+        };
         let dispatcher = self.dispatcher(&call.executor)?;
-        let commands = call
+        let uploads = self.direct.uploads();
+        if let Some(refusal) = refusal {
+            // Nothing runs: the refusal is the answer even when its record cannot be written.
+            if let Err(e) = self.record_refusal(caller, call, &refusal).await {
+                tracing::warn!(error = %e, "a refused desktop call could not be recorded");
+            }
+            return Err(refusal);
+        }
+        let recording = self.direct.begin(caller, call).await?;
+        let span = tracing::Span::current();
+        span.record("session", recording.session_id());
+        span.record("step", recording.step());
+        let recorded = Some((recording.session_id().to_owned(), recording.step()));
+        recording.intent(call).await?;
+        let mut commands: Vec<Command> = call
             .commands
             .iter()
             .map(|c| {
@@ -119,29 +149,208 @@ impl Desktop {
                 }
             })
             .collect();
-        let results = dispatcher
-            .execute(commands)
-            .await
-            .map_err(|e| ToolError::new("unavailable", format!("{}: {e}", call.tool)))?;
-        if let Some(failed) = results.iter().find(|r| r.status != ResultStatus::Success) {
-            return Err(ToolError::new(
-                "failed_precondition",
-                format!("{}: the executor refused: {}", call.tool, failed.error),
-            ));
+        // Every step shows the screen: a call that captures nothing is followed by a desktop capture
+        // (after an action, the executor's settle wait makes it show the action's outcome).
+        let captures = call.commands.iter().any(|c| c.tool.starts_with("capture_"));
+        if !captures {
+            commands.push(Command::observe(CAPTURE_DESKTOP, json!({})));
         }
-        let images = results
+        let results = match dispatcher.execute(commands).await {
+            Ok(results) => results,
+            Err(e) => {
+                let error = ToolError::new("unavailable", format!("{}: {e}", call.tool));
+                let actions = call
+                    .commands
+                    .iter()
+                    .map(|c| action(c.tool, &c.parameters, failure(error.message.clone())))
+                    .collect();
+                let content = StepContent {
+                    actions,
+                    artifacts: Vec::new(),
+                    observation: String::new(),
+                    error: Some(error.to_string()),
+                };
+                recording.finish(call, content, uploads).await?;
+                return Err(error);
+            }
+        };
+        let own = call.commands.len().min(results.len());
+        let mut artifacts = Vec::new();
+        let mut images = Vec::new();
+        for (i, r) in results.iter().enumerate() {
+            let tool = call.commands.get(i).map_or(CAPTURE_DESKTOP, |c| c.tool);
+            let kind = if tool == "capture_window_screenshot" {
+                ArtifactKind::CleanScreenshot
+            } else {
+                ArtifactKind::DesktopScreenshot
+            };
+            for shot in &r.images {
+                uploads.start(&shot.bytes);
+                artifacts.push(record::artifact(kind, shot, json!({"mcp_tool": call.tool})));
+                if i < own && !call.marks {
+                    images.push(Image {
+                        mime_type: shot.mime.clone(),
+                        bytes: shot.bytes.to_vec(),
+                    });
+                }
+            }
+        }
+        let failed = results[..own]
             .iter()
-            .flat_map(|r| r.images.iter())
-            .map(|s| Image {
-                mime_type: s.mime.clone(),
-                bytes: s.bytes.to_vec(),
+            .find(|r| r.status != ResultStatus::Success)
+            .map(|r| {
+                ToolError::new(
+                    "failed_precondition",
+                    format!("{}: the executor refused: {}", call.tool, r.error),
+                )
+            });
+        let mut result = results[..own]
+            .last()
+            .map(|r| r.to_json())
+            .and_then(|v| v.get("result").cloned())
+            .unwrap_or(Value::Null);
+        if call.marks && failed.is_none() {
+            let (marked, recipe, controls) = self.marked(&results[..own])?;
+            artifacts.push(record::derived_artifact(
+                ArtifactKind::AnnotatedScreenshot,
+                &recipe,
+                json!({"mcp_tool": call.tool}),
+            ));
+            images.push(marked);
+            result = controls;
+        }
+        let observation = match &result {
+            Value::Array(items) => format!("{} items", items.len()),
+            _ => String::new(),
+        };
+        let actions = call
+            .commands
+            .iter()
+            .zip(results.iter())
+            .map(|(c, r)| action(c.tool, &c.parameters, r.clone()))
+            .collect();
+        let content = StepContent {
+            actions,
+            artifacts,
+            observation,
+            error: failed.as_ref().map(ToString::to_string),
+        };
+        recording.finish(call, content, uploads).await?;
+        if let Some(failed) = failed {
+            return Err(failed);
+        }
+        Ok(DesktopOutcome {
+            result,
+            images,
+            recorded,
+        })
+    }
+
+    /// Records a call the policy refused as a step whose commands failed with the refusal.
+    async fn record_refusal(
+        &self,
+        caller: &str,
+        call: &DesktopCall,
+        refusal: &ToolError,
+    ) -> Result<(), ToolError> {
+        let recording = self.direct.begin(caller, call).await?;
+        let actions = call
+            .commands
+            .iter()
+            .map(|c| {
+                let refused = failure(format!("refused: {}", refusal.message));
+                action(c.tool, &c.parameters, refused)
             })
             .collect();
-        let last = results.last().map(|r| r.to_json()).unwrap_or(Value::Null);
-        Ok(DesktopOutcome {
-            result: last.get("result").cloned().unwrap_or(json!(null)),
-            images,
+        let content = StepContent {
+            actions,
+            artifacts: Vec::new(),
+            observation: String::new(),
+            error: Some(refusal.to_string()),
+        };
+        recording.finish(call, content, self.direct.uploads()).await
+    }
+
+    /// The set-of-marks image of a `screenshot` with marks (results: select, controls, capture), drawn
+    /// as the AppAgent draws its marks, labelled with the executor's control ids; its recipe (the REST
+    /// API draws the annotated screenshot again from it); the marked controls.
+    fn marked(
+        &self,
+        results: &[CommandResult],
+    ) -> Result<(Image, crate::vision::Derived, Value), ToolError> {
+        let internal = |what: &str, e: &dyn std::fmt::Display| {
+            ToolError::new("internal", format!("screenshot marks: {what}: {e}"))
+        };
+        let (Some(listed), Some(clean)) = (
+            results.iter().rev().nth(1),
+            results.last().and_then(|r| r.images.first()),
+        ) else {
+            return Err(ToolError::new(
+                "internal",
+                "screenshot marks: the executor returned no controls or no capture",
+            ));
+        };
+        let mut controls: Vec<TargetInfo> = listed
+            .result
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
+            .collect();
+        for c in &mut controls {
+            c.label.clone_from(&c.id);
+        }
+        let mut pixels = clean.decode().map_err(|e| internal("decode", &e))?;
+        let marks = control_marks(&controls, clean);
+        let undo = self.marker.annotate_undoable(&mut pixels, &marks);
+        let annotated = clean
+            .with_pixels(&pixels)
+            .map_err(|e| internal("encode", &e))?;
+        undo.restore(&mut pixels);
+        let sha = crate::store::blobs::sha256_hex(&clean.bytes);
+        let size = pixels.dimensions();
+        let recipe = derived::annotation(&sha, clean, &pixels, size, &marks, &self.marker);
+        let listed: Vec<Value> = controls
+            .iter()
+            .filter(|c| c.rect.is_some())
+            .map(|c| json!({"id": c.id, "name": c.name, "type": c.control_type}))
+            .collect();
+        Ok((
+            Image {
+                mime_type: annotated.mime.clone(),
+                bytes: annotated.bytes.to_vec(),
+            },
+            recipe,
+            Value::Array(listed),
+        ))
+    }
+
+    /// Ends `caller`'s direct session on `executor`.
+    pub async fn end(&self, caller: &str, executor: &str) -> Result<Value, ToolError> {
+        self.dispatcher(executor)?;
+        let ended = self
+            .direct
+            .end(
+                caller,
+                executor,
+                "ended by the MCP client (end_direct_session)",
+            )
+            .await?;
+        Ok(match ended {
+            Some((session, steps)) => json!({"session_id": session, "steps": steps}),
+            None => json!({"session_id": null, "steps": 0}),
         })
+    }
+}
+
+/// The capture that follows a call that captures nothing.
+const CAPTURE_DESKTOP: &str = "capture_desktop_screenshot";
+
+fn failure(error: String) -> CommandResult {
+    CommandResult {
+        status: ResultStatus::Failure,
+        error,
+        ..CommandResult::none()
     }
 }
 
@@ -156,11 +365,18 @@ mod tests {
             "--insecure-no-auth",
             "--executors",
             "desk=http://127.0.0.1:9",
+            "--session-url",
+            "http://127.0.0.1:9",
         ]);
         Desktop::new(
             Arc::new(Policy::parse(policy).unwrap()),
             Arc::new(ExecutorRegistry::from_config(&config).unwrap()),
             &config.runner,
+            DirectSessions::new(
+                crate::store::client::connect(&config.session).unwrap(),
+                Duration::from_secs(60),
+            ),
+            config.agents.marker().unwrap(),
         )
     }
 
@@ -178,22 +394,31 @@ mod tests {
         let d = desktop(r#"{"tools": {"click_input": "confirm", "launch_application": "deny"}}"#);
         // Nothing listens on port 9: a call that got past the policy would be `unavailable`.
         let e = d
-            .run(&call("click", json!({"executor": "desk", "control": "3"})))
+            .run(
+                "tests",
+                &call("click", json!({"executor": "desk", "control": "3"})),
+            )
             .await
             .unwrap_err();
         assert_eq!(e.code, "failed_precondition", "{e}");
         assert!(e.message.contains("click needs confirmation"), "{e}");
         let e = d
-            .run(&call(
-                "launch_app",
-                json!({"executor": "desk", "name": "mousepad"}),
-            ))
+            .run(
+                "tests",
+                &call(
+                    "launch_app",
+                    json!({"executor": "desk", "name": "mousepad"}),
+                ),
+            )
             .await
             .unwrap_err();
         assert_eq!(e.code, "permission_denied", "{e}");
         assert!(e.message.contains("denies launch_application"), "{e}");
         let e = d
-            .run(&call("list_windows", json!({"executor": "elsewhere"})))
+            .run(
+                "tests",
+                &call("list_windows", json!({"executor": "elsewhere"})),
+            )
             .await
             .unwrap_err();
         assert!(e.message.contains("not a registered executor name"), "{e}");

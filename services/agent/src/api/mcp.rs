@@ -203,10 +203,14 @@ impl TaskApi for AgentTasks {
 
     async fn desktop(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         call: &ufo_mcp_server::DesktopCall,
     ) -> Result<ufo_mcp_server::DesktopOutcome, ToolError> {
-        self.tasks.desktop().run(call).await
+        self.tasks.desktop().run(&caller.name, call).await
+    }
+
+    async fn end_direct(&self, caller: &Caller, executor: &str) -> Result<Value, ToolError> {
+        self.tasks.desktop().end(&caller.name, executor).await
     }
 
     async fn events(

@@ -13,6 +13,8 @@ pub mod auth;
 pub mod checks;
 pub mod decisions;
 pub mod desktop;
+pub mod desktop_calls;
+pub mod direct;
 pub mod error;
 pub mod extract;
 pub mod grpc;
@@ -62,6 +64,7 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::add_request))
         .routes(routes!(rest::cancel))
         .routes(routes!(sse::events))
+        .routes(routes!(desktop_calls::desktop_call))
         .routes(routes!(admin::prune))
         .routes(routes!(admin::list_executors))
         .routes(routes!(admin::create_enrollment))

@@ -83,6 +83,15 @@ fn errors_for(method: &str, path: &str, has_params: bool, open: bool) -> Vec<(u1
     if path.contains("/steps") {
         out.push((400, "invalid step number"));
     }
+    if method == "post" && path == "/v1/desktop/calls" {
+        out.extend([
+            (403, "the consent policy denies the call"),
+            (
+                409,
+                "the policy wants a confirmation, or the executor refused the command",
+            ),
+        ]);
+    }
     if method == "post" && path == "/v1/tasks" {
         out.extend([
             (404, "replay_of: no such task"),

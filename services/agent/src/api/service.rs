@@ -77,6 +77,9 @@ pub enum TasksError {
     /// The knowledge store's client cannot be built.
     #[error(transparent)]
     Session(#[from] crate::store::client::SessionClientError),
+    /// The label font of the set-of-marks cannot be loaded.
+    #[error(transparent)]
+    Vision(#[from] crate::vision::VisionError),
 }
 
 /// Task operations on the session service.
@@ -127,6 +130,10 @@ impl Tasks {
         limits.max_steps_cap = limits.max_steps_cap.min(config.agents.max_steps);
         limits.default_max_steps = limits.default_max_steps.min(limits.max_steps_cap);
         let executors = Arc::new(ExecutorRegistry::from_config(config)?);
+        let direct = super::direct::DirectSessions::new(
+            client.clone(),
+            std::time::Duration::from_secs(config.api.mcp_server.mcp_direct_idle_seconds),
+        );
         Ok(Self {
             client,
             watch_client,
@@ -139,6 +146,8 @@ impl Tasks {
                 config.agents.load_policy()?,
                 executors,
                 &config.runner,
+                direct,
+                config.agents.marker()?,
             )),
         })
     }
@@ -195,6 +204,7 @@ impl Tasks {
                 config: Some(config.to_struct()),
                 owner: caller.name.clone(),
                 id: uuid::Uuid::now_v7().to_string(),
+                kind: ufo_proto::v1::SessionKind::Task as i32,
             })
             .await?
             .into_inner();

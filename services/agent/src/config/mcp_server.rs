@@ -52,4 +52,15 @@ pub struct McpServerConfig {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     pub mcp_keepalive_seconds: u64,
+
+    /// Seconds without a desktop tool call after which a caller's direct session on an executor (the
+    /// record of its calls) is ended (default 900); the next call starts a new one. `end_direct_session`
+    /// ends it at once.
+    #[arg(
+        long = "mcp-direct-idle-seconds",
+        env = "UFO_MCP_DIRECT_IDLE_SECONDS",
+        default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=604_800)
+    )]
+    pub mcp_direct_idle_seconds: u64,
 }

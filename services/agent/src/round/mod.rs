@@ -18,7 +18,7 @@ pub mod failure;
 mod held;
 mod host_step;
 pub mod output;
-mod record;
+pub(crate) mod record;
 pub mod resume;
 pub mod state;
 mod step;

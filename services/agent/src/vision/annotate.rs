@@ -120,6 +120,25 @@ impl std::fmt::Debug for Marker {
     }
 }
 
+/// The set-of-marks of `controls` in `clean`'s pixel coordinates, each labelled with its `label`
+/// (controls without a rectangle have none): what the AppAgent draws for the model, and what the MCP
+/// `screenshot` tool draws with `marks` (labels = the executor's control ids).
+pub fn control_marks<'a>(
+    controls: &'a [crate::agents::target::TargetInfo],
+    clean: &super::Screenshot,
+) -> Vec<Mark<'a>> {
+    controls
+        .iter()
+        .filter_map(|c| {
+            c.rect.map(|r| Mark {
+                label: &c.label,
+                rect: clean.to_pixels(r),
+                control_type: &c.control_type,
+            })
+        })
+        .collect()
+}
+
 /// One control to mark, in image pixel coordinates.
 #[derive(Debug, Clone, Copy)]
 pub struct Mark<'a> {

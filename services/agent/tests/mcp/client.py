@@ -124,34 +124,60 @@ async def scenario(setup):
         async with connect(setup) as session:
             out["results"] = [await call(session, tool, arguments) for tool, arguments in setup["calls"]]
     elif name == "mousepad":
-        # The desktop tools on a mousepad already started: type, save through the chooser.
+        # The desktop tools start mousepad (launch_app), type, save through the chooser, and end the
+        # direct session; "calls" counts every desktop call made (each one a step of that session).
         ex = setup["executor"]
         loop = asyncio.get_running_loop()
+        calls = []
+
+        async def desk(tool, arguments):
+            result = await call(session, tool, arguments)
+            calls.append({"tool": tool, "step": (result.get("structured") or {}).get("step"),
+                          "session_id": (result.get("structured") or {}).get("session_id")})
+            return result
+
+        def mousepads(result):
+            # (id, title): a mousepad already running opens the new document in its own window, whose
+            # title then changes, instead of a new window.
+            listed = (result.get("structured") or {}).get("result") or []
+            return [(w["id"], w["name"]) for w in listed if "mousepad" in w["name"].lower()]
+
         async with connect(setup) as session:
-            windows = await call(session, "list_windows", {"executor": ex})
+            before = set(mousepads(await desk("list_windows", {"executor": ex})))
+            out["launched"] = await desk("launch_app", {"executor": ex, "name": "mousepad"})
+            # Listed until a new mousepad window shows (bounded).
+            deadline = loop.time() + 30
+            window = None
+            while window is None and loop.time() < deadline:
+                windows = await desk("list_windows", {"executor": ex})
+                window = next((w for w, title in mousepads(windows) if (w, title) not in before), None)
             out["windows"] = windows
-            listed = (windows.get("structured") or {}).get("result") or []
-            window = next(w["id"] for w in listed if "mousepad" in w["name"].lower())
-            out["controls"] = await call(session, "list_controls", {"executor": ex, "window": window})
-            out["typed"] = await call(session, "press_keys", {"executor": ex, "keys": setup["text"]})
-            out["window_shot"] = await call(session, "screenshot", {"executor": ex, "window": window})
-            out["save_as"] = await call(session, "press_keys", {"executor": ex, "keys": "^+s"})
+            out["window_seen"] = window is not None
+            if window is None:
+                return out
+            out["controls"] = await desk("list_controls", {"executor": ex, "window": window})
+            out["typed"] = await desk("press_keys", {"executor": ex, "keys": setup["text"]})
+            out["window_shot"] = await desk("screenshot", {"executor": ex, "window": window})
+            out["marked_shot"] = await desk("screenshot", {"executor": ex, "window": window, "marks": True})
+            out["save_as"] = await desk("press_keys", {"executor": ex, "keys": "^+s"})
             # Listed until the selected window's listing is the chooser's (bounded).
             deadline = loop.time() + 15
             name_field = None
             while name_field is None and loop.time() < deadline:
-                chooser = await call(session, "list_controls", {"executor": ex})
+                chooser = await desk("list_controls", {"executor": ex})
                 controls = (chooser.get("structured") or {}).get("result") or []
                 name_field = next(
                     (c["id"] for c in controls if c.get("type") == "Edit" and c.get("name") == "Name:"), None
                 )
             out["chooser_seen"] = name_field is not None
             if name_field is not None:
-                out["path_typed"] = await call(
-                    session, "type_text", {"executor": ex, "control": name_field, "text": setup["path"]}
+                out["path_typed"] = await desk(
+                    "type_text", {"executor": ex, "control": name_field, "text": setup["path"]}
                 )
-                out["entered"] = await call(session, "press_keys", {"executor": ex, "keys": "{ENTER}"})
-            out["desktop_shot"] = await call(session, "screenshot", {"executor": ex})
+                out["entered"] = await desk("press_keys", {"executor": ex, "keys": "{ENTER}"})
+            out["desktop_shot"] = await desk("screenshot", {"executor": ex})
+            out["ended"] = await call(session, "end_direct_session", {"executor": ex})
+        out["calls"] = calls
     elif name == "connect":
         try:
             async with connect(setup) as session:

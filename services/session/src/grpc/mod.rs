@@ -23,7 +23,7 @@ use ufo_proto::v1::{
     ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
     ParkTaskRequest, ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest,
     PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse,
-    RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionStatus,
+    RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionKind, SessionStatus,
     SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 use uuid::Uuid;
@@ -126,6 +126,16 @@ impl SessionStore for SessionService {
             request: required("request", r.request)?,
             config: validate::object(r.config),
             owner: r.owner,
+            kind: match SessionKind::try_from(r.kind) {
+                Ok(SessionKind::Unspecified | SessionKind::Task) => SessionKind::Task,
+                Ok(SessionKind::Direct) => SessionKind::Direct,
+                Err(_) => {
+                    return Err(Status::invalid_argument(format!(
+                        "kind: {} is not a session kind",
+                        r.kind
+                    )));
+                }
+            },
         };
         let session = self.store.create_session(new).await.map_err(status)?;
         Ok(Response::new(session))

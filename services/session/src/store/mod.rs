@@ -53,8 +53,9 @@ pub type StoreResult<T> = Result<T, StoreError>;
 /// - inputs are already validated by the caller (non-empty names, known enum values, sizes within limits).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Creates a QUEUED session with round 1 PENDING and appends TASK_CREATED. Idempotent on `new.id`: the
-    /// same id with the same request returns the stored session; with another request, `AlreadyExists`.
+    /// Creates a QUEUED session with round 1 PENDING (a DIRECT one: RUNNING with round 1 RUNNING, no lease)
+    /// and appends TASK_CREATED. Idempotent on `new.id`: the same id with the same request and kind returns
+    /// the stored session; otherwise `AlreadyExists`.
     async fn create_session(&self, new: NewSession) -> StoreResult<Session>;
 
     /// The session with this id.
@@ -75,12 +76,13 @@ pub trait Store: Send + Sync + 'static {
     /// Setting the status a session already has is a no-op. An ended session cannot change status.
     async fn set_session_status(&self, change: StatusChange) -> StoreResult<Session>;
 
-    /// Sets `cancel_requested` and appends CANCEL_REQUESTED; a QUEUED session is cancelled at once
-    /// (TASK_CANCELLED). Idempotent; an ended session is returned unchanged.
+    /// Sets `cancel_requested` and appends CANCEL_REQUESTED; a QUEUED, parked or DIRECT session is
+    /// cancelled at once (TASK_CANCELLED). Idempotent; an ended session is returned unchanged.
     async fn request_cancel(&self, id: Uuid, reason: String) -> StoreResult<Session>;
 
     /// Adds the next round (PENDING) for a follow-up request and appends REQUEST_ADDED; an ended session is
-    /// queued again (its result cleared). Refused while another round is pending.
+    /// queued again (its result cleared). Refused while another round is pending, and for a DIRECT
+    /// session (`FailedPrecondition`).
     async fn add_round(&self, id: Uuid, request: String) -> StoreResult<Round>;
 
     /// Marks a PENDING round RUNNING and appends ROUND_STARTED; a RUNNING round is returned unchanged.
@@ -172,8 +174,8 @@ pub trait Store: Send + Sync + 'static {
     /// replica). The value is a hint (a sequence number known to exist); readers re-read the store.
     fn subscribe(&self, id: Uuid) -> Subscription;
 
-    /// Claims the oldest claimable session (QUEUED, or RUNNING/WAITING with an expired lease) for `worker`
-    /// for `lease`, and appends TASK_CLAIMED. Concurrent claims never return the same session.
+    /// Claims the oldest claimable task (QUEUED, or RUNNING/WAITING with an expired lease; never a DIRECT
+    /// session) for `worker` for `lease`, and appends TASK_CLAIMED. Concurrent claims never return the same session.
     async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>>;
 
     /// Extends the lease held by `worker`; `LeaseLost` when another worker holds it or none does.

@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 use ufo_proto::v1::{
-    ArtifactKind, BlackboardEntry, BlackboardKind, EventKind, RoundStatus, SessionStatus, Step,
+    ArtifactKind, BlackboardEntry, BlackboardKind, EventKind, RoundStatus, SessionKind,
+    SessionStatus, Step,
 };
 use uuid::Uuid;
 
@@ -19,6 +20,9 @@ pub struct NewSession {
     pub config: Json,
     /// Owner label.
     pub owner: String,
+    /// A task (queued for the runners) or a direct session (running at once, never claimed). Never
+    /// `Unspecified`.
+    pub kind: SessionKind,
 }
 
 /// Position in the newest-first session listing: the last session of the previous page.
@@ -284,6 +288,7 @@ db_enum! {
     ufo_proto::v1::KnowledgeKind => "KNOWLEDGE_KIND_",
     ufo_proto::v1::ExperienceRating => "EXPERIENCE_RATING_",
     ufo_proto::v1::ParkReason => "PARK_REASON_",
+    SessionKind => "SESSION_KIND_",
 }
 
 /// True for the events that wake a parked session: an answer or a decision.

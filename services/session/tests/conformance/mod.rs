@@ -40,6 +40,7 @@ pub async fn session(store: &dyn Store) -> Uuid {
             request: "export the report as pdf".into(),
             config: json!({"max_steps": 30}),
             owner: "tests".into(),
+            kind: ufo_proto::v1::SessionKind::Task,
         })
         .await
         .unwrap();

@@ -309,3 +309,87 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
             .is_err()
     );
 }
+
+/// A direct session (an MCP client's own desktop calls) runs from its creation without a lease, takes
+/// steps without one, and no claim ever returns it, however long it stays RUNNING; it takes no follow-up
+/// request; cancelling it ends it at once; creating its id again as a task is refused.
+pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
+    let direct = Uuid::new_v4();
+    let created = store
+        .create_session(ufo_session::store::NewSession {
+            id: direct,
+            request: "desktop calls of tests on desk".into(),
+            config: json!({"executor": "desk"}),
+            owner: "tests".into(),
+            kind: ufo_proto::v1::SessionKind::Direct,
+        })
+        .await
+        .unwrap();
+    assert_eq!(created.kind, ufo_proto::v1::SessionKind::Direct as i32);
+    assert_eq!(created.status, SessionStatus::Running as i32);
+    assert!(created.lease_owner.is_empty());
+    assert_eq!(created.queue_place, 0);
+    let rounds = store.list_rounds(direct).await.unwrap();
+    assert_eq!(
+        rounds[0].status,
+        ufo_proto::v1::RoundStatus::Running as i32,
+        "round 1 runs at once"
+    );
+    // Steps go in without a lease, as the agent records each call.
+    store.record_step(record(direct, 1, "click")).await.unwrap();
+    store.record_step(record(direct, 2, "type")).await.unwrap();
+    assert_eq!(store.list_steps(direct, 1, 10).await.unwrap().len(), 2);
+
+    // A task queued after it is claimed; the direct session never is (a RUNNING session without a lease
+    // would be claimable if it were a task).
+    let task = session(&*store).await;
+    let claimed = store
+        .claim_task("w".into(), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, task.to_string());
+    assert_eq!(claimed.kind, ufo_proto::v1::SessionKind::Task as i32);
+    assert!(
+        store
+            .claim_task("w".into(), Duration::from_millis(1))
+            .await
+            .unwrap()
+            .is_none(),
+        "a direct session was claimed"
+    );
+    let read = store.get_session(direct).await.unwrap();
+    assert_eq!(read.kind, ufo_proto::v1::SessionKind::Direct as i32);
+    assert_eq!(read.status, SessionStatus::Running as i32);
+    assert!(read.lease_owner.is_empty());
+
+    // The same id again as a task: refused, not silently the direct session.
+    let again = store
+        .create_session(ufo_session::store::NewSession {
+            id: direct,
+            request: "desktop calls of tests on desk".into(),
+            config: json!({}),
+            owner: "tests".into(),
+            kind: ufo_proto::v1::SessionKind::Task,
+        })
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::AlreadyExists(_))),
+        "{again:?}"
+    );
+    assert!(matches!(
+        store.add_round(direct, "more".into()).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+
+    // Nobody runs it, so a cancel ends it at once.
+    let cancelled = store.request_cancel(direct, "idle".into()).await.unwrap();
+    assert_eq!(cancelled.status, SessionStatus::Cancelled as i32);
+    assert!(
+        store
+            .claim_task("w".into(), Duration::from_millis(1))
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

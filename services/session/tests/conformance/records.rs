@@ -22,6 +22,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             request: "export the report as pdf".into(),
             config: json!({}),
             owner: String::new(),
+            kind: ufo_proto::v1::SessionKind::Task,
         })
         .await
         .unwrap();
@@ -32,6 +33,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             request: "something else".into(),
             config: json!({}),
             owner: String::new(),
+            kind: ufo_proto::v1::SessionKind::Task,
         })
         .await;
     assert!(

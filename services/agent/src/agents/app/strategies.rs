@@ -23,26 +23,13 @@ use crate::processor::{
 };
 use crate::replay::REPLAY_MARK;
 use crate::replay::phase::{self as replay, Phase};
-use crate::vision::annotate::Mark;
 use crate::vision::image_ops::{crop_rect, fitted_size};
 use crate::vision::{
-    PromptImageSpec, Screenshot, crop_control, crop_pixels, derived, downscale_png, merge_controls,
+    PromptImageSpec, crop_control, crop_pixels, derived, downscale_png, merge_controls,
     prompt_images,
 };
 
-/// The set-of-marks of `controls` in `clean`'s pixel coordinates (controls without a rectangle have none).
-fn marks<'a>(controls: &'a [TargetInfo], clean: &Screenshot) -> Vec<Mark<'a>> {
-    controls
-        .iter()
-        .filter_map(|c| {
-            c.rect.map(|r| Mark {
-                label: &c.label,
-                rect: clean.to_pixels(r),
-                control_type: &c.control_type,
-            })
-        })
-        .collect()
-}
+use crate::vision::annotate::control_marks as marks;
 
 /// Whether this window is grounded visually: `always`, or `auto` when its accessible controls are few or
 /// unnamed (fewer named, enabled ones than `grounding_min_named`).

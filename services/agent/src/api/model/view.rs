@@ -148,6 +148,9 @@ impl WaitingForView {
 pub struct TaskView {
     /// Task id (UUID).
     pub id: String,
+    /// `task` (worked on by the runners) or `direct` (an MCP client's own desktop tool calls on one
+    /// executor, each recorded as a step: docs/mcp-server.md).
+    pub kind: TaskKind,
     /// The first request.
     pub request: String,
     /// Status.
@@ -184,6 +187,25 @@ pub struct TaskView {
     /// A replay task's origin and how its steps were decided; absent for other tasks (and in list pages).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayView>,
+}
+
+/// What a task records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskKind {
+    /// A task the runners work on.
+    Task,
+    /// An MCP client's desktop tool calls, recorded as they happen; never run by a runner.
+    Direct,
+}
+
+impl TaskKind {
+    fn from_proto(kind: i32) -> Self {
+        match pb::SessionKind::try_from(kind) {
+            Ok(pb::SessionKind::Direct) => Self::Direct,
+            _ => Self::Task,
+        }
+    }
 }
 
 /// A replay task (`POST /v1/tasks` with `replay_of`).
@@ -386,6 +408,7 @@ impl TaskView {
         let base = format!("/v1/tasks/{id}");
         Self {
             waiting_for: WaitingForView::of(&session),
+            kind: TaskKind::from_proto(session.kind),
             request: session.request,
             status: TaskStatus::from_proto(session.status),
             result: session.result,

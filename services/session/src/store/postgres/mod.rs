@@ -160,12 +160,13 @@ pub(crate) async fn append_events(
 /// Locks the session row for the transaction.
 pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
 
-/// The oldest claimable session at time $1; rows other claimers hold are skipped, not waited for.
+/// The oldest claimable task at time $1 (never a direct session); rows other claimers hold are skipped,
+/// not waited for.
 pub(crate) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
-    WHERE (status = 'queued' AND NOT cancel_requested) \
+    WHERE kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
     OR (status IN ('running', 'waiting') AND parked_for IS NULL \
         AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1) \
+    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1)) \
     ORDER BY queued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED";
 
 /// Allocates $2 sequence numbers, adds totals and notifies every replica on commit.

@@ -81,6 +81,13 @@ pub(super) fn session(row: &Row) -> StoreResult<Session> {
         parked_until: opt_ts(row.try_get("parked_until").ok().flatten()),
         // Only the session reads count it.
         queue_place: row.try_get::<i64, _>("queue_place").map_or(0, api_u32),
+        // Absent from queries that name their columns: a task, as every session was before kinds.
+        kind: row
+            .try_get::<String, _>("kind")
+            .ok()
+            .and_then(|text| ufo_proto::v1::SessionKind::from_db(&text))
+            .unwrap_or(ufo_proto::v1::SessionKind::Task)
+            .into(),
     })
 }
 

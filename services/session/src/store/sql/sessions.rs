@@ -3,7 +3,7 @@
 use serde_json::json;
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
-use ufo_proto::v1::{EventKind, Round, RoundStatus, Session, SessionStatus};
+use ufo_proto::v1::{EventKind, Round, RoundStatus, Session, SessionKind, SessionStatus};
 use uuid::Uuid;
 
 use super::db::{AsConn, Query, query};
@@ -110,20 +110,30 @@ impl SqlStore {
         let at = now();
         let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
+        // A direct session runs from its creation (its steps are recorded as an MCP client's calls
+        // happen) and no runner ever claims it.
+        let direct = new.kind == SessionKind::Direct;
+        let (status, round_status) = if direct {
+            (SessionStatus::Running, RoundStatus::Running)
+        } else {
+            (SessionStatus::Queued, RoundStatus::Pending)
+        };
         let inserted = query(
-            "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at) \
-             VALUES ($1, $2, 'queued', $3, $4, $5, $5, $5) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at, kind) \
+             VALUES ($1, $2, $6, $3, $4, $5, $5, $5, $7) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id)
         .bind(&new.request)
         .bind(SqlJson(&new.config))
         .bind(&new.owner)
         .bind(at)
+        .bind(status.db())
+        .bind(new.kind.db())
         .execute(tx.conn())
         .await?;
         if inserted == 0 {
             let existing = self.get_session_impl(new.id).await?;
-            return if existing.request == new.request {
+            return if existing.request == new.request && existing.kind == i32::from(new.kind) {
                 Ok((existing, 0))
             } else {
                 Err(StoreError::AlreadyExists(format!(
@@ -133,17 +143,19 @@ impl SqlStore {
             };
         }
         query(
-            "INSERT INTO rounds (session_id, number, request, status, created_at) \
-             VALUES ($1, 1, $2, 'pending', $3)",
+            "INSERT INTO rounds (session_id, number, request, status, created_at, started_at) \
+             VALUES ($1, 1, $2, $4, $3, $5)",
         )
         .bind(new.id)
         .bind(&new.request)
         .bind(at)
+        .bind(round_status.db())
+        .bind(direct.then_some(at))
         .execute(tx.conn())
         .await?;
         let created = event(
             EventKind::TaskCreated,
-            json!({ "request": new.request, "owner": new.owner }),
+            json!({ "request": new.request, "owner": new.owner, "kind": new.kind.db() }),
             1,
         );
         let (_, last_seq) = append(&mut tx, new.id, &[created], Totals::default(), at).await?;
@@ -255,9 +267,10 @@ impl SqlStore {
             let row = lock_session(&mut tx, id, None).await?;
             let current = status_of(&row)?;
             let already: bool = row.try_get("cancel_requested")?;
-            // Nobody runs a queued or a parked session: it is cancelled at once.
+            // Nobody runs a queued, a parked or a direct session: it is cancelled at once.
             let parked = row.try_get::<Option<String>, _>("parked_for")?.is_some();
-            let idle = current == SessionStatus::Queued || parked;
+            let direct = row.try_get::<String, _>("kind")? == SessionKind::Direct.db();
+            let idle = current == SessionStatus::Queued || parked || direct;
             if is_terminal(current) || (already && !idle) {
                 return Ok((session_in(&mut tx, id).await?, 0));
             }
@@ -293,6 +306,11 @@ impl SqlStore {
         let outcome: StoreResult<(_, u64)> = async {
         let row = lock_session(&mut tx, id, None).await?;
         let current = status_of(&row)?;
+        if row.try_get::<String, _>("kind")? == SessionKind::Direct.db() {
+            return Err(StoreError::FailedPrecondition(format!(
+                "session {id} records direct desktop calls: it takes no follow-up request"
+            )));
+        }
         let pending: Option<i64> = query(
             "SELECT number FROM rounds WHERE session_id = $1 AND status = 'pending' LIMIT 1",
         )

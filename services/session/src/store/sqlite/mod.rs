@@ -25,12 +25,12 @@ pub(crate) const REFERENCED_BLOBS: &str =
 /// The single writer connection already serialises transactions: no row lock needed.
 pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 
-/// The oldest claimable session at time $1.
+/// The oldest claimable task at time $1 (never a direct session).
 pub(crate) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
-    WHERE (status = 'queued' AND NOT cancel_requested) \
+    WHERE kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
     OR (status IN ('running', 'waiting') AND parked_for IS NULL \
         AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1) \
+    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1)) \
     ORDER BY queued_at, id LIMIT 1";
 
 /// Allocates $2 sequence numbers and adds totals.

@@ -1,0 +1,414 @@
+//! Direct sessions: every desktop tool call of an MCP client is a step of a session of kind DIRECT, one
+//! per caller and executor, so a person audits (and replays) an MCP client's work in `ufo show`, the REST
+//! steps and the viewer like any task. The session is created on the caller's first call on that executor
+//! (RUNNING, no lease: the session store's claim never picks a DIRECT session up), owned by the caller
+//! (another caller's key gets "not found"), and ended by `end_direct_session` or after
+//! `--mcp-direct-idle-seconds` without a call; the next call then starts a new one.
+//!
+//! Calls of one session run one at a time (a step number per call, without gaps). A call holding an
+//! action is recorded as an intent (a STEP_STARTED event `{intent: true, ...}`, as the runner records
+//! its batches) before it reaches the executor; after it, its step records the commands with their
+//! results and the screenshots as blobs (uploaded to the blob store, referenced by the step).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use tracing::Instrument as _;
+use ufo_mcp_server::{DesktopCall, ToolError};
+use ufo_proto::v1::{
+    AgentKind, AppendEventsRequest, CreateSessionRequest, EventKind, RecordStepRequest,
+    SessionKind, SessionStatus, SetSessionStatusRequest, Step,
+};
+
+use super::error::ApiError;
+use crate::agents::action::ActionRecord;
+use crate::dispatch::CommandResult;
+use crate::store::blobs::{ArtifactUpload, BlobUploads, split};
+use crate::store::client::SessionClient;
+
+/// The recorded agent name of a caller's direct calls.
+fn agent_name(caller: &str) -> String {
+    format!("McpClient/{caller}")
+}
+
+struct Direct {
+    id: String,
+    state: Arc<Mutex<State>>,
+    last_used: std::sync::Mutex<Instant>,
+}
+
+impl Direct {
+    fn touch(&self) {
+        if let Ok(mut at) = self.last_used.lock() {
+            *at = Instant::now();
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .map(|at| at.elapsed())
+            .unwrap_or_default()
+    }
+}
+
+struct State {
+    /// The next step's number.
+    next: u64,
+    /// Ended (by the tool or the idle timeout): a call that finds it so starts a new session.
+    ended: bool,
+}
+
+type Key = (String, String);
+
+struct Inner {
+    client: SessionClient,
+    uploads: BlobUploads,
+    idle: Duration,
+    open: Mutex<HashMap<Key, Arc<Direct>>>,
+    reaping: AtomicBool,
+}
+
+/// The direct sessions of this agent process.
+#[derive(Clone)]
+pub struct DirectSessions {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for DirectSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectSessions")
+            .field("idle", &self.inner.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One call being recorded: it holds its session's turn until [`Recording::finish`].
+pub struct Recording {
+    direct: Arc<Direct>,
+    client: SessionClient,
+    session_id: String,
+    agent: String,
+    step: u64,
+    started: prost_types::Timestamp,
+    state: OwnedMutexGuard<State>,
+}
+
+/// What a finished call leaves in its step.
+pub struct StepContent {
+    /// The commands run (or refused), with their results, in order.
+    pub actions: Vec<ActionRecord>,
+    /// Screenshots: the artifact kind, the shot, extra metadata.
+    pub artifacts: Vec<ArtifactUpload>,
+    /// A one-line summary of what was seen or done.
+    pub observation: String,
+    /// Why the call failed, when it did.
+    pub error: Option<String>,
+}
+
+fn status_error(what: &str, status: &tonic::Status) -> ToolError {
+    let e = ApiError::from(status.clone());
+    ToolError::new(e.code.as_str(), format!("{what}: {}", e.message))
+}
+
+impl DirectSessions {
+    /// Sessions recorded through `client`, ended after `idle` without a call.
+    pub fn new(client: SessionClient, idle: Duration) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                uploads: BlobUploads::new(client.clone()),
+                client,
+                idle,
+                open: Mutex::new(HashMap::new()),
+                reaping: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The screenshot uploader (a capture's upload starts as soon as its bytes arrive).
+    pub fn uploads(&self) -> &BlobUploads {
+        &self.inner.uploads
+    }
+
+    /// Starts recording a call of `caller` on `executor`: its session (created on first use) and its
+    /// turn in it.
+    pub async fn begin(&self, caller: &str, call: &DesktopCall) -> Result<Recording, ToolError> {
+        self.start_reaper();
+        let key = (caller.to_owned(), call.executor.clone());
+        loop {
+            let direct = {
+                let mut open = self.inner.open.lock().await;
+                match open.get(&key) {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = Arc::new(self.create(caller, &call.executor).await?);
+                        open.insert(key.clone(), d.clone());
+                        d
+                    }
+                }
+            };
+            let state = direct.state.clone().lock_owned().await;
+            if state.ended {
+                let mut open = self.inner.open.lock().await;
+                if open.get(&key).is_some_and(|d| Arc::ptr_eq(d, &direct)) {
+                    open.remove(&key);
+                }
+                continue;
+            }
+            direct.touch();
+            return Ok(Recording {
+                direct: direct.clone(),
+                client: self.inner.client.clone(),
+                session_id: direct.id.clone(),
+                agent: agent_name(caller),
+                step: state.next,
+                started: std::time::SystemTime::now().into(),
+                state,
+            });
+        }
+    }
+
+    async fn create(&self, caller: &str, executor: &str) -> Result<Direct, ToolError> {
+        let session = self
+            .inner
+            .client
+            .clone()
+            .create_session(CreateSessionRequest {
+                request: format!(
+                    "desktop tool calls of MCP client {caller} on executor {executor}"
+                ),
+                config: ufo_proto::json::to_struct(json!({"executor": executor, "direct": true}))
+                    .ok(),
+                owner: caller.to_owned(),
+                id: uuid::Uuid::now_v7().to_string(),
+                kind: SessionKind::Direct as i32,
+            })
+            .await
+            .map_err(|s| status_error("cannot start the direct session", &s))?
+            .into_inner();
+        tracing::info!(session = %session.id, caller, executor, "direct session started");
+        Ok(Direct {
+            id: session.id,
+            state: Arc::new(Mutex::new(State {
+                next: 1,
+                ended: false,
+            })),
+            last_used: std::sync::Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Ends `caller`'s direct session on `executor`: its id and step count, or `None` when it has none.
+    pub async fn end(
+        &self,
+        caller: &str,
+        executor: &str,
+        result: &str,
+    ) -> Result<Option<(String, u64)>, ToolError> {
+        let direct = self
+            .inner
+            .open
+            .lock()
+            .await
+            .remove(&(caller.to_owned(), executor.to_owned()));
+        let Some(direct) = direct else {
+            return Ok(None);
+        };
+        let state = direct.state.lock().await;
+        let steps = close(&self.inner.client, &direct, state, result).await?;
+        Ok(Some((direct.id.clone(), steps)))
+    }
+
+    /// Ends idle sessions every quarter of the idle time (at least once a second, at most once a
+    /// minute), for as long as this process keeps its sessions.
+    fn start_reaper(&self) {
+        if self.inner.reaping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let period = (self.inner.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        tokio::spawn(
+            async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    let idle: Vec<(Key, Arc<Direct>)> = inner
+                        .open
+                        .lock()
+                        .await
+                        .iter()
+                        .filter(|(_, d)| d.idle_for() >= inner.idle)
+                        .map(|(k, d)| (k.clone(), d.clone()))
+                        .collect();
+                    for (key, direct) in idle {
+                        // A call in progress finishes first; one that came since keeps it open.
+                        let state = direct.state.lock().await;
+                        if state.ended || direct.idle_for() < inner.idle {
+                            continue;
+                        }
+                        {
+                            let mut open = inner.open.lock().await;
+                            if open.get(&key).is_some_and(|d| Arc::ptr_eq(d, &direct)) {
+                                open.remove(&key);
+                            }
+                        }
+                        let result = format!(
+                            "ended after {} s without a desktop call",
+                            inner.idle.as_secs()
+                        );
+                        if let Err(e) = close(&inner.client, &direct, state, &result).await {
+                            let (caller, executor) = key;
+                            tracing::warn!(session = %direct.id, %caller, %executor, error = %e,
+                                "cannot end an idle direct session");
+                        }
+                    }
+                }
+            }
+            .instrument(tracing::info_span!("direct.reaper")),
+        );
+    }
+}
+
+/// Marks `direct` ended (its `state` locked: no call in progress) and finishes its session: its step
+/// count.
+async fn close(
+    client: &SessionClient,
+    direct: &Direct,
+    mut state: tokio::sync::MutexGuard<'_, State>,
+    result: &str,
+) -> Result<u64, ToolError> {
+    state.ended = true;
+    client
+        .clone()
+        .set_session_status(SetSessionStatusRequest {
+            session_id: direct.id.clone(),
+            status: SessionStatus::Finished as i32,
+            result: result.to_owned(),
+            lease_owner: String::new(),
+        })
+        .await
+        .map_err(|s| status_error("cannot end the direct session", &s))?;
+    tracing::info!(session = %direct.id, steps = state.next - 1, "direct session ended");
+    Ok(state.next - 1)
+}
+
+impl Recording {
+    /// The session this call is recorded in.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// This call's step number.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Records that `call`'s actions are about to run (nothing may run when this fails).
+    pub async fn intent(&self, call: &DesktopCall) -> Result<(), ToolError> {
+        let actions: Vec<Value> = call
+            .commands
+            .iter()
+            .filter(|c| c.action)
+            .map(|c| json!({"tool": c.tool, "arguments": c.parameters}))
+            .collect();
+        if actions.is_empty() {
+            return Ok(());
+        }
+        let payload = json!({"intent": true, "step": self.step, "round": 1, "agent": self.agent,
+                             "mcp_tool": call.tool, "actions": actions});
+        let mut draft = crate::round::output::draft(EventKind::StepStarted, payload, self.step);
+        draft.round = 1;
+        self.client
+            .clone()
+            .append_events(AppendEventsRequest {
+                session_id: self.session_id.clone(),
+                events: vec![draft],
+                lease_owner: String::new(),
+            })
+            .await
+            .map_err(|s| status_error("cannot record the intent before acting", &s))?;
+        Ok(())
+    }
+
+    /// Records the call's step; the session's next call may then run.
+    pub async fn finish(
+        mut self,
+        call: &DesktopCall,
+        content: StepContent,
+        uploads: &BlobUploads,
+    ) -> Result<(), ToolError> {
+        let representation: Vec<String> = content
+            .actions
+            .iter()
+            .map(ActionRecord::representation)
+            .collect();
+        let arguments = call
+            .commands
+            .first()
+            .map(|c| Value::Object(c.parameters.clone()))
+            .unwrap_or(Value::Null);
+        let failed = content.error.is_some();
+        let state_after = if failed { "FAIL" } else { "CONTINUE" };
+        let comment = match &content.error {
+            Some(e) => format!("{} on {} failed: {e}", call.tool, call.executor),
+            None => format!("{} on {}", call.tool, call.executor),
+        };
+        let mut extra = Map::new();
+        extra.insert("mcp_tool".into(), json!(call.tool));
+        extra.insert("executor".into(), json!(call.executor));
+        let step = Step {
+            session_id: self.session_id.clone(),
+            step: self.step,
+            round: 1,
+            round_step: u32::try_from(self.step).unwrap_or(u32::MAX),
+            agent_name: self.agent.clone(),
+            agent_kind: AgentKind::App as i32,
+            state_before: "CONTINUE".into(),
+            state_after: state_after.into(),
+            subtask: format!("{} {arguments}", call.tool),
+            observation: content.observation.clone(),
+            comment: comment.clone(),
+            status: state_after.into(),
+            actions: content.actions.iter().map(ActionRecord::to_proto).collect(),
+            started_at: Some(self.started),
+            finished_at: Some(std::time::SystemTime::now().into()),
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            ..Default::default()
+        };
+        let memory = json!({"agent_name": self.agent, "comment": comment, "status": state_after,
+                            "action": content.actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
+                            "action_representation": representation.join("; ")});
+        let (blobs, artifacts) = split(Some(uploads), content.artifacts).await;
+        self.client
+            .clone()
+            .record_step(RecordStepRequest {
+                step: Some(step),
+                memory_item: memory
+                    .as_object()
+                    .cloned()
+                    .map(ufo_proto::json::object_to_struct),
+                blobs,
+                artifacts,
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| status_error("the call ran but its step could not be recorded", &s))?;
+        self.state.next += 1;
+        self.direct.touch();
+        Ok(())
+    }
+}
+
+/// A command's record as a step action.
+pub fn action(tool: &str, parameters: &Map<String, Value>, result: CommandResult) -> ActionRecord {
+    ActionRecord {
+        function: tool.to_owned(),
+        arguments: parameters.clone(),
+        status: "CONTINUE".into(),
+        target: None,
+        result,
+    }
+}

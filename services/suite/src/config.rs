@@ -135,6 +135,11 @@ pub struct Config {
     #[arg(long = "knowledge", env = "UFO_SUITE_KNOWLEDGE", default_value_t = true,
         action = clap::ArgAction::Set)]
     pub knowledge: bool,
+    /// Give the agent the tasks' MCP servers (`[[mcp]]`: an application's own API, a third-party agent).
+    /// `false` removes them: an API task then runs through the GUI (its demonstration's `steps`).
+    #[arg(long = "mcp", env = "UFO_SUITE_MCP", default_value_t = true,
+        action = clap::ArgAction::Set)]
+    pub mcp: bool,
     /// The agents' `--knowledge-budget-chars`: characters of retrieved knowledge per prompt (whole
     /// experiences of the suite's short tasks fit three at a time).
     #[arg(

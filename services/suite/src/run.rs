@@ -175,6 +175,20 @@ pub async fn run(
             format!("{program}={}", wrapper.display()),
         ]);
     }
+    // The tasks' MCP servers, each with its own task folder filled in: one file for the whole run
+    // (the agent reads it at start; a server starts on its first use).
+    let servers: Vec<Value> = tasks
+        .iter()
+        .filter(|_| cfg.mcp)
+        .flat_map(|t| t.resolved(&out.join("tasks").join(&t.name)).mcp)
+        .map(|m| m.config())
+        .collect();
+    if !servers.is_empty() {
+        let path = out.join("mcp-servers.json");
+        std::fs::write(&path, json!({"servers": servers}).to_string())
+            .map_err(io("cannot write the MCP servers file"))?;
+        builder = builder.agent_args(["--mcp-servers".to_owned(), path.display().to_string()]);
+    }
     if let Some(url) = &cfg.database_url {
         builder = builder.database_url(url.clone());
     }

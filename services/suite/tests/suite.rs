@@ -434,3 +434,92 @@ async fn the_chooser_tasks_replay_three_times_in_a_row() {
         );
     }
 }
+
+/// The functions the task's steps called, in order (from each action's representation).
+fn functions(task: &Value) -> Vec<String> {
+    task["step_log"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["actions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|a| Some(a.as_str()?.split(' ').next()?.to_owned()))
+        .collect()
+}
+
+/// The saved CSV's cells as Python's own `csv` module reads them (not the suite's file check).
+fn cells_read_by_python(csv: &Path) -> String {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import csv,sys; print(';'.join(','.join(r) for r in csv.reader(open(sys.argv[1]))))",
+        ])
+        .arg(csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Issue 34, an application's own API: LibreOffice Calc through UNO, exposed by an MCP server written
+/// with the official Python SDK (tasks/mcp/calc_uno.py). 20 cells are filled and saved through the API
+/// in at most 3 model calls; with the server removed (`--mcp false`) the same task is done through the
+/// GUI. Both saved files are read back with Python's csv module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calc_is_filled_through_its_api_and_without_the_server_through_the_gui() {
+    let task = repo().join("tasks/calc-fill-api.toml");
+    let want = "1,2;3,4;5,6;7,8;9,10;11,12;13,14;15,16;17,18;19,20";
+    let api = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(&task, &["--min-success", "1.0"], api.path()).await;
+    let t = &report["tasks"][0];
+    assert!(output.status.success(), "through the API: {t}");
+    assert!(t["calls"].as_u64().unwrap() <= 3, "{t}");
+    let called = functions(t);
+    assert!(
+        called.contains(&"mcp__calc__set_cells".to_owned())
+            && called.contains(&"mcp__calc__save".to_owned()),
+        "{called:?}"
+    );
+    assert!(!called.iter().any(|f| f == "keyboard_input"), "{called:?}");
+    let saved = api.path().join("tasks/calc-fill-api/api-sheet.csv");
+    assert_eq!(cells_read_by_python(&saved), want);
+
+    let gui = tempfile::tempdir().unwrap();
+    let args = ["--min-success", "1.0", "--mcp", "false"];
+    let (output, report) = run_suite(&task, &args, gui.path()).await;
+    let t = &report["tasks"][0];
+    assert!(output.status.success(), "through the GUI: {t}");
+    let called = functions(t);
+    assert!(!called.iter().any(|f| f.starts_with("mcp__")), "{called:?}");
+    assert!(called.iter().any(|f| f == "keyboard_input"), "{called:?}");
+    let saved = gui.path().join("tasks/calc-fill-api/api-sheet.csv");
+    assert_eq!(cells_read_by_python(&saved), want);
+}
+
+/// Issue 34, a real third-party agent: the reference MCP filesystem server (npm
+/// `@modelcontextprotocol/server-filesystem`) registered as the agent "files". The HostAgent reads 6 × 7
+/// off galculator, then assigns "write the result into DIR/out.txt" to the file agent, whose step calls
+/// the server's write_file; the file holds the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_third_party_agent_writes_what_the_gui_showed() {
+    let task = repo().join("services/suite/tests/mcp/files-agent.toml");
+    let out = tempfile::tempdir().unwrap();
+    let (output, report) = run_suite(&task, &["--min-success", "1.0"], out.path()).await;
+    let t = &report["tasks"][0];
+    assert!(output.status.success(), "{t}");
+    let agent_steps: Vec<&Value> = t["step_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["agent"] == "ThirdPartyAgent/files")
+        .collect();
+    assert!(!agent_steps.is_empty(), "{t}");
+    assert!(
+        agent_steps[0]["actions"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp__files__write_file"),
+        "{t}"
+    );
+    let written = std::fs::read_to_string(out.path().join("tasks/files-agent/out.txt")).unwrap();
+    assert_eq!(written.trim(), "42");
+}

@@ -2,7 +2,7 @@
 //! stand-in does:
 //!
 //! - `click the menu item named 'Save As…'` (also `double-click`, and `select` for rows and tabs)
-//! - `type 'hello' into the text field labelled 'Name'`
+//! - `type 'hello' into the text field labelled 'Name'` (`type 'a\tb\n'` alone: where the focus is)
 //! - `set the text field named 'Name' to 'Otto'`
 //! - `press ctrl+s`, `press down down enter`, `press end in the slider named 'Volume'`
 //! - `read the text named 'Result'` (its text becomes the subtask's result)
@@ -199,7 +199,7 @@ pub struct Step {
     pub text: String,
     /// What to do.
     pub action: Action,
-    /// On what (None only for `press` without a control).
+    /// On what (None only for `press` and `type` without a control).
     pub target: Option<Target>,
 }
 
@@ -381,10 +381,13 @@ impl Step {
             step(Action::DoubleClick, Some(c.target()?))
         } else if c.word("type") {
             let typed = c.quoted("the text to type")?;
-            if !c.word("into") {
-                return Err(c.err("expected `into` after the text to type"));
-            }
-            step(Action::Type(typed), Some(c.target()?))
+            // Without `into`: typed where the keyboard focus is (a spreadsheet's current cell).
+            let target = if c.word("into") {
+                Some(c.target()?)
+            } else {
+                None
+            };
+            step(Action::Type(typed), target)
         } else if c.word("set") {
             let target = c.target()?;
             if !c.word("to") {

@@ -52,7 +52,7 @@ fn mistakes_are_named() {
         ("click the button 'x'", "expected `named"),
         ("click the button named x", "in quotes"),
         ("click the button named 'x", "unclosed"),
-        ("type 'a' the field named 'x'", "`into`"),
+        ("type 'a' the field named 'x'", "unexpected words"),
         ("press ctrl+", "missing key"),
         ("press hyper+x", "unknown modifier"),
         ("click the button named 'x' now", "unexpected words"),
@@ -60,6 +60,14 @@ fn mistakes_are_named() {
         let e = Step::parse(bad).unwrap_err().to_string();
         assert!(e.contains(says), "{bad}: {e}");
     }
+}
+
+#[test]
+fn text_typed_where_the_focus_is_has_no_control() {
+    let s = Step::parse("type '1\t2\n3'").unwrap();
+    assert_eq!(s.action, Action::Type("1\t2\n3".into()));
+    assert_eq!(s.target, None);
+    assert_eq!(s.function(), Some("keyboard_input"));
 }
 
 #[test]

@@ -66,13 +66,14 @@ pub fn decide(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Pat
                     "nothing to follow".into(),
                     json!({"result": why, "comment": why, "thought": why}),
                 ),
-                AgentKind::App => fail("nothing to follow".into(), why),
+                AgentKind::App | AgentKind::ThirdParty => fail("nothing to follow".into(), why),
             },
         };
     }
     match p.agent {
         AgentKind::Host => host(subtasks, p, waits, patience),
         AgentKind::App => app(subtasks, p, waits, patience),
+        AgentKind::ThirdParty => third_party(subtasks, p, patience),
     }
 }
 
@@ -110,9 +111,16 @@ fn host(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience)
         // "ticket.txt - Mousepad").
         let wanted = sub.app.to_lowercase();
         let apps = || p.windows.iter().filter(|w| w.kind == "APPLICATION");
+        // A third-party agent (no window) by its exact name.
+        let agents = || {
+            p.windows
+                .iter()
+                .filter(|w| w.kind.eq_ignore_ascii_case("third_party_agent"))
+        };
         let window = apps()
             .find(|w| w.name.to_lowercase() == wanted)
-            .or_else(|| apps().find(|w| w.name.to_lowercase().contains(&wanted)));
+            .or_else(|| apps().find(|w| w.name.to_lowercase().contains(&wanted)))
+            .or_else(|| agents().find(|w| w.name.to_lowercase() == wanted));
         if let Some(w) = window {
             return host_reply(
                 "ASSIGN",
@@ -285,6 +293,23 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
             ),
         );
     }
+    if !sub.api.is_empty()
+        && sub
+            .api
+            .iter()
+            .all(|c| p.functions.iter().any(|f| *f == c.function()))
+    {
+        return through_api(sub, p, &seen, patience);
+    }
+    if sub.steps.is_empty() {
+        return fail(
+            seen,
+            format!(
+                "the subtask {:?} is done only through the API, and its tools are not offered",
+                sub.what
+            ),
+        );
+    }
     let steps: Vec<Step> = sub
         .steps
         .iter()
@@ -405,6 +430,116 @@ fn app(subtasks: &[Subtask], p: &Prompt, waits: &mut Waits, patience: Patience) 
         format!("{seen}; {progress}"),
         "every step of the subtask succeeded".into(),
         json!({"result": result}),
+    )
+}
+
+/// A third-party agent's step: the subtask's `api` calls when its function list offers them all (with
+/// `{result}` in their arguments replaced by the HostAgent's message), else FAIL saying so.
+fn third_party(subtasks: &[Subtask], p: &Prompt, patience: Patience) -> Value {
+    let seen = format!("{} functions offered", p.functions.len());
+    let Some(sub) = subtasks.iter().find(|s| s.what == p.subtask) else {
+        return fail(
+            seen,
+            format!("the subtask {:?} is not in the demonstration", p.subtask),
+        );
+    };
+    let missing: Vec<String> = sub
+        .api
+        .iter()
+        .map(|c| c.function())
+        .filter(|f| !p.functions.contains(f))
+        .collect();
+    if sub.api.is_empty() || !missing.is_empty() {
+        return fail(
+            seen,
+            format!(
+                "the subtask's API calls are not offered (missing: {}; offered: {})",
+                missing.join(", "),
+                p.functions.join(", ")
+            ),
+        );
+    }
+    let mut sub = sub.clone();
+    for call in &mut sub.api {
+        for v in call.arguments.values_mut() {
+            with_value(v, &p.host_message);
+        }
+    }
+    through_api(&sub, p, &seen, patience)
+}
+
+/// `{result}` in every string of `v` replaced by the HostAgent's message.
+fn with_value(v: &mut Value, value: &str) {
+    match v {
+        Value::String(s) => *s = s.replace(crate::demo::VALUE, value),
+        Value::Array(a) => a.iter_mut().for_each(|x| with_value(x, value)),
+        Value::Object(o) => o.values_mut().for_each(|x| with_value(x, value)),
+        _ => {}
+    }
+}
+
+/// A subtask through the application's own API, when the function list offers every call of its `api`:
+/// all of them in one batch, the last carrying FINISH (the agent finishes only if every call succeeds).
+/// Done when the successful previous actions end with the whole batch; a failed batch is sent again
+/// (bounded), then FAIL with the error.
+fn through_api(sub: &Subtask, p: &Prompt, seen: &str, patience: Patience) -> Value {
+    let calls: Vec<String> = sub.api.iter().map(|c| c.function()).collect();
+    let done: Vec<&PastAction> = p
+        .actions
+        .iter()
+        .filter(|a| a.outcome == Outcome::Success)
+        .collect();
+    let result = sub
+        .result
+        .clone()
+        .unwrap_or_else(|| format!("done: {}", sub.what));
+    if done.len() >= calls.len()
+        && done[done.len() - calls.len()..]
+            .iter()
+            .zip(&calls)
+            .all(|(a, f)| a.function == *f)
+    {
+        return app_reply(
+            "FINISH",
+            format!("{seen}; the API calls succeeded"),
+            "every API call of the subtask succeeded".into(),
+            json!({"result": result}),
+        );
+    }
+    // Each earlier batch began with the first call; none of them got through (else it would be done).
+    let attempts = p.actions.iter().filter(|a| a.function == calls[0]).count();
+    if attempts > patience.max_retries as usize {
+        let why = p
+            .actions
+            .iter()
+            .rev()
+            .find_map(|a| match &a.outcome {
+                Outcome::NotDone(e) if calls.contains(&a.function) => {
+                    Some(format!("{}: {e}", a.function))
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| "no outcome".into());
+        return fail(
+            seen.to_owned(),
+            format!("the API calls did not work {attempts} times: {why}"),
+        );
+    }
+    let n = sub.api.len();
+    let actions: Vec<Value> = sub
+        .api
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            json!({"function": c.function(), "arguments": c.arguments,
+                   "status": if i + 1 == n { "FINISH" } else { "CONTINUE" }})
+        })
+        .collect();
+    app_reply(
+        "FINISH",
+        format!("{seen}; the application's API offers {}", calls.join(", ")),
+        format!("through the API in one batch: {}", calls.join(", ")),
+        json!({"action": actions, "result": result}),
     )
 }
 

@@ -487,6 +487,7 @@ impl Experience {
                             what: with.apply(what),
                             steps: Vec::new(),
                             result: None,
+                            api: Vec::new(),
                         });
                     }
                     _ => {}

@@ -14,6 +14,9 @@ pub enum AgentKind {
     Host,
     /// An AppAgent.
     App,
+    /// A third-party agent (an MCP server registered as an agent, or the shell): no window, its
+    /// server's tools only.
+    ThirdParty,
 }
 
 /// One entry of the AppAgent's control list.
@@ -110,6 +113,24 @@ pub struct Prompt {
     /// The retrieved knowledge (`[Retrieved knowledge]`, "" when the prompt has none): earlier tasks'
     /// experiences a learning task follows ([`super::learn`]).
     pub knowledge: String,
+    /// The functions the prompt offers (`- name(…): …` lines), e.g. an application's API actions
+    /// `mcp__SERVER__TOOL` beside the GUI tools.
+    pub functions: Vec<String>,
+}
+
+/// The names of the functions listed in `text` as `- name(params): description` lines.
+fn function_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("- "))
+        .filter_map(|l| l.split_once('(').map(|(name, _)| name))
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The text parts of the messages with this role, in order.
@@ -182,7 +203,7 @@ fn split_actions(line: &str) -> Vec<&str> {
         let starts_tool = TOOLS.iter().any(|t| {
             next.strip_prefix(t)
                 .is_some_and(|after| after.is_empty() || after.starts_with(' '))
-        });
+        }) || api_action(next.split(' ').next().unwrap_or(""));
         if starts_tool && i >= start {
             out.push(&line[start..i]);
             start = i + 2;
@@ -192,14 +213,27 @@ fn split_actions(line: &str) -> Vec<&str> {
     out
 }
 
+/// Whether `name` is an API action: an MCP tool (`mcp__SERVER__TOOL`) or the shell's (`shell__run`).
+fn api_action(name: &str) -> bool {
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    (name.starts_with("mcp__") || name.starts_with("shell__")) && ident(name)
+}
+
 /// Parses one action representation.
 pub fn parse_action(repr: &str) -> PastAction {
     let mut s = repr.trim();
     let mut read = None;
-    if let Some(i) = s.rfind("] → \"")
-        && let Ok(Value::String(v)) = serde_json::from_str::<Value>(&s[i + "] → ".len()..])
+    // A read text (`→ "…"`) or an API call's answer (`→ {…}`), after the outcome.
+    if let Some(i) = s.rfind("] → ")
+        && let Ok(v) = serde_json::from_str::<Value>(&s[i + "] → ".len()..])
     {
-        read = Some(v);
+        if let Value::String(v) = v {
+            read = Some(v);
+        }
         s = &s[..=i];
     }
     let mut outcome = Outcome::Unknown;
@@ -274,7 +308,43 @@ fn action_lines(section: &str) -> Vec<PastAction> {
     out
 }
 
+/// The text between `start` and the next `end` after it.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = text.find(start)? + start.len();
+    let len = text[from..].find(end)?;
+    Some(&text[from..from + len])
+}
+
 impl Prompt {
+    /// A third-party agent's prompt: `User request: …`, `Current subtask: …`, `Message from the
+    /// HostAgent: …`, `Previous subtasks:` and `Your previous actions for this subtask:` lines; its
+    /// functions in the system prompt.
+    fn third_party(system: &str, user: &str) -> Option<Self> {
+        let request = between(user, "User request: ", "\nCurrent subtask: ")?;
+        let subtask = between(user, "Current subtask: ", "\nMessage from the HostAgent: ")?;
+        let message = between(
+            user,
+            "Message from the HostAgent: ",
+            "\nPrevious subtasks:\n",
+        )?;
+        const ACTIONS: &str = "Your previous actions for this subtask:\n";
+        let previous = user
+            .find(ACTIONS)
+            .map_or("", |i| user[i + ACTIONS.len()..].trim());
+        Some(Self {
+            agent: AgentKind::ThirdParty,
+            request: request.trim().to_owned(),
+            subtask: subtask.trim().to_owned(),
+            host_message: none_is_empty(message.trim()).to_owned(),
+            controls: Vec::new(),
+            windows: Vec::new(),
+            actions: action_lines(none_is_empty(previous)),
+            subtasks: Vec::new(),
+            knowledge: String::new(),
+            functions: function_names(system),
+        })
+    }
+
     /// A prompt of `agent` for `request` with nothing else in it (tests build on it).
     #[cfg(test)]
     pub fn blank(agent: AgentKind, request: &str) -> Self {
@@ -288,6 +358,7 @@ impl Prompt {
             actions: Vec::new(),
             subtasks: Vec::new(),
             knowledge: String::new(),
+            functions: Vec::new(),
         }
     }
 
@@ -298,6 +369,8 @@ impl Prompt {
             AgentKind::Host
         } else if system.contains("You are an AppAgent") {
             AgentKind::App
+        } else if system.contains("a third-party agent of a desktop automation system") {
+            return Self::third_party(&system, &text_parts(body, "user").join("\n"));
         } else {
             return None;
         };
@@ -315,6 +388,7 @@ impl Prompt {
             knowledge: section(&user, "Retrieved knowledge")
                 .unwrap_or("")
                 .to_owned(),
+            functions: function_names(&format!("{system}\n{user}")),
         };
         p.subtasks = section(&user, "Previous subtasks")
             .unwrap_or("")
@@ -368,6 +442,8 @@ impl Prompt {
                     section(&user, "Previous actions").unwrap_or(""),
                 ));
             }
+            // Read by `third_party` before this match.
+            AgentKind::ThirdParty => {}
         }
         Some(p)
     }
@@ -466,6 +542,31 @@ mod tests {
             Outcome::NotDone("denied: not allowed".into())
         );
         assert!(p.subtasks.is_empty());
+    }
+
+    #[test]
+    fn api_actions_split_and_parse_with_their_answers() {
+        let a = action_lines(
+            "mcp__calc__set_cells {\"range\":\"A1:B1\",\"values\":[[1,2]]} [success] → \
+             {\"text\":\"set 2 cells; ok\"}; mcp__calc__save {} [failure: MCP tool calc/save failed: gone]",
+        );
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[0].function, "mcp__calc__set_cells");
+        assert_eq!(a[0].outcome, Outcome::Success);
+        assert_eq!(a[0].arguments.as_ref().unwrap()["range"], "A1:B1");
+        assert_eq!(a[0].read, None);
+        assert_eq!(a[1].function, "mcp__calc__save");
+        assert_eq!(
+            a[1].outcome,
+            Outcome::NotDone("failure: MCP tool calc/save failed: gone".into())
+        );
+        let system = "Functions:\n- click_input(id: string): Click.\n- mcp__calc__save(): [API calc] Saves.\n";
+        let p = Prompt::parse(&body(
+            &format!("You are an AppAgent operating\n{system}"),
+            "[Request]\nr\n",
+        ))
+        .unwrap();
+        assert_eq!(p.functions, ["click_input", "mcp__calc__save"]);
     }
 
     #[test]

@@ -262,7 +262,7 @@ async fn handle(
             (Mode::StandIn(_), None) => {
                 return error(
                     StatusCode::BAD_REQUEST,
-                    "neither a HostAgent nor an AppAgent prompt",
+                    "neither a HostAgent, an AppAgent nor a third-party agent prompt",
                 );
             }
             (Mode::Forward { .. }, _) => None,
@@ -307,6 +307,7 @@ fn call_brief(
     let agent = prompt.map(|p| match p.agent {
         AgentKind::Host => "host",
         AgentKind::App => "app",
+        AgentKind::ThirdParty => "third_party",
     });
     let controls: Vec<Value> = prompt
         .map(|p| &p.controls[..])

@@ -114,6 +114,68 @@ pub struct Subtask {
     pub steps: Vec<Step>,
     /// What the AppAgent reports when done (default: the texts it read, else "done").
     pub result: Option<String>,
+    /// The same subtask through the application's own API: the stand-in calls these, in one batch,
+    /// when the AppAgent's function list offers every one of them, and follows `steps` otherwise.
+    pub api: Vec<ApiCall>,
+}
+
+/// A call of an application's own API in a demonstration: the AppAgent's action `mcp__SERVER__TOOL`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiCall {
+    /// The MCP server's name.
+    pub server: String,
+    /// The tool's name on it.
+    pub tool: String,
+    /// Its arguments (`{dir}` filled in every string).
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+impl ApiCall {
+    /// The action name the AppAgent's function list shows it under.
+    pub fn function(&self) -> String {
+        format!("mcp__{}__{}", self.server, self.tool)
+    }
+}
+
+/// What an MCP server of a task serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpBind {
+    /// Its tools join the AppAgents of windows whose title or process name contains one of these.
+    Applications(Vec<String>),
+    /// A third-party agent the HostAgent may assign a subtask to, described so.
+    Agent(String),
+}
+
+/// An MCP server (stdio, started by the agent on first use) the suite's agent is given for a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// Its name (unique in a suite run).
+    pub name: String,
+    /// The program.
+    pub command: String,
+    /// Its arguments (`{dir}` and `{here}` filled).
+    pub args: Vec<String>,
+    /// What it serves.
+    pub bind: McpBind,
+}
+
+impl McpServer {
+    /// Its entry in the agent's `--mcp-servers` file (docs/mcp.md).
+    pub fn config(&self) -> serde_json::Value {
+        let bind = match &self.bind {
+            McpBind::Applications(apps) => {
+                serde_json::json!({"type": "applications", "applications": apps})
+            }
+            McpBind::Agent(description) => {
+                serde_json::json!({"type": "agent", "description": description})
+            }
+        };
+        serde_json::json!({
+            "name": self.name,
+            "transport": {"type": "stdio", "command": self.command, "args": self.args},
+            "bind": bind,
+        })
+    }
 }
 
 /// How a text must look.
@@ -246,11 +308,39 @@ pub struct Task {
     pub replay_files: Vec<SetupFile>,
     /// For the replay: the checks instead of `checks` (empty: the same checks).
     pub replay_checks: Vec<Check>,
+    /// MCP servers the agent is given (`[[mcp]]`): the suite starts its agent with every selected
+    /// task's servers (`--mcp false`: none).
+    pub mcp: Vec<McpServer>,
 }
 
 /// Replaces `{dir}` with the task directory.
 pub fn fill(s: &str, dir: &str) -> String {
     s.replace("{dir}", dir)
+}
+
+/// `{dir}` filled in every string of a JSON value.
+fn fill_json(v: &mut serde_json::Value, dir: &str) {
+    match v {
+        serde_json::Value::String(s) => *s = fill(s, dir),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| fill_json(x, dir)),
+        serde_json::Value::Object(o) => o.values_mut().for_each(|x| fill_json(x, dir)),
+        _ => {}
+    }
+}
+
+/// The folder a task file is in, absolute (`{here}` in setup commands and MCP servers: programs kept
+/// beside the task files, like `tasks/mcp/calc_uno.py`).
+fn here(path: &Path) -> String {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::path::absolute(dir)
+        .unwrap_or_else(|_| dir.to_owned())
+        .display()
+        .to_string()
 }
 
 fn relative_inside(path: &str) -> bool {
@@ -372,8 +462,41 @@ impl Task {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            if steps.is_empty() {
-                return Err(invalid(format!("subtask {} has no steps", i + 1)));
+            if steps.is_empty() && s.api.is_empty() {
+                return Err(invalid(format!(
+                    "subtask {} has no steps (nor [[subtask.api]] calls)",
+                    i + 1
+                )));
+            }
+            let mut api = Vec::new();
+            for (j, call) in s.api.into_iter().enumerate() {
+                let Some((server, tool)) = call
+                    .tool
+                    .split_once('.')
+                    .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+                else {
+                    return Err(invalid(format!(
+                        "subtask {}, api call {}: tool {:?} must be SERVER.TOOL",
+                        i + 1,
+                        j + 1,
+                        call.tool
+                    )));
+                };
+                let arguments = match serde_json::to_value(&call.arguments) {
+                    Ok(serde_json::Value::Object(m)) => m,
+                    _ => {
+                        return Err(invalid(format!(
+                            "subtask {}, api call {}: arguments are not a table of JSON values",
+                            i + 1,
+                            j + 1
+                        )));
+                    }
+                };
+                api.push(ApiCall {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    arguments,
+                });
             }
             subtasks.push(Subtask {
                 app: s.app,
@@ -382,6 +505,7 @@ impl Task {
                 what: s.what,
                 steps,
                 result: s.result,
+                api,
             });
         }
         let checks = raw
@@ -394,6 +518,56 @@ impl Task {
             return Err(invalid(
                 "a task needs at least one [[check]] on real state".into(),
             ));
+        }
+        let mut mcp: Vec<McpServer> = Vec::new();
+        for m in raw.mcp {
+            let good = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+            if m.name.is_empty() || !m.name.chars().all(good) || m.name.contains("__") {
+                return Err(invalid(format!(
+                    "mcp server {:?}: the name must be letters, digits, '-' and single '_'",
+                    m.name
+                )));
+            }
+            if mcp.iter().any(|x| x.name == m.name) {
+                return Err(invalid(format!(
+                    "mcp server {:?} is declared twice",
+                    m.name
+                )));
+            }
+            if m.command.trim().is_empty() {
+                return Err(invalid(format!("mcp server {:?} needs a command", m.name)));
+            }
+            let bind = match (m.applications.is_empty(), m.agent) {
+                (false, None) => McpBind::Applications(m.applications),
+                (true, Some(d)) if !d.trim().is_empty() => McpBind::Agent(d),
+                _ => {
+                    return Err(invalid(format!(
+                        "mcp server {:?} needs either `applications` (window or process names) or \
+                         `agent` (a description), not both",
+                        m.name
+                    )));
+                }
+            };
+            mcp.push(McpServer {
+                name: m.name,
+                command: m.command,
+                args: m.args,
+                bind,
+            });
+        }
+        for (i, sub) in subtasks.iter().enumerate() {
+            if let Some(c) = sub
+                .api
+                .iter()
+                .find(|c| !mcp.iter().any(|m| m.name == c.server))
+            {
+                return Err(invalid(format!(
+                    "subtask {}: api call {}.{} names no [[mcp]] server of this task",
+                    i + 1,
+                    c.server,
+                    c.tool
+                )));
+            }
         }
         let replay = raw.replay.unwrap_or_default();
         if let Some(f) = replay.files.iter().find(|f| !relative_inside(&f.path)) {
@@ -423,6 +597,7 @@ impl Task {
             checks,
             replay_files: replay.files,
             replay_checks,
+            mcp,
         })
     }
 
@@ -440,17 +615,25 @@ impl Task {
         t
     }
 
-    /// The task with `{dir}` replaced by `dir` everywhere.
+    /// The task with `{dir}` replaced by `dir` everywhere (and `{here}`, the task file's folder, in
+    /// setup commands and MCP servers).
     pub fn resolved(&self, dir: &Path) -> Self {
         let d = dir.display().to_string();
+        let h = here(&self.path);
+        let both = |s: &str| fill(s, &d).replace("{here}", &h);
         let mut t = self.clone();
         t.request = fill(&t.request, &d);
         for f in t.files.iter_mut().chain(&mut t.replay_files) {
             f.content = fill(&f.content, &d);
         }
         for a in &mut t.apps {
-            a.args = a.args.iter().map(|s| fill(s, &d)).collect();
+            a.command = both(&a.command);
+            a.args = a.args.iter().map(|s| both(s)).collect();
             a.window = fill(&a.window, &d);
+        }
+        for m in &mut t.mcp {
+            m.command = both(&m.command);
+            m.args = m.args.iter().map(|s| both(s)).collect();
         }
         for s in &mut t.subtasks {
             s.launch_args = s.launch_args.iter().map(|x| fill(x, &d)).collect();
@@ -458,6 +641,9 @@ impl Task {
             s.result = s.result.as_deref().map(|r| fill(r, &d));
             for step in &mut s.steps {
                 step.fill(&d);
+            }
+            for call in &mut s.api {
+                call.arguments.values_mut().for_each(|v| fill_json(v, &d));
             }
         }
         for c in t.checks.iter_mut().chain(&mut t.replay_checks) {
@@ -501,6 +687,13 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
                 "name"
             } else if other.request == task.request {
                 "request"
+            } else if other
+                .mcp
+                .iter()
+                .any(|m| task.mcp.iter().any(|n| n.name == m.name))
+            {
+                // One agent serves the whole run: its servers file names each server once.
+                "mcp server name"
             } else {
                 continue;
             };

@@ -21,6 +21,32 @@ pub(super) struct RawTask {
     #[serde(default, rename = "check")]
     pub(super) checks: Vec<RawCheck>,
     pub(super) replay: Option<RawReplay>,
+    /// MCP servers the agent is given for this task (`[[mcp]]`).
+    #[serde(default)]
+    pub(super) mcp: Vec<RawMcp>,
+}
+
+/// An MCP server (stdio) the suite's agent gets for a task: bound to the windows whose title or process
+/// contains one of `applications`, or a third-party agent with a `description`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    pub(super) name: String,
+    pub(super) command: String,
+    #[serde(default)]
+    pub(super) args: Vec<String>,
+    #[serde(default)]
+    pub(super) applications: Vec<String>,
+    pub(super) agent: Option<String>,
+}
+
+/// An API call of the demonstration (`[[subtask.api]]`): `tool = "SERVER.TOOL"` and its arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApiCall {
+    pub(super) tool: String,
+    #[serde(default)]
+    pub(super) arguments: toml::Table,
 }
 
 /// What differs when the task is replayed (`ufo-suite --replay`): the documents' text, and the checks
@@ -70,8 +96,12 @@ pub(super) struct RawSubtask {
     pub(super) launch_args: Vec<String>,
     #[serde(rename = "do")]
     pub(super) what: String,
+    #[serde(default)]
     pub(super) steps: Vec<String>,
     pub(super) result: Option<String>,
+    /// The same subtask through the application's API, used when the AppAgent is offered those tools.
+    #[serde(default)]
+    pub(super) api: Vec<RawApiCall>,
 }
 
 #[derive(Debug, Deserialize)]

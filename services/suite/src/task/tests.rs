@@ -159,3 +159,75 @@ fn a_learning_task_has_no_demonstration_and_runs_after_its_teacher() {
     let e = load_all(&[dir.path().to_owned()]).unwrap_err().to_string();
     assert!(e.contains("no task named \"nobody\""), "{e}");
 }
+
+const API: &str = r#"
+request = "fill {dir}/s.csv"
+[[setup.apps]]
+command = "python3"
+args = ["{here}/mcp/calc_uno.py", "launch", "{dir}/s.csv"]
+window = "s.csv"
+[[mcp]]
+name = "calc"
+command = "python3"
+args = ["{here}/mcp/calc_uno.py", "serve", "{dir}/s.csv"]
+applications = ["s.csv"]
+[[subtask]]
+app = "s.csv"
+do = "fill it"
+steps = ["press ctrl+s"]
+[[subtask.api]]
+tool = "calc.set_cells"
+arguments = { range = "A1:B1", values = [[1, "{dir}"]] }
+[[subtask.api]]
+tool = "calc.save"
+[[check]]
+file = "s.csv"
+equals = "1"
+"#;
+
+#[test]
+fn mcp_servers_and_api_calls_load_and_resolve() {
+    let t = Task::parse(Path::new("/repo/tasks/fill.toml"), API).unwrap();
+    let r = t.resolved(Path::new("/tmp/d"));
+    assert_eq!(
+        r.mcp[0].args,
+        ["/repo/tasks/mcp/calc_uno.py", "serve", "/tmp/d/s.csv"]
+    );
+    assert_eq!(r.apps[0].args[0], "/repo/tasks/mcp/calc_uno.py");
+    assert_eq!(r.mcp[0].bind, McpBind::Applications(vec!["s.csv".into()]));
+    let api = &r.subtasks[0].api;
+    assert_eq!(api.len(), 2);
+    assert_eq!(api[0].function(), "mcp__calc__set_cells");
+    assert_eq!(
+        serde_json::Value::Object(api[0].arguments.clone()),
+        serde_json::json!({"range": "A1:B1", "values": [[1, "/tmp/d"]]})
+    );
+    assert!(api[1].arguments.is_empty());
+    assert_eq!(
+        r.mcp[0].config()["bind"],
+        serde_json::json!({"type": "applications", "applications": ["s.csv"]})
+    );
+}
+
+#[test]
+fn bad_mcp_sections_say_what_is_wrong() {
+    let unknown = API.replace("tool = \"calc.save\"", "tool = \"other.save\"");
+    assert!(
+        err(&unknown).contains("names no [[mcp]] server"),
+        "{}",
+        err(&unknown)
+    );
+    let shape = API.replace("tool = \"calc.save\"", "tool = \"save\"");
+    assert!(
+        err(&shape).contains("must be SERVER.TOOL"),
+        "{}",
+        err(&shape)
+    );
+    let both = API.replace(
+        "applications = [\"s.csv\"]",
+        "applications = [\"s.csv\"]\nagent = \"files\"",
+    );
+    assert!(err(&both).contains("not both"), "{}", err(&both));
+    let name = API.replace("name = \"calc\"", "name = \"a__b\"");
+    assert!(err(&name).contains("single '_'"), "{}", err(&name));
+}

@@ -15,10 +15,16 @@ use crate::backend::TreeLimits;
 pub(super) type Placed = (Key, Option<usize>, u32);
 
 /// Whether the cache leaves out some of a node's children (it manages its descendants, or it lists
-/// fewer than it reports): they are asked live.
-fn wants_live(key: &Key, i: &Info, children: &Children) -> bool {
-    i.child_count < 0
-        || children.get(key).map_or(0, Vec::len) < usize::try_from(i.child_count).unwrap_or(0)
+/// fewer than it reports): they are asked live — unless it reports more children than a whole listing
+/// may hold (`max_nodes`): a spreadsheet's table reports every cell of the sheet (LibreOffice Calc:
+/// 2³¹ − 1), and asking for them makes the application build them all (the listing then never ends).
+/// Such a container is listed without its children.
+fn wants_live(key: &Key, i: &Info, children: &Children, max_nodes: usize) -> bool {
+    let reported = usize::try_from(i.child_count).unwrap_or(0);
+    if reported > max_nodes {
+        return false;
+    }
+    i.child_count < 0 || children.get(key).map_or(0, Vec::len) < reported
 }
 
 /// The showing children of `key` in index order (sorted in place), or none.
@@ -55,10 +61,14 @@ impl Atspi {
         while !level.is_empty() && depth < limits.max_depth && Instant::now() < limits.deadline {
             let open: Vec<&Key> = level
                 .iter()
-                .filter(|k| info.get(*k).is_some_and(|i| wants_live(k, i, children)))
+                .filter(|k| {
+                    info.get(*k)
+                        .is_some_and(|i| wants_live(k, i, children, limits.max_nodes))
+                })
                 .collect();
             if budget > 0 && !open.is_empty() {
-                let kids = join_all(open.iter().map(|k| self.live_children(k))).await;
+                let kids =
+                    join_all(open.iter().map(|k| self.live_children(k, limits.max_nodes))).await;
                 let mut new: Vec<Key> = Vec::new();
                 for (key, kids) in open.into_iter().zip(kids) {
                     new.extend(
@@ -230,8 +240,16 @@ mod tests {
     #[test]
     fn containers_the_cache_lists_short_are_asked_live() {
         let (info, children) = tree();
-        assert!(!wants_live(&key("/a"), &info[&key("/a")], &children));
-        assert!(wants_live(&key("/a1"), &node(true, -1), &children));
-        assert!(wants_live(&key("/a1"), &node(true, 3), &children));
+        assert!(!wants_live(&key("/a"), &info[&key("/a")], &children, 100));
+        assert!(wants_live(&key("/a1"), &node(true, -1), &children, 100));
+        assert!(wants_live(&key("/a1"), &node(true, 3), &children, 100));
+        // A spreadsheet's table reporting every cell of the sheet: listed without them.
+        assert!(!wants_live(
+            &key("/a1"),
+            &node(true, i32::MAX),
+            &children,
+            100
+        ));
+        assert!(!wants_live(&key("/a1"), &node(true, 101), &children, 100));
     }
 }

@@ -71,7 +71,7 @@ impl Atspi {
         }
         // The application's top-level windows are walked live: the cache's list can be stale.
         let top_keys = async {
-            let top_keys = self.live_children(&root).await;
+            let top_keys = self.live_children(&root, usize::MAX).await;
             let missing: Vec<Key> = top_keys
                 .iter()
                 .filter(|k| !info.contains_key(*k))
@@ -315,11 +315,20 @@ impl Atspi {
         (label, value)
     }
 
-    /// Children of an accessible, asked live.
-    pub(super) async fn live_children(&self, key: &Key) -> Vec<Key> {
+    /// Children of an accessible, asked live; none when it reports more than `max` (its child count is
+    /// asked first): a spreadsheet's table manages every cell of its sheet (LibreOffice Calc reports
+    /// 2³¹ − 1) and, asked for all of them, builds them until the call times out and the application
+    /// dies. Such a container is listed without its children.
+    pub(super) async fn live_children(&self, key: &Key, max: usize) -> Vec<Key> {
         let Ok(p) = self.at::<AccessibleProxy>(&key.0, &key.1).await else {
             return Vec::new();
         };
+        if let Ok(n) = p.child_count().await
+            && usize::try_from(n).is_ok_and(|n| n > max)
+        {
+            tracing::debug!(path = %key.1, children = n, max, "too many children to list");
+            return Vec::new();
+        }
         p.get_children()
             .await
             .map(|c| {

@@ -13,6 +13,7 @@ fn sub(app: &str, what: &str, steps: &[&str]) -> Subtask {
         what: what.into(),
         steps: steps.iter().map(|s| Step::parse(s).unwrap()).collect(),
         result: None,
+        api: vec![],
     }
 }
 
@@ -301,4 +302,65 @@ fn names_match_as_a_person_reads_them() {
     assert!(same_name("Name:", "Name"));
     assert!(!same_name("Name", "Names"));
     assert!(same_name("", ""));
+}
+
+fn api_demo() -> Vec<Subtask> {
+    let mut s = sub("Sheet", "fill", &["click the button named '7'"]);
+    s.api = ["set_cells", "save"]
+        .iter()
+        .map(|tool| crate::task::ApiCall {
+            server: "calc".into(),
+            tool: (*tool).into(),
+            arguments: serde_json::Map::new(),
+        })
+        .collect();
+    vec![s]
+}
+
+#[test]
+fn the_app_uses_the_api_only_when_the_prompt_offers_every_call() {
+    let mut p = prompt(AgentKind::App);
+    p.subtask = "fill".into();
+    p.controls = vec![control("4", "7", "Button")];
+    let mut w = Waits::default();
+    // No API in the function list: the GUI steps.
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["action"]["function"], "click_input");
+    // One of the two calls offered: still the GUI.
+    p.functions = vec!["click_input".into(), "mcp__calc__set_cells".into()];
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["action"]["function"], "click_input");
+    // Both: one batch, the last call carrying FINISH.
+    p.functions.push("mcp__calc__save".into());
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    let batch = r["action"].as_array().unwrap();
+    assert_eq!(batch.len(), 2);
+    assert_eq!(batch[0]["function"], "mcp__calc__set_cells");
+    assert_eq!(batch[0]["status"], "CONTINUE");
+    assert_eq!(batch[1]["function"], "mcp__calc__save");
+    assert_eq!(batch[1]["status"], "FINISH");
+    // Failed once: sent again; twice: FAIL with the server's error.
+    let failed = |f: &str, why: &str| PastAction {
+        function: f.into(),
+        target: None,
+        arguments: None,
+        outcome: Outcome::NotDone(why.into()),
+        read: None,
+    };
+    p.actions
+        .push(failed("mcp__calc__set_cells", "failure: no pipe"));
+    p.actions.push(failed("mcp__calc__save", "skipped"));
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    assert!(r["action"].is_array(), "{r}");
+    p.actions
+        .push(failed("mcp__calc__set_cells", "failure: no pipe"));
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FAIL");
+    assert!(r["result"].as_str().unwrap().contains("no pipe"), "{r}");
+    // Both succeeded at the end of the list: FINISH.
+    p.actions.push(done("mcp__calc__set_cells", ""));
+    p.actions.push(done("mcp__calc__save", ""));
+    let r = decide(&api_demo(), &p, &mut w, PATIENCE);
+    assert_eq!(r["status"], "FINISH");
+    assert!(r.get("action").is_none(), "{r}");
 }

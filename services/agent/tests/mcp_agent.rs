@@ -378,3 +378,46 @@ async fn a_sigkilled_agent_leaves_no_orphan_server() {
         "server {server_pid} outlived the SIGKILLed agent"
     );
 }
+
+/// `notifications/tools/list_changed`: a Python-SDK server that adds a tool when `unlock` is called and
+/// announces it; the agent lists the tools again before their next use and can call the new one.
+#[tokio::test]
+async fn a_changed_tool_list_is_listed_again() {
+    let script = format!(
+        "{}/tests/mcp/changing_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let file = McpServersFile::parse(
+        &json!({"servers": [{
+            "name": "changing",
+            "transport": {"type": "stdio", "command": "python3", "args": [script]},
+            "bind": {"type": "agent", "description": "grows a tool"}
+        }]})
+        .to_string(),
+        false,
+    )
+    .unwrap();
+    let server = McpServer::new(
+        file.servers.into_iter().next().unwrap(),
+        McpLimits::default(),
+    );
+    let names =
+        |tools: Vec<ufo_agent::mcp::McpTool>| tools.into_iter().map(|t| t.name).collect::<Vec<_>>();
+    assert_eq!(names(server.tools().await.unwrap()), ["unlock"]);
+    let err = server.call("late", args("x")).await.unwrap_err();
+    assert!(matches!(err, McpError::NoSuchTool { .. }), "{err}");
+    let out = server.call("unlock", Map::new()).await.unwrap();
+    assert_eq!(out.text, "added late");
+    // The notification travels on its own; the next use lists again once it has arrived.
+    let mut listed = names(server.tools().await.unwrap());
+    for _ in 0..200 {
+        if listed.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        listed = names(server.tools().await.unwrap());
+    }
+    assert_eq!(listed, ["unlock", "late"]);
+    let out = server.call("late", args("hi")).await.unwrap();
+    assert_eq!(out.text, "late: hi");
+}

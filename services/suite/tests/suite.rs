@@ -461,12 +461,12 @@ fn cells_read_by_python(csv: &Path) -> String {
 }
 
 /// Issue 34, an application's own API: LibreOffice Calc through UNO, exposed by an MCP server written
-/// with the official Python SDK (tasks/mcp/calc_uno.py). 20 cells are filled and saved through the API
+/// with the official Python SDK (services/suite/tests/mcp/calc_uno.py). 20 cells are filled and saved through the API
 /// in at most 3 model calls; with the server removed (`--mcp false`) the same task is done through the
 /// GUI. Both saved files are read back with Python's csv module.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calc_is_filled_through_its_api_and_without_the_server_through_the_gui() {
-    let task = repo().join("tasks/calc-fill-api.toml");
+    let task = repo().join("services/suite/tests/mcp/calc-fill-api.toml");
     let want = "1,2;3,4;5,6;7,8;9,10;11,12;13,14;15,16;17,18;19,20";
     let api = tempfile::tempdir().unwrap();
     let (output, report) = run_suite(&task, &["--min-success", "1.0"], api.path()).await;

@@ -1,5 +1,6 @@
 //! One MCP server as the agent uses it: connected on first use (stdio: a child process started beside the
-//! agent; HTTP: a streamable-HTTP session), its tools listed at connection, each call bounded by a timeout
+//! agent; HTTP: a streamable-HTTP session), its tools listed at connection and listed again before their
+//! next use after the server sends `notifications/tools/list_changed`, each call bounded by a timeout
 //! and run in an `mcp.call` span whose W3C trace context travels in the request's `_meta`. A server that
 //! dies or stops answering is dropped: its tools are unavailable (the step is told why) and it is started
 //! again on a later use, after a backoff that doubles up to a cap.
@@ -8,6 +9,7 @@
 //! Linux `PR_SET_PDEATHSIG` = SIGKILL so an agent killed with `kill -9` leaves no orphan server.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolRequestParams, ContentBlock, RequestMetaObject};
@@ -120,9 +122,57 @@ pub struct McpOutput {
 }
 
 struct Connection {
-    service: RunningService<RoleClient, ()>,
-    tools: Vec<McpTool>,
+    service: RunningService<RoleClient, Listener>,
+    /// The tools as last listed.
+    tools: std::sync::Mutex<Vec<McpTool>>,
+    /// Set by the server's `notifications/tools/list_changed`: list them again before the next use.
+    stale: Arc<AtomicBool>,
     _child: Option<ChildGuard>,
+}
+
+impl Connection {
+    fn listed(&self) -> Vec<McpTool> {
+        self.tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The client side of a connection: notes the server's `notifications/tools/list_changed`.
+struct Listener {
+    server: String,
+    stale: Arc<AtomicBool>,
+}
+
+impl rmcp::ClientHandler for Listener {
+    fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + rmcp::service::MaybeSendFuture + '_ {
+        self.stale.store(true, Ordering::SeqCst);
+        tracing::info!(server = %self.server, "MCP tools changed: listed again before their next use");
+        std::future::ready(())
+    }
+}
+
+/// Every tool `service` offers, as the agent keeps them.
+async fn list_tools(
+    service: &RunningService<RoleClient, Listener>,
+) -> Result<Vec<McpTool>, String> {
+    let listed = service
+        .peer()
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    Ok(listed
+        .into_iter()
+        .map(|t| McpTool {
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect())
 }
 
 #[derive(Default)]
@@ -174,9 +224,47 @@ impl McpServer {
             .map_or(self.limits.call_timeout, Duration::from_millis)
     }
 
-    /// Its tools, connecting (or restarting it) first when needed.
+    /// Its tools, connecting (or restarting it) first when needed, and listing them again when the
+    /// server said they changed.
     pub async fn tools(&self) -> Result<Vec<McpTool>, McpError> {
-        Ok(self.connection().await?.tools.clone())
+        let conn = self.connection().await?;
+        self.current_tools(&conn).await
+    }
+
+    /// `conn`'s tools, listed again first when they changed (a listing that fails drops the connection,
+    /// as a failed call does).
+    async fn current_tools(&self, conn: &Connection) -> Result<Vec<McpTool>, McpError> {
+        if !conn.stale.swap(false, Ordering::SeqCst) {
+            return Ok(conn.listed());
+        }
+        let relisted = tokio::time::timeout(self.limits.connect_timeout, list_tools(&conn.service))
+            .instrument(tracing::info_span!("mcp.relist", server = %self.name()))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "tools/list: no answer within {} ms",
+                    self.limits.connect_timeout.as_millis()
+                ))
+            });
+        match relisted {
+            Ok(tools) => {
+                tracing::info!(server = %self.name(), tools = tools.len(), "MCP tools listed again");
+                tools.clone_into(
+                    &mut conn
+                        .tools
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                );
+                Ok(tools)
+            }
+            Err(reason) => {
+                self.drop_connection(&reason).await;
+                Err(McpError::Unavailable {
+                    server: self.name().to_owned(),
+                    reason,
+                })
+            }
+        }
     }
 
     async fn connection(&self) -> Result<Arc<Connection>, McpError> {
@@ -216,7 +304,7 @@ impl McpServer {
                 state.conn = Some(c.clone());
                 state.failures = 0;
                 state.retry_at = None;
-                tracing::info!(server = %self.name(), tools = c.tools.len(), "MCP server connected");
+                tracing::info!(server = %self.name(), tools = c.listed().len(), "MCP server connected");
                 Ok(c)
             }
             Err(reason) => {
@@ -253,6 +341,11 @@ impl McpServer {
     }
 
     async fn connect(&self) -> Result<Connection, String> {
+        let stale = Arc::new(AtomicBool::new(false));
+        let listener = || Listener {
+            server: self.name().to_owned(),
+            stale: stale.clone(),
+        };
         let (service, child) = match &self.config.transport {
             Transport::Stdio {
                 command,
@@ -278,10 +371,10 @@ impl McpServer {
                     return Err("the child's stdio is not piped".into());
                 };
                 let guard = ChildGuard::new(child);
-                let service =
-                    ().serve((stdout, stdin))
-                        .await
-                        .map_err(|e| format!("initialisation failed: {e}"))?;
+                let service = listener()
+                    .serve((stdout, stdin))
+                    .await
+                    .map_err(|e| format!("initialisation failed: {e}"))?;
                 (service, Some(guard))
             }
             Transport::Http { url, token_file } => {
@@ -298,29 +391,19 @@ impl McpServer {
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                let service =
-                    ().serve(transport)
-                        .await
-                        .map_err(|e| format!("initialisation failed: {e}"))?;
+                let service = listener()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("initialisation failed: {e}"))?;
                 (service, None)
             }
         };
-        let listed = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        let tools = listed
-            .into_iter()
-            .map(|t| McpTool {
-                name: t.name.to_string(),
-                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-            })
-            .collect();
+        // A change announced from here on is listed again at the next use.
+        let tools = list_tools(&service).await?;
         Ok(Connection {
             service,
-            tools,
+            tools: std::sync::Mutex::new(tools),
+            stale,
             _child: child,
         })
     }
@@ -347,7 +430,12 @@ impl McpServer {
         arguments: Map<String, Value>,
     ) -> Result<McpOutput, McpError> {
         let conn = self.connection().await?;
-        if !conn.tools.iter().any(|t| t.name == tool) {
+        if !self
+            .current_tools(&conn)
+            .await?
+            .iter()
+            .any(|t| t.name == tool)
+        {
             return Err(McpError::NoSuchTool {
                 server: self.name().to_owned(),
                 tool: tool.to_owned(),

@@ -329,7 +329,7 @@ fn fill_json(v: &mut serde_json::Value, dir: &str) {
 }
 
 /// The folder a task file is in, absolute (`{here}` in setup commands and MCP servers: programs kept
-/// beside the task files, like `tasks/mcp/calc_uno.py`).
+/// beside the task files, like `services/suite/tests/mcp/calc_uno.py`).
 fn here(path: &Path) -> String {
     let dir = path.parent().unwrap_or(Path::new("."));
     let dir = if dir.as_os_str().is_empty() {

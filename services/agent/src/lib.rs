@@ -110,6 +110,8 @@ pub async fn run(
     let client = store::client::connect(&config.session)?;
     let watch_client = store::client::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
+    let declared = tasks.executors().desktops();
+    let tasks_executors = tasks.executors().clone();
     // Finished tasks become experiences when the agents use knowledge (and experiences).
     let experiences = if config.agents.knowledge && config.agents.knowledge_experiences {
         Some(runner::experience::ExperienceRecorder::new(
@@ -139,7 +141,8 @@ pub async fn run(
             config.dial_out.hub.0.clone(),
             dispatch::dialout::enroll::Enrollments::new(path),
             std::time::Duration::from_millis(config.dial_out.heartbeat_ms),
-        );
+        )
+        .with_pool(client.clone());
         routes.add_service(hub.server(config.runner.executor_max_message_bytes));
         tracing::info!(enrollments = %path.display(), "dial-out executors enabled");
     }
@@ -181,8 +184,16 @@ pub async fn run(
     let runner = async {
         match driver {
             Some(driver) if config.runner.slots > 0 => {
-                let runner =
-                    runner::Runner::new(config.runner.clone(), client, watch_client, driver);
+                let mut runner =
+                    runner::Runner::new(config.runner.clone(), client, watch_client, driver)
+                        .with_desktops(declared)
+                        .with_reachable(runner::desktop::reachable(tasks_executors.clone()));
+                if !config.runner.no_desktop_reset {
+                    runner = runner.with_resetter(runner::desktop::resetter(
+                        tasks_executors.clone(),
+                        &config.runner,
+                    ));
+                }
                 let runner = match experiences {
                     Some(recorder) => runner.with_experiences(recorder),
                     None => runner,

@@ -353,6 +353,7 @@ async fn record_step(session: &Session, id: &str, next: Next) {
         .claim_task(ClaimTaskRequest {
             worker_id: "w".into(),
             lease_ms: 60_000,
+            ..Default::default()
         })
         .await
         .unwrap()

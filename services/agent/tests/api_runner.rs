@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
 use ufo_proto::v1::{Event, EventKind, ListStepsRequest, StreamStepsRequest};
 
+/// No executor runs in these tests: the desktop pool checks the default desktop in without a reset.
 const RUNNER_FLAGS: &[&str] = &[
+    "--no-desktop-reset",
     "--lease-ms",
     "1500",
     "--claim-interval-ms",
@@ -300,6 +302,7 @@ async fn runner_child() {
         action_log: Some(log.into()),
         honour_block,
         executor: std::env::var("UFO_TEST_CHILD_EXECUTOR").ok(),
+        ..Default::default()
     });
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

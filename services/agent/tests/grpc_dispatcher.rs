@@ -95,6 +95,13 @@ impl Executor for Adapter {
         let tools = FakeDesktop::proto_tools();
         Ok(Response::new(v1::ListToolsResponse { tools }))
     }
+    /// A stand-in desktop has nothing of a task's to reset.
+    async fn reset(
+        &self,
+        _r: Request<v1::ResetRequest>,
+    ) -> Result<Response<v1::ResetResponse>, Status> {
+        Ok(Response::new(v1::ResetResponse::default()))
+    }
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,

@@ -56,6 +56,13 @@ impl Executor for LoggingExecutor {
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
     }
+    /// A stand-in desktop has nothing of a task's to reset.
+    async fn reset(
+        &self,
+        _r: Request<v1::ResetRequest>,
+    ) -> Result<Response<v1::ResetResponse>, Status> {
+        Ok(Response::new(v1::ResetResponse::default()))
+    }
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,
@@ -76,6 +83,7 @@ async fn storm_runner_child() {
         action_log: None,
         honour_block: false,
         executor: std::env::var("UFO_TEST_CHILD_EXECUTOR").ok(),
+        ..Default::default()
     });
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -16,7 +16,9 @@ use api_support::{Agent, Api, Session, agent_config};
 use serde_json::json;
 use ufo_proto::v1::EventKind;
 
+/// No executor runs here: the desktop pool checks the default desktop in without a reset.
 const ONE_SLOT: &[&str] = &[
+    "--no-desktop-reset",
     "--runner-slots",
     "1",
     "--lease-ms",

@@ -15,7 +15,14 @@ use serde_json::{Value, json};
 async fn a_panicking_step_fails_the_task_and_the_next_task_runs() {
     let session = Session::start().await;
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
-    let flags = ["--lease-ms", "1500", "--claim-interval-ms", "50"];
+    // No executor runs here: the default desktop is checked in without a reset.
+    let flags = [
+        "--no-desktop-reset",
+        "--lease-ms",
+        "1500",
+        "--claim-interval-ms",
+        "50",
+    ];
     let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
     let http = ufo_testkit::http_client();
     let submit = |request: &'static str| {

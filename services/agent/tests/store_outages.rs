@@ -82,6 +82,13 @@ impl Executor for HoldingExecutor {
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
     }
+    /// A stand-in desktop has nothing of a task's to reset.
+    async fn reset(
+        &self,
+        _r: Request<v1::ResetRequest>,
+    ) -> Result<Response<v1::ResetResponse>, Status> {
+        Ok(Response::new(v1::ResetResponse::default()))
+    }
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,
@@ -118,6 +125,7 @@ async fn start_agent(session_url: &str, executor_url: &str) -> Agent {
         action_log: None,
         honour_block: false,
         executor: Some(executor_url.to_owned()),
+        ..Default::default()
     });
     Agent::start(agent_config(session_url, RUNNER_FLAGS), Some(driver)).await
 }

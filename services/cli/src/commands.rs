@@ -391,6 +391,74 @@ pub async fn prune(api: AgentClient, args: PruneArgs) -> Result<Outcome, CliErro
 }
 
 /// `ufo executors …`: the admin API's executor endpoints.
+/// `ufo desktops …`.
+pub async fn desktops(
+    api: AgentClient,
+    command: crate::config::DesktopsCommand,
+) -> Result<Outcome, CliError> {
+    use crate::config::DesktopsCommand;
+    let (name, change) = match command {
+        DesktopsCommand::List(args) => {
+            let pool = api.desktops().await?;
+            if args.json {
+                println!("{pool}");
+                return Ok(Outcome::Success);
+            }
+            let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+            println!("NAME\tLABELS\tSTATE\tTASK\tLAST HEARTBEAT\tVERSION");
+            for d in pool["desktops"].as_array().into_iter().flatten() {
+                let labels = d["labels"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|l| !l.is_empty())
+                    .unwrap_or_else(|| "-".into());
+                let mut state = text(&d["state"]);
+                if let Some(reason) = d["reason"].as_str() {
+                    state = format!("{state} ({reason})");
+                } else if d["draining"].as_bool() == Some(true) && state != "draining" {
+                    state = format!("{state}, draining");
+                }
+                println!(
+                    "{}\t{labels}\t{state}\t{}\t{}\t{}",
+                    text(&d["name"]),
+                    text(&d["current_task"]),
+                    text(&d["last_heartbeat"]),
+                    text(&d["version"]),
+                );
+            }
+            println!(
+                "{} free, {} busy, {} tasks waiting for a desktop",
+                pool["free"], pool["busy"], pool["waiting_tasks"]
+            );
+            return Ok(Outcome::Success);
+        }
+        DesktopsCommand::Remove(d) => {
+            api.remove_desktop(&d.name).await?;
+            println!("desktop {} removed", d.name);
+            return Ok(Outcome::Success);
+        }
+        DesktopsCommand::Drain(d) => (d.name, "drain"),
+        DesktopsCommand::Undrain(d) => (d.name, "undrain"),
+        DesktopsCommand::Ready(d) => (d.name, "ready"),
+    };
+    let desktop = api.change_desktop(&name, change).await?;
+    println!(
+        "desktop {name}: {}{}",
+        desktop["state"].as_str().unwrap_or("?"),
+        if desktop["draining"].as_bool() == Some(true) {
+            " (draining)"
+        } else {
+            ""
+        }
+    );
+    Ok(Outcome::Success)
+}
+
 pub async fn executors(
     api: AgentClient,
     command: crate::config::ExecutorsCommand,

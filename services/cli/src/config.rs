@@ -141,6 +141,10 @@ pub enum Command {
     /// new enrollment token), revoke a token.
     #[command(subcommand)]
     Executors(ExecutorsCommand),
+    /// The desktop pool (admin key): list the desktops (name, labels, state, current task, last
+    /// heartbeat, version), drain, undrain, mark a broken one ready, remove one.
+    #[command(subcommand)]
+    Desktops(DesktopsCommand),
     /// Rate a finished task's experience good or bad (a bad one is never offered to the agents again).
     Rate(RateArgs),
 }
@@ -155,6 +159,28 @@ pub enum ExecutorsCommand {
     Enroll(EnrollArgs),
     /// Revoke an enrollment token (a connection made with it is closed).
     Revoke(RevokeArgs),
+}
+
+/// `ufo desktops …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum DesktopsCommand {
+    /// Every desktop of the pool and how many tasks wait for one.
+    List(ExecutorsListArgs),
+    /// No new task for NAME; its current task finishes.
+    Drain(DesktopName),
+    /// Tasks for NAME again.
+    Undrain(DesktopName),
+    /// NAME, broken by a failed reset, is repaired: give it tasks again.
+    Ready(DesktopName),
+    /// Remove NAME from the pool (refused while a task holds it: drain it first).
+    Remove(DesktopName),
+}
+
+/// A desktop's name.
+#[derive(Debug, Clone, Args)]
+pub struct DesktopName {
+    /// The desktop's (its executor's) name.
+    pub name: String,
 }
 
 /// `ufo executors list`.

@@ -35,6 +35,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             cli.command,
             Command::Prune(_)
                 | Command::Executors(_)
+                | Command::Desktops(_)
                 | Command::Knowledge(config::KnowledgeCommand::Add(_))
         );
         conn.token = tokens::client_key(&config::client_data_dir(), admin);
@@ -73,5 +74,6 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         }
         Command::Rate(args) => commands::rate(api()?, args).await,
         Command::Executors(command) => commands::executors(api()?, command).await,
+        Command::Desktops(command) => commands::desktops(api()?, command).await,
     }
 }

@@ -279,6 +279,10 @@ pub fn waiting_text(task: &Value) -> Option<String> {
             Some(place) => format!("for a runner slot (place {place} in the queue)"),
             None => "for a runner slot".to_owned(),
         },
+        "desktop" => match waiting.get("place").and_then(Value::as_u64) {
+            Some(place) => format!("for a free desktop (place {place} in the queue)"),
+            None => "for a free desktop".to_owned(),
+        },
         "question" => "for a person to answer (no runner slot held; `ufo answer`)".to_owned(),
         "approval" => {
             "for a person to approve or reject the held action (no runner slot held; `ufo confirm --approve` or `--reject`)"

@@ -206,6 +206,7 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
         .claim_task(ClaimTaskRequest {
             worker_id: "w".into(),
             lease_ms: 60_000,
+            ..Default::default()
         })
         .await
         .unwrap()

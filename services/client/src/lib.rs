@@ -271,6 +271,23 @@ impl AgentClient {
         self.call(Method::GET, "/v1/admin/executors", None).await
     }
 
+    /// `GET /v1/admin/desktops` (an admin key): the desktop pool and the tasks waiting for a desktop.
+    pub async fn desktops(&self) -> Result<Value, ClientError> {
+        self.call(Method::GET, "/v1/admin/desktops", None).await
+    }
+
+    /// `POST /v1/admin/desktops/{name}/{change}` (an admin key): `drain`, `undrain` or `ready`.
+    pub async fn change_desktop(&self, name: &str, change: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/admin/desktops/{}/{}", encode(name), encode(change));
+        self.call(Method::POST, &path, None).await
+    }
+
+    /// `DELETE /v1/admin/desktops/{name}` (an admin key): removes a desktop that no task holds.
+    pub async fn remove_desktop(&self, name: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/admin/desktops/{}", encode(name));
+        self.call(Method::DELETE, &path, None).await
+    }
+
     /// `POST /v1/knowledge/documents` (an admin key): help files for `app` ("" = any application), each
     /// a name and its bytes as read (sent as base64; the service refuses binary files). All or none are
     /// stored.

@@ -109,6 +109,13 @@ impl Executor for StandIn {
         }))
     }
 
+    /// A stand-in desktop has nothing of a task's to reset.
+    async fn reset(
+        &self,
+        _r: Request<pb::ResetRequest>,
+    ) -> Result<Response<pb::ResetResponse>, Status> {
+        Ok(Response::new(pb::ResetResponse::default()))
+    }
     async fn get_capabilities(
         &self,
         _: Request<pb::GetCapabilitiesRequest>,

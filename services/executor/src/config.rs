@@ -185,6 +185,35 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_SHELL_MAX_ARG_BYTES", default_value_t = 4096)]
     pub shell_max_arg_bytes: usize,
 
+    /// The operator's reset hook, run at every reset between tasks of the pool (e.g. a snapshot
+    /// revert): a program and its arguments separated by whitespace, run without a shell (put anything
+    /// more complex in a script), with UFO_TASK_ID set; it must exit 0 (else the desktop is marked
+    /// broken). docs/executors.md, "The pool".
+    #[arg(long, env = "UFO_EXECUTOR_RESET_HOOK")]
+    pub reset_hook: Option<String>,
+
+    /// Longest the reset hook may run, in milliseconds (it is killed then and the reset fails).
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_RESET_HOOK_TIMEOUT_MS",
+        default_value_t = 120_000
+    )]
+    pub reset_hook_timeout_ms: u64,
+
+    /// A directory emptied at every reset between tasks (the directory tasks save their files in);
+    /// the directory itself is kept.
+    #[arg(long, env = "UFO_EXECUTOR_SCRATCH_DIR")]
+    pub scratch_dir: Option<PathBuf>,
+
+    /// How long a program launch_application started is waited for after the reset killed it, in
+    /// milliseconds.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_RESET_CLOSE_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
+    pub reset_close_timeout_ms: u64,
+
     /// Control types listed by get_app_window_controls_target_info (UI Automation names).
     #[arg(
         long = "control-type",
@@ -354,6 +383,8 @@ impl std::fmt::Debug for Config {
             .field("launch_dirs", &self.launch_dirs)
             .field("shell_allow", &self.shell_allow)
             .field("shell_workdir", &self.shell_workdir)
+            .field("reset_hook", &self.reset_hook)
+            .field("scratch_dir", &self.scratch_dir)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("desktop", &self.desktop)
             .field("connect", &self.connect)
@@ -426,6 +457,9 @@ pub enum ConfigError {
     /// A dial-out setting is malformed.
     #[error("{0}")]
     DialOut(String),
+    /// A reset setting is malformed.
+    #[error("{0}")]
+    ResetHook(String),
     /// Deadline settings contradict each other.
     #[error("--default-deadline-ms must be between 1 and --max-deadline-ms")]
     BadDeadlines,
@@ -492,6 +526,39 @@ impl Config {
     }
 
     /// run_command's rules (off without --shell-allow), the working directory resolved.
+    pub fn reset(&self) -> Result<crate::reset::ResetConfig, ConfigError> {
+        let hook: Vec<String> = self
+            .reset_hook
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if self.reset_hook.is_some() && hook.is_empty() {
+            return Err(ConfigError::ResetHook("--reset-hook is empty".into()));
+        }
+        if self.reset_hook_timeout_ms == 0 || self.reset_close_timeout_ms == 0 {
+            return Err(ConfigError::ResetHook(
+                "--reset-hook-timeout-ms and --reset-close-timeout-ms must be at least 1".into(),
+            ));
+        }
+        if let Some(dir) = &self.scratch_dir
+            && !dir.is_dir()
+        {
+            return Err(ConfigError::ResetHook(format!(
+                "--scratch-dir {} is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(crate::reset::ResetConfig {
+            scratch_dir: self.scratch_dir.clone(),
+            hook,
+            hook_timeout: std::time::Duration::from_millis(self.reset_hook_timeout_ms),
+            close_timeout: std::time::Duration::from_millis(self.reset_close_timeout_ms),
+        })
+    }
+
+    /// `run_command`'s rules, checked.
     pub fn shell(&self) -> Result<crate::shell::ShellConfig, ConfigError> {
         let allow: Vec<String> = self
             .shell_allow

@@ -191,6 +191,10 @@ pub struct Executor {
     pub(crate) state: tokio::sync::Mutex<DesktopState>,
     pub(crate) launch_env: Vec<(String, String)>,
     pub(crate) shell: crate::shell::ShellConfig,
+    /// Programs `launch_application` started since the last reset (ended by [`Executor::reset`]).
+    pub(crate) launched: std::sync::Mutex<Vec<tokio::process::Child>>,
+    /// How [`Executor::reset`] resets the desktop.
+    pub(crate) reset: crate::reset::ResetConfig,
 }
 
 impl Executor {
@@ -203,7 +207,15 @@ impl Executor {
             state: tokio::sync::Mutex::new(DesktopState::default()),
             launch_env: Vec::new(),
             shell: crate::shell::ShellConfig::default(),
+            launched: std::sync::Mutex::new(Vec::new()),
+            reset: crate::reset::ResetConfig::default(),
         }
+    }
+
+    /// How the desktop is reset between tasks (`Reset`).
+    pub fn with_reset(mut self, reset: crate::reset::ResetConfig) -> Self {
+        self.reset = reset;
+        self
     }
 
     /// `run_command`'s rules (off by default: [`crate::shell::ShellConfig::default`] allows nothing).

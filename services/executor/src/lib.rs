@@ -9,6 +9,8 @@
 //!   kinds, typed parameters and results with derived JSON schemas, and the code that runs each.
 //! - [`executor`]: batches (serialised per desktop, deadlines, early exit, timing, settling).
 //! - [`launch`]: `launch_application`'s hard limits (argument count and size, launch directories).
+//! - [`reset`]: the desktop's reset between tasks of the pool (launched programs, scratch directory,
+//!   the operator's reset hook).
 //! - [`shell`]: `run_command`'s rules (allow-list, no shell, arguments, working directory, timeout,
 //!   output cap), off by default.
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
@@ -35,6 +37,7 @@ pub mod handles;
 pub mod keys;
 pub mod labels;
 pub mod launch;
+pub mod reset;
 pub mod service;
 pub mod shell;
 /// Test helpers on the private desktop, compiled only with the `testing` feature.
@@ -275,7 +278,8 @@ async fn serve(
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?)
             .with_launch_env(launch_env)
-            .with_shell(config.shell()?),
+            .with_shell(config.shell()?)
+            .with_reset(config.reset()?),
     );
     let service = ExecutorService::new(
         executor,

@@ -194,6 +194,40 @@ impl executor_server::Executor for ExecutorService {
         Ok(Response::new(ListToolsResponse { tools }))
     }
 
+    async fn reset(
+        &self,
+        request: Request<pb::ResetRequest>,
+    ) -> Result<Response<pb::ResetResponse>, Status> {
+        let task_id = request.into_inner().task_id;
+        if task_id.len() > 128 || task_id.chars().any(char::is_control) {
+            return Err(Status::invalid_argument(
+                "task_id: at most 128 bytes without control characters",
+            ));
+        }
+        let span = tracing::info_span!("executor.reset", task_id = %task_id);
+        match tracing::Instrument::instrument(self.executor.reset(&task_id), span).await {
+            Ok(report) => {
+                tracing::info!(task_id = %task_id, closed = report.closed, removed = report.removed, hook_ran = report.hook_ran, "desktop reset");
+                Ok(Response::new(pb::ResetResponse {
+                    closed: report.closed,
+                    removed: report.removed,
+                    hook_ran: report.hook_ran,
+                }))
+            }
+            Err(e) => {
+                let mut reason = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    reason.push_str(": ");
+                    reason.push_str(&cause.to_string());
+                    source = cause.source();
+                }
+                tracing::warn!(task_id = %task_id, %reason, "desktop reset failed");
+                Err(Status::failed_precondition(reason))
+            }
+        }
+    }
+
     async fn get_capabilities(
         &self,
         _: Request<GetCapabilitiesRequest>,

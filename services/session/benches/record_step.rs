@@ -38,6 +38,7 @@ async fn session(store: &dyn Store) -> Uuid {
             config: json!({}),
             owner: "bench".into(),
             kind: ufo_proto::v1::SessionKind::Task,
+            desktop: None,
         })
         .await
         .unwrap();

@@ -123,6 +123,7 @@ async fn bad_input_is_rejected_naming_the_field() {
         .claim_task(ClaimTaskRequest {
             worker_id: String::new(),
             lease_ms: 0,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -233,6 +234,7 @@ async fn a_task_flows_through_the_api_and_pages_are_capped() {
         .claim_task(ClaimTaskRequest {
             worker_id: "w1".into(),
             lease_ms: 0,
+            ..Default::default()
         })
         .await
         .unwrap()

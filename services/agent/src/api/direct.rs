@@ -186,6 +186,8 @@ impl DirectSessions {
                 owner: caller.to_owned(),
                 id: uuid::Uuid::now_v7().to_string(),
                 kind: SessionKind::Direct as i32,
+                // An MCP client's own calls: outside the desktop pool (docs/executors.md).
+                desktop: None,
             })
             .await
             .map_err(|s| status_error("cannot start the direct session", &s))?

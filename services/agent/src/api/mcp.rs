@@ -72,6 +72,7 @@ impl TaskApi for AgentTasks {
         let body = SubmitTask {
             request: order.request.clone(),
             executor: order.executor.clone(),
+            labels: None,
             limits: Some(LimitsBody {
                 max_steps: order.max_steps,
                 max_cost: order.max_cost,

@@ -22,6 +22,7 @@ pub mod knowledge;
 pub mod mcp;
 pub mod model;
 pub mod openapi;
+pub mod pool;
 pub mod replay;
 pub mod rest;
 pub mod service;
@@ -69,6 +70,11 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(admin::list_executors))
         .routes(routes!(admin::create_enrollment))
         .routes(routes!(admin::revoke_enrollment))
+        .routes(routes!(pool::list_desktops))
+        .routes(routes!(pool::remove_desktop))
+        .routes(routes!(pool::drain_desktop))
+        .routes(routes!(pool::undrain_desktop))
+        .routes(routes!(pool::ready_desktop))
         .routes(routes!(knowledge::search))
         .routes(routes!(knowledge::rate))
         .merge(

@@ -194,7 +194,7 @@ impl Tasks {
         mut req: SubmitTaskRequest,
     ) -> Result<TaskSnapshot, ApiError> {
         let replay = self.replay_plan(caller, &mut req).await?;
-        let mut config = self.resolve(&req)?;
+        let (mut config, desktop) = self.resolve(&req)?;
         config.replay = replay;
         let session = self
             .client
@@ -205,6 +205,7 @@ impl Tasks {
                 owner: caller.name.clone(),
                 id: uuid::Uuid::now_v7().to_string(),
                 kind: ufo_proto::v1::SessionKind::Task as i32,
+                desktop,
             })
             .await?
             .into_inner();

@@ -1,12 +1,15 @@
 //! Validation of what clients send: request texts, executors, limits, model overrides, page sizes. Every
 //! rule names the field it checks; the OpenAPI document states the same rules (see [`super::openapi`]).
 
-use ufo_proto::v1::SubmitTaskRequest;
+use ufo_proto::v1::{DesktopWant, SubmitTaskRequest};
 
 use super::checks::no_nul;
 use super::error::ApiError;
 use super::service::Tasks;
 use crate::runner::task_config::{ConfirmPolicy, Limits, ModelChoice, TaskConfig};
+
+/// The `executor` that asks for any desktop of the pool.
+pub const ANY: &str = "any";
 
 impl Tasks {
     /// A page size: the default when 0, never above the cap.
@@ -39,12 +42,64 @@ impl Tasks {
             .map_err(|refusal| ApiError::invalid(refusal.to_string()))
     }
 
-    /// Validates a submission and resolves its defaults.
-    pub fn resolve(&self, req: &SubmitTaskRequest) -> Result<TaskConfig, ApiError> {
+    /// Which desktop of the pool a submission needs (issue 36): labels, `any`, or the registered name it
+    /// resolved to; none for a caller-named address (outside the pool).
+    fn desktop_want(
+        &self,
+        req: &SubmitTaskRequest,
+        executor_name: &str,
+    ) -> Result<Option<DesktopWant>, ApiError> {
+        let any = req.executor.trim() == ANY;
+        if !req.labels.is_empty() {
+            if !(any || req.executor.trim().is_empty()) {
+                return Err(ApiError::invalid(
+                    "labels choose any desktop that has them: give them without executor, or with \"any\"",
+                ));
+            }
+            if req.labels.len() > 32 {
+                return Err(ApiError::invalid("labels: at most 32"));
+            }
+            for (k, v) in &req.labels {
+                no_nul("labels", k)?;
+                no_nul("labels", v)?;
+                if k.trim().is_empty() || k.len() > 64 || v.len() > 64 {
+                    return Err(ApiError::invalid(
+                        "labels: keys 1 to 64 characters, values at most 64",
+                    ));
+                }
+            }
+            return Ok(Some(DesktopWant {
+                labels: req.labels.clone(),
+                ..DesktopWant::default()
+            }));
+        }
+        if any {
+            return Ok(Some(DesktopWant {
+                any: true,
+                ..DesktopWant::default()
+            }));
+        }
+        Ok((!executor_name.is_empty()).then(|| DesktopWant {
+            name: executor_name.to_owned(),
+            ..DesktopWant::default()
+        }))
+    }
+
+    /// Validates a submission and resolves its defaults, and the desktop it needs from the pool.
+    pub fn resolve(
+        &self,
+        req: &SubmitTaskRequest,
+    ) -> Result<(TaskConfig, Option<DesktopWant>), ApiError> {
         let l = self.limits();
         self.check_request("request", &req.request)?;
         no_nul("executor", &req.executor)?;
-        let (executor_name, executor) = self.resolve_executor(&req.executor)?;
+        let pooled = req.executor.trim() == ANY || !req.labels.is_empty();
+        let (executor_name, executor) = if pooled {
+            (String::new(), String::new())
+        } else {
+            self.resolve_executor(&req.executor)?
+        };
+        let want = self.desktop_want(req, &executor_name)?;
         let limits = req.limits.unwrap_or_default();
         if limits.max_steps > l.max_steps_cap {
             return Err(ApiError::invalid(format!(
@@ -93,33 +148,36 @@ impl Tasks {
         if ufo_proto::v1::ConfirmPolicy::try_from(req.confirm_policy).is_err() {
             return Err(ApiError::invalid("confirm_policy is not a known policy"));
         }
-        Ok(TaskConfig {
-            executor,
-            executor_name,
-            limits: Limits {
-                max_steps: if limits.max_steps == 0 {
-                    l.default_max_steps
-                } else {
-                    limits.max_steps
+        Ok((
+            TaskConfig {
+                executor,
+                executor_name,
+                limits: Limits {
+                    max_steps: if limits.max_steps == 0 {
+                        l.default_max_steps
+                    } else {
+                        limits.max_steps
+                    },
+                    max_cost: if limits.max_cost == 0.0 {
+                        l.default_max_cost
+                    } else {
+                        limits.max_cost
+                    },
+                    timeout_seconds: if limits.timeout_seconds == 0 {
+                        l.default_timeout_seconds
+                    } else {
+                        limits.timeout_seconds
+                    },
                 },
-                max_cost: if limits.max_cost == 0.0 {
-                    l.default_max_cost
-                } else {
-                    limits.max_cost
+                model: ModelChoice {
+                    host_model: model.host_model,
+                    app_model: model.app_model,
+                    temperature: model.temperature,
                 },
-                timeout_seconds: if limits.timeout_seconds == 0 {
-                    l.default_timeout_seconds
-                } else {
-                    limits.timeout_seconds
-                },
+                confirm_policy: ConfirmPolicy::from_proto(req.confirm_policy),
+                replay: None,
             },
-            model: ModelChoice {
-                host_model: model.host_model,
-                app_model: model.app_model,
-                temperature: model.temperature,
-            },
-            confirm_policy: ConfirmPolicy::from_proto(req.confirm_policy),
-            replay: None,
-        })
+            want,
+        ))
     }
 }

@@ -336,6 +336,21 @@ pub struct RunnerConfig {
     #[arg(long = "worker-id", env = "UFO_WORKER_ID")]
     pub worker_id: Option<String>,
 
+    /// Longest a desktop's reset between tasks of the pool may take (the executor's `Reset`: closing
+    /// what the task launched, its scratch directory, the operator's reset hook), in milliseconds; a
+    /// reset that fails or takes longer marks the desktop broken (docs/executors.md, "The pool").
+    #[arg(
+        long = "desktop-reset-timeout-ms",
+        env = "UFO_DESKTOP_RESET_TIMEOUT_MS",
+        default_value_t = 180_000
+    )]
+    pub desktop_reset_timeout_ms: u64,
+
+    /// Check desktops back in without resetting them (for executors that have nothing to reset, or
+    /// runs without any executor); by default every task's desktop is reset at its end.
+    #[arg(long = "no-desktop-reset", env = "UFO_NO_DESKTOP_RESET")]
+    pub no_desktop_reset: bool,
+
     /// Lease length, in milliseconds; renewed every third of it (default 15000).
     #[arg(long = "lease-ms", env = "UFO_LEASE_MS", default_value_t = 15_000)]
     pub lease_ms: u32,

@@ -153,6 +153,21 @@ impl GrpcDispatcher {
         self
     }
 
+    /// Resets the executor's desktop between tasks of the pool (issue 36): once, no retries (the caller
+    /// bounds it). `Rpc` with FAILED_PRECONDITION carries the executor's reason when a step failed.
+    pub async fn reset(&self, task_id: &str) -> Result<v1::ResetResponse, DispatchError> {
+        let request = v1::ResetRequest {
+            task_id: task_id.to_owned(),
+        };
+        self.client
+            .clone()
+            .reset(request)
+            .instrument(tracing::info_span!("executor.reset", executor = %self.label))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| status_error(&s))
+    }
+
     fn unreachable(&self, waited: Duration, cause: String) -> DispatchError {
         DispatchError::Unreachable {
             executor: self.label.clone(),

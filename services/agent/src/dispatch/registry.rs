@@ -30,6 +30,8 @@ pub struct ExecutorEntry {
     pub token: Option<String>,
     /// PEM of the CA that signed its TLS certificate.
     pub ca_pem: Option<Vec<u8>>,
+    /// Its labels as a desktop of the pool (from the executors file).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for ExecutorEntry {
@@ -38,6 +40,7 @@ impl std::fmt::Debug for ExecutorEntry {
             .field("address", &self.address)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
+            .field("labels", &self.labels)
             .finish()
     }
 }
@@ -46,7 +49,8 @@ impl std::fmt::Debug for ExecutorEntry {
 ///
 /// ```json
 /// {"executors": {"desk1": {"address": "https://desk1.lan:50051",
-///                          "token_file": "/etc/ufo/desk1.token", "ca": "/etc/ufo/ca.pem"}}}
+///                          "token_file": "/etc/ufo/desk1.token", "ca": "/etc/ufo/ca.pem",
+///                          "labels": {"app": "mousepad"}}}}
 /// ```
 ///
 /// `token` may be given inline instead of `token_file`; without either, `--executor-token` is used.
@@ -73,6 +77,9 @@ pub struct FileEntry {
     /// PEM file of the CA of its TLS certificate.
     #[serde(default)]
     pub ca: Option<PathBuf>,
+    /// Its labels as a desktop of the pool, e.g. `{"app": "mousepad"}` (tasks may ask for labels).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Why the registry could not be built (at startup).
@@ -286,6 +293,7 @@ impl ExecutorRegistry {
                     address: address.to_owned(),
                     token: shared_token.clone(),
                     ca_pem: shared_ca.clone(),
+                    labels: BTreeMap::new(),
                 },
             );
         }
@@ -320,6 +328,7 @@ impl ExecutorRegistry {
                         address: e.address,
                         token,
                         ca_pem,
+                        labels: e.labels,
                     },
                 );
             }
@@ -334,6 +343,7 @@ impl ExecutorRegistry {
                     address: default.to_owned(),
                     token: shared_token.clone(),
                     ca_pem: shared_ca.clone(),
+                    labels: BTreeMap::new(),
                 });
             DEFAULT_NAME.to_owned()
         } else {
@@ -407,6 +417,14 @@ impl ExecutorRegistry {
             max_message_bytes,
             conn.ca_pem.as_deref(),
         )
+    }
+
+    /// The declared executors as desktops of the pool: name and labels, sorted by name.
+    pub fn desktops(&self) -> Vec<(String, BTreeMap<String, String>)> {
+        self.entries
+            .iter()
+            .map(|(name, e)| (name.clone(), e.labels.clone()))
+            .collect()
     }
 
     /// The declared names, sorted.

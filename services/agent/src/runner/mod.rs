@@ -9,12 +9,14 @@
 //! - [`experience`]: an ended task's trajectory summarised into the knowledge store (`--knowledge`).
 //! - [`hitl`]: questions, answers, held actions and decisions in the session store.
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
+//! - [`desktop`]: the desktop pool: declared executors registered, a task's desktop checked back in.
 //!
 //! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
 //! [`crate::runner::task_config`].
 
 pub mod agents_driver;
 mod ahead;
+pub mod desktop;
 pub mod driver;
 pub mod experience;
 pub mod hitl;

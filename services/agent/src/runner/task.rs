@@ -61,6 +61,10 @@ pub struct TaskRun {
     pub(crate) experiences: Option<super::experience::ExperienceRecorder>,
     pub(crate) session: Session,
     pub(crate) shutdown: CancellationToken,
+    /// Resets the task's desktop at its end (and before its first command when `reset_first`).
+    pub(crate) resetter: Option<super::desktop::Resetter>,
+    /// The claim handed the desktop on from a check-out that lapsed: reset it before anything runs.
+    pub(crate) reset_first: bool,
 }
 
 /// Everything recorded so far, read back from the store.
@@ -99,7 +103,26 @@ impl TaskRun {
             // A bug that panics inside a step must still end the task (and stop renewing its lease):
             // otherwise it stays `running` for ever and no replica may take it over.
             let mut ahead = None;
-            let driven = std::panic::AssertUnwindSafe(self.drive(&signals, &mut ahead))
+            let unusable = match (&self.resetter, self.reset_first) {
+                (Some(resetter), true) => super::desktop::reset(
+                    &self.client,
+                    resetter,
+                    &self.session,
+                    &self.worker_id,
+                    &self.config,
+                )
+                .await
+                .err(),
+                _ => None,
+            };
+            let driven = if let Some(reason) = unusable {
+                // The desktop leaves the pool; the task goes back to the queue for another one.
+                tracing::warn!(desktop = %self.session.desktop, %reason, "the desktop's reset before the task failed");
+                super::desktop::give_back(&self.client, &self.session, &self.worker_id, Some(reason))
+                    .await;
+                Ok(Outcome::Shutdown)
+            } else {
+                std::panic::AssertUnwindSafe(self.drive(&signals, &mut ahead))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|panic| {
@@ -112,7 +135,8 @@ impl TaskRun {
                     Ok(Outcome::Failed(format!(
                         "internal error in the agent service ({what}); the runner's log has the details"
                     )))
-                });
+                })
+            };
             // Left outstanding only by a panic: the step before it is still recorded (or its failure wins,
             // as it would have without recording ahead) before the task's end is reported.
             let driven = match ahead.take() {
@@ -144,6 +168,23 @@ impl TaskRun {
             let reported = self.report(&outcome).await;
             if let Err(e) = &reported {
                 tracing::error!(error = %e, ?outcome, "cannot report the task's end");
+            }
+            // An ended task gives its desktop back (a parked one gave it back already; one going back
+            // to the queue keeps it for whoever resumes it).
+            if reported.is_ok()
+                && matches!(
+                    outcome,
+                    Outcome::Finished(_) | Outcome::Failed(_) | Outcome::Cancelled
+                )
+            {
+                super::desktop::check_in(
+                    &self.client,
+                    self.resetter.as_ref(),
+                    &self.session,
+                    &self.worker_id,
+                    &self.config,
+                )
+                .await;
             }
             if let (Some(recorder), Ok(())) = (&self.experiences, &reported) {
                 match &outcome {
@@ -253,10 +294,15 @@ impl TaskRun {
         signals: &Signals,
         ahead: &mut Option<Pending>,
     ) -> Result<Outcome, tonic::Status> {
-        let config = match TaskConfig::from_struct(self.session.config.clone()) {
+        let mut config = match TaskConfig::from_struct(self.session.config.clone()) {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
         };
+        // The desktop the claim checked out to the task (issue 36) is the executor it runs on.
+        if !self.session.desktop.is_empty() {
+            config.executor_name = self.session.desktop.clone();
+            config.executor = String::new();
+        }
         let mut history = self.load().await?;
         // What happened since the last recorded step: releases without progress, a dead runner's intents.
         let last_step = history.steps.len() as u64;

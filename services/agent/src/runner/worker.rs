@@ -23,6 +23,12 @@ pub struct Runner {
     watch_client: SessionClient,
     driver: Arc<dyn TaskDriver>,
     experiences: Option<ExperienceRecorder>,
+    /// Declared executors to register into the desktop pool before the first claim.
+    desktops: Vec<(String, std::collections::BTreeMap<String, String>)>,
+    /// Resets desktops between tasks.
+    resetter: Option<super::desktop::Resetter>,
+    /// The desktops this replica can reach, asked at each claim; `None`: any.
+    reachable: Option<super::desktop::Reachable>,
 }
 
 impl std::fmt::Debug for Runner {
@@ -56,7 +62,33 @@ impl Runner {
             watch_client,
             driver,
             experiences: None,
+            desktops: Vec::new(),
+            resetter: None,
+            reachable: None,
         }
+    }
+
+    /// The same runner taking only desktops `reachable` names (its declared executors and the dial-out
+    /// executors connected to this replica).
+    pub fn with_reachable(mut self, reachable: super::desktop::Reachable) -> Self {
+        self.reachable = Some(reachable);
+        self
+    }
+
+    /// The same runner resetting each task's desktop through `resetter` at its check-in.
+    pub fn with_resetter(mut self, resetter: super::desktop::Resetter) -> Self {
+        self.resetter = Some(resetter);
+        self
+    }
+
+    /// The same runner registering these declared executors as desktops of the pool (issue 36) before
+    /// it claims anything.
+    pub fn with_desktops(
+        mut self,
+        desktops: Vec<(String, std::collections::BTreeMap<String, String>)>,
+    ) -> Self {
+        self.desktops = desktops;
+        self
     }
 
     /// The same runner storing each finished or failed task as an experience (`--knowledge`).
@@ -75,11 +107,20 @@ impl Runner {
         tracing::info!(worker_id = %self.worker_id, slots = self.config.slots, "task runner started");
         let mut running: JoinSet<Outcome> = JoinSet::new();
         let idle = Duration::from_millis(self.config.claim_interval_ms);
+        let mut registered = self.desktops.is_empty();
         while !shutdown.is_cancelled() {
             let mut claimed_any = false;
-            while running.len() < self.config.slots && !shutdown.is_cancelled() {
+            if !registered {
+                match super::desktop::register_declared(&self.client, &self.desktops).await {
+                    Ok(()) => registered = true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot register the declared executors as desktops; retrying")
+                    }
+                }
+            }
+            while registered && running.len() < self.config.slots && !shutdown.is_cancelled() {
                 match self.claim().await {
-                    Ok(Some(session)) => {
+                    Ok(Some((session, desktop))) => {
                         claimed_any = true;
                         tracing::info!(task_id = %session.id, "task claimed");
                         running.spawn(
@@ -92,6 +133,8 @@ impl Runner {
                                 experiences: self.experiences.clone(),
                                 session,
                                 shutdown: shutdown.clone(),
+                                resetter: self.resetter.clone(),
+                                reset_first: desktop.is_some_and(|d| d.needs_reset),
                             }
                             .run(),
                         );
@@ -117,16 +160,22 @@ impl Runner {
         tracing::info!("task runner stopped");
     }
 
-    async fn claim(&self) -> Result<Option<ufo_proto::v1::Session>, tonic::Status> {
+    async fn claim(
+        &self,
+    ) -> Result<Option<(ufo_proto::v1::Session, Option<ufo_proto::v1::Desktop>)>, tonic::Status>
+    {
         let span = tracing::info_span!("claim_task", worker_id = %self.worker_id);
         let response = tracing::Instrument::instrument(
             self.client.clone().claim_task(ClaimTaskRequest {
                 worker_id: self.worker_id.clone(),
                 lease_ms: self.config.lease_ms,
+                reachable_desktops: self.reachable.as_ref().map(|r| r()).unwrap_or_default(),
+                only_reachable: self.reachable.is_some(),
             }),
             span,
         )
-        .await?;
-        Ok(response.into_inner().session)
+        .await?
+        .into_inner();
+        Ok(response.session.map(|s| (s, response.desktop)))
     }
 }

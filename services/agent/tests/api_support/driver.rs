@@ -33,6 +33,9 @@ pub struct ScriptDriver {
     pub honour_block: bool,
     /// An executor to send each step's action to (over gRPC), besides logging it.
     pub executor: Option<String>,
+    /// Executors by desktop name: a task the claim gave a desktop of the pool sends its actions to that
+    /// desktop's executor (before `executor`).
+    pub desktops: std::collections::BTreeMap<String, String>,
 }
 
 fn directive(request: &str, key: &str) -> Option<u64> {
@@ -125,7 +128,11 @@ impl ScriptDriver {
             .record("HostAgent", std::slice::from_ref(&command))
             .await
             .map_err(|e| DriverError::new(e.to_string()))?;
-        if let Some(url) = &self.executor {
+        if let Some(url) = self
+            .desktops
+            .get(&input.session.desktop)
+            .or(self.executor.as_ref())
+        {
             let executor = GrpcDispatcher::connect_lazy(url, None, 10_000, 1 << 22, None)
                 .map_err(|e| DriverError::new(e.to_string()))?;
             executor

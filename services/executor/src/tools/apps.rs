@@ -223,7 +223,7 @@ impl ToolDef for LaunchApplication {
             return Err(ToolError::NotAllowed(self.name, allowed));
         };
         let args = check_args(&exec.limits, &self.args)?;
-        let mut child = tokio::process::Command::new(program)
+        let child = tokio::process::Command::new(program)
             .args(&args)
             .envs(exec.launch_env.iter().map(|(k, v)| (k, v)))
             .env_remove("NO_AT_BRIDGE")
@@ -233,10 +233,15 @@ impl ToolDef for LaunchApplication {
             .spawn()
             .map_err(|e| ToolError::Spawn(self.name.clone(), e))?;
         let pid = child.id();
-        // Reap the child when it exits so it does not linger as a zombie.
-        tokio::spawn(async move {
-            let _ = child.wait().await;
-        });
+        // Kept until the next reset ends it; the ones that exited meanwhile are reaped here, so none
+        // lingers as a zombie.
+        let mut launched = match exec.launched.lock() {
+            Ok(children) => children,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        launched.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        launched.push(child);
+        drop(launched);
         Ok(Output::from(Launched {
             name: self.name,
             pid,

@@ -1,5 +1,6 @@
 //! The `ufo.v1.SessionStore` gRPC service: validates requests, calls the [`Store`], maps errors.
 
+pub mod desktops;
 pub mod knowledge;
 pub mod status;
 pub mod validate;
@@ -17,13 +18,16 @@ use ufo_proto::v1::session_store_server::SessionStore;
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
     AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
-    ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Event, FinishRoundRequest,
-    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
-    GetSessionRequest, GetStepRequest, Lease, ListRoundsRequest, ListRoundsResponse,
-    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
-    ParkTaskRequest, ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest,
-    PutBlobRequest, RecordStepRequest, RecordStepResponse, ReleaseTaskRequest, ReleaseTaskResponse,
+    CheckInDesktopRequest, ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Desktop,
+    Event, FinishRoundRequest, GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest,
+    GetMemoryResponse, GetSessionRequest, GetStepRequest, Lease, ListDesktopsRequest,
+    ListDesktopsResponse, ListRoundsRequest, ListRoundsResponse, ListSessionsRequest,
+    ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason, ParkTaskRequest,
+    ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest,
+    RecordStepRequest, RecordStepResponse, RegisterDesktopRequest, ReleaseTaskRequest,
+    ReleaseTaskResponse, RemoveDesktopRequest, RemoveDesktopResponse, RenewDesktopRequest,
     RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionKind, SessionStatus,
+    SetDesktopStateRequest,
     SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 use uuid::Uuid;
@@ -136,6 +140,7 @@ impl SessionStore for SessionService {
                     )));
                 }
             },
+            desktop: desktops::want(r.desktop)?,
         };
         let session = self.store.create_session(new).await.map_err(status)?;
         Ok(Response::new(session))
@@ -499,12 +504,24 @@ impl SessionStore for SessionService {
     ) -> Result<Response<ClaimTaskResponse>, Status> {
         let r = request.into_inner();
         let worker = required("worker_id", r.worker_id)?;
+        if r.reachable_desktops.len() > 10_000 {
+            return Err(invalid("reachable_desktops", "at most 10000 names"));
+        }
+        let reachable = r
+            .only_reachable
+            .then(|| r.reachable_desktops.into_iter().collect());
         let session = self
             .store
-            .claim_task(worker, self.limits.lease(r.lease_ms))
+            .claim_task_reaching(worker, self.limits.lease(r.lease_ms), reachable)
             .await
             .map_err(status)?;
-        Ok(Response::new(ClaimTaskResponse { session }))
+        let desktop = match session.as_ref().map(|s| s.desktop.as_str()) {
+            Some(name) if !name.is_empty() => {
+                Some(self.store.get_desktop(name).await.map_err(status)?)
+            }
+            _ => None,
+        };
+        Ok(Response::new(ClaimTaskResponse { session, desktop }))
     }
 
     async fn renew_lease(
@@ -565,5 +582,56 @@ impl SessionStore for SessionService {
             .await
             .map_err(status)?;
         Ok(Response::new(ParkTaskResponse { parked }))
+    }
+
+    async fn register_desktop(
+        &self,
+        request: Request<RegisterDesktopRequest>,
+    ) -> Result<Response<Desktop>, Status> {
+        Ok(Response::new(
+            self.register_desktop_rpc(request.into_inner()).await?,
+        ))
+    }
+
+    async fn check_in_desktop(
+        &self,
+        request: Request<CheckInDesktopRequest>,
+    ) -> Result<Response<Desktop>, Status> {
+        Ok(Response::new(
+            self.check_in_desktop_rpc(request.into_inner()).await?,
+        ))
+    }
+
+    async fn renew_desktop(
+        &self,
+        request: Request<RenewDesktopRequest>,
+    ) -> Result<Response<Desktop>, Status> {
+        Ok(Response::new(
+            self.renew_desktop_rpc(request.into_inner()).await?,
+        ))
+    }
+
+    async fn list_desktops(
+        &self,
+        _request: Request<ListDesktopsRequest>,
+    ) -> Result<Response<ListDesktopsResponse>, Status> {
+        Ok(Response::new(self.list_desktops_rpc().await?))
+    }
+
+    async fn set_desktop_state(
+        &self,
+        request: Request<SetDesktopStateRequest>,
+    ) -> Result<Response<Desktop>, Status> {
+        Ok(Response::new(
+            self.set_desktop_state_rpc(request.into_inner()).await?,
+        ))
+    }
+
+    async fn remove_desktop(
+        &self,
+        request: Request<RemoveDesktopRequest>,
+    ) -> Result<Response<RemoveDesktopResponse>, Status> {
+        self.remove_desktop_rpc(request.into_inner()).await?;
+        Ok(Response::new(RemoveDesktopResponse {}))
     }
 }

@@ -14,8 +14,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tracing::instrument;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
-    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Desktop, DesktopChange, Event,
+    ExperienceRating, KnowledgeHit, KnowledgeItem, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
 };
 use uuid::Uuid;
 
@@ -25,9 +26,9 @@ use crate::knowledge::{
     DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
 };
 use crate::store::{
-    ArtifactKey, BlobRef, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor,
-    ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store,
-    StoreError, StoreResult, Subscription,
+    ArtifactKey, BlobRef, DesktopCheckIn, NewArtifact, NewBlackboardEntry, NewDesktop, NewEvent,
+    NewSession, PageCursor, ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd,
+    StatusChange, StepRecord, Store, StoreError, StoreResult, Subscription,
 };
 
 /// A store with artifact bytes in a blob store.
@@ -260,8 +261,15 @@ impl Store for BlobbedStore {
         self.inner.subscribe(id)
     }
 
-    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
-        self.inner.claim_task(worker, lease).await
+    async fn claim_task_reaching(
+        &self,
+        worker: String,
+        lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
+    ) -> StoreResult<Option<Session>> {
+        self.inner
+            .claim_task_reaching(worker, lease, reachable)
+            .await
     }
 
     async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease> {
@@ -274,6 +282,44 @@ impl Store for BlobbedStore {
 
     async fn park_task(&self, park: ParkTask) -> StoreResult<bool> {
         self.inner.park_task(park).await
+    }
+
+    async fn register_desktop(&self, new: NewDesktop) -> StoreResult<Desktop> {
+        self.inner.register_desktop(new).await
+    }
+
+    async fn get_desktop(&self, name: &str) -> StoreResult<Desktop> {
+        self.inner.get_desktop(name).await
+    }
+
+    async fn list_desktops(&self) -> StoreResult<Vec<Desktop>> {
+        self.inner.list_desktops().await
+    }
+
+    async fn count_waiting_for_desktop(&self) -> StoreResult<u64> {
+        self.inner.count_waiting_for_desktop().await
+    }
+
+    async fn check_in_desktop(&self, back: DesktopCheckIn) -> StoreResult<Desktop> {
+        self.inner.check_in_desktop(back).await
+    }
+
+    async fn renew_desktop(
+        &self,
+        name: &str,
+        session: Uuid,
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Desktop> {
+        self.inner.renew_desktop(name, session, worker, lease).await
+    }
+
+    async fn set_desktop_state(&self, name: &str, change: DesktopChange) -> StoreResult<Desktop> {
+        self.inner.set_desktop_state(name, change).await
+    }
+
+    async fn remove_desktop(&self, name: &str) -> StoreResult<()> {
+        self.inner.remove_desktop(name).await
     }
 
     async fn replace_documents(

@@ -31,8 +31,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
-    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Desktop, DesktopChange, Event,
+    ExperienceRating, KnowledgeHit, KnowledgeItem, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
 };
 
 use crate::knowledge::{
@@ -175,8 +176,25 @@ pub trait Store: Send + Sync + 'static {
     fn subscribe(&self, id: Uuid) -> Subscription;
 
     /// Claims the oldest claimable task (QUEUED, or RUNNING/WAITING with an expired lease; never a DIRECT
-    /// session) for `worker` for `lease`, and appends TASK_CLAIMED. Concurrent claims never return the same session.
-    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>>;
+    /// session) for `worker` for `lease`, and appends TASK_CLAIMED. Concurrent claims never return the
+    /// same session.
+    ///
+    /// A session with a `desktop_want` is claimed only together with a desktop that fits it, checked out
+    /// to it in the same transaction (`Session.desktop`; one it held already is kept); sessions that find
+    /// none are passed over in favour of later ones and marked `waiting_for_desktop`. A desktop is never
+    /// checked out to two sessions.
+    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
+        self.claim_task_reaching(worker, lease, None).await
+    }
+
+    /// [`Store::claim_task`] checking out only desktops in `reachable` (when given): the ones the
+    /// worker can reach.
+    async fn claim_task_reaching(
+        &self,
+        worker: String,
+        lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
+    ) -> StoreResult<Option<Session>>;
 
     /// Extends the lease held by `worker`; `LeaseLost` when another worker holds it or none does.
     async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease>;
@@ -193,6 +211,38 @@ pub trait Store: Send + Sync + 'static {
     /// `park.seen_seq`. `LeaseLost` when the worker does not hold the lease; `FailedPrecondition` unless
     /// the session is RUNNING or WAITING; a parked session cancelled is cancelled at once.
     async fn park_task(&self, park: ParkTask) -> StoreResult<bool>;
+
+    /// Registers a desktop of the pool (issue 36), or refreshes its labels, version (when given) and
+    /// heartbeat; its state and check-out are kept. Idempotent.
+    async fn register_desktop(&self, new: NewDesktop) -> StoreResult<Desktop>;
+
+    /// One desktop; `NotFound` when it is not registered.
+    async fn get_desktop(&self, name: &str) -> StoreResult<Desktop>;
+
+    /// Every desktop, by name.
+    async fn list_desktops(&self) -> StoreResult<Vec<Desktop>>;
+
+    /// How many QUEUED sessions wait for a desktop (their last claim found none free that fits).
+    async fn count_waiting_for_desktop(&self) -> StoreResult<u64>;
+
+    /// Gives a desktop checked out to (`session`, `worker`) back: free, or broken with the reason.
+    /// `FailedPrecondition` when it is not checked out to them (a lapsed check-out handed on).
+    async fn check_in_desktop(&self, back: DesktopCheckIn) -> StoreResult<Desktop>;
+
+    /// Extends the check-out of a desktop held by (`session`, `worker`) while the worker resets it.
+    async fn renew_desktop(
+        &self,
+        name: &str,
+        session: Uuid,
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Desktop>;
+
+    /// Drains, undrains or marks ready a desktop; `NotFound` when it is not registered.
+    async fn set_desktop_state(&self, name: &str, change: DesktopChange) -> StoreResult<Desktop>;
+
+    /// Removes a desktop; `FailedPrecondition` while it is checked out, `NotFound` when unknown.
+    async fn remove_desktop(&self, name: &str) -> StoreResult<()>;
 
     /// Replaces the document sections of (`application`, `source`) with `sections` in one transaction;
     /// returns the stored sections and how many earlier ones were replaced.

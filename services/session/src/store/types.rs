@@ -23,6 +23,8 @@ pub struct NewSession {
     /// A task (queued for the runners) or a direct session (running at once, never claimed). Never
     /// `Unspecified`.
     pub kind: SessionKind,
+    /// The desktop it needs from the pool; `None`: none (the task names an executor address).
+    pub desktop: Option<DesktopWant>,
 }
 
 /// Position in the newest-first session listing: the last session of the previous page.
@@ -360,4 +362,69 @@ pub struct PruneOutcome {
     pub artifacts: u64,
     /// Blob rows no artifact referenced any more, removed.
     pub blobs: u64,
+}
+
+/// Which desktop of the pool a session needs (issue 36), stored as JSON in `sessions.desktop_want`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesktopWant {
+    /// The desktop of this name.
+    Name(String),
+    /// Any desktop.
+    Any,
+    /// Any desktop whose labels include all of these.
+    Labels(std::collections::BTreeMap<String, String>),
+}
+
+impl DesktopWant {
+    /// Whether a desktop of this name and these labels fits.
+    pub fn fits(&self, name: &str, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        match self {
+            Self::Name(wanted) => wanted == name,
+            Self::Any => true,
+            Self::Labels(wanted) => wanted.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        }
+    }
+
+    /// The protobuf form.
+    pub fn to_proto(&self) -> ufo_proto::v1::DesktopWant {
+        match self {
+            Self::Name(name) => ufo_proto::v1::DesktopWant {
+                name: name.clone(),
+                ..Default::default()
+            },
+            Self::Any => ufo_proto::v1::DesktopWant {
+                any: true,
+                ..Default::default()
+            },
+            Self::Labels(labels) => ufo_proto::v1::DesktopWant {
+                labels: labels.clone().into_iter().collect(),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// A desktop registering (or heartbeating) into the pool.
+#[derive(Debug, Clone)]
+pub struct NewDesktop {
+    /// Its name (the executor's).
+    pub name: String,
+    /// Its labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The executor's version; empty keeps the stored one.
+    pub version: String,
+}
+
+/// A worker giving a checked-out desktop back ([`super::Store::check_in_desktop`]).
+#[derive(Debug, Clone)]
+pub struct DesktopCheckIn {
+    /// The desktop.
+    pub name: String,
+    /// The session it was checked out to.
+    pub session: Uuid,
+    /// The worker holding the check-out.
+    pub worker: String,
+    /// `Some`: the reset failed, the desktop becomes broken with this reason.
+    pub broken: Option<String>,
 }

@@ -16,11 +16,13 @@ use ufo_session::store::{NewSession, StepRecord, Store, StoreError};
 use ufo_session::watch::WatchOptions;
 use uuid::Uuid;
 
+mod desktops;
 mod knowledge;
 mod queue;
 mod records;
 mod watching;
 
+pub use desktops::*;
 pub use knowledge::*;
 pub use queue::*;
 pub use records::*;
@@ -41,6 +43,7 @@ pub async fn session(store: &dyn Store) -> Uuid {
             config: json!({"max_steps": 30}),
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Task,
+            desktop: None,
         })
         .await
         .unwrap();

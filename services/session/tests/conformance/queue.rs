@@ -322,6 +322,7 @@ pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
             config: json!({"executor": "desk"}),
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Direct,
+            desktop: None,
         })
         .await
         .unwrap();
@@ -371,6 +372,7 @@ pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
             config: json!({}),
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Task,
+            desktop: None,
         })
         .await;
     assert!(

@@ -23,6 +23,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             config: json!({}),
             owner: String::new(),
             kind: ufo_proto::v1::SessionKind::Task,
+            desktop: None,
         })
         .await
         .unwrap();
@@ -34,6 +35,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             config: json!({}),
             owner: String::new(),
             kind: ufo_proto::v1::SessionKind::Task,
+            desktop: None,
         })
         .await;
     assert!(

@@ -22,10 +22,15 @@ pub struct SubmitTask {
         example = "Open Mousepad and type hello"
     )]
     pub request: String,
-    /// A registered executor name (an `http(s)://host:port` address only for hosts the operator allows);
-    /// absent means the default.
+    /// A registered executor name — a desktop of the pool, checked out to this task alone — or `any` (any
+    /// free desktop); an `http(s)://host:port` address only for hosts the operator allows (outside the
+    /// pool); absent means the default.
     #[serde(default)]
     pub executor: Option<String>,
+    /// Any desktop of the pool whose labels include all of these (with `executor` absent or `any`).
+    #[serde(default, deserialize_with = "object")]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
     /// Limits; absent fields take the server defaults.
     #[serde(default, deserialize_with = "object")]
     pub limits: Option<LimitsBody>,
@@ -139,6 +144,7 @@ impl SubmitTask {
                 ConfirmPolicy::Never => pb::ConfirmPolicy::Never,
             } as i32,
             replay_of: self.replay_of.unwrap_or_default(),
+            labels: self.labels.unwrap_or_default().into_iter().collect(),
             on_mismatch: self
                 .on_mismatch
                 .map_or(pb::OnMismatch::Unspecified, OnMismatch::to_proto)

@@ -91,6 +91,8 @@ pub struct TaskLinks {
 pub enum WaitReason {
     /// Queued: waiting for a free runner slot (`place` is its place in the queue).
     RunnerSlot,
+    /// Queued: waiting for a free desktop of the pool that fits it (`place` is its place in the queue).
+    Desktop,
     /// Waiting for a person to answer its questions (it holds no runner slot meanwhile).
     Question,
     /// Waiting for a person to approve or reject its held action (it holds no runner slot meanwhile).
@@ -102,6 +104,7 @@ impl WaitReason {
     pub fn describe(self) -> &'static str {
         match self {
             Self::RunnerSlot => "waiting for a runner slot",
+            Self::Desktop => "waiting for a free desktop",
             Self::Question => "waiting for a person to answer",
             Self::Approval => "waiting for a person to approve or reject an action",
         }
@@ -113,7 +116,8 @@ impl WaitReason {
 pub struct WaitingForView {
     /// Why it waits.
     pub reason: WaitReason,
-    /// For `runner_slot`: its 1-based place in the queue (1 = claimed next); absent otherwise.
+    /// For `runner_slot` and `desktop`: its 1-based place in the queue (1 = claimed next); absent
+    /// otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub place: Option<u32>,
 }
@@ -124,7 +128,11 @@ impl WaitingForView {
     fn of(session: &pb::Session) -> Option<Self> {
         match pb::SessionStatus::try_from(session.status) {
             Ok(pb::SessionStatus::Queued) => Some(Self {
-                reason: WaitReason::RunnerSlot,
+                reason: if session.waiting_for_desktop {
+                    WaitReason::Desktop
+                } else {
+                    WaitReason::RunnerSlot
+                },
                 place: (session.queue_place > 0).then_some(session.queue_place),
             }),
             Ok(pb::SessionStatus::Waiting) => match pb::ParkReason::try_from(session.parked_for) {
@@ -155,8 +163,8 @@ pub struct TaskView {
     pub request: String,
     /// Status.
     pub status: TaskStatus,
-    /// Why a `queued` or `waiting` task is not being worked on: a runner slot (with its place in the
-    /// queue) or a person (question or approval); absent for other statuses.
+    /// Why a `queued` or `waiting` task is not being worked on: a runner slot or a desktop (with its
+    /// place in the queue) or a person (question or approval); absent for other statuses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<WaitingForView>,
     /// Final result or failure reason.

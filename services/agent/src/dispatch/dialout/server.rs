@@ -28,6 +28,8 @@ pub struct HubService {
     hub: Arc<Hub>,
     enrollments: Enrollments,
     heartbeat: Duration,
+    /// The session store the desktop pool lives in: connected executors register into it (issue 36).
+    pool: Option<crate::store::client::SessionClient>,
 }
 
 impl HubService {
@@ -37,7 +39,15 @@ impl HubService {
             hub,
             enrollments,
             heartbeat,
+            pool: None,
         }
+    }
+
+    /// The same service registering every connected executor, and refreshing it at each of its
+    /// heartbeats, as a desktop of the pool in the session store.
+    pub fn with_pool(mut self, client: crate::store::client::SessionClient) -> Self {
+        self.pool = Some(client);
+        self
     }
 
     /// The tonic server, accepting frames up to `max_message_bytes` (the executor client's limit) plus
@@ -176,6 +186,7 @@ impl ExecutorHub for HubService {
                 request.into_inner(),
                 tx,
                 self.heartbeat,
+                self.pool.clone(),
             )
             .instrument(span),
         );
@@ -190,7 +201,9 @@ async fn serve(
     mut inbound: Streaming<ExecutorFrame>,
     outbound: mpsc::Sender<Result<AgentFrame, Status>>,
     heartbeat: Duration,
+    pool: Option<crate::store::client::SessionClient>,
 ) {
+    register_desktop(pool.as_ref(), &session);
     let mut ticks = tokio::time::interval(heartbeat);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let silence = heartbeat * 3;
@@ -223,6 +236,7 @@ async fn serve(
                     }
                     Ok(Some(ExecutorFrame { kind: Some(executor_frame::Kind::Heartbeat(_)) })) => {
                         session.heard();
+                        register_desktop(pool.as_ref(), &session);
                         let _beat = tracing::debug_span!("dialout.heartbeat", executor = %session.name).entered();
                         tracing::debug!(executor = %session.name, "dial-out heartbeat");
                     }
@@ -245,6 +259,28 @@ async fn serve(
     session.close(Status::unavailable(format!("disconnected: {reason}")));
     hub.unregister(&session);
     tracing::info!(executor = %session.name, %reason, calls = session.calls(), "dial-out executor disconnected");
+}
+
+/// Registers (or refreshes: labels, version, heartbeat) the executor as a desktop of the pool, in the
+/// background so that frames keep being read; a failure is logged and the next heartbeat tries again.
+fn register_desktop(pool: Option<&crate::store::client::SessionClient>, session: &Session) {
+    let Some(client) = pool else {
+        return;
+    };
+    let mut client = client.clone();
+    let request = ufo_proto::v1::RegisterDesktopRequest {
+        name: session.name.clone(),
+        labels: session.labels.clone().into_iter().collect(),
+        version: session.version.clone(),
+    };
+    tokio::spawn(
+        async move {
+            if let Err(e) = client.register_desktop(request).await {
+                tracing::warn!(error = %e, "cannot register the dial-out executor as a desktop");
+            }
+        }
+        .instrument(tracing::debug_span!("dialout.register_desktop", executor = %session.name)),
+    );
 }
 
 /// A frame the executor sent that could not be read, as the status its connection ends with: too large

@@ -147,10 +147,7 @@ impl OmniParserClient {
         if let Some(token) = &self.options.token {
             req = req.bearer_auth(token);
         }
-        let mut resp = req
-            .send()
-            .await
-            .map_err(|e| self.http_error(e))?;
+        let mut resp = req.send().await.map_err(|e| self.http_error(e))?;
         if !resp.status().is_success() {
             return Err(GroundingError::Service(format!(
                 "the service answered HTTP {}",
@@ -164,11 +161,7 @@ impl OmniParserClient {
             )));
         }
         let mut bytes = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| self.http_error(e))?
-        {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.http_error(e))? {
             if bytes.len() + chunk.len() > limit {
                 return Err(GroundingError::Service(format!(
                     "the answer is larger than {limit} bytes"

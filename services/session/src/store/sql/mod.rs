@@ -7,12 +7,13 @@
 //! `sqlite/` (opening the file, its statements); this module picks them by [`db::Dialect`].
 //!
 //! Layout: [`store_impl`] (the `Store` trait, delegating), `sessions` (sessions and rounds), `queue`
-//! (claim/renew/release), `steps` (record/read steps and memory; SQLite's statement-by-statement record),
+//! (claim/renew/release), `desktops` (the desktop pool, checked out inside the claim), `steps` (record/read steps and memory; SQLite's statement-by-statement record),
 //! `board` (blackboard, artifacts), `knowledge` (documents, experiences, full-text search), `events` (sequence allocation, append, read), `prune` (retention),
 //! `rows` (row → protobuf), [`db`] (the two databases behind one API).
 
 mod board;
 pub(crate) mod db;
+mod desktops;
 mod events;
 mod knowledge;
 mod prune;

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use super::db::{AsConn as _, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{SqlStore, db_int, now, rows, settle};
+use super::{SqlStore, db_int, desktops, now, rows, settle};
 use crate::store::{DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
 
@@ -34,15 +34,47 @@ impl SqlStore {
         &self,
         worker: String,
         lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
     ) -> StoreResult<Option<Session>> {
         let at = now();
         let mut tx = self.begin().await?;
         let outcome: StoreResult<(_, u64)> = async {
             let claim = self
                 .dialect()
-                .pick(postgres::CLAIM_CANDIDATE, sqlite::CLAIM_CANDIDATE);
-            let candidate = query(claim).bind(at).fetch_optional(tx.conn()).await?;
-            let Some(candidate) = candidate else {
+                .pick(postgres::CLAIM_CANDIDATES, sqlite::CLAIM_CANDIDATES);
+            let candidates = query(claim)
+                .bind(at)
+                .bind(desktops::CLAIM_SCAN)
+                .fetch_all(tx.conn())
+                .await?;
+            let until = expiry(at, lease);
+            let mut pool = desktops::Pool::new(reachable);
+            let mut chosen = None;
+            for candidate in &candidates {
+                let id: Uuid = candidate.try_get("id")?;
+                let want: Option<String> = candidate.try_get("desktop_want")?;
+                let last: Option<String> = candidate.try_get("desktop")?;
+                match pool
+                    .fit(&mut tx, id, want.as_deref(), last.as_deref(), &worker, until)
+                    .await?
+                {
+                    desktops::Fit::NoDesktop => chosen = Some((candidate, None)),
+                    desktops::Fit::Desktop(name) => chosen = Some((candidate, Some(name))),
+                    desktops::Fit::Wait => {
+                        // Shown as "waiting for a desktop" until a claim gives it one.
+                        query(
+                            "UPDATE sessions SET waiting_for_desktop = TRUE \
+                             WHERE id = $1 AND status = 'queued' AND NOT waiting_for_desktop",
+                        )
+                        .bind(id)
+                        .execute(tx.conn())
+                        .await?;
+                        continue;
+                    }
+                }
+                break;
+            }
+            let Some((candidate, desktop)) = chosen else {
                 return Ok((None, 0));
             };
             let id: Uuid = candidate.try_get("id")?;
@@ -50,18 +82,20 @@ impl SqlStore {
             tracing::Span::current().record("session", tracing::field::display(id));
             query(
                 "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
-             parked_for = NULL, parked_until = NULL, \
+             parked_for = NULL, parked_until = NULL, waiting_for_desktop = FALSE, \
+             desktop = COALESCE($5, desktop), \
              status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
             )
             .bind(id)
             .bind(&worker)
-            .bind(expiry(at, lease))
+            .bind(until)
             .bind(at)
+            .bind(desktop.clone())
             .execute(tx.conn())
             .await?;
             let claimed = NewEvent {
                 kind: EventKind::TaskClaimed,
-                payload: json!({ "worker": worker, "previous_owner": previous }),
+                payload: json!({ "worker": worker, "previous_owner": previous, "desktop": desktop }),
                 step: 0,
                 round: 0,
             };
@@ -85,6 +119,7 @@ impl SqlStore {
         lease: Duration,
     ) -> StoreResult<Lease> {
         let at = now();
+        let until = expiry(at, lease);
         let renewed = query(
             "UPDATE sessions SET lease_expires_at = $3, updated_at = $4 \
              WHERE id = $1 AND lease_owner = $2 AND status IN ('running', 'waiting') \
@@ -92,10 +127,13 @@ impl SqlStore {
         )
         .bind(id)
         .bind(&worker)
-        .bind(expiry(at, lease))
+        .bind(until)
         .bind(at)
         .fetch_optional(self.write())
         .await?;
+        if renewed.is_some() {
+            desktops::renew_with_session(self.write(), id, &worker, until).await?;
+        }
         let Some(row) = renewed else {
             // Tell "no such session" apart from "not yours (any more)".
             self.get_session_impl(id).await?;
@@ -192,6 +230,7 @@ impl SqlStore {
             .bind(at)
             .execute(tx.conn())
             .await?;
+            desktops::release_for_park(&mut tx, park.id, at).await?;
             let parked = NewEvent {
                 kind: EventKind::TaskParked,
                 payload: json!({

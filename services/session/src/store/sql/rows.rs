@@ -88,6 +88,19 @@ pub(super) fn session(row: &Row) -> StoreResult<Session> {
             .and_then(|text| ufo_proto::v1::SessionKind::from_db(&text))
             .unwrap_or(ufo_proto::v1::SessionKind::Task)
             .into(),
+        desktop_want: row
+            .try_get::<Option<String>, _>("desktop_want")
+            .ok()
+            .flatten()
+            .map(|text| super::desktops::want_of(&text))
+            .transpose()?
+            .map(|want| want.to_proto()),
+        desktop: row
+            .try_get::<Option<String>, _>("desktop")
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
+        waiting_for_desktop: row.try_get("waiting_for_desktop").unwrap_or(false),
     })
 }
 

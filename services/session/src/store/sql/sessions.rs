@@ -119,8 +119,8 @@ impl SqlStore {
             (SessionStatus::Queued, RoundStatus::Pending)
         };
         let inserted = query(
-            "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at, kind) \
-             VALUES ($1, $2, $6, $3, $4, $5, $5, $5, $7) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at, kind, \
+             desktop_want) VALUES ($1, $2, $6, $3, $4, $5, $5, $5, $7, $8) ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id)
         .bind(&new.request)
@@ -129,6 +129,7 @@ impl SqlStore {
         .bind(at)
         .bind(status.db())
         .bind(new.kind.db())
+        .bind(new.desktop.as_ref().map(super::desktops::want_text))
         .execute(tx.conn())
         .await?;
         if inserted == 0 {

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ufo_proto::v1::{
-    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Event, ExperienceRating, KnowledgeHit,
-    KnowledgeItem, Lease, MemoryItem, Round, Session, SessionStatus, Step,
+    Artifact, ArtifactRef, Blackboard, BlackboardEntry, Desktop, DesktopChange, Event,
+    ExperienceRating, KnowledgeHit, KnowledgeItem, Lease, MemoryItem, Round, Session,
+    SessionStatus, Step,
 };
 use uuid::Uuid;
 
@@ -14,8 +15,9 @@ use crate::knowledge::{
     DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
 };
 use crate::store::{
-    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, PageCursor, PruneOutcome,
-    PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store, StoreResult, Subscription,
+    ArtifactKey, DesktopCheckIn, NewArtifact, NewBlackboardEntry, NewDesktop, NewEvent, NewSession,
+    PageCursor, PruneOutcome, PruneRule, RecordedStep, RoundEnd, StatusChange, StepRecord, Store,
+    StoreResult, Subscription,
 };
 
 #[async_trait]
@@ -129,8 +131,13 @@ impl Store for SqlStore {
         self.notifier.subscribe(id)
     }
 
-    async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
-        self.claim_task_impl(worker, lease).await
+    async fn claim_task_reaching(
+        &self,
+        worker: String,
+        lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
+    ) -> StoreResult<Option<Session>> {
+        self.claim_task_impl(worker, lease, reachable).await
     }
 
     async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease> {
@@ -175,5 +182,43 @@ impl Store for SqlStore {
 
     async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32> {
         self.delete_knowledge_impl(which).await
+    }
+
+    async fn register_desktop(&self, new: NewDesktop) -> StoreResult<Desktop> {
+        self.register_desktop_impl(new).await
+    }
+
+    async fn get_desktop(&self, name: &str) -> StoreResult<Desktop> {
+        self.get_desktop_impl(name).await
+    }
+
+    async fn list_desktops(&self) -> StoreResult<Vec<Desktop>> {
+        self.list_desktops_impl().await
+    }
+
+    async fn count_waiting_for_desktop(&self) -> StoreResult<u64> {
+        self.count_waiting_for_desktop_impl().await
+    }
+
+    async fn check_in_desktop(&self, back: DesktopCheckIn) -> StoreResult<Desktop> {
+        self.check_in_desktop_impl(back).await
+    }
+
+    async fn renew_desktop(
+        &self,
+        name: &str,
+        session: Uuid,
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Desktop> {
+        self.renew_desktop_impl(name, session, worker, lease).await
+    }
+
+    async fn set_desktop_state(&self, name: &str, change: DesktopChange) -> StoreResult<Desktop> {
+        self.set_desktop_state_impl(name, change).await
+    }
+
+    async fn remove_desktop(&self, name: &str) -> StoreResult<()> {
+        self.remove_desktop_impl(name).await
     }
 }

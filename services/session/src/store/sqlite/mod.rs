@@ -25,13 +25,23 @@ pub(crate) const REFERENCED_BLOBS: &str =
 /// The single writer connection already serialises transactions: no row lock needed.
 pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 
-/// The oldest claimable task at time $1 (never a direct session).
-pub(crate) const CLAIM_CANDIDATE: &str = "SELECT id, lease_owner FROM sessions \
+/// The claimable tasks (never a direct session) at time $1 in claim order, at most $2 (the claim takes the first one it can
+/// give what it needs: a desktop for a session with a `desktop_want`).
+pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want, desktop, status FROM sessions \
     WHERE kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
     OR (status IN ('running', 'waiting') AND parked_for IS NULL \
         AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
     OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1)) \
-    ORDER BY queued_at, id LIMIT 1";
+    ORDER BY queued_at, id LIMIT $2";
+
+/// The desktops a session may be given at time $1: free ones, and busy ones whose check-out lapsed after
+/// their session ended (the runner died before the check-in; they are reset first); least recently freed
+/// first.
+pub(crate) const AVAILABLE_DESKTOPS: &str = "SELECT d.name, d.labels, d.state FROM desktops d \
+    LEFT JOIN sessions s ON s.id = d.task_id WHERE NOT d.draining AND (d.state = 'free' \
+    OR (d.state = 'busy' AND d.lease_expires_at < $1 \
+        AND (s.id IS NULL OR s.status IN ('finished', 'failed', 'cancelled')))) \
+    ORDER BY d.freed_at, d.name";
 
 /// Allocates $2 sequence numbers and adds totals.
 pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \

@@ -51,11 +51,12 @@
   // Why a queued or waiting task is not being worked on: the API's `waiting_for` (a closed set of reasons).
   const WAIT_WORDS = {
     runner_slot: 'waiting for a runner slot',
+    desktop: 'waiting for a free desktop',
     question: 'waiting for a person to answer',
     approval: 'waiting for a person to approve or reject an action',
   };
   const waitingText = (w) => !w ? '' : (WAIT_WORDS[w.reason] || 'waiting for ' + w.reason) +
-    (w.reason === 'runner_slot' && w.place ? ` (place ${w.place} in the queue)` : '');
+    ((w.reason === 'runner_slot' || w.reason === 'desktop') && w.place ? ` (place ${w.place} in the queue)` : '');
   const waitingFor = (w) => w ? h('span', { class: 'muted waiting-for', 'data-reason': w.reason }, waitingText(w)) : null;
 
   class ApiError extends Error {

@@ -1,0 +1,398 @@
+//! The desktop pool (issue 36): desktops register, are checked out to one session at a time inside the
+//! claim ([`SqlStore::claim_task_impl`](super::SqlStore)), renewed with the session's lease, and checked in
+//! by the worker after the session's end and the desktop's reset.
+//!
+//! A check-out is `(task_id, lease_owner, lease_expires_at)` on the desktop row. It is never given to a
+//! second session while its session may still run: a busy desktop becomes available again only by a
+//! check-in, by its session parking (it gives the desktop back unreset), or when its lease lapsed *and*
+//! its session ended (the runner died between the end and the check-in; the next session's runner resets
+//! it first, `needs_reset`). A session whose runner died mid-task keeps its desktop: the claim that takes
+//! the session over takes the desktop with it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tracing::instrument;
+use ufo_proto::v1::{Desktop, DesktopChange, DesktopState};
+use uuid::Uuid;
+
+use super::db::{AsConn, On, Tx, query};
+use super::{SqlStore, now, rows};
+use crate::store::{
+    DesktopCheckIn, DesktopWant, NewDesktop, StoreError, StoreResult, postgres, sqlite,
+};
+
+/// How many claimable sessions one claim looks at for one it can give a desktop to. Sessions further
+/// back wait for a later claim; a queue whose first 256 sessions all wait for busy desktops is not
+/// starved of desktops that fit later ones for longer than those sessions wait.
+pub(super) const CLAIM_SCAN: i64 = 256;
+
+/// The stored form of a want.
+pub(super) fn want_text(want: &DesktopWant) -> String {
+    serde_json::to_string(want).unwrap_or_default()
+}
+
+/// A stored want.
+pub(super) fn want_of(text: &str) -> StoreResult<DesktopWant> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("desktop_want: {e}")))
+}
+
+fn labels_of(text: &str) -> StoreResult<BTreeMap<String, String>> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("desktop labels: {e}")))
+}
+
+fn labels_text(labels: &BTreeMap<String, String>) -> String {
+    serde_json::to_string(labels).unwrap_or_else(|_| "{}".to_owned())
+}
+
+fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
+}
+
+/// A `desktops` row.
+fn desktop(row: &rows::Row) -> StoreResult<Desktop> {
+    let stored: String = row.try_get("state")?;
+    let draining: bool = row.try_get("draining")?;
+    let state = match stored.as_str() {
+        "broken" => DesktopState::Broken,
+        "busy" => DesktopState::Busy,
+        "free" if draining => DesktopState::Draining,
+        "free" => DesktopState::Free,
+        other => return Err(StoreError::Corrupt(format!("desktop state = {other:?}"))),
+    };
+    Ok(Desktop {
+        name: row.try_get("name")?,
+        labels: labels_of(&row.try_get::<String, _>("labels")?)?
+            .into_iter()
+            .collect(),
+        state: state.into(),
+        task_id: row
+            .try_get::<Option<Uuid>, _>("task_id")?
+            .map(|id| id.to_string())
+            .unwrap_or_default(),
+        worker_id: row
+            .try_get::<Option<String>, _>("lease_owner")?
+            .unwrap_or_default(),
+        lease_expires_at: rows::opt_ts(row.try_get("lease_expires_at")?),
+        last_heartbeat: Some(rows::ts(row.try_get("last_heartbeat")?)),
+        version: row.try_get("version")?,
+        reason: row.try_get("reason")?,
+        draining,
+        needs_reset: row.try_get("needs_reset")?,
+    })
+}
+
+/// A desktop that may be checked out, as [`postgres::AVAILABLE_DESKTOPS`] lists it.
+struct Available {
+    name: String,
+    labels: BTreeMap<String, String>,
+    /// Handed over from a lapsed check-out: reset it first.
+    lapsed: bool,
+}
+
+/// What the claim gives a candidate session.
+pub(super) enum Fit {
+    /// It needs no desktop.
+    NoDesktop,
+    /// This desktop, checked out to it now (or still: it held it already).
+    Desktop(String),
+    /// It needs one and none that fits is available.
+    Wait,
+}
+
+/// The desktops the claim in `tx` may hand out, loaded once per claim (and locked on Postgres).
+pub(super) struct Pool {
+    available: Option<Vec<Available>>,
+    /// Desktops checked out now, by session (loaded once per claim).
+    held: Option<std::collections::HashMap<Uuid, String>>,
+    /// The desktops the claiming worker can reach; `None`: any.
+    reachable: Option<std::collections::HashSet<String>>,
+}
+
+impl Pool {
+    pub(super) fn new(reachable: Option<std::collections::HashSet<String>>) -> Self {
+        Self {
+            available: None,
+            held: None,
+            reachable,
+        }
+    }
+
+    /// Finds (and checks out to `id` for `worker`) a desktop for a candidate session that wants `want`
+    /// (the stored JSON; `None`: no desktop) and last held `last`.
+    pub(super) async fn fit(
+        &mut self,
+        tx: &mut Tx,
+        id: Uuid,
+        want: Option<&str>,
+        last: Option<&str>,
+        worker: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Fit> {
+        let Some(want) = want else {
+            return Ok(Fit::NoDesktop);
+        };
+        let want = want_of(want)?;
+        // Its runner died mid-task: the session takes its desktop with it.
+        if self.held.is_none() {
+            let rows = query("SELECT name, task_id FROM desktops WHERE task_id IS NOT NULL")
+                .fetch_all(tx.conn())
+                .await?;
+            let mut held = std::collections::HashMap::with_capacity(rows.len());
+            for row in &rows {
+                held.insert(row.try_get::<Uuid, _>("task_id")?, row.try_get("name")?);
+            }
+            self.held = Some(held);
+        }
+        if let Some(name) = self.held.as_ref().and_then(|h| h.get(&id)).cloned() {
+            // Unless the dead runner's check-in got there first (then it is free like any other).
+            let kept = query(
+                "UPDATE desktops SET lease_owner = $2, lease_expires_at = $3 \
+                 WHERE name = $1 AND task_id = $4",
+            )
+            .bind(&name)
+            .bind(worker)
+            .bind(until)
+            .bind(id)
+            .execute(tx.conn())
+            .await?;
+            if kept == 1 {
+                return Ok(Fit::Desktop(name));
+            }
+        }
+        if self.available.is_none() {
+            let listed = query(
+                tx.conn()
+                    .dialect()
+                    .pick(postgres::AVAILABLE_DESKTOPS, sqlite::AVAILABLE_DESKTOPS),
+            )
+            .bind(now())
+            .fetch_all(tx.conn())
+            .await?;
+            let mut available = Vec::with_capacity(listed.len());
+            for row in &listed {
+                let name: String = row.try_get("name")?;
+                if self.reachable.as_ref().is_some_and(|r| !r.contains(&name)) {
+                    continue;
+                }
+                available.push(Available {
+                    name,
+                    labels: labels_of(&row.try_get::<String, _>("labels")?)?,
+                    lapsed: row.try_get::<String, _>("state")? == "busy",
+                });
+            }
+            self.available = Some(available);
+        }
+        let available = self.available.get_or_insert_with(Vec::new);
+        // The desktop it had before it parked, when it is free and still fits; else the least recently
+        // freed one that fits.
+        let fits = |d: &Available| want.fits(&d.name, &d.labels);
+        let chosen = available
+            .iter()
+            .position(|d| Some(d.name.as_str()) == last && fits(d))
+            .or_else(|| available.iter().position(fits));
+        let Some(index) = chosen else {
+            return Ok(Fit::Wait);
+        };
+        let desktop = available.remove(index);
+        query(
+            "UPDATE desktops SET state = 'busy', task_id = $2, lease_owner = $3, lease_expires_at = $4, \
+             needs_reset = $5 WHERE name = $1",
+        )
+        .bind(&desktop.name)
+        .bind(id)
+        .bind(worker)
+        .bind(until)
+        .bind(desktop.lapsed)
+        .execute(tx.conn())
+        .await?;
+        Ok(Fit::Desktop(desktop.name))
+    }
+}
+
+/// Renews the check-out of session `id`'s desktop with its lease (a no-op without one).
+pub(super) async fn renew_with_session<'e>(
+    on: impl Into<On<'e>>,
+    id: Uuid,
+    worker: &str,
+    until: DateTime<Utc>,
+) -> StoreResult<()> {
+    query("UPDATE desktops SET lease_expires_at = $3 WHERE task_id = $1 AND lease_owner = $2")
+        .bind(id)
+        .bind(worker)
+        .bind(until)
+        .execute(on)
+        .await?;
+    Ok(())
+}
+
+/// Gives session `id`'s desktop back without a reset (the session parks: another session may use the
+/// desktop meanwhile; the parked one prefers it again when it is woken).
+pub(super) async fn release_for_park(
+    conn: &mut impl AsConn,
+    id: Uuid,
+    at: DateTime<Utc>,
+) -> StoreResult<()> {
+    query(
+        "UPDATE desktops SET state = 'free', task_id = NULL, lease_owner = NULL, \
+         lease_expires_at = NULL, needs_reset = FALSE, freed_at = $2 WHERE task_id = $1",
+    )
+    .bind(id)
+    .bind(at)
+    .execute(conn.conn())
+    .await?;
+    Ok(())
+}
+
+impl SqlStore {
+    #[instrument(name = "store.register_desktop", skip_all, fields(desktop = %new.name))]
+    pub(super) async fn register_desktop_impl(&self, new: NewDesktop) -> StoreResult<Desktop> {
+        let at = now();
+        let row = query(
+            "INSERT INTO desktops (name, labels, version, last_heartbeat, freed_at) \
+             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, \
+             version = CASE WHEN excluded.version = '' THEN desktops.version ELSE excluded.version END, \
+             last_heartbeat = excluded.last_heartbeat RETURNING *",
+        )
+        .bind(&new.name)
+        .bind(labels_text(&new.labels))
+        .bind(&new.version)
+        .bind(at)
+        .fetch_one(self.write())
+        .await?;
+        desktop(&row)
+    }
+
+    #[instrument(name = "store.get_desktop", skip_all, fields(desktop = %name))]
+    pub(super) async fn get_desktop_impl(&self, name: &str) -> StoreResult<Desktop> {
+        let row = query("SELECT * FROM desktops WHERE name = $1")
+            .bind(name)
+            .fetch_optional(self.read())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
+        desktop(&row)
+    }
+
+    #[instrument(name = "store.list_desktops", skip_all)]
+    pub(super) async fn list_desktops_impl(&self) -> StoreResult<Vec<Desktop>> {
+        query("SELECT * FROM desktops ORDER BY name")
+            .fetch_all(self.read())
+            .await?
+            .iter()
+            .map(desktop)
+            .collect()
+    }
+
+    #[instrument(name = "store.count_waiting_for_desktop", skip_all)]
+    pub(super) async fn count_waiting_for_desktop_impl(&self) -> StoreResult<u64> {
+        let row = query(
+            "SELECT COUNT(*) AS n FROM sessions WHERE status = 'queued' AND waiting_for_desktop",
+        )
+        .fetch_one(self.read())
+        .await?;
+        Ok(super::api_u64(row.try_get("n")?))
+    }
+
+    /// Fenced by (session, worker): the write changes nothing unless the desktop is checked out to them.
+    async fn fenced_desktop(&self, name: &str, updated: Option<rows::Row>) -> StoreResult<Desktop> {
+        match updated {
+            Some(row) => desktop(&row),
+            None => {
+                let stored = self.get_desktop_impl(name).await?;
+                Err(StoreError::FailedPrecondition(format!(
+                    "desktop {name} is not checked out to this session and worker (it is held by {:?})",
+                    stored.task_id
+                )))
+            }
+        }
+    }
+
+    #[instrument(name = "store.check_in_desktop", skip_all, fields(desktop = %back.name, session = %back.session))]
+    pub(super) async fn check_in_desktop_impl(&self, back: DesktopCheckIn) -> StoreResult<Desktop> {
+        let at = now();
+        let broken = back.broken.is_some();
+        let updated = query(
+            "UPDATE desktops SET state = CASE WHEN $4 THEN 'broken' ELSE 'free' END, task_id = NULL, \
+             lease_owner = NULL, lease_expires_at = NULL, needs_reset = FALSE, reason = $5, freed_at = $6 \
+             WHERE name = $1 AND task_id = $2 AND lease_owner = $3 RETURNING *",
+        )
+        .bind(&back.name)
+        .bind(back.session)
+        .bind(&back.worker)
+        .bind(broken)
+        .bind(back.broken.unwrap_or_default())
+        .bind(at)
+        .fetch_optional(self.write())
+        .await?;
+        self.fenced_desktop(&back.name, updated).await
+    }
+
+    #[instrument(name = "store.renew_desktop", skip_all, fields(desktop = %name, session = %session))]
+    pub(super) async fn renew_desktop_impl(
+        &self,
+        name: &str,
+        session: Uuid,
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Desktop> {
+        let updated = query(
+            "UPDATE desktops SET lease_expires_at = $4 \
+             WHERE name = $1 AND task_id = $2 AND lease_owner = $3 RETURNING *",
+        )
+        .bind(name)
+        .bind(session)
+        .bind(worker)
+        .bind(expiry(now(), lease))
+        .fetch_optional(self.write())
+        .await?;
+        self.fenced_desktop(name, updated).await
+    }
+
+    #[instrument(name = "store.set_desktop_state", skip_all, fields(desktop = %name, ?change))]
+    pub(super) async fn set_desktop_state_impl(
+        &self,
+        name: &str,
+        change: DesktopChange,
+    ) -> StoreResult<Desktop> {
+        let statement = match change {
+            DesktopChange::Drain => {
+                "UPDATE desktops SET draining = TRUE WHERE name = $1 RETURNING *"
+            }
+            DesktopChange::Undrain => {
+                "UPDATE desktops SET draining = FALSE WHERE name = $1 RETURNING *"
+            }
+            DesktopChange::Ready => {
+                "UPDATE desktops SET state = CASE WHEN state = 'broken' THEN 'free' ELSE state END, \
+                 reason = CASE WHEN state = 'broken' THEN '' ELSE reason END WHERE name = $1 RETURNING *"
+            }
+            DesktopChange::Unspecified => {
+                return Err(StoreError::FailedPrecondition(
+                    "a desktop change is drain, undrain or ready".into(),
+                ));
+            }
+        };
+        let row = query(statement)
+            .bind(name)
+            .fetch_optional(self.write())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
+        desktop(&row)
+    }
+
+    #[instrument(name = "store.remove_desktop", skip_all, fields(desktop = %name))]
+    pub(super) async fn remove_desktop_impl(&self, name: &str) -> StoreResult<()> {
+        let removed = query("DELETE FROM desktops WHERE name = $1 AND task_id IS NULL")
+            .bind(name)
+            .execute(self.write())
+            .await?;
+        if removed == 0 {
+            let stored = self.get_desktop_impl(name).await?;
+            return Err(StoreError::FailedPrecondition(format!(
+                "desktop {name} is checked out to session {}: drain it and remove it once it is free",
+                stored.task_id
+            )));
+        }
+        Ok(())
+    }
+}

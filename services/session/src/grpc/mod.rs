@@ -27,8 +27,7 @@ use ufo_proto::v1::{
     RecordStepRequest, RecordStepResponse, RegisterDesktopRequest, ReleaseTaskRequest,
     ReleaseTaskResponse, RemoveDesktopRequest, RemoveDesktopResponse, RenewDesktopRequest,
     RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionKind, SessionStatus,
-    SetDesktopStateRequest,
-    SetSessionStatusRequest, Step, WatchEventsRequest,
+    SetDesktopStateRequest, SetSessionStatusRequest, Step, WatchEventsRequest,
 };
 use uuid::Uuid;
 

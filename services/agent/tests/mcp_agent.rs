@@ -337,13 +337,19 @@ async fn a_server_that_answers_garbage_is_an_error() {
 }
 
 /// Not a test: the agent process of the test below (a child copy of this binary, run with `--ignored`).
-/// Starts a stdio server, says it is up, and waits to be killed.
-#[tokio::test]
+/// Starts a stdio server, says it is up, and waits to be killed. Like the agent, a multi-threaded
+/// runtime whose server is started from a task on a worker thread (the parent-death signal is tied to
+/// the thread that forked, and a worker lives as long as the runtime).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the child process of a_sigkilled_agent_leaves_no_orphan_server"]
 async fn child_holding_a_stdio_server() {
     let pidfile = PathBuf::from(std::env::var_os("UFO_MCP_TEST_CHILD").expect("run by the parent"));
-    let server = fault("linger", &pidfile, 5_000);
-    server.call("echo", args("up")).await.unwrap();
+    let server = Arc::new(fault("linger", &pidfile, 5_000));
+    let on_worker = server.clone();
+    tokio::spawn(async move { on_worker.call("echo", args("up")).await })
+        .await
+        .unwrap()
+        .unwrap();
     std::fs::write(pidfile.with_extension("ready"), b"ready").unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;
 }

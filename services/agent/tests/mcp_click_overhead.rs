@@ -135,7 +135,7 @@ async fn click_through_mcp_over_the_executors_own_time() {
     )
     .await;
     let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
+        ufo_testkit::http_client(),
         StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", agent.http))
             .auth_header(KEY.to_owned()),
     );

@@ -12,11 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tracing::instrument;
+use tracing::{Instrument as _, instrument};
 use ufo_mcp_server::{DesktopCall, DesktopOutcome, Image, ToolError};
 use ufo_proto::v1::ArtifactKind;
 
-use super::direct::{DirectSessions, StepContent, action};
+use super::direct::{DirectSessions, Recording, StepContent, action};
 use crate::agents::policy::{Policy, Verdict};
 use crate::agents::target::{TargetInfo, TargetKind};
 use crate::dispatch::registry::ExecutorRegistry;
@@ -123,7 +123,6 @@ impl Desktop {
             )),
         };
         let dispatcher = self.dispatcher(&call.executor)?;
-        let uploads = self.direct.uploads();
         if let Some(refusal) = refusal {
             // Nothing runs: the refusal is the answer even when its record cannot be written.
             if let Err(e) = self.record_refusal(caller, call, &refusal).await {
@@ -170,7 +169,7 @@ impl Desktop {
                     observation: String::new(),
                     error: Some(error.to_string()),
                 };
-                recording.finish(call, content, uploads).await?;
+                self.record_later(recording, call, content);
                 return Err(error);
             }
         };
@@ -185,7 +184,6 @@ impl Desktop {
                 ArtifactKind::DesktopScreenshot
             };
             for shot in &r.images {
-                uploads.start(&shot.bytes);
                 artifacts.push(record::artifact(kind, shot, json!({"mcp_tool": call.tool})));
                 if i < own && !call.marks {
                     images.push(Image {
@@ -235,7 +233,7 @@ impl Desktop {
             observation,
             error: failed.as_ref().map(ToString::to_string),
         };
-        recording.finish(call, content, uploads).await?;
+        self.record_later(recording, call, content);
         if let Some(failed) = failed {
             return Err(failed);
         }
@@ -244,6 +242,24 @@ impl Desktop {
             images,
             recorded,
         })
+    }
+
+    /// Records the step of a call that ran after the caller has its answer: the recording keeps the
+    /// session's turn until the step is durable, so the caller's next call (and `end_direct_session`)
+    /// waits for it, and steps stay in call order. The intent was durable before the call ran; a step
+    /// that cannot be recorded is logged (the intent stays in the session's events).
+    fn record_later(&self, recording: Recording, call: &DesktopCall, content: StepContent) {
+        let direct = self.direct.clone();
+        let call = call.clone();
+        let span = tracing::info_span!("direct.record", tool = call.tool, step = recording.step());
+        tokio::spawn(
+            async move {
+                if let Err(e) = recording.finish(&call, content, direct.uploads()).await {
+                    tracing::error!(error = %e, "a direct call's step could not be recorded");
+                }
+            }
+            .instrument(span),
+        );
     }
 
     /// Records a call the policy refused as a step whose commands failed with the refusal.

@@ -89,6 +89,24 @@ impl Executor for HoldingExecutor {
     ) -> Result<Response<v1::ResetResponse>, Status> {
         Ok(Response::new(v1::ResetResponse::default()))
     }
+    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
+
+    async fn watch_desktop(
+        &self,
+        _: Request<v1::WatchDesktopRequest>,
+    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
+        Err(Status::unimplemented("this test executor has no live view"))
+    }
+
+    async fn takeover_input(
+        &self,
+        _: Request<v1::TakeoverInputRequest>,
+    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
+        Err(Status::unimplemented(
+            "this test executor takes no person's input",
+        ))
+    }
+
     async fn get_capabilities(
         &self,
         _r: Request<v1::GetCapabilitiesRequest>,

@@ -10,9 +10,9 @@ use serde_json::Value;
 use ufo_client::{AgentClient, NewTask, Work};
 
 use crate::config::{
-    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, KnowledgeAddArgs,
-    KnowledgeSearchArgs, PruneArgs, RateArgs, RequestArgs, RunArgs, ScreenshotArgs, ShowArgs,
-    TasksArgs, WatchArgs,
+    AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, InputArgs,
+    KnowledgeAddArgs, KnowledgeSearchArgs, PruneArgs, RateArgs, RequestArgs, RunArgs,
+    ScreenshotArgs, ShowArgs, TakeoverArgs, TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
 use crate::follow::Follower;
@@ -687,6 +687,42 @@ pub async fn cancel(api: AgentClient, args: CancelArgs) -> Result<Outcome, CliEr
     let id = resolve(&api, &args.id).await?;
     let task = api.cancel(&id, args.reason.as_deref()).await?;
     println!("cancel requested; task is {}", status_of(&task));
+    Ok(Outcome::Success)
+}
+
+/// `ufo takeover`.
+pub async fn takeover(api: AgentClient, args: TakeoverArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    api.takeover(&id).await?;
+    println!(
+        "you have the desktop of task {id}: the agents pause at the next step. Act with `ufo input {id} --click X,Y | --keys K | --text T` or the viewer; give it back with `ufo handback {id}`"
+    );
+    Ok(Outcome::Success)
+}
+
+/// `ufo input`.
+pub async fn input(api: AgentClient, args: InputArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    let body = match (args.click, args.keys, args.text) {
+        (Some((x, y)), _, _) => serde_json::json!({"click": {"x": x, "y": y}}),
+        (_, Some(keys), _) => serde_json::json!({ "keys": keys }),
+        (_, _, Some(text)) => serde_json::json!({ "text": text }),
+        // clap requires one of them.
+        (None, None, None) => serde_json::json!({}),
+    };
+    let sent = api.person_input(&id, body).await?;
+    println!(
+        "queued for the desktop (event {}); it shows as your step in `ufo show {id}`",
+        sent.get("seq").and_then(Value::as_u64).unwrap_or(0)
+    );
+    Ok(Outcome::Success)
+}
+
+/// `ufo handback`.
+pub async fn handback(api: AgentClient, args: TakeoverArgs) -> Result<Outcome, CliError> {
+    let id = resolve(&api, &args.id).await?;
+    api.handback(&id).await?;
+    println!("handed back: the agents of task {id} observe the desktop again and go on");
     Ok(Outcome::Success)
 }
 

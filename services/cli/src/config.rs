@@ -119,6 +119,12 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Cancel a task.
     Cancel(CancelArgs),
+    /// Take a task's desktop over: the agents pause at the next step until `ufo handback` (docs/live.md).
+    Takeover(TakeoverArgs),
+    /// Click, press keys or type on the desktop of a task you took over (recorded as your steps).
+    Input(InputArgs),
+    /// Hand a task's desktop back to its agents: they observe first and are told what you did.
+    Handback(TakeoverArgs),
     /// Exit 0 when the gRPC server reports SERVING (for container health checks).
     Health(HealthArgs),
     /// Check this machine and the services (display and accessibility bus, executor, launch allow-list,
@@ -706,6 +712,45 @@ pub struct CancelArgs {
     /// Why (recorded with the task).
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+/// `ufo takeover` and `ufo handback`.
+#[derive(Debug, Clone, Args)]
+pub struct TakeoverArgs {
+    /// Task id (a unique prefix of it, or `last` for the newest task).
+    pub id: String,
+}
+
+/// `ufo input`: exactly one of `--click`, `--keys`, `--text`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["click", "keys", "text"])))]
+pub struct InputArgs {
+    /// Task id (a unique prefix of it, or `last` for the newest task).
+    pub id: String,
+
+    /// Click at screen point `X,Y` (pixels).
+    #[arg(long, value_name = "X,Y", value_parser = parse_point)]
+    pub click: Option<(i32, i32)>,
+
+    /// Press keys in the executor's syntax, e.g. `{ENTER}`, `^s`.
+    #[arg(long)]
+    pub keys: Option<String>,
+
+    /// Type this text as it is.
+    #[arg(long)]
+    pub text: Option<String>,
+}
+
+fn parse_point(s: &str) -> Result<(i32, i32), String> {
+    let (x, y) = s
+        .split_once(',')
+        .ok_or_else(|| format!("{s:?} is not X,Y"))?;
+    let n = |v: &str| {
+        v.trim()
+            .parse::<i32>()
+            .map_err(|_| format!("{v:?} is not a whole number of pixels"))
+    };
+    Ok((n(x)?, n(y)?))
 }
 
 /// `ufo health`.

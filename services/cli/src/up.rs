@@ -339,17 +339,8 @@ fn print_desktop(info: &Path, agent_http: &str) {
         info.display()
     );
     println!(
-        "                 see it: the viewer at {agent_http}/ shows each step's screenshots (or `ufo screenshot <task> <step>`)"
+        "                 see it: the viewer at {agent_http}/ shows it live on each task's page, with Take over / Hand back (docs/live.md)"
     );
-    if find_program("x11vnc").is_some() {
-        println!(
-            "                 live: x11vnc -display {display} -localhost -nopw -forever, then a VNC viewer on 127.0.0.1:5900"
-        );
-    } else {
-        println!(
-            "                 live: install x11vnc and run `x11vnc -display {display} -localhost -nopw`"
-        );
-    }
 }
 
 fn tail_text(text: &str) -> String {

@@ -235,6 +235,25 @@ impl AgentClient {
         self.call(Method::POST, &path, Some(body)).await
     }
 
+    /// `POST /v1/tasks/{id}/takeover`: a person takes the task's desktop over (docs/live.md).
+    pub async fn takeover(&self, id: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/tasks/{}/takeover", encode(id));
+        self.call(Method::POST, &path, None).await
+    }
+
+    /// `POST /v1/tasks/{id}/input`: a person's input (`{"click": {"x", "y"}}`, `{"keys": ...}` or
+    /// `{"text": ...}`) for the desktop they took over.
+    pub async fn person_input(&self, id: &str, input: Value) -> Result<Value, ClientError> {
+        let path = format!("/v1/tasks/{}/input", encode(id));
+        self.call(Method::POST, &path, Some(input)).await
+    }
+
+    /// `POST /v1/tasks/{id}/handback`: the desktop goes back to the task's agents.
+    pub async fn handback(&self, id: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/tasks/{}/handback", encode(id));
+        self.call(Method::POST, &path, None).await
+    }
+
     /// `POST /v1/admin/prune` (an admin key): what was pruned.
     pub async fn prune(
         &self,

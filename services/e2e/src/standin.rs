@@ -116,6 +116,24 @@ impl Executor for StandIn {
     ) -> Result<Response<pb::ResetResponse>, Status> {
         Ok(Response::new(pb::ResetResponse::default()))
     }
+    type WatchDesktopStream = futures::stream::Empty<Result<pb::DesktopFrame, Status>>;
+
+    async fn watch_desktop(
+        &self,
+        _: Request<pb::WatchDesktopRequest>,
+    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
+        Err(Status::unimplemented("this test executor has no live view"))
+    }
+
+    async fn takeover_input(
+        &self,
+        _: Request<pb::TakeoverInputRequest>,
+    ) -> Result<Response<pb::TakeoverInputResponse>, Status> {
+        Err(Status::unimplemented(
+            "this test executor takes no person's input",
+        ))
+    }
+
     async fn get_capabilities(
         &self,
         _: Request<pb::GetCapabilitiesRequest>,

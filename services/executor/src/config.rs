@@ -289,6 +289,15 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_PNG_COMPRESSION", default_value_t = crate::encode::PngCompression::DEFAULT)]
     pub png_compression: crate::encode::PngCompression,
 
+    /// Frames a second a live view (`WatchDesktop`, docs/live.md) gets when it asks for no rate; frames
+    /// are sent only when the screen changed.
+    #[arg(long, env = "UFO_EXECUTOR_WATCH_FPS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub watch_fps: u32,
+
+    /// Most frames a second a live view may ask for (more is INVALID_ARGUMENT).
+    #[arg(long, env = "UFO_EXECUTOR_WATCH_MAX_FPS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub watch_max_fps: u32,
+
     /// Dial out instead of listening: the agent's URL (`https://agent.example:50052`, or `http://` on a
     /// trusted network). The executor opens one long-lived stream to it and serves the Executor API over
     /// that stream, reconnecting with exponential backoff; `--listen` and `--token` are then not used

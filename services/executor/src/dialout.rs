@@ -404,6 +404,14 @@ where
             format!("{:?} is not an Executor API method", request.path),
         );
     }
+    // The tunnel carries one response message per call: a stream would never end (docs/live.md).
+    if request.path == "/ufo.v1.Executor/WatchDesktop" {
+        return refusal(
+            id,
+            Code::Unimplemented,
+            "the live view (WatchDesktop) is not served over a dial-out connection".to_owned(),
+        );
+    }
     let mut builder = http::Request::builder()
         .method(http::Method::POST)
         .uri(format!("http://dial-out{}", request.path))

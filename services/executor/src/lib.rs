@@ -47,6 +47,7 @@ pub mod tools;
 pub mod tree;
 pub mod uia_types;
 pub mod wait;
+pub mod watch;
 
 pub use config::Config;
 
@@ -290,6 +291,8 @@ async fn serve(
             jpeg_quality: config.jpeg_quality,
             png_compression: config.png_compression,
             max_message_bytes: config.max_message_bytes,
+            watch_fps: config.watch_fps,
+            watch_max_fps: config.watch_max_fps,
         },
     );
     let server = ExecutorServer::new(service)

@@ -14,6 +14,35 @@ use crate::backend::SettleOutcome;
 use crate::encode::{Format, PngCompression};
 use crate::executor::{BatchOptions, CommandSpec, Executor, Status as RunStatus};
 use crate::tools::Tool;
+use crate::watch::{Frame, InputError, PersonInput, WatchError, WatchOptions};
+
+/// The stream of a live view.
+pub type FrameStream = tokio_stream::wrappers::ReceiverStream<Result<pb::DesktopFrame, Status>>;
+
+fn image_of(
+    format: Format,
+    data: Vec<u8>,
+    width: u32,
+    height: u32,
+    x: i32,
+    y: i32,
+    scale: f64,
+) -> pb::Image {
+    pb::Image {
+        format: match format {
+            Format::Png(_) => pb::ImageFormat::Png,
+            Format::Jpeg(_) => pb::ImageFormat::Jpeg,
+        } as i32,
+        data: data.into(),
+        width,
+        height,
+        transform: Some(pb::ScreenTransform {
+            origin_x: x,
+            origin_y: y,
+            scale,
+        }),
+    }
+}
 
 /// Request-level limits.
 #[derive(Debug, Clone)]
@@ -30,6 +59,10 @@ pub struct ServiceLimits {
     pub png_compression: PngCompression,
     /// Reported in capabilities.
     pub max_message_bytes: usize,
+    /// Frames a second of a live view that asks for no rate.
+    pub watch_fps: u32,
+    /// Most frames a second a live view may ask for.
+    pub watch_max_fps: u32,
 }
 
 /// The gRPC service over an [`Executor`].
@@ -81,10 +114,125 @@ impl ExecutorService {
         };
         Ok(BatchOptions { deadline, format })
     }
+
+    fn watch_options(&self, req: &pb::WatchDesktopRequest) -> Result<WatchOptions, Status> {
+        let max = self.limits.watch_max_fps.max(1);
+        let fps = match req.max_fps {
+            0 => self.limits.watch_fps.clamp(1, max),
+            f if f > max => {
+                return Err(Status::invalid_argument(format!(
+                    "max_fps {f} is above the maximum of {max}"
+                )));
+            }
+            f => f,
+        };
+        let format = match pb::ImageFormat::try_from(req.image_format) {
+            Ok(pb::ImageFormat::Png) => Format::Png(self.limits.png_compression),
+            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Jpeg) => match req.jpeg_quality {
+                0 => Format::Jpeg(self.limits.jpeg_quality),
+                q @ 1..=100 => Format::Jpeg(q as u8),
+                q => {
+                    return Err(Status::invalid_argument(format!(
+                        "jpeg_quality {q} is outside 1..=100"
+                    )));
+                }
+            },
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "image_format {} is not a known format",
+                    req.image_format
+                )));
+            }
+        };
+        Ok(WatchOptions {
+            min_interval: Duration::from_secs_f64(1.0 / f64::from(fps)),
+            format,
+        })
+    }
+}
+
+fn person_input(req: pb::TakeoverInputRequest) -> Result<PersonInput, Status> {
+    use pb::takeover_input_request::Input;
+    match req.input {
+        None => Err(Status::invalid_argument(
+            "input: one of click, keys or text is required",
+        )),
+        Some(Input::Click(c)) => {
+            let button = match c.button.as_str() {
+                "" | "left" => crate::backend::MouseButton::Left,
+                "right" => crate::backend::MouseButton::Right,
+                "middle" => crate::backend::MouseButton::Middle,
+                other => {
+                    return Err(Status::invalid_argument(format!(
+                        "click.button {other:?} is not left, right or middle"
+                    )));
+                }
+            };
+            Ok(PersonInput::Click {
+                at: crate::geometry::Point { x: c.x, y: c.y },
+                button,
+                double: c.double,
+            })
+        }
+        Some(Input::Keys(k)) => Ok(PersonInput::Keys(k)),
+        Some(Input::Text(t)) => Ok(PersonInput::Text(t)),
+    }
 }
 
 #[tonic::async_trait]
 impl executor_server::Executor for ExecutorService {
+    type WatchDesktopStream = FrameStream;
+
+    async fn watch_desktop(
+        &self,
+        request: Request<pb::WatchDesktopRequest>,
+    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
+        let options = self.watch_options(request.get_ref())?;
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let backend = self.executor.backend().clone();
+        let span = tracing::info_span!(
+            "executor.watch",
+            fps = 1.0 / options.min_interval.as_secs_f64(),
+            format = options.format.name()
+        );
+        let wrap = |frame: Result<Frame, WatchError>| {
+            frame
+                .map(|f| pb::DesktopFrame {
+                    seq: f.seq,
+                    changes: f.changes,
+                    captured_at_ms: f.captured_at_ms,
+                    image: Some(image_of(
+                        f.format, f.data, f.width, f.height, f.origin.x, f.origin.y, 1.0,
+                    )),
+                })
+                .map_err(|e| Status::unavailable(e.to_string()))
+        };
+        tokio::spawn(tracing::Instrument::instrument(
+            crate::watch::watch(backend, options, tx, wrap),
+            span,
+        ));
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
+    }
+
+    async fn takeover_input(
+        &self,
+        request: Request<pb::TakeoverInputRequest>,
+    ) -> Result<Response<pb::TakeoverInputResponse>, Status> {
+        let input = person_input(request.into_inner())?;
+        let span = tracing::info_span!("executor.takeover_input");
+        let took = tracing::Instrument::instrument(self.executor.person_input(input), span)
+            .await
+            .map_err(|e| match e {
+                InputError::Invalid(m) => Status::invalid_argument(m),
+                InputError::Backend(b) => Status::unavailable(b.to_string()),
+            })?;
+        Ok(Response::new(pb::TakeoverInputResponse {
+            duration_us: took.as_micros().min(u128::from(u64::MAX)) as u64,
+        }))
+    }
+
     async fn execute(
         &self,
         request: Request<ExecuteRequest>,
@@ -132,19 +280,10 @@ impl executor_server::Executor for ExecutorService {
                     .output
                     .images
                     .into_iter()
-                    .map(|s| pb::Image {
-                        format: match s.format {
-                            Format::Png(_) => pb::ImageFormat::Png,
-                            Format::Jpeg(_) => pb::ImageFormat::Jpeg,
-                        } as i32,
-                        data: s.data.into(),
-                        width: s.width,
-                        height: s.height,
-                        transform: Some(pb::ScreenTransform {
-                            origin_x: s.origin.x,
-                            origin_y: s.origin.y,
-                            scale: s.scale,
-                        }),
+                    .map(|s| {
+                        image_of(
+                            s.format, s.data, s.width, s.height, s.origin.x, s.origin.y, s.scale,
+                        )
                     })
                     .collect(),
                 warnings: o.output.warnings,

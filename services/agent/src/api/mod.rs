@@ -19,6 +19,7 @@ pub mod error;
 pub mod extract;
 pub mod grpc;
 pub mod knowledge;
+pub mod live;
 pub mod mcp;
 pub mod model;
 pub mod openapi;
@@ -27,6 +28,7 @@ pub mod replay;
 pub mod rest;
 pub mod service;
 pub mod sse;
+pub mod takeover;
 pub mod validate;
 pub mod web;
 
@@ -66,6 +68,10 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(rest::cancel))
         .routes(routes!(sse::events))
         .routes(routes!(desktop_calls::desktop_call))
+        .routes(routes!(live::live))
+        .routes(routes!(takeover::takeover))
+        .routes(routes!(takeover::input))
+        .routes(routes!(takeover::handback))
         .routes(routes!(admin::prune))
         .routes(routes!(admin::list_executors))
         .routes(routes!(admin::create_enrollment))

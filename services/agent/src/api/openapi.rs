@@ -8,6 +8,7 @@ use utoipa::OpenApi as _;
 use utoipa::openapi::OpenApi;
 
 use super::error::ErrorSchema;
+use super::live::LiveFrame;
 use super::model::{ScreenshotKind, TaskStatus};
 use super::sse::{EventView, StreamEnd};
 use crate::config::ApiConfig;
@@ -17,7 +18,7 @@ use crate::config::ApiConfig;
     info(title = "UFO agent API", description = "Submit desktop tasks, follow their steps, answer and confirm."),
     // The event stream's messages are not a response body a generator can read, so their schemas are
     // named here: clients parse each SSE message's `data:` with them.
-    components(schemas(ErrorSchema, ScreenshotKind, TaskStatus, EventView, StreamEnd)),
+    components(schemas(ErrorSchema, ScreenshotKind, TaskStatus, EventView, StreamEnd, LiveFrame)),
     security(("bearer" = [])),
     modifiers(&Bearer)
 )]

@@ -93,6 +93,7 @@ pub struct Tasks {
     executors: Arc<ExecutorRegistry>,
     prices: Arc<PriceCheck>,
     desktop: Arc<super::desktop::Desktop>,
+    live: Arc<super::live::LiveHub>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -144,10 +145,16 @@ impl Tasks {
             prices: Arc::new(PriceCheck::from_config(&config.llm)),
             desktop: Arc::new(super::desktop::Desktop::new(
                 config.agents.load_policy()?,
-                executors,
+                executors.clone(),
                 &config.runner,
                 direct,
                 config.agents.marker()?,
+            )),
+            live: Arc::new(super::live::LiveHub::new(
+                executors,
+                config.api.viewer.live_fps,
+                config.api.viewer.live_jpeg_quality,
+                config.runner.executor_max_message_bytes,
             )),
         })
     }
@@ -175,6 +182,25 @@ impl Tasks {
     /// The MCP desktop tools' backend.
     pub fn desktop(&self) -> &super::desktop::Desktop {
         &self.desktop
+    }
+
+    /// The live desktop feeds (docs/live.md).
+    pub fn live(&self) -> &super::live::LiveHub {
+        &self.live
+    }
+
+    /// How to reach the executor of task `id`, if `caller` may see the task (else NOT_FOUND).
+    pub async fn executor_of(
+        &self,
+        id: &str,
+        caller: &Caller,
+    ) -> Result<crate::dispatch::registry::Connection, ApiError> {
+        let session = self.session(id, caller).await?;
+        let config = crate::runner::task_config::TaskConfig::from_struct(session.config)
+            .map_err(|e| ApiError::new(ErrorCode::Internal, format!("task {id}: {e}")))?;
+        self.executors
+            .connection(&config.executor_name, &config.executor)
+            .map_err(|e| ApiError::new(ErrorCode::FailedPrecondition, format!("executor: {e}")))
     }
 
     /// The declared executors.

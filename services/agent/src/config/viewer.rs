@@ -1,4 +1,4 @@
-//! The task viewer's flags (Jaeger link, SSE keep-alive).
+//! The task viewer's flags (Jaeger link, SSE keep-alive, the live desktop's rate and quality).
 
 /// The viewer's settings.
 #[derive(Debug, Clone, clap::Args)]
@@ -16,6 +16,36 @@ pub struct ViewerConfig {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     pub sse_keepalive_seconds: u64,
+
+    /// Most frames a second of a task's live desktop (`GET /v1/tasks/{id}/live`, docs/live.md; default
+    /// 5). The executor sends a frame only when the screen changed, and at most its own maximum
+    /// (`ufo-executor --watch-max-fps`).
+    #[arg(
+        long = "live-fps",
+        env = "UFO_AGENT_LIVE_FPS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=60)
+    )]
+    pub live_fps: u32,
+
+    /// JPEG quality of the live desktop's frames, 1..=100 (default 60).
+    #[arg(
+        long = "live-jpeg-quality",
+        env = "UFO_AGENT_LIVE_JPEG_QUALITY",
+        default_value_t = 60,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub live_jpeg_quality: u32,
+
+    /// Longest text or key string of one person's input during a takeover
+    /// (`POST /v1/tasks/{id}/input`), in bytes (default 4096).
+    #[arg(
+        long = "max-person-input-bytes",
+        env = "UFO_AGENT_MAX_PERSON_INPUT_BYTES",
+        default_value_t = 4096,
+        value_parser = clap::value_parser!(u32).range(1..=1_048_576)
+    )]
+    pub max_person_input_bytes: u32,
 }
 
 fn http_url(value: &str) -> Result<String, super::llm::BadUrl> {

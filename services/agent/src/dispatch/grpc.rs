@@ -146,6 +146,12 @@ impl GrpcDispatcher {
         })
     }
 
+    /// The Executor client itself, for the calls that are not command batches (the live desktop, a
+    /// person's input; docs/live.md).
+    pub fn client(&self) -> ExecutorClient<ExecutorTransport> {
+        self.client.clone()
+    }
+
     /// Keeps retrying an unreachable executor for up to `budget` in total (observations while it is
     /// UNAVAILABLE, actions only when the connection was refused before sending).
     pub fn with_retry_budget(mut self, budget: Duration) -> Self {

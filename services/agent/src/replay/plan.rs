@@ -199,7 +199,12 @@ impl ReplaySpec {
         Self {
             of: of.to_owned(),
             on_mismatch,
-            steps: steps.iter().map(RecordedStep::from_proto).collect(),
+            // A person's input during a takeover is not the agents' to replay (docs/live.md).
+            steps: steps
+                .iter()
+                .filter(|s| s.agent_name != crate::runner::person::PERSON)
+                .map(RecordedStep::from_proto)
+                .collect(),
             follow_ups,
         }
     }

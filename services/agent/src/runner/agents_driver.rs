@@ -43,6 +43,9 @@ pub struct AgentsDriver {
     rounds: Mutex<HashMap<String, (Round, Arc<IntentGate>)>>,
     /// With `--knowledge`: the knowledge store, bound to each task's owner when its agents are built.
     knowledge: Option<SessionKnowledge>,
+    /// How a person's input reaches a task's executor (takeover, docs/live.md): the registry and the
+    /// largest message.
+    executors: Option<(Arc<crate::dispatch::registry::ExecutorRegistry>, usize)>,
 }
 
 impl std::fmt::Debug for AgentsDriver {
@@ -95,6 +98,7 @@ impl AgentsDriver {
             dispatcher,
             rounds: Mutex::new(HashMap::new()),
             knowledge: None,
+            executors: None,
         }
     }
 
@@ -175,7 +179,13 @@ impl AgentsDriver {
                 })
                 .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
-        let driver = Self::new(services, dispatcher);
+        let mut driver = Self::new(services, dispatcher);
+        driver.executors = Some((
+            Arc::new(crate::dispatch::registry::ExecutorRegistry::from_config(
+                config,
+            )?),
+            config.runner.executor_max_message_bytes,
+        ));
         Ok(match knowledge {
             Some(k) => driver.with_knowledge(k),
             None => driver,
@@ -291,5 +301,27 @@ impl TaskDriver for AgentsDriver {
             self.put_back(&input.session.id, round, gate);
         }
         Ok(out)
+    }
+
+    async fn person_input(
+        &self,
+        config: &TaskConfig,
+        input: &super::person::PersonInput,
+    ) -> Result<(), String> {
+        let Some((executors, max_bytes)) = &self.executors else {
+            return Err("this runner has no executors to deliver a person's input to".to_owned());
+        };
+        let conn = executors
+            .connection(&config.executor_name, &config.executor)
+            .map_err(|e| format!("cannot use the executor: {e}"))?;
+        let mut client = executors
+            .dispatcher(&conn, 0, *max_bytes)
+            .map_err(|e| format!("cannot reach the executor: {e}"))?
+            .client();
+        client
+            .takeover_input(input.to_proto())
+            .await
+            .map(|_| ())
+            .map_err(|s| s.message().to_owned())
     }
 }

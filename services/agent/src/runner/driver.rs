@@ -61,4 +61,15 @@ pub trait TaskDriver: Send + Sync {
     /// Produces the next step of `input.round`. A round that ends without a step (a limit, an unanswered
     /// question) is an error with the reason.
     async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError>;
+
+    /// Delivers a person's input to the task's desktop during a takeover (docs/live.md); the error is
+    /// the executor's refusal, recorded with the person's step. A driver without a desktop refuses.
+    async fn person_input(
+        &self,
+        config: &TaskConfig,
+        input: &super::person::PersonInput,
+    ) -> Result<(), String> {
+        let _ = (config, input);
+        Err("this runner cannot deliver a person's input".to_owned())
+    }
 }

@@ -10,6 +10,7 @@
 //! - [`hitl`]: questions, answers, held actions and decisions in the session store.
 //! - [`intent`]: intent before action, and the step a runner records for a dead runner's intents.
 //! - [`desktop`]: the desktop pool: declared executors registered, a task's desktop checked back in.
+//! - [`person`]: takeover — a person's input delivered and recorded as steps (docs/live.md).
 //!
 //! Store-write concerns (retries, sanitising) live in [`crate::store`]; a task's configuration in
 //! [`crate::runner::task_config`].
@@ -21,6 +22,7 @@ pub mod driver;
 pub mod experience;
 pub mod hitl;
 pub mod intent;
+pub mod person;
 mod record;
 pub mod task;
 pub mod task_config;

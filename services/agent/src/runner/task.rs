@@ -599,6 +599,21 @@ impl TaskRun {
                     Some(Next::Ask { .. }) => Some(None),
                     Some(Next::Hold { action }) => Some(Some(action)),
                 };
+                // A person who took the desktop over has it from this step boundary on (docs/live.md):
+                // once the round has a step to go on from and nothing waits for a person's answer.
+                if held.is_none()
+                    && let Some(previous) = &last
+                    && signals.taken_over()
+                {
+                    match self
+                        .person_turn(signals, config, round, previous, history, ahead)
+                        .await?
+                    {
+                        Some(end) => return Ok(end),
+                        // Handed back: the next step is the agents', rebuilt from the store.
+                        None => continue,
+                    }
+                }
                 let mut decision = None;
                 if let Some(held) = held {
                     match self
@@ -665,6 +680,102 @@ impl TaskRun {
             let recorded = self.record_or_stop(number, round, round_step, output, history, ahead);
             if let Some(end) = recorded.instrument(span).await? {
                 return Ok(end);
+            }
+        }
+    }
+
+    /// The desktop is a person's (docs/live.md): delivers each of their inputs not delivered yet, in
+    /// order, as a step of its own (its intent recorded first), until they hand the desktop back
+    /// (`None`: the agents go on) or the task must stop. The lease is kept meanwhile; the task's time
+    /// limit still runs.
+    async fn person_turn(
+        &self,
+        signals: &Signals,
+        config: &TaskConfig,
+        round: &Round,
+        previous: &Step,
+        history: &mut History,
+        ahead: &mut Option<Pending>,
+    ) -> Result<Option<Outcome>, tonic::Status> {
+        if let Some(stop) = self.finish_pending(ahead, history).await? {
+            return Ok(Some(stop));
+        }
+        let mut delivered = super::person::delivered_upto(&history.steps);
+        let mut previous = previous.clone();
+        tracing::info!(by = %signals.taken_by(), "a person has the desktop; the agents wait");
+        loop {
+            let notified = signals.person_changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(stop) = self.stopped(signals) {
+                return Ok(Some(stop));
+            }
+            if let Some((seq, input, by)) = signals.person_input(delivered) {
+                let number = history.steps.len() as u64 + 1;
+                let round_step = history
+                    .steps
+                    .iter()
+                    .filter(|s| s.round == round.number)
+                    .count() as u32
+                    + 1;
+                let span = info_span!("person.input", step = number, seq);
+                let intents = StoreIntents {
+                    client: self.client.clone(),
+                    session_id: self.session.id.clone(),
+                    worker_id: self.worker_id.clone(),
+                    step: number,
+                    round: round.number,
+                    retry: self.config.store_retry(),
+                    previous: None,
+                };
+                let command = crate::dispatch::Command::act(
+                    input.function(),
+                    serde_json::Value::Object(super::person::arguments(seq, &input, &by)),
+                );
+                if let Err(e) = intents
+                    .record(super::person::PERSON, std::slice::from_ref(&command))
+                    .instrument(span.clone())
+                    .await
+                {
+                    return Ok(Some(Outcome::Failed(e.to_string())));
+                }
+                let result = self
+                    .driver
+                    .person_input(config, &input)
+                    .instrument(span.clone())
+                    .await;
+                if let Err(e) = &result {
+                    tracing::info!(error = %e, "the desktop refused a person's input");
+                }
+                let output = super::person::step(seq, &input, &by, result, &previous);
+                let recorded =
+                    self.record_or_stop(number, round, round_step, output, history, ahead);
+                if let Some(end) = recorded.instrument(span).await? {
+                    return Ok(Some(end));
+                }
+                if let Some(stop) = self.finish_pending(ahead, history).await? {
+                    return Ok(Some(stop));
+                }
+                delivered = seq;
+                if let Some(last) = history.steps.last() {
+                    previous = last.clone();
+                }
+                continue;
+            }
+            if !signals.taken_over() {
+                tracing::info!("the person handed the desktop back; the agents go on");
+                return Ok(None);
+            }
+            tokio::select! {
+                () = notified => {}
+                () = signals.stop.cancelled() => {
+                    return Ok(Some(self.stopped(signals).unwrap_or(Outcome::Cancelled)));
+                }
+                () = self.shutdown.cancelled() => return Ok(Some(Outcome::Shutdown)),
+                () = tokio::time::sleep(self.remaining_time(config)) => {
+                    let limit = config.limits.timeout_seconds;
+                    return Ok(Some(Outcome::Failed(format!("time limit of {limit}s reached"))));
+                }
             }
         }
     }

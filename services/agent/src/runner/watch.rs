@@ -33,6 +33,21 @@ pub struct Signals {
     /// Woken on every answer or decision.
     pub changed: Notify,
     decisions: Mutex<HashMap<u64, Decision>>,
+    /// Takeover (docs/live.md): whether a person has the desktop, and their inputs, from the events.
+    person: Mutex<Person>,
+    /// Woken on every takeover, input and hand-back.
+    pub person_changed: Notify,
+}
+
+/// What the events say about a takeover.
+#[derive(Debug, Default)]
+struct Person {
+    /// A takeover was requested after the last hand-back.
+    taken: bool,
+    /// Who asked.
+    by: String,
+    /// Every input event: (seq, input, by).
+    inputs: Vec<(u64, super::person::PersonInput, String)>,
 }
 
 impl Signals {
@@ -47,6 +62,46 @@ impl Signals {
     /// Why the task must stop, if it must.
     pub fn reason(&self) -> Option<StopReason> {
         self.reason.lock().ok().and_then(|r| *r)
+    }
+
+    /// Whether a person has taken the desktop over (and not handed it back).
+    pub fn taken_over(&self) -> bool {
+        self.person.lock().is_ok_and(|p| p.taken)
+    }
+
+    /// The first person's input after event `after`, with who sent it.
+    pub fn person_input(&self, after: u64) -> Option<(u64, super::person::PersonInput, String)> {
+        let p = self.person.lock().ok()?;
+        p.inputs.iter().find(|(seq, _, _)| *seq > after).cloned()
+    }
+
+    /// Who took the desktop over last.
+    pub fn taken_by(&self) -> String {
+        self.person.lock().map(|p| p.by.clone()).unwrap_or_default()
+    }
+
+    fn person_event(&self, event: &ufo_proto::v1::Event) {
+        let payload = ufo_proto::json::from_optional_struct(event.payload.clone());
+        let by = payload["by"].as_str().unwrap_or_default().to_owned();
+        if let Ok(mut p) = self.person.lock() {
+            match EventKind::try_from(event.kind) {
+                Ok(EventKind::TakeoverRequested) => {
+                    p.taken = true;
+                    p.by = by;
+                }
+                Ok(EventKind::HandedBack) => p.taken = false,
+                Ok(EventKind::PersonInput) => {
+                    match serde_json::from_value(payload["input"].clone()) {
+                        Ok(input) => p.inputs.push((event.seq, input, by)),
+                        Err(e) => {
+                            tracing::warn!(seq = event.seq, error = %e, "unreadable person input")
+                        }
+                    }
+                }
+                _ => return,
+            }
+        }
+        self.person_changed.notify_waiters();
     }
 
     /// The decision on the action held at `step`, if made.
@@ -144,6 +199,9 @@ pub async fn follow_events(
                     | EventKind::ActionApproved
                     | EventKind::ActionRejected,
                 ) => signals.changed.notify_waiters(),
+                Ok(
+                    EventKind::TakeoverRequested | EventKind::PersonInput | EventKind::HandedBack,
+                ) => signals.person_event(&event),
                 _ => {}
             }
         }

@@ -180,6 +180,17 @@ impl Browser {
         .await;
     }
 
+    /// A real left click at (`dx`, `dy`) CSS pixels from the centre of the first element matching `css`.
+    pub async fn click_at(&self, css: &str, dx: i64, dy: i64) {
+        let id = self.find(css).await;
+        let actions = json!({"actions": [{"type": "pointer", "id": "mouse",
+            "parameters": {"pointerType": "mouse"}, "actions": [
+                {"type": "pointerMove", "origin": {ELEMENT: id}, "x": dx, "y": dy},
+                {"type": "pointerDown", "button": 0}, {"type": "pointerUp", "button": 0}]}]});
+        self.call(reqwest::Method::POST, "/actions", Some(actions))
+            .await;
+    }
+
     /// Presses and releases `key` (e.g. `\u{E014}`, ArrowRight) on whatever has the focus.
     pub async fn press(&self, key: &str) {
         let actions = json!({"actions": [{"type": "key", "id": "keyboard", "actions": [

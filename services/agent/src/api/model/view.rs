@@ -307,7 +307,7 @@ pub struct StepView {
     pub round_step: u32,
     /// Agent name.
     pub agent_name: String,
-    /// host or app.
+    /// host, app, or person (a person's input while they had taken the desktop over; docs/live.md).
     pub agent_kind: String,
     /// FSM state before the step.
     pub state_before: String,
@@ -518,8 +518,10 @@ impl From<pb::Step> for StepView {
             step: s.step,
             round: s.round,
             round_step: s.round_step,
-            agent_name: s.agent_name,
+            agent_name: s.agent_name.clone(),
+            // A person's input during a takeover is stored as an `app` step named `Person`.
             agent_kind: match pb::AgentKind::try_from(s.agent_kind) {
+                _ if s.agent_name == crate::runner::person::PERSON => "person".into(),
                 Ok(pb::AgentKind::Host) => "host".into(),
                 Ok(pb::AgentKind::App) => "app".into(),
                 _ => String::new(),

@@ -85,6 +85,37 @@
     where.replaceChildren(h('span', { class: 'error' }, error.code ? `${error.code}: ${error.message}` : String(error)));
   }
 
+  // Reads one server-sent event response; true when it ended with `end` or `error`.
+  async function readSse(r, onEvent) {
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = '', name = 'message', data = [], seq = null;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return false;
+      buf += value;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl).replace(/\r$/, '');
+        buf = buf.slice(nl + 1);
+        if (line === '') {
+          if (data.length) {
+            await onEvent(name, JSON.parse(data.join('\n')), seq);
+            if (name === 'end' || name === 'error') return true;
+          }
+          name = 'message'; data = []; seq = null;
+        } else if (line.startsWith(':')) { /* keep-alive */ }
+        else {
+          const i = line.indexOf(':');
+          const field = i < 0 ? line : line.slice(0, i);
+          const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
+          if (field === 'event') name = val;
+          else if (field === 'data') data.push(val);
+          else if (field === 'id') seq = Number(val);
+        }
+      }
+    }
+  }
+
   // Server-sent events over fetch: resumes with Last-Event-ID after a dropped connection, stops at `end`.
   async function events(id, fromSeq, onEvent, signal) {
     let last = fromSeq - 1;
@@ -95,35 +126,7 @@
         const r = await fetch(`/v1/tasks/${id}/events`, { headers, signal });
         if (r.status === 401 || r.status === 404) return;
         if (!r.ok) throw new Error('HTTP ' + r.status);
-        const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buf = '', name = 'message', data = [], seq = null;
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += value;
-          let nl;
-          while ((nl = buf.indexOf('\n')) >= 0) {
-            const line = buf.slice(0, nl).replace(/\r$/, '');
-            buf = buf.slice(nl + 1);
-            if (line === '') {
-              if (data.length) {
-                const payload = JSON.parse(data.join('\n'));
-                if (seq !== null) last = seq;
-                await onEvent(name, payload);
-                if (name === 'end' || name === 'error') return;
-              }
-              name = 'message'; data = []; seq = null;
-            } else if (line.startsWith(':')) { /* keep-alive */ }
-            else {
-              const i = line.indexOf(':');
-              const field = i < 0 ? line : line.slice(0, i);
-              const val = i < 0 ? '' : line.slice(i + 1).replace(/^ /, '');
-              if (field === 'event') name = val;
-              else if (field === 'data') data.push(val);
-              else if (field === 'id') seq = Number(val);
-            }
-          }
-        }
+        if (await readSse(r, async (name, payload, seq) => { if (seq !== null) last = seq; await onEvent(name, payload); })) return;
       } catch (e) {
         if (signal.aborted) return;
       }
@@ -254,7 +257,8 @@
     const waits = h('div', { id: 'waits' });
     const timeline = h('div', { id: 'timeline' });
     const cards = new Map();
-    main.replaceChildren(head, waits, h('h2', {}, 'Timeline'), timeline);
+    const live = TERMINAL.has(task.status) ? null : livePanel(id, signal);
+    main.replaceChildren(head, waits, ...(live ? [live.el] : []), h('h2', {}, 'Timeline'), timeline);
 
     const showStep = (step) => {
       const card = stepCard(id, step);
@@ -281,7 +285,8 @@
           const got = await api(`/v1/tasks/${id}/steps?from=${ev.step}&limit=1`, { signal });
           got.steps.forEach(showStep);
         }
-        if (name === 'end' || !['step_started', 'phase_timing'].includes(name)) await queueRefresh();
+        live?.event(name, ev);
+        if (name === 'end' || !['step_started', 'phase_timing', 'person_input'].includes(name)) await queueRefresh();
       }, signal);
       streaming = false;
     };
@@ -292,6 +297,110 @@
     const from = task.last_seq + 1;
     (await allSteps(id, signal)).forEach(showStep);
     await follow(from);
+  }
+
+  // The desktop live (GET /v1/tasks/{id}/live: a frame only when the screen changed), what the agents are
+  // doing now, and the takeover: while a person has the desktop, a click on the picture and the keys typed
+  // with the picture focused go to the desktop (POST /v1/tasks/{id}/input), recorded as the person's steps.
+  const KEYS = { Enter: '{ENTER}', Backspace: '{BACKSPACE}', Tab: '{TAB}', Escape: '{ESC}', Delete: '{DELETE}',
+    ArrowLeft: '{LEFT}', ArrowRight: '{RIGHT}', ArrowUp: '{UP}', ArrowDown: '{DOWN}', Home: '{HOME}', End: '{END}',
+    PageUp: '{PGUP}', PageDown: '{PGDN}' };
+  function livePanel(id, signal) {
+    const img = h('img', { id: 'live-picture', alt: 'the desktop, live', tabindex: 0 });
+    const phase = h('span', { id: 'live-phase', class: 'muted' }, 'connecting to the desktop…');
+    const stats = h('span', { id: 'live-stats', class: 'muted' });
+    const out = h('p', { class: 'error', id: 'live-error' });
+    let taken = false, frame = null, sending = Promise.resolve();
+    const take = h('button', { id: 'takeover', class: 'secondary' }, 'Take over');
+    const back = h('button', { id: 'handback', class: 'secondary' }, 'Hand back');
+    const typed = h('input', { type: 'text', id: 'live-text', size: 30, placeholder: 'text to type on the desktop' });
+    const typeForm = h('form', { class: 'row', id: 'live-type' }, typed, h('button', { type: 'submit', class: 'secondary' }, 'Type'));
+    const show = () => {
+      take.disabled = taken; back.disabled = !taken; typed.disabled = !taken;
+      img.classList.toggle('taken', taken);
+      img.title = taken ? 'your clicks and keys go to the desktop' : 'Take over to use the desktop';
+    };
+    const send = (input) => {
+      // In order, one at a time: the runner delivers them in the order they were written.
+      sending = sending.then(() => api(`/v1/tasks/${id}/input`, { method: 'POST', body: input })).catch((e) => flash(out, e));
+      return sending;
+    };
+    take.onclick = async () => {
+      try { await api(`/v1/tasks/${id}/takeover`, { method: 'POST' }); taken = true; out.replaceChildren(); phase.textContent = 'you have the desktop: the agents pause at the next step'; show(); img.focus(); }
+      catch (e) { if (e.code === 'failed_precondition' && /already/.test(e.message)) { taken = true; show(); } else flash(out, e); }
+    };
+    back.onclick = async () => {
+      try { await sending; await api(`/v1/tasks/${id}/handback`, { method: 'POST' }); taken = false; out.replaceChildren(); show(); }
+      catch (e) { if (e.code === 'failed_precondition' && /nobody/.test(e.message)) { taken = false; show(); } else flash(out, e); }
+    };
+    img.addEventListener('click', (ev) => {
+      if (!taken || !frame) return;
+      const r = img.getBoundingClientRect();
+      const x = frame.origin_x + Math.floor((ev.clientX - r.left) * frame.width / r.width);
+      const y = frame.origin_y + Math.floor((ev.clientY - r.top) * frame.height / r.height);
+      img.focus();
+      send({ click: { x, y } });
+    });
+    img.addEventListener('keydown', (ev) => {
+      if (!taken) return;
+      let input = null;
+      if (KEYS[ev.key]) input = { keys: (ev.ctrlKey ? '^' : '') + (ev.altKey ? '%' : '') + (ev.shiftKey ? '+' : '') + KEYS[ev.key] };
+      else if (ev.key.length === 1 && (ev.ctrlKey || ev.altKey)) input = { keys: (ev.ctrlKey ? '^' : '') + (ev.altKey ? '%' : '') + ev.key.toLowerCase() };
+      else if (ev.key.length === 1) input = { text: ev.key };
+      if (!input) return;
+      ev.preventDefault();
+      send(input);
+    });
+    typeForm.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      if (!taken || !typed.value) return;
+      send({ text: typed.value }); typed.value = '';
+    });
+    show();
+    let frames = 0, bytes = 0;
+    (async () => {
+      while (!signal.aborted) {
+        try {
+          const r = await fetch(`/v1/tasks/${id}/live`, { headers: { Authorization: 'Bearer ' + key(), Accept: 'text/event-stream' }, signal });
+          if (!r.ok) { flash(out, new ApiError(r.status, 'error', 'live view: HTTP ' + r.status)); return; }
+          const ended = await readSse(r, async (name, data) => {
+            if (name === 'error') { flash(out, data); return; }
+            if (name !== 'frame') return;
+            frame = data; frames += 1; bytes += data.bytes;
+            // A blob: URL, as the page's Content-Security-Policy allows (no data: images).
+            const raw = atob(data.data), buf = new Uint8Array(raw.length);
+            for (let i = 0; i < raw.length; i++) buf[i] = raw.charCodeAt(i);
+            const url = URL.createObjectURL(new Blob([buf], { type: 'image/' + data.format }));
+            const old = img.src;
+            img.src = url;
+            if (old.startsWith('blob:')) URL.revokeObjectURL(old);
+            img.dataset.seq = String(data.seq);
+            img.dataset.at = String(data.captured_at_ms);
+            stats.textContent = `${data.width}×${data.height} · frame ${data.seq} · ${Math.round(data.bytes / 1024)} KB · ${frames} frames, ${Math.round(bytes / 1024)} KB seen`;
+          });
+          if (ended) return;
+        } catch (e) { if (signal.aborted) return; }
+        await sleep(1000, signal);
+      }
+    })();
+    const event = (name, ev) => {
+      const n = ev.step;
+      const words = {
+        step_finished: ev.payload?.agent_name === 'Person' ? `step ${n}: the person's input is done` : `step ${n} recorded; the agents observe and think about step ${n + 1}`,
+        step_started: ev.payload?.intent ? `step ${n}: ${ev.payload.agent || 'the agent'} acts` : `step ${n} started`,
+        question_asked: 'waiting for an answer', action_held: 'waiting for a decision', task_parked: 'waiting for a person',
+        takeover_requested: 'a person has the desktop: the agents pause at the next step',
+        person_input: 'the person acted', handed_back: 'handed back: the agents observe again',
+        task_finished: 'finished', task_failed: 'failed', task_cancelled: 'cancelled',
+      };
+      if (name === 'takeover_requested') { taken = true; show(); }
+      if (name === 'handed_back') { taken = false; show(); }
+      if (words[name]) phase.textContent = words[name];
+      phase.dataset.kind = name;
+    };
+    const el = h('section', { id: 'live' }, h('h2', {}, 'Desktop'),
+      h('div', { class: 'row' }, take, back, typeForm, phase, stats), out, h('div', { class: 'live-frame' }, img));
+    return { el, event };
   }
 
   // The header is built once per page; a refresh updates its facts, never the controls (a person may be

@@ -164,6 +164,15 @@ fn event_text(event: &Event, payload: &Value) -> Option<String> {
                 _ => "answers",
             }
         ),
+        EventKind::TakeoverRequested => format!(
+            "{} took the desktop over: the agents pause at the next step (`ufo handback`)",
+            text(payload, "by")
+        ),
+        EventKind::PersonInput => format!("{}'s input queued for the desktop", text(payload, "by")),
+        EventKind::HandedBack => format!(
+            "{} handed the desktop back: the agents observe again",
+            text(payload, "by")
+        ),
         // Every hold is recorded twice (CONFIRMATION_REQUESTED and ACTION_HELD): one line is enough.
         EventKind::ConfirmationRequested
         | EventKind::StepStarted

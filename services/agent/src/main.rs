@@ -13,6 +13,11 @@ use ufo_agent::{Config, Listeners};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
+    let set = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+    if let Some(message) = ufo_common::agent_env::renamed_in(set) {
+        eprintln!("ufo-agent: {message}");
+        std::process::exit(2);
+    }
     let config = Config::parse();
     // First, before any thread exists: the OCR engine's OpenMP thread limit (a restart when needed).
     #[cfg(all(unix, feature = "ocr"))]

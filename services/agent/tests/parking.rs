@@ -14,7 +14,7 @@ use std::sync::Arc;
 use api_support::driver::ScriptDriver;
 use api_support::{Agent, Api, Session, agent_config};
 use serde_json::json;
-use ufo_proto::v1::EventKind;
+use ufo_proto::v1::{EventKind, WaitReason, WaitingFor};
 
 /// No executor runs here: the desktop pool checks the default desktop in without a reset.
 const ONE_SLOT: &[&str] = &[
@@ -52,6 +52,15 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
     let asks = api.submit(json!({"request": "steps=2 ask=1"})).await;
     let task = api.wait_status(&asks, "waiting").await;
     assert_eq!(task["waiting_for"], json!({"reason": "question"}), "{task}");
+    // gRPC says the same.
+    let waiting = api_support::grpc_task(&agent, &asks).await.waiting_for;
+    assert_eq!(
+        waiting,
+        Some(WaitingFor {
+            reason: WaitReason::Question as i32,
+            place: 0
+        })
+    );
     // The slot is free again: a task that never ends its first step takes it.
     let blocks = api.submit(json!({"request": "steps=5 block=1"})).await;
     api.wait_status(&blocks, "running").await;
@@ -67,6 +76,18 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
     assert_eq!(
         api.task(&second).await["waiting_for"],
         json!({"reason": "runner_slot", "place": 2})
+    );
+    let waiting = api_support::grpc_task(&agent, &second).await.waiting_for;
+    assert_eq!(
+        waiting,
+        Some(WaitingFor {
+            reason: WaitReason::RunnerSlot as i32,
+            place: 2
+        })
+    );
+    assert_eq!(
+        api_support::grpc_task(&agent, &blocks).await.waiting_for,
+        None
     );
     // The list says it too.
     let listed = api.list().await;
@@ -146,6 +167,8 @@ async fn a_held_action_parks_its_task_until_the_decision() {
     let other = api.submit(json!({"request": "steps=2 meanwhile"})).await;
     let task = api.wait_status(&held, "waiting").await;
     assert_eq!(task["waiting_for"], json!({"reason": "approval"}), "{task}");
+    let waiting = api_support::grpc_task(&agent, &held).await.waiting_for;
+    assert_eq!(waiting.map(|w| w.reason), Some(WaitReason::Approval as i32));
     assert_eq!(task["held_action"]["function"], "click_input");
     api.wait_status(&other, "finished").await;
     assert_eq!(

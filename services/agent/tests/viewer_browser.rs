@@ -131,6 +131,24 @@ impl TaskDriver for ViewerDriver {
                 representation: format!("click_input on [{}]Button {}", target + 1, target + 1),
                 selector: None,
             }];
+            // Keys typed into a named field: the card says what was typed where (the model's own
+            // representation, "keyboard_input on [8]", said neither).
+            s.actions.push(Action {
+                function: "keyboard_input".into(),
+                arguments: ufo_proto::json::to_struct(
+                    json!({"id": "8", "keys": "notes.txt{ENTER}"}),
+                )
+                .ok(),
+                status: "CONTINUE".into(),
+                result: Some(ufo_proto::v1::Result {
+                    status: ResultStatus::Success as i32,
+                    ..Default::default()
+                }),
+                target_id: "8".into(),
+                target_name: "File name".into(),
+                representation: "keyboard_input on [8]".into(),
+                selector: None,
+            });
             s.phases = ["data_collection", "llm_interaction", "action_execution"]
                 .iter()
                 .zip([0.12, 1.31, 0.2])
@@ -153,6 +171,12 @@ impl TaskDriver for ViewerDriver {
                 upload(ArtifactKind::AnnotatedScreenshot, &window(step, true)),
                 upload(ArtifactKind::DesktopScreenshot, &desktop),
             ];
+            if step == 3 {
+                // A HostAgent's step: the desktop is its only picture.
+                s.agent_name = "HostAgent".into();
+                out.artifacts
+                    .retain(|a| a.kind == ArtifactKind::DesktopScreenshot as i32);
+            }
         }
         Ok(produced)
     }
@@ -371,7 +395,8 @@ async fn the_viewer_in_headless_chromium() {
         "Mousepad is open",
         "Click Save",
         "llm_interaction",
-        "click_input on [2]Button 2",
+        "click “Button 2”",
+        "press \"notes.txt{ENTER}\" in “File name”",
         "$0.0021",
     ] {
         assert!(
@@ -379,6 +404,17 @@ async fn the_viewer_in_headless_chromium() {
             "step card lacks {part}: {text}"
         );
     }
+    // The HostAgent's step shows its desktop picture without a click.
+    images_loaded(&browser, "[data-step=\"3\"]", 1).await;
+    assert_eq!(
+        browser
+            .js(
+                "return document.querySelectorAll('[data-step=\"3\"] img.shot-desktop').length",
+                json!([])
+            )
+            .await,
+        json!(1)
+    );
     if let Ok(path) = std::env::var("UFO_VIEWER_PNG") {
         // Zoomed out so the picture shows the header and the three steps.
         browser
@@ -474,6 +510,18 @@ async fn the_viewer_in_headless_chromium() {
             "document.querySelector('#held')?.innerText.includes('deletes a file')",
         )
         .await;
+    // As a sentence, not as JSON with an empty target.
+    let held_text = browser
+        .js(
+            "return document.querySelector('#held').innerText",
+            json!([]),
+        )
+        .await;
+    let held_text = held_text.as_str().unwrap();
+    assert!(
+        held_text.contains("click") && !held_text.contains("on —") && !held_text.contains("{\""),
+        "{held_text}"
+    );
     browser.click("#approve").await;
     browser.wait(30, "the approval reaching the agent", "document.querySelector('#task-head [data-status=finished]') && document.body.innerText.includes('decision Some(true)')").await;
 
@@ -586,6 +634,23 @@ async fn a_second_key_sees_none_of_the_first_keys_tasks() {
             .await,
         json!(0)
     );
+    // Without a Jaeger URL the task page's navigation has no trace link and no "null" in its place.
+    browser.click("#signout").await;
+    sign_in(&browser, &base, ALICE).await;
+    browser.goto(&format!("{base}/#/task/{first}")).await;
+    let nav = browser
+        .wait(
+            20,
+            "alice's task page",
+            "document.querySelector('#task-head h1') && document.querySelector('#task-head .row').innerText",
+        )
+        .await;
+    assert!(
+        nav.as_str().unwrap().contains("all tasks") && !nav.as_str().unwrap().contains("null"),
+        "{nav}"
+    );
+    browser.click("#signout").await;
+    sign_in(&browser, &base, BOB).await;
     browser.goto(&format!("{base}/#/task/{first}")).await;
     browser
         .wait(

@@ -386,6 +386,18 @@ pub struct UpArgs {
     #[arg(long, env = "UFO_UP_STOP_TIMEOUT_SECONDS", default_value_t = 20)]
     pub stop_timeout_seconds: u64,
 
+    /// Size at which a service's log in DATA_DIR/logs is rotated, in bytes (default 10 MiB). Logs are
+    /// appended across starts, so the lines before a crash are still there after the restart.
+    #[arg(long, env = "UFO_UP_LOG_MAX_BYTES", default_value_t = 10 << 20,
+          value_parser = clap::value_parser!(u64).range(4096..))]
+    pub log_max_bytes: u64,
+
+    /// How many rotated logs to keep per service (`ufo-agent.log.1` is the newest; default 5, 0 keeps
+    /// none).
+    #[arg(long, env = "UFO_UP_LOG_FILES", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub log_files: u32,
+
     /// OTLP/gRPC endpoint the services export spans to (e.g. http://127.0.0.1:4317 for Jaeger).
     #[arg(long, env = "UFO_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
@@ -438,12 +450,12 @@ impl ModelArgs {
     /// The agent's environment variables for the settings given.
     pub fn env(&self) -> Vec<(&'static str, &str)> {
         [
-            ("UFO_LLM_BASE_URL", &self.llm_base_url),
-            ("UFO_LLM_API_KEY", &self.llm_api_key),
-            ("UFO_HOST_MODEL", &self.host_model),
-            ("UFO_APP_MODEL", &self.app_model),
-            ("UFO_LLM_PRICES", &self.llm_prices),
-            ("UFO_LLM_DEFAULT_PRICE", &self.llm_default_price),
+            ("UFO_AGENT_LLM_BASE_URL", &self.llm_base_url),
+            ("UFO_AGENT_LLM_API_KEY", &self.llm_api_key),
+            ("UFO_AGENT_HOST_MODEL", &self.host_model),
+            ("UFO_AGENT_APP_MODEL", &self.app_model),
+            ("UFO_AGENT_LLM_PRICES", &self.llm_prices),
+            ("UFO_AGENT_LLM_DEFAULT_PRICE", &self.llm_default_price),
         ]
         .into_iter()
         .filter_map(|(name, value)| value.as_deref().map(|v| (name, v)))

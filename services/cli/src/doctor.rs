@@ -145,7 +145,12 @@ pub async fn doctor(args: DoctorArgs, conn: &Connection) -> Result<Outcome, CliE
     // The model endpoint and key (the agent's own check, with the agent's configuration).
     let agent = bin_dir.join(format!("ufo-agent{}", std::env::consts::EXE_SUFFIX));
     if agent.is_file() {
-        match tokio::process::Command::new(&agent)
+        let mut check = tokio::process::Command::new(&agent);
+        // The CLI's own model variables reach the agent under its names only (see up::command).
+        for (old, _) in ufo_common::agent_env::RENAMED {
+            check.env_remove(old);
+        }
+        match check
             .arg("--check-model")
             .envs(args.model.env())
             .stdin(std::process::Stdio::null())

@@ -14,6 +14,7 @@ pub mod config;
 pub mod doctor;
 pub mod error;
 pub mod follow;
+pub mod logfile;
 pub mod mcp;
 pub mod render;
 pub mod tokens;

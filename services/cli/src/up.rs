@@ -22,6 +22,28 @@ struct Service {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// The tasks copying its stdout and stderr into its log.
+    copies: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Service {
+    /// The last lines of its log, once what it printed before exiting is in the file (bounded: a
+    /// grandchild holding the pipe open must not hold the report).
+    async fn tail(&mut self) -> String {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            let copies = std::mem::take(&mut self.copies);
+            let _ = tokio::time::timeout(Duration::from_secs(1), futures::future::join_all(copies))
+                .await;
+        }
+        tail(&self.log)
+    }
+}
+
+/// Where the services' logs go and how they are rotated.
+struct Logs {
+    dir: PathBuf,
+    max_bytes: u64,
+    keep: u32,
 }
 
 /// The desktop a local executor drives.
@@ -155,8 +177,12 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             lines.join("\n")
         )));
     }
-    let logs = args.data_dir.join("logs");
-    std::fs::create_dir_all(&logs)?;
+    let logs = Logs {
+        dir: args.data_dir.join("logs"),
+        max_bytes: args.log_max_bytes,
+        keep: args.log_files,
+    };
+    std::fs::create_dir_all(&logs.dir)?;
     let tokens = crate::tokens::load_or_create(
         &args.data_dir,
         conn.token.as_deref(),
@@ -175,6 +201,7 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
     let desktop_info = args.data_dir.join("desktop.env");
 
     let mut services: Vec<Service> = Vec::new();
+    let mut previous_display = None;
     let outcome = async {
         // The model check runs while the services start; its findings are printed with the URLs.
         let model_check = command(&bin_dir, "ufo-agent", &args)?
@@ -205,6 +232,12 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             executor.env("UFO_EXECUTOR_TOKEN", &tokens.executor);
             executor.env("UFO_EXECUTOR_ALLOW_APPS", args.allow_apps.join(","));
             if desktop == Desktop::Headless {
+                // The display this data directory used last is asked for again (a viewer or script
+                // pointed at it keeps working); the file is written anew once the desktop is ready.
+                if let Some(number) = desktop_number(&desktop_info) {
+                    executor.args(["--desktop-display", &number.to_string()]);
+                    previous_display = Some(number);
+                }
                 let _ = std::fs::remove_file(&desktop_info);
                 executor
                     .args(["--desktop", "headless", "--desktop-info"])
@@ -225,28 +258,28 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             .args(["--http-listen", &format!("{host}:{}", args.http_port)])
             .args(["--session-url", &session_url])
             .envs(args.model.env())
-            .env("UFO_SESSION_TOKEN", &tokens.session);
+            .env("UFO_AGENT_SESSION_TOKEN", &tokens.session);
         match &admin {
             Some(admin) => agent
                 .env(
-                    "UFO_API_KEYS",
+                    "UFO_AGENT_API_KEYS",
                     format!("local:{},admin:{admin}", tokens.api),
                 )
-                .env("UFO_API_ADMINS", "admin"),
+                .env("UFO_AGENT_API_ADMINS", "admin"),
             None => agent
-                .env("UFO_API_KEYS", format!("local:{}", tokens.api))
-                .env_remove("UFO_API_ADMINS"),
+                .env("UFO_AGENT_API_KEYS", format!("local:{}", tokens.api))
+                .env_remove("UFO_AGENT_API_ADMINS"),
         };
         if let Some(url) = &executor_url {
             agent.args(["--default-executor", url]);
         }
         if start_executor || args.executor_token.is_some() {
-            agent.env("UFO_EXECUTOR_TOKEN", &tokens.executor);
+            agent.env("UFO_AGENT_EXECUTOR_TOKEN", &tokens.executor);
         }
         services.push(spawn("ufo-agent", agent, &logs)?);
         wait_grpc(services.last_mut(), &agent_grpc, ready_timeout).await?;
 
-        println!("ufo is up (logs in {})", logs.display());
+        println!("ufo is up (logs in {})", logs.dir.display());
         println!("  REST API       {agent_http}   (OpenAPI at {agent_http}/openapi.json)");
         println!("  gRPC API       {agent_grpc}");
         println!(
@@ -260,6 +293,14 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             (Some(url), Some(Desktop::Headless)) => {
                 println!("  executor       {url}   (its own headless desktop)");
                 print_desktop(&desktop_info, &agent_http);
+                if let Some(before) = previous_display
+                    && desktop_number(&desktop_info) != Some(before)
+                {
+                    println!(
+                        "note: display :{before}, this data directory's last one, was taken; the \
+                         desktop is on another one now"
+                    );
+                }
             }
             (Some(url), None) => println!("  executor       {url}   (remote)"),
             (None, _) => println!("  executor       none: {}", no_executor_reason(&args)),
@@ -327,6 +368,18 @@ fn no_executor_reason(args: &UpArgs) -> String {
     }
 }
 
+/// The X display number in a desktop info file (`DISPLAY=:N`).
+fn desktop_number(info: &Path) -> Option<u32> {
+    std::fs::read_to_string(info)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("DISPLAY=:"))?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// How to look at the headless desktop.
 fn print_desktop(info: &Path, agent_http: &str) {
     let text = std::fs::read_to_string(info).unwrap_or_default();
@@ -358,20 +411,50 @@ fn command(bin_dir: &Path, name: &'static str, args: &UpArgs) -> Result<Command,
     }
     let mut command = Command::new(program);
     command.stdin(Stdio::null()).kill_on_drop(true);
+    if name == "ufo-agent" {
+        // `ufo up`'s own model settings (UFO_LLM_BASE_URL…) reach the agent under its names
+        // (ModelArgs::env); inherited as they are, the agent would refuse them as names it no longer reads.
+        for (old, _) in ufo_common::agent_env::RENAMED {
+            command.env_remove(old);
+        }
+    }
     if let Some(otlp) = &args.otlp_endpoint {
         command.args(["--otlp-endpoint", otlp]);
     }
     Ok(command)
 }
 
-fn spawn(name: &'static str, mut command: Command, logs: &Path) -> Result<Service, CliError> {
-    let log = logs.join(format!("{name}.log"));
-    let file = std::fs::File::create(&log)?;
-    command.stdout(file.try_clone()?).stderr(file);
-    let child = command
+fn spawn(name: &'static str, mut command: Command, logs: &Logs) -> Result<Service, CliError> {
+    let log = logs.dir.join(format!("{name}.log"));
+    let mut file = crate::logfile::RotatingLog::open(&log, logs.max_bytes, logs.keep)?;
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    file.write_line(
+        format!(
+            "--- ufo up starts {name} (unix time {started}); earlier runs' lines are above ---"
+        )
+        .as_bytes(),
+    )?;
+    let file = std::sync::Arc::new(std::sync::Mutex::new(file));
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command
         .spawn()
         .map_err(|e| CliError::Up(format!("cannot start {name}: {e}")))?;
-    Ok(Service { name, child, log })
+    let mut copies = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        copies.push(crate::logfile::copy_lines(out, file.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        copies.push(crate::logfile::copy_lines(err, file));
+    }
+    Ok(Service {
+        name,
+        child,
+        log,
+        copies,
+    })
 }
 
 /// Waits until the service's gRPC health reports SERVING; fails with its log tail if it exits first.
@@ -386,22 +469,24 @@ async fn wait_grpc(
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if let Some(status) = service.child.try_wait()? {
+            let tail = service.tail().await;
             return Err(CliError::Up(format!(
                 "{} exited ({status}) while starting; its log ({}):\n{}",
                 service.name,
                 service.log.display(),
-                tail(&service.log)
+                tail
             )));
         }
         if serving(url, Duration::from_secs(1)).await {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
+            let tail = service.tail().await;
             return Err(CliError::Up(format!(
                 "{} did not become ready at {url} within {timeout:?}; its log ({}):\n{}",
                 service.name,
                 service.log.display(),
-                tail(&service.log)
+                tail
             )));
         }
         tokio::time::sleep(POLL).await;
@@ -439,11 +524,12 @@ async fn supervise(services: &mut [Service]) -> Result<Outcome, CliError> {
             () = tokio::time::sleep(POLL) => {
                 for service in services.iter_mut() {
                     if let Some(status) = service.child.try_wait()? {
+                        let tail = service.tail().await;
                         return Err(CliError::Up(format!(
                             "{} exited ({status}); its log ({}):\n{}",
                             service.name,
                             service.log.display(),
-                            tail(&service.log)
+                            tail
                         )));
                     }
                 }
@@ -455,13 +541,12 @@ async fn supervise(services: &mut [Service]) -> Result<Outcome, CliError> {
 /// Stops the services in reverse start order: SIGTERM, then kill after `timeout`.
 async fn stop_all(services: &mut Vec<Service>, timeout: Duration) {
     while let Some(mut service) = services.pop() {
-        if matches!(service.child.try_wait(), Ok(Some(_))) {
-            continue;
-        }
-        terminate(&service.child);
-        match tokio::time::timeout(timeout, service.child.wait()).await {
-            Ok(_) => {}
-            Err(_) => {
+        if !matches!(service.child.try_wait(), Ok(Some(_))) {
+            terminate(&service.child);
+            if tokio::time::timeout(timeout, service.child.wait())
+                .await
+                .is_err()
+            {
                 eprintln!(
                     "{} did not stop within {timeout:?}; killing it",
                     service.name
@@ -469,6 +554,12 @@ async fn stop_all(services: &mut Vec<Service>, timeout: Duration) {
                 let _ = service.child.kill().await;
             }
         }
+        // Its last lines (how it stopped) are in the log before `ufo up` exits.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            futures::future::join_all(std::mem::take(&mut service.copies)),
+        )
+        .await;
     }
 }
 

@@ -58,9 +58,8 @@ fn doctor_on_a_bare_machine_names_the_missing_display_and_model_key_with_their_f
         .filter(|l| l.starts_with("PROBLEM") && l.split_whitespace().nth(1) == Some("model"))
         .collect::<Vec<_>>();
     assert!(
-        model
-            .iter()
-            .any(|l| l.contains("no API key") && l.contains("fix: export UFO_LLM_API_KEY")),
+        model.iter().any(|l| l.contains("no API key")
+            && l.contains("fix: give the key with --llm-api-key (UFO_LLM_API_KEY for ufo up")),
         "the missing key is not named with its fix:\n{stdout}"
     );
     // The OCR engine is checked by the agent itself: this machine has Tesseract (`.ci/run` installs it);
@@ -84,8 +83,8 @@ fn a_missing_ocr_language_is_a_grounding_note_with_its_fix() {
     let output = std::process::Command::new(workspace_binary("ufo-agent").unwrap())
         .arg("--check-model")
         .env("UFO_AGENT_GROUNDING_LANG", "nosuchlang")
-        .env("UFO_LLM_BASE_URL", "http://model.invalid/v1")
-        .env_remove("UFO_LLM_API_KEY")
+        .env("UFO_AGENT_LLM_BASE_URL", "http://model.invalid/v1")
+        .env_remove("UFO_AGENT_LLM_API_KEY")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -37,7 +37,7 @@ async fn restart_agent(cluster: &Cluster) -> ServiceProcess {
         ])
         .args(["--session-url", cluster.session_url.as_str()])
         .args(["--runner-slots", "0"])
-        .env("UFO_API_KEYS", format!("test:{}", cluster.api_key))
+        .env("UFO_AGENT_API_KEYS", format!("test:{}", cluster.api_key))
         .env_remove("UFO_OTLP_ENDPOINT")
         .current_dir(cluster.dir())
         .spawn()

@@ -84,7 +84,7 @@ async fn up(data: &Path, extra: &[&str]) -> (ServiceProcess, String) {
         .env_remove("UFO_LLM_PRICES")
         .env_remove("UFO_LLM_DEFAULT_PRICE")
         // A submitted task may be mid-step when SIGTERM comes: 1 s of drain, within the harness's grace.
-        .env("UFO_DRAIN_MS", "1000")
+        .env("UFO_AGENT_DRAIN_MS", "1000")
         .spawn()
         .unwrap();
     up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(120))

@@ -110,6 +110,40 @@ fn the_readme_is_a_manual_of_at_most_30_kb() {
     );
 }
 
+/// README names exactly the RPCs `ufo.v1.AgentService` offers (and says the rest is REST only).
+#[test]
+fn the_readme_lists_the_grpc_operations_the_proto_offers() {
+    let proto = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto/ufo/v1/agent.proto"),
+    )
+    .unwrap();
+    let service = proto
+        .split("service AgentService")
+        .nth(1)
+        .and_then(|s| s.split('}').next())
+        .unwrap();
+    let rpcs: BTreeSet<String> = service
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("rpc "))
+        .map(|l| l.split('(').next().unwrap().trim().to_owned())
+        .collect();
+    assert!(rpcs.len() >= 7, "{rpcs:?}");
+    let text = readme();
+    let sentence = text
+        .split("the task cycle over **gRPC**")
+        .nth(1)
+        .and_then(|s| s.split("REST only").next())
+        .expect("README says which operations gRPC offers");
+    let listed: BTreeSet<String> = sentence
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.chars().next().is_some_and(char::is_uppercase) && !w.contains('.'))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(listed, rpcs, "README's gRPC list against agent.proto");
+}
+
 #[test]
 fn every_ufo_command_in_the_readme_exists_with_its_flags() {
     let ufo = Path::new(env!("CARGO_BIN_EXE_ufo"));

@@ -21,22 +21,25 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
         free_port().unwrap(),
         free_port().unwrap(),
     );
-    let mut up = ProcessBuilder::new("ufo up", env!("CARGO_BIN_EXE_ufo"))
-        .args(["up", "--executor", "never", "--admin-key"])
-        .arg("--bin-dir")
-        .arg(&bin_dir)
-        .arg("--data-dir")
-        .arg(data.path())
-        .args(["--http-port", &http.to_string()])
-        .args(["--grpc-port", &grpc.to_string()])
-        .args(["--session-port", &session.to_string()])
-        .env_remove("UFO_TOKEN")
-        .env_remove("UFO_OTLP_ENDPOINT")
-        // The submitted task may be mid-step (no executor, no model) when SIGTERM comes: the agent lets
-        // it drain for 1 s, not the default 20 s beyond this harness's 10 s grace.
-        .env("UFO_DRAIN_MS", "1000")
-        .spawn()
-        .unwrap();
+    let start = || {
+        ProcessBuilder::new("ufo up", env!("CARGO_BIN_EXE_ufo"))
+            .args(["up", "--executor", "never", "--admin-key"])
+            .arg("--bin-dir")
+            .arg(&bin_dir)
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["--http-port", &http.to_string()])
+            .args(["--grpc-port", &grpc.to_string()])
+            .args(["--session-port", &session.to_string()])
+            .env_remove("UFO_TOKEN")
+            .env_remove("UFO_OTLP_ENDPOINT")
+            // The submitted task may be mid-step (no executor, no model) when SIGTERM comes: the agent
+            // lets it drain for 1 s, not the default 20 s beyond this harness's 10 s grace.
+            .env("UFO_AGENT_DRAIN_MS", "1000")
+            .spawn()
+            .unwrap()
+    };
+    let mut up = start();
     up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(120))
         .await
         .unwrap();
@@ -137,6 +140,9 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
         String::from_utf8_lossy(&pruned.stdout),
         String::from_utf8_lossy(&pruned.stderr)
     );
+    // A task that does not exist is the caller's mistake: answered, not an ERROR in any service's log.
+    let missing = ufo(&["show", "0195f8a0-0000-7000-8000-000000000000"]);
+    assert!(!missing.status.success());
     let refused = ufo(&["prune", "--older-than-days", "30"]);
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("HTTP 403"),
@@ -156,4 +162,114 @@ async fn up_starts_the_services_that_the_cli_then_uses_and_stops_them_on_sigterm
             "{url} still serves after ufo up stopped"
         );
     }
+
+    // A restart appends to the services' logs (the run before it, say a crash, stays readable).
+    let mut up = start();
+    up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert!(up.stop().await.unwrap().unwrap().success());
+    for service in ["ufo-session", "ufo-agent"] {
+        let log = std::fs::read_to_string(data.path().join(format!("logs/{service}.log"))).unwrap();
+        let starts = log.matches(&format!("--- ufo up starts {service}")).count();
+        assert_eq!(starts, 2, "{service}.log holds both runs:\n{log}");
+        // (tower-http logged every non-OK gRPC answer as ERROR "response failed".)
+        let errors: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" ERROR "))
+            .filter(|l| {
+                service == "ufo-session"
+                    || ["response failed", "NotFound", "not found"]
+                        .iter()
+                        .any(|w| l.contains(w))
+            })
+            .collect();
+        assert!(errors.is_empty(), "{service}.log: {errors:#?}");
+    }
+    let agent_log = std::fs::read_to_string(data.path().join("logs/ufo-agent.log")).unwrap();
+    assert_eq!(
+        agent_log.matches("ufo-agent listening").count(),
+        2,
+        "{agent_log}"
+    );
+}
+
+/// A headless desktop keeps its display number between starts of one data directory (desktop.env and
+/// the printed line name the same display), and when that display is taken the desktop goes elsewhere
+/// with a note.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_keeps_the_headless_display_of_its_data_directory() {
+    let bin_dir = workspace_binary("ufo-agent")
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    let data = tempfile::tempdir().unwrap();
+    let ports: Vec<String> = (0..4).map(|_| free_port().unwrap().to_string()).collect();
+    let run = || async {
+        let mut up = ProcessBuilder::new("ufo up", env!("CARGO_BIN_EXE_ufo"))
+            .args([
+                "up",
+                "--desktop",
+                "headless",
+                "--llm-base-url",
+                "http://127.0.0.1:9/v1",
+            ])
+            .arg("--bin-dir")
+            .arg(&bin_dir)
+            .arg("--data-dir")
+            .arg(data.path())
+            .args(["--http-port", &ports[0], "--grpc-port", &ports[1]])
+            .args(["--session-port", &ports[2], "--executor-port", &ports[3]])
+            .env_remove("DISPLAY")
+            .env_remove("UFO_TOKEN")
+            .env_remove("UFO_OTLP_ENDPOINT")
+            .spawn()
+            .unwrap();
+        up.wait_for_log("Ctrl-C stops everything", Duration::from_secs(180))
+            .await
+            .unwrap();
+        let logs = up.logs();
+        let display = logs
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("desktop        Xvfb display "))
+            .and_then(|l| l.split(' ').next())
+            .unwrap_or_else(|| panic!("no display printed:\n{logs}"))
+            .to_owned();
+        let info = std::fs::read_to_string(data.path().join("desktop.env")).unwrap();
+        assert!(info.contains(&format!("DISPLAY={display}\n")), "{info}");
+        assert!(up.stop().await.unwrap().unwrap().success());
+        (display, logs)
+    };
+    let (first, _) = run().await;
+    let (second, logs) = run().await;
+    assert_eq!(first, second, "{logs}");
+    assert!(!logs.contains("was taken"), "{logs}");
+
+    // Another X server on it now: the next start goes elsewhere and says so.
+    let number = first.trim_start_matches(':');
+    let mut squatter = std::process::Command::new("Xvfb")
+        .args([&format!(":{number}"), "-displayfd", "1", "-nolisten", "tcp"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(squatter.stdout.take().unwrap()),
+        &mut ready,
+    )
+    .unwrap();
+    assert_eq!(ready.trim(), number, "the squatter holds the display");
+    let (third, logs) = run().await;
+    squatter.kill().unwrap();
+    squatter.wait().unwrap();
+    assert_ne!(third, first, "{logs}");
+    assert!(
+        logs.contains(&format!(
+            "display :{number}, this data directory's last one, was taken"
+        )),
+        "{logs}"
+    );
 }

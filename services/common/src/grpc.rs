@@ -213,11 +213,70 @@ impl Interceptor for ClientContext {
 pub type GrpcTraceLayer = tower_http::trace::TraceLayer<
     tower_http::classify::SharedClassifier<tower_http::classify::GrpcErrorsAsFailures>,
     fn(&http::Request<tonic::body::Body>) -> tracing::Span,
+    tower_http::trace::DefaultOnRequest,
+    tower_http::trace::DefaultOnResponse,
+    tower_http::trace::DefaultOnBodyChunk,
+    tower_http::trace::DefaultOnEos,
+    LogFailure,
 >;
 
-/// A tower layer for tonic servers: one `grpc.server` span per call, continuing the caller's trace.
+/// A tower layer for tonic servers: one `grpc.server` span per call, continuing the caller's trace; a
+/// failed call is logged at the level of its cause ([`failure_level`]).
 pub fn trace_layer() -> GrpcTraceLayer {
-    tower_http::trace::TraceLayer::new_for_grpc().make_span_with(server_span as fn(&_) -> _)
+    tower_http::trace::TraceLayer::new_for_grpc()
+        .make_span_with(server_span as fn(&_) -> _)
+        .on_failure(LogFailure)
+}
+
+/// The level a call that ended with `code` is logged at: a caller's mistake or an expected answer (not
+/// found, invalid, unauthenticated, a method this server does not offer, a cancelled call…) is DEBUG, since
+/// the caller was told and the server is fine; a dependency that is away or slow is WARN; only the server's
+/// own failures (INTERNAL, UNKNOWN, DATA_LOSS) are ERROR.
+pub fn failure_level(code: tonic::Code) -> tracing::Level {
+    use tonic::Code::*;
+    match code {
+        Ok | Cancelled | InvalidArgument | NotFound | AlreadyExists | PermissionDenied
+        | FailedPrecondition | Aborted | OutOfRange | Unimplemented | Unauthenticated
+        | ResourceExhausted => tracing::Level::DEBUG,
+        Unavailable | DeadlineExceeded => tracing::Level::WARN,
+        Internal | Unknown | DataLoss => tracing::Level::ERROR,
+    }
+}
+
+/// Logs a failed gRPC call at [`failure_level`] (tower-http's default logs every non-OK status as ERROR,
+/// so a client asking for a task that does not exist filled the operators' logs with errors).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogFailure;
+
+impl tower_http::trace::OnFailure<tower_http::classify::GrpcFailureClass> for LogFailure {
+    fn on_failure(
+        &mut self,
+        class: tower_http::classify::GrpcFailureClass,
+        latency: std::time::Duration,
+        _span: &tracing::Span,
+    ) {
+        let latency_ms = latency.as_secs_f64() * 1e3;
+        match class {
+            tower_http::classify::GrpcFailureClass::Code(code) => {
+                let code = tonic::Code::from_i32(code.get());
+                let description = code.description();
+                match failure_level(code) {
+                    tracing::Level::ERROR => {
+                        tracing::error!(grpc.code = ?code, latency_ms, "call failed: {description}")
+                    }
+                    tracing::Level::WARN => {
+                        tracing::warn!(grpc.code = ?code, latency_ms, "call failed: {description}")
+                    }
+                    _ => {
+                        tracing::debug!(grpc.code = ?code, latency_ms, "call answered: {description}")
+                    }
+                }
+            }
+            tower_http::classify::GrpcFailureClass::Error(error) => {
+                tracing::error!(latency_ms, error = %error, "call failed")
+            }
+        }
+    }
 }
 
 fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
@@ -279,6 +338,72 @@ pub fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `LogFailure` prints for a call that ended with `code`, as the fmt subscriber writes it.
+    fn logged(code: tonic::Code) -> String {
+        use tower_http::trace::OnFailure;
+        let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let class = tower_http::classify::GrpcFailureClass::Code(
+                std::num::NonZeroI32::new(code as i32).unwrap(),
+            );
+            LogFailure.on_failure(
+                class,
+                std::time::Duration::from_millis(3),
+                &tracing::Span::none(),
+            );
+        });
+        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+        text
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_callers_mistake_is_not_an_error_in_the_log_and_a_server_failure_is() {
+        for code in [
+            tonic::Code::NotFound,
+            tonic::Code::InvalidArgument,
+            tonic::Code::Unimplemented,
+            tonic::Code::Unauthenticated,
+            tonic::Code::PermissionDenied,
+            tonic::Code::FailedPrecondition,
+        ] {
+            let line = logged(code);
+            assert!(
+                line.contains("DEBUG") && !line.contains("ERROR"),
+                "{code:?}: {line}"
+            );
+        }
+        assert!(logged(tonic::Code::Unavailable).contains(" WARN "));
+        for code in [
+            tonic::Code::Internal,
+            tonic::Code::Unknown,
+            tonic::Code::DataLoss,
+        ] {
+            let line = logged(code);
+            assert!(
+                line.contains("ERROR") && line.contains(code.description()),
+                "{line}"
+            );
+        }
+    }
 
     #[test]
     fn bearer_scheme_is_case_insensitive() {

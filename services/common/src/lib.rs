@@ -9,6 +9,7 @@
 //! - [`tls`]: the one rustls crypto provider (ring) every process installs before it builds a TLS client.
 //! - [`checked`] and [`wire`]: malformed gRPC requests refused as INVALID_ARGUMENT before they are decoded.
 
+pub mod agent_env;
 pub mod checked;
 pub mod effect;
 pub mod error;

@@ -236,8 +236,8 @@ async fn ufo_up_brings_a_desktop_and_the_first_task_types_into_mousepad() {
     };
     let env = vec![
         ("UFO_LLM_BASE_URL".to_owned(), llm.base_url()),
-        ("UFO_LLM_MAX_RETRIES".to_owned(), "0".to_owned()),
-        ("UFO_CLAIM_INTERVAL_MS".to_owned(), "50".to_owned()),
+        ("UFO_AGENT_LLM_MAX_RETRIES".to_owned(), "0".to_owned()),
+        ("UFO_AGENT_CLAIM_INTERVAL_MS".to_owned(), "50".to_owned()),
         ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
     ];
     let tmux = Tmux {

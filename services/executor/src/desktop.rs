@@ -108,6 +108,15 @@ fn spawn(command: &mut Command, program: &str) -> Result<Child, DesktopError> {
 impl Desktop {
     /// Starts Xvfb (`width`×`height`×24), a session bus, the AT-SPI bus and xfwm4.
     pub async fn start(width: u32, height: u32) -> Result<Self, DesktopError> {
+        Self::start_on(width, height, None).await
+    }
+
+    /// [`Desktop::start`] on display `:preferred` when it is free, else on one Xvfb chooses.
+    pub async fn start_on(
+        width: u32,
+        height: u32,
+        preferred: Option<u32>,
+    ) -> Result<Self, DesktopError> {
         let runtime_dir = std::env::temp_dir().join(format!(
             "ufo-desktop-{}-{}",
             std::process::id(),
@@ -125,7 +134,20 @@ impl Desktop {
             runtime_dir,
             children: Vec::new(),
         };
-        desk.start_xvfb(width, height).await?;
+        match preferred {
+            Some(number) => {
+                if let Err(e) = desk.start_xvfb(width, height, Some(number)).await {
+                    tracing::warn!(
+                        display = number,
+                        error = %e,
+                        "the preferred display is taken; choosing a free one"
+                    );
+                    desk.stop_children();
+                    desk.start_xvfb(width, height, None).await?;
+                }
+            }
+            None => desk.start_xvfb(width, height, None).await?,
+        }
         desk.start_bus()?;
         desk.start_atspi().await?;
         desk.start_wm().await?;
@@ -197,9 +219,18 @@ impl Desktop {
     /// connections. Choosing the number here instead raced with concurrent desktops: two starts could
     /// pick the same free number, the losing Xvfb exited, and the loser's readiness check connected to
     /// the winner's server, so two desktops shared one display.
-    async fn start_xvfb(&mut self, width: u32, height: u32) -> Result<(), DesktopError> {
+    ///
+    /// With `number`, the server takes `:number` (and announces it the same way) or exits when it is
+    /// taken.
+    async fn start_xvfb(
+        &mut self,
+        width: u32,
+        height: u32,
+        number: Option<u32>,
+    ) -> Result<(), DesktopError> {
         let mut child = spawn(
             Command::new("Xvfb")
+                .args(number.map(|n| format!(":{n}")))
                 .args([
                     "-displayfd".into(),
                     "1".into(),
@@ -353,10 +384,17 @@ fn stop(child: &mut Child) {
 
 impl Drop for Desktop {
     fn drop(&mut self) {
+        self.stop_children();
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}
+
+impl Desktop {
+    /// Stops every process started so far, newest first.
+    fn stop_children(&mut self) {
         while let Some((_, mut c)) = self.children.pop() {
             stop(&mut c);
         }
-        let _ = std::fs::remove_dir_all(&self.runtime_dir);
     }
 }
 
@@ -411,5 +449,21 @@ mod tests {
         for desk in &mut desks {
             assert_eq!(desk.exited(), None);
         }
+    }
+
+    /// `ufo up` keeps its headless display between starts: the preferred number is taken when free, a
+    /// taken one falls back to a free display, and a number freed again is taken again. (A high number,
+    /// which `-displayfd`'s search from 0 in concurrent tests does not reach.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_preferred_display_is_taken_when_free_and_replaced_when_not() {
+        let number = 4000 + std::process::id() % 20000;
+        let first = Desktop::start_on(320, 240, Some(number)).await.unwrap();
+        assert_eq!(first.display(), format!(":{number}"));
+        let second = Desktop::start_on(320, 240, Some(number)).await.unwrap();
+        assert_ne!(second.display(), first.display());
+        assert!(second.display().starts_with(':'), "{}", second.display());
+        drop(first);
+        let third = Desktop::start_on(320, 240, Some(number)).await.unwrap();
+        assert_eq!(third.display(), format!(":{number}"));
     }
 }

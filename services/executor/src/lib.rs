@@ -174,7 +174,7 @@ async fn run_headless(
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     let (width, height) = config.desktop_size;
-    let mut desktop = desktop::Desktop::start(width, height).await?;
+    let mut desktop = desktop::Desktop::start_on(width, height, config.desktop_display).await?;
     tracing::info!(display = desktop.display(), "headless desktop ready");
     if let Some(path) = &config.desktop_info {
         let info = format!(

@@ -192,18 +192,18 @@ impl ClusterBuilder {
             .args(["--listen", &format!("127.0.0.1:{grpc_port}")])
             .args(["--http-listen", &format!("127.0.0.1:{http_port}")])
             .args(["--session-url", session_url.as_str()])
-            .env("UFO_API_KEYS", format!("test:{}", self.api_key))
+            .env("UFO_AGENT_API_KEYS", format!("test:{}", self.api_key))
             .current_dir(dir.path());
         if let Some(url) = &executor_url {
             agent = agent.args(["--default-executor", url.as_str()]);
         }
         if executor.is_some() {
-            agent = agent.env("UFO_EXECUTOR_TOKEN", &executor_token);
+            agent = agent.env("UFO_AGENT_EXECUTOR_TOKEN", &executor_token);
         }
         if let Some(url) = &self.llm_base_url {
             agent = agent
                 .args(["--llm-base-url", url.as_str()])
-                .env("UFO_LLM_API_KEY", "test-llm-key");
+                .env("UFO_AGENT_LLM_API_KEY", "test-llm-key");
         }
         let mut agent = otlp(agent).args(&self.agent_args).spawn()?;
         agent.wait_grpc_ready(&grpc_url, self.ready_timeout).await?;

@@ -372,8 +372,12 @@ fn every_flag_and_variable_given_to_our_binaries_exists_and_every_address_points
     let agent_help = read_help(&workspace_binary("ufo-agent").unwrap(), &[]);
     let agent_env = environment(&services["agent"], "agent");
     for (client_key, server, server_key) in [
-        ("UFO_SESSION_TOKEN", "session", "UFO_SESSION_AUTH_TOKEN"),
-        ("UFO_EXECUTOR_TOKEN", "executor", "UFO_EXECUTOR_TOKEN"),
+        (
+            "UFO_AGENT_SESSION_TOKEN",
+            "session",
+            "UFO_SESSION_AUTH_TOKEN",
+        ),
+        ("UFO_AGENT_EXECUTOR_TOKEN", "executor", "UFO_EXECUTOR_TOKEN"),
     ] {
         if !agent_help.envs.contains(client_key) {
             continue;

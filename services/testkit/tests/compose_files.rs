@@ -322,8 +322,8 @@ fn agent_opened(extra_env: &[(&str, String)]) -> (BTreeSet<String>, PathBuf) {
     let mut env = vec![
         ("UFO_AGENT_LISTEN", format!("127.0.0.1:{grpc}")),
         ("UFO_AGENT_HTTP_LISTEN", format!("127.0.0.1:{http}")),
-        ("UFO_API_KEYS", "k".to_owned()),
-        ("UFO_LLM_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
+        ("UFO_AGENT_API_KEYS", "k".to_owned()),
+        ("UFO_AGENT_LLM_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
     ];
     env.extend(extra_env.iter().cloned());
     let files = opened_at_start(&agent, &[], &env, &format!("http://127.0.0.1:{grpc}"));

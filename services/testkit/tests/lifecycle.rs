@@ -143,7 +143,10 @@ async fn the_agent_service_starts_serves_health_and_reflection_and_stops_cleanly
             "--session-url".into(),
             session_url,
         ],
-        vec![("UFO_API_KEYS".into(), "lifecycle:lifecycle-key".into())],
+        vec![(
+            "UFO_AGENT_API_KEYS".into(),
+            "lifecycle:lifecycle-key".into(),
+        )],
         dir.path(),
         &[
             "ufo.v1.AgentService/SubmitTask",

@@ -61,6 +61,11 @@ impl TaskSnapshot {
             result: self.session.result.clone(),
             last_seq: self.session.last_seq,
             replay: self.replay.clone(),
+            waiting_for: super::model::view::WaitingForView::of_task(
+                &self.session,
+                self.held.is_some(),
+            )
+            .map(|w| w.to_proto()),
         }
     }
 }

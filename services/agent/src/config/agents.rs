@@ -125,17 +125,17 @@ pub struct AgentArgs {
     /// MCP servers (JSON, or YAML by a `.yaml`/`.yml` extension; docs/mcp.md): their tools become API
     /// actions of the applications they are bound to, or they run as third-party agents the HostAgent
     /// may assign a subtask to. Read and checked at start; servers start on first use.
-    #[arg(long, env = "UFO_MCP_SERVERS")]
+    #[arg(long, env = "UFO_AGENT_MCP_SERVERS")]
     pub mcp_servers: Option<PathBuf>,
     /// Offer the HostAgent the built-in shell agent (`shell`, docs/mcp.md "Shell"): it runs allow-listed
     /// programs on the desktop machine through the executor's run_command (which must be started with
     /// --shell-allow and --shell-workdir), one `shell__run` action per step. Off by default.
-    #[arg(long, env = "UFO_AGENT_SHELL", default_value_t = false)]
+    #[arg(long, env = "UFO_AGENT_SHELL_AGENT", default_value_t = false)]
     pub shell_agent: bool,
     /// What the HostAgent is told the shell agent is for (name the allowed programs and the directory).
     #[arg(
         long,
-        env = "UFO_AGENT_SHELL_DESCRIPTION",
+        env = "UFO_AGENT_SHELL_AGENT_DESCRIPTION",
         default_value = "Runs allow-listed command-line programs (no shell) in a working directory on the desktop machine and returns their output; for subtasks about files and command output rather than windows"
     )]
     pub shell_agent_description: String,
@@ -143,19 +143,27 @@ pub struct AgentArgs {
     #[arg(long, env = "UFO_AGENT_SHELL_OUTPUT_CHARS", default_value_t = 8_000)]
     pub shell_output_chars: usize,
     /// Milliseconds an MCP tool call may take before it fails (a server may set its own).
-    #[arg(long, env = "UFO_MCP_CALL_TIMEOUT_MS", default_value_t = 30_000)]
+    #[arg(long, env = "UFO_AGENT_MCP_CALL_TIMEOUT_MS", default_value_t = 30_000)]
     pub mcp_call_timeout_ms: u64,
     /// Milliseconds starting an MCP server and listing its tools may take.
-    #[arg(long, env = "UFO_MCP_CONNECT_TIMEOUT_MS", default_value_t = 20_000)]
+    #[arg(
+        long,
+        env = "UFO_AGENT_MCP_CONNECT_TIMEOUT_MS",
+        default_value_t = 20_000
+    )]
     pub mcp_connect_timeout_ms: u64,
     /// Milliseconds before a failed MCP server is started again (doubled per failure in a row).
-    #[arg(long, env = "UFO_MCP_RESTART_BACKOFF_MS", default_value_t = 500)]
+    #[arg(long, env = "UFO_AGENT_MCP_RESTART_BACKOFF_MS", default_value_t = 500)]
     pub mcp_restart_backoff_ms: u64,
     /// The longest wait before starting a failed MCP server again, in milliseconds.
-    #[arg(long, env = "UFO_MCP_RESTART_BACKOFF_MAX_MS", default_value_t = 30_000)]
+    #[arg(
+        long,
+        env = "UFO_AGENT_MCP_RESTART_BACKOFF_MAX_MS",
+        default_value_t = 30_000
+    )]
     pub mcp_restart_backoff_max_ms: u64,
     /// Characters of an MCP tool's result kept (and shown to the model).
-    #[arg(long, env = "UFO_MCP_RESULT_CHARS", default_value_t = 20_000)]
+    #[arg(long, env = "UFO_AGENT_MCP_RESULT_CHARS", default_value_t = 20_000)]
     pub mcp_result_chars: usize,
     /// When windows are grounded visually (OCR) besides the accessibility API: `off`, `auto` (a window
     /// with fewer named accessible controls than `--grounding-min-named`) or `always`.

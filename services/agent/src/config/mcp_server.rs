@@ -8,7 +8,7 @@ pub struct McpServerConfig {
     /// it 404.
     #[arg(
         long = "mcp-endpoint",
-        env = "UFO_MCP_ENDPOINT",
+        env = "UFO_AGENT_MCP_ENDPOINT",
         default_value_t = true,
         action = clap::ArgAction::Set
     )]
@@ -19,7 +19,7 @@ pub struct McpServerConfig {
     /// 403: a page that rebinds its own name to this machine cannot reach the endpoint.
     #[arg(
         long = "mcp-endpoint-allowed-hosts",
-        env = "UFO_MCP_ENDPOINT_ALLOWED_HOSTS",
+        env = "UFO_AGENT_MCP_ENDPOINT_ALLOWED_HOSTS",
         value_delimiter = ',',
         default_value = "localhost,127.0.0.1,::1"
     )]
@@ -30,7 +30,7 @@ pub struct McpServerConfig {
     /// from a browser) passes; any other origin is 403.
     #[arg(
         long = "mcp-endpoint-allowed-origins",
-        env = "UFO_MCP_ENDPOINT_ALLOWED_ORIGINS",
+        env = "UFO_AGENT_MCP_ENDPOINT_ALLOWED_ORIGINS",
         value_delimiter = ','
     )]
     pub mcp_allowed_origins: Vec<String>,
@@ -39,7 +39,7 @@ pub struct McpServerConfig {
     /// body is 413, larger arguments an `invalid_argument` tool error.
     #[arg(
         long = "mcp-endpoint-max-body-bytes",
-        env = "UFO_MCP_ENDPOINT_MAX_BODY_BYTES",
+        env = "UFO_AGENT_MCP_ENDPOINT_MAX_BODY_BYTES",
         default_value_t = 1024 * 1024
     )]
     pub mcp_max_body_bytes: usize,
@@ -47,7 +47,7 @@ pub struct McpServerConfig {
     /// Seconds between keep-alive comments on an idle `/mcp` event stream (default 15).
     #[arg(
         long = "mcp-endpoint-keepalive-seconds",
-        env = "UFO_MCP_ENDPOINT_KEEPALIVE_SECONDS",
+        env = "UFO_AGENT_MCP_ENDPOINT_KEEPALIVE_SECONDS",
         default_value_t = 15,
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]

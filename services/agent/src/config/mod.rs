@@ -75,7 +75,7 @@ pub struct Config {
     pub check_model: bool,
 
     /// How long the model endpoint check (at start, and --check-model) waits for an answer, in seconds.
-    #[arg(long, env = "UFO_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
+    #[arg(long, env = "UFO_AGENT_LLM_CHECK_TIMEOUT_SECS", default_value_t = 10)]
     pub llm_check_timeout_secs: u64,
 }
 
@@ -89,13 +89,13 @@ pub struct DialOutConfig {
     /// executor tasks may name.
     #[arg(
         long = "executor-enrollments-file",
-        env = "UFO_EXECUTOR_ENROLLMENTS_FILE"
+        env = "UFO_AGENT_EXECUTOR_ENROLLMENTS_FILE"
     )]
     pub enrollments_file: Option<PathBuf>,
 
     /// How often the agent and a dial-out executor exchange heartbeats, in milliseconds; a connection
     /// silent for three intervals is closed.
-    #[arg(long = "dial-out-heartbeat-ms", env = "UFO_DIAL_OUT_HEARTBEAT_MS", default_value_t = 10_000,
+    #[arg(long = "dial-out-heartbeat-ms", env = "UFO_AGENT_DIAL_OUT_HEARTBEAT_MS", default_value_t = 10_000,
         value_parser = clap::value_parser!(u64).range(100..=600_000))]
     pub heartbeat_ms: u64,
 
@@ -111,7 +111,7 @@ pub struct ApiConfig {
     /// name labels the tasks it submits.
     #[arg(
         long = "api-keys",
-        env = "UFO_API_KEYS",
+        env = "UFO_AGENT_API_KEYS",
         value_delimiter = ',',
         hide_env_values = true
     )]
@@ -119,28 +119,32 @@ pub struct ApiConfig {
 
     /// Names of the API keys that are admins (see every caller's tasks), comma-separated; every other key
     /// is a user, which sees and acts on only the tasks it submitted.
-    #[arg(long = "api-admins", env = "UFO_API_ADMINS", value_delimiter = ',')]
+    #[arg(
+        long = "api-admins",
+        env = "UFO_AGENT_API_ADMINS",
+        value_delimiter = ','
+    )]
     pub api_admins: Vec<String>,
 
     /// A file with one API key per line (`name:key` or `key`; `#` starts a comment).
-    #[arg(long = "api-keys-file", env = "UFO_API_KEYS_FILE")]
+    #[arg(long = "api-keys-file", env = "UFO_AGENT_API_KEYS_FILE")]
     pub api_keys_file: Option<PathBuf>,
 
     /// Serve without authentication. Only for a trusted local machine: without keys and without this flag
     /// the service refuses to start.
-    #[arg(long = "insecure-no-auth", env = "UFO_INSECURE_NO_AUTH")]
+    #[arg(long = "insecure-no-auth", env = "UFO_AGENT_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
 
     /// Largest accepted REST request body, in bytes (default 1048576: room for the longest request or 16
     /// of the longest answers even when every character is JSON-escaped).
-    #[arg(long = "max-body-bytes", env = "UFO_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    #[arg(long = "max-body-bytes", env = "UFO_AGENT_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
     /// Largest `POST /v1/knowledge/documents` body, in bytes (default 16777216; 413 beyond, nothing
     /// stored). Keep it below the session service's --max-message-bytes.
     #[arg(
         long = "knowledge-max-upload-bytes",
-        env = "UFO_KNOWLEDGE_MAX_UPLOAD_BYTES",
+        env = "UFO_AGENT_KNOWLEDGE_MAX_UPLOAD_BYTES",
         default_value_t = 16 * 1024 * 1024,
         value_parser = clap::value_parser!(u64).range(1024..=1024 * 1024 * 1024)
     )]
@@ -149,7 +153,7 @@ pub struct ApiConfig {
     /// Most files in one `POST /v1/knowledge/documents` (default 100).
     #[arg(
         long = "knowledge-max-upload-files",
-        env = "UFO_KNOWLEDGE_MAX_UPLOAD_FILES",
+        env = "UFO_AGENT_KNOWLEDGE_MAX_UPLOAD_FILES",
         default_value_t = 100,
         value_parser = clap::value_parser!(u32).range(1..=100_000)
     )]
@@ -159,7 +163,7 @@ pub struct ApiConfig {
     /// service's --knowledge-max-query-chars).
     #[arg(
         long = "knowledge-max-query-chars",
-        env = "UFO_KNOWLEDGE_MAX_QUERY_CHARS",
+        env = "UFO_AGENT_KNOWLEDGE_MAX_QUERY_CHARS",
         default_value_t = 1000,
         value_parser = clap::value_parser!(u32).range(1..=100_000)
     )]
@@ -168,7 +172,7 @@ pub struct ApiConfig {
     /// Longest accepted task or follow-up request, in characters (default 8000).
     #[arg(
         long = "max-request-chars",
-        env = "UFO_MAX_REQUEST_CHARS",
+        env = "UFO_AGENT_MAX_REQUEST_CHARS",
         default_value_t = 8000
     )]
     pub max_request_chars: usize,
@@ -176,19 +180,23 @@ pub struct ApiConfig {
     /// Longest accepted answer, in characters (default 4000).
     #[arg(
         long = "max-answer-chars",
-        env = "UFO_MAX_ANSWER_CHARS",
+        env = "UFO_AGENT_MAX_ANSWER_CHARS",
         default_value_t = 4000
     )]
     pub max_answer_chars: usize,
 
     /// Most answers accepted in one call (default 16).
-    #[arg(long = "max-answers", env = "UFO_MAX_ANSWERS", default_value_t = 16)]
+    #[arg(
+        long = "max-answers",
+        env = "UFO_AGENT_MAX_ANSWERS",
+        default_value_t = 16
+    )]
     pub max_answers: usize,
 
     /// Page size of `GET /v1/tasks` when the client gives none (default 20).
     #[arg(
         long = "default-page-size",
-        env = "UFO_DEFAULT_PAGE_SIZE",
+        env = "UFO_AGENT_DEFAULT_PAGE_SIZE",
         default_value_t = 20
     )]
     pub default_page_size: u32,
@@ -196,7 +204,7 @@ pub struct ApiConfig {
     /// Largest page size of `GET /v1/tasks` and `GET /v1/tasks/{id}/steps` (default 100).
     #[arg(
         long = "max-page-size",
-        env = "UFO_MAX_PAGE_SIZE",
+        env = "UFO_AGENT_MAX_PAGE_SIZE",
         default_value_t = 100
     )]
     pub max_page_size: u32,
@@ -204,7 +212,7 @@ pub struct ApiConfig {
     /// Steps a task may take when it asks for no limit (default 50).
     #[arg(
         long = "default-max-steps",
-        env = "UFO_DEFAULT_MAX_STEPS",
+        env = "UFO_AGENT_DEFAULT_MAX_STEPS",
         default_value_t = 50
     )]
     pub default_max_steps: u32,
@@ -212,7 +220,7 @@ pub struct ApiConfig {
     /// Largest step limit a task may ask for (default 500).
     #[arg(
         long = "max-steps-cap",
-        env = "UFO_MAX_STEPS_CAP",
+        env = "UFO_AGENT_MAX_STEPS_CAP",
         default_value_t = 500
     )]
     pub max_steps_cap: u32,
@@ -220,7 +228,7 @@ pub struct ApiConfig {
     /// LLM cost a task may spend when it asks for no limit, in US dollars (default 1.0).
     #[arg(
         long = "default-max-cost",
-        env = "UFO_DEFAULT_MAX_COST",
+        env = "UFO_AGENT_DEFAULT_MAX_COST",
         default_value_t = 1.0
     )]
     pub default_max_cost: f64,
@@ -228,7 +236,7 @@ pub struct ApiConfig {
     /// Largest cost limit a task may ask for, in US dollars (default 20.0).
     #[arg(
         long = "max-cost-cap",
-        env = "UFO_MAX_COST_CAP",
+        env = "UFO_AGENT_MAX_COST_CAP",
         default_value_t = 20.0
     )]
     pub max_cost_cap: f64,
@@ -236,7 +244,7 @@ pub struct ApiConfig {
     /// Wall-time limit of a task when it asks for none, in seconds (default 1800).
     #[arg(
         long = "default-timeout-seconds",
-        env = "UFO_DEFAULT_TIMEOUT_SECONDS",
+        env = "UFO_AGENT_DEFAULT_TIMEOUT_SECONDS",
         default_value_t = 1800
     )]
     pub default_timeout_seconds: u32,
@@ -244,19 +252,19 @@ pub struct ApiConfig {
     /// Largest wall-time limit a task may ask for, in seconds (default 86400).
     #[arg(
         long = "timeout-cap-seconds",
-        env = "UFO_TIMEOUT_CAP_SECONDS",
+        env = "UFO_AGENT_TIMEOUT_CAP_SECONDS",
         default_value_t = 86_400
     )]
     pub timeout_cap_seconds: u32,
 
     /// Executors tasks may name, as `name=http(s)://host:port`, comma-separated; they receive
     /// `--executor-token` and are verified with `--executor-ca`.
-    #[arg(long = "executors", env = "UFO_EXECUTORS", value_delimiter = ',')]
+    #[arg(long = "executors", env = "UFO_AGENT_EXECUTORS", value_delimiter = ',')]
     pub executors: Vec<String>,
 
     /// A JSON file declaring executors with their own token and CA:
     /// `{"executors": {"NAME": {"address": "https://host:port", "token_file": "PATH", "ca": "PATH"}}}`.
-    #[arg(long = "executors-file", env = "UFO_EXECUTORS_FILE")]
+    #[arg(long = "executors-file", env = "UFO_AGENT_EXECUTORS_FILE")]
     pub executors_file: Option<PathBuf>,
 
     /// Hosts a task may name by address (`http(s)://host:port`) instead of by executor name,
@@ -264,7 +272,7 @@ pub struct ApiConfig {
     /// Link-local and cloud metadata addresses are refused even when listed.
     #[arg(
         long = "executor-address-hosts",
-        env = "UFO_EXECUTOR_ADDRESS_HOSTS",
+        env = "UFO_AGENT_EXECUTOR_ADDRESS_HOSTS",
         value_delimiter = ','
     )]
     pub executor_address_hosts: Vec<String>,
@@ -272,7 +280,7 @@ pub struct ApiConfig {
     /// Executor used when a task names none: a declared name, or an address (declared as `default`).
     #[arg(
         long = "default-executor",
-        env = "UFO_DEFAULT_EXECUTOR",
+        env = "UFO_AGENT_DEFAULT_EXECUTOR",
         default_value = "http://127.0.0.1:50051"
     )]
     pub default_executor: String,
@@ -292,7 +300,7 @@ pub struct SessionConfig {
     /// Address of the session service.
     #[arg(
         long = "session-url",
-        env = "UFO_SESSION_URL",
+        env = "UFO_AGENT_SESSION_URL",
         default_value = "http://127.0.0.1:50053"
     )]
     pub session_url: String,
@@ -300,7 +308,7 @@ pub struct SessionConfig {
     /// Bearer token for the session service; unset sends none.
     #[arg(
         long = "session-token",
-        env = "UFO_SESSION_TOKEN",
+        env = "UFO_AGENT_SESSION_TOKEN",
         hide_env_values = true
     )]
     pub session_token: Option<String>,
@@ -308,7 +316,7 @@ pub struct SessionConfig {
     /// Timeout of one unary call to the session service, in milliseconds (default 10000).
     #[arg(
         long = "session-timeout-ms",
-        env = "UFO_SESSION_TIMEOUT_MS",
+        env = "UFO_AGENT_SESSION_TIMEOUT_MS",
         default_value_t = 10_000
     )]
     pub session_timeout_ms: u64,
@@ -329,11 +337,15 @@ pub enum QuestionFallback {
 pub struct RunnerConfig {
     /// Tasks this replica runs at once; 0 serves the API only (default 1). A task waiting for a person
     /// is parked and holds no slot (docs/queue.md).
-    #[arg(long = "runner-slots", env = "UFO_RUNNER_SLOTS", default_value_t = 1)]
+    #[arg(
+        long = "runner-slots",
+        env = "UFO_AGENT_RUNNER_SLOTS",
+        default_value_t = 1
+    )]
     pub slots: usize,
 
     /// Worker id used for leases; unset means `<hostname-or-agent>-<pid>-<random>`.
-    #[arg(long = "worker-id", env = "UFO_WORKER_ID")]
+    #[arg(long = "worker-id", env = "UFO_AGENT_WORKER_ID")]
     pub worker_id: Option<String>,
 
     /// Longest a desktop's reset between tasks of the pool may take (the executor's `Reset`: closing
@@ -352,13 +364,17 @@ pub struct RunnerConfig {
     pub no_desktop_reset: bool,
 
     /// Lease length, in milliseconds; renewed every third of it (default 15000).
-    #[arg(long = "lease-ms", env = "UFO_LEASE_MS", default_value_t = 15_000)]
+    #[arg(
+        long = "lease-ms",
+        env = "UFO_AGENT_LEASE_MS",
+        default_value_t = 15_000
+    )]
     pub lease_ms: u32,
 
     /// How long an idle runner waits before asking for work again, in milliseconds (default 500).
     #[arg(
         long = "claim-interval-ms",
-        env = "UFO_CLAIM_INTERVAL_MS",
+        env = "UFO_AGENT_CLAIM_INTERVAL_MS",
         default_value_t = 500
     )]
     pub claim_interval_ms: u64,
@@ -367,7 +383,7 @@ pub struct RunnerConfig {
     /// (default 3600); then `--question-fallback` applies.
     #[arg(
         long = "question-timeout-seconds",
-        env = "UFO_QUESTION_TIMEOUT_SECONDS",
+        env = "UFO_AGENT_QUESTION_TIMEOUT_SECONDS",
         default_value_t = 3600
     )]
     pub question_timeout_seconds: u64,
@@ -376,7 +392,7 @@ pub struct RunnerConfig {
     /// `continue` with the answer "(no answer within the timeout)" recorded for each.
     #[arg(
         long = "question-fallback",
-        env = "UFO_QUESTION_FALLBACK",
+        env = "UFO_AGENT_QUESTION_FALLBACK",
         value_enum,
         default_value = "fail"
     )]
@@ -387,7 +403,7 @@ pub struct RunnerConfig {
     /// rejection, with reason "no decision within Ns", is recorded like a person's).
     #[arg(
         long = "confirm-timeout-seconds",
-        env = "UFO_CONFIRM_TIMEOUT_SECONDS",
+        env = "UFO_AGENT_CONFIRM_TIMEOUT_SECONDS",
         default_value_t = 3600
     )]
     pub confirm_timeout_seconds: u64,
@@ -397,33 +413,37 @@ pub struct RunnerConfig {
     /// about 15 s); then the task is released. A deterministic refusal fails the task at once.
     #[arg(
         long = "store-retry-attempts",
-        env = "UFO_STORE_RETRY_ATTEMPTS",
+        env = "UFO_AGENT_STORE_RETRY_ATTEMPTS",
         default_value_t = 8
     )]
     pub store_retry_attempts: u32,
 
     /// Releases without a recorded step after which a claimed task fails instead of running again
     /// (default 5).
-    #[arg(long = "max-releases", env = "UFO_MAX_RELEASES", default_value_t = 5)]
+    #[arg(
+        long = "max-releases",
+        env = "UFO_AGENT_MAX_RELEASES",
+        default_value_t = 5
+    )]
     pub max_releases: u32,
 
     /// Bearer token sent to executors; unset sends none.
     #[arg(
         long = "executor-token",
-        env = "UFO_EXECUTOR_TOKEN",
+        env = "UFO_AGENT_EXECUTOR_TOKEN",
         hide_env_values = true
     )]
     pub executor_token: Option<String>,
 
     /// PEM file of the CA certificate(s) that signed `https://` executors' TLS certificates; without it,
     /// `https` executors are verified against the public web PKI roots.
-    #[arg(long = "executor-ca", env = "UFO_EXECUTOR_CA")]
+    #[arg(long = "executor-ca", env = "UFO_AGENT_EXECUTOR_CA")]
     pub executor_ca: Option<std::path::PathBuf>,
 
     /// Deadline of one executor command, in milliseconds (default 30000).
     #[arg(
         long = "executor-deadline-ms",
-        env = "UFO_EXECUTOR_DEADLINE_MS",
+        env = "UFO_AGENT_EXECUTOR_DEADLINE_MS",
         default_value_t = 30_000
     )]
     pub executor_deadline_ms: u32,
@@ -434,13 +454,13 @@ pub struct RunnerConfig {
     /// run). After the budget the task fails with an error naming the executor.
     #[arg(
         long = "executor-retry-budget-ms",
-        env = "UFO_EXECUTOR_RETRY_BUDGET_MS",
+        env = "UFO_AGENT_EXECUTOR_RETRY_BUDGET_MS",
         default_value_t = 30_000
     )]
     pub executor_retry_budget_ms: u64,
 
     /// Largest gRPC message exchanged with an executor (screenshots), in bytes (default 33554432).
-    #[arg(long = "executor-max-message-bytes", env = "UFO_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 32 * 1024 * 1024)]
+    #[arg(long = "executor-max-message-bytes", env = "UFO_AGENT_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub executor_max_message_bytes: usize,
 
     /// A step's artifacts (screenshots) travel inside its RecordStep call and are stored in the step's own
@@ -448,17 +468,21 @@ pub struct RunnerConfig {
     /// PutArtifact call each (0: every artifact that way). A step the session service refuses as larger than
     /// its message limit (`--max-message-bytes`, default 32 MiB) is sent again with its artifacts stored
     /// that way (default 16777216).
-    #[arg(long = "inline-artifact-bytes", env = "UFO_INLINE_ARTIFACT_BYTES", default_value_t = 16 * 1024 * 1024)]
+    #[arg(long = "inline-artifact-bytes", env = "UFO_AGENT_INLINE_ARTIFACT_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub inline_artifact_bytes: usize,
 
     /// On shutdown, how long the current step may run to completion before it is abandoned (not recorded;
     /// the next runner observes again), in milliseconds (default 20000).
-    #[arg(long = "drain-ms", env = "UFO_DRAIN_MS", default_value_t = 20_000)]
+    #[arg(
+        long = "drain-ms",
+        env = "UFO_AGENT_DRAIN_MS",
+        default_value_t = 20_000
+    )]
     pub drain_ms: u64,
 
     /// Record a step that continues while the next step observes and asks the model (off the critical
     /// path); the next step's actions still wait until it is durable. `false`: each step is recorded
     /// before the next starts (default true).
-    #[arg(long = "record-ahead", env = "UFO_RECORD_AHEAD", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long = "record-ahead", env = "UFO_AGENT_RECORD_AHEAD", default_value_t = true, action = clap::ArgAction::Set)]
     pub record_ahead: bool,
 }

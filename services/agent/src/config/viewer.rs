@@ -5,13 +5,13 @@
 pub struct ViewerConfig {
     /// Base address of a Jaeger UI (e.g. `http://jaeger:16686`); when set, the task page links to the
     /// task's traces there. Unset shows no link.
-    #[arg(long = "jaeger-url", env = "UFO_JAEGER_URL", value_parser = http_url)]
+    #[arg(long = "jaeger-url", env = "UFO_AGENT_JAEGER_URL", value_parser = http_url)]
     pub jaeger_url: Option<String>,
 
     /// Seconds between keep-alive comments on an idle `GET /v1/tasks/{id}/events` stream (default 15).
     #[arg(
         long = "sse-keepalive-seconds",
-        env = "UFO_SSE_KEEPALIVE_SECONDS",
+        env = "UFO_AGENT_SSE_KEEPALIVE_SECONDS",
         default_value_t = 15,
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]

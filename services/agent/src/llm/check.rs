@@ -88,7 +88,7 @@ pub fn price_findings(llm: &LlmArgs) -> Vec<Finding> {
             findings.push(Finding::problem(format!(
                 "model {model} at {base} has no price, so every task using it is refused at \
                  submission; fix: --llm-prices {model}=IN/OUT (US dollars per million input/output \
-                 tokens, UFO_LLM_PRICES) or --llm-default-price IN/OUT (UFO_LLM_DEFAULT_PRICE)"
+                 tokens) or --llm-default-price IN/OUT"
             )));
         }
     }
@@ -108,15 +108,16 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
     let named = format!("model endpoint {base} (model {})", models.join(", "));
     let Ok(url) = reqwest::Url::parse(base) else {
         return vec![Finding::problem(format!(
-            "{named}: not a URL; fix: set --llm-base-url / UFO_LLM_BASE_URL to e.g. https://api.openai.com/v1"
+            "{named}: not a URL; fix: set --llm-base-url to e.g. https://api.openai.com/v1"
         ))];
     };
     let mut findings = price_findings(llm);
     let key = llm.llm_api_key.as_ref().map(|k| k.expose().to_owned());
     if key.is_none() && !is_local(&url) {
         findings.push(Finding::problem(format!(
-            "{named}: no API key; fix: export UFO_LLM_API_KEY=<your key> (or --llm-api-key), or point \
-             UFO_LLM_BASE_URL at a local server that needs none"
+            "{named}: no API key; fix: give the key with --llm-api-key (UFO_LLM_API_KEY for ufo up \
+             and ufo doctor, UFO_AGENT_LLM_API_KEY for ufo-agent), or point --llm-base-url at a local \
+             server that needs none"
         )));
     }
     let list_url = match llm.llm_flavor {
@@ -148,7 +149,7 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
         Err(e) => {
             findings.push(Finding::problem(format!(
                 "{named}: cannot reach it ({}); fix: check the address and that the server runs \
-                 (UFO_LLM_BASE_URL), or the network/proxy",
+                 (--llm-base-url), or the network/proxy",
                 transport_cause(&e)
             )));
             return findings;
@@ -157,9 +158,9 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
     let status = response.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
         let fix = if key.is_some() {
-            "the key is wrong or lacks access: set UFO_LLM_API_KEY to a valid key"
+            "the key is wrong or lacks access: give a valid one with --llm-api-key"
         } else {
-            "set UFO_LLM_API_KEY"
+            "give the key with --llm-api-key"
         };
         findings.push(Finding::problem(format!(
             "{named}: the endpoint refused the key (HTTP {}); fix: {fix}",
@@ -195,7 +196,7 @@ pub async fn check(llm: &LlmArgs, timeout: Duration) -> Vec<Finding> {
         findings.push(Finding::ok(format!("{named}: reachable, models available")));
     } else {
         findings.push(Finding::problem(format!(
-            "{named}: the endpoint does not offer {}; fix: set UFO_HOST_MODEL / UFO_APP_MODEL to one it \
+            "{named}: the endpoint does not offer {}; fix: set --host-model / --app-model to one it \
              lists ({})",
             unknown.join(", "),
             listed.iter().take(8).cloned().collect::<Vec<_>>().join(", ")

@@ -300,22 +300,14 @@ impl Marker {
         }
         for m in marks {
             let color = m.color;
-            self.draw_label(
-                img,
-                m.rect.left,
-                m.rect.top,
-                m.label,
-                color,
-                undo.as_deref_mut(),
-            );
+            self.draw_label(img, m.rect, m.label, color, undo.as_deref_mut());
         }
     }
 
     fn draw_label(
         &self,
         img: &mut RgbaImage,
-        x: i32,
-        y: i32,
+        rect: Rect,
         text: &str,
         bg: Rgba<u8>,
         undo: Option<&mut Undo>,
@@ -327,9 +319,7 @@ impl Marker {
             .map(|g| g.advance)
             .sum();
         let (bw, bh) = (width as i32 + 2 * pad, self.line_height as i32 + pad);
-        // Keep the label inside the image even for controls at the edges.
-        let x = x.clamp(0, (img.width() as i32 - bw).max(0));
-        let y = y.clamp(0, (img.height() as i32 - bh).max(0));
+        let (x, y) = label_origin(rect, (bw, bh), (img.width() as i32, img.height() as i32));
         let background = Rect::new(x, y, x + bw, y + bh);
         if let Some(u) = undo {
             // Glyph outlines may overhang the background by a pixel or two: save their extent as well.
@@ -478,6 +468,25 @@ pub(crate) fn registered_font(sha256: &str) -> Option<FontArc> {
     fonts().lock().ok().and_then(|f| f.get(sha256).cloned())
 }
 
+/// Where a `size` label of the box `rect` goes in an image of `bounds`: outside the box, so that it
+/// covers none of the control's own text — above its top-left corner, else left of it, else below it;
+/// inside the corner only when the box fills the image; always within the image.
+fn label_origin(rect: Rect, (w, h): (i32, i32), (width, height): (i32, i32)) -> (i32, i32) {
+    let (x, y) = if rect.top - h >= 0 {
+        (rect.left, rect.top - h)
+    } else if rect.left - w >= 0 {
+        (rect.left - w, rect.top)
+    } else if rect.bottom + h <= height {
+        (rect.left, rect.bottom)
+    } else {
+        (rect.left, rect.top)
+    };
+    (
+        x.clamp(0, (width - w).max(0)),
+        y.clamp(0, (height - h).max(0)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,9 +578,10 @@ mod tests {
         // Box edges away from the label carry the type's colour.
         assert_eq!(*img.get_pixel(89, 50), red);
         assert_eq!(*img.get_pixel(189, 90), blue);
-        // The label area contains white glyph pixels on the coloured background.
+        // The first box has no room above or left of it: its label is below it, white glyph pixels on
+        // the coloured background.
         let label_pixels: Vec<_> = (10..30)
-            .flat_map(|x| (10..26).map(move |y| (x, y)))
+            .flat_map(|x| (60..76).map(move |y| (x, y)))
             .collect();
         assert!(
             label_pixels
@@ -583,7 +593,40 @@ mod tests {
                 .iter()
                 .any(|&(x, y)| img.get_pixel(x, y).0[..3].iter().all(|&c| c > 200))
         );
-        // Inside the box, untouched.
-        assert_eq!(*img.get_pixel(50, 45), Rgba([255, 255, 255, 255]));
+        // Inside the boxes (within their 2-pixel edges), untouched: the labels cover none of the text.
+        let white = Rgba([255, 255, 255, 255]);
+        for (x0, y0, x1, y1) in [(12, 12, 88, 58), (102, 42, 188, 93)] {
+            for (x, y) in (x0..x1).flat_map(|x| (y0..y1).map(move |y| (x, y))) {
+                assert_eq!(*img.get_pixel(x, y), white, "({x}, {y}) inside a box");
+            }
+        }
+        // The second box has room above: its label sits on top of it.
+        assert!((100..120).any(|x| (24..40).any(|y| *img.get_pixel(x, y) == blue)));
+    }
+
+    #[test]
+    fn labels_go_above_else_left_else_below_else_inside_and_stay_in_the_image() {
+        let bounds = (200, 100);
+        let label = (20, 16);
+        assert_eq!(
+            label_origin(Rect::new(50, 40, 90, 60), label, bounds),
+            (50, 24)
+        );
+        assert_eq!(
+            label_origin(Rect::new(50, 5, 90, 30), label, bounds),
+            (30, 5)
+        );
+        assert_eq!(
+            label_origin(Rect::new(5, 5, 90, 30), label, bounds),
+            (5, 30)
+        );
+        assert_eq!(
+            label_origin(Rect::new(0, 0, 200, 100), label, bounds),
+            (0, 0)
+        );
+        assert_eq!(
+            label_origin(Rect::new(195, 50, 200, 60), label, bounds),
+            (180, 34)
+        );
     }
 }

@@ -330,3 +330,17 @@ where
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+/// `GetTask` over gRPC with the test key.
+pub async fn grpc_task(agent: &Agent, id: &str) -> ufo_proto::v1::Task {
+    let mut client =
+        ufo_proto::v1::agent_service_client::AgentServiceClient::connect(agent.grpc.clone())
+            .await
+            .unwrap();
+    let mut req = tonic::Request::new(ufo_proto::v1::GetTaskRequest {
+        task_id: id.to_owned(),
+    });
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {KEY}").parse().unwrap());
+    client.get_task(req).await.unwrap().into_inner()
+}

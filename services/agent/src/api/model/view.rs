@@ -123,6 +123,35 @@ pub struct WaitingForView {
 }
 
 impl WaitingForView {
+    /// What a task waits for: [`WaitingForView::of`] its session, and a waiting task that is not parked
+    /// waits for the approval of the action it holds or else for its answers.
+    pub fn of_task(session: &pb::Session, holds_action: bool) -> Option<Self> {
+        Self::of(session).or_else(|| {
+            (TaskStatus::from_proto(session.status) == TaskStatus::Waiting).then_some(Self {
+                reason: if holds_action {
+                    WaitReason::Approval
+                } else {
+                    WaitReason::Question
+                },
+                place: None,
+            })
+        })
+    }
+
+    /// The gRPC view.
+    pub fn to_proto(&self) -> pb::WaitingFor {
+        use pb::WaitReason as Proto;
+        let reason = match self.reason {
+            WaitReason::RunnerSlot => Proto::RunnerSlot,
+            WaitReason::Question => Proto::Question,
+            WaitReason::Approval => Proto::Approval,
+        };
+        pb::WaitingFor {
+            reason: reason as i32,
+            place: self.place.unwrap_or(0),
+        }
+    }
+
     /// What `session` waits for, as far as the session tells (a waiting task that is not parked is
     /// refined from its held action in [`TaskView::from_snapshot`]).
     fn of(session: &pb::Session) -> Option<Self> {
@@ -452,7 +481,9 @@ impl TaskView {
 
     /// The full REST view of a task.
     pub fn from_snapshot(snapshot: TaskSnapshot) -> Self {
+        let waiting_for = WaitingForView::of_task(&snapshot.session, snapshot.held.is_some());
         let mut view = Self::from_session(snapshot.session);
+        view.waiting_for = waiting_for;
         view.state = snapshot.state;
         view.rounds = snapshot
             .rounds
@@ -489,16 +520,6 @@ impl TaskView {
             replayed: r.replayed,
             fell_back: r.fell_back,
         });
-        if view.status == TaskStatus::Waiting && view.waiting_for.is_none() {
-            let reason = match view.held_action {
-                Some(_) => WaitReason::Approval,
-                None => WaitReason::Question,
-            };
-            view.waiting_for = Some(WaitingForView {
-                reason,
-                place: None,
-            });
-        }
         view
     }
 }

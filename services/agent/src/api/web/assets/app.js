@@ -426,7 +426,7 @@
     parts.cancel.disabled = ended;
     const trace = config.jaeger_url ? h('a', { id: 'trace', target: '_blank', rel: 'noopener noreferrer',
       href: `${config.jaeger_url}/search?service=${encodeURIComponent(config.trace_service)}&tags=${encodeURIComponent(JSON.stringify({ task_id: task.id }))}` }, 'trace') : null;
-    parts.nav.replaceChildren(h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace);
+    parts.nav.replaceChildren(...[h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace].filter(Boolean));
     parts.info.replaceChildren(h('div', {},
       h('h1', {}, task.request),
       h('div', { class: 'row' }, badge(task.status), waitingFor(task.waiting_for), task.state ? h('code', {}, task.state) : null,
@@ -471,7 +471,7 @@
         try { await api(task.links.confirmation, { method: 'POST', body }); await refresh(); } catch (e) { flash(out, e); }
       };
       parts.push(h('section', { class: 'ask', id: 'held', 'data-step': held.step }, h('h2', {}, 'Held for your approval'),
-        h('p', {}, h('code', {}, `${held.function}(${JSON.stringify(held.arguments)})`), ' on ', h('b', {}, held.target_name || '—'), ` by ${held.agent_name} at step ${held.step}`),
+        h('p', {}, h('b', { class: 'says' }, sentence(held.function, held.arguments, held.target_name)), ` — the ${held.agent_name} wants to do this at step ${held.step}`),
         h('p', { class: 'muted' }, 'why: ' + (held.reason || '—')),
         h('div', { class: 'row' }, reason, h('button', { id: 'approve', onclick: decide(true) }, 'Approve'), h('button', { id: 'reject', class: 'danger', onclick: decide(false) }, 'Reject'))));
     }
@@ -507,14 +507,39 @@
     box.append(layer);
   }
 
+  // What an action does, in a person's words: the text typed or the keys pressed, and the control's name
+  // (the raw call stays one click away, in the action's details).
+  function sentence(fn, args, target) {
+    const a = args || {};
+    const quote = (t) => { const s = String(t ?? ''); return `"${s.length > 120 ? s.slice(0, 119) + '…' : s}"`; };
+    const on = target ? ` “${target}”` : '';
+    const button = a.button && a.button !== 'left' ? `${a.button}-` : '';
+    switch (fn) {
+      case 'click_input': return `${a.double ? 'double-' : ''}${button}click${on || ' a control'}`;
+      case 'click_on_coordinates': return `${a.double ? 'double-' : ''}${button}click at (${a.x}, ${a.y})`;
+      case 'drag_on_coordinates': return `drag from (${a.start_x}, ${a.start_y}) to (${a.end_x}, ${a.end_y})`;
+      case 'set_edit_text': return `type ${quote(a.text)}${target ? ' into' + on : ''}${a.clear_current_text === false ? ' (after its text)' : ''}`;
+      case 'keyboard_input': return `press ${quote(a.keys)}${target ? ' in' + on : ''}`;
+      case 'wheel_mouse_input': return `scroll ${a.wheel_dist > 0 ? 'up' : 'down'} ${Math.abs(a.wheel_dist || 0)}${target ? ' in' + on : ''}`;
+      case 'select_application_window': return `switch to the window${on}`;
+      case 'launch_application': return `launch ${a.name || target || 'an application'}${(a.args || []).length ? ' ' + a.args.join(' ') : ''}`;
+      case 'wait': return `wait ${a.seconds} s`;
+      case 'summary': return `note ${quote(a.text)}`;
+      default: {
+        const shown = Object.entries(a).filter(([k]) => k !== 'id').map(([k, v]) => `${k}=${typeof v === 'string' ? quote(v) : JSON.stringify(v)}`);
+        return `${fn}(${shown.join(', ')})${target ? ' on' + on : ''}`;
+      }
+    }
+  }
+
   function action(a) {
     const r = a.result;
     const status = r ? r.status : 'none';
-    const explain = { failure: 'failed', skipped: 'skipped (an earlier action of the batch failed or changed the window)', none: 'not executed', denied: 'denied by the operator\'s policy' };
+    const explain = { failure: 'failed', skipped: 'skipped (an earlier action of the batch failed or changed the window)', none: 'not executed', denied: 'denied by the operator\'s policy', rejected: 'rejected by a person' };
     return h('div', { class: 'action ' + status, 'data-result': status },
-      h('div', {}, h('code', {}, a.representation || `${a.function}(${JSON.stringify(a.arguments)})`),
-        a.target_name && !a.representation ? [' on ', h('b', {}, a.target_name)] : null, ' ', h('span', { class: 'status' }, status)),
+      h('div', {}, h('span', { class: 'says' }, sentence(a.function, a.arguments, a.target_name)), ' ', h('span', { class: 'status' }, status)),
       r && r.error ? h('div', { class: 'error' }, `${explain[status] || status}: ${r.error}`) : (status !== 'success' && explain[status] ? h('div', { class: 'muted' }, explain[status]) : null),
+      h('details', {}, h('summary', {}, 'call'), h('pre', {}, `${a.function}(${JSON.stringify(a.arguments, null, 2)})`)),
       r && r.result !== null && r.result !== undefined && JSON.stringify(r.result) !== '{}' ? h('details', {}, h('summary', {}, 'result'), h('pre', {}, JSON.stringify(r.result, null, 2))) : null);
   }
 
@@ -532,7 +557,7 @@
       step.actions.length ? h('div', { class: 'actions' }, h('span', { class: 'label' }, 'actions'), step.actions.map(action)) : null,
       step.phases.length ? h('table', { class: 'phases' }, step.phases.map((p) => h('tr', {}, h('td', {}, p.phase), h('td', {}, p.seconds.toFixed(3) + ' s'), h('td', { class: p.success ? '' : 'error' }, p.success ? 'ok' : p.error || 'failed')))) : null);
     const shots = h('div', { class: 'shots' });
-    const main = step.screenshots.includes('annotated') ? 'annotated' : (step.screenshots.includes('clean') ? 'clean' : null);
+    const main = ['annotated', 'clean', 'desktop'].find((k) => step.screenshots.includes(k)) || null;
     if (main) shots.append(screenshot(taskId, step, main));
     const more = h('div', { class: 'row' });
     for (const kind of ['clean', 'desktop'].filter((k) => k !== main && step.screenshots.includes(k))) {

@@ -175,7 +175,7 @@ impl TaskDriver for ViewerDriver {
                 // A HostAgent's step: the desktop is its only picture.
                 s.agent_name = "HostAgent".into();
                 out.artifacts
-                    .retain(|a| a.kind == ArtifactKind::DesktopScreenshot as i32);
+                    .retain(|a| a.kind == ArtifactKind::DesktopScreenshot);
             }
         }
         Ok(produced)

@@ -58,7 +58,7 @@ pub struct McpServerConfig {
     /// ends it at once.
     #[arg(
         long = "mcp-direct-idle-seconds",
-        env = "UFO_MCP_DIRECT_IDLE_SECONDS",
+        env = "UFO_AGENT_MCP_DIRECT_IDLE_SECONDS",
         default_value_t = 900,
         value_parser = clap::value_parser!(u64).range(1..=604_800)
     )]

@@ -353,14 +353,14 @@ pub struct RunnerConfig {
     /// reset that fails or takes longer marks the desktop broken (docs/executors.md, "The pool").
     #[arg(
         long = "desktop-reset-timeout-ms",
-        env = "UFO_DESKTOP_RESET_TIMEOUT_MS",
+        env = "UFO_AGENT_DESKTOP_RESET_TIMEOUT_MS",
         default_value_t = 180_000
     )]
     pub desktop_reset_timeout_ms: u64,
 
     /// Check desktops back in without resetting them (for executors that have nothing to reset, or
     /// runs without any executor); by default every task's desktop is reset at its end.
-    #[arg(long = "no-desktop-reset", env = "UFO_NO_DESKTOP_RESET")]
+    #[arg(long = "no-desktop-reset", env = "UFO_AGENT_NO_DESKTOP_RESET")]
     pub no_desktop_reset: bool,
 
     /// Lease length, in milliseconds; renewed every third of it (default 15000).

@@ -143,6 +143,7 @@ impl WaitingForView {
         use pb::WaitReason as Proto;
         let reason = match self.reason {
             WaitReason::RunnerSlot => Proto::RunnerSlot,
+            WaitReason::Desktop => Proto::Desktop,
             WaitReason::Question => Proto::Question,
             WaitReason::Approval => Proto::Approval,
         };

@@ -359,8 +359,7 @@ mod tests {
                 &tracing::Span::none(),
             );
         });
-        let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
-        text
+        String::from_utf8(out.lock().unwrap().clone()).unwrap()
     }
 
     struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

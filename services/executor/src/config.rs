@@ -58,7 +58,7 @@ pub struct Config {
     /// The X display number a `--desktop headless` desktop takes when it is free (`ufo up` passes the one
     /// its data directory used last, so the display stays the same between starts); when it is taken, a
     /// free one is chosen and the log says so.
-    #[arg(long, env = "UFO_EXECUTOR_DESKTOP_DISPLAY", value_parser = clap::value_parser!(u32).range(1..=65000))]
+    #[arg(long, env = "UFO_EXECUTOR_DESKTOP_DISPLAY", value_parser = clap::value_parser!(u32).range(0..=65000))]
     pub desktop_display: Option<u32>,
 
     /// Largest gRPC message accepted or sent, in bytes.

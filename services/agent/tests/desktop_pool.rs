@@ -34,6 +34,24 @@ struct Desk {
 
 #[tonic::async_trait]
 impl Executor for Desk {
+    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
+
+    async fn watch_desktop(
+        &self,
+        _: Request<v1::WatchDesktopRequest>,
+    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
+        Err(Status::unimplemented("this test executor has no live view"))
+    }
+
+    async fn takeover_input(
+        &self,
+        _: Request<v1::TakeoverInputRequest>,
+    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
+        Err(Status::unimplemented(
+            "this test executor takes no person's input",
+        ))
+    }
+
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,

@@ -358,7 +358,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
 
     // Input before a takeover is refused; another caller cannot take over.
     let (status, body) = post(
-        &http,
+        http,
         &format!("{url}/input"),
         KEY,
         Some(json!({"text": "x"})),
@@ -367,17 +367,17 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(body["code"], "failed_precondition");
     for action in ["takeover", "handback"] {
-        let (status, _) = post(&http, &format!("{url}/{action}"), OTHER, None).await;
+        let (status, _) = post(http, &format!("{url}/{action}"), OTHER, None).await;
         assert_eq!(status, 404, "{action} by another caller");
     }
 
-    let (status, body) = post(&http, &format!("{url}/takeover"), KEY, None).await;
+    let (status, body) = post(http, &format!("{url}/takeover"), KEY, None).await;
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["taken_over"], true);
-    let (status, _) = post(&http, &format!("{url}/takeover"), KEY, None).await;
+    let (status, _) = post(http, &format!("{url}/takeover"), KEY, None).await;
     assert_eq!(status, 409, "a second takeover");
     let (status, _) = post(
-        &http,
+        http,
         &format!("{url}/input"),
         OTHER,
         Some(json!({"text": "x"})),
@@ -400,7 +400,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
         (json!({"scroll": 3}), ""),
     ];
     for (input, want) in bad {
-        let (status, body) = post(&http, &format!("{url}/input"), KEY, Some(input.clone())).await;
+        let (status, body) = post(http, &format!("{url}/input"), KEY, Some(input.clone())).await;
         assert_eq!(status, 400, "{input}: {body}");
         assert!(
             body["message"].as_str().unwrap().contains(want),
@@ -410,7 +410,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
 
     // The person clicks into the document and types.
     let (status, body) = post(
-        &http,
+        http,
         &format!("{url}/input"),
         KEY,
         Some(json!({"click": {"x": x, "y": y}})),
@@ -418,7 +418,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
     .await;
     assert_eq!(status, 202, "{body}");
     let (status, body) = post(
-        &http,
+        http,
         &format!("{url}/input"),
         KEY,
         Some(json!({"text": "typed by a person"})),
@@ -440,7 +440,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
         "the agents went on before the hand-back"
     );
 
-    let (status, body) = post(&http, &format!("{url}/handback"), KEY, None).await;
+    let (status, body) = post(http, &format!("{url}/handback"), KEY, None).await;
     assert_eq!(status, 202, "{body}");
     assert_eq!(body["taken_over"], false);
     let done = w.ended().await;
@@ -471,7 +471,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
         assert!(intent < finished);
     }
     // Input after the task ended is refused.
-    let (status, _) = post(&http, &format!("{url}/takeover"), KEY, None).await;
+    let (status, _) = post(http, &format!("{url}/takeover"), KEY, None).await;
     assert_eq!(status, 409);
 
     w.stop().await;

@@ -35,7 +35,13 @@ async fn the_agents_ask_wait_for_the_answer_and_finish() {
     let agent = Agent::start(
         agent_config(
             &session.url,
-            &["--lease-ms", "5000", "--claim-interval-ms", "50"],
+            &[
+                "--lease-ms",
+                "5000",
+                "--claim-interval-ms",
+                "50",
+                "--no-desktop-reset",
+            ],
         ),
         Some(driver),
     )
@@ -138,7 +144,13 @@ async fn a_model_reply_with_nul_is_recorded_sanitised_in_one_call() {
     let agent = Agent::start(
         agent_config(
             &session.url,
-            &["--lease-ms", "5000", "--claim-interval-ms", "50"],
+            &[
+                "--lease-ms",
+                "5000",
+                "--claim-interval-ms",
+                "50",
+                "--no-desktop-reset",
+            ],
         ),
         Some(driver),
     )
@@ -215,7 +227,13 @@ async fn runner_child() {
     ));
     let mut config = agent_config(
         &session_url,
-        &["--lease-ms", "1500", "--claim-interval-ms", "50"],
+        &[
+            "--lease-ms",
+            "1500",
+            "--claim-interval-ms",
+            "50",
+            "--no-desktop-reset",
+        ],
     );
     config.runner.slots = 2;
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

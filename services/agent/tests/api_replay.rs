@@ -80,6 +80,8 @@ impl Rig {
         let config = agent_config(
             &session.url,
             &[
+                // The commands go to an in-process desktop: no executor to reset between tasks.
+                "--no-desktop-reset",
                 "--lease-ms",
                 "5000",
                 "--claim-interval-ms",

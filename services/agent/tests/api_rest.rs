@@ -349,6 +349,24 @@ async fn listing_reading_and_paths() {
 /// and the hold's events go with it.
 async fn record_step(session: &Session, id: &str, next: Next) {
     let mut c = session.client();
+    // The task wants a desktop of the pool (the default executor); a runner registers the executors it
+    // reaches before it claims, and so does this stand-in worker.
+    let want = c
+        .get_session(ufo_proto::v1::GetSessionRequest {
+            session_id: id.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .desktop_want;
+    if let Some(want) = want.filter(|w| !w.name.is_empty()) {
+        c.register_desktop(ufo_proto::v1::RegisterDesktopRequest {
+            name: want.name,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
     let claimed = c
         .claim_task(ClaimTaskRequest {
             worker_id: "w".into(),

@@ -40,6 +40,8 @@ impl Rig {
         let services = common::services(&llm, AgentSettings::default());
         let desktop = Arc::new(common::desktop());
         let mut args = vec![
+            // The commands go to an in-process desktop: no executor to reset between tasks.
+            "--no-desktop-reset",
             "--lease-ms",
             "5000",
             "--claim-interval-ms",

@@ -60,6 +60,8 @@ impl Rig {
                 &session.url,
                 &[
                     &[
+                        // Tasks act on an in-process desktop: no executor to reset between them.
+                        "--no-desktop-reset",
                         "--lease-ms",
                         "5000",
                         "--claim-interval-ms",

@@ -257,6 +257,9 @@ pub async fn up(args: UpArgs, conn: &Connection) -> Result<Outcome, CliError> {
             .args(["--listen", &format!("{host}:{}", args.grpc_port)])
             .args(["--http-listen", &format!("{host}:{}", args.http_port)])
             .args(["--session-url", &session_url])
+            // One person's own desktop: what a task opened stays for them to see (a pool's reset between
+            // tasks is for shared desktops; docs/executors.md).
+            .arg("--no-desktop-reset")
             .envs(args.model.env())
             .env("UFO_AGENT_SESSION_TOKEN", &tokens.session);
         match &admin {

@@ -202,6 +202,9 @@ async fn watch_prompts_for_a_pending_question_and_answers_it_through_the_api() {
         .await
         .unwrap();
     let mut store = SessionStoreClient::new(channel);
+    ufo_testkit::register_wanted_desktop(&mut store, &id)
+        .await
+        .unwrap();
     let claimed = store
         .claim_task(ClaimTaskRequest {
             worker_id: "w".into(),

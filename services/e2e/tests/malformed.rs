@@ -51,7 +51,7 @@ async fn sweep(
             let ok = match &variant.expect {
                 Expect::InvalidNaming(field) if nul_refused => {
                     status.code() == Code::InvalidArgument
-                        && status.message().starts_with(&format!("{field}:"))
+                        && ufo_testkit::malformed::names_field(status.message(), field)
                 }
                 Expect::InvalidNaming(_) | Expect::NotInternal => not_internal,
                 Expect::Invalid => status.code() == Code::InvalidArgument,

@@ -67,7 +67,7 @@ async fn no_malformed_request_is_internal(pool: PgPool) {
                 Expect::InvalidNaming(field) => {
                     nul_fields += 1;
                     status.code() == Code::InvalidArgument
-                        && status.message().starts_with(&format!("{field}:"))
+                        && ufo_testkit::malformed::names_field(status.message(), field)
                 }
                 Expect::Invalid => status.code() == Code::InvalidArgument,
                 Expect::NotInternal => !matches!(status.code(), Code::Internal | Code::Unknown),

@@ -46,3 +46,28 @@ pub use postgres::{DatabaseError, TestDatabase};
 pub use process::{ProcessBuilder, ProcessError, ServiceProcess, free_port, grpc_serving};
 pub use spans::{CollectedSpan, SpanSet, StructureError};
 pub use wait::{WaitError, poll_until};
+
+/// What a runner does before it claims, for a test that plays the runner through the session store
+/// itself: registers the desktop of the pool that session `id` wants (a named one), so the claim can check
+/// it out.
+pub async fn register_wanted_desktop(
+    store: &mut ufo_proto::v1::session_store_client::SessionStoreClient<tonic::transport::Channel>,
+    id: &str,
+) -> Result<(), tonic::Status> {
+    let want = store
+        .get_session(ufo_proto::v1::GetSessionRequest {
+            session_id: id.to_owned(),
+        })
+        .await?
+        .into_inner()
+        .desktop_want;
+    if let Some(want) = want.filter(|w| !w.name.is_empty()) {
+        store
+            .register_desktop(ufo_proto::v1::RegisterDesktopRequest {
+                name: want.name,
+                ..Default::default()
+            })
+            .await?;
+    }
+    Ok(())
+}

@@ -404,3 +404,18 @@ pub async fn call(
     Ok(tonic::Status::from_header_map(response.headers())
         .unwrap_or_else(|| tonic::Status::ok("accepted")))
 }
+
+/// Whether a refusal `message` names `field` the way the services do: `field: …`. A map entry's key or
+/// value, which the sweep names like a repeated entry (`labels[0].key`), is named by its key
+/// (`labels["k"]: …`, the key escaped).
+pub fn names_field(message: &str, field: &str) -> bool {
+    if message.starts_with(&format!("{field}:")) {
+        return true;
+    }
+    [".key", ".value"].iter().any(|part| {
+        field
+            .strip_suffix(part)
+            .and_then(|f| f.strip_suffix("[0]"))
+            .is_some_and(|map| message.starts_with(&format!("{map}[\"")))
+    })
+}

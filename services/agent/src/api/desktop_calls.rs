@@ -24,6 +24,9 @@ use super::extract::Json;
 pub struct DesktopCallBody {
     /// The tool: `list_windows`, `list_controls`, `screenshot`, `click`, `type_text`, `press_keys`,
     /// `scroll`, `launch_app` or `end_direct_session`.
+    #[schema(
+        pattern = "^(list_windows|list_controls|screenshot|click|type_text|press_keys|scroll|launch_app|end_direct_session)$"
+    )]
     pub tool: String,
     /// Its arguments, as the MCP tool takes them (`executor` names a registered executor).
     #[schema(value_type = Object)]

@@ -62,9 +62,15 @@ impl Tasks {
             for (k, v) in &req.labels {
                 no_nul("labels", k)?;
                 no_nul("labels", v)?;
-                if k.trim().is_empty() || k.len() > 64 || v.len() > 64 {
+                let control = |t: &str| t.chars().any(char::is_control);
+                if k.trim().is_empty()
+                    || k.chars().count() > 32
+                    || v.chars().count() > 32
+                    || control(k)
+                    || control(v)
+                {
                     return Err(ApiError::invalid(
-                        "labels: keys 1 to 64 characters, values at most 64",
+                        "labels: keys 1 to 32 characters, values at most 32, without control characters",
                     ));
                 }
             }

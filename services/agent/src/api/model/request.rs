@@ -29,7 +29,7 @@ pub struct SubmitTask {
     pub executor: Option<String>,
     /// Any desktop of the pool whose labels include all of these (with `executor` absent or `any`).
     #[serde(default, deserialize_with = "object")]
-    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    #[schema(schema_with = labels_schema)]
     pub labels: Option<std::collections::BTreeMap<String, String>>,
     /// Limits; absent fields take the server defaults.
     #[serde(default, deserialize_with = "object")]
@@ -295,4 +295,29 @@ pub enum ScreenshotKind {
 pub struct ScreenshotQuery {
     /// Which screenshot (default `clean`).
     pub kind: Option<ScreenshotKind>,
+}
+
+/// `labels`: at most 32 entries, keys of 1 to 32 characters with one that is not white space, values of at
+/// most 32, no control characters (what `validate` checks; the store's own limit is 128 bytes).
+fn labels_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let text = |min: Option<usize>, pattern: &str| {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(min)
+            .max_length(Some(32))
+            .pattern(Some(pattern))
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(
+            text(
+                Some(1),
+                r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$",
+            )
+            .build(),
+        ))
+        .additional_properties(Some(text(None, r"^[^\x00-\x1f\x7f-\x9f]*$")))
+        .max_properties(Some(32))
+        .build()
 }

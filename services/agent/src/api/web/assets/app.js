@@ -510,6 +510,7 @@
   // What an action does, in a person's words: the text typed or the keys pressed, and the control's name
   // (the raw call stays one click away, in the action's details).
   function sentence(fn, args, target) {
+    if (!fn) return 'no action';
     const a = args || {};
     const quote = (t) => { const s = String(t ?? ''); return `"${s.length > 120 ? s.slice(0, 119) + '…' : s}"`; };
     const on = target ? ` “${target}”` : '';

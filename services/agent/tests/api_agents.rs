@@ -216,6 +216,7 @@ async fn runner_child() {
         grounding: None,
         knowledge: None,
         replay: None,
+        reuse: None,
         settings: Arc::new(AgentSettings::default()),
         uploads: None,
         mcp: None,

@@ -512,3 +512,147 @@ async fn knowledge_off_changes_nothing_else() {
     }
     assert_eq!(prompts[0], prompts[1]);
 }
+
+impl Rig {
+    /// Submits `body` as `key`, with `replies` scripted for the model, and waits for the end; returns the
+    /// task view, its steps and the texts of the model requests it made.
+    async fn submit(
+        &self,
+        key: &str,
+        body: Value,
+        script: impl FnOnce(&ScriptedLlm),
+    ) -> (Value, Vec<Value>, Vec<String>) {
+        let before = self.llm.requests().len();
+        script(&self.llm);
+        let (status, task) = self.call(key, "POST", "/v1/tasks", Some(body)).await;
+        assert_eq!(status, 202, "{task}");
+        let id = task["id"].as_str().unwrap().to_owned();
+        let done = eventually(60, "the task's end", || async {
+            let (_, t) = self
+                .call(key, "GET", &format!("/v1/tasks/{id}"), None)
+                .await;
+            matches!(t["status"].as_str(), Some("finished" | "failed")).then_some(t)
+        })
+        .await;
+        let (status, steps) = self
+            .call(key, "GET", &format!("/v1/tasks/{id}/steps"), None)
+            .await;
+        assert_eq!(status, 200, "{steps}");
+        let prompts = self.llm.requests()[before..]
+            .iter()
+            .map(|r| r.text())
+            .collect();
+        (done, steps["steps"].as_array().cloned().unwrap_or_default(), prompts)
+    }
+}
+
+/// The three replies of "copy the note" (see [`Rig::run`]).
+fn copy_the_note(llm: &ScriptedLlm) {
+    llm.push_json(&common::assign("0", "copy the note"));
+    llm.push_fn(common::by_name(|id| {
+        common::app(
+            "FINISH",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "copied",
+        )
+    }));
+    llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "the note is copied"}),
+    ));
+}
+
+fn nothing(_: &ScriptedLlm) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
+    let rig = Rig::start(&["--knowledge", "--reuse-min-score", "0.6"]).await;
+    let (alice, first) = rig
+        .run("ka", "copy the note into the clipboard", false)
+        .await;
+    assert_eq!(first.len(), 3);
+    rig.experience_of(&alice).await;
+
+    // Reuse off (the server's default, and said per task): the same request is planned by the model
+    // again, call for call, and nothing is marked.
+    for body in [
+        json!({"request": "copy the note into the clipboard"}),
+        json!({"request": "copy the note into the clipboard", "reuse": false}),
+    ] {
+        let (task, steps, prompts) = rig.submit("ka", body, copy_the_note).await;
+        assert_eq!(task["status"], "finished", "{task}");
+        assert!(task.get("reuse").is_none(), "{task}");
+        assert_eq!(prompts.len(), 3, "every step asks the model");
+        assert!(steps.iter().all(|s| s.get("reuse").is_none()), "{steps:?}");
+        assert!(prompts.iter().all(|p| !p.contains("[Reused plan]") && !p.contains("[Texts to rewrite]")));
+    }
+
+    // Bob asks for the same with reuse on: alice's task is never his plan.
+    let (task, steps, prompts) = rig
+        .submit(
+            "kb",
+            json!({"request": "copy the note into the clipboard", "reuse": true}),
+            copy_the_note,
+        )
+        .await;
+    assert_eq!(task["status"], "finished", "{task}");
+    assert!(task.get("reuse").is_none(), "bob reused: {task}");
+    assert_eq!(prompts.len(), 3);
+    assert!(steps.iter().all(|s| s.get("reuse").is_none()));
+    assert!(
+        prompts.iter().all(|p| !p.contains(&alice) && !p.contains("[Texts to rewrite]")),
+        "{prompts:?}"
+    );
+
+    // Alice with reuse on, the same request: her task's steps run again without a single model call.
+    let (task, steps, prompts) = rig
+        .submit(
+            "ka",
+            json!({"request": "copy the note into the clipboard", "reuse": true}),
+            nothing,
+        )
+        .await;
+    assert_eq!(task["status"], "finished", "{task}");
+    assert!(prompts.is_empty(), "{prompts:?}");
+    assert_eq!(task["reuse"]["of"], alice.as_str(), "{task}");
+    assert_eq!(task["reuse"]["reused"], 3, "{task}");
+    assert_eq!(task["reuse"]["fell_back"], 0, "{task}");
+    assert!(
+        steps.iter().all(|s| s["reuse"]["source"] == "reused" && s["reuse"]["of"] == alice.as_str()),
+        "{steps:?}"
+    );
+    assert_eq!(task["totals"]["input_tokens"], 0, "{task}");
+
+    // Another text: the plan's text that came from the old request is rewritten by one call.
+    let (task, steps, prompts) = rig
+        .submit(
+            "ka",
+            json!({"request": "copy the memo into the clipboard", "reuse": true}),
+            |llm: &ScriptedLlm| llm.push_json(&json!({"texts": ["copy the memo", "the memo is copied"]})),
+        )
+        .await;
+    assert_eq!(task["status"], "finished", "{task}");
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(
+        prompts[0].contains("[Texts to rewrite]\n1. \"copy the note\"\n2. \"the note is copied\""),
+        "{}",
+        prompts[0]
+    );
+    assert!(prompts[0].contains("\"copy the memo into the clipboard\""), "{}", prompts[0]);
+    assert_eq!(steps[0]["subtask"], "copy the memo", "{:?}", steps[0]);
+    assert_eq!(task["reuse"]["reused"], 3, "{task}");
+    assert_eq!(task["result"], "the memo is copied", "{task}");
+
+    // Reuse and replay_of exclude each other.
+    let (status, error) = rig
+        .call(
+            "ka",
+            "POST",
+            "/v1/tasks",
+            Some(json!({"replay_of": alice, "reuse": true})),
+        )
+        .await;
+    assert_eq!(status, 400, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("reuse"), "{error}");
+    rig.stop().await;
+}

@@ -116,6 +116,7 @@ pub async fn run(api: AgentClient, conn: &Connection, args: RunArgs) -> Result<O
             confirm_policy: args.confirm_policy.map(|p| p.as_api().to_owned()),
             host_model: args.host_model,
             app_model: args.app_model,
+            reuse: args.reuse,
         })
         .await?;
     let id = task_id(&task)?;

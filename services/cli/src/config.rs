@@ -533,6 +533,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub app_model: Option<String>,
 
+    /// Follow your closest earlier finished task when the request matches it (`--reuse` or
+    /// `--reuse true`; `--reuse false` turns the service's default off for this task). See
+    /// docs/knowledge.md "Reuse".
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub reuse: Option<bool>,
+
     /// Print the task id and return instead of following the steps.
     #[arg(long)]
     pub detach: bool,

@@ -64,7 +64,13 @@ pub fn step_line(step: &Value) -> String {
         actions.join("; ")
     };
     let step_cost = number(step, "cost").map(cost).unwrap_or_default();
-    format!("step {step_no:>3}  {agent:<24} {state:<20} {action}  {step_cost}")
+    // A reuse task's step says whether the earlier task's plan decided it (docs/knowledge.md "Reuse").
+    let reused = match step.get("reuse").map(|r| text(r, "source")).as_deref() {
+        Some("reused") => "  [reused]",
+        Some("model") => "  [reuse: screen differed, model]",
+        _ => "",
+    };
+    format!("step {step_no:>3}  {agent:<24} {state:<20} {action}  {step_cost}{reused}")
         .trim_end()
         .to_owned()
 }
@@ -265,6 +271,15 @@ pub fn task_summary(task: &Value) -> String {
             text(r, "of"),
             text(r, "on_mismatch"),
             text(r, "replayed"),
+            text(r, "fell_back"),
+        ));
+    }
+    if let Some(r) = task.get("reuse").filter(|r| r.is_object()) {
+        lines.push(format!(
+            "reuse    of {} (score {}): {} steps reused, {} fell back to the model",
+            text(r, "of"),
+            text(r, "score"),
+            text(r, "reused"),
             text(r, "fell_back"),
         ));
     }

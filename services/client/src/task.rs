@@ -42,6 +42,8 @@ pub struct NewTask {
     pub host_model: Option<String>,
     /// AppAgent model.
     pub app_model: Option<String>,
+    /// Follow the caller's closest earlier task (reuse); none = the server's default.
+    pub reuse: Option<bool>,
 }
 
 impl NewTask {
@@ -106,6 +108,9 @@ impl NewTask {
         }
         if let Some(policy) = &self.confirm_policy {
             body.insert("confirm_policy".into(), json!(policy));
+        }
+        if let Some(reuse) = self.reuse {
+            body.insert("reuse".into(), json!(reuse));
         }
         Value::Object(body)
     }

@@ -41,9 +41,13 @@ pub async fn execute(cfg: Config) -> Result<bool, CliError> {
     if cfg.validate {
         for t in &tasks {
             let steps: usize = t.subtasks.iter().map(|s| s.steps.len()).sum();
-            let demo = match &t.learn_from {
-                Some(teacher) => format!("learns from {teacher} (no demonstration)"),
-                None => format!("{} subtask(s), {steps} step(s)", t.subtasks.len()),
+            let demo = match (&t.learn_from, &t.repeat_of) {
+                (Some(teacher), _) => format!("learns from {teacher} (no demonstration)"),
+                (None, Some(first)) => format!(
+                    "repeats {first} with reuse ({} subtask(s) for the model's fallbacks)",
+                    t.subtasks.len()
+                ),
+                (None, None) => format!("{} subtask(s), {steps} step(s)", t.subtasks.len()),
             };
             println!(
                 "{}: {demo}, {} check(s) — {}",

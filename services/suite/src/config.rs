@@ -114,6 +114,16 @@ pub struct Config {
         default_value_t = 1
     )]
     pub standin_max_retries: u32,
+    /// How long the stand-in takes to answer each call, in milliseconds (default 0: at once). A real
+    /// model takes seconds; with e.g. 2000 the wall times show what a saved model call saves (the reuse
+    /// benchmark, docs/knowledge.md "Reuse").
+    #[arg(
+        long = "standin-latency-ms",
+        env = "UFO_SUITE_STANDIN_LATENCY_MS",
+        default_value_t = 0,
+        value_parser = clap::value_parser!(u64).range(0..=60_000)
+    )]
+    pub standin_latency_ms: u64,
     /// After all tasks ran, shut the model endpoint and replay each passed task from a fresh setup, its
     /// windows moved and resized on the screen (a fixed-size dialog only moved) and its documents
     /// changed as its `[replay]` says; the checks must pass again, and the replays meet the same

@@ -71,6 +71,14 @@ pub struct TaskReport {
     /// A learning task: the task whose experience it follows (it has no demonstration).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learns_from: Option<String>,
+    /// A repeat (`repeat_of`): the task it repeats, run first; it ran with reuse on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_of: Option<String>,
+    /// A repeat: the task whose steps the agent reused (the task view's `reuse.of`; none: no match).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reused_of: Option<String>,
+    /// Of the model calls, a reuse's fill calls.
+    pub fill_calls: u64,
     /// The replay of this task without the model (`--replay`), windows moved and resized.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<Box<TaskReport>>,
@@ -80,6 +88,7 @@ impl TaskReport {
     /// Fills the model figures from the endpoint's tally.
     pub fn with_tally(mut self, t: Tally) -> Self {
         self.calls = t.calls;
+        self.fill_calls = t.fills;
         self.text_bytes = t.size.text_bytes;
         self.image_bytes = t.size.image_bytes;
         self.image_pixels = t.size.image_pixels;
@@ -161,11 +170,26 @@ pub fn table(reports: &[TaskReport]) -> String {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
             r.name,
-            match (r.passed, &r.learns_from) {
-                (true, None) => "pass".into(),
-                (true, Some(t)) => format!("pass, learned from {t}"),
-                (false, None) => format!("FAIL ({})", r.status),
-                (false, Some(t)) => format!("FAIL ({}), learning from {t}", r.status),
+            match (r.passed, &r.learns_from, &r.repeat_of) {
+                (true, Some(t), _) => format!("pass, learned from {t}"),
+                (false, Some(t), _) => format!("FAIL ({}), learning from {t}", r.status),
+                (passed, None, Some(t)) => format!(
+                    "{}, repeat of {t}: {}",
+                    if passed {
+                        "pass".to_owned()
+                    } else {
+                        format!("FAIL ({})", r.status)
+                    },
+                    match &r.reused_of {
+                        Some(_) => format!(
+                            "{} steps reused, {} fell back, {} fill call(s)",
+                            r.replayed, r.fell_back, r.fill_calls
+                        ),
+                        None => "nothing reused".to_owned(),
+                    }
+                ),
+                (true, None, None) => "pass".into(),
+                (false, None, None) => format!("FAIL ({})", r.status),
             },
             r.steps,
             r.calls,

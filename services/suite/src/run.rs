@@ -69,6 +69,9 @@ struct NotTaught {
 pub enum Submission {
     /// The request, decided step by step by the model endpoint.
     Model,
+    /// The request with `reuse: true` (a repeat, docs/knowledge.md "Reuse"): the agent follows the
+    /// earlier run's steps and asks the model once for the new texts and where the screen differs.
+    Reuse,
     /// A replay of the recorded task `of` (`replay_of`), its windows moved and resized.
     Replay {
         /// The recorded task's id.
@@ -133,6 +136,7 @@ pub async fn run(
     let model = ModelServer::start(mode, cfg.max_body_bytes)
         .await
         .map_err(io("cannot start the model endpoint"))?;
+    model.set_latency_ms(cfg.standin_latency_ms);
     let model_name = stand_in_model(cfg);
     let mut builder = Cluster::builder()
         .local_executor(desk.env())
@@ -227,15 +231,21 @@ pub async fn run(
     let mut reports: Vec<TaskReport> = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
         let span = tracing::info_span!("suite.task", task = %task.name);
-        let report = match &task.learn_from {
-            None => {
-                run_task(&shared, task, Submission::Model)
+        let report = match (&task.learn_from, &task.repeat_of) {
+            (Some(teacher), _) => {
+                let taught = tasks.iter().zip(&reports).find(|(t, _)| t.name == *teacher);
+                run_learner(&shared, task, teacher, taught, Submission::Model)
                     .instrument(span)
                     .await
             }
-            Some(teacher) => {
-                let taught = tasks.iter().zip(&reports).find(|(t, _)| t.name == *teacher);
-                run_learner(&shared, task, teacher, taught)
+            (None, Some(first)) => {
+                let done = tasks.iter().zip(&reports).find(|(t, _)| t.name == *first);
+                run_learner(&shared, task, first, done, Submission::Reuse)
+                    .instrument(span)
+                    .await
+            }
+            (None, None) => {
+                run_task(&shared, task, Submission::Model)
                     .instrument(span)
                     .await
             }
@@ -290,13 +300,16 @@ pub async fn run(
 }
 
 /// A learning task: run once its teacher passed and the teacher's experience can be retrieved (with
-/// `--knowledge`), in a fresh setup like any task; the stand-in has no demonstration for it.
+/// `--knowledge`), in a fresh setup like any task; the stand-in has no demonstration for it. A repeat
+/// (`how` = [`Submission::Reuse`]) runs the same way after the task it repeats, with reuse on.
 async fn run_learner(
     s: &Shared<'_>,
     task: &Task,
     teacher: &str,
     taught: Option<(&Task, &TaskReport)>,
+    how: Submission,
 ) -> TaskReport {
+    let repeat = matches!(how, Submission::Reuse);
     let mut report = match taught {
         Some((t, r)) if r.passed => {
             let stored = if s.cfg.knowledge {
@@ -305,7 +318,7 @@ async fn run_learner(
             } else {
                 Ok(())
             };
-            let mut report = run_task(s, task, Submission::Model).await;
+            let mut report = run_task(s, task, how).await;
             if let (Err(why), false) = (stored, report.passed) {
                 report.why = format!("{why}\n{}", report.why);
             }
@@ -324,7 +337,11 @@ async fn run_learner(
             ..TaskReport::default()
         },
     };
-    report.learns_from = Some(teacher.to_owned());
+    if repeat {
+        report.repeat_of = Some(teacher.to_owned());
+    } else {
+        report.learns_from = Some(teacher.to_owned());
+    }
     report
 }
 
@@ -376,7 +393,7 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
     let mut apps = Vec::new();
     let recorded = match &how {
         Submission::Replay { recorded, .. } => Some(recorded.as_slice()),
-        Submission::Model => None,
+        Submission::Model | Submission::Reuse => None,
     };
     if let Err(why) = set_up(s, &task, &dir, &mut apps, recorded, &mut report).await {
         report.status = "setup failed".into();
@@ -399,6 +416,11 @@ async fn run_task(s: &Shared<'_>, task: &Task, how: Submission) -> TaskReport {
                 report.status = view["status"].as_str().unwrap_or("unknown").to_owned();
                 report.replayed = view["replay"]["replayed"].as_u64().unwrap_or(0);
                 report.fell_back = view["replay"]["fell_back"].as_u64().unwrap_or(0);
+                if let Some(r) = view.get("reuse").filter(|r| r.is_object()) {
+                    report.reused_of = r["of"].as_str().map(str::to_owned);
+                    report.replayed = r["reused"].as_u64().unwrap_or(0);
+                    report.fell_back = r["fell_back"].as_u64().unwrap_or(0);
+                }
                 report.result = view["result"].as_str().unwrap_or("").to_owned();
                 report.steps = steps.len() as u64;
                 report.observe_act_seconds = observe_act(&steps);
@@ -505,6 +527,10 @@ async fn submit_and_follow(
         .unwrap_or(Duration::from_secs(u64::from(s.cfg.task_timeout_seconds)));
     let work = match how {
         Submission::Model => NewTask::request(task.request.clone()),
+        Submission::Reuse => NewTask {
+            reuse: Some(true),
+            ..NewTask::request(task.request.clone())
+        },
         Submission::Replay { of, .. } => NewTask::replay(of.clone(), None),
     };
     let submitted = NewTask {

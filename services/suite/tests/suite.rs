@@ -523,3 +523,92 @@ async fn a_third_party_agent_writes_what_the_gui_showed() {
     let written = std::fs::read_to_string(out.path().join("tasks/files-agent/out.txt")).unwrap();
     assert_eq!(written.trim(), "42");
 }
+
+/// Issue 33, reuse measured: with a stand-in that takes 2 s per call, three tasks are done once, then
+/// again with new texts (`services/suite/tests/reuse/`, submitted with `reuse: true`): the repeats take
+/// at most 25 % of the first runs' model calls and 30 % of their wall time, every check passing. A repeat
+/// on a changed screen (the dialog's OK button renamed, so the recorded click's selector does not
+/// resolve) falls back to the model for that step, whose prompt shows the rest of the plan, and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reused_repeats_cost_a_quarter_of_the_calls_and_under_a_third_of_the_time() {
+    let out = tempfile::tempdir().unwrap();
+    let tasks = repo().join("tasks");
+    let args = [
+        "--tasks",
+        &tasks.join("galculator-multiply.toml").display().to_string(),
+        "--tasks",
+        &tasks.join("mousepad-save-as.toml").display().to_string(),
+        "--tasks",
+        &repo().join("services/suite/tests/reuse").display().to_string(),
+        "--standin-latency-ms",
+        "2000",
+        "--min-success",
+        "1.0",
+    ]
+    .map(|s| s.to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (output, report) = run_suite(&tasks.join("zenity-entry.toml"), &args, out.path()).await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "a task failed:\n{stdout}");
+    let all = report["tasks"].as_array().unwrap();
+    let by_name = |n: &str| all.iter().find(|t| t["name"] == n).unwrap_or_else(|| panic!("{n}: {report}"));
+    let (mut first_calls, mut first_wall, mut repeat_calls, mut repeat_wall) = (0, 0.0, 0, 0.0);
+    println!("| task | first: calls, wall s | repeat: calls, wall s, reused, fell back | calls % | wall % |");
+    for name in ["zenity-entry", "galculator-multiply", "mousepad-save-as"] {
+        let (first, repeat) = (by_name(name), by_name(&format!("repeat-{name}")));
+        assert_eq!(first["passed"], true, "{first}");
+        assert_eq!(repeat["passed"], true, "{repeat}");
+        assert_eq!(repeat["reused_of"], first["task_id"], "the repeat followed its first run: {repeat}");
+        assert_eq!(repeat["fell_back"], 0, "{repeat}");
+        assert_eq!(repeat["fill_calls"], 1, "one call filled the new texts: {repeat}");
+        let (fc, fw) = (first["calls"].as_u64().unwrap(), first["wall_seconds"].as_f64().unwrap());
+        let (rc, rw) = (repeat["calls"].as_u64().unwrap(), repeat["wall_seconds"].as_f64().unwrap());
+        println!(
+            "| {name} | {fc}, {fw:.1} | {rc}, {rw:.1}, {}, {} | {:.0} % | {:.0} % |",
+            repeat["replayed"],
+            repeat["fell_back"],
+            100.0 * rc as f64 / fc as f64,
+            100.0 * rw / fw
+        );
+        first_calls += fc;
+        first_wall += fw;
+        repeat_calls += rc;
+        repeat_wall += rw;
+    }
+    let calls = repeat_calls as f64 / first_calls as f64;
+    let wall = repeat_wall / first_wall;
+    println!(
+        "reuse: model calls {repeat_calls}/{first_calls} = {:.1} %, wall time {repeat_wall:.1}/{first_wall:.1} s = {:.1} % (stand-in 2 s per call)",
+        100.0 * calls,
+        100.0 * wall
+    );
+    assert!(calls <= 0.25, "model calls {:.1} % of the first runs", 100.0 * calls);
+    assert!(wall <= 0.30, "wall time {:.1} % of the first runs", 100.0 * wall);
+
+    // The changed screen: the click on "OK" went to the model, which saw the rest of the plan.
+    let renamed = by_name("repeat-zenity-entry-renamed");
+    assert_eq!(renamed["passed"], true, "{renamed}");
+    assert!(renamed["reused_of"].is_string(), "{renamed}");
+    assert!(renamed["fell_back"].as_u64().unwrap() >= 1, "{renamed}");
+    assert!(renamed["replayed"].as_u64().unwrap() >= 2, "{renamed}");
+    let calls: Vec<Value> = std::fs::read_to_string(
+        out.path().join("tasks/repeat-zenity-entry-renamed/prompts.jsonl"),
+    )
+    .unwrap()
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
+    let fallback = calls
+        .iter()
+        .find(|c| c["agent"] == "app")
+        .unwrap_or_else(|| panic!("no AppAgent call: {calls:?}"));
+    let text = fallback["text"].as_str().unwrap();
+    assert!(
+        text.contains("[Reused plan]") && text.contains("click_input on Button \"OK\""),
+        "the model saw the rest of the plan: {text}"
+    );
+    println!(
+        "changed screen: {} calls, {} steps reused, {} fell back, wall {:.1} s",
+        renamed["calls"], renamed["replayed"], renamed["fell_back"], renamed["wall_seconds"]
+    );
+}

@@ -64,6 +64,9 @@ pub struct AgentServices {
     pub settings: Arc<AgentSettings>,
     /// A replay task's plan: the recording decides each step, the model only where it falls back.
     pub replay: Option<Arc<crate::replay::ReplaySpec>>,
+    /// A reuse task's plan (issue 33): filled for the new request by one model call, then followed like a
+    /// replay whose missing targets go to the model.
+    pub reuse: Option<Arc<crate::replay::reuse::Reuse>>,
     /// Puts screenshots into the session service's blob store as they are captured (none: their bytes
     /// go with the step).
     pub uploads: Option<Arc<crate::store::blobs::BlobUploads>>,
@@ -81,6 +84,7 @@ impl std::fmt::Debug for AgentServices {
             .field("knowledge", &self.knowledge.is_some())
             .field("settings", &self.settings)
             .field("replay", &self.replay.as_ref().map(|r| &r.of))
+            .field("reuse", &self.reuse.as_ref().map(|r| &r.of))
             .field("mcp", &self.mcp.is_some())
             .finish()
     }

@@ -279,6 +279,7 @@ impl AgentServices {
             knowledge: None,
             settings: Arc::new(settings),
             replay: None,
+            reuse: None,
             uploads: None,
             mcp: None,
         })

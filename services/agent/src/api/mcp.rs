@@ -86,6 +86,7 @@ impl TaskApi for AgentTasks {
                 .as_deref()
                 .map(|m| enum_value("on_mismatch", m))
                 .transpose()?,
+            reuse: None,
         };
         let task = self.tasks.submit(caller, body.into_proto()).await?;
         view(TaskView::from_snapshot(task))

@@ -25,6 +25,7 @@ pub mod model;
 pub mod openapi;
 pub mod pool;
 pub mod replay;
+pub mod reuse;
 pub mod rest;
 pub mod service;
 pub mod sse;

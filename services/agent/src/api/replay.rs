@@ -8,7 +8,7 @@
 
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
-    ListRoundsRequest, ListStepsRequest, Replay, Session, SessionStatus, Step, SubmitTaskRequest,
+    ListRoundsRequest, ListStepsRequest, Replay, Reuse, Session, SessionStatus, Step, SubmitTaskRequest,
 };
 
 use super::auth::Caller;
@@ -27,6 +27,11 @@ impl Tasks {
     ) -> Result<Option<ReplaySpec>, ApiError> {
         let on_mismatch = ufo_proto::v1::OnMismatch::try_from(req.on_mismatch)
             .map_err(|_| ApiError::invalid("on_mismatch must be fail or model"))?;
+        if !req.replay_of.is_empty() && req.reuse == Some(true) {
+            return Err(ApiError::invalid(
+                "reuse and replay_of exclude each other: a replay follows the named task already",
+            ));
+        }
         if req.replay_of.is_empty() {
             if on_mismatch != ufo_proto::v1::OnMismatch::Unspecified {
                 return Err(ApiError::invalid("on_mismatch needs replay_of"));
@@ -78,7 +83,7 @@ impl Tasks {
         Ok(Some(spec))
     }
 
-    async fn all_steps(&self, session_id: &str) -> Result<Vec<Step>, ApiError> {
+    pub(super) async fn all_steps(&self, session_id: &str) -> Result<Vec<Step>, ApiError> {
         let mut steps: Vec<Step> = Vec::new();
         loop {
             let page = self
@@ -98,31 +103,49 @@ impl Tasks {
         }
     }
 
-    /// A replay task's origin and counts (none for other tasks): each step's `extra.replay.source` says
-    /// whether the recording or the model decided it.
-    pub(super) async fn replay_view(&self, session: &Session) -> Result<Option<Replay>, ApiError> {
+    /// A replay task's origin and counts, or a reuse task's (none for other tasks): each step's
+    /// `extra.replay.source` / `extra.reuse.source` says whether the recording or the model decided it.
+    pub(super) async fn replay_view(
+        &self,
+        session: &Session,
+    ) -> Result<(Option<Replay>, Option<Reuse>), ApiError> {
         let Some(spec) = TaskConfig::from_struct(session.config.clone())
             .ok()
             .and_then(|c| c.replay)
         else {
-            return Ok(None);
+            return Ok((None, None));
         };
-        let mut view = Replay {
-            of: spec.of,
-            on_mismatch: spec.on_mismatch.to_proto() as i32,
-            replayed: 0,
-            fell_back: 0,
-        };
+        let (mut recorded, mut fell_back) = (0, 0);
+        let key = if spec.reuse.is_some() { "reuse" } else { "replay" };
         if session.totals.is_some_and(|t| t.steps > 0) {
             for step in self.all_steps(&session.id).await? {
                 let extra = ufo_proto::json::from_optional_struct(step.extra);
-                match extra["replay"]["source"].as_str() {
-                    Some("recording") => view.replayed += 1,
-                    Some("model") => view.fell_back += 1,
+                match extra[key]["source"].as_str() {
+                    Some("recording" | "reused") => recorded += 1,
+                    Some("model") => fell_back += 1,
                     _ => {}
                 }
             }
         }
-        Ok(Some(view))
+        Ok(match &spec.reuse {
+            Some(info) => (
+                None,
+                Some(Reuse {
+                    of: spec.of,
+                    score: info.score,
+                    reused: recorded,
+                    fell_back,
+                }),
+            ),
+            None => (
+                Some(Replay {
+                    of: spec.of,
+                    on_mismatch: spec.on_mismatch.to_proto() as i32,
+                    replayed: recorded,
+                    fell_back,
+                }),
+                None,
+            ),
+        })
     }
 }

@@ -44,6 +44,8 @@ pub struct TaskSnapshot {
     pub next: Option<Next>,
     /// A replay task's origin and counts.
     pub replay: Option<Replay>,
+    /// A reuse task's origin and counts.
+    pub reuse: Option<ufo_proto::v1::Reuse>,
 }
 
 impl TaskSnapshot {
@@ -61,6 +63,7 @@ impl TaskSnapshot {
             result: self.session.result.clone(),
             last_seq: self.session.last_seq,
             replay: self.replay.clone(),
+            reuse: self.reuse.clone(),
             waiting_for: super::model::view::WaitingForView::of_task(
                 &self.session,
                 self.held.is_some(),
@@ -226,7 +229,10 @@ impl Tasks {
     ) -> Result<TaskSnapshot, ApiError> {
         let replay = self.replay_plan(caller, &mut req).await?;
         let (mut config, desktop) = self.resolve(&req)?;
-        config.replay = replay;
+        config.replay = match replay {
+            Some(replay) => Some(replay),
+            None => self.reuse_plan(caller, &req).await?,
+        };
         let session = self
             .client
             .clone()
@@ -322,7 +328,7 @@ impl Tasks {
             }
             _ => None,
         };
-        let replay = self.replay_view(&session).await?;
+        let (replay, reuse) = self.replay_view(&session).await?;
         Ok(TaskSnapshot {
             session,
             rounds,
@@ -331,6 +337,7 @@ impl Tasks {
             held,
             next,
             replay,
+            reuse,
         })
     }
 

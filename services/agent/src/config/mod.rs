@@ -169,6 +169,40 @@ pub struct ApiConfig {
     )]
     pub knowledge_max_query_chars: u32,
 
+    /// Reuse (issue 33, docs/knowledge.md "Reuse"): a new task whose request matches one of its owner's
+    /// earlier finished tasks (at --reuse-min-score or above) follows that task's recorded steps, calling
+    /// the model once for the request's new texts and again only where a step's screen differs. A task's
+    /// own `reuse` option overrides this default.
+    #[arg(
+        long = "reuse",
+        env = "UFO_AGENT_REUSE",
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub reuse: bool,
+
+    /// With reuse: the least similarity (0-1: twice the shared words in order over both requests' words)
+    /// an earlier task's request needs for a new request to follow it (default 0.6).
+    #[arg(
+        long = "reuse-min-score",
+        env = "UFO_AGENT_REUSE_MIN_SCORE",
+        default_value_t = 0.6,
+        value_parser = unit_interval
+    )]
+    pub reuse_min_score: f64,
+
+    /// With reuse: how many of the owner's retrieved experiences are scored against a new request
+    /// (default 5).
+    #[arg(
+        long = "reuse-candidates",
+        env = "UFO_AGENT_REUSE_CANDIDATES",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub reuse_candidates: u32,
+
     /// Longest accepted task or follow-up request, in characters (default 8000).
     #[arg(
         long = "max-request-chars",
@@ -485,4 +519,14 @@ pub struct RunnerConfig {
     /// before the next starts (default true).
     #[arg(long = "record-ahead", env = "UFO_AGENT_RECORD_AHEAD", default_value_t = true, action = clap::ArgAction::Set)]
     pub record_ahead: bool,
+}
+
+/// A number from 0 to 1.
+fn unit_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not between 0 and 1"))
+    }
 }

@@ -32,6 +32,13 @@ pub struct Mismatch(pub String);
 
 fn mark(spec: &ReplaySpec, step: u64, source: &str, note: Option<String>) -> Value {
     let mut m = json!({"of": spec.of, "step": step, "source": source});
+    if spec.reuse.is_some() {
+        // A reused step (docs/knowledge.md "Reuse"): stored as `Step.extra.reuse`.
+        m["reuse"] = json!(true);
+        if source == "recording" {
+            m["source"] = json!("reused");
+        }
+    }
     if let Some(note) = note {
         m["note"] = json!(note);
     }
@@ -289,6 +296,7 @@ mod tests {
             on_mismatch,
             steps: vec![step(1, vec![click]), step(2, Vec::new())],
             follow_ups: Vec::new(),
+            reuse: None,
         }
     }
 

@@ -5,10 +5,13 @@
 //!   id, index among identical siblings); a replay finds the control again by it in a later listing.
 //! - [`plan`]: the recorded steps a replay task carries in its configuration.
 //! - [`decide`]: the reply the model would have given for a replayed step (the strategies' seam).
+//! - [`reuse`]: a new request following an earlier task's plan (issue 33), its texts rewritten by one
+//!   model call.
 //! - the API side (`POST /v1/tasks` with `replay_of`) is `api::replay`.
 pub mod decide;
 pub mod phase;
 pub mod plan;
+pub mod reuse;
 pub mod selector;
 
 pub use plan::{OnMismatch, ReplaySpec};
@@ -21,9 +24,14 @@ use crate::processor::{Key, Values};
 /// `Step.extra.replay`: `{of, step, source: "recording" | "model", note?}`.
 pub const REPLAY_MARK: Key<Value> = Key::new("replay_mark");
 
-/// Moves a step's replay mark (if any) into its `extra`.
+/// Moves a step's replay mark (if any) into its `extra`: `replay`, or `reuse` for a reused plan's step
+/// (`{of, step, source: "reused" | "model", note?}`).
 pub fn mark(local: &mut Values, extra: &mut Map<String, Value>) {
-    if let Some(m) = local.take(REPLAY_MARK).ok().flatten() {
-        extra.insert("replay".into(), m);
+    if let Some(mut m) = local.take(REPLAY_MARK).ok().flatten() {
+        let reuse = m
+            .as_object_mut()
+            .and_then(|o| o.remove("reuse"))
+            .is_some_and(|r| r == Value::Bool(true));
+        extra.insert(if reuse { "reuse" } else { "replay" }.into(), m);
     }
 }

@@ -1,24 +1,38 @@
-//! The LLM-interaction phase of a replay: the strategies ask [`app`] / [`host`] first, and call the model
-//! only when the answer is [`Phase::Model`].
+//! The LLM-interaction phase of a replay or a reuse: the strategies ask [`app`] / [`host`] first, and call
+//! the model only when the answer is [`Phase::Model`].
 
 use serde_json::Value;
 
 use super::REPLAY_MARK;
 use super::decide::{self, Decision};
 use super::plan::ReplaySpec;
+use super::reuse::{Filled, Reuse};
 use crate::agents::keys::{
     APP_RESPONSE, CONTROLS, HOST_RESPONSE, LLM_TOTALS, RESPONSE_TEXT, TARGET_REGISTRY,
 };
+use crate::agents::services::AgentServices;
+use crate::llm::Totals;
 use crate::memory::MemoryItem;
 use crate::processor::{Outputs, ProcessingContext, StrategyError, keys as pkeys};
+
+/// What the model is given when it decides a step of a replay or a reuse.
+#[derive(Debug, Default)]
+pub struct Fallback {
+    /// The step's mark when it is a replayed or reused step that fell back.
+    pub mark: Option<Value>,
+    /// A reused plan's steps from this one on, for the prompt ("" when none).
+    pub plan: String,
+    /// Calls already spent for this step (the reuse's fill call, counted with the first step).
+    pub totals: Totals,
+}
 
 /// What decides this step's reply.
 #[derive(Debug)]
 pub enum Phase {
-    /// The recording did: the phase's outputs (0 model calls, 0 cost) with the step's mark.
+    /// The recording did: the phase's outputs (no model call besides a reuse's fill) with the step's mark.
     Decided(Outputs),
-    /// The model does; the step's mark when it is a replayed step that fell back.
-    Model(Option<Value>),
+    /// The model does.
+    Model(Fallback),
 }
 
 fn step(ctx: &ProcessingContext) -> Result<u64, StrategyError> {
@@ -29,47 +43,110 @@ fn mismatch(e: decide::Mismatch) -> StrategyError {
     StrategyError::msg(e.to_string())
 }
 
+fn decided<T: Send + Sync + 'static>(
+    key: crate::processor::Key<T>,
+    reply: T,
+    mark: Value,
+    totals: Totals,
+) -> Phase {
+    Phase::Decided(
+        Outputs::new()
+            .with(key, reply)
+            .with(RESPONSE_TEXT, String::new())
+            .with(LLM_TOTALS, totals)
+            .with(REPLAY_MARK, mark),
+    )
+}
+
+/// The plan this step follows: a replay's, or a reuse's once filled (none: the model decides). A reuse
+/// whose fill failed, and the steps after its plan, are the model's without a plan.
+fn plan<'a>(
+    services: &'a AgentServices,
+    reuse: &'a Option<std::sync::Arc<super::reuse::FillOutcome>>,
+    n: u64,
+) -> Option<&'a ReplaySpec> {
+    if let Some(spec) = services.replay.as_deref() {
+        return Some(spec);
+    }
+    match reuse.as_deref().map(|o| &o.filled) {
+        Some(Filled::Ready(spec)) if usize::try_from(n).is_ok_and(|n| n <= spec.steps.len()) => {
+            Some(spec)
+        }
+        _ => None,
+    }
+}
+
+async fn fill(
+    reuse: Option<&Reuse>,
+) -> (Option<std::sync::Arc<super::reuse::FillOutcome>>, Totals) {
+    match reuse {
+        Some(r) => {
+            let (outcome, totals) = r.plan().await;
+            (Some(outcome), totals)
+        }
+        None => (None, Totals::default()),
+    }
+}
+
+fn model(spec: &ReplaySpec, n: u64, mark: Value, totals: Totals) -> Phase {
+    let plan = if spec.reuse.is_some() {
+        super::reuse::remaining(spec, n)
+    } else {
+        String::new()
+    };
+    Phase::Model(Fallback {
+        mark: Some(mark),
+        plan,
+        totals,
+    })
+}
+
 /// The AppAgent's phase for this step; `previous` is the agent's memory of its step before.
-pub fn app(
-    spec: Option<&ReplaySpec>,
+pub async fn app(
+    services: &AgentServices,
     ctx: &ProcessingContext,
     previous: Option<&MemoryItem>,
 ) -> Result<Phase, StrategyError> {
-    let Some(spec) = spec else {
-        return Ok(Phase::Model(None));
+    if services.replay.is_none() && services.reuse.is_none() {
+        return Ok(Phase::Model(Fallback::default()));
+    }
+    let n = step(ctx)?;
+    let (filled, totals) = fill(services.reuse.as_deref()).await;
+    let Some(spec) = plan(services, &filled, n) else {
+        return Ok(Phase::Model(Fallback {
+            totals,
+            ..Fallback::default()
+        }));
     };
     Ok(
-        match decide::app_reply(spec, step(ctx)?, ctx.require(CONTROLS)?, previous)
-            .map_err(mismatch)?
-        {
-            Decision::Replayed(reply, mark) => Phase::Decided(
-                Outputs::new()
-                    .with(APP_RESPONSE, reply)
-                    .with(RESPONSE_TEXT, String::new())
-                    .with(LLM_TOTALS, Default::default())
-                    .with(REPLAY_MARK, mark),
-            ),
-            Decision::Model(mark) => Phase::Model(Some(mark)),
+        match decide::app_reply(spec, n, ctx.require(CONTROLS)?, previous).map_err(mismatch)? {
+            Decision::Replayed(reply, mark) => decided(APP_RESPONSE, reply, mark, totals),
+            Decision::Model(mark) => model(spec, n, mark, totals),
         },
     )
 }
 
 /// The HostAgent's phase for this step.
-pub fn host(spec: Option<&ReplaySpec>, ctx: &ProcessingContext) -> Result<Phase, StrategyError> {
-    let Some(spec) = spec else {
-        return Ok(Phase::Model(None));
+pub async fn host(
+    services: &AgentServices,
+    ctx: &ProcessingContext,
+) -> Result<Phase, StrategyError> {
+    if services.replay.is_none() && services.reuse.is_none() {
+        return Ok(Phase::Model(Fallback::default()));
+    }
+    let n = step(ctx)?;
+    let (filled, totals) = fill(services.reuse.as_deref()).await;
+    let Some(spec) = plan(services, &filled, n) else {
+        return Ok(Phase::Model(Fallback {
+            totals,
+            ..Fallback::default()
+        }));
     };
     let targets = ctx.require(TARGET_REGISTRY)?.all();
     Ok(
-        match decide::host_reply(spec, step(ctx)?, targets).map_err(mismatch)? {
-            Decision::Replayed(reply, mark) => Phase::Decided(
-                Outputs::new()
-                    .with(HOST_RESPONSE, reply)
-                    .with(RESPONSE_TEXT, String::new())
-                    .with(LLM_TOTALS, Default::default())
-                    .with(REPLAY_MARK, mark),
-            ),
-            Decision::Model(mark) => Phase::Model(Some(mark)),
+        match decide::host_reply(spec, n, targets).map_err(mismatch)? {
+            Decision::Replayed(reply, mark) => decided(HOST_RESPONSE, reply, mark, totals),
+            Decision::Model(mark) => model(spec, n, mark, totals),
         },
     )
 }

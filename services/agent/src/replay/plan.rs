@@ -129,6 +129,11 @@ pub struct ReplaySpec {
     /// when the one before finishes, so every round is replayed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub follow_ups: Vec<String>,
+    /// Set when the plan reuses an earlier task for a new request (issue 33, [`super::reuse`]): its steps
+    /// are marked `reuse` instead of `replay`, its specific texts are rewritten first, and a step whose
+    /// target is missing goes to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<super::reuse::ReuseInfo>,
 }
 
 fn extra_text(extra: &Value, key: &str) -> String {
@@ -206,6 +211,7 @@ impl ReplaySpec {
                 .map(RecordedStep::from_proto)
                 .collect(),
             follow_ups,
+            reuse: None,
         }
     }
 

@@ -221,7 +221,26 @@ impl AgentsDriver {
         };
         let count = services.settings.blackboard_images;
         board_images::restore(&mut board, stored, &input.intents.client, count).await;
-        services.replay = input.config.replay.clone().map(Arc::new);
+        match input.config.replay.clone() {
+            // A reuse (issue 33): its texts are rewritten for this task's request by one model call,
+            // started now so it overlaps the first observation; only while the plan has steps left.
+            Some(spec) if spec.reuse.is_some() => {
+                if input.round.number != 1
+                    || usize::try_from(input.step).map_or(true, |n| n > spec.steps.len())
+                {
+                    // Past the plan: the model decides, nothing to fill.
+                } else {
+                services.reuse = Some(Arc::new(crate::replay::reuse::Reuse::start(
+                    spec,
+                    input.session.request.clone(),
+                    services.app_model.clone(),
+                    services.settings.temperature,
+                    services.settings.max_reasks,
+                )));
+                }
+            }
+            spec => services.replay = spec.map(Arc::new),
+        }
         let gate = Arc::new(IntentGate::new((self.dispatcher)(input.config)?));
         let dispatcher: Arc<dyn CommandDispatcher> = gate.clone();
         let mut host = HostAgent::new(services);

@@ -54,6 +54,7 @@ pub fn services(llm: &ScriptedLlm, settings: AgentSettings) -> AgentServices {
         grounding: None,
         knowledge: None,
         replay: None,
+        reuse: None,
         settings: Arc::new(settings),
         uploads: None,
         mcp: None,

@@ -355,7 +355,7 @@ impl Substitution {
     }
 
     /// The same for keys in the executor's key syntax (the texts compared and put in escaped).
-    fn apply_keys(&self, keys: &str) -> String {
+    pub fn apply_keys(&self, keys: &str) -> String {
         Self::replace(
             keys,
             self.0.iter().map(|(o, n)| (escape_text(o), escape_text(n))),

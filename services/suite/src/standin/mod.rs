@@ -6,6 +6,7 @@
 pub mod follow;
 pub mod learn;
 pub mod prompt;
+pub mod reuse;
 pub mod server;
 
 pub use follow::Patience;

@@ -42,6 +42,8 @@ pub struct Tally {
     pub calls: u64,
     /// Of them, HostAgent prompts.
     pub host_calls: u64,
+    /// Of them, a reuse's fill calls (docs/knowledge.md "Reuse").
+    pub fills: u64,
     /// Sums over the calls.
     pub size: PromptSize,
 }
@@ -70,6 +72,9 @@ struct TaskState {
 
 struct Shared {
     mode: Mode,
+    /// How long the stand-in takes to answer a call (`--standin-latency-ms`), in milliseconds: a model's
+    /// think time, for measuring what saved calls save.
+    latency_ms: std::sync::atomic::AtomicU64,
     tasks: Mutex<HashMap<String, TaskState>>,
     client: reqwest::Client,
 }
@@ -109,6 +114,7 @@ impl ModelServer {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             mode,
+            latency_ms: std::sync::atomic::AtomicU64::new(0),
             tasks: Mutex::new(HashMap::new()),
             client: reqwest::Client::new(),
         });
@@ -162,6 +168,13 @@ impl ModelServer {
         }
         .instrument(span)
         .await
+    }
+
+    /// Makes the stand-in take `ms` milliseconds per answer (0: at once). Forwarded calls are not delayed.
+    pub fn set_latency_ms(&self, ms: u64) {
+        self.shared
+            .latency_ms
+            .store(ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The OpenAI-style base URL the agent is given.
@@ -230,6 +243,12 @@ async fn handle(
             );
         }
     };
+    if let (Mode::StandIn(_), Some(fill)) = (
+        &shared.mode,
+        super::reuse::Fill::parse(&text_parts(&body, "user").join("\n")),
+    ) {
+        return fill_reply(&shared, &body, &fill).await;
+    }
     let prompt = Prompt::parse(&body);
     let agent = prompt.as_ref().map(|p| p.agent);
     let Some(request) = prompt
@@ -272,16 +291,10 @@ async fn handle(
         reply
     };
     match (reply, &shared.mode) {
-        (Some(reply), _) => axum::Json(json!({
-            "id": format!("chatcmpl-suite-{}", uuid::Uuid::new_v4().simple()),
-            "object": "chat.completion",
-            "model": body["model"].as_str().unwrap_or("ufo-suite-standin"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply.to_string()}}],
-            "usage": {"prompt_tokens": size.text_bytes / 4, "completion_tokens": 50,
-                      "total_tokens": size.text_bytes / 4 + 50}
-        }))
-        .into_response(),
+        (Some(reply), _) => {
+            think(&shared).await;
+            completion(&body, size, &reply)
+        }
         (None, Mode::Forward { base_url, api_key }) => {
             forward(
                 &shared.client,
@@ -295,6 +308,54 @@ async fn handle(
         }
         (None, Mode::StandIn(_)) => error(StatusCode::INTERNAL_SERVER_ERROR, "no reply"),
     }
+}
+
+/// The stand-in's think time (`--standin-latency-ms`). Not synchronisation: it stands for a model's
+/// answer time, so the suite measures what a call costs in wall time.
+async fn think(shared: &Shared) {
+    let ms = shared.latency_ms.load(std::sync::atomic::Ordering::Relaxed);
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+fn completion(body: &Value, size: PromptSize, reply: &Value) -> Response {
+    axum::Json(json!({
+        "id": format!("chatcmpl-suite-{}", uuid::Uuid::new_v4().simple()),
+        "object": "chat.completion",
+        "model": body["model"].as_str().unwrap_or("ufo-suite-standin"),
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": reply.to_string()}}],
+        "usage": {"prompt_tokens": size.text_bytes / 4, "completion_tokens": 50,
+                  "total_tokens": size.text_bytes / 4 + 50}
+    }))
+    .into_response()
+}
+
+/// A reuse's fill call, answered and tallied with its task (by the new request it names).
+async fn fill_reply(shared: &Shared, body: &Value, fill: &super::reuse::Fill) -> Response {
+    let size = size_of(body);
+    let reply = fill.reply();
+    {
+        let mut tasks = lock(&shared.tasks);
+        let Some(task) = tasks.get_mut(&fill.new) else {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("no running suite task has the request {:?}", fill.new),
+            );
+        };
+        task.tally.add(None, size);
+        task.tally.fills += 1;
+        task.calls.push(json!({
+            "agent": "reuse_fill",
+            "text": text_parts(body, "user").join("\n"),
+            "images": size.images,
+            "reply": reply,
+        }));
+    }
+    tracing::info!(texts = fill.texts.len(), "stand-in filled a reused plan's texts");
+    think(shared).await;
+    completion(body, size, &reply)
 }
 
 /// One model call as the suite keeps it (`prompts.jsonl` in the task's folder).

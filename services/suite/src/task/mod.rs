@@ -301,6 +301,10 @@ pub struct Task {
     /// demonstration; the suite runs the teacher first, and the stand-in follows the teacher's
     /// experience retrieved into the learner's prompts.
     pub learn_from: Option<String>,
+    /// A repeat (`repeat_of`, docs/knowledge.md "Reuse"): the task done first. The suite runs it first,
+    /// then submits this one with `reuse: true`, so the agent follows the first run's steps; its own
+    /// demonstration (optional) is what the stand-in follows where the agent falls back to the model.
+    pub repeat_of: Option<String>,
     /// The checks.
     pub checks: Vec<Check>,
     /// For the replay (`[replay]`): files created instead of (or besides) the setup's — the document
@@ -351,6 +355,11 @@ fn relative_inside(path: &str) -> bool {
 }
 
 impl Task {
+    /// Runs in the first pass: neither a learner nor a repeat (those follow the task they name).
+    pub fn first(&self) -> bool {
+        self.learn_from.is_none() && self.repeat_of.is_none()
+    }
+
     /// Reads and checks one task file.
     pub fn load(path: &Path) -> Result<Self, TaskError> {
         let text = std::fs::read_to_string(path).map_err(|source| TaskError::Read {
@@ -382,6 +391,16 @@ impl Task {
             return Err(invalid("request is empty".into()));
         }
         let learn_from = raw.learn_from.clone();
+        let repeat_of = raw.repeat_of.clone();
+        match &repeat_of {
+            Some(t) if t.trim().is_empty() || *t == name => {
+                return Err(invalid("repeat_of names no other task".into()));
+            }
+            Some(_) if learn_from.is_some() => {
+                return Err(invalid("a task is a repeat (repeat_of) or a learner (learn_from), not both".into()));
+            }
+            _ => {}
+        }
         match &learn_from {
             Some(t) if t.trim().is_empty() => {
                 return Err(invalid("learn_from names no task".into()));
@@ -395,7 +414,7 @@ impl Task {
                         .into(),
                 ));
             }
-            None if raw.subtasks.is_empty() => {
+            None if raw.subtasks.is_empty() && repeat_of.is_none() => {
                 return Err(invalid(
                     "the demonstration is empty: add at least one [[subtask]] (or learn_from)"
                         .into(),
@@ -594,6 +613,7 @@ impl Task {
             apps,
             subtasks,
             learn_from,
+            repeat_of,
             checks,
             replay_files: replay.files,
             replay_checks,
@@ -706,6 +726,16 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
         tasks.push(task);
     }
     for t in &tasks {
+        if let Some(first) = &t.repeat_of
+            && !tasks.iter().any(|x| &x.name == first && x.first())
+        {
+            return Err(TaskError::Invalid {
+                path: t.path.clone(),
+                message: format!(
+                    "repeat_of: no task named {first:?} with a demonstration among the task files"
+                ),
+            });
+        }
         let Some(teacher) = &t.learn_from else {
             continue;
         };
@@ -738,15 +768,15 @@ pub fn select(all: &[Task], words: &[String]) -> Vec<Task> {
     let teachers: Vec<&str> = all
         .iter()
         .filter(|t| chosen(t))
-        .filter_map(|t| t.learn_from.as_deref())
+        .filter_map(|t| t.learn_from.as_deref().or(t.repeat_of.as_deref()))
         .collect();
     let run: Vec<&Task> = all
         .iter()
         .filter(|t| chosen(t) || teachers.contains(&t.name.as_str()))
         .collect();
     run.iter()
-        .filter(|t| t.learn_from.is_none())
-        .chain(run.iter().filter(|t| t.learn_from.is_some()))
+        .filter(|t| t.first())
+        .chain(run.iter().filter(|t| !t.first()))
         .map(|t| (*t).clone())
         .collect()
 }

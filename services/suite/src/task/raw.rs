@@ -14,6 +14,8 @@ pub(super) struct RawTask {
     pub(super) timeout_seconds: Option<u64>,
     /// A learning task: the task whose run (with its demonstration) teaches this one.
     pub(super) learn_from: Option<String>,
+    /// A repeat (issue 33, reuse): the task done first; this one runs after it with `reuse` on.
+    pub(super) repeat_of: Option<String>,
     #[serde(default)]
     pub(super) setup: RawSetup,
     #[serde(default, rename = "subtask")]

@@ -286,11 +286,10 @@ impl Strategy<AppAgent> for AppLlmInteraction {
     ) -> Result<Outputs, StrategyError> {
         let s = &agent.services.settings;
         let screen = screen_hash(ctx.require(CLEAN_SCREENSHOT)?);
-        let fell_back =
-            match replay::app(agent.services.replay.as_deref(), ctx, agent.memory.last())? {
-                Phase::Decided(out) => return Ok(out.with(SCREEN_HASH, screen)),
-                Phase::Model(mark) => mark,
-            };
+        let fallback = match replay::app(&agent.services, ctx, agent.memory.last()).await? {
+            Phase::Decided(out) => return Ok(out.with(SCREEN_HASH, screen)),
+            Phase::Model(fallback) => fallback,
+        };
         let no_progress = match judge(&agent.memory, &screen, s) {
             Progress::Fine => String::new(),
             Progress::Warn(w) => w,
@@ -308,7 +307,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
                 return Ok(Outputs::new()
                     .with(APP_RESPONSE, response)
                     .with(RESPONSE_TEXT, String::new())
-                    .with(LLM_TOTALS, Default::default())
+                    .with(LLM_TOTALS, fallback.totals)
                     .with(SCREEN_HASH, screen));
             }
         };
@@ -374,12 +373,13 @@ impl Strategy<AppAgent> for AppLlmInteraction {
                 functions: &function_list(catalog, Audience::App),
                 blackboard_images: &board_images,
                 no_progress: &no_progress,
+                reused_plan: &fallback.plan,
             }),
             temperature: s.temperature,
             max_tokens: None,
             response_format: crate::agents::response::app_response_format(),
         };
-        let asked = ask_json(
+        let mut asked = ask_json(
             agent.services.app_model.as_ref(),
             &request,
             s.max_reasks,
@@ -407,7 +407,8 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         )
         .await
         .map_err(|e| failed("app llm interaction failed", e))?;
-        Ok(answered(APP_RESPONSE, asked, fell_back).with(SCREEN_HASH, screen))
+        asked.totals.add(fallback.totals);
+        Ok(answered(APP_RESPONSE, asked, fallback.mark).with(SCREEN_HASH, screen))
     }
 }
 

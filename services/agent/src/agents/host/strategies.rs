@@ -176,9 +176,9 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         agent: &HostAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
-        let fell_back = match replay::host(agent.services.replay.as_deref(), ctx)? {
+        let fallback = match replay::host(&agent.services, ctx).await? {
             Phase::Decided(out) => return Ok(out),
-            Phase::Model(mark) => mark,
+            Phase::Model(fallback) => fallback,
         };
         let settings = &agent.services.settings;
         let registry = ctx.require(TARGET_REGISTRY)?;
@@ -208,7 +208,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 return Ok(Outputs::new()
                     .with(HOST_RESPONSE, response)
                     .with(RESPONSE_TEXT, String::new())
-                    .with(LLM_TOTALS, Default::default()));
+                    .with(LLM_TOTALS, fallback.totals));
             }
         };
         let user_request = ctx.require(pkeys::REQUEST)?;
@@ -233,12 +233,13 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 blackboard_images: &board_images,
                 no_progress: &no_progress,
                 knowledge: &knowledge,
+                reused_plan: &fallback.plan,
             }),
             temperature: settings.temperature,
             max_tokens: None,
             response_format: crate::agents::response::host_response_format(),
         };
-        let asked = ask_json(
+        let mut asked = ask_json(
             agent.services.host_model.as_ref(),
             &request,
             settings.max_reasks,
@@ -266,7 +267,8 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         )
         .await
         .map_err(|e| failed("host llm interaction failed", e))?;
-        Ok(answered(HOST_RESPONSE, asked, fell_back))
+        asked.totals.add(fallback.totals);
+        Ok(answered(HOST_RESPONSE, asked, fallback.mark))
     }
 }
 

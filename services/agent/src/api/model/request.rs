@@ -49,6 +49,11 @@ pub struct SubmitTask {
     #[serde(default)]
     #[schema(nullable = false)]
     pub on_mismatch: Option<OnMismatch>,
+    /// Follow the caller's closest earlier finished task when this request matches it (docs/knowledge.md
+    /// "Reuse"): absent = the server's `--reuse`. Not with `replay_of`.
+    #[serde(default)]
+    #[schema(nullable = false)]
+    pub reuse: Option<bool>,
 }
 
 /// JSON Schema counts `5.0` as an integer; serde does not. Accepts both, refusing fractions and
@@ -149,6 +154,7 @@ impl SubmitTask {
                 .on_mismatch
                 .map_or(pb::OnMismatch::Unspecified, OnMismatch::to_proto)
                 as i32,
+            reuse: self.reuse,
         }
     }
 }

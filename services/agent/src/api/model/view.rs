@@ -225,6 +225,9 @@ pub struct TaskView {
     /// A replay task's origin and how its steps were decided; absent for other tasks (and in list pages).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayView>,
+    /// Set for a task that follows an earlier task of its owner (docs/knowledge.md "Reuse").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<ReuseView>,
 }
 
 /// What a task records.
@@ -256,6 +259,19 @@ pub struct ReplayView {
     /// Steps decided by the recording (no model call).
     pub replayed: u32,
     /// Steps decided by the model because the recorded target was missing.
+    pub fell_back: u32,
+}
+
+/// A task that follows an earlier task of its owner (reuse, docs/knowledge.md).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ReuseView {
+    /// The earlier task.
+    pub of: String,
+    /// How alike the two requests are (0-1).
+    pub score: f64,
+    /// Steps decided by the earlier task's plan (no model call).
+    pub reused: u32,
+    /// Steps of the plan the model decided because their screen differed.
     pub fell_back: u32,
 }
 
@@ -385,6 +401,11 @@ pub struct StepView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub replay: Option<Json>,
+    /// In a reuse task, a step of the earlier task's plan: `{of, step, source: "reused" | "model",
+    /// note?}` (reused without a model call, or decided by the model because the screen differed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub reuse: Option<Json>,
 }
 
 /// A control an action of the step targeted, located in the step's screenshots.
@@ -477,6 +498,7 @@ impl TaskView {
             },
             id,
             replay: None,
+            reuse: None,
         }
     }
 
@@ -514,6 +536,12 @@ impl TaskView {
             target_name: h.target_name,
             reason: h.reason,
             step: h.step,
+        });
+        view.reuse = snapshot.reuse.map(|r| ReuseView {
+            of: r.of,
+            score: r.score,
+            reused: r.reused,
+            fell_back: r.fell_back,
         });
         view.replay = snapshot.replay.map(|r| ReplayView {
             of: r.of,
@@ -611,6 +639,11 @@ impl From<pb::Step> for StepView {
                 .extra
                 .as_ref()
                 .and_then(|e| e.fields.get("replay"))
+                .map(|v| ufo_proto::json::from_value(v.clone())),
+            reuse: s
+                .extra
+                .as_ref()
+                .and_then(|e| e.fields.get("reuse"))
                 .map(|v| ufo_proto::json::from_value(v.clone())),
             warnings: s
                 .extra

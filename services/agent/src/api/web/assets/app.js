@@ -555,6 +555,8 @@
       step.plan.length ? h('div', {}, h('span', { class: 'label' }, 'plan'), h('ol', {}, step.plan.map((p) => h('li', {}, p)))) : null,
       step.comment ? h('p', {}, h('span', { class: 'label' }, 'comment '), step.comment) : null,
       (step.warnings || []).map((w) => h('p', { class: 'warning' }, h('span', { class: 'label' }, 'warning '), w)),
+      step.reuse ? h('p', { class: 'reuse', 'data-source': step.reuse.source }, h('span', { class: 'label' }, 'reuse '),
+        step.reuse.source === 'reused' ? `reused step ${step.reuse.step} of task ${step.reuse.of} (no model call)` : `the screen differed from step ${step.reuse.step} of task ${step.reuse.of}; the model decided: ${step.reuse.note || ''}`) : null,
       step.actions.length ? h('div', { class: 'actions' }, h('span', { class: 'label' }, 'actions'), step.actions.map(action)) : null,
       step.phases.length ? h('table', { class: 'phases' }, step.phases.map((p) => h('tr', {}, h('td', {}, p.phase), h('td', {}, p.seconds.toFixed(3) + ' s'), h('td', { class: p.success ? '' : 'error' }, p.success ? 'ok' : p.error || 'failed')))) : null);
     const shots = h('div', { class: 'shots' });

@@ -1,0 +1,111 @@
+//! `POST /v1/tasks` with reuse on (`reuse: true`, or the server's `--reuse`): the caller's closest earlier
+//! finished task becomes the new task's plan (docs/knowledge.md "Reuse", [`crate::replay::reuse`]).
+//!
+//! The candidates are the caller's own experiences retrieved for the request (the session service's
+//! knowledge search, owner-scoped: another caller's task is never a candidate; failed and bad-rated tasks
+//! are never retrieved), each scored by [`similarity`] of its task's request and the new one; the best
+//! at `--reuse-min-score` or above wins. Its recorded steps of round 1 — the data a replay runs — are
+//! copied into the new task's configuration, so any runner replica follows the same plan.
+
+use tracing::Instrument as _;
+use ufo_proto::v1::{KnowledgeKind, SearchKnowledgeRequest, SessionStatus, SubmitTaskRequest};
+
+use super::auth::Caller;
+use super::error::ApiError;
+use super::service::Tasks;
+use crate::replay::reuse::{ReuseInfo, similarity};
+use crate::replay::{OnMismatch, ReplaySpec};
+use crate::store::knowledge::QUERY_CHARS;
+
+impl Tasks {
+    /// The plan of a task that reuses an earlier one, or none (reuse off, a replay, or no match).
+    pub(super) async fn reuse_plan(
+        &self,
+        caller: &Caller,
+        req: &SubmitTaskRequest,
+    ) -> Result<Option<ReplaySpec>, ApiError> {
+        let limits = self.limits();
+        if !req.replay_of.is_empty() || !req.reuse.unwrap_or(limits.reuse) {
+            return Ok(None);
+        }
+        let span = tracing::info_span!(
+            "reuse.match",
+            owner = %caller.name,
+            candidates = tracing::field::Empty,
+            of = tracing::field::Empty,
+            score = tracing::field::Empty,
+            steps = tracing::field::Empty
+        );
+        self.best_match(caller, req, limits.reuse_min_score, limits.reuse_candidates)
+            .instrument(span)
+            .await
+    }
+
+    async fn best_match(
+        &self,
+        caller: &Caller,
+        req: &SubmitTaskRequest,
+        min_score: f64,
+        candidates: u32,
+    ) -> Result<Option<ReplaySpec>, ApiError> {
+        let span = tracing::Span::current();
+        let hits = self
+            .knowledge()
+            .client()
+            .search_knowledge(SearchKnowledgeRequest {
+                query: req.request.chars().take(QUERY_CHARS).collect(),
+                application: String::new(),
+                owner: caller.name.clone(),
+                kinds: vec![KnowledgeKind::Experience.into()],
+                limit: candidates,
+                per_source: None,
+            })
+            .await?
+            .into_inner()
+            .hits;
+        span.record("candidates", hits.len());
+        let mut best: Option<(f64, ufo_proto::v1::Session)> = None;
+        for item in hits.into_iter().filter_map(|h| h.item) {
+            // The owner check is the store's; this one keeps it true whatever the store answers.
+            if item.task_id.is_empty() || item.owner != caller.name || !item.succeeded {
+                continue;
+            }
+            let Ok(session) = self.session(&item.task_id, caller).await else {
+                continue;
+            };
+            if session.owner != caller.name
+                || SessionStatus::try_from(session.status) != Ok(SessionStatus::Finished)
+            {
+                continue;
+            }
+            let score = similarity(&session.request, &req.request);
+            tracing::debug!(task = %session.id, score, "reuse candidate");
+            if score >= min_score && best.as_ref().is_none_or(|(s, _)| score > *s) {
+                best = Some((score, session));
+            }
+        }
+        let Some((score, original)) = best else {
+            return Ok(None);
+        };
+        // Round 1 only: a follow-up round of the earlier task is another request.
+        let steps: Vec<_> = self
+            .all_steps(&original.id)
+            .await?
+            .into_iter()
+            .filter(|s| s.round <= 1)
+            .collect();
+        let mut spec = ReplaySpec::from_steps(&original.id, OnMismatch::Model, &steps, Vec::new());
+        if spec.steps.is_empty() {
+            return Ok(None);
+        }
+        spec.reuse = Some(ReuseInfo {
+            request: original.request.clone(),
+            score,
+        });
+        span.record("of", original.id.as_str());
+        span.record("score", score);
+        span.record("steps", spec.steps.len());
+        tracing::info!(of = %original.id, score, "the task reuses an earlier task");
+        Ok(Some(spec))
+    }
+}

@@ -542,7 +542,11 @@ impl Rig {
             .iter()
             .map(|r| r.text())
             .collect();
-        (done, steps["steps"].as_array().cloned().unwrap_or_default(), prompts)
+        (
+            done,
+            steps["steps"].as_array().cloned().unwrap_or_default(),
+            prompts,
+        )
     }
 }
 
@@ -584,7 +588,11 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
         assert!(task.get("reuse").is_none(), "{task}");
         assert_eq!(prompts.len(), 3, "every step asks the model");
         assert!(steps.iter().all(|s| s.get("reuse").is_none()), "{steps:?}");
-        assert!(prompts.iter().all(|p| !p.contains("[Reused plan]") && !p.contains("[Texts to rewrite]")));
+        assert!(
+            prompts
+                .iter()
+                .all(|p| !p.contains("[Reused plan]") && !p.contains("[Texts to rewrite]"))
+        );
     }
 
     // Bob asks for the same with reuse on: alice's task is never his plan.
@@ -600,7 +608,9 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
     assert_eq!(prompts.len(), 3);
     assert!(steps.iter().all(|s| s.get("reuse").is_none()));
     assert!(
-        prompts.iter().all(|p| !p.contains(&alice) && !p.contains("[Texts to rewrite]")),
+        prompts
+            .iter()
+            .all(|p| !p.contains(&alice) && !p.contains("[Texts to rewrite]")),
         "{prompts:?}"
     );
 
@@ -618,7 +628,9 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
     assert_eq!(task["reuse"]["reused"], 3, "{task}");
     assert_eq!(task["reuse"]["fell_back"], 0, "{task}");
     assert!(
-        steps.iter().all(|s| s["reuse"]["source"] == "reused" && s["reuse"]["of"] == alice.as_str()),
+        steps
+            .iter()
+            .all(|s| s["reuse"]["source"] == "reused" && s["reuse"]["of"] == alice.as_str()),
         "{steps:?}"
     );
     assert_eq!(task["totals"]["input_tokens"], 0, "{task}");
@@ -628,7 +640,9 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
         .submit(
             "ka",
             json!({"request": "copy the memo into the clipboard", "reuse": true}),
-            |llm: &ScriptedLlm| llm.push_json(&json!({"texts": ["copy the memo", "the memo is copied"]})),
+            |llm: &ScriptedLlm| {
+                llm.push_json(&json!({"texts": ["copy the memo", "the memo is copied"]}))
+            },
         )
         .await;
     assert_eq!(task["status"], "finished", "{task}");
@@ -638,7 +652,11 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
         "{}",
         prompts[0]
     );
-    assert!(prompts[0].contains("\"copy the memo into the clipboard\""), "{}", prompts[0]);
+    assert!(
+        prompts[0].contains("\"copy the memo into the clipboard\""),
+        "{}",
+        prompts[0]
+    );
     assert_eq!(steps[0]["subtask"], "copy the memo", "{:?}", steps[0]);
     assert_eq!(task["reuse"]["reused"], 3, "{task}");
     assert_eq!(task["result"], "the memo is copied", "{task}");
@@ -653,6 +671,9 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
         )
         .await;
     assert_eq!(status, 400, "{error}");
-    assert!(error["message"].as_str().unwrap().contains("reuse"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("reuse"),
+        "{error}"
+    );
     rig.stop().await;
 }

@@ -539,7 +539,10 @@ async fn reused_repeats_cost_a_quarter_of_the_calls_and_under_a_third_of_the_tim
         "--tasks",
         &tasks.join("mousepad-save-as.toml").display().to_string(),
         "--tasks",
-        &repo().join("services/suite/tests/reuse").display().to_string(),
+        &repo()
+            .join("services/suite/tests/reuse")
+            .display()
+            .to_string(),
         "--standin-latency-ms",
         "2000",
         "--min-success",
@@ -551,24 +554,42 @@ async fn reused_repeats_cost_a_quarter_of_the_calls_and_under_a_third_of_the_tim
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "a task failed:\n{stdout}");
     let all = report["tasks"].as_array().unwrap();
-    let by_name = |n: &str| all.iter().find(|t| t["name"] == n).unwrap_or_else(|| panic!("{n}: {report}"));
+    let by_name = |n: &str| {
+        all.iter()
+            .find(|t| t["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {report}"))
+    };
     let (mut first_calls, mut first_wall, mut repeat_calls, mut repeat_wall) = (0, 0.0, 0, 0.0);
-    println!("| task | first: calls, wall s | repeat: calls, wall s, reused, fell back | calls % | wall % |");
+    println!(
+        "| task | first: calls, wall s | repeat: calls, wall s, reused, fell back | calls % | wall % |"
+    );
     for name in ["zenity-entry", "galculator-multiply", "mousepad-save-as"] {
         let (first, repeat) = (by_name(name), by_name(&format!("repeat-{name}")));
-        assert_eq!(first["passed"], true, "{first}");
-        assert_eq!(repeat["passed"], true, "{repeat}");
-        assert_eq!(repeat["reused_of"], first["task_id"], "the repeat followed its first run: {repeat}");
-        assert_eq!(repeat["fell_back"], 0, "{repeat}");
-        assert_eq!(repeat["fill_calls"], 1, "one call filled the new texts: {repeat}");
-        let (fc, fw) = (first["calls"].as_u64().unwrap(), first["wall_seconds"].as_f64().unwrap());
-        let (rc, rw) = (repeat["calls"].as_u64().unwrap(), repeat["wall_seconds"].as_f64().unwrap());
+        let (fc, fw) = (
+            first["calls"].as_u64().unwrap(),
+            first["wall_seconds"].as_f64().unwrap(),
+        );
+        let (rc, rw) = (
+            repeat["calls"].as_u64().unwrap(),
+            repeat["wall_seconds"].as_f64().unwrap(),
+        );
         println!(
             "| {name} | {fc}, {fw:.1} | {rc}, {rw:.1}, {}, {} | {:.0} % | {:.0} % |",
             repeat["replayed"],
             repeat["fell_back"],
             100.0 * rc as f64 / fc as f64,
             100.0 * rw / fw
+        );
+        assert_eq!(first["passed"], true, "{first}");
+        assert_eq!(repeat["passed"], true, "{repeat}");
+        assert_eq!(
+            repeat["reused_of"], first["task_id"],
+            "the repeat followed its first run: {repeat}"
+        );
+        assert_eq!(repeat["fell_back"], 0, "{repeat}");
+        assert_eq!(
+            repeat["fill_calls"], 1,
+            "one call filled the new texts: {repeat}"
         );
         first_calls += fc;
         first_wall += fw;
@@ -582,8 +603,16 @@ async fn reused_repeats_cost_a_quarter_of_the_calls_and_under_a_third_of_the_tim
         100.0 * calls,
         100.0 * wall
     );
-    assert!(calls <= 0.25, "model calls {:.1} % of the first runs", 100.0 * calls);
-    assert!(wall <= 0.30, "wall time {:.1} % of the first runs", 100.0 * wall);
+    assert!(
+        calls <= 0.25,
+        "model calls {:.1} % of the first runs",
+        100.0 * calls
+    );
+    assert!(
+        wall <= 0.30,
+        "wall time {:.1} % of the first runs",
+        100.0 * wall
+    );
 
     // The changed screen: the click on "OK" went to the model, which saw the rest of the plan.
     let renamed = by_name("repeat-zenity-entry-renamed");
@@ -592,7 +621,8 @@ async fn reused_repeats_cost_a_quarter_of_the_calls_and_under_a_third_of_the_tim
     assert!(renamed["fell_back"].as_u64().unwrap() >= 1, "{renamed}");
     assert!(renamed["replayed"].as_u64().unwrap() >= 2, "{renamed}");
     let calls: Vec<Value> = std::fs::read_to_string(
-        out.path().join("tasks/repeat-zenity-entry-renamed/prompts.jsonl"),
+        out.path()
+            .join("tasks/repeat-zenity-entry-renamed/prompts.jsonl"),
     )
     .unwrap()
     .lines()

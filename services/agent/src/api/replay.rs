@@ -8,7 +8,8 @@
 
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
-    ListRoundsRequest, ListStepsRequest, Replay, Reuse, Session, SessionStatus, Step, SubmitTaskRequest,
+    ListRoundsRequest, ListStepsRequest, Replay, Reuse, Session, SessionStatus, Step,
+    SubmitTaskRequest,
 };
 
 use super::auth::Caller;
@@ -116,7 +117,11 @@ impl Tasks {
             return Ok((None, None));
         };
         let (mut recorded, mut fell_back) = (0, 0);
-        let key = if spec.reuse.is_some() { "reuse" } else { "replay" };
+        let key = if spec.reuse.is_some() {
+            "reuse"
+        } else {
+            "replay"
+        };
         if session.totals.is_some_and(|t| t.steps > 0) {
             for step in self.all_steps(&session.id).await? {
                 let extra = ufo_proto::json::from_optional_struct(step.extra);

@@ -115,6 +115,15 @@ pub struct RecordedStep {
     pub actions: Vec<RecordedAction>,
 }
 
+/// A plan that reuses an earlier task (issue 33, [`super::reuse`]): what it was matched with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReuseInfo {
+    /// The earlier task's request.
+    pub request: String,
+    /// How alike the two requests are (`reuse::similarity`, 0–1).
+    pub score: f64,
+}
+
 /// A replay: the task it replays, the mismatch rule and the recorded steps.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplaySpec {
@@ -133,7 +142,7 @@ pub struct ReplaySpec {
     /// are marked `reuse` instead of `replay`, its specific texts are rewritten first, and a step whose
     /// target is missing goes to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reuse: Option<super::reuse::ReuseInfo>,
+    pub reuse: Option<ReuseInfo>,
 }
 
 fn extra_text(extra: &Value, key: &str) -> String {

@@ -19,20 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::plan::{ReplaySpec, StepAgent};
 use crate::llm::{ChatModel, ChatRequest, Message, ResponseFormat, Role, Totals, ask_json};
 
-/// A plan that reuses an earlier task: what it was matched with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReuseInfo {
-    /// The earlier task's request.
-    pub request: String,
-    /// How alike the two requests are ([`similarity`], 0–1).
-    pub score: f64,
-}
+pub use super::plan::ReuseInfo;
 
 /// The words of `text`: runs of letters and digits, lowercased.
 pub fn words(text: &str) -> Vec<String> {
@@ -70,7 +62,10 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 /// to the old request.
 fn old_only(old: &str, new: &str) -> HashSet<String> {
     let new: HashSet<String> = words(new).into_iter().collect();
-    words(old).into_iter().filter(|w| !new.contains(w)).collect()
+    words(old)
+        .into_iter()
+        .filter(|w| !new.contains(w))
+        .collect()
 }
 
 fn is_specific(text: &str, old_only: &HashSet<String>) -> bool {
@@ -123,7 +118,12 @@ pub fn specific_texts(spec: &ReplaySpec, new_request: &str) -> Vec<String> {
 pub const FILL_MARKER: &str = "[Texts to rewrite]";
 
 /// The one model call that rewrites the plan's specific `texts` for the new request.
-pub fn fill_request(old: &str, new: &str, texts: &[String], temperature: Option<f64>) -> ChatRequest {
+pub fn fill_request(
+    old: &str,
+    new: &str,
+    texts: &[String],
+    temperature: Option<f64>,
+) -> ChatRequest {
     let system = "You adapt a recorded desktop task to a new request. The recorded task was done for the \
                   earlier request; the new request is the same work with other texts (names, numbers, \
                   file names, words to type). Rewrite each listed text of the recording so it serves the \
@@ -144,7 +144,10 @@ pub fn fill_request(old: &str, new: &str, texts: &[String], temperature: Option<
         listed.join("\n")
     );
     ChatRequest {
-        messages: vec![Message::text(Role::System, system), Message::text(Role::User, user)],
+        messages: vec![
+            Message::text(Role::System, system),
+            Message::text(Role::User, user),
+        ],
         temperature,
         max_tokens: None,
         response_format: ResponseFormat::JsonSchema {
@@ -266,10 +269,7 @@ pub fn remaining(spec: &ReplaySpec, n: u64) -> String {
             } else {
                 format!(" [subtask {:?}]", s.subtask)
             };
-            format!(
-                "step {} ({agent}{subtask}): {what} → {}",
-                s.step, s.status
-            )
+            format!("step {} ({agent}{subtask}): {what} → {}", s.step, s.status)
         })
         .collect();
     lines.join("\n")
@@ -514,7 +514,10 @@ mod tests {
         let a = &q.steps[1].actions[0];
         assert_eq!(a.arguments["text"], "Gemini 4");
         assert_eq!(a.arguments["id"], "3");
-        assert_eq!(q.steps[2].actions[0].selector.as_ref().unwrap().name, "Done");
+        assert_eq!(
+            q.steps[2].actions[0].selector.as_ref().unwrap().name,
+            "Done"
+        );
         assert_eq!(q.steps[2].actions[0].arguments["name"], "OK");
     }
 

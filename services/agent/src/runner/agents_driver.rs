@@ -230,13 +230,13 @@ impl AgentsDriver {
                 {
                     // Past the plan: the model decides, nothing to fill.
                 } else {
-                services.reuse = Some(Arc::new(crate::replay::reuse::Reuse::start(
-                    spec,
-                    input.session.request.clone(),
-                    services.app_model.clone(),
-                    services.settings.temperature,
-                    services.settings.max_reasks,
-                )));
+                    services.reuse = Some(Arc::new(crate::replay::reuse::Reuse::start(
+                        spec,
+                        input.session.request.clone(),
+                        services.app_model.clone(),
+                        services.settings.temperature,
+                        services.settings.max_reasks,
+                    )));
                 }
             }
             spec => services.replay = spec.map(Arc::new),

@@ -56,7 +56,11 @@ impl Fill {
             .iter()
             .map(|t| {
                 let plain = swap.apply(t);
-                if plain != *t { plain } else { swap.apply_keys(t) }
+                if plain != *t {
+                    plain
+                } else {
+                    swap.apply_keys(t)
+                }
             })
             .collect();
         json!({ "texts": texts })

@@ -353,7 +353,10 @@ async fn fill_reply(shared: &Shared, body: &Value, fill: &super::reuse::Fill) ->
             "reply": reply,
         }));
     }
-    tracing::info!(texts = fill.texts.len(), "stand-in filled a reused plan's texts");
+    tracing::info!(
+        texts = fill.texts.len(),
+        "stand-in filled a reused plan's texts"
+    );
     think(shared).await;
     completion(body, size, &reply)
 }

@@ -397,7 +397,9 @@ impl Task {
                 return Err(invalid("repeat_of names no other task".into()));
             }
             Some(_) if learn_from.is_some() => {
-                return Err(invalid("a task is a repeat (repeat_of) or a learner (learn_from), not both".into()));
+                return Err(invalid(
+                    "a task is a repeat (repeat_of) or a learner (learn_from), not both".into(),
+                ));
             }
             _ => {}
         }

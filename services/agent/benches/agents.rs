@@ -429,6 +429,7 @@ fn main() {
         grounding: None,
         knowledge: None,
         replay: None,
+        reuse: None,
         settings: Arc::new(settings),
         uploads: None,
         mcp: None,

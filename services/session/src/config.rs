@@ -167,6 +167,18 @@ pub struct KnowledgeArgs {
     #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_NAME_BYTES", default_value_t = 512,
         value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub knowledge_max_name_bytes: u32,
+
+    /// Most changed knowledge rows a search applies to its in-memory index as a delta (re-read by id);
+    /// more, and the index is rebuilt from all rows (docs/knowledge.md "Ranking").
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_INDEX_MAX_DELTA", default_value_t = 10_000,
+        value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub knowledge_index_max_delta: u32,
+
+    /// Entries of the knowledge change log (`knowledge_changes`) kept for the replicas' indexes; a
+    /// replica further behind rebuilds its index from all rows.
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_CHANGES_KEPT", default_value_t = 100_000,
+        value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    pub knowledge_changes_kept: u32,
 }
 
 /// How long screenshots are kept (issue 22, point 4): a session's screenshots go when it is ended and

@@ -109,6 +109,10 @@ async fn sweep_blobs(
 
 /// Opens the row store: Postgres when a database URL is set, else the embedded SQLite file.
 async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
+    let index = store::IndexOptions {
+        max_delta: config.knowledge.knowledge_index_max_delta,
+        changes_kept: config.knowledge.knowledge_changes_kept,
+    };
     Ok(match &config.database_url {
         Some(url) => {
             tracing::info!("session store: postgres");
@@ -121,11 +125,19 @@ async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
                     writers: config.pg_step_writers as usize,
                 },
             };
-            Arc::new(store::postgres::connect(url, options).await?)
+            Arc::new(
+                store::postgres::connect(url, options)
+                    .await?
+                    .with_index_options(index),
+            )
         }
         None => {
             tracing::info!(path = %config.sqlite_path.display(), "session store: embedded sqlite");
-            Arc::new(store::sqlite::open(&config.sqlite_path, config.pool_size).await?)
+            Arc::new(
+                store::sqlite::open(&config.sqlite_path, config.pool_size)
+                    .await?
+                    .with_index_options(index),
+            )
         }
     })
 }

@@ -6,7 +6,7 @@ mod conformance;
 use std::sync::Arc;
 
 use sqlx::PgPool;
-use ufo_session::store::{Store, postgres};
+use ufo_session::store::{IndexOptions, Store, postgres};
 
 async fn store(pool: &PgPool) -> Arc<dyn Store> {
     Arc::new(
@@ -58,6 +58,24 @@ on_postgres!(
 #[sqlx::test(migrations = "../../migrations")]
 async fn watch_replays_then_follows_and_resumes(pool: PgPool) {
     conformance::watch_replays_then_follows_and_resumes(store(&pool).await, replica(&pool)).await;
+}
+
+/// Three stores on one database, as three session-service replicas, each with its own index.
+#[sqlx::test(migrations = "../../migrations")]
+async fn knowledge_replicas_see_each_others_writes(pool: PgPool) {
+    let tiny = postgres::from_pool(pool.clone(), postgres::StepBatching::default())
+        .await
+        .unwrap()
+        .with_index_options(IndexOptions {
+            max_delta: 2,
+            changes_kept: 3,
+        });
+    conformance::knowledge_replicas_see_each_others_writes(
+        store(&pool).await,
+        store(&pool).await,
+        Arc::new(tiny),
+    )
+    .await;
 }
 
 /// Retrieval quality on the zenity help: the bar, a top-3 hit rate of 0.9.

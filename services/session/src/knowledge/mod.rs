@@ -1,13 +1,16 @@
 //! Knowledge the agents retrieve into their prompts (issue 33): help documents chunked by section,
-//! experiences of finished tasks and demonstrations, stored in the session database and ranked by its
-//! own full-text search (Postgres `tsvector`/`ts_rank_cd`, SQLite FTS5 `bm25()`; see
-//! `docs/knowledge.md` for why not an embedded index).
+//! experiences of finished tasks and demonstrations, stored in the session database and ranked by an
+//! in-memory BM25F index kept as a rebuildable cache of the rows (see `docs/knowledge.md` "Ranking" for
+//! why, and the measurements against the databases' own full-text search).
 //!
 //! - [`parse`]: documents → sections (Markdown, HTML, plain text, Mallard).
+//! - [`index`]: the in-memory inverted index and its ranking; [`stem`]: the Porter stemmer it uses.
 //! - [`terms`]: the words of a query, as both databases' full-text queries (OR of terms).
 //! - the row types the [`Store`](crate::store::Store) methods take and return.
 
+pub mod index;
 pub mod parse;
+pub mod stem;
 
 use uuid::Uuid;
 

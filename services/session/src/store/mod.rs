@@ -24,7 +24,7 @@ pub mod types;
 
 pub use error::StoreError;
 pub use notify::{Notifier, Subscription};
-pub use sql::SqlStore;
+pub use sql::{IndexOptions, SqlStore};
 pub use types::*;
 
 use std::time::Duration;

@@ -295,6 +295,121 @@ pub async fn knowledge_experiences_are_the_owners_and_never_failed_or_bad(store:
     assert!(store.search_knowledge(docs_only).await.unwrap().is_empty());
 }
 
+/// Every store keeps its own in-memory index of the rows (docs/knowledge.md "Ranking"): what one replica
+/// writes, another's next search sees — new, replaced, re-rated and deleted rows — whether it applies the
+/// changes (`b`) or has to rebuild because more changed than it applies at once or the change log was
+/// pruned past it (`c`, configured with a delta of 2 and a log of 3 entries, which its own writes prune
+/// the log to).
+pub async fn knowledge_replicas_see_each_others_writes(
+    a: Arc<dyn Store>,
+    b: Arc<dyn Store>,
+    c: Arc<dyn Store>,
+) {
+    let found = |store: Arc<dyn Store>, query: &'static str, owner: &'static str| async move {
+        sources(
+            &store
+                .search_knowledge(search(query, owner, None, 10))
+                .await
+                .unwrap(),
+        )
+    };
+    // Both build their (empty) index first.
+    assert!(found(b.clone(), "save", "").await.is_empty());
+    assert!(found(c.clone(), "save", "").await.is_empty());
+    let section = |i: u32, title: &str| doc("gedit", "save.md", i, title, "Press Ctrl+S to save.");
+    a.replace_document(
+        "gedit".into(),
+        "save.md".into(),
+        vec![
+            section(0, "Saving"),
+            section(1, "Saving as"),
+            section(2, "Autosave"),
+        ],
+    )
+    .await
+    .unwrap();
+    for replica in [&b, &c] {
+        assert_eq!(found(replica.clone(), "save", "").await, ["save.md"]);
+    }
+    // Replaced: the old sections' words are gone, the new ones found.
+    a.replace_document(
+        "gedit".into(),
+        "save.md".into(),
+        vec![doc(
+            "gedit",
+            "save.md",
+            0,
+            "Printing",
+            "Choose Print in the menu.",
+        )],
+    )
+    .await
+    .unwrap();
+    for replica in [&b, &c] {
+        assert!(found(replica.clone(), "save", "").await.is_empty());
+        assert_eq!(found(replica.clone(), "print menu", "").await, ["save.md"]);
+    }
+    // An experience appears for its owner, and goes when rated bad (a change of a column only).
+    let task = Uuid::now_v7();
+    a.put_experience(experience(
+        "alice",
+        task,
+        "write a shopping list",
+        "typed milk",
+        true,
+    ))
+    .await
+    .unwrap();
+    for replica in [&b, &c] {
+        assert_eq!(
+            found(replica.clone(), "shopping list", "alice").await,
+            [format!("task:{task}")]
+        );
+        assert!(
+            found(replica.clone(), "shopping list", "bob")
+                .await
+                .is_empty()
+        );
+    }
+    a.rate_experience(task, "alice".into(), ExperienceRating::Bad)
+        .await
+        .unwrap();
+    for replica in [&b, &c] {
+        assert!(
+            found(replica.clone(), "shopping list", "alice")
+                .await
+                .is_empty()
+        );
+    }
+    // `c` writes five rows and prunes the log to its last three: `b` finds its next change gone from the
+    // log and rebuilds.
+    let undo = |i: u32| {
+        doc(
+            "gedit",
+            "undo.md",
+            i,
+            "Undo",
+            "Press Ctrl+Z to undo typing.",
+        )
+    };
+    c.replace_document("gedit".into(), "undo.md".into(), (0..5).map(undo).collect())
+        .await
+        .unwrap();
+    for replica in [&a, &b, &c] {
+        assert_eq!(found(replica.clone(), "undo typing", "").await, ["undo.md"]);
+    }
+    // Deleted on another replica: gone everywhere, also for the writer itself.
+    a.delete_knowledge(KnowledgeDelete {
+        source: Some("save.md".into()),
+        ..KnowledgeDelete::default()
+    })
+    .await
+    .unwrap();
+    for replica in [&a, &b, &c] {
+        assert!(found(replica.clone(), "print menu", "").await.is_empty());
+    }
+}
+
 /// Loads every Mallard page of `dir` as one document each (application `app`); returns the section count.
 pub async fn load_help(store: &dyn Store, dir: &Path, app: &str) -> usize {
     let mut pages: Vec<_> = std::fs::read_dir(dir)

@@ -402,6 +402,7 @@ pub async fn from_pool(pool: sqlx::PgPool, batching: StepBatching) -> Result<Sql
         },
         notifier,
         background: Some(background),
+        knowledge: Default::default(),
     })
 }
 

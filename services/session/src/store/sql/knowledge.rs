@@ -1,8 +1,13 @@
-//! Knowledge rows: help document sections, experiences and demonstrations, and their full-text search
-//! (Postgres: the stored `tsv` column, `to_tsquery` and `ts_rank_cd`; SQLite: the FTS5 table
-//! `knowledge_fts` and `bm25()`). Everything else is the shared SQL.
+//! Knowledge rows: help document sections, experiences and demonstrations, and their search.
+//!
+//! Searches run on the in-memory index ([`KnowledgeIndex`]), a cache of the rows that every search
+//! brings up to date first from the change log the database triggers write (`knowledge_changes`, see
+//! `migrations/0039_knowledge_changes.sql`): usually one indexed query that finds nothing. The databases'
+//! own full-text search (Postgres `tsv`/`ts_rank_cd`, SQLite FTS5 `bm25()`) is kept as
+//! [`SqlStore::search_knowledge_sql`], which the benchmark runs side by side with the index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
 
 use tracing::instrument;
 use ufo_proto::v1::{ExperienceRating, KnowledgeHit, KnowledgeItem, KnowledgeKind};
@@ -10,6 +15,7 @@ use uuid::Uuid;
 
 use super::db::{AsConn, Dialect, query};
 use super::{SqlStore, now, rows, settle};
+use crate::knowledge::index::KnowledgeIndex;
 use crate::knowledge::{
     DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
     postgres_query, sqlite_query, sqlite_title_query,
@@ -18,6 +24,45 @@ use crate::store::{DbEnum as _, StoreError, StoreResult};
 
 /// Candidates fetched per wanted hit when hits per source are capped.
 const CANDIDATES_PER_HIT: u32 = 4;
+
+/// How the in-memory index follows the rows (`--knowledge-index-max-delta`, `--knowledge-changes-kept`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexOptions {
+    /// Most changed rows applied as a delta; more and the index is rebuilt.
+    pub max_delta: u32,
+    /// Change-log entries kept (older ones are pruned by the writers).
+    pub changes_kept: u32,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self {
+            max_delta: 10_000,
+            changes_kept: 100_000,
+        }
+    }
+}
+
+/// A store's index and what keeps it in step: searches read it under the lock's read side; one
+/// refresher at a time (`refresh`) brings it up to date.
+#[derive(Debug, Default)]
+pub(crate) struct IndexCache {
+    index: tokio::sync::RwLock<Option<KnowledgeIndex>>,
+    refresh: tokio::sync::Mutex<()>,
+    options: std::sync::Mutex<IndexOptions>,
+}
+
+impl IndexCache {
+    fn options(&self) -> IndexOptions {
+        *self
+            .options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Row ids fetched by one statement when a delta is applied.
+const IDS_PER_FETCH: usize = 500;
 
 /// The columns every knowledge read returns.
 const COLUMNS: &str = "id, kind, owner, application, source, position, title, body, code, task_id, \
@@ -109,6 +154,7 @@ impl SqlStore {
                 }
                 done.push((stored, u32::try_from(replaced).unwrap_or(u32::MAX)));
             }
+            self.prune_changes(&mut tx).await?;
             Ok(done)
         }
         .await;
@@ -129,7 +175,9 @@ impl SqlStore {
                     .execute(tx.conn())
                     .await?;
             }
-            insert(&mut tx, &item).await
+            let stored = insert(&mut tx, &item).await?;
+            self.prune_changes(&mut tx).await?;
+            Ok(stored)
         }
         .await;
         settle(tx, outcome).await
@@ -146,22 +194,192 @@ impl SqlStore {
             "UPDATE knowledge SET rating = $1 WHERE kind = 'experience' AND task_id = $2 AND owner = $3 \
              RETURNING {COLUMNS}"
         );
-        let row = query(&sql)
-            .bind(rating.db())
-            .bind(task_id)
-            .bind(owner.as_str())
-            .fetch_optional(self.write())
-            .await?;
-        match row {
-            Some(row) => rows::knowledge_item(&row),
-            None => Err(StoreError::NotFound(format!(
-                "experience of task {task_id}"
-            ))),
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let row = query(&sql)
+                .bind(rating.db())
+                .bind(task_id)
+                .bind(owner.as_str())
+                .fetch_optional(tx.conn())
+                .await?;
+            let Some(row) = row else {
+                return Err(StoreError::NotFound(format!(
+                    "experience of task {task_id}"
+                )));
+            };
+            self.prune_changes(&mut tx).await?;
+            rows::knowledge_item(&row)
         }
+        .await;
+        settle(tx, outcome).await
     }
 
-    #[instrument(name = "store.search_knowledge", skip_all, fields(terms = search.terms.len()))]
+    /// Sets how the in-memory index follows the rows (before the store is shared).
+    pub fn with_index_options(self, options: IndexOptions) -> Self {
+        *self
+            .knowledge
+            .options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = options;
+        self
+    }
+
+    /// Drops change-log entries older than the newest `changes_kept`, in the writer's transaction.
+    async fn prune_changes(&self, conn: &mut impl AsConn) -> StoreResult<()> {
+        query(
+            "DELETE FROM knowledge_changes \
+             WHERE generation <= (SELECT generation FROM knowledge_generation) - $1",
+        )
+        .bind(i64::from(self.knowledge.options().changes_kept))
+        .execute(conn.conn())
+        .await?;
+        Ok(())
+    }
+
+    /// The first `limit` changes past `generation`, oldest first.
+    async fn changes_since(&self, generation: i64, limit: u32) -> StoreResult<Vec<(i64, Uuid)>> {
+        let found = query(
+            "SELECT generation, id FROM knowledge_changes WHERE generation > $1 \
+             ORDER BY generation LIMIT $2",
+        )
+        .bind(generation)
+        .bind(i64::from(limit))
+        .fetch_all(self.read())
+        .await?;
+        found
+            .iter()
+            .map(|row| Ok((row.try_get("generation")?, row.try_get("id")?)))
+            .collect()
+    }
+
+    /// Brings the index up to date: applies the changes past it, or rebuilds it from every row when it
+    /// is missing, too far behind (more than `max_delta` changes) or the log was pruned past it.
+    #[instrument(name = "store.knowledge_index_refresh", skip_all,
+        fields(changes = tracing::field::Empty, rebuilt = tracing::field::Empty))]
+    async fn refresh_index(&self) -> StoreResult<()> {
+        let _one = self.knowledge.refresh.lock().await;
+        let options = self.knowledge.options();
+        let generation = self
+            .knowledge
+            .index
+            .read()
+            .await
+            .as_ref()
+            .map(|i| i.generation);
+        let changes = match generation {
+            Some(g) => {
+                let changes = self
+                    .changes_since(g, options.max_delta.saturating_add(1))
+                    .await?;
+                if changes.is_empty() {
+                    return Ok(());
+                }
+                let contiguous = changes.first().is_some_and(|c| c.0 == g + 1);
+                (contiguous && changes.len() <= options.max_delta as usize).then_some(changes)
+            }
+            None => None,
+        };
+        let span = tracing::Span::current();
+        let Some(changes) = changes else {
+            span.record("rebuilt", true);
+            let generation: i64 = query("SELECT generation FROM knowledge_generation")
+                .fetch_one(self.read())
+                .await?
+                .try_get("generation")?;
+            let sql = format!("SELECT {COLUMNS} FROM knowledge");
+            let found = query(&sql).fetch_all(self.read()).await?;
+            let items = found
+                .iter()
+                .map(rows::knowledge_item)
+                .collect::<StoreResult<Vec<_>>>()?;
+            let index = KnowledgeIndex::build(generation, items);
+            tracing::debug!(rows = index.len(), generation, "knowledge index rebuilt");
+            *self.knowledge.index.write().await = Some(index);
+            return Ok(());
+        };
+        span.record("changes", changes.len());
+        let last = changes.last().map_or(0, |c| c.0);
+        let mut ids: Vec<Uuid> = Vec::with_capacity(changes.len());
+        let mut seen = HashSet::new();
+        for (_, id) in changes {
+            if seen.insert(id) {
+                ids.push(id);
+            }
+        }
+        let mut found: HashMap<Uuid, KnowledgeItem> = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(IDS_PER_FETCH) {
+            let marks = (1..=chunk.len())
+                .map(|n| format!("${n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("SELECT {COLUMNS} FROM knowledge WHERE id IN ({marks})");
+            let mut fetch = query(&sql);
+            for id in chunk {
+                fetch = fetch.bind(*id);
+            }
+            for row in fetch.fetch_all(self.read()).await? {
+                let id: Uuid = row.try_get("id")?;
+                found.insert(id, rows::knowledge_item(&row)?);
+            }
+        }
+        let mut guard = self.knowledge.index.write().await;
+        if let Some(index) = guard.as_mut() {
+            for id in ids {
+                match found.remove(&id) {
+                    Some(item) => index.upsert(item),
+                    None => index.remove(&id),
+                }
+            }
+            index.generation = index.generation.max(last);
+        }
+        Ok(())
+    }
+
+    /// Ranks the rows for `search` on the in-memory index, brought up to date first.
+    #[instrument(name = "store.search_knowledge", skip_all,
+        fields(terms = search.terms.len(), hits = tracing::field::Empty, ms = tracing::field::Empty))]
     pub(super) async fn search_knowledge_impl(
+        &self,
+        search: KnowledgeSearch,
+    ) -> StoreResult<Vec<KnowledgeHit>> {
+        if search.terms.is_empty() || search.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let generation = self
+            .knowledge
+            .index
+            .read()
+            .await
+            .as_ref()
+            .map(|i| i.generation);
+        let behind = match generation {
+            Some(g) => !self.changes_since(g, 1).await?.is_empty(),
+            None => true,
+        };
+        if behind {
+            self.refresh_index().await?;
+        }
+        let hits = self
+            .knowledge
+            .index
+            .read()
+            .await
+            .as_ref()
+            .map(|index| index.search(&search))
+            .unwrap_or_default();
+        let span = tracing::Span::current();
+        span.record("hits", hits.len());
+        span.record("ms", started.elapsed().as_secs_f64() * 1000.0);
+        Ok(hits)
+    }
+
+    /// The databases' own full-text search (Postgres `ts_rank_cd`, SQLite FTS5 `bm25()` plus a title
+    /// `bm25()`), as searches ran before the in-memory index: kept for the benchmark's side-by-side
+    /// comparison (`benches/knowledge.rs`).
+    #[doc(hidden)]
+    #[instrument(name = "store.search_knowledge_sql", skip_all, fields(terms = search.terms.len()))]
+    pub async fn search_knowledge_sql(
         &self,
         search: KnowledgeSearch,
     ) -> StoreResult<Vec<KnowledgeHit>> {
@@ -241,16 +459,22 @@ impl SqlStore {
                 "say which knowledge to delete: an id, a source or a task".into(),
             ));
         }
-        let deleted = query(
-            "DELETE FROM knowledge WHERE ($1 IS NULL OR id = $1) AND ($2 IS NULL OR source = $2) \
-             AND ($3 IS NULL OR task_id = $3) AND ($4 IS NULL OR owner = $4)",
-        )
-        .bind(which.id)
-        .bind(which.source)
-        .bind(which.task_id)
-        .bind(which.owner)
-        .execute(self.write())
-        .await?;
-        Ok(u32::try_from(deleted).unwrap_or(u32::MAX))
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let deleted = query(
+                "DELETE FROM knowledge WHERE ($1 IS NULL OR id = $1) AND ($2 IS NULL OR source = $2) \
+                 AND ($3 IS NULL OR task_id = $3) AND ($4 IS NULL OR owner = $4)",
+            )
+            .bind(which.id)
+            .bind(which.source)
+            .bind(which.task_id)
+            .bind(which.owner)
+            .execute(tx.conn())
+            .await?;
+            self.prune_changes(&mut tx).await?;
+            Ok(u32::try_from(deleted).unwrap_or(u32::MAX))
+        }
+        .await;
+        settle(tx, outcome).await
     }
 }

@@ -16,6 +16,8 @@ pub(crate) mod db;
 mod desktops;
 mod events;
 mod knowledge;
+
+pub use knowledge::IndexOptions;
 mod prune;
 mod queue;
 mod rows;
@@ -55,6 +57,8 @@ pub struct SqlStore {
     pub(crate) notifier: Arc<Notifier>,
     /// Background work owned by the store (the Postgres listener), stopped when the store is dropped.
     pub(crate) background: Option<tokio::task::JoinHandle<()>>,
+    /// The knowledge rows' in-memory retrieval index (a cache of the rows; `knowledge.rs`).
+    pub(crate) knowledge: knowledge::IndexCache,
 }
 
 impl std::fmt::Debug for SqlStore {

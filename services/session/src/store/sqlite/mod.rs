@@ -70,5 +70,6 @@ pub async fn open(path: &Path, read_connections: u32) -> Result<SqlStore, StoreE
         backend: Backend::Sqlite { write, read },
         notifier: Notifier::new(),
         background: None,
+        knowledge: Default::default(),
     })
 }

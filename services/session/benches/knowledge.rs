@@ -104,6 +104,18 @@ fn synthetic(vocabulary: &[String], count: usize) -> Vec<(String, Vec<NewKnowled
     docs
 }
 
+/// The process's resident memory (Linux `VmRSS`), in KiB; 0 where unknown.
+fn resident_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn quantiles(h: &Histogram<u64>) -> String {
     format!(
         "p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
@@ -156,9 +168,11 @@ async fn bench(name: &str, store: Arc<SqlStore>, total: usize, rounds: usize) {
             .any(|h| h.item.as_ref().is_some_and(|i| i.source == page))
     };
     // The first search builds the index from every row.
+    let rss = resident_kib();
     let t = Instant::now();
     store.search_knowledge(search("calendar")).await.unwrap();
     let built = t.elapsed();
+    let grown = resident_kib().saturating_sub(rss);
     let mut index = Histogram::<u64>::new(3).unwrap();
     let mut sql = Histogram::<u64>::new(3).unwrap();
     let (mut index_top3, mut sql_top3) = (0, 0);
@@ -202,12 +216,13 @@ async fn bench(name: &str, store: Arc<SqlStore>, total: usize, rounds: usize) {
     }
     println!(
         "{name}: {total} sections ({real} from the zenity help) loaded in {:.1} s; first search (index \
-         built from the rows) {:.1} ms; {} searches each:\n  \
+         built from the rows) {:.1} ms, resident memory +{:.1} MiB; {} searches each:\n  \
          index (store.search_knowledge): {}; top-3 among the distractors {index_top3}/{}\n  \
          database full-text (search_knowledge_sql): {}; top-3 among the distractors {sql_top3}/{}\n  \
          p50 ratio database/index {:.1}x; search right after a write (delta applied): {}",
         loaded.as_secs_f64(),
         built.as_secs_f64() * 1000.0,
+        grown as f64 / 1024.0,
         index.len(),
         quantiles(&index),
         questions.len(),

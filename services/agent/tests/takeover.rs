@@ -219,6 +219,96 @@ impl World {
         .await;
     }
 
+    /// The ended task's last step carries the whole desktop as the task left it (kind `after`), no
+    /// other step does, and it is what the executor itself captures now (the test changed nothing
+    /// since): at most 1 % of the pixels differ (a caret may blink). It is not the first step's picture:
+    /// the person's text is in it.
+    async fn after_picture_is_the_desktop_as_the_task_left_it(&self) {
+        let page: Value = self
+            .http
+            .get(format!("{}/steps?limit=500", self.url))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let steps = page["steps"].as_array().unwrap();
+        let last = steps.last().unwrap();
+        let has_after = |s: &Value| {
+            s["screenshots"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "after")
+        };
+        assert!(has_after(last), "the last step: {last}");
+        assert_eq!(
+            steps.iter().filter(|s| has_after(s)).count(),
+            1,
+            "only the last step has the after-picture"
+        );
+        let n = last["step"].as_u64().unwrap();
+        let get = |kind: &'static str, step: u64, key: &'static str| {
+            self.http
+                .get(format!("{}/steps/{step}/screenshot?kind={kind}", self.url))
+                .bearer_auth(key)
+                .send()
+        };
+        let other = get("after", n, OTHER).await.unwrap();
+        assert_eq!(other.status(), 404, "another caller's after-picture");
+        let res = get("after", n, KEY).await.unwrap();
+        assert_eq!(res.status(), 200);
+        let after = image::load_from_memory(&res.bytes().await.unwrap())
+            .unwrap()
+            .to_rgb8();
+        let now = drive::ok(
+            &self.local,
+            OPTS,
+            "capture_desktop_screenshot",
+            json!({"all_screens": true}),
+        )
+        .await;
+        let now = image::load_from_memory(&now.output.images[0].data)
+            .unwrap()
+            .to_rgb8();
+        assert_eq!(after.dimensions(), now.dimensions());
+        let differ = |a: &image::RgbImage, b: &image::RgbImage| {
+            a.pixels().zip(b.pixels()).filter(|(p, q)| p != q).count() as f64
+                / f64::from(a.width() * a.height())
+        };
+        let changed = differ(&after, &now);
+        assert!(
+            changed <= 0.01,
+            "{:.2} % of the after-picture differs from the desktop now",
+            changed * 100.0
+        );
+        let first = steps
+            .iter()
+            .find(|s| {
+                s["screenshots"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|k| k == "desktop")
+            })
+            .unwrap();
+        let first = get("desktop", first["step"].as_u64().unwrap(), KEY)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let first = image::load_from_memory(&first).unwrap().to_rgb8();
+        if first.dimensions() == after.dimensions() {
+            assert!(
+                differ(&first, &after) > 0.0005,
+                "the after-picture is the first step's picture: the person's text is not in it"
+            );
+        }
+    }
+
     /// The task once it ended.
     async fn ended(&self) -> Value {
         eventually(60, "the task's end", || async {
@@ -474,6 +564,7 @@ async fn a_person_takes_over_types_into_mousepad_and_hands_back() {
     let (status, _) = post(http, &format!("{url}/takeover"), KEY, None).await;
     assert_eq!(status, 409);
 
+    w.after_picture_is_the_desktop_as_the_task_left_it().await;
     w.stop().await;
 }
 
@@ -571,6 +662,15 @@ async fn the_viewer_shows_the_desktop_live_and_a_person_takes_over_in_chromium()
             60,
             "the task finished in the page",
             "document.querySelector('#task-head [data-status=finished]')",
+        )
+        .await;
+    // The last step's card shows the desktop after it, once the task ended.
+    browser
+        .wait(
+            30,
+            "the after-picture in the last step's card",
+            "(() => { const i = document.querySelector('#timeline .step:last-child img.shot-after'); \
+             return i && i.complete && i.naturalWidth > 0; })()",
         )
         .await;
     let done = w.ended().await;

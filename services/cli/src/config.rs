@@ -300,8 +300,9 @@ pub struct ScreenshotArgs {
     /// Step number.
     pub step: u64,
 
-    /// Which image: `clean`, `annotated` or `desktop` (default: the first of those the step has).
-    #[arg(long, value_parser = ["clean", "annotated", "desktop"])]
+    /// Which image: `clean`, `annotated`, `desktop`, or `after` (the desktop after a task's last step; on
+    /// its last step only) (default: the first of clean, annotated, desktop the step has).
+    #[arg(long, value_parser = ["clean", "annotated", "desktop", "after"])]
     pub kind: Option<String>,
 
     /// File to write (default: `<task prefix>-step<N>-<kind>.png` in the current directory).

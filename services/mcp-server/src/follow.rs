@@ -492,7 +492,8 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         Ok(result)
     }
 
-    /// The newest step's screenshot (desktop, else clean), looking back a few steps.
+    /// The newest step's screenshot (the desktop after it, else the step's desktop, else clean), looking
+    /// back a few steps.
     async fn final_screenshot(&self, last: u64) -> Option<(u64, String, crate::api::Image)> {
         let first = last.saturating_sub(SCREENSHOT_LOOKBACK).max(1);
         let page = self
@@ -512,7 +513,11 @@ impl<'a, A: TaskApi> Follower<'a, A> {
                 .and_then(Value::as_array)
                 .map(|k| k.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let Some(kind) = ["desktop", "clean"].into_iter().find(|k| kinds.contains(k)) else {
+            // The desktop after the last step (kept when the task ended), else the step's own.
+            let Some(kind) = ["after", "desktop", "clean"]
+                .into_iter()
+                .find(|k| kinds.contains(k))
+            else {
                 continue;
             };
             let n = step.get("step").and_then(Value::as_u64)?;

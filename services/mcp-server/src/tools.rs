@@ -147,12 +147,12 @@ pub fn catalogue() -> Vec<Tool> {
         ),
         tool(
             TASK_SCREENSHOT,
-            "A step's screenshot: clean (the window), annotated (with the labels the model saw), desktop, or \
-             selected (the control acted on).",
+            "A step's screenshot: clean (the window), annotated (with the labels the model saw), desktop, \
+             selected (the control acted on), or after (the desktop after a task's last step, on its last step).",
             json!({"type": "object", "properties": {
                 "task_id": {"type": "string", "description": TASK_ID},
                 "step": {"type": "integer", "minimum": 1, "description": "The step number."},
-                "kind": {"type": "string", "enum": ["clean", "annotated", "desktop", "selected"], "description": "Default: the first the step has of desktop, clean."}
+                "kind": {"type": "string", "enum": ["clean", "annotated", "desktop", "selected", "after"], "description": "Default: the first the step has of desktop, clean."}
             }, "required": ["task_id", "step"], "additionalProperties": false}),
             true,
         ),

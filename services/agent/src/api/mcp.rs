@@ -181,9 +181,10 @@ impl TaskApi for AgentTasks {
             "annotated" => ArtifactKind::AnnotatedScreenshot,
             "desktop" => ArtifactKind::DesktopScreenshot,
             "selected" => ArtifactKind::SelectedControlScreenshot,
+            "after" => ArtifactKind::AfterScreenshot,
             other => {
                 return Err(ToolError::invalid(format!(
-                    "kind must be clean, annotated, desktop or selected, not {other:?}"
+                    "kind must be clean, annotated, desktop, selected or after, not {other:?}"
                 )));
             }
         };

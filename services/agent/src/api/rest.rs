@@ -128,6 +128,7 @@ pub async fn screenshot(
         ScreenshotKind::Annotated => ArtifactKind::AnnotatedScreenshot,
         ScreenshotKind::Desktop => ArtifactKind::DesktopScreenshot,
         ScreenshotKind::Selected => ArtifactKind::SelectedControlScreenshot,
+        ScreenshotKind::After => ArtifactKind::AfterScreenshot,
     };
     let artifact = state
         .tasks

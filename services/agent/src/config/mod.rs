@@ -397,6 +397,17 @@ pub struct RunnerConfig {
     #[arg(long = "no-desktop-reset", env = "UFO_AGENT_NO_DESKTOP_RESET")]
     pub no_desktop_reset: bool,
 
+    /// Longest the picture of the desktop after a task's last step may take, in milliseconds. When a task
+    /// finishes or fails, the runner captures the whole desktop before the desktop is checked in and
+    /// keeps it with the task's last step (screenshot kind `after`; the viewer's last step card shows
+    /// it). A capture that fails or takes longer is logged and skipped. 0: no such picture.
+    #[arg(
+        long = "after-picture-timeout-ms",
+        env = "UFO_AGENT_AFTER_PICTURE_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
+    pub after_picture_timeout_ms: u64,
+
     /// Lease length, in milliseconds; renewed every third of it (default 15000).
     #[arg(
         long = "lease-ms",

@@ -343,4 +343,22 @@ impl TaskDriver for AgentsDriver {
             .map(|_| ())
             .map_err(|s| s.message().to_owned())
     }
+
+    async fn desktop_picture(
+        &self,
+        config: &TaskConfig,
+    ) -> Result<Option<crate::vision::screenshot::Screenshot>, String> {
+        let dispatcher = (self.dispatcher)(config).map_err(|e| e.message)?;
+        let command = crate::dispatch::Command::observe(
+            "capture_desktop_screenshot",
+            serde_json::json!({"all_screens": true}),
+        );
+        let shot = crate::dispatch::execute_one(dispatcher.as_ref(), command)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !shot.is_success() {
+            return Err(shot.error);
+        }
+        Ok(shot.images.into_iter().next())
+    }
 }

@@ -72,4 +72,14 @@ pub trait TaskDriver: Send + Sync {
         let _ = (config, input);
         Err("this runner cannot deliver a person's input".to_owned())
     }
+
+    /// The whole desktop of the task's executor as it is now: the picture after a task's last step
+    /// (`--after-picture-timeout-ms`). `None` from a driver without a desktop.
+    async fn desktop_picture(
+        &self,
+        config: &TaskConfig,
+    ) -> Result<Option<crate::vision::screenshot::Screenshot>, String> {
+        let _ = config;
+        Ok(None)
+    }
 }

@@ -65,6 +65,8 @@ pub struct TaskRun {
     pub(crate) resetter: Option<super::desktop::Resetter>,
     /// The claim handed the desktop on from a check-out that lapsed: reset it before anything runs.
     pub(crate) reset_first: bool,
+    /// How many steps the task has recorded so far (the picture after its last step goes with the last).
+    pub(crate) recorded_steps: std::sync::atomic::AtomicU64,
 }
 
 /// Everything recorded so far, read back from the store.
@@ -165,6 +167,11 @@ impl TaskRun {
                     ))
                 }
             };
+            // Before the end is reported (a viewer reloading on the end finds it) and before the desktop
+            // is checked in (its reset closes what the task left).
+            if matches!(outcome, Outcome::Finished(_) | Outcome::Failed(_)) {
+                self.after_picture().await;
+            }
             let reported = self.report(&outcome).await;
             if let Err(e) = &reported {
                 tracing::error!(error = %e, ?outcome, "cannot report the task's end");
@@ -204,6 +211,70 @@ impl TaskRun {
         }
         .instrument(span)
         .await
+    }
+
+    /// Keeps the whole desktop as it is now with the task's last step (`--after-picture-timeout-ms`), so
+    /// the last step card shows what its action did. Best effort: a failure is logged and changes nothing.
+    async fn after_picture(&self) {
+        let step = self
+            .recorded_steps
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let timeout = self.config.after_picture_timeout_ms;
+        if step == 0 || timeout == 0 {
+            return;
+        }
+        let Ok(config) = self.task_config() else {
+            return;
+        };
+        async {
+            let capture = self.driver.desktop_picture(&config);
+            let shot = match tokio::time::timeout(Duration::from_millis(timeout), capture).await {
+                Ok(Ok(Some(shot))) => shot,
+                Ok(Ok(None)) => return,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, "cannot capture the desktop after the task's last step");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        timeout_ms = timeout,
+                        "the desktop's picture after the task's last step took longer than \
+                         --after-picture-timeout-ms"
+                    );
+                    return;
+                }
+            };
+            let upload = crate::round::record::artifact(
+                ufo_proto::v1::ArtifactKind::AfterScreenshot,
+                &shot,
+                serde_json::json!({}),
+            );
+            let request = ufo_proto::v1::PutArtifactRequest {
+                session_id: self.session.id.clone(),
+                step,
+                kind: upload.kind as i32,
+                content_type: upload.content_type,
+                data: upload.data,
+                metadata: Some(ufo_proto::json::object_to_struct(upload.metadata)),
+            };
+            if let Err(error) = self.client.clone().put_artifact(request).await {
+                tracing::warn!(%error, "cannot store the desktop's picture after the task's last step");
+            }
+        }
+        .instrument(info_span!("task.after_picture", step))
+        .await
+    }
+
+    /// The task's configuration as its steps run it: the desktop the claim checked out (issue 36) is
+    /// the executor.
+    fn task_config(&self) -> Result<TaskConfig, String> {
+        let mut config =
+            TaskConfig::from_struct(self.session.config.clone()).map_err(|e| e.to_string())?;
+        if !self.session.desktop.is_empty() {
+            config.executor_name = self.session.desktop.clone();
+            config.executor = String::new();
+        }
+        Ok(config)
     }
 
     async fn report(&self, outcome: &Outcome) -> Result<(), tonic::Status> {
@@ -294,16 +365,15 @@ impl TaskRun {
         signals: &Signals,
         ahead: &mut Option<Pending>,
     ) -> Result<Outcome, tonic::Status> {
-        let mut config = match TaskConfig::from_struct(self.session.config.clone()) {
+        let config = match self.task_config() {
             Ok(c) => c,
-            Err(e) => return Ok(Outcome::Failed(e.to_string())),
+            Err(e) => return Ok(Outcome::Failed(e)),
         };
-        // The desktop the claim checked out to the task (issue 36) is the executor it runs on.
-        if !self.session.desktop.is_empty() {
-            config.executor_name = self.session.desktop.clone();
-            config.executor = String::new();
-        }
         let mut history = self.load().await?;
+        self.recorded_steps.store(
+            history.steps.len() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         // What happened since the last recorded step: releases without progress, a dead runner's intents.
         let last_step = history.steps.len() as u64;
         let tail = intent::since_last_step(&self.client, &self.session.id, last_step).await?;
@@ -835,6 +905,10 @@ impl TaskRun {
         match recorded {
             Ok(recorded) => {
                 self.settle(marks, recorded, history).await?;
+                self.recorded_steps.store(
+                    history.steps.len() as u64,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 Ok(None)
             }
             Err(status) if lease_lost(&status) => {

@@ -135,6 +135,7 @@ impl Runner {
                                 shutdown: shutdown.clone(),
                                 resetter: self.resetter.clone(),
                                 reset_first: desktop.is_some_and(|d| d.needs_reset),
+                                recorded_steps: Default::default(),
                             }
                             .run(),
                         );

@@ -293,6 +293,8 @@ pub enum ScreenshotKind {
     Desktop,
     /// The control the step acted on, cropped from the clean window screenshot.
     Selected,
+    /// The whole desktop after the task's last step (the last step of a finished or failed task only).
+    After,
 }
 
 /// `GET /v1/tasks/{id}/steps/{n}/screenshot` query.

@@ -558,6 +558,7 @@ fn screenshot_name(kind: i32) -> Option<&'static str> {
         Ok(pb::ArtifactKind::CleanScreenshot) => Some("clean"),
         Ok(pb::ArtifactKind::AnnotatedScreenshot) => Some("annotated"),
         Ok(pb::ArtifactKind::DesktopScreenshot) => Some("desktop"),
+        Ok(pb::ArtifactKind::AfterScreenshot) => Some("after"),
         _ => None,
     }
 }

@@ -285,6 +285,11 @@
           const got = await api(`/v1/tasks/${id}/steps?from=${ev.step}&limit=1`, { signal });
           got.steps.forEach(showStep);
         }
+        // An ended task keeps the desktop after its last step with that step: show it.
+        if ((name === 'task_finished' || name === 'task_failed') && cards.size) {
+          const got = await api(`/v1/tasks/${id}/steps?from=${Math.max(...cards.keys())}&limit=1`, { signal });
+          got.steps.forEach(showStep);
+        }
         live?.event(name, ev);
         if (name === 'end' || !['step_started', 'phase_timing', 'person_input'].includes(name)) await queueRefresh();
       }, signal);
@@ -568,6 +573,10 @@
       more.append(b);
     }
     shots.append(more);
+    // The last step of an ended task: the whole desktop after its action.
+    if (step.screenshots.includes('after')) {
+      shots.append(h('div', { class: 'label' }, 'after the last step'), screenshot(taskId, step, 'after'));
+    }
     return h('section', { class: 'card step', 'data-step': step.step }, text, shots);
   }
 

@@ -112,6 +112,7 @@ pub async fn run(
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
     let declared = tasks.executors().desktops();
     let tasks_executors = tasks.executors().clone();
+    let pool_client = client.clone();
     // Finished tasks become experiences when the agents use knowledge (and experiences).
     let experiences = if config.agents.knowledge && config.agents.knowledge_experiences {
         Some(runner::experience::ExperienceRecorder::new(
@@ -204,7 +205,20 @@ pub async fn run(
         }
     };
 
-    let (grpc, http, ()) = tokio::join!(grpc, http, runner);
+    // The pool's gauges, read from the store as often as metrics are pushed (issue 36).
+    let pool_gauges = async {
+        if let Some(interval) = config.telemetry.metrics_interval() {
+            api::pool_metrics::observe(
+                pool_client,
+                config.dial_out.hub.0.clone(),
+                interval,
+                shutdown.clone(),
+            )
+            .await;
+        }
+    };
+
+    let (grpc, http, (), ()) = tokio::join!(grpc, http, runner, pool_gauges);
     grpc?;
     http?;
     Ok(())

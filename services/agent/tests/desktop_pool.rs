@@ -533,3 +533,106 @@ async fn scheduling_overhead_from_a_freed_desktop_to_the_next_tasks_first_comman
     stop.cancel();
     session.stop().await;
 }
+
+/// The pool's OpenTelemetry gauges reach a real OTLP/gRPC receiver with the pool's numbers: two free
+/// desktops, then one busy while a task holds it and one task waiting for a label no desktop has, then
+/// two free again; no dial-out executor is connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_pools_gauges_reach_an_otlp_receiver() {
+    let collector = ufo_testkit::OtlpCollector::start().await.unwrap();
+    let session = Session::start().await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (desk("a", &log, true), desk("b", &log, true));
+    let gates = [a.gate.clone(), b.gate.clone()];
+    let (url_a, stop_a) = serve(a).await;
+    let (url_b, stop_b) = serve(b).await;
+    let driver = ScriptDriver {
+        desktops: BTreeMap::from([
+            ("a".to_owned(), url_a.clone()),
+            ("b".to_owned(), url_b.clone()),
+        ]),
+        ..Default::default()
+    };
+    let executors = format!("a={url_a},b={url_b}");
+    let endpoint = collector.endpoint();
+    let config = agent_config(
+        &session.url,
+        &[
+            "--executors",
+            &executors,
+            "--default-executor",
+            "a",
+            "--runner-slots",
+            "2",
+            "--claim-interval-ms",
+            "20",
+            "--otlp-endpoint",
+            &endpoint,
+            "--otlp-metrics-interval-ms",
+            "100",
+        ],
+    );
+    // The agent runs in this process: what `ufo-agent`'s main does with the same flags.
+    let meters = ufo_common::telemetry::init_metrics("ufo-agent", &config.telemetry)
+        .unwrap()
+        .expect("an endpoint is set");
+    let agent = Agent::start(config, Some(Arc::new(driver))).await;
+    let api = Api::new(&agent);
+    let wait = std::time::Duration::from_secs(30);
+    let pool = |free: f64, busy: f64, waiting: f64| {
+        move |g: &ufo_testkit::GaugePoints| {
+            g.latest("ufo.pool.desktops", &[("state", "free")]) == Some(free)
+                && g.latest("ufo.pool.desktops", &[("state", "busy")]) == Some(busy)
+                && g.latest("ufo.pool.waiting_tasks", &[]) == Some(waiting)
+        }
+    };
+    let idle = collector
+        .wait_for_gauges(wait, pool(2.0, 0.0, 0.0))
+        .await
+        .unwrap();
+    for state in ["draining", "broken"] {
+        assert_eq!(
+            idle.latest("ufo.pool.desktops", &[("state", state)]),
+            Some(0.0)
+        );
+    }
+    assert_eq!(idle.latest("ufo.pool.connected_executors", &[]), Some(0.0));
+    assert!(
+        idle.all().iter().all(|p| p.service == "ufo-agent"),
+        "{:?}",
+        idle.all()
+    );
+
+    // One task holds a desktop (its first command waits at the gate); one waits for a label no desktop has.
+    let held = api
+        .submit(json!({"request": "steps=2 held", "executor": "any"}))
+        .await;
+    let unmatched = api
+        .submit(json!({"request": "steps=1 calc", "labels": {"app": "calc"}}))
+        .await;
+    collector
+        .wait_for_gauges(wait, pool(1.0, 1.0, 1.0))
+        .await
+        .unwrap();
+    for gate in &gates {
+        gate.notify_one();
+    }
+    api.wait_status(&held, "finished").await;
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{unmatched}/cancel"),
+            None,
+        )
+        .await;
+    assert!((200..300).contains(&status), "{status} {body}");
+    collector
+        .wait_for_gauges(wait, pool(2.0, 0.0, 0.0))
+        .await
+        .unwrap();
+    agent.stop().await;
+    meters.shutdown().unwrap();
+    stop_a.cancel();
+    stop_b.cancel();
+    session.stop().await;
+}

@@ -1,10 +1,14 @@
 //! Tracing for every service: human or JSON logs on stderr, and optional OTLP/gRPC span export
 //! (Jaeger accepts it on port 4317), with W3C `traceparent` propagation across gRPC and HTTP hops so that
-//! one task is one trace across the agent, session and executor services.
+//! one task is one trace across the agent, session and executor services. The same endpoint receives
+//! OpenTelemetry metrics (OTLP/gRPC, pushed every `--otlp-metrics-interval-ms`): [`init`] installs the
+//! global meter provider, and a service's gauges registered on [`opentelemetry::global::meter`] are
+//! exported with it (they cost nothing when no endpoint is set).
 
 use clap::Args;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -26,6 +30,15 @@ pub struct TelemetryArgs {
         default_value_t = 5000
     )]
     pub otlp_timeout_ms: u64,
+    /// How often metrics are collected and pushed to the OTLP endpoint, in milliseconds (default
+    /// 60000); a service's observed gauges (e.g. the agent's desktop pool) are read this often.
+    #[arg(
+        long = "otlp-metrics-interval-ms",
+        env = "UFO_OTLP_METRICS_INTERVAL_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub otlp_metrics_interval_ms: u64,
     /// Log filter in `tracing` EnvFilter syntax (e.g. `info,ufo_agent=debug`).
     #[arg(long = "log-filter", env = "UFO_LOG", default_value = "info")]
     pub log_filter: String,
@@ -57,16 +70,33 @@ pub enum TelemetryError {
     AlreadyInstalled(#[from] tracing_subscriber::util::TryInitError),
 }
 
-/// Keeps the span exporter alive; flushes and shuts it down when dropped or on [`Telemetry::shutdown`].
+impl TelemetryArgs {
+    /// How often metrics are pushed, when an OTLP endpoint is set; `None` when metrics are not exported.
+    pub fn metrics_interval(&self) -> Option<std::time::Duration> {
+        self.otlp_endpoint
+            .as_ref()
+            .map(|_| std::time::Duration::from_millis(self.otlp_metrics_interval_ms.max(1)))
+    }
+}
+
+/// Keeps the span and metric exporters alive; flushes and shuts them down when dropped or on
+/// [`Telemetry::shutdown`].
 #[derive(Debug)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    meters: Option<SdkMeterProvider>,
     exporting: bool,
 }
 
 impl Telemetry {
-    /// Flushes pending spans and stops the exporter. Safe to call more than once.
+    /// Flushes pending spans and metrics and stops the exporters. Safe to call more than once.
     pub fn shutdown(&mut self) {
+        if let Some(meters) = self.meters.take() {
+            // Shutting down collects and pushes once more, so the last values reach the collector.
+            if let Err(e) = meters.shutdown() {
+                tracing::warn!(error = %e, "stopping the metric exporter failed");
+            }
+        }
         if let Some(provider) = self.provider.take() {
             if let Err(e) = provider.force_flush() {
                 tracing::warn!(error = %e, "flushing spans failed");
@@ -115,6 +145,7 @@ pub fn init(service_name: &'static str, args: &TelemetryArgs) -> Result<Telemetr
         )?,
         None => SdkTracerProvider::builder().build(),
     };
+    let meters = init_metrics(service_name, args)?;
     let otel_layer = tracing_opentelemetry::layer()
         .with_tracer(provider.tracer(service_name))
         .with_filter(EnvFilter::new("info"));
@@ -124,6 +155,7 @@ pub fn init(service_name: &'static str, args: &TelemetryArgs) -> Result<Telemetr
         .try_init()?;
     Ok(Telemetry {
         provider: Some(provider),
+        meters,
         exporting,
     })
 }
@@ -154,6 +186,51 @@ fn tracer_provider(
         .build();
     Ok(SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
+        .with_resource(resource)
+        .build())
+}
+
+/// Installs the global meter provider pushing to the OTLP endpoint every
+/// `--otlp-metrics-interval-ms`, when an endpoint is set ([`init`] does it; a process that runs a service
+/// in-process without [`init`], as tests do, may call it alone). Shutting the returned provider down
+/// pushes the last values.
+pub fn init_metrics(
+    service_name: &'static str,
+    args: &TelemetryArgs,
+) -> Result<Option<SdkMeterProvider>, TelemetryError> {
+    let (Some(endpoint), Some(interval)) = (&args.otlp_endpoint, args.metrics_interval()) else {
+        return Ok(None);
+    };
+    let meters = meter_provider(
+        service_name,
+        endpoint,
+        std::time::Duration::from_millis(args.otlp_timeout_ms),
+        interval,
+    )?;
+    opentelemetry::global::set_meter_provider(meters.clone());
+    Ok(Some(meters))
+}
+
+fn meter_provider(
+    service_name: &'static str,
+    endpoint: &str,
+    timeout: std::time::Duration,
+    interval: std::time::Duration,
+) -> Result<SdkMeterProvider, TelemetryError> {
+    use opentelemetry_otlp::WithExportConfig;
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_tonic()
+        .with_endpoint(endpoint)
+        .with_timeout(timeout)
+        .build()?;
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+        .with_interval(interval)
+        .build();
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(service_name)
+        .build();
+    Ok(SdkMeterProvider::builder()
+        .with_reader(reader)
         .with_resource(resource)
         .build())
 }

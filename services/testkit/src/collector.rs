@@ -1,10 +1,18 @@
-//! An in-test OTLP/gRPC trace collector: the same `TraceService` Jaeger serves on port 4317, bound to port
-//! 0, storing every received span so a test can wait for the spans it expects and check how they nest.
+//! An in-test OTLP/gRPC collector: the same `TraceService` (and `MetricsService`) an OpenTelemetry
+//! collector or Jaeger serves on port 4317, bound to port 0, storing every received span so a test can
+//! wait for the spans it expects and check how they nest, and every received gauge data point so it can
+//! wait for the values it expects.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -12,6 +20,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use tokio::sync::{Notify, oneshot};
 
 use crate::spans::{CollectedSpan, SpanSet};
@@ -36,6 +45,60 @@ impl std::fmt::Debug for OtlpCollector {
 struct Store {
     spans: Mutex<Vec<CollectedSpan>>,
     arrived: Notify,
+    points: Mutex<Vec<GaugePoint>>,
+    points_arrived: Notify,
+}
+
+/// One received gauge data point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaugePoint {
+    /// The exporting service's `service.name`.
+    pub service: String,
+    /// The gauge's name.
+    pub name: String,
+    /// The point's attributes, rendered as text.
+    pub attributes: std::collections::BTreeMap<String, String>,
+    /// Its value (integers as well).
+    pub value: f64,
+}
+
+/// Every gauge data point received, in arrival order.
+#[derive(Debug, Clone, Default)]
+pub struct GaugePoints(Vec<GaugePoint>);
+
+impl GaugePoints {
+    /// The last value received for gauge `name` whose attributes include `attributes`.
+    pub fn latest(&self, name: &str, attributes: &[(&str, &str)]) -> Option<f64> {
+        self.0
+            .iter()
+            .rev()
+            .find(|p| {
+                p.name == name
+                    && attributes
+                        .iter()
+                        .all(|(k, v)| p.attributes.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|p| p.value)
+    }
+
+    /// Every point.
+    pub fn all(&self) -> &[GaugePoint] {
+        &self.0
+    }
+
+    fn describe(&self) -> String {
+        self.0
+            .iter()
+            .rev()
+            .take(40)
+            .map(|p| {
+                format!(
+                    "{} {} {:?} = {}\n",
+                    p.service, p.name, p.attributes, p.value
+                )
+            })
+            .collect()
+    }
 }
 
 impl Store {
@@ -97,6 +160,57 @@ impl TraceService for Sink {
     }
 }
 
+#[tonic::async_trait]
+impl MetricsService for Sink {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        let mut received = Vec::new();
+        for resource_metrics in request.into_inner().resource_metrics {
+            let service = resource_metrics
+                .resource
+                .as_ref()
+                .and_then(|r| attribute(&r.attributes, "service.name"))
+                .unwrap_or_default();
+            for scope in resource_metrics.scope_metrics {
+                for m in scope.metrics {
+                    let Some(metric::Data::Gauge(gauge)) = m.data else {
+                        continue;
+                    };
+                    for point in gauge.data_points {
+                        let value = match point.value {
+                            Some(number_data_point::Value::AsDouble(d)) => d,
+                            #[allow(clippy::cast_precision_loss)]
+                            Some(number_data_point::Value::AsInt(i)) => i as f64,
+                            None => continue,
+                        };
+                        received.push(GaugePoint {
+                            service: service.clone(),
+                            name: m.name.clone(),
+                            attributes: point
+                                .attributes
+                                .iter()
+                                .map(|kv| (kv.key.clone(), value_text(kv.value.as_ref())))
+                                .collect(),
+                            value,
+                        });
+                    }
+                }
+            }
+        }
+        self.0
+            .points
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(received);
+        self.0.points_arrived.notify_waiters();
+        Ok(tonic::Response::new(ExportMetricsServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
 /// Why the collector could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot bind the OTLP collector")]
@@ -110,11 +224,13 @@ impl OtlpCollector {
         let store = Arc::new(Store::default());
         let (stop, stopped) = oneshot::channel::<()>();
         let service = TraceServiceServer::new(Sink(store.clone()));
+        let metrics = MetricsServiceServer::new(Sink(store.clone()));
         tokio::spawn(async move {
             let incoming =
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
             let result = tonic::transport::Server::builder()
                 .add_service(service)
+                .add_service(metrics)
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
                 })
@@ -164,6 +280,49 @@ impl OtlpCollector {
                     "expected spans",
                     timeout,
                     format!("received {} span(s):\n{}", spans.len(), spans.describe()),
+                ));
+            }
+        }
+    }
+
+    /// Every gauge data point received so far.
+    pub fn gauges(&self) -> GaugePoints {
+        GaugePoints(
+            self.store
+                .points
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+    }
+
+    /// Waits until `done` holds for the received gauge points, or fails after `timeout` with the last
+    /// ones. Wakes on each metrics export.
+    pub async fn wait_for_gauges(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut(&GaugePoints) -> bool,
+    ) -> Result<GaugePoints, WaitError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let arrived = self.store.points_arrived.notified();
+            let points = self.gauges();
+            if done(&points) {
+                return Ok(points);
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                let points = self.gauges();
+                if done(&points) {
+                    return Ok(points);
+                }
+                return Err(WaitError::new(
+                    "expected gauge values",
+                    timeout,
+                    format!(
+                        "received {} point(s), latest first:\n{}",
+                        points.0.len(),
+                        points.describe()
+                    ),
                 ));
             }
         }

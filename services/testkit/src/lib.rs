@@ -38,7 +38,7 @@ pub mod wait;
 
 pub use binary::{BinaryError, workspace_binary};
 pub use cluster::{Cluster, ClusterBuilder, ClusterError};
-pub use collector::{CollectorError, OtlpCollector};
+pub use collector::{CollectorError, GaugePoint, GaugePoints, OtlpCollector};
 pub use http::{http_client, http_client_builder};
 #[cfg(unix)]
 pub use pg_cluster::{PgCluster, PgClusterError};

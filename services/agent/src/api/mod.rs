@@ -24,6 +24,7 @@ pub mod mcp;
 pub mod model;
 pub mod openapi;
 pub mod pool;
+pub mod pool_metrics;
 pub mod replay;
 pub mod rest;
 pub mod reuse;

@@ -57,6 +57,37 @@ pub struct DesktopsView {
     pub waiting_tasks: u64,
 }
 
+/// How many desktops are in each state: what `GET /v1/admin/desktops` and the pool's OpenTelemetry
+/// gauges ([`super::pool_metrics`]) report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateCounts {
+    /// Free now.
+    pub free: u64,
+    /// Checked out to a task.
+    pub busy: u64,
+    /// Drained by an operator, not busy.
+    pub draining: u64,
+    /// Their reset failed.
+    pub broken: u64,
+}
+
+impl StateCounts {
+    /// Counts `desktops` by state.
+    pub fn of(desktops: &[Desktop]) -> Self {
+        let mut counts = Self::default();
+        for d in desktops {
+            match DesktopState::try_from(d.state) {
+                Ok(DesktopState::Free) => counts.free += 1,
+                Ok(DesktopState::Busy) => counts.busy += 1,
+                Ok(DesktopState::Draining) => counts.draining += 1,
+                Ok(DesktopState::Broken) => counts.broken += 1,
+                _ => {}
+            }
+        }
+        counts
+    }
+}
+
 fn state_name(state: i32) -> &'static str {
     match DesktopState::try_from(state) {
         Ok(DesktopState::Free) => "free",
@@ -118,11 +149,11 @@ pub async fn list_desktops(
         .list_desktops(ListDesktopsRequest {})
         .await?
         .into_inner();
+    let counts = StateCounts::of(&pool.desktops);
     let desktops: Vec<DesktopView> = pool.desktops.into_iter().map(view).collect();
-    let count = |s: &str| desktops.iter().filter(|d| d.state == s).count() as u64;
     Ok(axum::Json(DesktopsView {
-        free: count("free"),
-        busy: count("busy"),
+        free: counts.free,
+        busy: counts.busy,
         waiting_tasks: pool.waiting_sessions,
         desktops,
     }))

@@ -396,8 +396,9 @@ async fn every_curl_line_of_the_readme_runs_against_the_services() {
         .as_str()
         .unwrap()
         .to_owned();
+    // The step that asks is recorded a moment before the runner parks the task: wait for both.
     let asked = wait_for("the question", &id, &|t| {
-        t["pending_questions"][0]["id"] == "q1-1"
+        t["pending_questions"][0]["id"] == "q1-1" && t["status"] == "waiting"
     });
     assert_eq!(asked["status"], "waiting", "{asked}");
     for needle in ["page_size=20", "$UFO/v1/tasks/$ID -H", "/answers"] {

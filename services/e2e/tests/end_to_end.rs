@@ -521,6 +521,7 @@ async fn check_trace(collector: &OtlpCollector, id: &str) {
         .copied()
         .filter(|s| s.name.starts_with("strategy "))
         .collect();
+    let after = named("task.after_picture");
     assert!(!strategies.is_empty(), "{}", spans.describe());
     for strategy in &strategies {
         let parent = spans.parent_of(strategy).unwrap();
@@ -595,11 +596,23 @@ async fn check_trace(collector: &OtlpCollector, id: &str) {
                     command.attr("tool")
                 )
             });
+        // Every executor call is a step's, except the picture of the desktop after the last step,
+        // taken when the task ended (under the task, once).
         assert!(
             strategies.iter().any(|st| spans.is_descendant(execute, st))
                 || steps.iter().any(|st| spans.is_descendant(execute, st))
+                || after.iter().any(|a| spans.is_descendant(execute, a)),
+            "executor.execute of {:?} outside a step",
+            command.attr("tool")
         );
     }
+    assert_eq!(
+        after.len(),
+        1,
+        "one picture after the last step: {}",
+        spans.describe()
+    );
+    spans.expect_child_of(after[0], task).unwrap();
     // The session records every step inside the step's span.
     let records: Vec<&CollectedSpan> = in_trace
         .iter()

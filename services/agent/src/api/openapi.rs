@@ -167,14 +167,19 @@ pub fn finish(
             "application/octet-stream": bytes("application/octet-stream"),
         });
     }
-    // A task needs its request unless it replays one (then the replayed task's request is used), and
-    // on_mismatch goes with replay_of only: rules serde's derive cannot state. Stated with if/then rather
+    // A task needs its request unless it replays one (then the replayed task's request is used),
+    // on_mismatch goes with replay_of only, and reuse does not: rules serde's derive cannot state. Stated with if/then rather
     // than an `anyOf` of `required` lists, which client generators read as a union of unnamed types (the
     // generated Python client took `Any` for the body).
     if let Some(submit) = doc.pointer_mut("/components/schemas/SubmitTask") {
         submit["if"] = json!({"not": {"required": ["replay_of"]}});
         submit["then"] = json!({"required": ["request"]});
         submit["dependentRequired"] = json!({"on_mismatch": ["replay_of"]});
+        // A replay follows the named task already: `reuse: true` beside `replay_of` is refused (400).
+        submit["not"] = json!({
+            "required": ["replay_of", "reuse"],
+            "properties": {"reuse": {"const": true}},
+        });
     }
     let caps = [
         (

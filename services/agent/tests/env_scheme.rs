@@ -8,11 +8,12 @@ use std::process::Command;
 use clap::CommandFactory as _;
 
 /// The flags every service binary shares (telemetry, logs, reflection, JSON depth), with their names.
-const SHARED: [&str; 6] = [
+const SHARED: [&str; 7] = [
     "UFO_LOG",
     "UFO_LOG_FORMAT",
     "UFO_OTLP_ENDPOINT",
     "UFO_OTLP_TIMEOUT_MS",
+    "UFO_OTLP_METRICS_INTERVAL_MS",
     "UFO_GRPC_REFLECTION",
     "UFO_MAX_JSON_DEPTH",
 ];

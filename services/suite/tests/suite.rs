@@ -498,14 +498,20 @@ async fn calc_is_filled_through_its_api_and_without_the_server_through_the_gui()
 /// Issue 34, a real third-party agent: the reference MCP filesystem server (npm
 /// `@modelcontextprotocol/server-filesystem`) registered as the agent "files". The HostAgent reads 6 × 7
 /// off galculator, then assigns "write the result into DIR/out.txt" to the file agent, whose step calls
-/// the server's write_file; the file holds the value.
+/// the server's write_file; the file holds the value. Then the task is replayed without the model,
+/// the file agent's step included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_third_party_agent_writes_what_the_gui_showed() {
     let task = repo().join("services/suite/tests/mcp/files-agent.toml");
     let out = tempfile::tempdir().unwrap();
-    let (output, report) = run_suite(&task, &["--min-success", "1.0"], out.path()).await;
+    let (output, report) =
+        run_suite(&task, &["--min-success", "1.0", "--replay"], out.path()).await;
     let t = &report["tasks"][0];
     assert!(output.status.success(), "{t}");
+    // Replayed with the model endpoint shut: the file agent's step runs the recorded write_file call
+    // again (the task's folder is emptied first), and the check reads 42 again.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    replayed_without_the_model(t, &stdout);
     let agent_steps: Vec<&Value> = t["step_log"]
         .as_array()
         .unwrap()

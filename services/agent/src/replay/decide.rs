@@ -138,7 +138,60 @@ fn recorded(spec: &ReplaySpec, n: u64, agent: StepAgent) -> Result<&RecordedStep
             ),
         ));
     }
+    if let Some(server) = &step.third_party {
+        return Err(Why::at(
+            n,
+            format!(
+                "recorded step {n} was taken by the third-party agent {server}, but the {} is active now",
+                name(agent)
+            ),
+        ));
+    }
     Ok(step)
+}
+
+/// The recorded step `n` when the third-party agent `server` took it.
+fn recorded_third<'a>(spec: &'a ReplaySpec, n: u64, server: &str) -> Result<&'a RecordedStep, Why> {
+    let step = spec.step(n).ok_or_else(|| {
+        Why::at(
+            n,
+            format!(
+                "the recording has {} steps; step {n} has none to replay",
+                spec.steps.len()
+            ),
+        )
+    })?;
+    match (&step.third_party, step.agent) {
+        (Some(s), StepAgent::App) if s == server => Ok(step),
+        (Some(s), _) => Err(Why::at(
+            n,
+            format!(
+                "recorded step {n} was taken by the third-party agent {s}, but {server} is active now"
+            ),
+        )),
+        (None, agent) => Err(Why::at(
+            n,
+            format!(
+                "recorded step {n} was taken by the {}, but the third-party agent {server} is active now",
+                name(agent)
+            ),
+        )),
+    }
+}
+
+/// The AppAgent-shaped reply of recorded `step` with `actions`.
+fn app_response(step: &RecordedStep, actions: Vec<ActionSpec>) -> AppResponse {
+    AppResponse {
+        observation: step.observation.clone(),
+        thought: step.thought.clone(),
+        plan: step.plan.clone(),
+        comment: step.comment.clone(),
+        actions,
+        status: step.status.clone().into(),
+        result: step.result.clone(),
+        questions: step.questions.clone(),
+        ..AppResponse::default()
+    }
 }
 
 fn name(a: StepAgent) -> &'static str {
@@ -195,18 +248,46 @@ pub fn app_reply(
                 status: a.status.clone().into(),
             });
         }
-        let response = AppResponse {
-            observation: step.observation.clone(),
-            thought: step.thought.clone(),
-            plan: step.plan.clone(),
-            comment: step.comment.clone(),
-            actions,
-            status: step.status.clone().into(),
-            result: step.result.clone(),
-            questions: step.questions.clone(),
-            ..AppResponse::default()
-        };
-        Ok((response, note))
+        Ok((app_response(step, actions), note))
+    });
+    decided(spec, n, reply)
+}
+
+/// The reply of the third-party agent `server` for replayed step `n`: the recorded calls with their
+/// recorded arguments (a replayed API action runs the same call; there are no targets to find again).
+/// `previous` is the agent's memory of its step before, as for [`app_reply`]. A reused plan's
+/// third-party steps are the model's (their arguments often carry what earlier steps read off the
+/// screen, which a new request changes); the step's mark says so.
+pub fn third_reply(
+    spec: &ReplaySpec,
+    n: u64,
+    server: &str,
+    previous: Option<&MemoryItem>,
+) -> Result<Decision<AppResponse>, Mismatch> {
+    if spec.reuse.is_some() {
+        return Ok(Decision::Model(mark(
+            spec,
+            n,
+            "model",
+            Some(format!(
+                "the third-party agent {server} decides its own steps"
+            )),
+        )));
+    }
+    if let Some(why) = failed_before(spec, n, previous) {
+        return decided(spec, n, Err(why));
+    }
+    let reply = recorded_third(spec, n, server).map(|step| {
+        let actions = step
+            .actions
+            .iter()
+            .map(|a| ActionSpec {
+                function: a.function.clone(),
+                arguments: a.arguments.clone(),
+                status: a.status.clone().into(),
+            })
+            .collect();
+        (app_response(step, actions), None)
     });
     decided(spec, n, reply)
 }
@@ -276,21 +357,8 @@ mod tests {
             }),
             failed: failed_when_recorded,
         };
-        let step = |n: u64, actions: Vec<RecordedAction>| RecordedStep {
-            step: n,
-            agent: StepAgent::App,
-            status: "CONTINUE".into(),
-            subtask: String::new(),
-            observation: String::new(),
-            thought: String::new(),
-            plan: Vec::new(),
-            comment: String::new(),
-            message: String::new(),
-            questions: Vec::new(),
-            result: String::new(),
-            function: String::new(),
-            actions,
-        };
+        let step =
+            |n: u64, actions: Vec<RecordedAction>| RecordedStep::blank(n, StepAgent::App, actions);
         ReplaySpec {
             of: "t1".into(),
             on_mismatch,
@@ -347,5 +415,74 @@ mod tests {
             Some(&memory(7, "failure")),
         );
         assert!(matches!(d.unwrap(), Decision::Replayed(..)));
+    }
+
+    fn third_spec(reuse: bool) -> ReplaySpec {
+        let write = RecordedAction {
+            function: "mcp__files__write_file".into(),
+            arguments: serde_json::Map::from_iter([
+                ("path".to_owned(), json!("/tmp/out.txt")),
+                ("content".to_owned(), json!("42")),
+            ]),
+            status: "FINISH".into(),
+            selector: None,
+            failed: false,
+        };
+        let mut third = RecordedStep::blank(2, StepAgent::App, vec![write]);
+        third.third_party = Some("files".into());
+        third.status = "FINISH".into();
+        third.result = "wrote 42".into();
+        ReplaySpec {
+            of: "t1".into(),
+            on_mismatch: OnMismatch::Fail,
+            steps: vec![RecordedStep::blank(1, StepAgent::App, Vec::new()), third],
+            follow_ups: Vec::new(),
+            reuse: reuse.then(|| crate::replay::plan::ReuseInfo {
+                request: "old".into(),
+                score: 1.0,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_third_party_step_replays_the_same_call_with_the_same_arguments() {
+        match third_reply(&third_spec(false), 2, "files", None).unwrap() {
+            Decision::Replayed(reply, mark) => {
+                assert_eq!(reply.actions.len(), 1);
+                assert_eq!(reply.actions[0].function, "mcp__files__write_file");
+                assert_eq!(reply.actions[0].arguments["content"], "42");
+                assert_eq!(reply.actions[0].arguments["path"], "/tmp/out.txt");
+                assert_eq!(reply.status.to_string(), "FINISH");
+                assert_eq!(reply.result, "wrote 42");
+                assert_eq!(mark["source"], "recording");
+                assert_eq!(mark["step"], 2);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_third_party_step_is_not_replayed_by_another_agent_or_in_a_reuse() {
+        let e = third_reply(&third_spec(false), 2, "other", None).unwrap_err();
+        assert!(
+            e.0.contains("taken by the third-party agent files, but other is active now"),
+            "{e}"
+        );
+        // The AppAgent at a step a third-party agent took, and a third-party agent at an AppAgent's.
+        let e = app_reply(&third_spec(false), 2, &[], None).unwrap_err();
+        assert!(
+            e.0.contains("third-party agent files, but the AppAgent is active now"),
+            "{e}"
+        );
+        let e = third_reply(&third_spec(false), 1, "files", None).unwrap_err();
+        assert!(
+            e.0.contains("taken by the AppAgent, but the third-party agent files"),
+            "{e}"
+        );
+        // A reuse hands the third-party agent's steps to the model.
+        match third_reply(&third_spec(true), 2, "files", None).unwrap() {
+            Decision::Model(mark) => assert_eq!(mark["source"], "model"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -27,11 +27,16 @@ pub const REPLAY_MARK: Key<Value> = Key::new("replay_mark");
 /// Moves a step's replay mark (if any) into its `extra`: `replay`, or `reuse` for a reused plan's step
 /// (`{of, step, source: "reused" | "model", note?}`).
 pub fn mark(local: &mut Values, extra: &mut Map<String, Value>) {
-    if let Some(mut m) = local.take(REPLAY_MARK).ok().flatten() {
-        let reuse = m
-            .as_object_mut()
-            .and_then(|o| o.remove("reuse"))
-            .is_some_and(|r| r == Value::Bool(true));
-        extra.insert(if reuse { "reuse" } else { "replay" }.into(), m);
+    if let Some(m) = local.take(REPLAY_MARK).ok().flatten() {
+        put_mark(m, extra);
     }
+}
+
+/// Puts the replay mark `m` in a step's `extra`, as [`mark`] does.
+pub fn put_mark(mut m: Value, extra: &mut Map<String, Value>) {
+    let reuse = m
+        .as_object_mut()
+        .and_then(|o| o.remove("reuse"))
+        .is_some_and(|r| r == Value::Bool(true));
+    extra.insert(if reuse { "reuse" } else { "replay" }.into(), m);
 }

@@ -10,6 +10,7 @@ use super::reuse::{Filled, Reuse};
 use crate::agents::keys::{
     APP_RESPONSE, CONTROLS, HOST_RESPONSE, LLM_TOTALS, RESPONSE_TEXT, TARGET_REGISTRY,
 };
+use crate::agents::response::AppResponse;
 use crate::agents::services::AgentServices;
 use crate::llm::Totals;
 use crate::memory::MemoryItem;
@@ -88,17 +89,17 @@ async fn fill(
     }
 }
 
-fn model(spec: &ReplaySpec, n: u64, mark: Value, totals: Totals) -> Phase {
+fn model(spec: &ReplaySpec, n: u64, mark: Value, totals: Totals) -> Fallback {
     let plan = if spec.reuse.is_some() {
         super::reuse::remaining(spec, n)
     } else {
         String::new()
     };
-    Phase::Model(Fallback {
+    Fallback {
         mark: Some(mark),
         plan,
         totals,
-    })
+    }
 }
 
 /// The AppAgent's phase for this step; `previous` is the agent's memory of its step before.
@@ -121,7 +122,7 @@ pub async fn app(
     Ok(
         match decide::app_reply(spec, n, ctx.require(CONTROLS)?, previous).map_err(mismatch)? {
             Decision::Replayed(reply, mark) => decided(APP_RESPONSE, reply, mark, totals),
-            Decision::Model(mark) => model(spec, n, mark, totals),
+            Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },
     )
 }
@@ -146,7 +147,40 @@ pub async fn host(
     Ok(
         match decide::host_reply(spec, n, targets).map_err(mismatch)? {
             Decision::Replayed(reply, mark) => decided(HOST_RESPONSE, reply, mark, totals),
-            Decision::Model(mark) => model(spec, n, mark, totals),
+            Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },
     )
+}
+
+/// What decides a third-party agent's step of a replay or a reuse (it has no processor pipeline: its
+/// step asks [`third`] first and the model only for [`ThirdPhase::Model`]).
+#[derive(Debug)]
+pub enum ThirdPhase {
+    /// The recording did: the reply, the step's mark, and the calls spent (a reuse's fill).
+    Decided(AppResponse, Value, Totals),
+    /// The model does.
+    Model(Fallback),
+}
+
+/// The third-party agent `server`'s phase for step `n`; `previous` is its memory of its step before.
+pub async fn third(
+    services: &AgentServices,
+    n: u64,
+    server: &str,
+    previous: Option<&MemoryItem>,
+) -> Result<ThirdPhase, decide::Mismatch> {
+    if services.replay.is_none() && services.reuse.is_none() {
+        return Ok(ThirdPhase::Model(Fallback::default()));
+    }
+    let (filled, totals) = fill(services.reuse.as_deref()).await;
+    let Some(spec) = plan(services, &filled, n) else {
+        return Ok(ThirdPhase::Model(Fallback {
+            totals,
+            ..Fallback::default()
+        }));
+    };
+    Ok(match decide::third_reply(spec, n, server, previous)? {
+        Decision::Replayed(reply, mark) => ThirdPhase::Decided(reply, mark, totals),
+        Decision::Model(mark) => ThirdPhase::Model(model(spec, n, mark, totals)),
+    })
 }

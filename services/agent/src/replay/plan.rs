@@ -113,6 +113,10 @@ pub struct RecordedStep {
     /// The actions, in order.
     #[serde(default)]
     pub actions: Vec<RecordedAction>,
+    /// The third-party agent (its MCP server's name, or the shell) that took this step, when one did
+    /// (it is recorded as an AppAgent step under the name `ThirdPartyAgent/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub third_party: Option<String>,
 }
 
 /// A plan that reuses an earlier task (issue 33, [`super::reuse`]): what it was matched with.
@@ -197,6 +201,33 @@ impl RecordedStep {
             result: extra_text(&extra, "result"),
             function: extra_text(&extra, "function"),
             actions,
+            third_party: extra["third_party_agent"]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned),
+        }
+    }
+}
+
+#[cfg(test)]
+impl RecordedStep {
+    /// Step `n` of `agent` with `actions`, status CONTINUE and nothing else (for tests).
+    pub fn blank(n: u64, agent: StepAgent, actions: Vec<RecordedAction>) -> Self {
+        Self {
+            step: n,
+            agent,
+            status: "CONTINUE".into(),
+            subtask: String::new(),
+            observation: String::new(),
+            thought: String::new(),
+            plan: Vec::new(),
+            comment: String::new(),
+            message: String::new(),
+            questions: Vec::new(),
+            result: String::new(),
+            function: String::new(),
+            actions,
+            third_party: None,
         }
     }
 }

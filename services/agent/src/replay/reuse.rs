@@ -413,19 +413,8 @@ mod tests {
 
     fn step(n: u64, agent: StepAgent, subtask: &str, actions: Vec<RecordedAction>) -> RecordedStep {
         RecordedStep {
-            step: n,
-            agent,
-            status: "CONTINUE".into(),
             subtask: subtask.into(),
-            observation: String::new(),
-            thought: String::new(),
-            plan: Vec::new(),
-            comment: String::new(),
-            message: String::new(),
-            questions: Vec::new(),
-            result: String::new(),
-            function: String::new(),
-            actions,
+            ..RecordedStep::blank(n, agent, actions)
         }
     }
 

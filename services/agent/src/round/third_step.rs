@@ -26,6 +26,7 @@ use crate::dispatch::tools::ToolSpec;
 use crate::llm::{ChatRequest, Message, Role, ask_json};
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
+use crate::replay::phase::{Fallback, ThirdPhase};
 use crate::round::control::HeldAction;
 
 /// The name a third-party agent's steps are recorded under.
@@ -128,9 +129,47 @@ impl Round {
             max_tokens: None,
             response_format: crate::agents::response::app_response_format(),
         };
-        let asked = match tools {
-            Err(e) => Err(e),
-            Ok(_) => ask_json(
+        // A replay's recorded step decides instead of the model (the same calls with the same arguments).
+        let phase = crate::replay::phase::third(
+            &self.services,
+            self.session_step,
+            server,
+            self.third.get(server).and_then(|m| m.items().last()),
+        )
+        .await;
+        let (fallback, replayed) = match phase {
+            Ok(ThirdPhase::Model(fallback)) => (fallback, None),
+            Ok(ThirdPhase::Decided(reply, mark, totals)) => (
+                Fallback {
+                    mark: Some(mark),
+                    totals,
+                    ..Fallback::default()
+                },
+                Some(Ok(reply)),
+            ),
+            Err(mismatch) => (Fallback::default(), Some(Err(mismatch.to_string()))),
+        };
+        let request = if fallback.plan.is_empty() {
+            request
+        } else {
+            let mut r = request;
+            if let Some(m) = r.messages.last_mut() {
+                *m = Message::text(
+                    Role::User,
+                    format!("{}\n{}", m.joined_text(), fallback.plan),
+                );
+            }
+            r
+        };
+        let asked = match (replayed, tools) {
+            (Some(Ok(reply)), Ok(_)) => Ok(crate::llm::Asked {
+                value: reply,
+                text: String::new(),
+                totals: Default::default(),
+                attempts: 0,
+            }),
+            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+            (None, Ok(_)) => ask_json(
                 self.services.app_model.as_ref(),
                 &request,
                 s.max_reasks,
@@ -150,10 +189,11 @@ impl Round {
             .await
             .map_err(|e| e.to_string()),
         };
-        let (response, totals, mut error) = match asked {
+        let (response, mut totals, mut error) = match asked {
             Ok(a) => (a.value, a.totals, None),
             Err(e) => (AppResponse::default(), Default::default(), Some(e)),
         };
+        totals.add(fallback.totals);
         let status = response.status.clone();
         let batch = crate::agents::app::strategies::batch(&response);
         let confirm = status == crate::round::state::AppStatus::Confirm;
@@ -256,6 +296,9 @@ impl Round {
         extra.insert("result".into(), json!(response.result));
         extra.insert("questions".into(), json!(response.questions));
         extra.insert("third_party_agent".into(), json!(server));
+        if let Some(mark) = fallback.mark {
+            crate::replay::put_mark(mark, &mut extra);
+        }
         if let Some(e) = &error {
             extra.insert("error".into(), json!(e));
         }

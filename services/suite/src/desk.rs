@@ -19,7 +19,9 @@ use ufo_executor::backend::{Backend as _, TreeLimits, WindowInfo};
 use ufo_executor::desktop::Desktop;
 use x11rb::connection::Connection as _;
 use x11rb::properties::WmSizeHints;
-use x11rb::protocol::xproto::{AtomEnum, ConfigureWindowAux, ConnectionExt as _};
+use x11rb::protocol::xproto::{
+    AtomEnum, ClientMessageEvent, ConfigureWindowAux, ConnectionExt as _, EventMask,
+};
 
 pub use crate::report::Placed;
 use crate::task::SetupApp;
@@ -525,6 +527,11 @@ impl Desk {
         };
         let window = u32::try_from(window).map_err(|_| fail("not an X11 window".into()))?;
         let conn = self.x11(command)?;
+        // A maximized window (LibreOffice starts so) keeps its size whatever it is asked: the window
+        // manager is asked to restore it first.
+        unmaximize(&conn, window)
+            .await
+            .map_err(|e| fail(format!("cannot restore it from maximized: {e}")))?;
         let mut aux = ConfigureWindowAux::new().width(w).height(h);
         if let Some((x, y)) = at {
             aux = aux.x(x).y(y);
@@ -602,6 +609,53 @@ impl Desk {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// Asks the window manager (EWMH `_NET_WM_STATE`, remove) to restore `window` from maximized, and waits
+/// (at most 5 s) until its state no longer says maximized. Nothing is asked of a window that is not.
+async fn unmaximize(
+    conn: &x11rb::rust_connection::RustConnection,
+    window: u32,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let atom = |name: &[u8]| -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(conn.intern_atom(false, name)?.reply()?.atom)
+    };
+    let (state, vert, horz) = (
+        atom(b"_NET_WM_STATE")?,
+        atom(b"_NET_WM_STATE_MAXIMIZED_VERT")?,
+        atom(b"_NET_WM_STATE_MAXIMIZED_HORZ")?,
+    );
+    let maximized = || -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+        let reply = conn
+            .get_property(false, window, state, AtomEnum::ATOM, 0, 64)?
+            .reply()?;
+        Ok(reply
+            .value32()
+            .into_iter()
+            .flatten()
+            .any(|a| a == vert || a == horz))
+    };
+    if !maximized()? {
+        return Ok(());
+    }
+    let root = conn.setup().roots.first().ok_or("no X screen")?.root;
+    // data: action 0 = remove, the two properties, source 1 = a normal application.
+    let event = ClientMessageEvent::new(32, window, state, [0, vert, horz, 1, 0]);
+    conn.send_event(
+        false,
+        root,
+        EventMask::SUBSTRUCTURE_REDIRECT | EventMask::SUBSTRUCTURE_NOTIFY,
+        event,
+    )?;
+    conn.flush()?;
+    let until = Instant::now() + Duration::from_secs(5);
+    while maximized()? {
+        if Instant::now() > until {
+            return Err("the window manager kept it maximized for 5 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

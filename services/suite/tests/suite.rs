@@ -469,9 +469,13 @@ async fn calc_is_filled_through_its_api_and_without_the_server_through_the_gui()
     let task = repo().join("services/suite/tests/mcp/calc-fill-api.toml");
     let want = "1,2;3,4;5,6;7,8;9,10;11,12;13,14;15,16;17,18;19,20";
     let api = tempfile::tempdir().unwrap();
-    let (output, report) = run_suite(&task, &["--min-success", "1.0"], api.path()).await;
+    let (output, report) =
+        run_suite(&task, &["--min-success", "1.0", "--replay"], api.path()).await;
     let t = &report["tasks"][0];
     assert!(output.status.success(), "through the API: {t}");
+    // Replayed with the model shut, Calc's window restored from maximized, moved and resized: the two
+    // API calls run again from the recording and the sheet is saved again.
+    replayed_without_the_model(t, &String::from_utf8_lossy(&output.stdout));
     assert!(t["calls"].as_u64().unwrap() <= 3, "{t}");
     let called = functions(t);
     assert!(

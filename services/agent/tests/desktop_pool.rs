@@ -466,6 +466,62 @@ async fn a_failed_reset_breaks_the_desktop_until_an_operator_marks_it_ready() {
     session.stop().await;
 }
 
+/// A replica whose claim loop would sleep for ten minutes still starts a waiting task as soon as a
+/// desktop that fits frees up: the session service's pool signal (`WatchPool`) wakes it. The desktop is
+/// drained while the task is submitted (so no claim can take it), then undrained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sleeping_replica_wakes_when_a_desktop_frees_up() {
+    let session = Session::start().await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (url, stop) = serve(desk("desk", &log, false)).await;
+    let driver = ScriptDriver {
+        desktops: BTreeMap::from([("desk".to_owned(), url.clone())]),
+        ..Default::default()
+    };
+    let executors = format!("desk={url}");
+    let config = agent_config(
+        &session.url,
+        &[
+            "--executors",
+            &executors,
+            "--default-executor",
+            "desk",
+            "--api-admins",
+            "tests",
+            "--claim-interval-ms",
+            "600000",
+        ],
+    );
+    let agent = Agent::start(config, Some(Arc::new(driver))).await;
+    let api = Api::new(&agent);
+    // Once the runner has registered its declared executor.
+    eventually(30, "the desktop drained", || async {
+        let (status, drained) = api
+            .call(reqwest::Method::POST, "/v1/admin/desktops/desk/drain", None)
+            .await;
+        (status == 200 && drained["draining"] == true).then_some(())
+    })
+    .await;
+    let task = api
+        .submit(json!({"request": "steps=2 woken", "executor": "desk"}))
+        .await;
+    assert_eq!(api.task(&task).await["status"], "queued");
+    let (status, undrained) = api
+        .call(
+            reqwest::Method::POST,
+            "/v1/admin/desktops/desk/undrain",
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{undrained}");
+    // Within the helper's 60 s, far below the ten-minute claim interval.
+    api.wait_status(&task, "finished").await;
+    assert!(commands(&log.lock().unwrap()) > 0);
+    agent.stop().await;
+    stop.cancel();
+    session.stop().await;
+}
+
 /// The scheduling overhead of the pool: from a desktop's reset at the end of task N (its check-in
 /// follows) to the first command of task N+1 on it, over 30 tasks queued at once for one desktop,
 /// through the real agent and session service (Postgres). The p50 is printed and bounded.

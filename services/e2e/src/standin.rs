@@ -29,7 +29,45 @@ pub fn notes_desktop() -> FakeDesktop {
     }])
 }
 
-struct StandIn(Arc<FakeDesktop>);
+/// What a stand-in received, in order, with when: for the pool's hand-over figure (a reset, then the
+/// next task's first command).
+#[derive(Debug, Default)]
+pub struct CallLog(std::sync::Mutex<Vec<(std::time::Instant, Call)>>);
+
+/// One call a stand-in received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `Reset` (the desktop's check-in follows).
+    Reset,
+    /// `Execute` (a batch of a task's commands).
+    Execute,
+}
+
+impl CallLog {
+    fn push(&self, call: Call) {
+        if let Ok(mut log) = self.0.lock() {
+            log.push((std::time::Instant::now(), call));
+        }
+    }
+
+    /// Everything received so far.
+    pub fn calls(&self) -> Vec<(std::time::Instant, Call)> {
+        self.0.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+
+    /// For every reset followed by a command: the time from the reset's arrival to the next command's
+    /// (the desktop freed → the next task's first command on it).
+    pub fn handovers(&self) -> Vec<std::time::Duration> {
+        let calls = self.calls();
+        calls
+            .windows(2)
+            .filter(|w| w[0].1 == Call::Reset && w[1].1 == Call::Execute)
+            .map(|w| w[1].0.duration_since(w[0].0))
+            .collect()
+    }
+}
+
+struct StandIn(Arc<FakeDesktop>, Option<Arc<CallLog>>);
 
 #[tonic::async_trait]
 impl Executor for StandIn {
@@ -37,6 +75,9 @@ impl Executor for StandIn {
         &self,
         request: Request<pb::ExecuteRequest>,
     ) -> Result<Response<pb::ExecuteResponse>, Status> {
+        if let Some(log) = &self.1 {
+            log.push(Call::Execute);
+        }
         let commands = request
             .into_inner()
             .commands
@@ -114,6 +155,9 @@ impl Executor for StandIn {
         &self,
         _r: Request<pb::ResetRequest>,
     ) -> Result<Response<pb::ResetResponse>, Status> {
+        if let Some(log) = &self.1 {
+            log.push(Call::Reset);
+        }
         Ok(Response::new(pb::ResetResponse::default()))
     }
     type WatchDesktopStream = futures::stream::Empty<Result<pb::DesktopFrame, Status>>;
@@ -155,13 +199,25 @@ pub struct StandInExecutor {
 impl StandInExecutor {
     /// Serves the stand-in on `127.0.0.1:0`.
     pub async fn start(desktop: Arc<FakeDesktop>) -> std::io::Result<Self> {
+        Self::serve(desktop, None).await
+    }
+
+    /// Serves the stand-in on `127.0.0.1:0`, logging every call it receives into `log`.
+    pub async fn start_logged(
+        desktop: Arc<FakeDesktop>,
+        log: Arc<CallLog>,
+    ) -> std::io::Result<Self> {
+        Self::serve(desktop, Some(log)).await
+    }
+
+    async fn serve(desktop: Arc<FakeDesktop>, log: Option<Arc<CallLog>>) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let token = stop.clone();
         tokio::spawn(async move {
             let served = tonic::transport::Server::builder()
-                .add_service(ExecutorServer::new(StandIn(desktop)))
+                .add_service(ExecutorServer::new(StandIn(desktop, log)))
                 .serve_with_incoming_shutdown(
                     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                     token.cancelled_owned(),

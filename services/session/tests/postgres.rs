@@ -54,6 +54,12 @@ on_postgres!(
     knowledge_experiences_are_the_owners_and_never_failed_or_bad,
 );
 
+/// The pool's signal reaches another store instance through `LISTEN/NOTIFY`.
+#[sqlx::test(migrations = "../../migrations")]
+async fn check_in_and_claim_hands_the_desktop_on(pool: PgPool) {
+    conformance::check_in_and_claim_hands_the_desktop_on(store(&pool).await, replica(&pool)).await;
+}
+
 /// The watcher runs on another store instance (its own listener), so only `LISTEN/NOTIFY` can wake it.
 #[sqlx::test(migrations = "../../migrations")]
 async fn watch_replays_then_follows_and_resumes(pool: PgPool) {

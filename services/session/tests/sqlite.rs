@@ -46,6 +46,19 @@ on_sqlite!(
     knowledge_experiences_are_the_owners_and_never_failed_or_bad,
 );
 
+/// One process, one store: the in-process notifier signals the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_in_and_claim_hands_the_desktop_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(&dir).await;
+    let same = Arc::clone(&shared);
+    let replica: conformance::Replica = Box::new(move || {
+        let same = Arc::clone(&same);
+        Box::pin(async move { same })
+    });
+    conformance::check_in_and_claim_hands_the_desktop_on(shared, replica).await;
+}
+
 /// One process, one store: the in-process notifier wakes the watcher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_replays_then_follows_and_resumes() {

@@ -397,6 +397,13 @@ pub struct RunnerConfig {
     #[arg(long = "no-desktop-reset", env = "UFO_AGENT_NO_DESKTOP_RESET")]
     pub no_desktop_reset: bool,
 
+    /// Check a desktop in without claiming the next task for it in the same store call. By default the
+    /// check-in at a task's end also claims the oldest waiting task that fits the desktop (one
+    /// transaction, `CheckInAndClaim`), and that task starts at once; with this flag the desktop waits
+    /// for the claim loop (the path before the hand-over, kept to measure it: docs/executors.md).
+    #[arg(long = "no-desktop-handover", env = "UFO_AGENT_NO_DESKTOP_HANDOVER")]
+    pub no_desktop_handover: bool,
+
     /// Longest the picture of the desktop after a task's last step may take, in milliseconds. When a task
     /// finishes or fails, the runner captures the whole desktop before the desktop is checked in and
     /// keeps it with the task's last step (screenshot kind `after`; the viewer's last step card shows

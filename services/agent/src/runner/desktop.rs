@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tracing::Instrument as _;
-use ufo_proto::v1::{CheckInDesktopRequest, RegisterDesktopRequest, RenewDesktopRequest, Session};
+use ufo_proto::v1::{
+    CheckInAndClaimRequest, CheckInDesktopRequest, Desktop, RegisterDesktopRequest,
+    RenewDesktopRequest, Session,
+};
 
 use crate::config::RunnerConfig;
 use crate::store::client::SessionClient;
@@ -105,15 +108,44 @@ pub(crate) async fn reset(
     }
 }
 
+/// A session claimed at a check-in, with the desktop checked out to it (for the claim loop to run).
+pub type Claimed = (Session, Option<Desktop>);
+
+/// How a runner hands a desktop straight on to the next task that fits it (issue 36): the check-in and
+/// that task's claim are one store call, and the claimed task goes to the claim loop through `sender`.
+#[derive(Clone)]
+pub struct Handover {
+    /// The claim loop's inbox.
+    pub sender: tokio::sync::mpsc::UnboundedSender<Claimed>,
+    /// The desktops this replica can reach now; `None`: any.
+    pub reachable: Option<Reachable>,
+    /// No hand-over once the process is shutting down.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Handover {
+    /// Whether a task may be claimed for `desktop` now.
+    fn wanted(&self, desktop: &str) -> bool {
+        !self.shutdown.is_cancelled()
+            && !self.sender.is_closed()
+            && self
+                .reachable
+                .as_ref()
+                .is_none_or(|reachable| reachable().iter().any(|name| name == desktop))
+    }
+}
+
 /// Resets the task's desktop (when a resetter is set) and gives it back: free, or broken with the
-/// reason. A failed check-in is logged: the check-out then lapses with its lease and the next task's
-/// runner resets the desktop first.
+/// reason; with `handover`, a free desktop goes straight to the next task that fits it (one store call,
+/// [`hand_over`]). A failed check-in is logged: the check-out then lapses with its lease and the next
+/// task's runner resets the desktop first.
 pub(crate) async fn check_in(
     client: &SessionClient,
     resetter: Option<&Resetter>,
     session: &Session,
     worker_id: &str,
     config: &RunnerConfig,
+    handover: Option<&Handover>,
 ) {
     if session.desktop.is_empty() {
         return;
@@ -127,7 +159,58 @@ pub(crate) async fn check_in(
     if let Some(reason) = &broken {
         tracing::warn!(desktop = %session.desktop, %reason, "desktop reset failed; it leaves the pool as broken");
     }
-    give_back(client, session, worker_id, broken).await;
+    match handover {
+        Some(handover) if broken.is_none() && handover.wanted(&session.desktop) => {
+            hand_over(client, session, worker_id, config, handover).await;
+        }
+        _ => give_back(client, session, worker_id, broken).await,
+    }
+}
+
+/// Checks the desktop in free and claims the next task that fits it in the same store transaction
+/// (`CheckInAndClaim`); a claimed task goes to the claim loop. A failure is logged as for [`give_back`].
+async fn hand_over(
+    client: &SessionClient,
+    session: &Session,
+    worker_id: &str,
+    config: &RunnerConfig,
+    handover: &Handover,
+) {
+    let span = tracing::info_span!("desktop.hand_over", desktop = %session.desktop, claimed = tracing::field::Empty);
+    let request = CheckInAndClaimRequest {
+        check_in: Some(CheckInDesktopRequest {
+            name: session.desktop.clone(),
+            session_id: session.id.clone(),
+            worker_id: worker_id.to_owned(),
+            broken_reason: String::new(),
+        }),
+        lease_ms: config.lease_ms,
+    };
+    let answer = client
+        .clone()
+        .check_in_and_claim(request)
+        .instrument(span.clone())
+        .await;
+    match answer {
+        Ok(answer) => {
+            let answer = answer.into_inner();
+            match answer.session {
+                Some(next) => {
+                    span.record("claimed", next.id.as_str());
+                    tracing::info!(desktop = %session.desktop, next_task = %next.id, "desktop checked in and handed over");
+                    if let Err(unsent) = handover.sender.send((next, answer.desktop)) {
+                        // The claim loop ended meanwhile (shutdown): the task's lease lapses and another
+                        // replica takes it over with its desktop.
+                        tracing::warn!(task_id = %unsent.0.0.id, "the claim loop has stopped; the handed-over task waits for its lease to lapse");
+                    }
+                }
+                None => tracing::info!(desktop = %session.desktop, "desktop checked in"),
+            }
+        }
+        Err(e) => {
+            tracing::warn!(desktop = %session.desktop, error = %e, "cannot check the desktop in; it returns to the pool when its lease lapses");
+        }
+    }
 }
 
 /// Checks the desktop in without a reset: free, or broken with `broken` as the reason.
@@ -173,4 +256,61 @@ pub async fn register_declared(
             .await?;
     }
     Ok(())
+}
+
+/// Follows the session store's pool signals (`WatchPool`: a desktop freed up on any replica) and wakes
+/// the claim loop through `changed`, so that no replica waits out `--claim-interval-ms` for a desktop
+/// another one freed. Reconnects with a backoff (100 ms doubling to 5 s) until `shutdown`; a session
+/// service without `WatchPool` leaves the loop to its interval.
+#[tracing::instrument(name = "runner.watch_pool", skip_all)]
+pub(crate) async fn watch_pool(
+    client: SessionClient,
+    changed: Arc<tokio::sync::Notify>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(100);
+    while !shutdown.is_cancelled() {
+        let mut caller = client.clone();
+        let opened = tokio::select! {
+            () = shutdown.cancelled() => return,
+            opened = caller.watch_pool(ufo_proto::v1::WatchPoolRequest {}) => opened,
+        };
+        match opened {
+            Ok(stream) => {
+                tracing::debug!("following the pool's signals");
+                let mut stream = stream.into_inner();
+                // Signals may have been missed while (re)connecting.
+                changed.notify_one();
+                loop {
+                    let next = tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        next = stream.message() => next,
+                    };
+                    match next {
+                        Ok(Some(_)) => {
+                            backoff = Duration::from_millis(100);
+                            changed.notify_one();
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "the pool's signals stopped; following them again");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) if e.code() == tonic::Code::Unimplemented => {
+                tracing::info!(
+                    "the session service sends no pool signals; claiming every --claim-interval-ms"
+                );
+                return;
+            }
+            Err(e) => tracing::debug!(error = %e, "cannot follow the pool's signals yet"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
 }

@@ -196,22 +196,20 @@ pub fn intents(events: &[Event], step: u64) -> Vec<Intent> {
     events.iter().filter_map(|e| intent_of(e, step)).collect()
 }
 
-/// The events after the STEP_FINISHED of `last_step` (every event when no step is recorded; none when
-/// that event is not in the log, e.g. a step written by other tools: nothing to resume then). The log is
-/// read from its start, as the runner's event follower reads it.
-pub async fn since_last_step(
+/// The session's event log up to now, from its start (read while the steps are, when a task starts:
+/// [`after_step`] then keeps what follows its last recorded step).
+pub async fn events_so_far(
     client: &SessionClient,
     session_id: &str,
-    last_step: u64,
 ) -> Result<Vec<Event>, tonic::Status> {
     let mut client = client.clone();
     let request = GetSessionRequest {
         session_id: session_id.to_owned(),
     };
     let last = client.get_session(request).await?.into_inner().last_seq;
-    let mut tail = (last_step == 0).then(Vec::new);
+    let mut log = Vec::new();
     if last == 0 {
-        return Ok(Vec::new());
+        return Ok(log);
     }
     let request = WatchEventsRequest {
         session_id: session_id.to_owned(),
@@ -221,16 +219,27 @@ pub async fn since_last_step(
     while let Some(event) = events.next().await {
         let event = event?;
         let seq = event.seq;
+        log.push(event);
+        if seq >= last {
+            break;
+        }
+    }
+    Ok(log)
+}
+
+/// The events of `log` after the STEP_FINISHED of `last_step` (every event when no step is recorded;
+/// none when that event is not in the log, e.g. a step written by other tools: nothing to resume then).
+/// The log is read from its start ([`events_so_far`]), as the runner's event follower reads it.
+pub fn after_step(log: Vec<Event>, last_step: u64) -> Vec<Event> {
+    let mut tail = (last_step == 0).then(Vec::new);
+    for event in log {
         if event.kind == EventKind::StepFinished as i32 && event.step == last_step {
             tail = Some(Vec::new());
         } else if let Some(tail) = tail.as_mut() {
             tail.push(event);
         }
-        if seq >= last {
-            break;
-        }
     }
-    Ok(tail.unwrap_or_default())
+    tail.unwrap_or_default()
 }
 
 /// The step a runner records for intents whose step was never recorded: their actions with the outcome

@@ -67,6 +67,8 @@ pub struct TaskRun {
     pub(crate) reset_first: bool,
     /// How many steps the task has recorded so far (the picture after its last step goes with the last).
     pub(crate) recorded_steps: std::sync::atomic::AtomicU64,
+    /// Hands the desktop straight on to the next task at the check-in (`None`: `--no-desktop-handover`).
+    pub(crate) handover: Option<super::desktop::Handover>,
 }
 
 /// Everything recorded so far, read back from the store.
@@ -190,6 +192,7 @@ impl TaskRun {
                     &self.session,
                     &self.worker_id,
                     &self.config,
+                    self.handover.as_ref(),
                 )
                 .await;
             }
@@ -326,38 +329,61 @@ impl TaskRun {
             .into_inner())
     }
 
+    /// Everything recorded so far: steps, memory and board, read at once (a task's start waits for the
+    /// slowest of them, not their sum).
     async fn load(&self) -> Result<History, tonic::Status> {
-        let mut client = self.client.clone();
         let id = self.session.id.clone();
-        let mut steps: Vec<Step> = Vec::new();
-        loop {
-            let page = client
-                .list_steps(ListStepsRequest {
+        let steps = async {
+            let mut client = self.client.clone();
+            let mut steps: Vec<Step> = Vec::new();
+            loop {
+                let page = client
+                    .list_steps(ListStepsRequest {
+                        session_id: id.clone(),
+                        from_step: steps.len() as u64 + 1,
+                        limit: 0,
+                    })
+                    .await?
+                    .into_inner()
+                    .steps;
+                if page.is_empty() {
+                    break;
+                }
+                steps.extend(page);
+            }
+            Ok::<_, tonic::Status>(steps)
+        };
+        let memory = async {
+            Ok(self
+                .client
+                .clone()
+                .get_memory(GetMemoryRequest {
                     session_id: id.clone(),
-                    from_step: steps.len() as u64 + 1,
-                    limit: 0,
+                    agent_name: String::new(),
                 })
                 .await?
                 .into_inner()
-                .steps;
-            if page.is_empty() {
-                break;
-            }
-            steps.extend(page);
-        }
-        let memory = client
-            .get_memory(GetMemoryRequest {
-                session_id: id.clone(),
-                agent_name: String::new(),
-            })
-            .await?
-            .into_inner()
-            .items;
+                .items)
+        };
+        let (steps, memory, blackboard) = tokio::try_join!(steps, memory, self.board())?;
         Ok(History {
             steps,
             memory,
-            blackboard: self.board().await?,
+            blackboard,
         })
+    }
+
+    /// The task's rounds.
+    async fn rounds(&self) -> Result<Vec<Round>, tonic::Status> {
+        Ok(self
+            .client
+            .clone()
+            .list_rounds(ListRoundsRequest {
+                session_id: self.session.id.clone(),
+            })
+            .await?
+            .into_inner()
+            .rounds)
     }
 
     async fn drive(
@@ -369,14 +395,20 @@ impl TaskRun {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e)),
         };
-        let mut history = self.load().await?;
+        // The history, the event log and the rounds are independent reads: at once (issue 36: a task
+        // handed a desktop starts sooner).
+        let (mut history, log, rounds) = tokio::try_join!(
+            self.load(),
+            intent::events_so_far(&self.client, &self.session.id),
+            self.rounds(),
+        )?;
         self.recorded_steps.store(
             history.steps.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
         // What happened since the last recorded step: releases without progress, a dead runner's intents.
         let last_step = history.steps.len() as u64;
-        let tail = intent::since_last_step(&self.client, &self.session.id, last_step).await?;
+        let tail = intent::after_step(log, last_step);
         let releases = tail
             .iter()
             .filter(|e| e.kind == EventKind::TaskReleased as i32)
@@ -390,14 +422,14 @@ impl TaskRun {
         let mut intents = intent::intents(&tail, last_step + 1);
         let mut client = self.client.clone();
         let mut last_result = String::new();
+        // The first round starts from what was just read; later ones read the rounds and the board again.
+        let mut read = Some(rounds);
         loop {
-            let rounds = client
-                .list_rounds(ListRoundsRequest {
-                    session_id: self.session.id.clone(),
-                })
-                .await?
-                .into_inner()
-                .rounds;
+            let first = read.is_some();
+            let rounds = match read.take() {
+                Some(rounds) => rounds,
+                None => self.rounds().await?,
+            };
             let count = rounds.len();
             let open = rounds.into_iter().find(|r| {
                 matches!(
@@ -432,7 +464,9 @@ impl TaskRun {
                 .into_inner();
             // Within a round the board is kept current from what RecordStep returns (and re-read when
             // answers are waited for); each round starts from the stored board.
-            history.blackboard = self.board().await?;
+            if !first {
+                history.blackboard = self.board().await?;
+            }
             let span = info_span!("round", round = round.number);
             let end = self
                 .drive_round(signals, &config, &round, &mut history, &mut intents, ahead)

@@ -102,12 +102,52 @@ impl Runner {
         &self.worker_id
     }
 
+    /// A run of the task `session` claimed with `desktop`.
+    fn task_run(
+        &self,
+        session: ufo_proto::v1::Session,
+        desktop: Option<&ufo_proto::v1::Desktop>,
+        shutdown: &CancellationToken,
+        handover: &super::desktop::Handover,
+    ) -> TaskRun {
+        TaskRun {
+            client: self.client.clone(),
+            watch_client: self.watch_client.clone(),
+            worker_id: self.worker_id.clone(),
+            config: self.config.clone(),
+            driver: self.driver.clone(),
+            experiences: self.experiences.clone(),
+            session,
+            shutdown: shutdown.clone(),
+            resetter: self.resetter.clone(),
+            reset_first: desktop.is_some_and(|d| d.needs_reset),
+            recorded_steps: Default::default(),
+            handover: (!self.config.no_desktop_handover).then(|| handover.clone()),
+        }
+    }
+
     /// Claims and runs tasks until `shutdown` fires, then waits for the running ones to checkpoint.
+    ///
+    /// Besides its claim every `--claim-interval-ms` while idle, the loop claims when a task of its own
+    /// ends, when the session store signals that a desktop freed up anywhere (`WatchPool`), and it runs
+    /// the tasks its tasks' check-ins claimed for their desktops (the hand-over).
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(worker_id = %self.worker_id, slots = self.config.slots, "task runner started");
         let mut running: JoinSet<Outcome> = JoinSet::new();
         let idle = Duration::from_millis(self.config.claim_interval_ms);
         let mut registered = self.desktops.is_empty();
+        let (sender, mut handed_over) = tokio::sync::mpsc::unbounded_channel();
+        let handover = super::desktop::Handover {
+            sender,
+            reachable: self.reachable.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let pool_changed = Arc::new(tokio::sync::Notify::new());
+        let pool_watch = tokio::spawn(super::desktop::watch_pool(
+            self.watch_client.clone(),
+            pool_changed.clone(),
+            shutdown.clone(),
+        ));
         while !shutdown.is_cancelled() {
             let mut claimed_any = false;
             if !registered {
@@ -124,20 +164,8 @@ impl Runner {
                         claimed_any = true;
                         tracing::info!(task_id = %session.id, "task claimed");
                         running.spawn(
-                            TaskRun {
-                                client: self.client.clone(),
-                                watch_client: self.watch_client.clone(),
-                                worker_id: self.worker_id.clone(),
-                                config: self.config.clone(),
-                                driver: self.driver.clone(),
-                                experiences: self.experiences.clone(),
-                                session,
-                                shutdown: shutdown.clone(),
-                                resetter: self.resetter.clone(),
-                                reset_first: desktop.is_some_and(|d| d.needs_reset),
-                                recorded_steps: Default::default(),
-                            }
-                            .run(),
+                            self.task_run(session, desktop.as_ref(), &shutdown, &handover)
+                                .run(),
                         );
                     }
                     Ok(None) => break,
@@ -153,10 +181,34 @@ impl Runner {
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 Some(_) = running.join_next(), if !running.is_empty() => {}
+                // The task whose check-in claimed it holds the slot until it ends, moments later.
+                Some((session, desktop)) = handed_over.recv() => {
+                    tracing::info!(task_id = %session.id, desktop = %session.desktop, "task claimed at its desktop's check-in");
+                    running.spawn(self.task_run(session, desktop.as_ref(), &shutdown, &handover).run());
+                }
+                () = pool_changed.notified(), if running.len() < self.config.slots => {}
                 () = tokio::time::sleep(idle) => {}
             }
         }
         tracing::info!(running = running.len(), "task runner draining");
+        pool_watch.abort();
+        // A task claimed at a check-in while shutting down runs to its checkpoint like the others (it
+        // sees the shutdown and goes back to the queue with its desktop).
+        loop {
+            tokio::select! {
+                Some((session, desktop)) = handed_over.recv() => {
+                    running.spawn(self.task_run(session, desktop.as_ref(), &shutdown, &handover).run());
+                }
+                joined = running.join_next() => if joined.is_none() { break },
+            }
+        }
+        handed_over.close();
+        while let Ok((session, desktop)) = handed_over.try_recv() {
+            running.spawn(
+                self.task_run(session, desktop.as_ref(), &shutdown, &handover)
+                    .run(),
+            );
+        }
         while running.join_next().await.is_some() {}
         tracing::info!("task runner stopped");
     }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use tonic::Status;
 use ufo_proto::v1::{
-    CheckInDesktopRequest, Desktop, DesktopChange, ListDesktopsResponse, RegisterDesktopRequest,
-    RemoveDesktopRequest, RenewDesktopRequest, SetDesktopStateRequest,
+    CheckInAndClaimRequest, CheckInAndClaimResponse, CheckInDesktopRequest, Desktop, DesktopChange,
+    ListDesktopsResponse, RegisterDesktopRequest, RemoveDesktopRequest, RenewDesktopRequest,
+    SetDesktopStateRequest,
 };
 
 use super::SessionService;
@@ -109,6 +110,35 @@ impl SessionService {
             broken: validate::optional(r.broken_reason),
         };
         self.store.check_in_desktop(back).await.map_err(status)
+    }
+
+    pub(super) async fn check_in_and_claim_rpc(
+        &self,
+        r: CheckInAndClaimRequest,
+    ) -> Result<CheckInAndClaimResponse, Status> {
+        let check_in = r
+            .check_in
+            .ok_or_else(|| invalid("check_in", "the check-in is required"))?;
+        let back = DesktopCheckIn {
+            name: name("check_in.name", check_in.name)?,
+            session: uuid("check_in.session_id", &check_in.session_id)?,
+            worker: required("check_in.worker_id", check_in.worker_id)?,
+            broken: validate::optional(check_in.broken_reason),
+        };
+        let (checked_in, claimed) = self
+            .store
+            .check_in_and_claim(back, self.limits.lease(r.lease_ms))
+            .await
+            .map_err(status)?;
+        let (session, desktop) = match claimed {
+            Some((session, desktop)) => (Some(session), desktop),
+            None => (None, None),
+        };
+        Ok(CheckInAndClaimResponse {
+            checked_in: Some(checked_in),
+            session,
+            desktop,
+        })
     }
 
     pub(super) async fn renew_desktop_rpc(

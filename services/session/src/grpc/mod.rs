@@ -18,16 +18,17 @@ use ufo_proto::v1::session_store_server::SessionStore;
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
     AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
-    CheckInDesktopRequest, ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Desktop,
-    Event, FinishRoundRequest, GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest,
-    GetMemoryResponse, GetSessionRequest, GetStepRequest, Lease, ListDesktopsRequest,
-    ListDesktopsResponse, ListRoundsRequest, ListRoundsResponse, ListSessionsRequest,
-    ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason, ParkTaskRequest,
-    ParkTaskResponse, PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest,
-    RecordStepRequest, RecordStepResponse, RegisterDesktopRequest, ReleaseTaskRequest,
-    ReleaseTaskResponse, RemoveDesktopRequest, RemoveDesktopResponse, RenewDesktopRequest,
-    RenewLeaseRequest, RequestCancelRequest, Round, Session, SessionKind, SessionStatus,
-    SetDesktopStateRequest, SetSessionStatusRequest, Step, WatchEventsRequest,
+    CheckInAndClaimRequest, CheckInAndClaimResponse, CheckInDesktopRequest, ClaimTaskRequest,
+    ClaimTaskResponse, CreateSessionRequest, Desktop, Event, FinishRoundRequest,
+    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
+    GetSessionRequest, GetStepRequest, Lease, ListDesktopsRequest, ListDesktopsResponse,
+    ListRoundsRequest, ListRoundsResponse, ListSessionsRequest, ListSessionsResponse,
+    ListStepsRequest, ListStepsResponse, ParkReason, ParkTaskRequest, ParkTaskResponse, PoolSignal,
+    PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
+    RecordStepResponse, RegisterDesktopRequest, ReleaseTaskRequest, ReleaseTaskResponse,
+    RemoveDesktopRequest, RemoveDesktopResponse, RenewDesktopRequest, RenewLeaseRequest,
+    RequestCancelRequest, Round, Session, SessionKind, SessionStatus, SetDesktopStateRequest,
+    SetSessionStatusRequest, Step, WatchEventsRequest, WatchPoolRequest,
 };
 use uuid::Uuid;
 
@@ -599,6 +600,29 @@ impl SessionStore for SessionService {
         Ok(Response::new(
             self.check_in_desktop_rpc(request.into_inner()).await?,
         ))
+    }
+
+    async fn check_in_and_claim(
+        &self,
+        request: Request<CheckInAndClaimRequest>,
+    ) -> Result<Response<CheckInAndClaimResponse>, Status> {
+        Ok(Response::new(
+            self.check_in_and_claim_rpc(request.into_inner()).await?,
+        ))
+    }
+
+    type WatchPoolStream = Pin<Box<dyn Stream<Item = Result<PoolSignal, Status>> + Send + 'static>>;
+
+    #[tracing::instrument(name = "session.watch_pool", skip_all)]
+    async fn watch_pool(
+        &self,
+        _request: Request<WatchPoolRequest>,
+    ) -> Result<Response<Self::WatchPoolStream>, Status> {
+        // Every change after the subscription is sent (merged while the client is slow: a hint).
+        let pool = self.store.subscribe_pool();
+        let stream = tokio_stream::wrappers::WatchStream::from_changes(pool)
+            .map(|seq| Ok(PoolSignal { seq }));
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn renew_desktop(

@@ -304,6 +304,18 @@ impl Store for BlobbedStore {
         self.inner.check_in_desktop(back).await
     }
 
+    async fn check_in_and_claim(
+        &self,
+        back: DesktopCheckIn,
+        lease: Duration,
+    ) -> StoreResult<crate::store::HandOver> {
+        self.inner.check_in_and_claim(back, lease).await
+    }
+
+    fn subscribe_pool(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.subscribe_pool()
+    }
+
     async fn renew_desktop(
         &self,
         name: &str,

@@ -44,6 +44,10 @@ use uuid::Uuid;
 /// Result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// What [`Store::check_in_and_claim`] returns: the desktop as checked in, and the session claimed for it
+/// with the desktop checked out to it (when one was).
+pub type HandOver = (Desktop, Option<(Session, Option<Desktop>)>);
+
 /// Durable storage of sessions, rounds, steps, memory, blackboard, artifacts and events.
 ///
 /// Contracts shared by every method:
@@ -228,6 +232,22 @@ pub trait Store: Send + Sync + 'static {
     /// Gives a desktop checked out to (`session`, `worker`) back: free, or broken with the reason.
     /// `FailedPrecondition` when it is not checked out to them (a lapsed check-out handed on).
     async fn check_in_desktop(&self, back: DesktopCheckIn) -> StoreResult<Desktop>;
+
+    /// The hand-over ([`HandOver`]): [`Store::check_in_desktop`] and, when the desktop comes back free, a claim for
+    /// `back.worker` (with `lease`) of the oldest claimable session that this desktop fits or that needs
+    /// no desktop, in one transaction (the claim's rules are [`Store::claim_task`]'s, with only this
+    /// desktop reachable). Returns the desktop as checked in, and the claimed session with the desktop
+    /// checked out to it, if any. `FailedPrecondition` as for the check-in, and then nothing is claimed.
+    async fn check_in_and_claim(
+        &self,
+        back: DesktopCheckIn,
+        lease: Duration,
+    ) -> StoreResult<crate::store::HandOver>;
+
+    /// Changes whenever a waiting session may have become claimable — a desktop checked in free, given
+    /// back by a parked session, undrained or made ready — here or (Postgres) in any replica. A hint:
+    /// claim to know.
+    fn subscribe_pool(&self) -> tokio::sync::watch::Receiver<u64>;
 
     /// Extends the check-out of a desktop held by (`session`, `worker`) while the worker resets it.
     async fn renew_desktop(

@@ -11,10 +11,22 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-/// Per-session wake-ups for watchers.
-#[derive(Debug, Default)]
+/// Per-session wake-ups for watchers, and one pool-wide wake-up for claimers (issue 36).
+#[derive(Debug)]
 pub struct Notifier {
     sessions: Mutex<HashMap<Uuid, watch::Sender<u64>>>,
+    /// Bumped whenever a waiting session may have become claimable (a desktop freed, registered, made
+    /// ready): `WatchPool` streams follow it.
+    pool: watch::Sender<u64>,
+}
+
+impl Default for Notifier {
+    fn default() -> Self {
+        Self {
+            sessions: Mutex::default(),
+            pool: watch::channel(0).0,
+        }
+    }
 }
 
 impl Notifier {
@@ -42,6 +54,17 @@ impl Notifier {
         for sender in self.lock().values() {
             sender.send_modify(|_| {});
         }
+        self.notify_pool();
+    }
+
+    /// Tells the pool's watchers that a waiting session may be claimable now. Never blocks.
+    pub fn notify_pool(&self) {
+        self.pool.send_modify(|seq| *seq = seq.wrapping_add(1));
+    }
+
+    /// Follows [`Notifier::notify_pool`].
+    pub fn subscribe_pool(&self) -> watch::Receiver<u64> {
+        self.pool.subscribe()
     }
 
     /// Starts watching `id`: later [`Notifier::notify`] calls for it wake the subscription.

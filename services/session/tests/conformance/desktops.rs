@@ -463,3 +463,122 @@ pub async fn claims_check_out_only_reachable_desktops(store: Arc<dyn Store>) {
         (&*a.to_string(), "far")
     );
 }
+
+/// The hand-over (`check_in_and_claim`): the check-in and the claim of the oldest session that fits the
+/// desktop are one transaction, fenced like a check-in; a desktop that stays free (nothing fits, or it
+/// is checked in broken) signals the pool, seen by `replica` (another store on the same database: only
+/// Postgres `LISTEN/NOTIFY` reaches it there).
+pub async fn check_in_and_claim_hands_the_desktop_on(
+    store: Arc<dyn Store>,
+    replica: super::Replica,
+) {
+    let other = replica().await;
+    let mut signals = other.subscribe_pool();
+    let store = &*store;
+    desktop(store, "desk1", &[("app", "mousepad")]).await;
+    desktop(store, "desk2", &[]).await;
+    let a = wanting(store, Some(DesktopWant::Name("desk1".into()))).await;
+    let b = wanting(store, Some(DesktopWant::Name("desk2".into()))).await;
+    let c = wanting(store, Some(DesktopWant::Labels(labels(&[("app", "calc")])))).await;
+    let d = wanting(store, Some(DesktopWant::Any)).await;
+    let e = wanting(store, Some(DesktopWant::Name("desk2".into()))).await;
+    assert_eq!(claim(store, "w1", MINUTE).await.unwrap().id, a.to_string());
+    assert_eq!(claim(store, "w2", MINUTE).await.unwrap().id, b.to_string());
+    assert!(
+        claim(store, "w3", MINUTE).await.is_none(),
+        "c, d and e wait"
+    );
+
+    // Fenced: not the holder → nothing checked in, nothing claimed.
+    assert!(matches!(
+        store
+            .check_in_and_claim(back("desk1", a, "w2", None), MINUTE)
+            .await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    assert_eq!(
+        store.get_desktop("desk1").await.unwrap().task_id,
+        a.to_string()
+    );
+    assert_eq!(
+        store.get_session(d).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+
+    // a ends: desk1 goes to d (c wants a label desk1 lacks), checked out to w1 in the same call.
+    end(store, a, "w1").await;
+    let (checked_in, claimed) = store
+        .check_in_and_claim(back("desk1", a, "w1", None), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(checked_in.state, DesktopState::Free as i32);
+    assert!(checked_in.task_id.is_empty());
+    let (next, held) = claimed.expect("d is claimed with desk1");
+    assert_eq!(
+        (
+            next.id.as_str(),
+            next.desktop.as_str(),
+            next.lease_owner.as_str()
+        ),
+        (&*d.to_string(), "desk1", "w1")
+    );
+    assert_eq!(next.status, SessionStatus::Running as i32);
+    let held = held.expect("the desktop checked out with d");
+    assert_eq!(held.state, DesktopState::Busy as i32);
+    assert_eq!(
+        (held.task_id.as_str(), held.worker_id.as_str()),
+        (&*d.to_string(), "w1")
+    );
+    assert_eq!(
+        store.get_desktop("desk1").await.unwrap().task_id,
+        d.to_string()
+    );
+    assert!(!store.get_session(d).await.unwrap().waiting_for_desktop);
+
+    // d ends: nothing waiting fits desk1 → checked in free, nothing claimed, the pool is signalled.
+    signals.mark_unchanged();
+    end(store, d, "w1").await;
+    let (checked_in, claimed) = store
+        .check_in_and_claim(back("desk1", d, "w1", None), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(checked_in.state, DesktopState::Free as i32);
+    assert!(claimed.is_none(), "{claimed:?}");
+    tokio::time::timeout(super::DEADLINE, signals.changed())
+        .await
+        .expect("the freed desktop signals the pool")
+        .unwrap();
+
+    // b ends with a failed reset: desk2 is checked in broken and e (which wants it) is not claimed.
+    end(store, b, "w2").await;
+    let (checked_in, claimed) = store
+        .check_in_and_claim(back("desk2", b, "w2", Some("the hook failed")), MINUTE)
+        .await
+        .unwrap();
+    assert_eq!(checked_in.state, DesktopState::Broken as i32);
+    assert_eq!(checked_in.reason, "the hook failed");
+    assert!(claimed.is_none());
+    assert_eq!(
+        store.get_session(e).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+    // Marked ready, it signals the pool too, and the next claim gives it to e.
+    signals.mark_unchanged();
+    store
+        .set_desktop_state("desk2", DesktopChange::Ready)
+        .await
+        .unwrap();
+    tokio::time::timeout(super::DEADLINE, signals.changed())
+        .await
+        .expect("a desktop made ready signals the pool")
+        .unwrap();
+    let got = claim(store, "w3", MINUTE).await.unwrap();
+    assert_eq!(
+        (got.id.as_str(), got.desktop.as_str()),
+        (&*e.to_string(), "desk2")
+    );
+    assert_eq!(
+        store.get_session(c).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+}

@@ -5,11 +5,15 @@
 //!   that answers after `--model-delay-ms`; bytes stored per step; the intent write per step.
 //! - [`throughput`]: steps per second with `--tasks` concurrent tasks, an instant model and an executor
 //!   stand-in; CPU per step of the system's processes (from /proc); Postgres statements per step.
+//! - [`handover`]: the desktop pool's hand-over, from a desktop freeing up to the next task's first
+//!   command on it, with and without the check-in claiming the next task (`--handover-tasks`).
 //! - [`store`] sets up each store, [`pg`] is the bench's private Postgres cluster (with
 //!   `pg_stat_statements`), [`measure`] reads /proc, sizes and statements, [`report`] prints the table.
 //!
 //! Run: `cargo build --release --workspace --bins && target/release/e2e-bench` (see docs/benchmark.md).
 
+#[cfg(target_os = "linux")]
+mod handover;
 #[cfg(target_os = "linux")]
 mod measure;
 #[cfg(target_os = "linux")]
@@ -61,6 +65,32 @@ struct Args {
     /// Skip the throughput run.
     #[arg(long)]
     skip_throughput: bool,
+    /// Tasks of the pool's hand-over run, queued at once for one desktop (0: skip it).
+    #[arg(long, env = "UFO_BENCH_HANDOVER_TASKS", default_value_t = 30)]
+    handover_tasks: usize,
+    /// The hand-over run's variants, in this order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "handover,claim-loop"
+    )]
+    handover_variants: Vec<HandoverVariant>,
+    /// Take the service binaries (ufo-agent, ufo-session, ufo-executor) from this directory instead of
+    /// the bench's own (e.g. an earlier build's, to compare; its agent must know the flags a run passes).
+    #[arg(long, env = "UFO_BENCH_SERVICES_FROM")]
+    services_from: Option<PathBuf>,
+}
+
+#[cfg(target_os = "linux")]
+use handover::Variant as HandoverVariant;
+
+/// The hand-over variants (only Linux runs the benchmark).
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum HandoverVariant {
+    Handover,
+    ClaimLoop,
 }
 
 #[cfg(target_os = "linux")]
@@ -82,22 +112,49 @@ async fn main() -> anyhow::Result<()> {
             kind,
             overhead: None,
             throughput: None,
+            handovers: Vec::new(),
         };
         if !args.skip_overhead {
-            let storage = store::Storage::create(kind, pg.as_ref()).await?;
+            let storage = storage(kind, pg.as_ref(), &args).await?;
             eprintln!("{}: overhead run ({} steps)", kind.label(), args.steps + 3);
             result.overhead = Some(overhead::run(&storage, args.steps, delay).await?);
         }
         if !args.skip_throughput {
-            let storage = store::Storage::create(kind, pg.as_ref()).await?;
+            let storage = storage(kind, pg.as_ref(), &args).await?;
             eprintln!("{}: throughput run ({} tasks)", kind.label(), args.tasks);
             result.throughput =
                 Some(throughput::run(&storage, args.tasks, args.task_app_steps).await?);
+        }
+        if args.handover_tasks > 1 {
+            for variant in args.handover_variants.iter().copied() {
+                let storage = storage(kind, pg.as_ref(), &args).await?;
+                eprintln!(
+                    "{}: hand-over run, {} ({} tasks)",
+                    kind.label(),
+                    variant.label(),
+                    args.handover_tasks
+                );
+                result
+                    .handovers
+                    .push(handover::run(&storage, args.handover_tasks, 1, variant).await?);
+            }
         }
         results.push(result);
     }
     report::print(&results, delay, args.tasks, args.task_app_steps + 3);
     Ok(())
+}
+
+/// A fresh store of `kind` for one run, with the services `--services-from` names.
+#[cfg(target_os = "linux")]
+async fn storage<'a>(
+    kind: StoreKind,
+    pg: Option<&'a pg::PrivatePostgres>,
+    args: &Args,
+) -> anyhow::Result<store::Storage<'a>> {
+    Ok(store::Storage::create(kind, pg)
+        .await?
+        .with_services_from(args.services_from.clone()))
 }
 
 /// The stores (only Linux runs the benchmark).

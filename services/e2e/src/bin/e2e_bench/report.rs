@@ -19,6 +19,8 @@ pub struct StoreResult {
     pub overhead: Option<Overhead>,
     /// The throughput run, unless skipped.
     pub throughput: Option<Throughput>,
+    /// The pool's hand-over runs, one per variant.
+    pub handovers: Vec<crate::handover::Handovers>,
 }
 
 /// Milliseconds with two decimals.
@@ -155,6 +157,27 @@ pub fn print(results: &[StoreResult], model_delay: Duration, tasks: usize, per_t
             .map(|r| cell(r).unwrap_or_else(|| "—".into()))
             .collect();
         println!("| {label} | {} | {target} |", cells.join(" | "));
+    }
+    if results.iter().any(|r| !r.handovers.is_empty()) {
+        println!(
+            "\nThe pool's hand-over: a desktop freed (its reset at a task's end) → the next task's first command on it (target ≤ 20 ms p50):\n"
+        );
+        println!(
+            "| store | path | hand-overs | p50 | p90 | max |\n| --- | --- | --- | --- | --- | --- |"
+        );
+        for r in results {
+            for h in &r.handovers {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} |",
+                    r.kind.label(),
+                    h.variant.label(),
+                    h.gaps.len(),
+                    ms(h.percentile(50.0)),
+                    ms(h.percentile(90.0)),
+                    ms(h.gaps.last().copied().unwrap_or_default())
+                );
+            }
+        }
     }
     for r in results {
         if let Some(x) = &r.overhead {

@@ -33,6 +33,8 @@ impl Kind {
 
 /// One run's store: a fresh database (or SQLite file in the cluster's directory) and blob directory.
 pub struct Storage<'a> {
+    /// Where the service binaries are (`--services-from`); default: next to the bench.
+    services_from: Option<PathBuf>,
     pg: Option<&'a PrivatePostgres>,
     db: Option<TestDatabase>,
     blobs: tempfile::TempDir,
@@ -50,6 +52,7 @@ impl<'a> Storage<'a> {
             (Kind::Embedded, _) => (None, None),
         };
         Ok(Self {
+            services_from: None,
             pg,
             db,
             blobs: tempfile::Builder::new()
@@ -58,11 +61,21 @@ impl<'a> Storage<'a> {
         })
     }
 
+    /// The same store taking the service binaries from `dir` (e.g. an earlier build's, to compare).
+    pub fn with_services_from(mut self, dir: Option<PathBuf>) -> Self {
+        self.services_from = dir;
+        self
+    }
+
     /// The cluster's session flags for this store; the service binaries are the ones next to the bench
-    /// (`cargo build --release -p ufo-e2e -p ufo-agent -p ufo-session -p ufo-executor`).
+    /// (`cargo build --release -p ufo-e2e -p ufo-agent -p ufo-session -p ufo-executor`) unless
+    /// `--services-from` names another directory.
     pub fn configure(&self, builder: ClusterBuilder) -> anyhow::Result<ClusterBuilder> {
         let exe = std::env::current_exe()?;
-        let bin_dir = exe.parent().context("the bench's directory")?;
+        let bin_dir = match &self.services_from {
+            Some(dir) => dir.clone(),
+            None => exe.parent().context("the bench's directory")?.to_owned(),
+        };
         let builder = builder.binaries_from(bin_dir);
         let builder = match &self.db {
             Some(db) => builder.database_url(db.url()),

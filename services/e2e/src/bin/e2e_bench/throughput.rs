@@ -81,7 +81,7 @@ fn previous_actions(text: &str) -> usize {
 
 /// Answers any prompt of a throughput task: HostAgent assigns Notes then finishes; the AppAgent reads the
 /// body `app_steps` times, then finishes.
-fn any_prompt(req: &RecordedRequest, app_steps: usize) -> Option<Value> {
+pub(crate) fn any_prompt(req: &RecordedRequest, app_steps: usize) -> Option<Value> {
     let text = req.text();
     if text.starts_with("You are the HostAgent") {
         if text.contains("\"status\":\"FINISH\",\"subtask\"") {

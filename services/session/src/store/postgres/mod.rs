@@ -408,7 +408,9 @@ pub async fn from_pool(pool: sqlx::PgPool, batching: StepBatching) -> Result<Sql
 
 async fn listen(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(CHANNEL).await?;
+    listener
+        .listen_all([CHANNEL, crate::store::sql::POOL_CHANNEL])
+        .await?;
     Ok(listener)
 }
 
@@ -417,6 +419,9 @@ async fn listen(pool: &sqlx::PgPool) -> Result<PgListener, sqlx::Error> {
 async fn forward(pool: sqlx::PgPool, mut listener: PgListener, notifier: Arc<Notifier>) {
     loop {
         match listener.try_recv().await {
+            Ok(Some(notification)) if notification.channel() == crate::store::sql::POOL_CHANNEL => {
+                notifier.notify_pool();
+            }
             Ok(Some(notification)) => {
                 if let Some((id, seq)) = notification.payload().split_once(':')
                     && let (Ok(id), Ok(seq)) = (id.parse(), seq.parse())

@@ -233,8 +233,8 @@ pub(super) async fn release_for_park(
     conn: &mut impl AsConn,
     id: Uuid,
     at: DateTime<Utc>,
-) -> StoreResult<()> {
-    query(
+) -> StoreResult<bool> {
+    let released = query(
         "UPDATE desktops SET state = 'free', task_id = NULL, lease_owner = NULL, \
          lease_expires_at = NULL, needs_reset = FALSE, freed_at = $2 WHERE task_id = $1",
     )
@@ -242,8 +242,38 @@ pub(super) async fn release_for_park(
     .bind(at)
     .execute(conn.conn())
     .await?;
+    if released > 0 {
+        signal_pool(conn).await?;
+    }
+    Ok(released > 0)
+}
+
+/// The Postgres notification channel of [`crate::store::Notifier::notify_pool`]: every replica of the
+/// session service wakes its `WatchPool` streams when a transaction that freed a desktop commits.
+pub const POOL_CHANNEL: &str = "ufo_pool";
+
+/// Signals the pool to every replica once the transaction on `conn` commits (Postgres `pg_notify`; the
+/// embedded store has one process, which signals locally after the commit).
+pub(super) async fn signal_pool(conn: &mut impl AsConn) -> StoreResult<()> {
+    if conn.conn().dialect() == super::db::Dialect::Postgres {
+        query("SELECT pg_notify($1, '')::text AS notified")
+            .bind(POOL_CHANNEL)
+            .fetch_one(conn.conn())
+            .await?;
+    }
     Ok(())
 }
+
+/// The check-in (fenced by session and worker); `RETURNING` the row.
+const CHECK_IN: &str = "UPDATE desktops SET state = CASE WHEN $4 THEN 'broken' ELSE 'free' END, \
+    task_id = NULL, lease_owner = NULL, lease_expires_at = NULL, needs_reset = FALSE, reason = $5, \
+    freed_at = $6 WHERE name = $1 AND task_id = $2 AND lease_owner = $3 RETURNING *";
+
+/// [`CHECK_IN`] on Postgres, notifying every replica's pool watchers on commit when the desktop is free.
+const CHECK_IN_NOTIFY: &str = "UPDATE desktops SET state = CASE WHEN $4 THEN 'broken' ELSE 'free' END, \
+    task_id = NULL, lease_owner = NULL, lease_expires_at = NULL, needs_reset = FALSE, reason = $5, \
+    freed_at = $6 WHERE name = $1 AND task_id = $2 AND lease_owner = $3 \
+    RETURNING *, CASE WHEN $4 THEN '' ELSE pg_notify('ufo_pool', name)::text END AS notified";
 
 impl SqlStore {
     #[instrument(name = "store.register_desktop", skip_all, fields(desktop = %new.name))]
@@ -298,34 +328,120 @@ impl SqlStore {
     async fn fenced_desktop(&self, name: &str, updated: Option<rows::Row>) -> StoreResult<Desktop> {
         match updated {
             Some(row) => desktop(&row),
-            None => {
-                let stored = self.get_desktop_impl(name).await?;
-                Err(StoreError::FailedPrecondition(format!(
-                    "desktop {name} is not checked out to this session and worker (it is held by {:?})",
-                    stored.task_id
-                )))
-            }
+            None => Err(self.not_checked_out(name).await),
         }
+    }
+
+    /// Why a fenced write to desktop `name` changed nothing.
+    async fn not_checked_out(&self, name: &str) -> StoreError {
+        match self.get_desktop_impl(name).await {
+            Ok(stored) => StoreError::FailedPrecondition(format!(
+                "desktop {name} is not checked out to this session and worker (it is held by {:?})",
+                stored.task_id
+            )),
+            Err(e) => e,
+        }
+    }
+
+    /// The check-in statement `back` runs in `tx` (the row, or `None` when the fence refused it).
+    async fn check_in_in(
+        tx: &mut Tx,
+        back: &DesktopCheckIn,
+        at: DateTime<Utc>,
+        notify: bool,
+    ) -> StoreResult<Option<rows::Row>> {
+        let statement = if notify {
+            tx.conn().dialect().pick(CHECK_IN_NOTIFY, CHECK_IN)
+        } else {
+            CHECK_IN
+        };
+        Ok(query(statement)
+            .bind(&back.name)
+            .bind(back.session)
+            .bind(&back.worker)
+            .bind(back.broken.is_some())
+            .bind(back.broken.clone().unwrap_or_default())
+            .bind(at)
+            .fetch_optional(tx.conn())
+            .await?)
     }
 
     #[instrument(name = "store.check_in_desktop", skip_all, fields(desktop = %back.name, session = %back.session))]
     pub(super) async fn check_in_desktop_impl(&self, back: DesktopCheckIn) -> StoreResult<Desktop> {
         let at = now();
-        let broken = back.broken.is_some();
-        let updated = query(
-            "UPDATE desktops SET state = CASE WHEN $4 THEN 'broken' ELSE 'free' END, task_id = NULL, \
-             lease_owner = NULL, lease_expires_at = NULL, needs_reset = FALSE, reason = $5, freed_at = $6 \
-             WHERE name = $1 AND task_id = $2 AND lease_owner = $3 RETURNING *",
-        )
-        .bind(&back.name)
-        .bind(back.session)
-        .bind(&back.worker)
-        .bind(broken)
-        .bind(back.broken.unwrap_or_default())
-        .bind(at)
-        .fetch_optional(self.write())
-        .await?;
+        let mut tx = self.begin().await?;
+        let outcome = Self::check_in_in(&mut tx, &back, at, true).await;
+        let updated = super::settle(tx, outcome).await?;
+        if updated.is_some() && back.broken.is_none() {
+            self.notifier.notify_pool();
+        }
         self.fenced_desktop(&back.name, updated).await
+    }
+
+    /// The hand-over (issue 36): checks `back` in and, when it comes back free, claims for the same
+    /// worker the oldest claimable session this desktop fits (or one that needs no desktop), in one
+    /// transaction. Other replicas are signalled only when the desktop is still free after it.
+    #[instrument(name = "store.check_in_and_claim", skip_all, fields(desktop = %back.name, session = %back.session, claimed))]
+    pub(super) async fn check_in_and_claim_impl(
+        &self,
+        back: DesktopCheckIn,
+        lease: Duration,
+    ) -> StoreResult<crate::store::HandOver> {
+        let at = now();
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let Some(row) = Self::check_in_in(&mut tx, &back, at, false).await? else {
+                return Ok(None);
+            };
+            let checked_in = desktop(&row)?;
+            if back.broken.is_some() {
+                return Ok(Some((checked_in, None, 0)));
+            }
+            let reachable = std::collections::HashSet::from([back.name.clone()]);
+            let (claimed, last_seq) = self
+                .claim_in(&mut tx, at, &back.worker, lease, Some(reachable))
+                .await?;
+            let claimed = match claimed {
+                Some((session, id)) => {
+                    tracing::Span::current().record("claimed", tracing::field::display(id));
+                    let held = if session.desktop.is_empty() {
+                        None
+                    } else {
+                        let row = query("SELECT * FROM desktops WHERE name = $1")
+                            .bind(&session.desktop)
+                            .fetch_one(tx.conn())
+                            .await?;
+                        Some(desktop(&row)?)
+                    };
+                    Some((session, held, id))
+                }
+                None => None,
+            };
+            let taken = claimed
+                .as_ref()
+                .is_some_and(|(session, _, _)| session.desktop == back.name);
+            if !taken {
+                signal_pool(&mut tx).await?;
+            }
+            Ok(Some((checked_in, claimed, last_seq)))
+        }
+        .await;
+        let Some((checked_in, claimed, last_seq)) = super::settle(tx, outcome).await? else {
+            return Err(self.not_checked_out(&back.name).await);
+        };
+        let taken = claimed
+            .as_ref()
+            .is_some_and(|(session, _, _)| session.desktop == back.name);
+        if back.broken.is_none() && !taken {
+            self.notifier.notify_pool();
+        }
+        Ok((
+            checked_in,
+            claimed.map(|(session, held, id)| {
+                self.notifier.notify(id, last_seq);
+                (session, held)
+            }),
+        ))
     }
 
     #[instrument(name = "store.renew_desktop", skip_all, fields(desktop = %name, session = %session))]
@@ -372,11 +488,25 @@ impl SqlStore {
                 ));
             }
         };
-        let row = query(statement)
-            .bind(name)
-            .fetch_optional(self.write())
+        let frees = matches!(change, DesktopChange::Undrain | DesktopChange::Ready);
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let row = query(statement)
+                .bind(name)
+                .fetch_optional(tx.conn())
+                .await?;
+            if row.is_some() && frees {
+                signal_pool(&mut tx).await?;
+            }
+            Ok(row)
+        }
+        .await;
+        let row = super::settle(tx, outcome)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
+        if frees {
+            self.notifier.notify_pool();
+        }
         desktop(&row)
     }
 

@@ -14,6 +14,7 @@
 mod board;
 pub(crate) mod db;
 mod desktops;
+pub use desktops::POOL_CHANNEL;
 mod events;
 mod knowledge;
 

@@ -38,7 +38,28 @@ impl SqlStore {
     ) -> StoreResult<Option<Session>> {
         let at = now();
         let mut tx = self.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
+        let outcome = self.claim_in(&mut tx, at, &worker, lease, reachable).await;
+        let (claimed, last_seq) = settle(tx, outcome).await?;
+        Ok(claimed.map(|(session, id)| {
+            self.notifier.notify(id, last_seq);
+            session
+        }))
+    }
+
+    /// The claim of [`SqlStore::claim_task_impl`] inside `tx` (also the second half of a hand-over,
+    /// [`SqlStore::check_in_and_claim_impl`]): the claimed session and its id, and the last event
+    /// sequence number to notify once `tx` commits.
+    pub(super) async fn claim_in(
+        &self,
+        tx: &mut super::db::Tx,
+        at: DateTime<Utc>,
+        worker: &str,
+        lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
+    ) -> StoreResult<(Option<(Session, Uuid)>, u64)> {
+        let worker = worker.to_owned();
+        let tx = &mut *tx;
+        async {
             let claim = self
                 .dialect()
                 .pick(postgres::CLAIM_CANDIDATES, sqlite::CLAIM_CANDIDATES);
@@ -55,7 +76,7 @@ impl SqlStore {
                 let want: Option<String> = candidate.try_get("desktop_want")?;
                 let last: Option<String> = candidate.try_get("desktop")?;
                 match pool
-                    .fit(&mut tx, id, want.as_deref(), last.as_deref(), &worker, until)
+                    .fit(tx, id, want.as_deref(), last.as_deref(), &worker, until)
                     .await?
                 {
                     desktops::Fit::NoDesktop => chosen = Some((candidate, None)),
@@ -99,16 +120,11 @@ impl SqlStore {
                 step: 0,
                 round: 0,
             };
-            let (_, last_seq) = append(&mut tx, id, &[claimed], Totals::default(), at).await?;
-            let session = session_in(&mut tx, id).await?;
+            let (_, last_seq) = append(tx, id, &[claimed], Totals::default(), at).await?;
+            let session = session_in(tx, id).await?;
             Ok((Some((session, id)), last_seq))
         }
-        .await;
-        let (claimed, last_seq) = settle(tx, outcome).await?;
-        Ok(claimed.map(|(session, id)| {
-            self.notifier.notify(id, last_seq);
-            session
-        }))
+        .await
     }
 
     #[instrument(name = "store.renew_lease", skip_all, fields(session = %id, worker = %worker))]
@@ -189,7 +205,7 @@ impl SqlStore {
     pub(super) async fn park_task_impl(&self, park: ParkTask) -> StoreResult<bool> {
         let at = now();
         let mut tx = self.begin().await?;
-        let outcome: StoreResult<(bool, u64)> = async {
+        let outcome: StoreResult<(bool, u64, bool)> = async {
             let row = lock_session(&mut tx, park.id, Some(&park.worker)).await?;
             let status: String = row.try_get("status")?;
             if status != "running" && status != "waiting" {
@@ -218,7 +234,7 @@ impl SqlStore {
             .fetch_optional(tx.conn())
             .await?;
             if woken.is_some() {
-                return Ok((false, 0));
+                return Ok((false, 0, false));
             }
             query(
                 "UPDATE sessions SET status = 'waiting', lease_owner = NULL, lease_expires_at = NULL, \
@@ -230,7 +246,7 @@ impl SqlStore {
             .bind(at)
             .execute(tx.conn())
             .await?;
-            desktops::release_for_park(&mut tx, park.id, at).await?;
+            let freed = desktops::release_for_park(&mut tx, park.id, at).await?;
             let parked = NewEvent {
                 kind: EventKind::TaskParked,
                 payload: json!({
@@ -242,12 +258,15 @@ impl SqlStore {
                 round: 0,
             };
             let (_, last_seq) = append(&mut tx, park.id, &[parked], Totals::default(), at).await?;
-            Ok((true, last_seq))
+            Ok((true, last_seq, freed))
         }
         .await;
-        let (parked, last_seq) = settle(tx, outcome).await?;
+        let (parked, last_seq, freed) = settle(tx, outcome).await?;
         if parked {
             self.notifier.notify(park.id, last_seq);
+        }
+        if freed {
+            self.notifier.notify_pool();
         }
         Ok(parked)
     }

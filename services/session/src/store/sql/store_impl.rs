@@ -204,6 +204,18 @@ impl Store for SqlStore {
         self.check_in_desktop_impl(back).await
     }
 
+    async fn check_in_and_claim(
+        &self,
+        back: DesktopCheckIn,
+        lease: Duration,
+    ) -> StoreResult<crate::store::HandOver> {
+        self.check_in_and_claim_impl(back, lease).await
+    }
+
+    fn subscribe_pool(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.notifier.subscribe_pool()
+    }
+
     async fn renew_desktop(
         &self,
         name: &str,

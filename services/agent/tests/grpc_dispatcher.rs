@@ -209,20 +209,6 @@ async fn commands_and_results_cross_the_wire_intact() {
     assert!(err.to_string().contains("Unauthenticated"), "{err}");
 }
 
-/// A CA and a `localhost` certificate it signed, as PEM: (ca, cert, key).
-fn certificates() -> (String, String, String) {
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-        .unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    (ca.pem(), cert.pem(), key.serialize_pem())
-}
-
 #[tokio::test]
 async fn an_https_executor_is_verified_against_the_configured_ca() {
     let desktop = Arc::new(desktop());

@@ -1,5 +1,7 @@
 //! What can go wrong for a `ufo` user, each with a message that says what to do next.
 
+use ufo_common::error::chain as error_chain;
+
 /// A failed command.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -152,17 +154,6 @@ fn http_reason(status: u16) -> String {
         .unwrap_or("error")
         .to_lowercase()
         .replace(' ', "_")
-}
-
-/// An error and its causes on one line.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(next) = cause {
-        text.push_str(&format!(": {next}"));
-        cause = next.source();
-    }
-    text
 }
 
 /// A store message in the CLI's words: "session <id> not found" → "task <id> not found".

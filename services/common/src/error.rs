@@ -255,3 +255,36 @@ mod tests {
         }
     }
 }
+
+/// An error and its causes on one line, `outer: inner: …`, each message once (an outer message that
+/// already quotes its cause does not repeat it). For logs and for reasons an operator reads, where the
+/// innermost cause ("invalid peer certificate: UnknownIssuer") is the useful part.
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let next = cause.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod chain_tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] Inner);
+    #[derive(Debug, thiserror::Error)]
+    #[error("inner: {0}")]
+    struct Inner(#[source] std::io::Error);
+
+    #[test]
+    fn every_cause_is_named_once() {
+        let e = Outer(Inner(std::io::Error::other("the root")));
+        assert_eq!(super::chain(&e), "outer: inner: the root");
+    }
+}

@@ -88,6 +88,10 @@ pub enum Transport {
         /// A file holding the bearer token (read at connection; never inline in this file).
         #[serde(default)]
         token_file: Option<PathBuf>,
+        /// A PEM file of CA certificates trusted for this server's TLS besides the system's roots (a
+        /// private CA or a self-signed server; read at connection).
+        #[serde(default)]
+        ca_file: Option<PathBuf>,
     },
 }
 

@@ -374,10 +374,14 @@ impl McpServer {
                 let service = listener()
                     .serve((stdout, stdin))
                     .await
-                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                    .map_err(|e| format!("initialisation failed: {}", init_error(&e)))?;
                 (service, Some(guard))
             }
-            Transport::Http { url, token_file } => {
+            Transport::Http {
+                url,
+                token_file,
+                ca_file,
+            } => {
                 use rmcp::transport::StreamableHttpClientTransport;
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -387,14 +391,29 @@ impl McpServer {
                     })?;
                     config = config.auth_header(token.trim().to_owned());
                 }
-                let client = reqwest::Client::builder()
+                ufo_common::tls::install_crypto_provider();
+                let mut builder = reqwest::Client::builder();
+                if let Some(path) = ca_file {
+                    let pem = std::fs::read(path)
+                        .map_err(|e| format!("cannot read the CA file {}: {e}", path.display()))?;
+                    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                        .ok()
+                        .filter(|c| !c.is_empty())
+                        .ok_or_else(|| {
+                            format!("the CA file {} holds no PEM certificate", path.display())
+                        })?;
+                    for cert in certs {
+                        builder = builder.add_root_certificate(cert);
+                    }
+                }
+                let client = builder
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = listener()
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                    .map_err(|e| format!("initialisation failed: {}", init_error(&e)))?;
                 (service, None)
             }
         };
@@ -557,5 +576,24 @@ fn guard_child(cmd: &mut tokio::process::Command) {
                 Ok(())
             });
         }
+    }
+}
+
+/// Why initialising a connection failed, down to the innermost cause: rmcp keeps the transport's error
+/// out of the `source()` chain, so the HTTP client's own error (e.g. "invalid peer certificate:
+/// UnknownIssuer") is dug out by type.
+fn init_error(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError;
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    use ufo_common::error::chain;
+    match e {
+        ClientInitializeError::TransportError { error, context } => {
+            let inner = error.error.as_ref();
+            match inner.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(http)) => format!("{context}: {}", chain(http)),
+                _ => format!("{context}: {}", chain(inner)),
+            }
+        }
+        other => chain(other),
     }
 }

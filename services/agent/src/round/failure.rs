@@ -7,6 +7,8 @@
 
 use std::error::Error;
 
+use ufo_common::error::chain;
+
 use crate::dispatch::DispatchError;
 use crate::llm::LlmError;
 use crate::processor::ProcessingError;
@@ -25,22 +27,6 @@ pub fn user_text(error: &(dyn Error + 'static)) -> String {
         Some(id) => format!("{reason} (trace {id})"),
         None => reason,
     }
-}
-
-/// Every message of the chain, `outer: inner: …`, each once (a processing error's text already holds
-/// its strategy's chain); for the log only.
-fn chain(error: &(dyn Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let next = cause.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// The cause in a person's terms: the first model or executor error of the chain, else what the

@@ -268,3 +268,17 @@ pub fn shell_settings(policy: Option<Value>) -> AgentSettings {
         ..AgentSettings::default()
     }
 }
+
+/// A CA and a `localhost` certificate it signed, as PEM: (ca, cert, key).
+pub fn certificates() -> (String, String, String) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}

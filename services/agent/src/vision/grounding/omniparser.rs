@@ -180,14 +180,7 @@ impl OmniParserClient {
         if e.is_timeout() {
             return GroundingError::Timeout(self.options.timeout);
         }
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        GroundingError::Service(message)
+        GroundingError::Service(ufo_common::error::chain(&e))
     }
 
     fn to_targets(&self, answer: Answer, shot: &Screenshot) -> Vec<TargetInfo> {

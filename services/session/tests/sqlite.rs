@@ -25,26 +25,7 @@ macro_rules! on_sqlite {
     )*};
 }
 
-on_sqlite!(
-    create_get_and_list,
-    record_step_is_atomic_and_idempotent,
-    record_step_stores_its_artifacts,
-    concurrent_steps_with_artifacts,
-    rounds_blackboard_and_artifacts,
-    cancel_and_status,
-    leases_expire_and_renewals_hold,
-    parked_sessions_free_the_queue_until_a_person_acts,
-    direct_sessions_are_never_claimed,
-    concurrent_claims_never_share,
-    desktops_are_checked_out_to_one_session_at_a_time,
-    desktop_checkouts_lapse_only_with_their_session,
-    concurrent_claims_never_share_a_desktop,
-    claims_check_out_only_reachable_desktops,
-    concurrent_writers_and_watchers,
-    slow_watcher_catches_up,
-    knowledge_documents_replace_and_search,
-    knowledge_experiences_are_the_owners_and_never_failed_or_bad,
-);
+conformance::every_case!(on_sqlite);
 
 /// One process, one store: the in-process notifier signals the pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

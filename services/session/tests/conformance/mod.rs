@@ -30,7 +30,9 @@ pub use watching::*;
 
 /// Expands `$on!(…)` with every case that takes one store: `tests/postgres.rs` and `tests/sqlite.rs`
 /// both instantiate this one list, so a case added here runs on both backends. (Cases that need a
-/// second store instance, [`Replica`], are written out in each file.)
+/// second store instance, [`Replica`], are written out in each file.) Other test files share this
+/// module without instantiating it.
+#[allow(unused_macros)]
 macro_rules! every_case {
     ($on:ident) => {
         $on!(
@@ -55,6 +57,7 @@ macro_rules! every_case {
         );
     };
 }
+#[allow(unused_imports)]
 pub(crate) use every_case;
 
 /// A way to get another store instance on the same database (another replica).

@@ -203,6 +203,7 @@ impl TaskApi for ClientTasks {
             result: view.get("result").cloned().ok_or_else(answered)?,
             images,
             recorded,
+            executor_us: view.get("executor_us").and_then(Value::as_u64),
         })
     }
 

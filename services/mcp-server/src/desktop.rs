@@ -82,6 +82,9 @@ pub struct DesktopOutcome {
     pub images: Vec<crate::api::Image>,
     /// Where the call was recorded: its direct session and step, when the backend records calls.
     pub recorded: Option<(String, u64)>,
+    /// The time the executor reported spending on the call's commands, in microseconds, when it ran
+    /// them (what the call costs beyond that is ufo's and the protocol's).
+    pub executor_us: Option<u64>,
 }
 
 /// `end_direct_session`'s arguments, checked: the executor's name.

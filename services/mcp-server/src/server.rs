@@ -103,6 +103,9 @@ fn desktop_result(
         structured["session_id"] = json!(session);
         structured["step"] = json!(step);
     }
+    if let Some(us) = outcome.executor_us {
+        structured["executor_us"] = json!(us);
+    }
     result.structured_content = Some(structured);
     result
 }

@@ -136,7 +136,7 @@ impl Desktop {
         span.record("step", recording.step());
         let recorded = Some((recording.session_id().to_owned(), recording.step()));
         recording.intent(call).await?;
-        let mut commands: Vec<Command> = call
+        let commands: Vec<Command> = call
             .commands
             .iter()
             .map(|c| {
@@ -148,12 +148,11 @@ impl Desktop {
                 }
             })
             .collect();
-        // Every step shows the screen: a call that captures nothing is followed by a desktop capture
-        // (after an action, the executor's settle wait makes it show the action's outcome).
+        // Every step shows the screen: a call that captures nothing gets a desktop capture for its
+        // step, taken after the caller has its answer (the caller does not wait for it; the executor's
+        // settle wait makes it show the call's outcome).
         let captures = call.commands.iter().any(|c| c.tool.starts_with("capture_"));
-        if !captures {
-            commands.push(Command::observe(CAPTURE_DESKTOP, json!({})));
-        }
+        let capture = (!captures).then(|| dispatcher.clone());
         let results = match dispatcher.execute(commands).await {
             Ok(results) => results,
             Err(e) => {
@@ -169,23 +168,23 @@ impl Desktop {
                     observation: String::new(),
                     error: Some(error.to_string()),
                 };
-                self.record_later(recording, call, content);
+                self.record_later(recording, call, content, None);
                 return Err(error);
             }
         };
+        let executor_us = results.iter().map(|r| r.duration_us).sum();
         let own = call.commands.len().min(results.len());
         let mut artifacts = Vec::new();
         let mut images = Vec::new();
-        for (i, r) in results.iter().enumerate() {
-            let tool = call.commands.get(i).map_or(CAPTURE_DESKTOP, |c| c.tool);
-            let kind = if tool == "capture_window_screenshot" {
+        for (i, r) in results.iter().enumerate().take(own) {
+            let kind = if call.commands[i].tool == "capture_window_screenshot" {
                 ArtifactKind::CleanScreenshot
             } else {
                 ArtifactKind::DesktopScreenshot
             };
             for shot in &r.images {
                 artifacts.push(record::artifact(kind, shot, json!({"mcp_tool": call.tool})));
-                if i < own && !call.marks {
+                if !call.marks {
                     images.push(Image {
                         mime_type: shot.mime.clone(),
                         bytes: shot.bytes.to_vec(),
@@ -224,8 +223,8 @@ impl Desktop {
         let actions = call
             .commands
             .iter()
-            .zip(results.iter())
-            .map(|(c, r)| action(c.tool, &c.parameters, r.clone()))
+            .zip(results)
+            .map(|(c, r)| action(c.tool, &c.parameters, r))
             .collect();
         let content = StepContent {
             actions,
@@ -233,7 +232,7 @@ impl Desktop {
             observation,
             error: failed.as_ref().map(ToString::to_string),
         };
-        self.record_later(recording, call, content);
+        self.record_later(recording, call, content, capture);
         if let Some(failed) = failed {
             return Err(failed);
         }
@@ -241,19 +240,47 @@ impl Desktop {
             result,
             images,
             recorded,
+            executor_us: Some(executor_us),
         })
     }
 
-    /// Records the step of a call that ran after the caller has its answer: the recording keeps the
-    /// session's turn until the step is durable, so the caller's next call (and `end_direct_session`)
-    /// waits for it, and steps stay in call order. The intent was durable before the call ran; a step
-    /// that cannot be recorded is logged (the intent stays in the session's events).
-    fn record_later(&self, recording: Recording, call: &DesktopCall, content: StepContent) {
+    /// Records the step of a call that ran after the caller has its answer — first capturing the
+    /// desktop for it through `capture`, when given: the recording keeps the session's turn until the
+    /// step is durable, so the caller's next call (and `end_direct_session`) waits for it, and steps
+    /// stay in call order. The intent was durable before the call ran; a step that cannot be recorded
+    /// is logged (the intent stays in the session's events), and a capture that fails leaves the step
+    /// without its screenshot (logged).
+    fn record_later(
+        &self,
+        recording: Recording,
+        call: &DesktopCall,
+        mut content: StepContent,
+        capture: Option<Arc<dyn CommandDispatcher>>,
+    ) {
         let direct = self.direct.clone();
         let call = call.clone();
         let span = tracing::info_span!("direct.record", tool = call.tool, step = recording.step());
         tokio::spawn(
             async move {
+                if let Some(dispatcher) = capture {
+                    match dispatcher
+                        .execute(vec![Command::observe(CAPTURE_DESKTOP, json!({}))])
+                        .await
+                    {
+                        Ok(results) => {
+                            for shot in results.iter().flat_map(|r| r.images.iter()) {
+                                content.artifacts.push(record::artifact(
+                                    ArtifactKind::DesktopScreenshot,
+                                    shot,
+                                    json!({"mcp_tool": call.tool}),
+                                ));
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the step's desktop capture failed");
+                        }
+                    }
+                }
                 if let Err(e) = recording.finish(&call, content, direct.uploads()).await {
                     tracing::error!(error = %e, "a direct call's step could not be recorded");
                 }

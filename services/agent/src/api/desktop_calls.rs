@@ -61,6 +61,10 @@ pub struct DesktopCallView {
     /// Screenshots, in order.
     #[serde(default)]
     pub images: Vec<DesktopImage>,
+    /// The time the executor reported spending on the call's commands, in microseconds (absent for
+    /// `end_direct_session`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub executor_us: Option<u64>,
 }
 
 fn api_error(e: ToolError) -> ApiError {
@@ -91,6 +95,7 @@ pub async fn desktop_call(
             session_id: None,
             step: None,
             images: Vec::new(),
+            executor_us: None,
         }));
     }
     let checked = call(&body.tool, Some(&body.arguments))
@@ -121,5 +126,6 @@ pub async fn desktop_call(
                 data: base64::engine::general_purpose::STANDARD.encode(i.bytes),
             })
             .collect(),
+        executor_us: outcome.executor_us,
     }))
 }

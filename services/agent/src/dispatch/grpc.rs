@@ -216,6 +216,7 @@ fn from_proto(r: v1::Result) -> CommandResult {
             .result
             .map_or(serde_json::Value::Null, ufo_proto::json::from_value),
         call_id: r.call_id,
+        duration_us: r.duration_us,
         images: r.images.into_iter().map(image).collect(),
         warnings: r.warnings,
         settle: r.settle.map(|s| super::Settle {

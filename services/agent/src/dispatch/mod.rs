@@ -134,6 +134,9 @@ pub struct CommandResult {
     pub settle: Option<Settle>,
     /// On an action the executor ran: what it was observed to change.
     pub effect: Option<Effect>,
+    /// Wall time the executor reported spending on the command, in microseconds (0 when the command
+    /// did not reach an executor or the executor did not say).
+    pub duration_us: u64,
 }
 
 impl CommandResult {
@@ -148,6 +151,7 @@ impl CommandResult {
             warnings: vec![],
             settle: None,
             effect: None,
+            duration_us: 0,
         }
     }
 

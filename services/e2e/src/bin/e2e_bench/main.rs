@@ -7,6 +7,8 @@
 //!   stand-in; CPU per step of the system's processes (from /proc); Postgres statements per step.
 //! - [`handover`]: the desktop pool's hand-over, from a desktop freeing up to the next task's first
 //!   command on it, with and without the check-in claiming the next task (`--handover-tasks`).
+//! - [`mcp_click`] (`--mcp-click`, alone): a desktop `click` through MCP over the executor's own time,
+//!   per call, optionally side by side with another build's agent (`--mcp-click-baseline`).
 //! - [`store`] sets up each store, [`pg`] is the bench's private Postgres cluster (with
 //!   `pg_stat_statements`), [`measure`] reads /proc, sizes and statements, [`report`] prints the table.
 //!
@@ -14,6 +16,7 @@
 
 #[cfg(target_os = "linux")]
 mod handover;
+mod mcp_click;
 #[cfg(target_os = "linux")]
 mod measure;
 #[cfg(target_os = "linux")]
@@ -80,6 +83,20 @@ struct Args {
     /// the bench's own (e.g. an earlier build's, to compare; its agent must know the flags a run passes).
     #[arg(long, env = "UFO_BENCH_SERVICES_FROM")]
     services_from: Option<PathBuf>,
+    /// Measure only a desktop `click` through MCP against the executor's own time (docs/mcp-server.md),
+    /// on each store of `--store`.
+    #[arg(long)]
+    mcp_click: bool,
+    /// MCP clicks (and executor calls) measured per path in the `--mcp-click` run.
+    #[arg(long, env = "UFO_BENCH_MCP_CLICKS", default_value_t = 100)]
+    mcp_clicks: usize,
+    /// Warm-up rounds of the `--mcp-click` run, not counted.
+    #[arg(long, env = "UFO_BENCH_MCP_WARMUP", default_value_t = 10)]
+    mcp_warmup: usize,
+    /// A directory with another build's `ufo-agent` and `ufo-session` (e.g. the commit before a change):
+    /// the `--mcp-click` run measures its MCP click side by side, alternating.
+    #[arg(long, env = "UFO_BENCH_MCP_CLICK_BASELINE")]
+    mcp_click_baseline: Option<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
@@ -108,6 +125,27 @@ async fn main() -> anyhow::Result<()> {
             StoreKind::Postgres => Some(pg::PrivatePostgres::start(args.pg_bin_dir.clone()).await?),
             StoreKind::Embedded => None,
         };
+        if args.mcp_click {
+            let storage = storage(kind, pg.as_ref(), &args).await?;
+            let baseline = match &args.mcp_click_baseline {
+                Some(_) => Some(store::Storage::create(kind, pg.as_ref()).await?),
+                None => None,
+            };
+            eprintln!(
+                "{}: MCP click run ({} clicks)",
+                kind.label(),
+                args.mcp_clicks
+            );
+            println!("\n# {}", kind.label());
+            mcp_click::run(
+                &storage,
+                args.mcp_click_baseline.as_deref().zip(baseline.as_ref()),
+                args.mcp_clicks,
+                args.mcp_warmup,
+            )
+            .await?;
+            continue;
+        }
         let mut result = report::StoreResult {
             kind,
             overhead: None,
@@ -141,7 +179,9 @@ async fn main() -> anyhow::Result<()> {
         }
         results.push(result);
     }
-    report::print(&results, delay, args.tasks, args.task_app_steps + 3);
+    if !args.mcp_click {
+        report::print(&results, delay, args.tasks, args.task_app_steps + 3);
+    }
     Ok(())
 }
 

@@ -1,0 +1,408 @@
+//! `--mcp-click`: what a desktop `click` through MCP costs over the executor's own time, per call.
+//!
+//! A real `ufo-executor` (headless: its own Xvfb, 1280×900, mousepad) and, per agent build, a cluster of
+//! `ufo-session` (the run's store) and `ufo-agent` with that executor registered as `desk`, all separate
+//! processes. In alternation, N times each after warm-up rounds:
+//!
+//! - **executor**: `click_input` on mousepad's text view sent straight to the executor (gRPC);
+//! - **MCP**: `tools/call click` from an rmcp client over streamable HTTP to the agent's `/mcp` (auth,
+//!   policy, the intent, the executor, the step recorded in the caller's direct session);
+//! - with `--mcp-click-baseline DIR`, the same MCP click on an agent built from another commit (its
+//!   binaries in DIR), and the executor batch that agent's click ran (`click_input` +
+//!   `capture_desktop_screenshot`).
+//!
+//! Each call's overhead is taken inside that call: its round trip minus the time the executor reported
+//! for the call's commands (`Result.duration_us`; an MCP click returns it as `executor_us`), so the
+//! screen's settle wait and the capture, which vary by tens of milliseconds from call to call, drop out.
+//! Between calls the bench waits until the MCP call's step is recorded (its screenshot and record run
+//! after the answer), so no call queues behind another's.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use ufo_agent::dispatch::grpc::GrpcDispatcher;
+use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus};
+use ufo_client::AgentClient;
+use ufo_testkit::{Cluster, ProcessBuilder, ServiceProcess, free_port};
+
+use crate::store::Storage;
+
+const TOKEN: &str = "bench-executor-token";
+
+/// One call's figures, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    round_trip: f64,
+    executor: f64,
+}
+
+/// One agent build under measurement.
+struct Mcp {
+    label: String,
+    cluster: Cluster,
+    client: RunningService<rmcp::RoleClient, ()>,
+    rest: AgentClient,
+    control: String,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn p50_p90(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (percentile(&v, 0.5), percentile(&v, 0.9))
+}
+
+async fn execute(d: &dyn CommandDispatcher, commands: Vec<Command>) -> anyhow::Result<Timing> {
+    let t = Instant::now();
+    let results = d.execute(commands).await?;
+    let round_trip = t.elapsed().as_secs_f64() * 1e3;
+    for r in &results {
+        if r.status != ResultStatus::Success {
+            bail!("the executor refused: {}", r.error);
+        }
+    }
+    let us: u64 = results.iter().map(|r| r.duration_us).sum();
+    Ok(Timing {
+        round_trip,
+        executor: us as f64 / 1e3,
+    })
+}
+
+async fn call(
+    client: &RunningService<rmcp::RoleClient, ()>,
+    name: &'static str,
+    arguments: Value,
+) -> anyhow::Result<Value> {
+    let mut params = CallToolRequestParams::new(name);
+    params.arguments = arguments.as_object().cloned();
+    let result = client.call_tool(params).await?;
+    if result.is_error == Some(true) {
+        bail!("{name} failed: {result:?}");
+    }
+    result
+        .structured_content
+        .with_context(|| format!("{name} answered without structured content"))
+}
+
+/// The headless executor, serving with mousepad allowed.
+async fn executor(bin_dir: &Path) -> anyhow::Result<(ServiceProcess, String)> {
+    let port = free_port()?;
+    let url = format!("http://127.0.0.1:{port}");
+    let mut process = ProcessBuilder::new("ufo-executor", bin_dir.join("ufo-executor"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--allow-app", "mousepad", "--desktop", "headless"])
+        .args(["--desktop-size", "1280x900"])
+        .env("UFO_EXECUTOR_TOKEN", TOKEN)
+        .env_remove("UFO_OTLP_ENDPOINT")
+        .spawn()?;
+    process
+        .wait_grpc_ready(&url, Duration::from_secs(120))
+        .await?;
+    Ok((process, url))
+}
+
+impl Mcp {
+    async fn start(
+        label: &str,
+        storage: &Storage<'_>,
+        bin_dir: Option<&Path>,
+        executor_url: &str,
+        window: &str,
+    ) -> anyhow::Result<Self> {
+        let mut builder = storage.configure(Cluster::builder())?;
+        if let Some(dir) = bin_dir {
+            builder = builder.binaries_from(dir);
+        }
+        let registered = format!("desk={executor_url}");
+        let cluster = builder
+            .agent_args([
+                "--executors",
+                registered.as_str(),
+                "--executor-token",
+                TOKEN,
+                "--runner-slots",
+                "0",
+            ])
+            .start()
+            .await?;
+        let transport = StreamableHttpClientTransport::with_client(
+            ufo_testkit::http_client(),
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", cluster.rest_url))
+                .auth_header(cluster.api_key.clone()),
+        );
+        let client = ().serve(transport).await?;
+        let controls = call(
+            &client,
+            "list_controls",
+            json!({"executor": "desk", "window": window}),
+        )
+        .await?;
+        let control = controls["result"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Edit")
+            .and_then(|c| c["id"].as_str())
+            .context("mousepad's text view in list_controls")?
+            .to_owned();
+        let rest = ufo_e2e::agent(&cluster)?;
+        Ok(Self {
+            label: label.to_owned(),
+            cluster,
+            client,
+            rest,
+            control,
+        })
+    }
+
+    /// One click: its timing (the executor's time as the agent reported it, when it does) once its
+    /// step is recorded.
+    async fn click(&self) -> anyhow::Result<Timing> {
+        let t = Instant::now();
+        let clicked = call(
+            &self.client,
+            "click",
+            json!({"executor": "desk", "control": self.control}),
+        )
+        .await?;
+        let round_trip = t.elapsed().as_secs_f64() * 1e3;
+        let executor = clicked["executor_us"]
+            .as_u64()
+            .map_or(f64::NAN, |us| us as f64 / 1e3);
+        let session = clicked["session_id"]
+            .as_str()
+            .context("the click's session")?
+            .to_owned();
+        let step = clicked["step"].as_u64().context("the click's step")?;
+        ufo_testkit::poll_until(
+            "the click's step recorded",
+            Duration::from_secs(60),
+            Duration::from_millis(5),
+            || {
+                let session = session.clone();
+                async move {
+                    let page = self
+                        .rest
+                        .steps(&session, Some(step), Some(1))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok((page["steps"].as_array().is_some_and(|s| !s.is_empty())).then_some(()))
+                }
+            },
+        )
+        .await?;
+        Ok(Timing {
+            round_trip,
+            executor,
+        })
+    }
+}
+
+/// Runs the measurement on `storage` (one per agent build: `baseline_storage` for the baseline's).
+pub async fn run(
+    storage: &Storage<'_>,
+    baseline: Option<(&Path, &Storage<'_>)>,
+    clicks: usize,
+    warmup: usize,
+) -> anyhow::Result<()> {
+    let bin_dir: PathBuf = std::env::current_exe()?
+        .parent()
+        .context("the bench's directory")?
+        .to_owned();
+    let (mut executor_process, url) = executor(&bin_dir).await?;
+    let direct: Arc<dyn CommandDispatcher> = Arc::new(GrpcDispatcher::connect_lazy(
+        &url,
+        Some(TOKEN),
+        10_000,
+        64 << 20,
+        None,
+    )?);
+    execute(
+        direct.as_ref(),
+        vec![Command::act(
+            "launch_application",
+            json!({"name": "mousepad", "args": []}),
+        )],
+    )
+    .await?;
+    let window = ufo_testkit::poll_until(
+        "mousepad's window",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || {
+            let direct = direct.clone();
+            async move {
+                let listed = direct
+                    .execute(vec![Command::observe(
+                        "get_desktop_app_target_info",
+                        json!({}),
+                    )])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(listed
+                    .first()
+                    .and_then(|l| l.result.as_array())
+                    .and_then(|ws| {
+                        ws.iter()
+                            .find(|w| {
+                                w["name"]
+                                    .as_str()
+                                    .is_some_and(|n| n.to_lowercase().contains("mousepad"))
+                            })
+                            .and_then(|w| w["id"].as_str().map(str::to_owned))
+                    }))
+            }
+        },
+    )
+    .await?;
+    let this = Mcp::start("this build", storage, None, &url, &window).await?;
+    let base = match baseline {
+        Some((dir, s)) => Some(Mcp::start("baseline", s, Some(dir), &url, &window).await?),
+        None => None,
+    };
+    // The direct path's own window selection and listing (ids are the same listing's).
+    execute(
+        direct.as_ref(),
+        vec![
+            Command::observe("select_application_window", json!({"id": window})),
+            Command::observe("get_app_window_controls_target_info", json!({})),
+        ],
+    )
+    .await?;
+    let click = |control: &str| {
+        Command::act(
+            "click_input",
+            json!({"id": control, "button": "left", "double": false}),
+        )
+    };
+    let mut bare = Vec::new();
+    let mut batch = Vec::new();
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for round in 0..warmup + clicks {
+        let b = execute(direct.as_ref(), vec![click(&this.control)]).await?;
+        let m = this.click().await?;
+        let (t, e) = match &base {
+            Some(base) => {
+                let t = base.click().await?;
+                let e = execute(
+                    direct.as_ref(),
+                    vec![
+                        click(&this.control),
+                        Command::observe("capture_desktop_screenshot", json!({})),
+                    ],
+                )
+                .await?;
+                (Some(t), Some(e))
+            }
+            None => (None, None),
+        };
+        if round >= warmup {
+            bare.push(b);
+            ours.push(m);
+            theirs.extend(t);
+            batch.extend(e);
+        }
+    }
+    report(
+        clicks,
+        warmup,
+        &bare,
+        &ours,
+        &batch,
+        &theirs,
+        base.is_some(),
+    );
+
+    for mcp in [Some(this), base].into_iter().flatten() {
+        let Mcp {
+            label,
+            mut cluster,
+            client,
+            ..
+        } = mcp;
+        client.cancel().await.ok();
+        cluster
+            .stop()
+            .await
+            .with_context(|| format!("stopping the {label} cluster"))?;
+    }
+    executor_process.stop().await?;
+    Ok(())
+}
+
+fn row(name: &str, timings: &[Timing]) -> (f64, f64) {
+    let (rt50, rt90) = p50_p90(timings.iter().map(|t| t.round_trip).collect());
+    let (ex50, _) = p50_p90(timings.iter().map(|t| t.executor).collect());
+    let (ov50, ov90) = p50_p90(
+        timings
+            .iter()
+            .map(|t| t.round_trip - t.executor)
+            .filter(|v| !v.is_nan())
+            .collect(),
+    );
+    let overhead = if ov50.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{ov50:.2} ms | {ov90:.2} ms")
+    };
+    let executor = if ex50.is_nan() {
+        "—".to_owned()
+    } else {
+        format!("{ex50:.1} ms")
+    };
+    println!("| {name} | {rt50:.1} ms | {rt90:.1} ms | {executor} | {overhead} |");
+    (rt50, ov50)
+}
+
+fn report(
+    clicks: usize,
+    warmup: usize,
+    bare: &[Timing],
+    ours: &[Timing],
+    batch: &[Timing],
+    theirs: &[Timing],
+    baseline: bool,
+) {
+    println!();
+    println!(
+        "## desktop click through MCP: {clicks} calls per path, alternating, after {warmup} warm-up rounds"
+    );
+    println!();
+    println!(
+        "| path | round trip p50 | p90 | executor's own (reported) p50 | overhead per call (round trip − executor) p50 | p90 |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    let (_, direct_ov) = row("executor: `click_input` over gRPC", bare);
+    let (ours_rt, ours_ov) = row("MCP `click` (this build)", ours);
+    if baseline {
+        row(
+            "executor: `click_input` + `capture_desktop_screenshot` over gRPC",
+            batch,
+        );
+        let (theirs_rt, _) = row("MCP `click` (baseline build)", theirs);
+        println!();
+        println!(
+            "MCP click round trip p50: baseline {theirs_rt:.1} ms, this build {ours_rt:.1} ms: {:.2}x",
+            theirs_rt / ours_rt
+        );
+    }
+    println!();
+    println!(
+        "overhead of an MCP click over the executor's own time, p50: {ours_ov:.2} ms (a direct gRPC call's: {direct_ov:.2} ms)"
+    );
+}

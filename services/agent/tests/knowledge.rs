@@ -513,6 +513,137 @@ async fn knowledge_off_changes_nothing_else() {
     assert_eq!(prompts[0], prompts[1]);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_knowledge_a_prompt_got_is_in_the_step_view_the_cli_and_the_events() {
+    // With --knowledge, a help document that reaches a step's prompt is named by the step's REST view,
+    // the step stored in the session service, `ufo show --steps` and a knowledge_retrieved event in
+    // the SSE stream; without it, none of them mentions knowledge.
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    for on in [true, false] {
+        let rig = Rig::start(if on { &["--knowledge"][..] } else { &[][..] }).await;
+        let (status, stored) = rig
+            .call(
+                "kr",
+                "POST",
+                "/v1/knowledge/documents",
+                Some(json!({"app": "notes", "files": [{"name": "notes-help.md",
+                    "content": "# Copying a note\nThe Copy button copies the whole note to the clipboard."}]})),
+            )
+            .await;
+        assert_eq!(status, 200, "{stored}");
+        let (id, prompts) = rig.run("ka", "copy the note", false).await;
+        let (status, page) = rig
+            .call("ka", "GET", &format!("/v1/tasks/{id}/steps"), None)
+            .await;
+        assert_eq!(status, 200, "{page}");
+        let steps = page["steps"].as_array().unwrap();
+        assert_eq!((steps.len(), prompts.len()), (3, 3), "{page}");
+
+        // Each step names exactly what its prompt quoted (the model's requests are the steps', in order).
+        for (step, prompt) in steps.iter().zip(&prompts) {
+            let quoted = prompt.contains("[Retrieved knowledge]");
+            let used = step["knowledge"].as_array().cloned().unwrap_or_default();
+            assert_eq!(!used.is_empty(), quoted, "{step}\n{prompt}");
+            for item in &used {
+                let source = item["source"].as_str().unwrap();
+                assert!(
+                    prompt.contains(&format!("source: {source} (")),
+                    "{item} not in {prompt}"
+                );
+            }
+        }
+        let app = &steps[1];
+        assert_eq!(app["agent_kind"], "app", "{app}");
+        let events = rig.sse_events("ka", &id).await;
+        let retrieved: Vec<&Value> = events
+            .iter()
+            .filter(|(name, _)| name == "knowledge_retrieved")
+            .map(|(_, data)| data)
+            .collect();
+        let stored = rig.session.steps(&id).await;
+        let shown = std::process::Command::new(&ufo)
+            .args(["--server", &rig.agent.http, "--grpc", &rig.agent.grpc])
+            .args(["--token", "ka", "show", "--steps", &id])
+            .env_remove("UFO_SERVER")
+            .env_remove("UFO_GRPC")
+            .env_remove("UFO_TOKEN")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+        assert!(
+            shown.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&shown.stderr)
+        );
+        if on {
+            let item = &app["knowledge"][0];
+            assert_eq!(item["kind"], "document", "{app}");
+            assert_eq!(item["source"], "notes-help.md", "{app}");
+            assert_eq!(item["title"], "Copying a note", "{app}");
+            assert!(item["score"].as_f64().unwrap() > 0.0, "{app}");
+            assert!(!item["id"].as_str().unwrap().is_empty(), "{app}");
+            // Durable with the step: the session service's own step row carries the items.
+            let extra = ufo_proto::json::from_optional_struct(stored[1].extra.clone());
+            assert_eq!(extra["knowledge"][0]["source"], "notes-help.md", "{extra}");
+            // One event per step whose prompt got knowledge, naming its sources and counting its kinds.
+            let with = steps
+                .iter()
+                .filter(|s| s.get("knowledge").is_some())
+                .count();
+            assert_eq!(retrieved.len(), with, "{events:?}");
+            let of_app = retrieved
+                .iter()
+                .find(|e| e["step"] == app["step"])
+                .unwrap_or_else(|| panic!("no event of step 2: {events:?}"));
+            assert_eq!(of_app["payload"]["agent"], app["agent_name"], "{of_app}");
+            assert_eq!(of_app["payload"]["application"], "notes", "{of_app}");
+            assert_eq!(of_app["payload"]["sources"][0], "notes-help.md", "{of_app}");
+            assert_eq!(of_app["payload"]["kinds"]["document"], 1, "{of_app}");
+            assert!(of_app["payload"]["ms"].is_u64(), "{of_app}");
+            assert!(
+                text.contains("knowledge used: notes-help.md (document, "),
+                "{text}"
+            );
+        } else {
+            assert!(steps.iter().all(|s| s.get("knowledge").is_none()), "{page}");
+            assert!(retrieved.is_empty(), "{events:?}");
+            assert!(!text.contains("knowledge"), "{text}");
+            for step in &stored {
+                let extra = ufo_proto::json::from_optional_struct(step.extra.clone());
+                assert!(extra.get("knowledge").is_none(), "{extra}");
+            }
+        }
+        rig.stop().await;
+    }
+}
+
+impl Rig {
+    /// The server-sent events of an ended task as `(event name, data)`, in order (the stream ends
+    /// after the task's terminal event).
+    async fn sse_events(&self, key: &str, id: &str) -> Vec<(String, Value)> {
+        let body = self
+            .http
+            .get(format!("{}/v1/tasks/{id}/events", self.agent.http))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let mut name = String::new();
+        for line in body.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = n.to_owned();
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                out.push((name.clone(), serde_json::from_str(d).unwrap_or(Value::Null)));
+            }
+        }
+        out
+    }
+}
+
 impl Rig {
     /// Submits `body` as `key`, with `replies` scripted for the model, and waits for the end; returns the
     /// task view, its steps and the texts of the model requests it made.

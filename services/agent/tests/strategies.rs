@@ -328,8 +328,21 @@ impl ufo_agent::agents::services::KnowledgeSource for Knowledge {
         &self,
         subtask: &str,
         application: &str,
-    ) -> Result<String, ufo_agent::agents::services::KnowledgeError> {
-        Ok(format!("in {application}, to {subtask}: press Ctrl+C"))
+    ) -> Result<ufo_agent::agents::services::Retrieved, ufo_agent::agents::services::KnowledgeError>
+    {
+        Ok(ufo_agent::agents::services::Retrieved {
+            used: vec![ufo_agent::agents::services::KnowledgeUsed {
+                kind: "document".into(),
+                source: "copying.md".into(),
+                title: "Copying".into(),
+                score: 2.5,
+                id: String::new(),
+            }],
+            ms: 3,
+            ..ufo_agent::agents::services::Retrieved::text(format!(
+                "in {application}, to {subtask}: press Ctrl+C"
+            ))
+        })
     }
 }
 
@@ -490,6 +503,10 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
         out.get(APP_RESPONSE).unwrap().unwrap().actions[0].arguments["id"],
         "2"
     );
+    // The step learns which knowledge reached the prompt (its items, not its text).
+    let used = out.get(KNOWLEDGE_USED).unwrap().unwrap();
+    assert_eq!(used.used[0].source, "copying.md");
+    assert_eq!((used.ms, used.text.as_str()), (3, ""));
     // Images were downscaled to the configured prompt size.
     let urls = llm.requests()[0].image_urls();
     assert!(urls.iter().all(|u| u.starts_with("data:image/png;base64,")));

@@ -266,6 +266,9 @@ pub async fn show(
         let list = steps.get("steps").unwrap_or(&steps);
         for step in list.as_array().map(Vec::as_slice).unwrap_or_default() {
             println!("{}", render::step_line(step));
+            if let Some(line) = render::knowledge_line(step) {
+                println!("{line}");
+            }
         }
     }
     Ok(Outcome::Success)

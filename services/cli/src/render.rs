@@ -75,6 +75,23 @@ pub fn step_line(step: &Value) -> String {
         .to_owned()
 }
 
+/// The "knowledge used" line under a step (`ufo show --steps`): each item that reached its prompt, in
+/// the prompt's order, as `source (kind, score)`; `None` when none did.
+pub fn knowledge_line(step: &Value) -> Option<String> {
+    let items = step.get("knowledge").and_then(Value::as_array)?;
+    let shown: Vec<String> = items
+        .iter()
+        .map(|item| {
+            let score = number(item, "score")
+                .filter(|s| *s > 0.0)
+                .map(|s| format!(", {s:.2}"))
+                .unwrap_or_default();
+            format!("{} ({}{score})", text(item, "source"), text(item, "kind"))
+        })
+        .collect();
+    (!shown.is_empty()).then(|| format!("          knowledge used: {}", shown.join("; ")))
+}
+
 fn action_text(action: &Value) -> String {
     let representation = text(action, "representation");
     let function = text(action, "function");
@@ -160,6 +177,19 @@ fn event_text(event: &Event, payload: &Value) -> Option<String> {
         EventKind::RequestAdded => format!("follow-up request {}", quoted(payload, "request")),
         EventKind::CancelRequested => "cancel requested".to_owned(),
         EventKind::Warning => format!("warning: {}", text(payload, "message")),
+        EventKind::KnowledgeRetrieved => format!(
+            "knowledge retrieved for {}: {}",
+            text(payload, "agent"),
+            payload
+                .get("sources")
+                .and_then(Value::as_array)
+                .map(|s| s
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
         EventKind::TaskReleased => {
             "task released by its runner (another will resume it)".to_owned()
         }
@@ -371,6 +401,31 @@ mod tests {
         ] {
             assert!(line.contains(part), "{part:?} missing in {line:?}");
         }
+    }
+
+    #[test]
+    fn knowledge_a_step_used_is_a_line_and_none_is_no_line() {
+        let step = json!({"step": 2, "knowledge": [
+            {"kind": "document", "source": "notes-help.md", "title": "Copying", "score": 3.04159},
+            {"kind": "web", "source": "https://example.org/copy", "title": "Copy", "score": 0.0}]});
+        assert_eq!(
+            knowledge_line(&step).as_deref(),
+            Some(
+                "          knowledge used: notes-help.md (document, 3.04); https://example.org/copy (web)"
+            )
+        );
+        assert_eq!(knowledge_line(&json!({"step": 2})), None);
+        assert_eq!(knowledge_line(&json!({"knowledge": []})), None);
+        let event = Event {
+            seq: 9,
+            kind: EventKind::KnowledgeRetrieved as i32,
+            ..Event::default()
+        };
+        let payload = json!({"agent": "AppAgent/notes", "sources": ["notes-help.md", "task:1"]});
+        assert_eq!(
+            event_line(&event, &payload).as_deref(),
+            Some("#9    knowledge retrieved for AppAgent/notes: notes-help.md, task:1")
+        );
     }
 
     #[test]

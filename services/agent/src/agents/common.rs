@@ -124,6 +124,20 @@ pub fn answered<T: Send + Sync + 'static>(
         .fold(out, |o, m| o.with(REPLAY_MARK, m))
 }
 
+/// `out` with the knowledge that reached the prompt (its items and time, not its text) when any did.
+pub fn with_knowledge(out: Outputs, knowledge: crate::agents::knowledge::Retrieved) -> Outputs {
+    if knowledge.used.is_empty() {
+        return out;
+    }
+    out.with(
+        KNOWLEDGE_USED,
+        crate::agents::knowledge::Retrieved {
+            text: String::new(),
+            ..knowledge
+        },
+    )
+}
+
 /// Appends each image after its caption (`caption:` then the image).
 pub fn captioned<'a, C: AsRef<str> + 'a>(
     parts: &mut Vec<ContentPart>,

@@ -81,3 +81,6 @@ pub const SCREEN_HASH: Key<String> = Key::new("screen_hash");
 pub const SETTLE: Key<Settle> = Key::new("settle");
 /// A screenshot saved to the blackboard.
 pub const SAVED_IMAGE: Key<BlackboardImage> = Key::new("saved_image");
+/// The knowledge that reached this step's prompt (its items and how long retrieving took; the text is
+/// left out): stored as `Step.extra.knowledge` and announced by a KNOWLEDGE_RETRIEVED event.
+pub const KNOWLEDGE_USED: Key<crate::agents::knowledge::Retrieved> = Key::new("knowledge_used");

@@ -18,6 +18,7 @@ pub mod app;
 pub mod common;
 pub mod host;
 pub mod keys;
+pub mod knowledge;
 pub mod policy;
 pub mod response;
 pub mod services;

@@ -19,13 +19,15 @@ pub enum KnowledgeError {
     Store(String),
 }
 
+pub use super::knowledge::{KnowledgeUsed, Retrieved, USED_TITLE_CHARS};
+
 /// Retrieved knowledge for a subtask (seed 001 "RAG": experience, demonstrations, documents, search),
 /// rendered as prompt text.
 #[async_trait]
 pub trait KnowledgeSource: Send + Sync {
     /// Knowledge useful for `text` (the HostAgent's request, an AppAgent's subtask) in `application`
-    /// ("" = any application), rendered for the prompt ("" when none).
-    async fn retrieve(&self, text: &str, application: &str) -> Result<String, KnowledgeError>;
+    /// ("" = any application), rendered for the prompt ("" when none), with the items it holds.
+    async fn retrieve(&self, text: &str, application: &str) -> Result<Retrieved, KnowledgeError>;
 }
 
 /// What `source` retrieves for `text` in `application`, or nothing — without a source, or when it
@@ -34,16 +36,16 @@ pub async fn retrieve_or_nothing(
     source: Option<&Arc<dyn KnowledgeSource>>,
     text: &str,
     application: &str,
-) -> String {
+) -> Retrieved {
     let Some(source) = source else {
-        return String::new();
+        return Retrieved::default();
     };
     source
         .retrieve(text, application)
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, "knowledge retrieval failed; prompting without it");
-            String::new()
+            Retrieved::default()
         })
 }
 

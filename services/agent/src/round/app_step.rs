@@ -137,6 +137,7 @@ impl Round {
             extra.insert("warnings".into(), json!(warnings));
         }
         crate::replay::mark(&mut local, &mut extra);
+        let knowledge = super::output::knowledge(&mut local, &mut extra, &agent_name, &app_root);
         let step = v1::Step {
             observation: response.observation.clone(),
             thought: response.thought.clone(),
@@ -149,6 +150,12 @@ impl Round {
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
         let step = record.step.step;
+        if let Some(payload) = knowledge {
+            let kind = v1::EventKind::KnowledgeRetrieved;
+            record
+                .events
+                .push(super::output::draft(kind, payload, step));
+        }
         record.events.extend(warnings.into_iter().map(|message| {
             let payload = json!({"source": "app_agent", "message": message});
             super::output::draft(v1::EventKind::Warning, payload, step)

@@ -95,6 +95,7 @@ impl Round {
             extra.insert("error".into(), json!(e));
         }
         crate::replay::mark(&mut local, &mut extra);
+        let knowledge = super::output::knowledge(&mut local, &mut extra, &self.host.name, "");
         let step = v1::Step {
             subtask: response.current_subtask.clone(),
             observation: response.observation.clone(),
@@ -107,6 +108,13 @@ impl Round {
             ..row
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
+        if let Some(payload) = knowledge {
+            let kind = v1::EventKind::KnowledgeRetrieved;
+            let step = record.step.step;
+            record
+                .events
+                .push(super::output::draft(kind, payload, step));
+        }
         if let Some(d) = desktop {
             record
                 .artifacts

@@ -35,3 +35,40 @@ pub fn draft(kind: ufo_proto::v1::EventKind, payload: serde_json::Value, step: u
         round: 0,
     }
 }
+
+/// Moves the knowledge that reached the step's prompt (if any) into the step's `extra.knowledge` (the
+/// items: kind, source, title, score, id) and answers the payload of its KNOWLEDGE_RETRIEVED event:
+/// `{agent, application, items, kinds: {kind: count}, sources, ms}` (docs/knowledge.md "Visible").
+pub fn knowledge(
+    local: &mut crate::processor::Values,
+    extra: &mut serde_json::Map<String, serde_json::Value>,
+    agent: &str,
+    application: &str,
+) -> Option<serde_json::Value> {
+    let retrieved = local
+        .take(crate::agents::keys::KNOWLEDGE_USED)
+        .ok()
+        .flatten()?;
+    if retrieved.used.is_empty() {
+        return None;
+    }
+    let mut kinds = serde_json::Map::new();
+    for item in &retrieved.used {
+        let n = kinds.get(&item.kind).and_then(|v| v.as_u64()).unwrap_or(0);
+        kinds.insert(item.kind.clone(), serde_json::json!(n + 1));
+    }
+    let sources: Vec<&str> = retrieved.used.iter().map(|u| u.source.as_str()).collect();
+    let payload = serde_json::json!({
+        "agent": agent,
+        "application": application,
+        "items": retrieved.used.len(),
+        "kinds": kinds,
+        "sources": sources,
+        "ms": retrieved.ms,
+    });
+    extra.insert(
+        "knowledge".into(),
+        serde_json::to_value(&retrieved.used).unwrap_or_default(),
+    );
+    Some(payload)
+}

@@ -14,7 +14,7 @@ use ufo_common::grpc::ClientContext;
 use ufo_proto::v1::knowledge_store_client::KnowledgeStoreClient;
 use ufo_proto::v1::{KnowledgeHit, KnowledgeKind, SearchKnowledgeRequest};
 
-use crate::agents::services::{KnowledgeError, KnowledgeSource};
+use crate::agents::services::{KnowledgeError, KnowledgeSource, KnowledgeUsed, Retrieved};
 use crate::config::SessionConfig;
 use crate::store::client::SessionClientError;
 
@@ -175,27 +175,42 @@ fn kind_label(kind: i32) -> &'static str {
     }
 }
 
+/// What an item is, as the step view names it.
+fn kind_name(kind: i32) -> &'static str {
+    match KnowledgeKind::try_from(kind) {
+        Ok(KnowledgeKind::Experience) => "experience",
+        Ok(KnowledgeKind::Demonstration) => "demonstration",
+        _ => "document",
+    }
+}
+
 /// Renders hits as numbered, cited items within `budget.chars` characters (an item that does not fit
 /// whole is cut; items after the budget is spent are left out). "" when there are no hits.
 pub fn render(hits: &[KnowledgeHit], budget: KnowledgeBudget) -> String {
+    render_used(hits, budget).0
+}
+
+/// [`render`], and the items the text holds, in its order.
+pub fn render_used(hits: &[KnowledgeHit], budget: KnowledgeBudget) -> (String, Vec<KnowledgeUsed>) {
+    let mut used = Vec::new();
     if hits.is_empty() {
-        return String::new();
+        return (String::new(), used);
     }
     let mut out = String::from(PREAMBLE);
-    for (i, hit) in hits.iter().take(budget.top_k as usize).enumerate() {
+    for hit in hits.iter().take(budget.top_k as usize) {
         let Some(item) = &hit.item else { continue };
         let head = format!(
             "\n<<<[{}] source: {} ({}) — {}\n",
-            i + 1,
+            used.len() + 1,
             item.source,
             kind_label(item.kind),
             item.title
         );
         let tail = "\n>>>";
-        let used = out.chars().count();
+        let used_chars = out.chars().count();
         let room = budget
             .chars
-            .saturating_sub(used + head.chars().count() + tail.len());
+            .saturating_sub(used_chars + head.chars().count() + tail.len());
         if room < 40 {
             break;
         }
@@ -213,18 +228,34 @@ pub fn render(hits: &[KnowledgeHit], budget: KnowledgeBudget) -> String {
             out.push('…');
         }
         out.push_str(tail);
+        used.push(KnowledgeUsed {
+            kind: kind_name(item.kind).to_owned(),
+            source: item.source.clone(),
+            title: KnowledgeUsed::short_title(&item.title),
+            score: hit.score,
+            id: item.id.clone(),
+        });
     }
-    out
+    if used.is_empty() {
+        return (String::new(), used);
+    }
+    (out, used)
 }
 
 #[async_trait]
 impl KnowledgeSource for SessionKnowledge {
-    async fn retrieve(&self, text: &str, application: &str) -> Result<String, KnowledgeError> {
+    async fn retrieve(&self, text: &str, application: &str) -> Result<Retrieved, KnowledgeError> {
+        let started = Instant::now();
         let hits = self
             .search(text, application)
             .await
             .map_err(|s| KnowledgeError::Store(s.message().to_owned()))?;
-        Ok(render(&hits, self.budget))
+        let (text, used) = render_used(&hits, self.budget);
+        Ok(Retrieved {
+            text,
+            used,
+            ms: started.elapsed().as_millis() as u64,
+        })
     }
 }
 

@@ -11,7 +11,9 @@ pub use super::memory_update::AppMemoryUpdate;
 use super::progress::{Progress, judge, screen_hash};
 use crate::agents::action::{Precheck, run_actions};
 use crate::agents::app::prompt::{AppPromptInput, messages, with_repeat_counts};
-use crate::agents::common::{answered, blackboard_prompt, failed, offered_names, tool_catalog};
+use crate::agents::common::{
+    answered, blackboard_prompt, failed, offered_names, tool_catalog, with_knowledge,
+};
 use crate::agents::keys::*;
 use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
@@ -277,6 +279,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             LLM_TOTALS.provided(),
             SCREEN_HASH.provided(),
             REPLAY_MARK.provided(),
+            KNOWLEDGE_USED.provided(),
         ]
     }
     async fn execute(
@@ -369,7 +372,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
                 plan: &plan,
                 previous_subtasks: ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice),
                 blackboard: &blackboard,
-                knowledge: &knowledge,
+                knowledge: &knowledge.text,
                 functions: &function_list(catalog, Audience::App),
                 blackboard_images: &board_images,
                 no_progress: &no_progress,
@@ -408,7 +411,10 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         .await
         .map_err(|e| failed("app llm interaction failed", e))?;
         asked.totals.add(fallback.totals);
-        Ok(answered(APP_RESPONSE, asked, fallback.mark).with(SCREEN_HASH, screen))
+        Ok(with_knowledge(
+            answered(APP_RESPONSE, asked, fallback.mark).with(SCREEN_HASH, screen),
+            knowledge,
+        ))
     }
 }
 

@@ -9,7 +9,7 @@ use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::common::{
     Progress, answered, blackboard_prompt, failed, memory_dependencies, memory_item, offered_names,
-    remembered, tool_catalog,
+    remembered, tool_catalog, with_knowledge,
 };
 use crate::agents::host::prompt::{HostPromptInput, messages};
 use crate::agents::keys::*;
@@ -169,6 +169,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             RESPONSE_TEXT.provided(),
             LLM_TOTALS.provided(),
             REPLAY_MARK.provided(),
+            KNOWLEDGE_USED.provided(),
         ]
     }
     async fn execute(
@@ -232,7 +233,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
                 previous_actions: &previous_actions,
                 blackboard_images: &board_images,
                 no_progress: &no_progress,
-                knowledge: &knowledge,
+                knowledge: &knowledge.text,
                 reused_plan: &fallback.plan,
             }),
             temperature: settings.temperature,
@@ -268,7 +269,10 @@ impl Strategy<HostAgent> for HostLlmInteraction {
         .await
         .map_err(|e| failed("host llm interaction failed", e))?;
         asked.totals.add(fallback.totals);
-        Ok(answered(HOST_RESPONSE, asked, fallback.mark))
+        Ok(with_knowledge(
+            answered(HOST_RESPONSE, asked, fallback.mark),
+            knowledge,
+        ))
     }
 }
 

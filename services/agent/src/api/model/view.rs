@@ -406,6 +406,28 @@ pub struct StepView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub reuse: Option<Json>,
+    /// The retrieved knowledge that reached this step's prompt, in the prompt's order (with
+    /// `--knowledge`; empty without it or when nothing matched; docs/knowledge.md "Visible").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub knowledge: Vec<KnowledgeUsedView>,
+}
+
+/// One item of retrieved knowledge a step's prompt quoted.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct KnowledgeUsedView {
+    /// `document`, `experience`, `demonstration` or `web`.
+    pub kind: String,
+    /// Its citation: a file name, `task:<id>`, or a URL.
+    pub source: String,
+    /// Its heading (cut at 200 characters).
+    #[serde(default)]
+    pub title: String,
+    /// Its ranking score (higher is better; 0 for web results).
+    #[serde(default)]
+    pub score: f64,
+    /// The knowledge item's id (absent for web results).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
 }
 
 /// A control an action of the step targeted, located in the step's screenshots.
@@ -657,6 +679,13 @@ impl From<pb::Step> for StepView {
                 .extra
                 .as_ref()
                 .and_then(|e| e.fields.get("acted"))
+                .map(|v| ufo_proto::json::from_value(v.clone()))
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default(),
+            knowledge: s
+                .extra
+                .as_ref()
+                .and_then(|e| e.fields.get("knowledge"))
                 .map(|v| ufo_proto::json::from_value(v.clone()))
                 .and_then(|v| serde_json::from_value(v).ok())
                 .unwrap_or_default(),

@@ -562,6 +562,10 @@
       (step.warnings || []).map((w) => h('p', { class: 'warning' }, h('span', { class: 'label' }, 'warning '), w)),
       step.reuse ? h('p', { class: 'reuse', 'data-source': step.reuse.source }, h('span', { class: 'label' }, 'reuse '),
         step.reuse.source === 'reused' ? `reused step ${step.reuse.step} of task ${step.reuse.of} (no model call)` : `the screen differed from step ${step.reuse.step} of task ${step.reuse.of}; the model decided: ${step.reuse.note || ''}`) : null,
+      (step.knowledge || []).length ? h('div', { class: 'knowledge' }, h('span', { class: 'label' }, 'knowledge used'),
+        h('ol', {}, step.knowledge.map((k) => h('li', { 'data-kind': k.kind },
+          /^https?:\/\//.test(k.source) ? h('a', { href: k.source, rel: 'noopener noreferrer', target: '_blank' }, k.source) : h('code', {}, k.source),
+          ` ${k.kind}${k.score > 0 ? ' · ' + k.score.toFixed(2) : ''}${k.title ? ' — ' + k.title : ''}`)))) : null,
       step.actions.length ? h('div', { class: 'actions' }, h('span', { class: 'label' }, 'actions'), step.actions.map(action)) : null,
       step.phases.length ? h('table', { class: 'phases' }, step.phases.map((p) => h('tr', {}, h('td', {}, p.phase), h('td', {}, p.seconds.toFixed(3) + ' s'), h('td', { class: p.success ? '' : 'error' }, p.success ? 'ok' : p.error || 'failed')))) : null);
     const shots = h('div', { class: 'shots' });

@@ -81,7 +81,7 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_MAX_DEADLINE_MS", default_value_t = 120_000)]
     pub max_deadline_ms: u32,
 
-    /// Longest `wait` a command may ask for, in seconds.
+    /// Longest `wait` (and `wait_for_change`) a command may ask for, in seconds.
     #[arg(long, env = "UFO_EXECUTOR_MAX_WAIT_SECONDS", default_value_t = 60.0)]
     pub max_wait_seconds: f64,
 

@@ -16,6 +16,8 @@
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
 //!   shared by the backends.
 //! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
+//! - [`changes`]: `wait_for_change` waits, bounded, for the window to change (a replay waiting for its
+//!   next target).
 //! - [`effect`]: what an action was observed to change (confirmed, none observed, unverifiable), read
 //!   around each action once the screen has settled.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection, [`run_dial_out`] over a
@@ -24,6 +26,7 @@
 //!   [`testing`] adds test helpers on it (applications started and waited for).
 
 pub mod backend;
+pub mod changes;
 pub mod config;
 #[cfg(target_os = "linux")]
 pub mod desktop;

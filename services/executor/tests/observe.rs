@@ -372,3 +372,61 @@ async fn save_as_observes_the_file_chooser_and_writes_the_file() {
     .await;
     assert_eq!(document_text(&exec).await, "hello from ufo");
 }
+
+/// `wait_for_change` (issue 31, what a replay waits for its next target with): gtk3-widget-factory's
+/// spinners are animations, so an unchanged window is no change and the wait runs out; a check box
+/// toggled by another hand (a second executor on the same desktop) ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_change_ignores_spinners_and_ends_on_a_real_change() {
+    let mut desk = Desktop::start(1280, 900).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let (_pid, factory) = desk
+        .launch(backend.as_ref(), "gtk3-widget-factory", &[])
+        .await
+        .unwrap();
+    let exec = Executor::new(backend.clone(), Limits::default(), Vec::new());
+    select(&exec, &factory).await;
+    let quiet = ok(&exec, "wait_for_change", json!({"timeout_ms": 800}))
+        .await
+        .output
+        .result;
+    assert_eq!(quiet["changed"], false, "{quiet}");
+    assert_eq!(quiet["watched"], "events");
+    assert!(quiet["waited_ms"].as_u64().unwrap() >= 700, "{quiet}");
+
+    let other = Arc::new(Executor::new(
+        backend.clone(),
+        Limits::default(),
+        Vec::new(),
+    ));
+    select(&other, &factory).await;
+    let list = drive::controls(&other, OPTS).await;
+    let check = id_where(&list, |c| c["type"] == "CheckBox" && c["enabled"] == true).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The other hand toggles the box until the wait has ended (whenever the wait started).
+    let clicker = tokio::spawn({
+        let (other, done) = (other.clone(), done.clone());
+        async move {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                drive::ok(&other, OPTS, "click_input", json!({"id": check})).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        }
+    });
+    let changed = ok(&exec, "wait_for_change", json!({"timeout_ms": 10_000}))
+        .await
+        .output
+        .result;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    clicker.await.unwrap();
+    assert_eq!(changed["changed"], true, "{changed}");
+    assert!(changed["waited_ms"].as_u64().unwrap() < 5_000, "{changed}");
+    // A timeout above the executor's longest wait is refused.
+    let o = one(&exec, "wait_for_change", json!({"timeout_ms": 3_600_000})).await;
+    assert_eq!(o.status, Status::Failure);
+    assert!(
+        o.error.contains("timeout_ms must be at most 60000"),
+        "{}",
+        o.error
+    );
+}

@@ -591,6 +591,8 @@ fn brief(step: &Value) -> Value {
         "actions": step["actions"].as_array().into_iter().flatten()
             .map(|a| a["representation"].clone()).collect::<Vec<_>>(),
         "seconds": phases,
+        // A replayed step's remark (e.g. how long it waited for its target).
+        "note": step["replay"]["note"],
     })
 }
 

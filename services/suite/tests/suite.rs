@@ -655,3 +655,88 @@ async fn reused_repeats_cost_a_quarter_of_the_calls_and_less_time() {
         renamed["calls"], renamed["replayed"], renamed["fell_back"], renamed["wall_seconds"]
     );
 }
+
+/// Issue 31, a replay waits like a person: `late-button`'s Continue button came 0.8 s after Start when
+/// recorded and comes after 2.5 s when replayed; the replay waits for it (watching the window, not
+/// sleeping) and passes with no model call and no fallback. `never-button`'s never comes: its replay
+/// fails saying how long it waited (the agent's default `--replay-wait-ms`, 5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_waits_for_a_late_target_and_says_how_long_when_it_never_comes() {
+    let out = tempfile::tempdir().unwrap();
+    let tasks = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/replay-wait");
+    let (output, report) = run_suite(
+        &tasks,
+        &[
+            "--min-success",
+            "1.0",
+            "--replay",
+            // The recording looks again while the button is not there yet; room for a slow machine.
+            "--standin-max-waits",
+            "30",
+        ],
+        out.path(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tasks = report["tasks"].as_array().cloned().unwrap_or_default();
+    let task = |name: &str| {
+        tasks
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} ran:\n{stdout}"))
+            .clone()
+    };
+    let late = task("late-button");
+    assert_eq!(late["passed"], true, "recorded:\n{stdout}");
+    let r = &late["replay"];
+    assert_eq!(
+        r["passed"], true,
+        "the late button's replay passed:\n{stdout}"
+    );
+    assert_eq!(r["calls"], 0, "no model call: {r}");
+    assert_eq!(r["fell_back"], 0, "{r}");
+    assert_eq!(r["replayed"], r["steps"], "every step replayed: {r}");
+    // A step after Start waited for the button (event-driven; the note says how long): most of the 2.5 s.
+    let waited: Vec<u64> = r["step_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            s["note"]
+                .as_str()?
+                .strip_prefix("waited ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(
+        waited.iter().any(|ms| (1_000..5_000).contains(ms)),
+        "a replayed step waited for Continue: {r}"
+    );
+
+    let never = task("never-button");
+    assert_eq!(never["passed"], true, "recorded:\n{stdout}");
+    let r = &never["replay"];
+    assert_eq!(r["passed"], false, "{r}");
+    assert_eq!(r["calls"], 0, "no model call: {r}");
+    let why = r["why"].as_str().unwrap();
+    assert!(
+        why.contains("no control matches the selector of click_input")
+            && why.contains("Button \"Continue\""),
+        "{why}"
+    );
+    let waited: u64 = why
+        .split("(waited ")
+        .nth(1)
+        .and_then(|rest| rest.split(" ms for it)").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("the mismatch says how long it waited: {why}"));
+    assert!((5_000..15_000).contains(&waited), "{why}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a replay failed, so the suite did not pass:\n{stdout}"
+    );
+}

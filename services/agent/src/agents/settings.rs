@@ -54,6 +54,9 @@ pub struct AgentSettings {
     pub no_progress_warn: u32,
     /// Further repeats after that warning before the AppAgent fails back to the HostAgent.
     pub no_progress_fail: u32,
+    /// How long a replayed step waits for its recorded target to be listed and enabled (see
+    /// [`crate::replay::wait`]).
+    pub replay_wait: Duration,
     /// How long a launch waits for the program's window to appear.
     pub launch_window_timeout: Duration,
     /// How often the window list is looked at while waiting for a launched program's window.
@@ -131,6 +134,7 @@ impl Default for AgentSettings {
             blackboard_image_max: (640, 640),
             no_progress_warn: 3,
             no_progress_fail: 2,
+            replay_wait: Duration::from_millis(5_000),
             launch_window_timeout: Duration::from_secs(10),
             launch_poll_interval: Duration::from_millis(100),
             host_previous_actions: 10,

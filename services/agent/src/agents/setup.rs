@@ -77,6 +77,7 @@ impl AgentArgs {
             ),
             no_progress_warn: self.no_progress_warn.max(1),
             no_progress_fail: self.no_progress_fail,
+            replay_wait: Duration::from_millis(self.replay_wait_ms),
             launch_window_timeout: Duration::from_millis(self.launch_window_timeout_ms),
             launch_poll_interval: Duration::from_millis(self.launch_poll_ms.max(1)),
             host_previous_actions: self.host_previous_actions,

@@ -13,13 +13,14 @@ use crate::dispatch::CommandResult;
 use crate::dispatch::tools::{ExecutorCatalog, ToolSpec};
 
 /// Tools the agents call themselves to observe (never offered to a model).
-pub const OBSERVATION_TOOLS: [&str; 6] = [
+pub const OBSERVATION_TOOLS: [&str; 7] = [
     "capture_desktop_screenshot",
     "capture_window_screenshot",
     "get_desktop_app_target_info",
     "get_app_window_info",
     "get_app_window_controls_target_info",
     "get_ui_tree",
+    crate::replay::wait::CHANGE_TOOL,
 ];
 
 /// Tools that act on the desktop rather than inside the selected window: the HostAgent's.

@@ -96,6 +96,13 @@ pub struct AgentArgs {
     /// Further repeats after that warning before the AppAgent fails the subtask back to the HostAgent.
     #[arg(long, env = "UFO_AGENT_NO_PROGRESS_FAIL", default_value_t = 2)]
     pub no_progress_fail: u32,
+    /// Milliseconds a replayed (or reused) step waits for its recorded target to be listed and enabled
+    /// before it is a mismatch, watching the window for changes (`wait_for_change`) and listing it again
+    /// on each; a recorded step that only waited waits this long for the next step's target (0: no
+    /// waiting; docs/replay.md "Waiting for targets").
+    #[arg(long, env = "UFO_AGENT_REPLAY_WAIT_MS", default_value_t = 5_000,
+        value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub replay_wait_ms: u64,
     /// Milliseconds a launch waits for the program's window to appear.
     #[arg(
         long,

@@ -94,6 +94,11 @@ impl Outputs {
         self
     }
 
+    /// Moves every output of `other` into `self`, replacing outputs of the same name.
+    pub fn merge(&mut self, other: Outputs) {
+        self.values.merge(other.values);
+    }
+
     /// Reads an output back (e.g. in a test).
     pub fn get<T: 'static>(&self, key: Key<T>) -> Result<Option<&T>, ContextError> {
         self.values.get(key)

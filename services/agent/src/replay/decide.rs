@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use super::plan::{OnMismatch, RecordedStep, ReplaySpec, StepAgent};
+use super::wait::{Waited, only_waited};
 use crate::agents::response::{ActionSpec, AppResponse, HostResponse};
 use crate::agents::target::TargetInfo;
 use crate::memory::MemoryItem;
@@ -201,25 +202,45 @@ fn name(a: StepAgent) -> &'static str {
     }
 }
 
+/// Joins the notes of a step's mark.
+fn join(notes: Vec<String>) -> Option<String> {
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
 /// The AppAgent's reply for replayed step `n`, its targets found among `controls` (this step's listing);
 /// `previous` is the agent's memory of its step before (a replayed action that failed there stops the
-/// replay, or hands this step to the model).
+/// replay, or hands this step to the model); `waited` is how the step waited for its targets
+/// ([`super::wait`]): a mismatch says how long, and a step that only waited and waited for the next
+/// step's targets instead drops its recorded pauses.
 pub fn app_reply(
     spec: &ReplaySpec,
     n: u64,
     controls: &[TargetInfo],
     previous: Option<&MemoryItem>,
+    waited: Option<&Waited>,
 ) -> Result<Decision<AppResponse>, Mismatch> {
     if let Some(why) = failed_before(spec, n, previous) {
         return decided(spec, n, Err(why));
     }
+    let clause = waited.map(Waited::clause).unwrap_or_default();
     let reply = recorded(spec, n, StepAgent::App).and_then(|step| {
         let mut actions = Vec::new();
-        let mut note = None;
+        let mut notes: Vec<String> = waited.and_then(Waited::note).into_iter().collect();
+        let paused_for_next = waited.is_some_and(|w| w.for_next) && only_waited(step);
+        if paused_for_next && !step.actions.is_empty() && notes.is_empty() {
+            notes.push(
+                "the recorded wait was not replayed: the next recorded step's targets were listed"
+                    .into(),
+            );
+        }
         for a in &step.actions {
+            if paused_for_next {
+                // The pause was honoured by waiting for what came next (the note says how long).
+                continue;
+            }
             let mut arguments = a.arguments.clone();
             if COORDINATE_FUNCTIONS.contains(&a.function.as_str()) {
-                note = Some(format!("{} replays its recorded coordinates", a.function));
+                notes.push(format!("{} replays its recorded coordinates", a.function));
             } else if arguments.contains_key("id") {
                 let Some(selector) = &a.selector else {
                     return Err(Why::at(
@@ -231,7 +252,7 @@ pub fn app_reply(
                     Why::at(
                         n,
                         format!(
-                            "no control matches the selector of {} (recorded step {n}): {}",
+                            "no control matches the selector of {} (recorded step {n}): {}{clause}",
                             a.function,
                             selector.describe()
                         ),
@@ -248,7 +269,7 @@ pub fn app_reply(
                 status: a.status.clone().into(),
             });
         }
-        Ok((app_response(step, actions), note))
+        Ok((app_response(step, actions), join(notes)))
     });
     decided(spec, n, reply)
 }
@@ -292,12 +313,15 @@ pub fn third_reply(
     decided(spec, n, reply)
 }
 
-/// The HostAgent's reply for replayed step `n`, the window it selects found among `targets`.
+/// The HostAgent's reply for replayed step `n`, the window it selects found among `targets`; `waited`
+/// as for [`app_reply`].
 pub fn host_reply(
     spec: &ReplaySpec,
     n: u64,
     targets: &[TargetInfo],
+    waited: Option<&Waited>,
 ) -> Result<Decision<HostResponse>, Mismatch> {
+    let clause = waited.map(Waited::clause).unwrap_or_default();
     let reply = recorded(spec, n, StepAgent::Host).and_then(|step| {
         let mut arguments = serde_json::Map::new();
         let (mut label, mut text) = (String::new(), String::new());
@@ -309,7 +333,7 @@ pub fn host_reply(
                 };
                 let found = selector.find(targets).ok_or_else(|| {
                     Why::at(n, format!(
-                        "no window matches the selector of select_application_window (recorded step {n}): {}",
+                        "no window matches the selector of select_application_window (recorded step {n}): {}{clause}",
                         selector.describe()
                     ))
                 })?;
@@ -333,7 +357,7 @@ pub fn host_reply(
             arguments,
             result: step.result.clone(),
         };
-        Ok((response, None))
+        Ok((response, waited.and_then(Waited::note)))
     });
     decided(spec, n, reply)
 }
@@ -382,14 +406,14 @@ mod tests {
     #[test]
     fn a_replayed_action_that_failed_stops_the_replay_naming_its_step_and_selector() {
         let failed = memory(1, "failure");
-        let e = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&failed)).unwrap_err();
+        let e = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&failed), None).unwrap_err();
         assert_eq!(
             e.0,
             "replay of task t1 failed at step 1: the replayed click_input on ListItem \"Otto\" \
              (sibling 0) (recorded step 1) failed: ListItem 'Otto' is off the screen"
         );
         // With the model allowed, the model decides the next step, told why.
-        match app_reply(&spec(OnMismatch::Model, false), 2, &[], Some(&failed)).unwrap() {
+        match app_reply(&spec(OnMismatch::Model, false), 2, &[], Some(&failed), None).unwrap() {
             Decision::Model(mark) => {
                 assert_eq!(mark["source"], "model");
                 assert!(mark["note"].as_str().unwrap().contains("off the screen"));
@@ -402,17 +426,18 @@ mod tests {
     fn a_failure_the_recording_had_too_or_an_earlier_one_does_not_stop_the_replay() {
         let failed = memory(1, "failure");
         // The recording failed there as well and went on: replay step 2 as recorded.
-        let d = app_reply(&spec(OnMismatch::Fail, true), 2, &[], Some(&failed)).unwrap();
+        let d = app_reply(&spec(OnMismatch::Fail, true), 2, &[], Some(&failed), None).unwrap();
         assert!(matches!(d, Decision::Replayed(..)), "{d:?}");
         // A success, or a memory of another step, is no reason either.
         let ok = memory(1, "success");
-        let d = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&ok)).unwrap();
+        let d = app_reply(&spec(OnMismatch::Fail, false), 2, &[], Some(&ok), None).unwrap();
         assert!(matches!(d, Decision::Replayed(..)), "{d:?}");
         let d = app_reply(
             &spec(OnMismatch::Fail, false),
             2,
             &[],
             Some(&memory(7, "failure")),
+            None,
         );
         assert!(matches!(d.unwrap(), Decision::Replayed(..)));
     }
@@ -469,7 +494,7 @@ mod tests {
             "{e}"
         );
         // The AppAgent at a step a third-party agent took, and a third-party agent at an AppAgent's.
-        let e = app_reply(&third_spec(false), 2, &[], None).unwrap_err();
+        let e = app_reply(&third_spec(false), 2, &[], None, None).unwrap_err();
         assert!(
             e.0.contains("third-party agent files, but the AppAgent is active now"),
             "{e}"
@@ -482,6 +507,53 @@ mod tests {
         // A reuse hands the third-party agent's steps to the model.
         match third_reply(&third_spec(true), 2, "files", None).unwrap() {
             Decision::Model(mark) => assert_eq!(mark["source"], "model"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_mismatch_says_how_long_it_waited_and_a_pause_waits_for_the_next_target_instead() {
+        let waited = Waited {
+            waited: std::time::Duration::from_millis(5003),
+            missing: Some("ListItem \"Otto\" (sibling 0) was not listed".into()),
+            looks: 5,
+            ..Waited::default()
+        };
+        let e = app_reply(&spec(OnMismatch::Fail, false), 1, &[], None, Some(&waited)).unwrap_err();
+        assert!(
+            e.0.ends_with("ListItem \"Otto\" (sibling 0) (waited 5003 ms for it)"),
+            "{e}"
+        );
+        // A recorded pause before step 1's target: dropped, the wait noted.
+        let mut s = spec(OnMismatch::Fail, false);
+        let pause = RecordedAction {
+            function: "wait".into(),
+            arguments: serde_json::Map::from_iter([("seconds".to_owned(), json!(3))]),
+            status: "CONTINUE".into(),
+            selector: None,
+            failed: false,
+        };
+        s.steps[1].actions = vec![pause];
+        s.steps.swap(0, 1);
+        let found = Waited {
+            waited: std::time::Duration::from_millis(1200),
+            for_next: true,
+            looks: 2,
+            ..Waited::default()
+        };
+        match app_reply(&s, 1, &[], None, Some(&found)).unwrap() {
+            Decision::Replayed(reply, mark) => {
+                assert!(reply.actions.is_empty(), "{reply:?}");
+                assert_eq!(
+                    mark["note"],
+                    "waited 1200 ms for the next recorded step's targets, instead of the recorded pause"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without a wait for the next step (nothing to watch), the pause is replayed as recorded.
+        match app_reply(&s, 1, &[], None, None).unwrap() {
+            Decision::Replayed(reply, _) => assert_eq!(reply.actions[0].function, "wait"),
             other => panic!("{other:?}"),
         }
     }

@@ -5,6 +5,8 @@
 //!   id, index among identical siblings); a replay finds the control again by it in a later listing.
 //! - [`plan`]: the recorded steps a replay task carries in its configuration.
 //! - [`decide`]: the reply the model would have given for a replayed step (the strategies' seam).
+//! - [`wait`]: a replayed step waits, bounded and watching the window, for its recorded targets (and a
+//!   recorded pause for the next step's).
 //! - [`reuse`]: a new request following an earlier task's plan (issue 33), its texts rewritten by one
 //!   model call.
 //! - the API side (`POST /v1/tasks` with `replay_of`) is `api::replay`.
@@ -13,6 +15,7 @@ pub mod phase;
 pub mod plan;
 pub mod reuse;
 pub mod selector;
+pub mod wait;
 
 pub use plan::{OnMismatch, ReplaySpec};
 

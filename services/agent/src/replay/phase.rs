@@ -5,8 +5,9 @@ use serde_json::Value;
 
 use super::REPLAY_MARK;
 use super::decide::{self, Decision};
-use super::plan::ReplaySpec;
+use super::plan::{ReplaySpec, StepAgent};
 use super::reuse::{Filled, Reuse};
+use super::wait::{self, Awaited, REPLAY_WAITED};
 use crate::agents::keys::{
     APP_RESPONSE, CONTROLS, HOST_RESPONSE, LLM_TOTALS, RESPONSE_TEXT, TARGET_REGISTRY,
 };
@@ -77,6 +78,21 @@ fn plan<'a>(
     }
 }
 
+/// What replayed (or reused) step `n` of `agent` waits for before it is decided ([`super::wait`]);
+/// `None` when the step follows no plan. Looks at a reuse's plan without counting its fill.
+pub async fn awaited(services: &AgentServices, n: u64, agent: StepAgent) -> Option<Awaited> {
+    if let Some(spec) = services.replay.as_deref() {
+        return Some(wait::awaited(spec, n, agent));
+    }
+    let outcome = services.reuse.as_deref()?.filled().await;
+    match &outcome.filled {
+        Filled::Ready(spec) if usize::try_from(n).is_ok_and(|n| n <= spec.steps.len()) => {
+            Some(wait::awaited(spec, n, agent))
+        }
+        _ => None,
+    }
+}
+
 async fn fill(
     reuse: Option<&Reuse>,
 ) -> (Option<std::sync::Arc<super::reuse::FillOutcome>>, Totals) {
@@ -120,7 +136,15 @@ pub async fn app(
         }));
     };
     Ok(
-        match decide::app_reply(spec, n, ctx.require(CONTROLS)?, previous).map_err(mismatch)? {
+        match decide::app_reply(
+            spec,
+            n,
+            ctx.require(CONTROLS)?,
+            previous,
+            ctx.get(REPLAY_WAITED)?,
+        )
+        .map_err(mismatch)?
+        {
             Decision::Replayed(reply, mark) => decided(APP_RESPONSE, reply, mark, totals),
             Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },
@@ -145,7 +169,7 @@ pub async fn host(
     };
     let targets = ctx.require(TARGET_REGISTRY)?.all();
     Ok(
-        match decide::host_reply(spec, n, targets).map_err(mismatch)? {
+        match decide::host_reply(spec, n, targets, ctx.get(REPLAY_WAITED)?).map_err(mismatch)? {
             Decision::Replayed(reply, mark) => decided(HOST_RESPONSE, reply, mark, totals),
             Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },

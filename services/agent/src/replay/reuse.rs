@@ -392,6 +392,12 @@ impl Reuse {
         }
     }
 
+    /// The filled plan alone, its totals left for [`Self::plan`] to count (the observation phases look
+    /// at the plan before the decision does, to wait for a step's targets).
+    pub async fn filled(&self) -> Arc<FillOutcome> {
+        self.fill.clone().await
+    }
+
     /// The filled plan, and the fill's totals for the first caller (zero for the others).
     pub async fn plan(&self) -> (Arc<FillOutcome>, Totals) {
         let outcome = self.fill.clone().await;

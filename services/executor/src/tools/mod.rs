@@ -1,5 +1,5 @@
 //! The tools, as one [`Tool`] enum. Each variant names a definition ([`ToolDef`]) in its family's file:
-//! [`observe`] (screenshots, the UI tree), [`controls`] (the control listing, a control's text),
+//! [`observe`] (screenshots, the UI tree, waiting for a change), [`controls`] (the control listing, a control's text),
 //! [`act`] (clicks, text, keys, scrolling, pacing), [`apps`] (windows and programs) and [`shell`] (one
 //! allow-listed command, off by default). A definition is the
 //! tool's typed parameters together with its wire name, kind, description, result type and the code that
@@ -188,6 +188,7 @@ tools! {
     apps::GetAppWindowInfo,
     controls::GetAppWindowControlsTargetInfo,
     observe::GetUiTree,
+    observe::WaitForChange,
     apps::SelectApplicationWindow,
     apps::LaunchApplication,
     apps::CloseApplication,
@@ -294,11 +295,11 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        assert_eq!(Tool::ALL.len(), 19);
+        assert_eq!(Tool::ALL.len(), 20);
         let mut names: Vec<_> = Tool::ALL.iter().map(|t| t.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 20);
         for t in Tool::ALL {
             assert_eq!(t.name().parse::<Tool>().unwrap(), *t);
             assert_eq!(t.parameters_schema()["type"], "object", "{}", t.name());

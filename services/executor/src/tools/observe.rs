@@ -218,3 +218,65 @@ pub(crate) fn front_window_warning(selected: &WindowInfo, front: &str) -> Vec<St
         selected.title
     )]
 }
+
+/// `wait_for_change`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForChange {
+    /// Longest wait in milliseconds (bounded by the executor's maximum wait and the command deadline).
+    pub timeout_ms: u32,
+    /// After a change, also wait for the screen to settle (default true).
+    #[serde(default = "yes")]
+    pub settle: bool,
+}
+
+/// How `wait_for_change` ended.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ChangeSeen {
+    /// The desktop (the selected window, when one is selected) changed before the timeout.
+    pub changed: bool,
+    /// Milliseconds waited, settling included.
+    pub waited_ms: u64,
+    /// How changes were watched for: `events` (drawings and accessibility events) or `tree` (the
+    /// window set and the selected window's tree compared at intervals).
+    #[schemars(extend("enum" = ["events", "tree"]))]
+    pub watched: &'static str,
+}
+
+impl ToolDef for WaitForChange {
+    const NAME: &'static str = "wait_for_change";
+    const DESCRIPTION: &'static str = "Wait until the selected window (else the desktop) changes, \
+                                       animations aside, and settles, or the timeout passes.";
+    const KIND: Kind = Kind::Observation;
+    type Output = ChangeSeen;
+
+    async fn run(self, cx: &mut Cx<'_>) -> Result<Output<Self::Output>, ToolError> {
+        let max = cx.exec.limits.max_wait;
+        let asked = Duration::from_millis(self.timeout_ms.into());
+        if asked > max {
+            return Err(ToolError::invalid(
+                Self::NAME,
+                format!("timeout_ms must be at most {}", max.as_millis()),
+            ));
+        }
+        // Done a moment before the command's deadline, so the wait's own result is what comes back.
+        let end = cx
+            .deadline
+            .checked_sub(DEADLINE_MARGIN)
+            .unwrap_or(cx.deadline);
+        let until = (Instant::now() + asked).min(end);
+        let window = cx.st.selected.clone();
+        let seen = cx
+            .exec
+            .wait_for_change(window.as_ref(), until, self.settle)
+            .await?;
+        Ok(Output::from(ChangeSeen {
+            changed: seen.changed,
+            waited_ms: u64::try_from(seen.waited.as_millis()).unwrap_or(u64::MAX),
+            watched: seen.watched.as_str(),
+        }))
+    }
+}
+
+/// How long before the command's deadline `wait_for_change` gives up.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(50);

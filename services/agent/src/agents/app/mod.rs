@@ -1,10 +1,11 @@
 //! The AppAgent (seed 001): its state and its processor — data collection as a `ComposedStrategy`
-//! (screenshot capture, then control info), LLM interaction, action execution, memory update; fail_fast as
-//! seed 001's table.
+//! (screenshot capture, then control info, then a replayed step's wait for its targets), LLM
+//! interaction, action execution, memory update; fail_fast as seed 001's table.
 
 pub mod memory_update;
 pub mod progress;
 pub mod prompt;
+pub mod replay_wait;
 pub mod strategies;
 
 use std::sync::Arc;
@@ -84,6 +85,7 @@ impl ProcessorTemplate for AppProcessor {
         let members: Vec<Arc<dyn Strategy<AppAgent>>> = vec![
             Arc::new(strategies::AppScreenshotCapture),
             Arc::new(strategies::AppControlInfo),
+            Arc::new(replay_wait::AppReplayWait),
         ];
         Phases {
             data: ComposedStrategy::new("app_data_collection", true, members)?,

@@ -74,48 +74,55 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
         agent: &AppAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
-        let commands = vec![
-            Command::observe("capture_window_screenshot", json!({})),
-            Command::observe("get_app_window_info", json!({})),
-        ];
-        let dispatcher = ctx.require(DISPATCHER)?.clone();
-        let catalog = tool_catalog(dispatcher.as_ref()).await?;
-        // The application's own API (MCP servers bound to it) beside the GUI tools.
-        let catalog = match &agent.services.mcp {
-            Some(hub) => crate::agents::tools::with_api_tools(catalog, hub, &agent.window).await,
-            None => catalog,
-        };
-        let results = dispatcher
-            .execute(commands)
-            .await
-            .map_err(|e| failed("screenshot capture failed", e))?;
-        if let Some(bad) = results.iter().find(|r| !r.is_success()) {
-            return Err(StrategyError::msg(format!(
-                "screenshot capture failed: {}",
-                bad.error
-            )));
-        }
-        let mut out = Outputs::new().with(TOOL_CATALOG, catalog);
-        // The executor waits for the screen to settle before the first observation after an action and
-        // says how long: recorded with the step.
-        if let Some(settle) = results.iter().find_map(|r| r.settle) {
-            out.insert(SETTLE, settle);
-        }
-        let clean = results
-            .first()
-            .and_then(|r| r.images.first())
-            .cloned()
-            .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
-        let sha = crate::store::blobs::start(agent.services.uploads.as_deref(), &clean.bytes);
-        out.insert(CLEAN_SHA256, sha);
-        out.insert(CLEAN_SCREENSHOT, clean);
-        let window = results
-            .get(1)
-            .and_then(|r| TargetInfo::from_json(&r.result, TargetKind::Application))
-            .unwrap_or_else(|| agent.window.clone());
-        out.insert(WINDOW_INFO, window);
-        Ok(out)
+        capture(agent, ctx.require(DISPATCHER)?.as_ref()).await
     }
+}
+
+/// [`AppScreenshotCapture`]'s work: the window's screenshot and info, and the tool catalog.
+pub(crate) async fn capture(
+    agent: &AppAgent,
+    dispatcher: &dyn crate::dispatch::CommandDispatcher,
+) -> Result<Outputs, StrategyError> {
+    let commands = vec![
+        Command::observe("capture_window_screenshot", json!({})),
+        Command::observe("get_app_window_info", json!({})),
+    ];
+    let catalog = tool_catalog(dispatcher).await?;
+    // The application's own API (MCP servers bound to it) beside the GUI tools.
+    let catalog = match &agent.services.mcp {
+        Some(hub) => crate::agents::tools::with_api_tools(catalog, hub, &agent.window).await,
+        None => catalog,
+    };
+    let results = dispatcher
+        .execute(commands)
+        .await
+        .map_err(|e| failed("screenshot capture failed", e))?;
+    if let Some(bad) = results.iter().find(|r| !r.is_success()) {
+        return Err(StrategyError::msg(format!(
+            "screenshot capture failed: {}",
+            bad.error
+        )));
+    }
+    let mut out = Outputs::new().with(TOOL_CATALOG, catalog);
+    // The executor waits for the screen to settle before the first observation after an action and
+    // says how long: recorded with the step.
+    if let Some(settle) = results.iter().find_map(|r| r.settle) {
+        out.insert(SETTLE, settle);
+    }
+    let clean = results
+        .first()
+        .and_then(|r| r.images.first())
+        .cloned()
+        .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
+    let sha = crate::store::blobs::start(agent.services.uploads.as_deref(), &clean.bytes);
+    out.insert(CLEAN_SHA256, sha);
+    out.insert(CLEAN_SCREENSHOT, clean);
+    let window = results
+        .get(1)
+        .and_then(|r| TargetInfo::from_json(&r.result, TargetKind::Application))
+        .unwrap_or_else(|| agent.window.clone());
+    out.insert(WINDOW_INFO, window);
+    Ok(out)
 }
 
 /// Lists the window's controls, merges the grounding source by IoU, labels them 1..N and draws the
@@ -150,102 +157,116 @@ impl Strategy<AppAgent> for AppControlInfo {
         agent: &AppAgent,
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
-        // The screenshot is decoded on a blocking thread while the executor lists the controls (the
-        // executor's tree walk and the decode overlap instead of following each other).
-        let to_decode = ctx.require(CLEAN_SCREENSHOT)?.clone();
-        let decoding = tokio::task::spawn_blocking(move || to_decode.decode());
-        let result = crate::dispatch::execute_one(
+        let sha = ctx.get(CLEAN_SHA256)?.cloned();
+        control_info(
+            agent,
             ctx.require(DISPATCHER)?.as_ref(),
-            Command::observe("get_app_window_controls_target_info", json!({})),
+            ctx.require(CLEAN_SCREENSHOT)?,
+            sha,
+            ctx.require(WINDOW_INFO)?.rect,
         )
         .await
-        .map_err(|e| failed("control listing failed", e))?;
-        if !result.is_success() {
-            return Err(StrategyError::msg(format!(
-                "control listing failed: {}",
-                result.error
-            )));
-        }
-        let api: Vec<TargetInfo> = result
-            .result
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
-            .collect();
-        let clean = ctx.require(CLEAN_SCREENSHOT)?;
-        let settings = &agent.services.settings;
-        let mut warnings = Vec::new();
-        let grounded = match &agent.services.grounding {
-            Some(g) if wants_grounding(settings, &api) => match g.detect(clean).await {
-                Ok(mut list) => {
-                    for c in &mut list {
-                        c.source = ControlSource::Grounding;
-                        c.kind = TargetKind::Control;
-                    }
-                    list
-                }
-                Err(e) => {
-                    // Degrade, don't die: the step goes on with what the accessibility API lists, and
-                    // the task's events say why the window was not grounded.
-                    tracing::warn!(error = %e, "grounding source failed; using accessibility controls only");
-                    warnings.push(format!(
-                        "visual grounding failed, so this step used accessibility controls only: {e}"
-                    ));
-                    vec![]
-                }
-            },
-            _ => vec![],
-        };
-        let mut controls = merge_controls(api, grounded, agent.services.settings.iou_threshold);
-        let window = ctx.require(WINDOW_INFO)?.rect;
-        for (i, c) in controls.iter_mut().enumerate() {
-            c.label = (i + 1).to_string();
-            if let (ControlSource::Grounding, Some(r), Some(w)) = (c.source, c.rect, window)
-                && w.width() > 0
-                && w.height() > 0
-            {
-                let (x, y) = r.center();
-                let fx = (f64::from(x - w.left) / f64::from(w.width())).clamp(0.0, 1.0);
-                let fy = (f64::from(y - w.top) / f64::from(w.height())).clamp(0.0, 1.0);
-                c.extra.insert("click_fraction".into(), json!([fx, fy]));
-            }
-        }
-        let mut pixels = decoding
-            .await
-            .map_err(|e| failed("the screenshot decoder stopped", e))?
-            .map_err(|e| failed("cannot decode the screenshot", e))?;
-        // Annotate in place and put the clean pixels back afterwards: no copy of the whole screenshot.
-        let marks = marks(&controls, clean);
-        let undo = agent.services.marker.annotate_undoable(&mut pixels, &marks);
-        let annotated = clean
-            .with_pixels(&pixels)
-            .map_err(|e| failed("cannot encode the annotation", e))?;
-        undo.restore(&mut pixels);
-        // Not stored: the step records how to draw the image the model is sent (at the prompt's size)
-        // and the API draws it again on read (`vision::derived`).
-        let s = &agent.services.settings;
-        let size = if s.include_annotated {
-            let (w, h) = s.prompt_image_max;
-            fitted_size(clean.width, clean.height, w, h).unwrap_or(pixels.dimensions())
-        } else {
-            pixels.dimensions()
-        };
-        let sha = match ctx.get(CLEAN_SHA256)? {
-            Some(sha) => sha.clone(),
-            None => crate::store::blobs::sha256_hex(&clean.bytes),
-        };
-        let marker = &agent.services.marker;
-        let annotation = derived::annotation(&sha, clean, &pixels, size, &marks, marker);
-        drop(marks);
-        crate::store::blobs::start(agent.services.uploads.as_deref(), &annotation.recipe);
-        Ok(Outputs::new()
-            .with(CONTROLS, controls)
-            .with(ANNOTATION, annotation)
-            .with(ANNOTATED_SCREENSHOT, annotated)
-            .with(CLEAN_PIXELS, Arc::new(pixels))
-            .with(WARNINGS, warnings))
     }
+}
+
+/// [`AppControlInfo`]'s work on the screenshot `clean` (whose blob is `sha`) of the window at `window`.
+pub(crate) async fn control_info(
+    agent: &AppAgent,
+    dispatcher: &dyn crate::dispatch::CommandDispatcher,
+    clean: &crate::vision::Screenshot,
+    sha: Option<String>,
+    window: Option<crate::agents::target::Rect>,
+) -> Result<Outputs, StrategyError> {
+    // The screenshot is decoded on a blocking thread while the executor lists the controls (the
+    // executor's tree walk and the decode overlap instead of following each other).
+    let to_decode = clean.clone();
+    let decoding = tokio::task::spawn_blocking(move || to_decode.decode());
+    let result = crate::dispatch::execute_one(
+        dispatcher,
+        Command::observe("get_app_window_controls_target_info", json!({})),
+    )
+    .await
+    .map_err(|e| failed("control listing failed", e))?;
+    if !result.is_success() {
+        return Err(StrategyError::msg(format!(
+            "control listing failed: {}",
+            result.error
+        )));
+    }
+    let api: Vec<TargetInfo> = result
+        .result
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| TargetInfo::from_json(v, TargetKind::Control))
+        .collect();
+    let settings = &agent.services.settings;
+    let mut warnings = Vec::new();
+    let grounded = match &agent.services.grounding {
+        Some(g) if wants_grounding(settings, &api) => match g.detect(clean).await {
+            Ok(mut list) => {
+                for c in &mut list {
+                    c.source = ControlSource::Grounding;
+                    c.kind = TargetKind::Control;
+                }
+                list
+            }
+            Err(e) => {
+                // Degrade, don't die: the step goes on with what the accessibility API lists, and
+                // the task's events say why the window was not grounded.
+                tracing::warn!(error = %e, "grounding source failed; using accessibility controls only");
+                warnings.push(format!(
+                    "visual grounding failed, so this step used accessibility controls only: {e}"
+                ));
+                vec![]
+            }
+        },
+        _ => vec![],
+    };
+    let mut controls = merge_controls(api, grounded, agent.services.settings.iou_threshold);
+    for (i, c) in controls.iter_mut().enumerate() {
+        c.label = (i + 1).to_string();
+        if let (ControlSource::Grounding, Some(r), Some(w)) = (c.source, c.rect, window)
+            && w.width() > 0
+            && w.height() > 0
+        {
+            let (x, y) = r.center();
+            let fx = (f64::from(x - w.left) / f64::from(w.width())).clamp(0.0, 1.0);
+            let fy = (f64::from(y - w.top) / f64::from(w.height())).clamp(0.0, 1.0);
+            c.extra.insert("click_fraction".into(), json!([fx, fy]));
+        }
+    }
+    let mut pixels = decoding
+        .await
+        .map_err(|e| failed("the screenshot decoder stopped", e))?
+        .map_err(|e| failed("cannot decode the screenshot", e))?;
+    // Annotate in place and put the clean pixels back afterwards: no copy of the whole screenshot.
+    let marks = marks(&controls, clean);
+    let undo = agent.services.marker.annotate_undoable(&mut pixels, &marks);
+    let annotated = clean
+        .with_pixels(&pixels)
+        .map_err(|e| failed("cannot encode the annotation", e))?;
+    undo.restore(&mut pixels);
+    // Not stored: the step records how to draw the image the model is sent (at the prompt's size)
+    // and the API draws it again on read (`vision::derived`).
+    let s = &agent.services.settings;
+    let size = if s.include_annotated {
+        let (w, h) = s.prompt_image_max;
+        fitted_size(clean.width, clean.height, w, h).unwrap_or(pixels.dimensions())
+    } else {
+        pixels.dimensions()
+    };
+    let sha = sha.unwrap_or_else(|| crate::store::blobs::sha256_hex(&clean.bytes));
+    let marker = &agent.services.marker;
+    let annotation = derived::annotation(&sha, clean, &pixels, size, &marks, marker);
+    drop(marks);
+    crate::store::blobs::start(agent.services.uploads.as_deref(), &annotation.recipe);
+    Ok(Outputs::new()
+        .with(CONTROLS, controls)
+        .with(ANNOTATION, annotation)
+        .with(ANNOTATED_SCREENSHOT, annotated)
+        .with(CLEAN_PIXELS, Arc::new(pixels))
+        .with(WARNINGS, warnings))
 }
 
 /// Builds the AppAgent prompt (images, control list, subtask, history, blackboard) and asks the model.
@@ -270,6 +291,8 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
             TOOL_CATALOG.required("the functions"),
             pkeys::SESSION_STEP.optional("the replayed step"),
+            crate::replay::wait::REPLAY_WAITED
+                .optional("how the replayed step waited for its targets"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {

@@ -1,6 +1,8 @@
 //! HostAgent strategies (seed 000): desktop data collection, LLM interaction, action execution, memory
 //! update. Each declares what it reads and writes; none mutates the agent.
 
+use std::sync::{Mutex, PoisonError};
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
@@ -23,11 +25,14 @@ use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
 };
 use crate::replay::REPLAY_MARK;
-use crate::replay::phase::{self as replay, Phase};
+use crate::replay::phase::{self as replay, Phase, awaited};
+use crate::replay::plan::StepAgent;
+use crate::replay::wait::{CHANGE_TOOL, REPLAY_WAITED, watch};
 use crate::vision::downscale_png;
 
 /// Captures all screens, lists the application windows and registers them with the configured
-/// third-party agents (fail_fast: the LLM cannot decide without them).
+/// third-party agents (fail_fast: the LLM cannot decide without them); a replayed step whose recorded
+/// window is not listed yet waits for it and looks again.
 #[derive(Debug, Clone, Copy)]
 pub struct DesktopDataCollection;
 
@@ -40,7 +45,10 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         true
     }
     fn dependencies(&self) -> Vec<Dependency> {
-        vec![DISPATCHER.required("runs the screenshot and window-list commands")]
+        vec![
+            DISPATCHER.required("runs the screenshot and window-list commands"),
+            pkeys::SESSION_STEP.optional("the replayed step, whose window is waited for"),
+        ]
     }
     fn provides(&self) -> Vec<Provided> {
         vec![
@@ -48,6 +56,7 @@ impl Strategy<HostAgent> for DesktopDataCollection {
             TARGET_REGISTRY.provided(),
             TOOL_CATALOG.provided(),
             SETTLE.provided(),
+            REPLAY_WAITED.provided(),
         ]
     }
     async fn execute(
@@ -56,76 +65,131 @@ impl Strategy<HostAgent> for DesktopDataCollection {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let dispatcher = ctx.require(DISPATCHER)?.clone();
-        let catalog = tool_catalog(dispatcher.as_ref()).await?;
-        let results = dispatcher
-            .execute(vec![
-                Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
-                Command::observe(
-                    "get_desktop_app_target_info",
-                    json!({"remove_empty": true, "refresh_app_windows": true}),
-                ),
-            ])
-            .await
-            .map_err(|e| failed("desktop data collection failed", e))?;
-        let [shot, windows] = results.as_slice() else {
-            return Err(StrategyError::msg(
-                "executor returned the wrong number of results",
-            ));
+        let mut out = collect(agent, dispatcher.as_ref()).await?;
+        // A replayed step whose window is not listed yet waits for it (crate::replay::wait).
+        let step = ctx.get(pkeys::SESSION_STEP)?.copied();
+        let wanted = match step {
+            Some(n) if agent.services.replay.is_some() || agent.services.reuse.is_some() => {
+                awaited(&agent.services, n, StepAgent::Host).await
+            }
+            _ => None,
         };
-        for r in [shot, windows] {
-            if !r.is_success() {
-                return Err(StrategyError::msg(format!(
-                    "desktop data collection failed: {}",
-                    r.error
-                )));
+        let Some(wanted) = wanted.filter(|w| !w.targets.is_empty()) else {
+            return Ok(out);
+        };
+        let (listed, can_watch) = match (out.get(TARGET_REGISTRY)?, out.get(TOOL_CATALOG)?) {
+            (Some(r), Some(c)) => (r.all().to_vec(), c.tool(CHANGE_TOOL).is_some()),
+            _ => return Ok(out),
+        };
+        // Each look is a whole collection; the last one becomes the step's.
+        let last: Mutex<Option<Outputs>> = Mutex::new(None);
+        let (last_ref, exec) = (&last, dispatcher.as_ref());
+        let waited = watch(
+            exec,
+            &wanted,
+            &listed,
+            agent.services.settings.replay_wait,
+            can_watch,
+            || async move {
+                let again = collect(agent, exec).await.map_err(|e| e.to_string())?;
+                let windows = match again.get(TARGET_REGISTRY) {
+                    Ok(Some(r)) => r.all().to_vec(),
+                    _ => Vec::new(),
+                };
+                *last_ref.lock().unwrap_or_else(PoisonError::into_inner) = Some(again);
+                Ok(windows)
+            },
+        )
+        .await;
+        if let Some(again) = last.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            // Observed again; the settle after the previous action stays the step's.
+            let settle = out.get(SETTLE)?.copied();
+            out = again;
+            if let Some(settle) = settle {
+                out.insert(SETTLE, settle);
             }
         }
-        let screenshot =
-            shot.images.first().cloned().ok_or_else(|| {
-                StrategyError::msg("capture_desktop_screenshot returned no image")
-            })?;
-        let mut registry = TargetRegistry::new();
-        registry.register(
-            windows
-                .result
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|v| TargetInfo::from_json(v, TargetKind::Application)),
-        );
-        registry.register(
-            agent
-                .services
-                .settings
-                .third_party_agents
-                .iter()
-                .map(|n| TargetInfo::third_party(n)),
-        );
-        // Third-party agents that can run (MCP servers bound as agents, the shell), with when to use
-        // them.
-        registry.register(
-            crate::agents::third_party::agents(&agent.services)
-                .into_iter()
-                .map(|a| {
-                    let mut t = TargetInfo::third_party(a.name());
-                    t.extra
-                        .insert("description".into(), Value::String(a.description()));
-                    t
-                }),
-        );
-        if let Some(uploads) = &agent.services.uploads {
-            uploads.start(&screenshot.bytes);
-        }
-        let mut out = Outputs::new()
-            .with(DESKTOP_SCREENSHOT, screenshot)
-            .with(TARGET_REGISTRY, registry)
-            .with(TOOL_CATALOG, catalog);
-        // How long the executor waited for the screen to settle after the previous action.
-        if let Some(settle) = shot.settle.or(windows.settle) {
-            out.insert(SETTLE, settle);
-        }
+        out.insert(REPLAY_WAITED, waited);
         Ok(out)
     }
+}
+
+/// [`DesktopDataCollection`]'s look: the desktop's screenshot, its windows (with the third-party agents)
+/// and the tool catalog.
+async fn collect(
+    agent: &HostAgent,
+    dispatcher: &dyn crate::dispatch::CommandDispatcher,
+) -> Result<Outputs, StrategyError> {
+    let catalog = tool_catalog(dispatcher).await?;
+    let results = dispatcher
+        .execute(vec![
+            Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
+            Command::observe(
+                "get_desktop_app_target_info",
+                json!({"remove_empty": true, "refresh_app_windows": true}),
+            ),
+        ])
+        .await
+        .map_err(|e| failed("desktop data collection failed", e))?;
+    let [shot, windows] = results.as_slice() else {
+        return Err(StrategyError::msg(
+            "executor returned the wrong number of results",
+        ));
+    };
+    for r in [shot, windows] {
+        if !r.is_success() {
+            return Err(StrategyError::msg(format!(
+                "desktop data collection failed: {}",
+                r.error
+            )));
+        }
+    }
+    let screenshot = shot
+        .images
+        .first()
+        .cloned()
+        .ok_or_else(|| StrategyError::msg("capture_desktop_screenshot returned no image"))?;
+    let mut registry = TargetRegistry::new();
+    registry.register(
+        windows
+            .result
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| TargetInfo::from_json(v, TargetKind::Application)),
+    );
+    registry.register(
+        agent
+            .services
+            .settings
+            .third_party_agents
+            .iter()
+            .map(|n| TargetInfo::third_party(n)),
+    );
+    // Third-party agents that can run (MCP servers bound as agents, the shell), with when to use
+    // them.
+    registry.register(
+        crate::agents::third_party::agents(&agent.services)
+            .into_iter()
+            .map(|a| {
+                let mut t = TargetInfo::third_party(a.name());
+                t.extra
+                    .insert("description".into(), Value::String(a.description()));
+                t
+            }),
+    );
+    if let Some(uploads) = &agent.services.uploads {
+        uploads.start(&screenshot.bytes);
+    }
+    let mut out = Outputs::new()
+        .with(DESKTOP_SCREENSHOT, screenshot)
+        .with(TARGET_REGISTRY, registry)
+        .with(TOOL_CATALOG, catalog);
+    // How long the executor waited for the screen to settle after the previous action.
+    if let Some(settle) = shot.settle.or(windows.settle) {
+        out.insert(SETTLE, settle);
+    }
+    Ok(out)
 }
 
 /// The launchable applications, and where their arguments may point when the operator's policy declares
@@ -161,6 +225,7 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
             BLACKBOARD.optional("shared context from earlier steps"),
             pkeys::SESSION_STEP.optional("the replayed step"),
+            REPLAY_WAITED.optional("how the replayed step waited for its window"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {

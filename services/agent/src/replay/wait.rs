@@ -426,22 +426,7 @@ mod tests {
     }
 
     fn step(n: u64, actions: Vec<RecordedAction>) -> RecordedStep {
-        RecordedStep {
-            step: n,
-            agent: StepAgent::App,
-            status: "CONTINUE".into(),
-            subtask: String::new(),
-            observation: String::new(),
-            thought: String::new(),
-            plan: Vec::new(),
-            comment: String::new(),
-            message: String::new(),
-            questions: Vec::new(),
-            result: String::new(),
-            function: String::new(),
-            third_party: None,
-            actions,
-        }
+        RecordedStep::blank(n, StepAgent::App, actions)
     }
 
     fn spec(steps: Vec<RecordedStep>) -> ReplaySpec {

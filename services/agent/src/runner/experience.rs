@@ -119,6 +119,16 @@ async fn history(
         .await?
         .into_inner()
         .rounds;
+    let steps = all_steps(&client, id).await?;
+    Ok((rounds, steps))
+}
+
+/// Every recorded step of session `id`, page by page (the store's default page size).
+pub(super) async fn all_steps(
+    client: &SessionClient,
+    id: &str,
+) -> Result<Vec<Step>, tonic::Status> {
+    let mut client = client.clone();
     let mut steps: Vec<Step> = Vec::new();
     loop {
         let page = client
@@ -135,7 +145,7 @@ async fn history(
         }
         steps.extend(page);
     }
-    Ok((rounds, steps))
+    Ok(steps)
 }
 
 fn quoted(text: &str) -> String {

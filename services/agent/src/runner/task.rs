@@ -13,8 +13,8 @@ use tracing::{Instrument as _, info_span};
 use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendEventsRequest, BeginRoundRequest, EventKind,
     FinishRoundRequest, GetBlackboardRequest, GetMemoryRequest, GetSessionRequest,
-    ListRoundsRequest, ListStepsRequest, ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round,
-    RoundStatus, Session, SessionStatus, SetSessionStatusRequest, Step,
+    ListRoundsRequest, ParkReason, ParkTaskRequest, ReleaseTaskRequest, Round, RoundStatus,
+    Session, SessionStatus, SetSessionStatusRequest, Step,
 };
 
 use super::ahead::{Pending, RecordAhead};
@@ -333,26 +333,7 @@ impl TaskRun {
     /// slowest of them, not their sum).
     async fn load(&self) -> Result<History, tonic::Status> {
         let id = self.session.id.clone();
-        let steps = async {
-            let mut client = self.client.clone();
-            let mut steps: Vec<Step> = Vec::new();
-            loop {
-                let page = client
-                    .list_steps(ListStepsRequest {
-                        session_id: id.clone(),
-                        from_step: steps.len() as u64 + 1,
-                        limit: 0,
-                    })
-                    .await?
-                    .into_inner()
-                    .steps;
-                if page.is_empty() {
-                    break;
-                }
-                steps.extend(page);
-            }
-            Ok::<_, tonic::Status>(steps)
-        };
+        let steps = super::experience::all_steps(&self.client, &id);
         let memory = async {
             Ok(self
                 .client

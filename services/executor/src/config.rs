@@ -286,6 +286,15 @@ pub struct Config {
     )]
     pub effect_window_wait_ms: u32,
 
+    /// Most steps one `record_input` recording keeps (clicks, typed texts, keys, scrolls, windows
+    /// opened); it ends by itself when it has this many (a start may ask fewer).
+    #[arg(long, env = "UFO_EXECUTOR_RECORD_MAX_EVENTS", default_value_t = 2_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub record_max_events: u32,
+
+    /// Longest `record_input` recording, in seconds; it ends by itself then (a start may ask less).
+    #[arg(long, env = "UFO_EXECUTOR_RECORD_MAX_SECONDS", default_value_t = 600.0, value_parser = record_seconds)]
+    pub record_max_seconds: f64,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,
@@ -372,6 +381,9 @@ pub enum ValueError {
     /// A frequency outside 0..=1000.
     #[error("must be between 0 (off) and 1000")]
     RateOutOfRange,
+    /// A recording length outside 1..=86400 seconds.
+    #[error("must be between 1 and 86400 seconds")]
+    RecordSecondsOutOfRange,
 }
 
 /// Parses `WIDTHxHEIGHT` (each 1..=16384).
@@ -708,9 +720,28 @@ fn animation_hz(s: &str) -> Result<f64, ValueError> {
     }
 }
 
+/// A recording's longest time: finite, 1 second to a day.
+fn record_seconds(s: &str) -> Result<f64, ValueError> {
+    let secs: f64 = s.parse()?;
+    if secs.is_finite() && (1.0..=86_400.0).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(ValueError::RecordSecondsOutOfRange)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recording_lengths_are_checked() {
+        assert_eq!(record_seconds("600").unwrap(), 600.0);
+        for bad in ["0", "-1", "inf", "NaN", "86401"] {
+            assert!(record_seconds(bad).is_err(), "{bad}");
+        }
+        assert!(record_seconds("x").is_err());
+    }
 
     #[test]
     fn animation_rates_are_checked() {

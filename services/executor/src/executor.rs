@@ -53,6 +53,10 @@ pub struct Limits {
     pub effect_check: bool,
     /// How long the effect check of a launch or a close waits for the window set to change.
     pub effect_window_wait: Duration,
+    /// Most steps one `record_input` recording keeps (a start may ask fewer).
+    pub record_max_events: u32,
+    /// Longest `record_input` recording (a start may ask less).
+    pub record_max_duration: Duration,
 }
 
 impl Default for Limits {
@@ -82,6 +86,8 @@ impl Default for Limits {
             action_wait: Duration::from_millis(1_000),
             effect_check: true,
             effect_window_wait: Duration::from_millis(5_000),
+            record_max_events: 2_000,
+            record_max_duration: Duration::from_secs(600),
         }
     }
 }
@@ -195,6 +201,8 @@ pub struct Executor {
     pub(crate) launched: std::sync::Mutex<Vec<tokio::process::Child>>,
     /// How [`Executor::reset`] resets the desktop.
     pub(crate) reset: crate::reset::ResetConfig,
+    /// The `record_input` recording, from its start until its steps are collected by a stop.
+    pub(crate) recording: std::sync::Mutex<Option<crate::record::Recording>>,
 }
 
 impl Executor {
@@ -209,6 +217,7 @@ impl Executor {
             shell: crate::shell::ShellConfig::default(),
             launched: std::sync::Mutex::new(Vec::new()),
             reset: crate::reset::ResetConfig::default(),
+            recording: std::sync::Mutex::new(None),
         }
     }
 

@@ -18,6 +18,8 @@
 //! - [`wait`]: an action waits, bounded, for its control to become enabled and visible.
 //! - [`changes`]: `wait_for_change` waits, bounded, for the window to change (a replay waiting for its
 //!   next target).
+//! - [`record`]: `record_input` records what a person does (clicks, typed text, keys), each step
+//!   resolved to its control's selector (a human demonstration).
 //! - [`effect`]: what an action was observed to change (confirmed, none observed, unverifiable), read
 //!   around each action once the screen has settled.
 //! - [`service`]: the gRPC service; [`run`] serves it with health and reflection, [`run_dial_out`] over a
@@ -40,6 +42,7 @@ pub mod handles;
 pub mod keys;
 pub mod labels;
 pub mod launch;
+pub mod record;
 pub mod reset;
 pub mod service;
 pub mod shell;
@@ -278,6 +281,8 @@ async fn serve(
         action_wait: Duration::from_millis(config.action_wait_ms.into()),
         effect_check: !config.no_effect_check,
         effect_window_wait: Duration::from_millis(config.effect_window_wait_ms.into()),
+        record_max_events: config.record_max_events,
+        record_max_duration: Duration::from_secs_f64(config.record_max_seconds.max(0.0)),
     };
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?)

@@ -458,7 +458,7 @@ async fn grpc_round_trip(backend: Arc<dyn Backend>) {
         .unwrap()
         .into_inner()
         .tools;
-    assert_eq!(tools.len(), 20, "the 19 GUI tools and run_command");
+    assert_eq!(tools.len(), 21, "the 20 GUI tools and run_command");
     assert!(
         tools
             .iter()

@@ -12,8 +12,9 @@ use serde_json::{Map, Value, json};
 use crate::dispatch::CommandResult;
 use crate::dispatch::tools::{ExecutorCatalog, ToolSpec};
 
-/// Tools the agents call themselves to observe (never offered to a model).
-pub const OBSERVATION_TOOLS: [&str; 7] = [
+/// Tools the agents call themselves to observe (never offered to a model); `record_input` records a
+/// person's demonstration for `ufo record` and is no model's either.
+pub const OBSERVATION_TOOLS: [&str; 8] = [
     "capture_desktop_screenshot",
     "capture_window_screenshot",
     "get_desktop_app_target_info",
@@ -21,6 +22,7 @@ pub const OBSERVATION_TOOLS: [&str; 7] = [
     "get_app_window_controls_target_info",
     "get_ui_tree",
     crate::replay::wait::CHANGE_TOOL,
+    "record_input",
 ];
 
 /// Tools that act on the desktop rather than inside the selected window: the HostAgent's.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use crate::geometry::{Point, Rect};
-use crate::keys::KeyStroke;
+use crate::keys::{Key, KeyStroke};
 
 /// What went wrong inside a backend. Messages are safe to show to the agent.
 #[derive(Debug, thiserror::Error)]
@@ -253,6 +253,81 @@ impl SettleReport {
     }
 }
 
+/// One input a person made on the desktop, as an input capture reports it
+/// ([`Backend::capture_input`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawInput {
+    /// A mouse button went down at a screen point (wheel notches are [`RawInput::Wheel`]).
+    Press {
+        /// Where, in screen pixels.
+        at: Point,
+        /// Which button.
+        button: MouseButton,
+    },
+    /// The wheel turned one notch at a screen point (positive: up, away from the user).
+    Wheel {
+        /// Where, in screen pixels.
+        at: Point,
+        /// +1 or -1.
+        notches: i32,
+    },
+    /// A key went down (modifier keys themselves are not reported, only held).
+    Key {
+        /// The key: the character it typed (shift applied), or its name.
+        key: Key,
+        /// Control held.
+        ctrl: bool,
+        /// Alt held.
+        alt: bool,
+        /// Shift held (already applied to a character).
+        shift: bool,
+        /// The Windows / Super key held.
+        win: bool,
+    },
+}
+
+/// An input with the moment the capture saw it (as soon as the desktop reported it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputEvent {
+    /// When it was seen.
+    pub at: Instant,
+    /// What it was.
+    pub input: RawInput,
+}
+
+/// A running capture of the person's input ([`Backend::capture_input`]): its events in order, and where
+/// the pointer is now (what the recorder lists the window under). Dropping it stops the capture.
+pub struct InputFeed {
+    /// The events, oldest first; ends when the capture stops (the desktop went away).
+    pub events: tokio::sync::mpsc::Receiver<InputEvent>,
+    /// The pointer's last known position, `x << 32 | y` as `i32`s (see [`InputFeed::pointer`]).
+    pub pointer: Arc<std::sync::atomic::AtomicU64>,
+    /// Stops the capture when dropped.
+    pub guard: Box<dyn Send + Sync>,
+}
+
+impl InputFeed {
+    /// Packs a point for [`InputFeed::pointer`].
+    pub fn pack(p: Point) -> u64 {
+        (u64::from(p.x as u32) << 32) | u64::from(p.y as u32)
+    }
+
+    /// The pointer's last known position.
+    pub fn pointer(&self) -> Point {
+        let v = self.pointer.load(std::sync::atomic::Ordering::Relaxed);
+        Point {
+            x: (v >> 32) as u32 as i32,
+            y: v as u32 as i32,
+        }
+    }
+}
+
+impl std::fmt::Debug for InputFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputFeed").finish_non_exhaustive()
+    }
+}
+
 /// A mouse button.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
@@ -457,6 +532,13 @@ pub trait Backend: Send + Sync {
     async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
         let _ = (mark, since, opts);
         SettleReport::unsupported()
+    }
+    /// Starts capturing what a person does with the mouse and keyboard (`record_input`): button
+    /// presses, wheel notches and key presses from every program, as the desktop delivers them (X
+    /// RECORD on Linux, low-level hooks on Windows), until the feed is dropped. Only observes: nothing
+    /// is held back from the applications.
+    async fn capture_input(&self) -> BackendResult<InputFeed> {
+        Err(BackendError::Unsupported("recording input"))
     }
 }
 

@@ -29,7 +29,7 @@ pub const CONTROL_FIELDS: &[&str] = &[
 ];
 
 /// A listed control, with the fields the listing asked for.
-#[derive(Debug, Default, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 pub struct ControlEntry {
     /// Its id in this listing (`"1"` for the first control).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -68,7 +68,7 @@ pub struct ControlEntry {
 }
 
 /// One ancestor of a listed control.
-#[derive(Debug, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Ancestor {
     /// Its accessible name.
     pub name: String,

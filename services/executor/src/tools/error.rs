@@ -77,6 +77,9 @@ pub enum ToolError {
     /// The command (its tool) ran out of time (the deadline in milliseconds).
     #[error("{0} exceeded its deadline of {1} ms")]
     Deadline(&'static str, u128),
+    /// A recording cannot start or stop now (one already runs; none was started); the text says why.
+    #[error("record_input: {0}")]
+    Recording(String),
     /// The result could not be turned into JSON.
     #[error("cannot encode the result: {0}")]
     Result(#[source] serde_json::Error),

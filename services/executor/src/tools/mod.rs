@@ -1,5 +1,6 @@
 //! The tools, as one [`Tool`] enum. Each variant names a definition ([`ToolDef`]) in its family's file:
 //! [`observe`] (screenshots, the UI tree, waiting for a change), [`controls`] (the control listing, a control's text),
+//! [`record`] (recording what a person does),
 //! [`act`] (clicks, text, keys, scrolling, pacing), [`apps`] (windows and programs) and [`shell`] (one
 //! allow-listed command, off by default). A definition is the
 //! tool's typed parameters together with its wire name, kind, description, result type and the code that
@@ -15,6 +16,7 @@ pub mod apps;
 pub mod controls;
 mod error;
 pub mod observe;
+pub mod record;
 pub mod shell;
 
 use std::borrow::Cow;
@@ -189,6 +191,7 @@ tools! {
     controls::GetAppWindowControlsTargetInfo,
     observe::GetUiTree,
     observe::WaitForChange,
+    record::RecordInput,
     apps::SelectApplicationWindow,
     apps::LaunchApplication,
     apps::CloseApplication,
@@ -295,11 +298,11 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        assert_eq!(Tool::ALL.len(), 20);
+        assert_eq!(Tool::ALL.len(), 21);
         let mut names: Vec<_> = Tool::ALL.iter().map(|t| t.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 20);
+        assert_eq!(names.len(), 21);
         for t in Tool::ALL {
             assert_eq!(t.name().parse::<Tool>().unwrap(), *t);
             assert_eq!(t.parameters_schema()["type"], "object", "{}", t.name());

@@ -8,6 +8,7 @@ pub mod damage;
 pub mod events;
 mod front;
 mod order;
+pub mod record;
 pub mod roles;
 pub mod walk;
 pub mod x11;
@@ -20,8 +21,8 @@ use tracing::Instrument as _;
 
 use crate::backend::{
     ActionKind, AppEvent, Backend, BackendError, BackendResult, Capture, Changes, ControlFacts,
-    ControlState, MouseButton, RawNode, RawTree, ScreenInfo, SettleOptions, SettleReport,
-    TreeLimits, WindowInfo,
+    ControlState, InputFeed, MouseButton, RawNode, RawTree, ScreenInfo, SettleOptions,
+    SettleReport, TreeLimits, WindowInfo,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -37,6 +38,8 @@ pub struct LinuxBackend {
     activity: Arc<activity::Activity>,
     /// The drawing watcher, when the X server reports drawing (without it nothing settles).
     damage: Option<damage::Damage>,
+    /// The display connected to (`None`: `DISPLAY`), for the input recorder's own connections.
+    display: Option<String>,
 }
 
 impl LinuxBackend {
@@ -68,6 +71,7 @@ impl LinuxBackend {
             a11y,
             activity,
             damage,
+            display: display.map(str::to_owned),
         })
     }
 
@@ -339,5 +343,12 @@ impl Backend for LinuxBackend {
             Some(_) => self.activity.settle(mark, since, opts).await,
             None => SettleReport::unsupported(),
         }
+    }
+
+    async fn capture_input(&self) -> BackendResult<InputFeed> {
+        let display = self.display.clone();
+        tokio::task::spawn_blocking(move || record::capture(display.as_deref()))
+            .await
+            .map_err(|e| BackendError::Failed(format!("the input recorder did not start: {e}")))?
     }
 }

@@ -8,9 +8,11 @@
 //!   with its fallback;
 //! - [`props`]: property reads through `Get*PropertyValueEx`;
 //! - [`window`]: top-level windows (cloaked ones filtered), activation, native child controls;
-//! - [`win32`]: monitors, BitBlt capture, SendInput.
+//! - [`win32`]: monitors, BitBlt capture, SendInput;
+//! - [`hooks`]: the person's input for `record_input` (low-level mouse and keyboard hooks).
 
 mod actions;
+mod hooks;
 mod props;
 mod uia;
 pub mod win32;
@@ -23,8 +25,8 @@ use async_trait::async_trait;
 use self::actions::Written;
 use self::uia::Uia;
 use crate::backend::{
-    Backend, BackendError, BackendResult, Capture, ControlFacts, ControlState, MouseButton,
-    RawNode, RawTree, ScreenInfo, TreeLimits, WindowInfo, WindowsOptions,
+    Backend, BackendError, BackendResult, Capture, ControlFacts, ControlState, InputFeed,
+    MouseButton, RawNode, RawTree, ScreenInfo, TreeLimits, WindowInfo, WindowsOptions,
 };
 use crate::geometry::{Point, Rect};
 use crate::keys::KeyStroke;
@@ -214,6 +216,12 @@ impl Backend for UiaBackend {
     }
 
     /// Scrolls a control through its Scroll pattern, falling back to the wheel at its centre.
+    async fn capture_input(&self) -> BackendResult<InputFeed> {
+        tokio::task::spawn_blocking(hooks::capture)
+            .await
+            .map_err(|e| BackendError::Failed(format!("the input hooks did not start: {e}")))?
+    }
+
     async fn scroll_control(&self, control: &RawNode, notches: i32) -> BackendResult<String> {
         let h = control.handle.clone();
         if self.call(move |u| u.scroll(&h, notches)).await? {

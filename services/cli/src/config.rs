@@ -760,14 +760,25 @@ pub struct InputArgs {
     pub text: Option<String>,
 }
 
-fn parse_point(s: &str) -> Result<(i32, i32), String> {
+/// Why `--click` is not a point.
+#[derive(Debug, thiserror::Error)]
+pub enum PointError {
+    /// No comma.
+    #[error("{0:?} is not X,Y")]
+    NotXY(String),
+    /// A coordinate is not an integer.
+    #[error("{0:?} is not a whole number of pixels")]
+    NotPixels(String),
+}
+
+fn parse_point(s: &str) -> Result<(i32, i32), PointError> {
     let (x, y) = s
         .split_once(',')
-        .ok_or_else(|| format!("{s:?} is not X,Y"))?;
+        .ok_or_else(|| PointError::NotXY(s.to_owned()))?;
     let n = |v: &str| {
         v.trim()
             .parse::<i32>()
-            .map_err(|_| format!("{v:?} is not a whole number of pixels"))
+            .map_err(|_| PointError::NotPixels(v.to_owned()))
     };
     Ok((n(x)?, n(y)?))
 }

@@ -147,9 +147,12 @@ impl Settings {
         })
     }
 
-    fn endpoint(&self) -> Result<Endpoint, String> {
+    fn endpoint(&self) -> Result<Endpoint, SetupError> {
         let mut endpoint = Endpoint::from_shared(self.url.clone())
-            .map_err(|e| format!("--connect {}: {e}", self.url))?
+            .map_err(|source| SetupError::Url {
+                url: self.url.clone(),
+                source,
+            })?
             .connect_timeout(Duration::from_secs(10))
             // HTTP/2 pings keep NATs and proxies from dropping an idle stream and find a dead peer.
             .http2_keep_alive_interval(Duration::from_secs(20))
@@ -162,22 +165,52 @@ impl Settings {
                 Some(pem) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
                 None => ClientTlsConfig::new().with_webpki_roots(),
             };
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| format!("TLS for {}: {e}", self.url))?;
+            endpoint = endpoint.tls_config(tls).map_err(|source| SetupError::Tls {
+                url: self.url.clone(),
+                source,
+            })?;
         }
         Ok(endpoint)
     }
 
-    fn token(&self) -> Result<String, String> {
-        let text = std::fs::read_to_string(&self.token_file)
-            .map_err(|e| format!("cannot read {}: {e}", self.token_file.display()))?;
+    fn token(&self) -> Result<String, SetupError> {
+        let text =
+            std::fs::read_to_string(&self.token_file).map_err(|source| SetupError::TokenRead {
+                path: self.token_file.clone(),
+                source,
+            })?;
         let token = text.trim().to_owned();
         if token.is_empty() {
-            return Err(format!("{} is empty", self.token_file.display()));
+            return Err(SetupError::TokenEmpty(self.token_file.clone()));
         }
         Ok(token)
     }
+}
+
+/// Why a dial-out connection could not even be tried (read again before every attempt).
+#[derive(Debug, thiserror::Error)]
+enum SetupError {
+    /// `--connect` is not a usable URL.
+    #[error("--connect {url}: {source}")]
+    Url {
+        url: String,
+        source: tonic::transport::Error,
+    },
+    /// The TLS settings are unusable.
+    #[error("TLS for {url}: {source}")]
+    Tls {
+        url: String,
+        source: tonic::transport::Error,
+    },
+    /// The token file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    TokenRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The token file is empty.
+    #[error("{} is empty", .0.display())]
+    TokenEmpty(PathBuf),
 }
 
 /// How one connection ended.
@@ -244,11 +277,11 @@ where
 {
     let token = match settings.token() {
         Ok(t) => t,
-        Err(e) => return Ended::Refused(e),
+        Err(e) => return Ended::Refused(e.to_string()),
     };
     let endpoint = match settings.endpoint() {
         Ok(e) => e,
-        Err(e) => return Ended::Refused(e),
+        Err(e) => return Ended::Refused(e.to_string()),
     };
     let channel = tokio::select! {
         () = shutdown.cancelled() => return Ended::Shutdown,

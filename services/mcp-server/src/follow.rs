@@ -315,7 +315,7 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         let message = format!("Task {} asks:\n{}", self.id, listed.join("\n"));
         let content = match self.elicit(message, schema).await? {
             Ok(content) => content,
-            Err(note) => return Ok(Some(note)),
+            Err(note) => return Ok(Some(note.to_string())),
         };
         let mut answers = Vec::with_capacity(questions.len());
         for i in 0..questions.len() {
@@ -363,7 +363,7 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         );
         let content = match self.elicit(message, schema).await? {
             Ok(content) => content,
-            Err(note) => return Ok(Some(note)),
+            Err(note) => return Ok(Some(note.to_string())),
         };
         let Some(approve) = content.get("approve").and_then(Value::as_bool) else {
             return Ok(Some("the elicitation's reply lacks approve".to_owned()));
@@ -386,12 +386,12 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         }
     }
 
-    /// One elicitation: the accepted content, or a note saying why there is none.
+    /// One elicitation: the accepted content, or why there is none.
     async fn elicit(
         &self,
         message: String,
         schema: rmcp::model::ElicitationSchemaBuilder,
-    ) -> Result<Result<Value, String>, ToolError> {
+    ) -> Result<Result<Value, Unanswered>, ToolError> {
         let schema = schema
             .build()
             .map_err(|e| ToolError::new("internal", format!("elicitation schema: {e}")))?;
@@ -402,15 +402,13 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         };
         match self.context.peer.create_elicitation(params).await {
             Ok(reply) => match reply.action {
-                ElicitationAction::Accept => Ok(reply
-                    .content
-                    .ok_or_else(|| "the elicitation was accepted without content".to_owned())),
-                ElicitationAction::Decline => Ok(Err("you declined to answer now".to_owned())),
-                _ => Ok(Err("the question was dismissed".to_owned())),
+                ElicitationAction::Accept => Ok(reply.content.ok_or(Unanswered::Empty)),
+                ElicitationAction::Decline => Ok(Err(Unanswered::Declined)),
+                _ => Ok(Err(Unanswered::Dismissed)),
             },
             Err(e) => {
                 tracing::info!(error = %e, "elicitation failed");
-                Ok(Err(format!("the elicitation failed ({e})")))
+                Ok(Err(Unanswered::Failed(e.to_string())))
             }
         }
     }
@@ -529,6 +527,32 @@ impl<'a, A: TaskApi> Follower<'a, A> {
         None
     }
 }
+
+/// Why an elicitation brought no answer (told to the caller as the tool's note).
+#[derive(Debug)]
+enum Unanswered {
+    /// Accepted without content.
+    Empty,
+    /// The person declined.
+    Declined,
+    /// The question was dismissed.
+    Dismissed,
+    /// The request failed (the client's words).
+    Failed(String),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Empty => f.write_str("the elicitation was accepted without content"),
+            Self::Declined => f.write_str("you declined to answer now"),
+            Self::Dismissed => f.write_str("the question was dismissed"),
+            Self::Failed(e) => write!(f, "the elicitation failed ({e})"),
+        }
+    }
+}
+
+impl std::error::Error for Unanswered {}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -539,12 +539,23 @@ pub struct RunnerConfig {
     pub record_ahead: bool,
 }
 
+/// Why a value is not a number from 0 to 1.
+#[derive(Debug, thiserror::Error)]
+pub enum UnitIntervalError {
+    /// Not a number at all.
+    #[error("{0}")]
+    NotANumber(#[from] std::num::ParseFloatError),
+    /// A number outside 0..=1.
+    #[error("{0} is not between 0 and 1")]
+    OutOfRange(f64),
+}
+
 /// A number from 0 to 1.
-fn unit_interval(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+fn unit_interval(s: &str) -> Result<f64, UnitIntervalError> {
+    let v: f64 = s.parse()?;
     if (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not between 0 and 1"))
+        Err(UnitIntervalError::OutOfRange(v))
     }
 }

@@ -157,14 +157,54 @@ impl rmcp::ClientHandler for Listener {
 }
 
 /// Every tool `service` offers, as the agent keeps them.
+/// Why an MCP server could not be connected or its tools listed (the `reason` of
+/// [`McpError::Unavailable`]).
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    /// The child process could not be started.
+    #[error("cannot start {command}: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    /// The child was started without piped stdio.
+    #[error("the child's stdio is not piped")]
+    NotPiped,
+    /// The MCP handshake failed (the chain of causes, see `init_error`).
+    #[error("initialisation failed: {0}")]
+    Initialise(String),
+    /// A file the HTTP transport needs could not be read.
+    #[error("cannot read the {what} {}: {source}", path.display())]
+    Read {
+        what: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The CA file holds no certificate.
+    #[error("the CA file {} holds no PEM certificate", .0.display())]
+    NoCertificate(std::path::PathBuf),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// `tools/list` failed.
+    #[error("tools/list failed: {0}")]
+    List(#[source] rmcp::ServiceError),
+    /// `tools/list` did not answer within the connect timeout.
+    #[error("tools/list: no answer within {} ms", .0.as_millis())]
+    ListTimeout(Duration),
+    /// The connection was not made within the connect timeout.
+    #[error("no answer within {} ms", .0.as_millis())]
+    Timeout(Duration),
+}
+
 async fn list_tools(
     service: &RunningService<RoleClient, Listener>,
-) -> Result<Vec<McpTool>, String> {
+) -> Result<Vec<McpTool>, ConnectError> {
     let listed = service
         .peer()
         .list_all_tools()
         .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(ConnectError::List)?;
     Ok(listed
         .into_iter()
         .map(|t| McpTool {
@@ -240,12 +280,7 @@ impl McpServer {
         let relisted = tokio::time::timeout(self.limits.connect_timeout, list_tools(&conn.service))
             .instrument(tracing::info_span!("mcp.relist", server = %self.name()))
             .await
-            .unwrap_or_else(|_| {
-                Err(format!(
-                    "tools/list: no answer within {} ms",
-                    self.limits.connect_timeout.as_millis()
-                ))
-            });
+            .unwrap_or(Err(ConnectError::ListTimeout(self.limits.connect_timeout)));
         match relisted {
             Ok(tools) => {
                 tracing::info!(server = %self.name(), tools = tools.len(), "MCP tools listed again");
@@ -258,6 +293,7 @@ impl McpServer {
                 Ok(tools)
             }
             Err(reason) => {
+                let reason = reason.to_string();
                 self.drop_connection(&reason).await;
                 Err(McpError::Unavailable {
                     server: self.name().to_owned(),
@@ -293,10 +329,7 @@ impl McpServer {
             .await
         {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "no answer within {} ms",
-                self.limits.connect_timeout.as_millis()
-            )),
+            Err(_) => Err(ConnectError::Timeout(self.limits.connect_timeout)),
         };
         match result {
             Ok(c) => {
@@ -308,6 +341,7 @@ impl McpServer {
                 Ok(c)
             }
             Err(reason) => {
+                let reason = reason.to_string();
                 state.last_error.clone_from(&reason);
                 self.failed(&mut state);
                 tracing::warn!(server = %self.name(), %reason, "MCP server unavailable");
@@ -340,7 +374,7 @@ impl McpServer {
         }
     }
 
-    async fn connect(&self) -> Result<Connection, String> {
+    async fn connect(&self) -> Result<Connection, ConnectError> {
         let stale = Arc::new(AtomicBool::new(false));
         let listener = || Listener {
             server: self.name().to_owned(),
@@ -364,17 +398,18 @@ impl McpServer {
                     cmd.current_dir(dir);
                 }
                 guard_child(&mut cmd);
-                let mut child = cmd
-                    .spawn()
-                    .map_err(|e| format!("cannot start {command}: {e}"))?;
+                let mut child = cmd.spawn().map_err(|source| ConnectError::Spawn {
+                    command: command.clone(),
+                    source,
+                })?;
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                    return Err("the child's stdio is not piped".into());
+                    return Err(ConnectError::NotPiped);
                 };
                 let guard = ChildGuard::new(child);
                 let service = listener()
                     .serve((stdout, stdin))
                     .await
-                    .map_err(|e| format!("initialisation failed: {}", init_error(&e)))?;
+                    .map_err(|e| ConnectError::Initialise(init_error(&e)))?;
                 (service, Some(guard))
             }
             Transport::Http {
@@ -386,34 +421,36 @@ impl McpServer {
                 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                 if let Some(path) = token_file {
-                    let token = std::fs::read_to_string(path).map_err(|e| {
-                        format!("cannot read the token file {}: {e}", path.display())
-                    })?;
+                    let token =
+                        std::fs::read_to_string(path).map_err(|source| ConnectError::Read {
+                            what: "token file",
+                            path: path.clone(),
+                            source,
+                        })?;
                     config = config.auth_header(token.trim().to_owned());
                 }
                 ufo_common::tls::install_crypto_provider();
                 let mut builder = reqwest::Client::builder();
                 if let Some(path) = ca_file {
-                    let pem = std::fs::read(path)
-                        .map_err(|e| format!("cannot read the CA file {}: {e}", path.display()))?;
+                    let pem = std::fs::read(path).map_err(|source| ConnectError::Read {
+                        what: "CA file",
+                        path: path.clone(),
+                        source,
+                    })?;
                     let certs = reqwest::Certificate::from_pem_bundle(&pem)
                         .ok()
                         .filter(|c| !c.is_empty())
-                        .ok_or_else(|| {
-                            format!("the CA file {} holds no PEM certificate", path.display())
-                        })?;
+                        .ok_or_else(|| ConnectError::NoCertificate(path.clone()))?;
                     for cert in certs {
                         builder = builder.add_root_certificate(cert);
                     }
                 }
-                let client = builder
-                    .build()
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                let client = builder.build().map_err(ConnectError::Client)?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = listener()
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("initialisation failed: {}", init_error(&e)))?;
+                    .map_err(|e| ConnectError::Initialise(init_error(&e)))?;
                 (service, None)
             }
         };

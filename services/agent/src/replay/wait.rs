@@ -179,15 +179,29 @@ pub fn missing(targets: &[Target], listed: &[TargetInfo]) -> Option<String> {
     })
 }
 
-async fn change(dispatcher: &dyn CommandDispatcher, timeout: Duration) -> Result<(), String> {
+/// Why the executor could not watch the window for a change.
+#[derive(Debug, thiserror::Error)]
+enum ChangeError {
+    /// The command did not reach the executor.
+    #[error(transparent)]
+    Dispatch(#[from] crate::dispatch::DispatchError),
+    /// The executor ran [`CHANGE_TOOL`] and it failed; its own words.
+    #[error("{0}")]
+    Failed(String),
+}
+
+async fn change(dispatcher: &dyn CommandDispatcher, timeout: Duration) -> Result<(), ChangeError> {
     let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     let r = execute_one(
         dispatcher,
         Command::observe(CHANGE_TOOL, json!({"timeout_ms": ms})),
     )
-    .await
-    .map_err(|e| e.to_string())?;
-    if r.is_success() { Ok(()) } else { Err(r.error) }
+    .await?;
+    if r.is_success() {
+        Ok(())
+    } else {
+        Err(ChangeError::Failed(r.error))
+    }
 }
 
 /// Waits, within `bound`, until every target of `awaited` is among the listed ones (accepting input
@@ -236,7 +250,7 @@ where
             }
             let listed = match change(dispatcher, (end - now).min(SLICE)).await {
                 Ok(()) => look().await,
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
             };
             match listed {
                 Ok(listed) => {

@@ -65,8 +65,7 @@ pub fn model(error: &LlmError) -> String {
                 None => format!("the model endpoint {what} (HTTP {status})"),
             }
         }
-        LlmError::Transport(text) => {
-            let (host, cause) = text.split_once(": ").unwrap_or(("", text));
+        LlmError::Transport { host, failure, .. } => {
             let host = if host.is_empty() {
                 String::new()
             } else {
@@ -74,7 +73,7 @@ pub fn model(error: &LlmError) -> String {
             };
             format!(
                 "the model endpoint{host} cannot be reached ({})",
-                network(cause)
+                failure.phrase()
             )
         }
         LlmError::Timeout(d) => format!("the model did not answer within {} s", d.as_secs()),
@@ -112,26 +111,6 @@ pub fn executor(error: &DispatchError) -> String {
     }
 }
 
-/// A network failure's innermost cause as a short phrase.
-fn network(cause: &str) -> &'static str {
-    let c = cause.to_lowercase();
-    if c.contains("refused") {
-        "connection refused"
-    } else if c.contains("dns") || c.contains("lookup") || c.contains("not known") {
-        "the host name does not resolve"
-    } else if c.contains("certificate") || c.contains("tls") || c.contains("handshake") {
-        "the TLS handshake failed"
-    } else if c.contains("timed out") {
-        "timed out"
-    } else if c.contains("reset") || c.contains("closed") || c.contains("broken pipe") {
-        "the connection was dropped"
-    } else if c.contains("unreachable") {
-        "the network is unreachable"
-    } else {
-        "network error"
-    }
-}
-
 /// The provider's own explanation (`{"error": {"message": …}}`), at most 200 characters.
 fn provider_message(body: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
@@ -154,7 +133,11 @@ mod tests {
         };
         for (error, expected) in [
             (
-                LlmError::Transport("127.0.0.1: Connection refused (os error 111)".into()),
+                LlmError::Transport {
+                    host: "127.0.0.1".into(),
+                    failure: crate::llm::error::NetworkFailure::Refused,
+                    cause: "Connection refused (os error 111)".into(),
+                },
                 "the model endpoint 127.0.0.1 cannot be reached (connection refused)",
             ),
             (

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use ufo_proto::v1;
 
-use super::driver::{DriverError, StepInput, TaskDriver};
+use super::driver::{DesktopPictureError, DriverError, PersonInputError, StepInput, TaskDriver};
 use super::hitl;
 use super::intent::IntentGate;
 use crate::agents::setup::TaskOverrides;
@@ -326,38 +326,31 @@ impl TaskDriver for AgentsDriver {
         &self,
         config: &TaskConfig,
         input: &super::person::PersonInput,
-    ) -> Result<(), String> {
+    ) -> Result<(), PersonInputError> {
         let Some((executors, max_bytes)) = &self.executors else {
-            return Err("this runner has no executors to deliver a person's input to".to_owned());
+            return Err(PersonInputError::NoExecutors);
         };
-        let conn = executors
-            .connection(&config.executor_name, &config.executor)
-            .map_err(|e| format!("cannot use the executor: {e}"))?;
-        let mut client = executors
-            .dispatcher(&conn, 0, *max_bytes)
-            .map_err(|e| format!("cannot reach the executor: {e}"))?
-            .client();
+        let conn = executors.connection(&config.executor_name, &config.executor)?;
+        let mut client = executors.dispatcher(&conn, 0, *max_bytes)?.client();
         client
             .takeover_input(input.to_proto())
             .await
             .map(|_| ())
-            .map_err(|s| s.message().to_owned())
+            .map_err(PersonInputError::Executor)
     }
 
     async fn desktop_picture(
         &self,
         config: &TaskConfig,
-    ) -> Result<Option<crate::vision::screenshot::Screenshot>, String> {
-        let dispatcher = (self.dispatcher)(config).map_err(|e| e.message)?;
+    ) -> Result<Option<crate::vision::screenshot::Screenshot>, DesktopPictureError> {
+        let dispatcher = (self.dispatcher)(config)?;
         let command = crate::dispatch::Command::observe(
             "capture_desktop_screenshot",
             serde_json::json!({"all_screens": true}),
         );
-        let shot = crate::dispatch::execute_one(dispatcher.as_ref(), command)
-            .await
-            .map_err(|e| e.to_string())?;
+        let shot = crate::dispatch::execute_one(dispatcher.as_ref(), command).await?;
         if !shot.is_success() {
-            return Err(shot.error);
+            return Err(DesktopPictureError::Failed(shot.error));
         }
         Ok(shot.images.into_iter().next())
     }

@@ -23,7 +23,27 @@ use crate::store::client::SessionClient;
 
 /// Resets desktop `.0` for task `.1` through its executor; `Err` carries the reason it failed.
 pub type Resetter =
-    Arc<dyn Fn(String, String) -> BoxFuture<'static, Result<(), String>> + Send + Sync>;
+    Arc<dyn Fn(String, String) -> BoxFuture<'static, Result<(), ResetError>> + Send + Sync>;
+
+/// Why a desktop's reset failed: the reason it leaves the pool as broken.
+#[derive(Debug, thiserror::Error)]
+pub enum ResetError {
+    /// The registry does not know the desktop's executor.
+    #[error("cannot reach the desktop's executor: {0}")]
+    Unknown(#[from] crate::dispatch::registry::ExecutorRefusal),
+    /// No connection to the desktop's executor.
+    #[error("cannot reach the desktop's executor: {0}")]
+    Unreachable(crate::dispatch::DispatchError),
+    /// The executor tried and could not reset (its words).
+    #[error("reset failed: {0}")]
+    Refused(String),
+    /// The reset call failed.
+    #[error("reset failed: {0}")]
+    Failed(crate::dispatch::DispatchError),
+    /// `--desktop-reset-timeout-ms` passed.
+    #[error("reset took longer than {} ms", .0.as_millis())]
+    TimedOut(Duration),
+}
 
 /// The names of the desktops this replica can reach now.
 pub type Reachable = Arc<dyn Fn() -> Vec<String> + Send + Sync>;
@@ -50,12 +70,10 @@ pub fn resetter(
     Arc::new(move |desktop: String, task: String| {
         let executors = executors.clone();
         Box::pin(async move {
-            let conn = executors
-                .connection(&desktop, "")
-                .map_err(|e| format!("cannot reach the desktop's executor: {e}"))?;
+            let conn = executors.connection(&desktop, "")?;
             let dispatcher = executors
                 .dispatcher(&conn, deadline, max_message)
-                .map_err(|e| format!("cannot reach the desktop's executor: {e}"))?;
+                .map_err(ResetError::Unreachable)?;
             match dispatcher.reset(&task).await {
                 Ok(done) => {
                     tracing::info!(%desktop, closed = done.closed, removed = done.removed, hook_ran = done.hook_ran, "desktop reset");
@@ -64,8 +82,8 @@ pub fn resetter(
                 Err(crate::dispatch::DispatchError::Rpc {
                     code: tonic::Code::FailedPrecondition,
                     message,
-                }) => Err(format!("reset failed: {message}")),
-                Err(e) => Err(format!("reset failed: {e}")),
+                }) => Err(ResetError::Refused(message)),
+                Err(e) => Err(ResetError::Failed(e)),
             }
         })
     })
@@ -79,32 +97,40 @@ pub(crate) async fn reset(
     session: &Session,
     worker_id: &str,
     config: &RunnerConfig,
-) -> Result<(), String> {
+) -> Result<(), ResetError> {
     let desktop = session.desktop.clone();
     let timeout = Duration::from_millis(config.desktop_reset_timeout_ms);
-    let renew = async {
-        let every = Duration::from_millis(u64::from(config.lease_ms / 3).max(1));
-        loop {
-            tokio::time::sleep(every).await;
-            let request = RenewDesktopRequest {
-                name: desktop.clone(),
-                session_id: session.id.clone(),
-                worker_id: worker_id.to_owned(),
-                lease_ms: config.lease_ms,
-            };
-            if let Err(e) = client.clone().renew_desktop(request).await {
-                tracing::warn!(%desktop, error = %e, "cannot renew the desktop's check-out during its reset");
-            }
-        }
-    };
     let span = tracing::info_span!("desktop.reset", desktop = %desktop);
     let run = tokio::time::timeout(timeout, resetter(desktop.clone(), session.id.clone()));
     tokio::select! {
         outcome = run.instrument(span) => match outcome {
             Ok(done) => done,
-            Err(_) => Err(format!("reset took longer than {} ms", timeout.as_millis())),
+            Err(_) => Err(ResetError::TimedOut(timeout)),
         },
-        () = renew => Err("unreachable: the renewal loop does not end".into()),
+        never = renew_during_reset(client, session, worker_id, config) => match never {},
+    }
+}
+
+/// Renews the desktop's check-out every third of the lease until dropped (it never ends by itself).
+async fn renew_during_reset(
+    client: &SessionClient,
+    session: &Session,
+    worker_id: &str,
+    config: &RunnerConfig,
+) -> std::convert::Infallible {
+    let desktop = &session.desktop;
+    let every = Duration::from_millis(u64::from(config.lease_ms / 3).max(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let request = RenewDesktopRequest {
+            name: desktop.clone(),
+            session_id: session.id.clone(),
+            worker_id: worker_id.to_owned(),
+            lease_ms: config.lease_ms,
+        };
+        if let Err(e) = client.clone().renew_desktop(request).await {
+            tracing::warn!(%desktop, error = %e, "cannot renew the desktop's check-out during its reset");
+        }
     }
 }
 
@@ -153,7 +179,8 @@ pub(crate) async fn check_in(
     let broken = match resetter {
         Some(resetter) => reset(client, resetter, session, worker_id, config)
             .await
-            .err(),
+            .err()
+            .map(|e| e.to_string()),
         None => None,
     };
     if let Some(reason) = &broken {

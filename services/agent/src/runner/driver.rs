@@ -54,6 +54,40 @@ impl DriverError {
     }
 }
 
+/// Why a person's input did not reach the task's desktop; recorded with the person's step.
+#[derive(Debug, thiserror::Error)]
+pub enum PersonInputError {
+    /// A driver without a desktop.
+    #[error("this runner cannot deliver a person's input")]
+    Unsupported,
+    /// A runner built without executors.
+    #[error("this runner has no executors to deliver a person's input to")]
+    NoExecutors,
+    /// The task's executor is refused by the registry.
+    #[error("cannot use the executor: {0}")]
+    Refused(#[from] crate::dispatch::registry::ExecutorRefusal),
+    /// No connection to the executor could be made.
+    #[error("cannot reach the executor: {0}")]
+    Unreachable(#[from] crate::dispatch::DispatchError),
+    /// The executor refused the input; its own words.
+    #[error("{}", .0.message())]
+    Executor(tonic::Status),
+}
+
+/// Why the desktop's picture after a task's last step could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DesktopPictureError {
+    /// The task's executor cannot be used.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The command did not reach the executor.
+    #[error(transparent)]
+    Dispatch(#[from] crate::dispatch::DispatchError),
+    /// The executor ran the capture and it failed; its own words.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Produces steps. Implementations must be cancel-safe: the runner drops the future when the task is
 /// cancelled, its lease is lost, or shutdown's drain deadline passes, and nothing is recorded then.
 #[async_trait::async_trait]
@@ -68,9 +102,9 @@ pub trait TaskDriver: Send + Sync {
         &self,
         config: &TaskConfig,
         input: &super::person::PersonInput,
-    ) -> Result<(), String> {
+    ) -> Result<(), PersonInputError> {
         let _ = (config, input);
-        Err("this runner cannot deliver a person's input".to_owned())
+        Err(PersonInputError::Unsupported)
     }
 
     /// The whole desktop of the task's executor as it is now: the picture after a task's last step
@@ -78,7 +112,7 @@ pub trait TaskDriver: Send + Sync {
     async fn desktop_picture(
         &self,
         config: &TaskConfig,
-    ) -> Result<Option<crate::vision::screenshot::Screenshot>, String> {
+    ) -> Result<Option<crate::vision::screenshot::Screenshot>, DesktopPictureError> {
         let _ = config;
         Ok(None)
     }

@@ -168,7 +168,7 @@ pub fn step(
     seq: u64,
     input: &PersonInput,
     by: &str,
-    delivered: Result<(), String>,
+    delivered: Result<(), super::driver::PersonInputError>,
     previous: &Step,
 ) -> StepOutput {
     let what = input.describe();
@@ -179,7 +179,7 @@ pub fn step(
         },
         Err(e) => CommandResult {
             status: ResultStatus::Failure,
-            error: e.clone(),
+            error: e.to_string(),
             ..CommandResult::none()
         },
     };

@@ -116,7 +116,8 @@ impl TaskRun {
                     &self.config,
                 )
                 .await
-                .err(),
+                .err()
+                .map(|e| e.to_string()),
                 _ => None,
             };
             let driven = if let Some(reason) = unusable {
@@ -270,9 +271,8 @@ impl TaskRun {
 
     /// The task's configuration as its steps run it: the desktop the claim checked out (issue 36) is
     /// the executor.
-    fn task_config(&self) -> Result<TaskConfig, String> {
-        let mut config =
-            TaskConfig::from_struct(self.session.config.clone()).map_err(|e| e.to_string())?;
+    fn task_config(&self) -> Result<TaskConfig, crate::runner::task_config::BadTaskConfig> {
+        let mut config = TaskConfig::from_struct(self.session.config.clone())?;
         if !self.session.desktop.is_empty() {
             config.executor_name = self.session.desktop.clone();
             config.executor = String::new();
@@ -374,7 +374,7 @@ impl TaskRun {
     ) -> Result<Outcome, tonic::Status> {
         let config = match self.task_config() {
             Ok(c) => c,
-            Err(e) => return Ok(Outcome::Failed(e)),
+            Err(e) => return Ok(Outcome::Failed(e.to_string())),
         };
         // The history, the event log and the rounds are independent reads: at once (issue 36: a task
         // handed a desktop starts sooner).

@@ -38,11 +38,14 @@ pub fn name(field: &str, value: String) -> Result<String, Status> {
     }
 }
 
+/// A desktop's labels, by key.
+pub type Labels = BTreeMap<String, String>;
+
 /// Labels: at most 32; keys 1–128 bytes, values at most 128, no control characters.
 pub fn labels(
     field: &str,
     value: std::collections::HashMap<String, String>,
-) -> Result<BTreeMap<String, String>, Status> {
+) -> Result<Labels, Status> {
     if value.len() > MAX_LABELS {
         return Err(invalid(field, "at most 32 labels"));
     }

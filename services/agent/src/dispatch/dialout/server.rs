@@ -64,7 +64,10 @@ fn header<'a>(request: &'a Request<Streaming<ExecutorFrame>>, name: &str) -> Opt
     request.metadata().get(name).and_then(|v| v.to_str().ok())
 }
 
-fn labels(text: &str) -> Result<BTreeMap<String, String>, Status> {
+/// An executor's labels, by key.
+type Labels = BTreeMap<String, String>;
+
+fn labels(text: &str) -> Result<Labels, Status> {
     let mut out = BTreeMap::new();
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((k, v)) = entry.split_once('=') else {
@@ -284,14 +287,16 @@ fn register_desktop(pool: Option<&crate::store::client::SessionClient>, session:
 }
 
 /// A frame the executor sent that could not be read, as the status its connection ends with: too large
-/// is RESOURCE_EXHAUSTED, undecodable is INVALID_ARGUMENT.
+/// is RESOURCE_EXHAUSTED, undecodable is INVALID_ARGUMENT. tonic's decoder reports a frame it cannot
+/// decode (prost's error, a bad compression flag, a truncated frame) as INTERNAL with no source error;
+/// a transport failure carries its h2 or I/O error as the source and is passed on as it is.
 fn frame_error(status: Status) -> Status {
     let message = status.message().to_owned();
     match status.code() {
         tonic::Code::OutOfRange | tonic::Code::ResourceExhausted => {
             Status::resource_exhausted(format!("frame too large: {message}"))
         }
-        tonic::Code::Internal if message.contains("decode") => {
+        tonic::Code::Internal if std::error::Error::source(&status).is_none() => {
             Status::invalid_argument(format!("malformed frame: {message}"))
         }
         _ => status,

@@ -206,7 +206,11 @@ impl OpenAiCompatible {
                 .ok()
                 .and_then(|u| u.host_str().map(str::to_owned))
                 .unwrap_or_default();
-            LlmError::Transport(format!("{host}: {}", super::check::transport_cause(&e)))
+            LlmError::Transport {
+                host,
+                failure: super::error::NetworkFailure::of(&e),
+                cause: super::check::transport_cause(&e),
+            }
         }
     }
 }
@@ -305,7 +309,7 @@ impl ChatModel for OpenAiCompatible {
 fn error_type(e: &LlmError) -> &'static str {
     match e {
         LlmError::Status { .. } => "http_status",
-        LlmError::Transport(_) => "transport",
+        LlmError::Transport { .. } => "transport",
         LlmError::Timeout(_) => "timeout",
         LlmError::Decode(_) => "decode",
         LlmError::Config(_) => "config",

@@ -498,7 +498,7 @@ mod tests {
 
     /// An engine answering fixed TSV, failing, or blocking until released; counts its calls.
     struct Fake {
-        answer: Result<String, String>,
+        answer: Result<String, &'static str>,
         block: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
         calls: AtomicUsize,
         sizes: Mutex<Vec<(u32, u32)>>,
@@ -514,13 +514,15 @@ mod tests {
             if let Some(rx) = &self.block {
                 let _ = rx.lock().map(|rx| rx.recv());
             }
-            self.answer.clone().map_err(GroundingError::Engine)
+            self.answer
+                .clone()
+                .map_err(|e| GroundingError::Engine(e.to_owned()))
         }
     }
 
-    fn fake(answer: Result<&str, &str>) -> Arc<Fake> {
+    fn fake(answer: Result<&str, &'static str>) -> Arc<Fake> {
         Arc::new(Fake {
-            answer: answer.map(str::to_owned).map_err(str::to_owned),
+            answer: answer.map(str::to_owned),
             block: None,
             calls: AtomicUsize::new(0),
             sizes: Mutex::new(vec![]),

@@ -38,7 +38,10 @@ pub(super) fn want_of(text: &str) -> StoreResult<DesktopWant> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("desktop_want: {e}")))
 }
 
-fn labels_of(text: &str) -> StoreResult<BTreeMap<String, String>> {
+/// A desktop's labels, by key.
+type Labels = BTreeMap<String, String>;
+
+fn labels_of(text: &str) -> StoreResult<Labels> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("desktop labels: {e}")))
 }
 

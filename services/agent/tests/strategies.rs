@@ -395,11 +395,17 @@ async fn collected(
         .with(CLEAN_SCREENSHOT, clean.clone())
         .with(WINDOW_INFO, info.clone()));
     let out = AppControlInfo.execute(agent, &mut c).await.unwrap();
+    // The step records how to draw the annotated image; drawn here as the API draws it on read.
+    let annotation = out.get(ANNOTATION).unwrap().unwrap();
+    let annotated = Screenshot {
+        bytes: ufo_agent::vision::derived::render(&annotation.recipe, &clean.bytes).unwrap(),
+        ..annotation.placement.clone()
+    };
     (
         clean,
         info,
         out.get(CONTROLS).unwrap().unwrap().clone(),
-        out.get(ANNOTATED_SCREENSHOT).unwrap().unwrap().clone(),
+        annotated,
     )
 }
 
@@ -456,7 +462,7 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
     agent.last_control = Some(shot());
     let d = Arc::new(desktop());
     select_w1(&d).await;
-    let (clean, _, controls, annotated) = collected(&agent, &d).await;
+    let (clean, _, controls, _) = collected(&agent, &d).await;
     let mut board = Blackboard::default();
     board.add_trajectory(
         json!({"result": "from-before"})
@@ -492,7 +498,6 @@ async fn app_llm_interaction_sends_images_controls_subtask_history_and_blackboar
     let mut c = ctx(Values::new()
         .with(CONTROLS, controls)
         .with(CLEAN_SCREENSHOT, clean)
-        .with(ANNOTATED_SCREENSHOT, annotated)
         .with(SUBTASK, "copy the body".to_owned())
         .with(pkeys::REQUEST, "req".to_owned())
         .with(HOST_MESSAGE, "be quick".to_owned())

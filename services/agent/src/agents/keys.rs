@@ -57,12 +57,8 @@ pub const CLEAN_SHA256: Key<String> = Key::new("clean_sha256");
 pub const ANNOTATION: Key<Derived> = Key::new("annotation");
 /// How to crop the selected control out of the clean screenshot again (recorded instead of the crop).
 pub const SELECTED_CONTROL_RECIPE: Key<Derived> = Key::new("selected_control_recipe");
-/// The annotated (set-of-marks) screenshot.
-pub const ANNOTATED_SCREENSHOT: Key<Screenshot> = Key::new("annotated_screenshot");
 /// Decoded pixels of the clean screenshot (decoded once per step, reused for prompts and crops).
 pub const CLEAN_PIXELS: Key<Arc<RgbaImage>> = Key::new("clean_pixels");
-/// Decoded pixels of the annotated screenshot.
-pub const ANNOTATED_PIXELS: Key<Arc<RgbaImage>> = Key::new("annotated_pixels");
 /// The application window's info.
 pub const WINDOW_INFO: Key<TargetInfo> = Key::new("application_window_info");
 /// The UI tree (when configured).

@@ -4,8 +4,9 @@
 //! Annotating at full size and downscaling the clean and the annotated images cost two resizes and blurred
 //! the labels; here the clean screenshot is resized once, encoded, and the marks (boxes scaled to the small
 //! image, labels at the configured pixel size, so they stay as legible as on the full-size artifact) are
-//! drawn on that same buffer. When the screenshot already fits, the step's encoded images are reused as
-//! they are: no decode, no resize, no encode.
+//! drawn on that same buffer. When the screenshot already fits, the clean image is sent as the executor
+//! encoded it, and the annotated one is drawn at full size: the only case a full-size annotated image is
+//! drawn and encoded.
 
 use image::RgbaImage;
 use serde_json::Value;
@@ -37,12 +38,11 @@ pub struct PromptImages {
     pub annotated: Option<Screenshot>,
 }
 
-/// Builds the prompt copies of `clean` (whose full-size set-of-marks copy is `annotated`, drawn from
-/// `marks` in full-size pixels). `pixels` are `clean`'s decoded pixels when the caller has them.
+/// Builds the prompt copies of `clean`, the set-of-marks one drawn from `marks` (in full-size pixels).
+/// `pixels` are `clean`'s decoded pixels when the caller has them.
 pub fn prompt_images(
     clean: &Screenshot,
     pixels: Option<&RgbaImage>,
-    annotated: &Screenshot,
     marks: &[Mark<'_>],
     marker: &Marker,
     spec: PromptImageSpec,
@@ -50,12 +50,13 @@ pub fn prompt_images(
     if !spec.clean && !spec.annotated {
         return Ok(PromptImages::default());
     }
-    let Some((w, h)) = fitted_size(clean.width, clean.height, spec.max.0, spec.max.1) else {
+    let resized = fitted_size(clean.width, clean.height, spec.max.0, spec.max.1);
+    if resized.is_none() && !spec.annotated {
         return Ok(PromptImages {
             clean: spec.clean.then(|| clean.clone()),
-            annotated: spec.annotated.then(|| annotated.clone()),
+            annotated: None,
         });
-    };
+    }
     let decoded;
     let full = match pixels {
         Some(p) => p,
@@ -63,6 +64,14 @@ pub fn prompt_images(
             decoded = clean.decode()?;
             &decoded
         }
+    };
+    let Some((w, h)) = resized else {
+        let mut drawn = full.clone();
+        marker.annotate(&mut drawn, marks);
+        return Ok(PromptImages {
+            clean: spec.clean.then(|| clean.clone()),
+            annotated: Some(clean.with_pixels(&drawn)?),
+        });
     };
     let mut small = resize_fast(full, w, h)?;
     let fx = f64::from(w) / f64::from(full.width().max(1));
@@ -136,6 +145,7 @@ mod tests {
     use std::path::Path;
 
     fn setup() -> (Marker, Screenshot, Screenshot, Vec<Mark<'static>>) {
+        // The third is the full-size annotated image, drawn here as a reference.
         let marker = Marker::load(Path::new(DEFAULT_FONT), 14.0, Palette::default()).unwrap();
         let img = RgbaImage::from_pixel(800, 400, Rgba([255, 255, 255, 255]));
         let clean = Screenshot::from_rgba(&img, 100, 50).unwrap();
@@ -152,13 +162,13 @@ mod tests {
 
     #[test]
     fn downscales_once_and_draws_scaled_boxes_on_the_small_copy() {
-        let (marker, clean, annotated, marks) = setup();
+        let (marker, clean, _, marks) = setup();
         let spec = PromptImageSpec {
             max: (400, 400),
             clean: true,
             annotated: true,
         };
-        let out = prompt_images(&clean, None, &annotated, &marks, &marker, spec).unwrap();
+        let out = prompt_images(&clean, None, &marks, &marker, spec).unwrap();
         let (c, a) = (out.clean.unwrap(), out.annotated.unwrap());
         // Same placement as downscaling the clean screenshot on its own.
         let reference = downscale_png(&clean, 400, 400).unwrap();
@@ -190,14 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn reuses_the_encoded_images_when_they_fit_and_builds_only_what_is_asked() {
+    fn reuses_the_clean_image_and_draws_the_annotated_one_at_full_size_only_when_they_fit() {
         let (marker, clean, annotated, marks) = setup();
         let fits = PromptImageSpec {
             max: (800, 800),
             clean: true,
             annotated: true,
         };
-        let out = prompt_images(&clean, None, &annotated, &marks, &marker, fits).unwrap();
+        let out = prompt_images(&clean, None, &marks, &marker, fits).unwrap();
         assert_eq!(out.clean.unwrap().bytes, clean.bytes);
         assert_eq!(out.annotated.unwrap().bytes, annotated.bytes);
         let only_annotated = PromptImageSpec {
@@ -205,7 +215,7 @@ mod tests {
             clean: false,
             annotated: true,
         };
-        let out = prompt_images(&clean, None, &annotated, &marks, &marker, only_annotated).unwrap();
+        let out = prompt_images(&clean, None, &marks, &marker, only_annotated).unwrap();
         assert!(out.clean.is_none());
         assert_eq!(out.annotated.unwrap().width, 400);
     }

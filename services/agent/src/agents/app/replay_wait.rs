@@ -45,7 +45,6 @@ impl Strategy<AppAgent> for AppReplayWait {
             TOOL_CATALOG.provided(),
             SETTLE.provided(),
             CONTROLS.provided(),
-            ANNOTATED_SCREENSHOT.provided(),
             ANNOTATION.provided(),
             CLEAN_PIXELS.provided(),
             WARNINGS.provided(),

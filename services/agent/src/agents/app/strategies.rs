@@ -146,7 +146,6 @@ impl Strategy<AppAgent> for AppControlInfo {
     fn provides(&self) -> Vec<Provided> {
         vec![
             CONTROLS.provided(),
-            ANNOTATED_SCREENSHOT.provided(),
             ANNOTATION.provided(),
             CLEAN_PIXELS.provided(),
             WARNINGS.provided(),
@@ -236,18 +235,12 @@ pub(crate) async fn control_info(
             c.extra.insert("click_fraction".into(), json!([fx, fy]));
         }
     }
-    let mut pixels = decoding
+    let pixels = decoding
         .await
         .map_err(|e| failed("the screenshot decoder stopped", e))?
         .map_err(|e| failed("cannot decode the screenshot", e))?;
-    // Annotate in place and put the clean pixels back afterwards: no copy of the whole screenshot.
     let marks = marks(&controls, clean);
-    let undo = agent.services.marker.annotate_undoable(&mut pixels, &marks);
-    let annotated = clean
-        .with_pixels(&pixels)
-        .map_err(|e| failed("cannot encode the annotation", e))?;
-    undo.restore(&mut pixels);
-    // Not stored: the step records how to draw the image the model is sent (at the prompt's size)
+    // The annotated image is drawn only for the prompt (`vision::prompt`). Not stored: the step records how to draw the image the model is sent (at the prompt's size)
     // and the API draws it again on read (`vision::derived`).
     let s = &agent.services.settings;
     let size = if s.include_annotated {
@@ -264,7 +257,6 @@ pub(crate) async fn control_info(
     Ok(Outputs::new()
         .with(CONTROLS, controls)
         .with(ANNOTATION, annotation)
-        .with(ANNOTATED_SCREENSHOT, annotated)
         .with(CLEAN_PIXELS, Arc::new(pixels))
         .with(WARNINGS, warnings))
 }
@@ -282,7 +274,6 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         vec![
             CONTROLS.required("the control list"),
             CLEAN_SCREENSHOT.required("the clean screenshot"),
-            ANNOTATED_SCREENSHOT.required("the annotated screenshot"),
             SUBTASK.required("what to do"),
             pkeys::REQUEST.required("the user's request"),
             HOST_MESSAGE.optional("advice from the HostAgent"),
@@ -355,7 +346,6 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         let prompt = prompt_images(
             clean,
             ctx.get(CLEAN_PIXELS)?.map(|p| p.as_ref()),
-            ctx.require(ANNOTATED_SCREENSHOT)?,
             &marks(controls, clean),
             &agent.services.marker,
             PromptImageSpec {

@@ -165,6 +165,7 @@ pub async fn run(
         shutdown.clone(),
     );
 
+    let direct = tasks.desktop().direct().clone();
     let app = api::app(api::AppState {
         tasks,
         keys,
@@ -205,6 +206,9 @@ pub async fn run(
         }
     };
 
+    // Renews the leases of this process's direct sessions and ends those of agents that went away.
+    let keeper = direct.keep(shutdown.clone());
+
     // The pool's gauges, read from the store as often as metrics are pushed (issue 36).
     let pool_gauges = async {
         if let Some(interval) = config.telemetry.metrics_interval() {
@@ -218,7 +222,7 @@ pub async fn run(
         }
     };
 
-    let (grpc, http, (), ()) = tokio::join!(grpc, http, runner, pool_gauges);
+    let (grpc, http, (), (), ()) = tokio::join!(grpc, http, runner, pool_gauges, keeper);
     grpc?;
     http?;
     Ok(())

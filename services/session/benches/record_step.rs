@@ -39,6 +39,7 @@ async fn session(store: &dyn Store) -> Uuid {
             owner: "bench".into(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: None,
+            lease: None,
         })
         .await
         .unwrap();

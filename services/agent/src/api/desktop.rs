@@ -45,6 +45,11 @@ impl std::fmt::Debug for Desktop {
 }
 
 impl Desktop {
+    /// The direct sessions the calls are recorded in.
+    pub fn direct(&self) -> &DirectSessions {
+        &self.direct
+    }
+
     /// Desktop calls with `policy` on the executors of `executors`, with the runner's executor settings,
     /// recorded in `direct`, marked by `marker`.
     pub fn new(
@@ -418,6 +423,8 @@ mod tests {
             DirectSessions::new(
                 crate::store::client::connect(&config.session).unwrap(),
                 Duration::from_secs(60),
+                Duration::from_secs(30),
+                "unit-test".to_owned(),
             ),
             config.agents.marker().unwrap(),
         )

@@ -1,9 +1,15 @@
 //! Direct sessions: every desktop tool call of an MCP client is a step of a session of kind DIRECT, one
 //! per caller and executor, so a person audits (and replays) an MCP client's work in `ufo show`, the REST
 //! steps and the viewer like any task. The session is created on the caller's first call on that executor
-//! (RUNNING, no lease: the session store's claim never picks a DIRECT session up), owned by the caller
-//! (another caller's key gets "not found"), and ended by `end_direct_session` or after
-//! `--mcp-direct-idle-seconds` without a call; the next call then starts a new one.
+//! (RUNNING; the session store's claim never picks a DIRECT session up), owned by the caller (another
+//! caller's key gets "not found"), and ended by `end_direct_session` or after `--mcp-direct-idle-seconds`
+//! without a call; the next call then starts a new one.
+//!
+//! The session is leased to this agent process (`--mcp-direct-lease-ms`), which renews the leases of the
+//! sessions it keeps open; its writes are fenced by the lease. When the process dies the lease lapses,
+//! and any agent replica's keeper ([`DirectSessions::keep`]) ends the session as FAILED with a result
+//! saying the agent holding it went away. A session this process lost (ended meanwhile by a cancel or by
+//! another replica) is dropped, and the caller's next call starts a new one.
 //!
 //! Calls of one session run one at a time (a step number per call, without gaps). A call holding an
 //! action is recorded as an intent (a STEP_STARTED event `{intent: true, ...}`, as the runner records
@@ -17,11 +23,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use ufo_mcp_server::{DesktopCall, ToolError};
 use ufo_proto::v1::{
-    AgentKind, AppendEventsRequest, CreateSessionRequest, EventKind, RecordStepRequest,
-    SessionKind, SessionStatus, SetSessionStatusRequest, Step,
+    AgentKind, AppendEventsRequest, CreateSessionRequest, EndExpiredDirectSessionsRequest,
+    EventKind, RecordStepRequest, RenewLeaseRequest, SessionKind, SessionStatus,
+    SetSessionStatusRequest, Step,
 };
 
 use super::error::ApiError;
@@ -39,6 +47,9 @@ struct Direct {
     id: String,
     state: Arc<Mutex<State>>,
     last_used: std::sync::Mutex<Instant>,
+    /// Its lease is lost: the session was ended meanwhile (a cancel, or a replica that found the lease
+    /// lapsed). The next call starts a new session.
+    lost: AtomicBool,
 }
 
 impl Direct {
@@ -69,8 +80,25 @@ struct Inner {
     client: SessionClient,
     uploads: BlobUploads,
     idle: Duration,
+    /// The lease of each session this process opens, and who holds it.
+    lease: Duration,
+    worker: String,
     open: Mutex<HashMap<Key, Arc<Direct>>>,
     reaping: AtomicBool,
+}
+
+impl Inner {
+    fn lease_ms(&self) -> u32 {
+        u32::try_from(self.lease.as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// Drops `direct` from the open sessions (when it is still the one open under `key`).
+    async fn forget(&self, key: &Key, direct: &Arc<Direct>) {
+        let mut open = self.open.lock().await;
+        if open.get(key).is_some_and(|d| Arc::ptr_eq(d, direct)) {
+            open.remove(key);
+        }
+    }
 }
 
 /// The direct sessions of this agent process.
@@ -83,6 +111,8 @@ impl std::fmt::Debug for DirectSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DirectSessions")
             .field("idle", &self.inner.idle)
+            .field("lease", &self.inner.lease)
+            .field("worker", &self.inner.worker)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +121,7 @@ impl std::fmt::Debug for DirectSessions {
 pub struct Recording {
     direct: Arc<Direct>,
     client: SessionClient,
+    worker: String,
     session_id: String,
     agent: String,
     step: u64,
@@ -116,16 +147,115 @@ fn status_error(what: &str, status: &tonic::Status) -> ToolError {
 }
 
 impl DirectSessions {
-    /// Sessions recorded through `client`, ended after `idle` without a call.
-    pub fn new(client: SessionClient, idle: Duration) -> Self {
+    /// Sessions recorded through `client`, ended after `idle` without a call, each leased to `worker`
+    /// (this process) for `lease` at a time.
+    pub fn new(client: SessionClient, idle: Duration, lease: Duration, worker: String) -> Self {
         Self {
             inner: Arc::new(Inner {
                 uploads: BlobUploads::new(client.clone()),
                 client,
                 idle,
+                lease,
+                worker,
                 open: Mutex::new(HashMap::new()),
                 reaping: AtomicBool::new(false),
             }),
+        }
+    }
+
+    /// The keeper, until `shutdown`: every third of the lease it renews the leases of the sessions this
+    /// process keeps open (a session found ended meanwhile is dropped: the next call starts a new one),
+    /// and ends the direct sessions of any agent whose lease lapsed (the agent went away).
+    pub async fn keep(&self, shutdown: CancellationToken) {
+        let period = (self.inner.lease / 3).max(Duration::from_millis(100));
+        let mut sweeping = true;
+        tracing::info!(worker = %self.inner.worker, lease_ms = self.inner.lease_ms(),
+            "direct session keeper started");
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(period) => {}
+            }
+            self.renew_open()
+                .instrument(tracing::info_span!("direct.renew"))
+                .await;
+            if sweeping {
+                sweeping = self
+                    .end_expired()
+                    .instrument(tracing::info_span!("direct.end_expired"))
+                    .await;
+            }
+        }
+    }
+
+    /// Renews the lease of every open session; drops those that were ended meanwhile.
+    async fn renew_open(&self) {
+        let inner = &self.inner;
+        let open: Vec<(Key, Arc<Direct>)> = inner
+            .open
+            .lock()
+            .await
+            .iter()
+            .map(|(k, d)| (k.clone(), d.clone()))
+            .collect();
+        for (key, direct) in open {
+            let renewed = inner
+                .client
+                .clone()
+                .renew_lease(RenewLeaseRequest {
+                    session_id: direct.id.clone(),
+                    worker_id: inner.worker.clone(),
+                    lease_ms: inner.lease_ms(),
+                })
+                .await;
+            match renewed {
+                Ok(_) => {}
+                Err(status) if lost(&status) => {
+                    direct.lost.store(true, Ordering::Release);
+                    inner.forget(&key, &direct).await;
+                    tracing::warn!(session = %direct.id, caller = %key.0, executor = %key.1,
+                        error = %status.message(),
+                        "a direct session was ended meanwhile; the next call starts a new one");
+                }
+                Err(status) => {
+                    tracing::warn!(session = %direct.id, error = %status.message(),
+                        "cannot renew a direct session's lease; trying again");
+                }
+            }
+        }
+    }
+
+    /// Ends the direct sessions whose lease lapsed; `false` when the session service cannot (an older
+    /// one), so the keeper stops asking.
+    async fn end_expired(&self) -> bool {
+        let inner = &self.inner;
+        let ended = inner
+            .client
+            .clone()
+            .end_expired_direct_sessions(EndExpiredDirectSessionsRequest {
+                worker_id: inner.worker.clone(),
+                limit: 100,
+                unleased_idle_seconds: u32::try_from(inner.idle.as_secs()).unwrap_or(u32::MAX),
+            })
+            .await;
+        match ended {
+            Ok(response) => {
+                for session in response.into_inner().sessions {
+                    tracing::warn!(session = %session.id, owner = %session.owner,
+                        result = %session.result, "ended a direct session whose agent went away");
+                }
+                true
+            }
+            Err(status) if status.code() == tonic::Code::Unimplemented => {
+                tracing::warn!(error = %status.message(),
+                    "the session service cannot end direct sessions whose agent went away (too old)");
+                false
+            }
+            Err(status) => {
+                tracing::warn!(error = %status.message(),
+                    "cannot end the direct sessions whose agent went away; trying again");
+                true
+            }
         }
     }
 
@@ -152,17 +282,15 @@ impl DirectSessions {
                 }
             };
             let state = direct.state.clone().lock_owned().await;
-            if state.ended {
-                let mut open = self.inner.open.lock().await;
-                if open.get(&key).is_some_and(|d| Arc::ptr_eq(d, &direct)) {
-                    open.remove(&key);
-                }
+            if state.ended || direct.lost.load(Ordering::Acquire) {
+                self.inner.forget(&key, &direct).await;
                 continue;
             }
             direct.touch();
             return Ok(Recording {
                 direct: direct.clone(),
                 client: self.inner.client.clone(),
+                worker: self.inner.worker.clone(),
                 session_id: direct.id.clone(),
                 agent: agent_name(caller),
                 step: state.next,
@@ -188,11 +316,15 @@ impl DirectSessions {
                 kind: SessionKind::Direct as i32,
                 // An MCP client's own calls: outside the desktop pool (docs/executors.md).
                 desktop: None,
+                // Held by this process while it keeps the session open.
+                lease_owner: self.inner.worker.clone(),
+                lease_ms: self.inner.lease_ms(),
             })
             .await
             .map_err(|s| status_error("cannot start the direct session", &s))?
             .into_inner();
-        tracing::info!(session = %session.id, caller, executor, "direct session started");
+        tracing::info!(session = %session.id, caller, executor, worker = %self.inner.worker,
+            "direct session started");
         Ok(Direct {
             id: session.id,
             state: Arc::new(Mutex::new(State {
@@ -200,6 +332,7 @@ impl DirectSessions {
                 ended: false,
             })),
             last_used: std::sync::Mutex::new(Instant::now()),
+            lost: AtomicBool::new(false),
         })
     }
 
@@ -220,7 +353,7 @@ impl DirectSessions {
             return Ok(None);
         };
         let state = direct.state.lock().await;
-        let steps = close(&self.inner.client, &direct, state, result).await?;
+        let steps = close(&self.inner, &direct, state, result).await?;
         Ok(Some((direct.id.clone(), steps)))
     }
 
@@ -251,17 +384,12 @@ impl DirectSessions {
                         if state.ended || direct.idle_for() < inner.idle {
                             continue;
                         }
-                        {
-                            let mut open = inner.open.lock().await;
-                            if open.get(&key).is_some_and(|d| Arc::ptr_eq(d, &direct)) {
-                                open.remove(&key);
-                            }
-                        }
+                        inner.forget(&key, &direct).await;
                         let result = format!(
                             "ended after {} s without a desktop call",
                             inner.idle.as_secs()
                         );
-                        if let Err(e) = close(&inner.client, &direct, state, &result).await {
+                        if let Err(e) = close(&inner, &direct, state, &result).await {
                             let (caller, executor) = key;
                             tracing::warn!(session = %direct.id, %caller, %executor, error = %e,
                                 "cannot end an idle direct session");
@@ -277,24 +405,40 @@ impl DirectSessions {
 /// Marks `direct` ended (its `state` locked: no call in progress) and finishes its session: its step
 /// count.
 async fn close(
-    client: &SessionClient,
+    inner: &Inner,
     direct: &Direct,
     mut state: tokio::sync::MutexGuard<'_, State>,
     result: &str,
 ) -> Result<u64, ToolError> {
     state.ended = true;
-    client
+    let ended = inner
+        .client
         .clone()
         .set_session_status(SetSessionStatusRequest {
             session_id: direct.id.clone(),
             status: SessionStatus::Finished as i32,
             result: result.to_owned(),
-            lease_owner: String::new(),
+            lease_owner: inner.worker.clone(),
         })
-        .await
-        .map_err(|s| status_error("cannot end the direct session", &s))?;
+        .await;
+    match ended {
+        Ok(_) => {}
+        // Ended meanwhile (a cancel, or a replica that found its lease lapsed): it has ended.
+        Err(status) if lost(&status) => {
+            tracing::info!(session = %direct.id, error = %status.message(),
+                "the direct session had been ended meanwhile");
+        }
+        Err(status) => return Err(status_error("cannot end the direct session", &status)),
+    }
     tracing::info!(session = %direct.id, steps = state.next - 1, "direct session ended");
     Ok(state.next - 1)
+}
+
+/// Whether `status` says this process no longer holds the session (its lease was dropped when it
+/// ended, or another took it).
+fn lost(status: &tonic::Status) -> bool {
+    ufo_common::error::Reason::of(status) == Some(ufo_common::error::Reason::LeaseLost)
+        || status.code() == tonic::Code::FailedPrecondition
 }
 
 impl Recording {
@@ -328,11 +472,21 @@ impl Recording {
             .append_events(AppendEventsRequest {
                 session_id: self.session_id.clone(),
                 events: vec![draft],
-                lease_owner: String::new(),
+                lease_owner: self.worker.clone(),
             })
             .await
-            .map_err(|s| status_error("cannot record the intent before acting", &s))?;
+            .map_err(|s| {
+                self.lose_on(&s);
+                status_error("cannot record the intent before acting", &s)
+            })?;
         Ok(())
+    }
+
+    /// Marks the session lost when `status` says so: the caller's next call starts a new one.
+    fn lose_on(&self, status: &tonic::Status) {
+        if lost(status) {
+            self.direct.lost.store(true, Ordering::Release);
+        }
     }
 
     /// Records the call's step; the session's next call may then run.
@@ -394,10 +548,14 @@ impl Recording {
                     .map(ufo_proto::json::object_to_struct),
                 blobs,
                 artifacts,
+                lease_owner: self.worker.clone(),
                 ..Default::default()
             })
             .await
-            .map_err(|s| status_error("the call ran but its step could not be recorded", &s))?;
+            .map_err(|s| {
+                self.lose_on(&s);
+                status_error("the call ran but its step could not be recorded", &s)
+            })?;
         self.state.next += 1;
         self.direct.touch();
         Ok(())

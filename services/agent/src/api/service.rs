@@ -139,9 +139,19 @@ impl Tasks {
         limits.max_steps_cap = limits.max_steps_cap.min(config.agents.max_steps);
         limits.default_max_steps = limits.default_max_steps.min(limits.max_steps_cap);
         let executors = Arc::new(ExecutorRegistry::from_config(config)?);
+        // This process holds the leases of the direct sessions it opens (renewed by its keeper).
+        let worker = config.runner.worker_id.clone().unwrap_or_else(|| {
+            format!(
+                "agent-{}-{}",
+                std::process::id(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            )
+        });
         let direct = super::direct::DirectSessions::new(
             client.clone(),
             std::time::Duration::from_secs(config.api.mcp_server.mcp_direct_idle_seconds),
+            std::time::Duration::from_millis(config.api.mcp_server.mcp_direct_lease_ms.into()),
+            worker,
         );
         Ok(Self {
             client,
@@ -243,6 +253,9 @@ impl Tasks {
                 id: uuid::Uuid::now_v7().to_string(),
                 kind: ufo_proto::v1::SessionKind::Task as i32,
                 desktop,
+                // A task gets its lease when a runner claims it.
+                lease_owner: String::new(),
+                lease_ms: 0,
             })
             .await?
             .into_inner();

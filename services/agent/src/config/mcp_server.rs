@@ -63,4 +63,16 @@ pub struct McpServerConfig {
         value_parser = clap::value_parser!(u64).range(1..=604_800)
     )]
     pub mcp_direct_idle_seconds: u64,
+
+    /// How long a direct session's lease lasts without a renewal, in milliseconds (default 30000). The
+    /// agent that opened the session renews it every third of this while it keeps it open; once it
+    /// lapses (the agent was killed or restarted), any agent replica ends the session as FAILED saying the
+    /// agent holding it went away — every replica looks for such sessions as often as it renews.
+    #[arg(
+        long = "mcp-direct-lease-ms",
+        env = "UFO_AGENT_MCP_DIRECT_LEASE_MS",
+        default_value_t = 30_000,
+        value_parser = clap::value_parser!(u32).range(300..=3_600_000)
+    )]
+    pub mcp_direct_lease_ms: u32,
 }

@@ -19,16 +19,17 @@ use ufo_proto::v1::{
     AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
     AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
     CheckInAndClaimRequest, CheckInAndClaimResponse, CheckInDesktopRequest, ClaimTaskRequest,
-    ClaimTaskResponse, CreateSessionRequest, Desktop, Event, FinishRoundRequest,
-    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
-    GetSessionRequest, GetStepRequest, Lease, ListDesktopsRequest, ListDesktopsResponse,
-    ListRoundsRequest, ListRoundsResponse, ListSessionsRequest, ListSessionsResponse,
-    ListStepsRequest, ListStepsResponse, ParkReason, ParkTaskRequest, ParkTaskResponse, PoolSignal,
-    PruneImagesRequest, PruneImagesResponse, PutArtifactRequest, PutBlobRequest, RecordStepRequest,
-    RecordStepResponse, RegisterDesktopRequest, ReleaseTaskRequest, ReleaseTaskResponse,
-    RemoveDesktopRequest, RemoveDesktopResponse, RenewDesktopRequest, RenewLeaseRequest,
-    RequestCancelRequest, Round, Session, SessionKind, SessionStatus, SetDesktopStateRequest,
-    SetSessionStatusRequest, Step, WatchEventsRequest, WatchPoolRequest,
+    ClaimTaskResponse, CreateSessionRequest, Desktop, EndExpiredDirectSessionsRequest,
+    EndExpiredDirectSessionsResponse, Event, FinishRoundRequest, GetArtifactRequest,
+    GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse, GetSessionRequest, GetStepRequest,
+    Lease, ListDesktopsRequest, ListDesktopsResponse, ListRoundsRequest, ListRoundsResponse,
+    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
+    ParkTaskRequest, ParkTaskResponse, PoolSignal, PruneImagesRequest, PruneImagesResponse,
+    PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse,
+    RegisterDesktopRequest, ReleaseTaskRequest, ReleaseTaskResponse, RemoveDesktopRequest,
+    RemoveDesktopResponse, RenewDesktopRequest, RenewLeaseRequest, RequestCancelRequest, Round,
+    Session, SessionKind, SessionStatus, SetDesktopStateRequest, SetSessionStatusRequest, Step,
+    WatchEventsRequest, WatchPoolRequest,
 };
 use uuid::Uuid;
 
@@ -36,7 +37,8 @@ use self::status::status;
 use self::validate::{Limits, invalid, optional, required, uuid};
 use crate::config::Config;
 use crate::store::{
-    ArtifactKey, NewArtifact, NewSession, PageCursor, ParkTask, RoundEnd, StatusChange, Store,
+    ArtifactKey, NewArtifact, NewLease, NewSession, PageCursor, ParkTask, RoundEnd, StatusChange,
+    Store,
 };
 use crate::watch::{WatchOptions, watch};
 
@@ -125,22 +127,40 @@ impl SessionStore for SessionService {
             Some(id) => uuid("id", &id)?,
             None => Uuid::now_v7(),
         };
+        let kind = match SessionKind::try_from(r.kind) {
+            Ok(SessionKind::Unspecified | SessionKind::Task) => SessionKind::Task,
+            Ok(SessionKind::Direct) => SessionKind::Direct,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "kind: {} is not a session kind",
+                    r.kind
+                )));
+            }
+        };
+        let lease = match optional(r.lease_owner) {
+            None if r.lease_ms > 0 => {
+                return Err(invalid("lease_ms", "needs a lease_owner"));
+            }
+            None => None,
+            Some(_) if kind != SessionKind::Direct => {
+                return Err(invalid(
+                    "lease_owner",
+                    "only a direct session is leased on create; a task gets its lease from ClaimTask",
+                ));
+            }
+            Some(owner) => Some(NewLease {
+                owner,
+                duration: self.limits.lease(r.lease_ms),
+            }),
+        };
         let new = NewSession {
             id,
             request: required("request", r.request)?,
             config: validate::object(r.config),
             owner: r.owner,
-            kind: match SessionKind::try_from(r.kind) {
-                Ok(SessionKind::Unspecified | SessionKind::Task) => SessionKind::Task,
-                Ok(SessionKind::Direct) => SessionKind::Direct,
-                Err(_) => {
-                    return Err(Status::invalid_argument(format!(
-                        "kind: {} is not a session kind",
-                        r.kind
-                    )));
-                }
-            },
+            kind,
             desktop: desktops::want(r.desktop)?,
+            lease,
         };
         let session = self.store.create_session(new).await.map_err(status)?;
         Ok(Response::new(session))
@@ -522,6 +542,27 @@ impl SessionStore for SessionService {
             _ => None,
         };
         Ok(Response::new(ClaimTaskResponse { session, desktop }))
+    }
+
+    async fn end_expired_direct_sessions(
+        &self,
+        request: Request<EndExpiredDirectSessionsRequest>,
+    ) -> Result<Response<EndExpiredDirectSessionsResponse>, Status> {
+        let r = request.into_inner();
+        let worker = required("worker_id", r.worker_id)?;
+        let limit = match r.limit {
+            0 => 100,
+            n if n > 1000 => return Err(invalid("limit", "at most 1000")),
+            n => n,
+        };
+        let unleased_idle = (r.unleased_idle_seconds > 0)
+            .then(|| Duration::from_secs(r.unleased_idle_seconds.into()));
+        let sessions = self
+            .store
+            .end_expired_direct(worker, limit, unleased_idle)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(EndExpiredDirectSessionsResponse { sessions }))
     }
 
     async fn renew_lease(

@@ -276,6 +276,17 @@ impl Store for BlobbedStore {
         self.inner.renew_lease(id, worker, lease).await
     }
 
+    async fn end_expired_direct(
+        &self,
+        worker: String,
+        limit: u32,
+        unleased_idle: Option<Duration>,
+    ) -> StoreResult<Vec<Session>> {
+        self.inner
+            .end_expired_direct(worker, limit, unleased_idle)
+            .await
+    }
+
     async fn release_task(&self, id: Uuid, worker: String, requeue: bool) -> StoreResult<()> {
         self.inner.release_task(id, worker, requeue).await
     }

@@ -216,6 +216,17 @@ pub trait Store: Send + Sync + 'static {
     /// the session is RUNNING or WAITING; a parked session cancelled is cancelled at once.
     async fn park_task(&self, park: ParkTask) -> StoreResult<bool>;
 
+    /// Ends the DIRECT sessions whose agent went away, at most `limit`: RUNNING or WAITING with a lease
+    /// that expired — or without a lease (an agent of before direct leases) and unchanged for
+    /// `unleased_idle` when that is given — become FAILED (TASK_FAILED) with a result naming the lapsed
+    /// lease and `worker`. Returns them as ended; concurrent calls never end one twice.
+    async fn end_expired_direct(
+        &self,
+        worker: String,
+        limit: u32,
+        unleased_idle: Option<Duration>,
+    ) -> StoreResult<Vec<Session>>;
+
     /// Registers a desktop of the pool (issue 36), or refreshes its labels, version (when given) and
     /// heartbeat; its state and check-out are kept. Idempotent.
     async fn register_desktop(&self, new: NewDesktop) -> StoreResult<Desktop>;

@@ -25,6 +25,18 @@ pub struct NewSession {
     pub kind: SessionKind,
     /// The desktop it needs from the pool; `None`: none (the task names an executor address).
     pub desktop: Option<DesktopWant>,
+    /// A direct session's lease from its creation: the worker holding it and for how long. `None`: no
+    /// lease (a task gets its lease when it is claimed).
+    pub lease: Option<NewLease>,
+}
+
+/// The lease a direct session is created with (renewed with [`crate::store::Store::renew_lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLease {
+    /// The worker (agent process) that holds it.
+    pub owner: String,
+    /// How long it holds without a renewal.
+    pub duration: std::time::Duration,
 }
 
 /// Position in the newest-first session listing: the last session of the previous page.

@@ -42,6 +42,7 @@ pub async fn wanting(store: &dyn Store, want: Option<DesktopWant>) -> Uuid {
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: want,
+            lease: None,
         })
         .await
         .unwrap();

@@ -45,6 +45,7 @@ macro_rules! every_case {
             leases_expire_and_renewals_hold,
             parked_sessions_free_the_queue_until_a_person_acts,
             direct_sessions_are_never_claimed,
+            expired_direct_sessions_end_with_the_reason,
             concurrent_claims_never_share,
             desktops_are_checked_out_to_one_session_at_a_time,
             desktop_checkouts_lapse_only_with_their_session,
@@ -76,6 +77,7 @@ pub async fn session(store: &dyn Store) -> Uuid {
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: None,
+            lease: None,
         })
         .await
         .unwrap();

@@ -323,6 +323,7 @@ pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Direct,
             desktop: None,
+            lease: None,
         })
         .await
         .unwrap();
@@ -373,6 +374,7 @@ pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
             owner: "tests".into(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: None,
+            lease: None,
         })
         .await;
     assert!(
@@ -394,4 +396,167 @@ pub async fn direct_sessions_are_never_claimed(store: Arc<dyn Store>) {
             .unwrap()
             .is_none()
     );
+}
+
+/// Ends expired direct sessions until `want` is among them (its lease lapses meanwhile); every session
+/// ended on the way.
+async fn sweep_until(
+    store: &dyn Store,
+    want: Uuid,
+    unleased_idle: Option<Duration>,
+) -> Vec<ufo_proto::v1::Session> {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let mut ended = Vec::new();
+    loop {
+        ended.extend(
+            store
+                .end_expired_direct("agent-b".into(), 100, unleased_idle)
+                .await
+                .unwrap(),
+        );
+        if ended.iter().any(|s| s.id == want.to_string()) {
+            return ended;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the direct session {want} was never ended: {ended:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A direct session is leased to the agent that made it from its creation; once the lease lapses (the
+/// agent went away) any replica ends it — FAILED, its running round too, TASK_FAILED, a result naming
+/// the lapsed lease and who ended it — exactly once, with every step kept. A renewed one, one ended by
+/// its agent and a task whose lease lapsed are left alone; one without a lease (an agent of before
+/// direct leases) is ended only when asked to, once it has not changed for that long.
+pub async fn expired_direct_sessions_end_with_the_reason(store: Arc<dyn Store>) {
+    let direct = |lease: Option<Duration>| ufo_session::store::NewSession {
+        id: Uuid::new_v4(),
+        request: "desktop calls of tests on desk".into(),
+        config: json!({"executor": "desk"}),
+        owner: "tests".into(),
+        kind: ufo_proto::v1::SessionKind::Direct,
+        desktop: None,
+        lease: lease.map(|duration| ufo_session::store::NewLease {
+            owner: "agent-a".into(),
+            duration,
+        }),
+    };
+    let short = Some(Duration::from_millis(300));
+    let gone = store.create_session(direct(short)).await.unwrap();
+    assert_eq!(gone.status, SessionStatus::Running as i32);
+    assert_eq!(gone.lease_owner, "agent-a");
+    assert!(gone.lease_expires_at.is_some());
+    let gone_id = Uuid::parse_str(&gone.id).unwrap();
+    let kept = store.create_session(direct(short)).await.unwrap();
+    let kept_id = Uuid::parse_str(&kept.id).unwrap();
+    let closed = store.create_session(direct(short)).await.unwrap();
+    let closed_id = Uuid::parse_str(&closed.id).unwrap();
+    let task = session(&*store).await;
+    store
+        .claim_task("runner".into(), Duration::from_millis(1))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // The agent records under its lease; another worker is fenced out.
+    let mut step = record(gone_id, 1, "click");
+    step.lease_owner = Some("agent-a".into());
+    store.record_step(step).await.unwrap();
+    let mut fenced = record(gone_id, 2, "stale");
+    fenced.lease_owner = Some("agent-b".into());
+    assert!(matches!(
+        store.record_step(fenced).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    // The live agent renews `kept` and ends `closed` itself.
+    store
+        .renew_lease(kept_id, "agent-a".into(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    store
+        .set_session_status(ufo_session::store::StatusChange {
+            id: closed_id,
+            status: SessionStatus::Finished,
+            result: "ended by end_direct_session".into(),
+            lease_owner: Some("agent-a".into()),
+        })
+        .await
+        .unwrap();
+
+    let ended = sweep_until(&*store, gone_id, None).await;
+    assert_eq!(
+        ended.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        [gone.id.as_str()],
+        "only the lapsed direct session is ended"
+    );
+    let read = store.get_session(gone_id).await.unwrap();
+    assert_eq!(read.status, SessionStatus::Failed as i32);
+    assert!(read.lease_owner.is_empty());
+    for words in [
+        "went away",
+        "held by agent-a",
+        "expired at",
+        "1 step(s)",
+        "agent-b",
+    ] {
+        assert!(read.result.contains(words), "{words:?}: {}", read.result);
+    }
+    assert_eq!(ended[0].result, read.result);
+    assert_eq!(
+        store.list_rounds(gone_id).await.unwrap()[0].status,
+        ufo_proto::v1::RoundStatus::Failed as i32
+    );
+    let events = all_events(&*store, gone_id).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, EventKind::TaskFailed as i32);
+    assert_eq!(store.list_steps(gone_id, 1, 10).await.unwrap().len(), 1);
+
+    // Ended once; the agent that lost it can neither renew nor record.
+    assert!(
+        store
+            .end_expired_direct("agent-c".into(), 100, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store
+            .renew_lease(gone_id, "agent-a".into(), Duration::from_secs(60))
+            .await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    let mut late = record(gone_id, 2, "late");
+    late.lease_owner = Some("agent-a".into());
+    assert!(store.record_step(late).await.is_err());
+    let kept = store.get_session(kept_id).await.unwrap();
+    assert_eq!(kept.status, SessionStatus::Running as i32);
+    assert_eq!(kept.lease_owner, "agent-a");
+    assert_eq!(
+        store.get_session(closed_id).await.unwrap().status,
+        SessionStatus::Finished as i32
+    );
+    let task = store.get_session(task).await.unwrap();
+    assert_eq!(
+        task.status,
+        SessionStatus::Running as i32,
+        "a task is the runners'"
+    );
+
+    // Without a lease: left alone unless an idle limit is given, then ended once unchanged that long.
+    let legacy = store.create_session(direct(None)).await.unwrap();
+    assert!(legacy.lease_owner.is_empty());
+    let legacy_id = Uuid::parse_str(&legacy.id).unwrap();
+    assert!(
+        store
+            .end_expired_direct("agent-b".into(), 100, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let ended = sweep_until(&*store, legacy_id, Some(Duration::from_millis(200))).await;
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0].status, SessionStatus::Failed as i32);
+    assert!(ended[0].result.contains("no lease"), "{}", ended[0].result);
 }

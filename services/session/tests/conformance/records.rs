@@ -24,6 +24,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             owner: String::new(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: None,
+            lease: None,
         })
         .await
         .unwrap();
@@ -36,6 +37,7 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
             owner: String::new(),
             kind: ufo_proto::v1::SessionKind::Task,
             desktop: None,
+            lease: None,
         })
         .await;
     assert!(

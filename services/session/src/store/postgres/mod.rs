@@ -160,6 +160,14 @@ pub(crate) async fn append_events(
 /// Locks the session row for the transaction.
 pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1 FOR UPDATE";
 
+/// The DIRECT sessions whose agent went away at time $1: a lease that expired, or (from an agent of
+/// before direct leases) none and no change since $3 when $3 is given; oldest first, at most $2, rows other callers hold skipped.
+pub(crate) const EXPIRED_DIRECT: &str = "SELECT id, lease_owner, lease_expires_at, steps FROM sessions \
+    WHERE kind = 'direct' AND status IN ('running', 'waiting') \
+    AND ((lease_expires_at IS NOT NULL AND lease_expires_at < $1) \
+        OR (lease_expires_at IS NULL AND $3 IS NOT NULL AND updated_at < $3)) \
+    ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
+
 /// The claimable tasks (never a direct session) at time $1 in claim order, at most $2 (the claim takes the first one it can
 /// give what it needs: a desktop for a session with a `desktop_want`); rows other claimers hold are skipped, not waited for.
 pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want, desktop, status FROM sessions \

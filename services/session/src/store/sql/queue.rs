@@ -24,7 +24,7 @@ use super::{SqlStore, db_int, desktops, now, rows, settle};
 use crate::store::{DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
 
-fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+pub(super) fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
 }
 

@@ -13,6 +13,7 @@ use crate::store::{
     DbEnum as _, NewEvent, NewSession, PageCursor, RoundEnd, StatusChange, StoreError, StoreResult,
     is_terminal,
 };
+use crate::store::{postgres, sqlite};
 
 fn event(kind: EventKind, payload: serde_json::Value, round: u32) -> NewEvent {
     NewEvent {
@@ -118,9 +119,13 @@ impl SqlStore {
         } else {
             (SessionStatus::Queued, RoundStatus::Pending)
         };
+        // A direct session is leased to the agent that made it from the start (a task gets its lease
+        // when it is claimed).
+        let lease = new.lease.as_ref().filter(|_| direct);
         let inserted = query(
             "INSERT INTO sessions (id, request, status, config, owner, created_at, updated_at, queued_at, kind, \
-             desktop_want) VALUES ($1, $2, $6, $3, $4, $5, $5, $5, $7, $8) ON CONFLICT (id) DO NOTHING",
+             desktop_want, lease_owner, lease_expires_at) VALUES ($1, $2, $6, $3, $4, $5, $5, $5, $7, $8, $9, $10) \
+             ON CONFLICT (id) DO NOTHING",
         )
         .bind(new.id)
         .bind(&new.request)
@@ -130,6 +135,8 @@ impl SqlStore {
         .bind(status.db())
         .bind(new.kind.db())
         .bind(new.desktop.as_ref().map(super::desktops::want_text))
+        .bind(lease.map(|l| l.owner.clone()))
+        .bind(lease.map(|l| super::queue::expiry(at, l.duration)))
         .execute(tx.conn())
         .await?;
         if inserted == 0 {
@@ -477,5 +484,67 @@ impl SqlStore {
             session_in(&mut conn, id).await?;
         }
         found.iter().map(rows::round).collect()
+    }
+
+    #[instrument(name = "store.end_expired_direct", skip_all, fields(worker = %worker, ended))]
+    pub(super) async fn end_expired_direct_impl(
+        &self,
+        worker: String,
+        limit: u32,
+        unleased_idle: Option<std::time::Duration>,
+    ) -> StoreResult<Vec<Session>> {
+        let at = now();
+        let unleased_before = unleased_idle
+            .and_then(|idle| chrono::Duration::from_std(idle).ok())
+            .map(|idle| at - idle);
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<(Vec<(Session, u64)>, u64)> = async {
+            let found = query(
+                self.dialect()
+                    .pick(postgres::EXPIRED_DIRECT, sqlite::EXPIRED_DIRECT),
+            )
+            .bind(at)
+            .bind(i64::from(limit))
+            .bind(unleased_before)
+            .fetch_all(tx.conn())
+            .await?;
+            let mut ended = Vec::with_capacity(found.len());
+            for row in &found {
+                let id: Uuid = row.try_get("id")?;
+                let owner: Option<String> = row.try_get("lease_owner")?;
+                let expired: Option<chrono::DateTime<chrono::Utc>> =
+                    row.try_get("lease_expires_at")?;
+                let steps: i64 = row.try_get("steps")?;
+                let why = match (owner, expired) {
+                    (Some(owner), Some(expired)) => format!(
+                        "its lease, held by {owner}, expired at {} without a renewal",
+                        expired.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    ),
+                    _ => "it held no lease (an agent of before direct leases) and recorded nothing \
+                          for longer than the idle limit"
+                        .to_owned(),
+                };
+                let result = format!(
+                    "ended: the agent holding this direct session went away ({why}); {steps} step(s) \
+                     recorded; ended by {worker}"
+                );
+                let last_seq = end_session(&mut tx, id, SessionStatus::Failed, &result).await?;
+                ended.push((session_in(&mut tx, id).await?, last_seq));
+            }
+            Ok((ended, 0))
+        }
+        .await;
+        let (ended, _) = settle(tx, outcome).await?;
+        tracing::Span::current().record("ended", ended.len());
+        Ok(ended
+            .into_iter()
+            .map(|(session, last_seq)| {
+                if let Ok(id) = Uuid::parse_str(&session.id) {
+                    self.notifier.notify(id, last_seq);
+                }
+                tracing::info!(session = %session.id, result = %session.result, "expired direct session ended");
+                session
+            })
+            .collect())
     }
 }

@@ -30,6 +30,16 @@ impl Store for SqlStore {
         self.create_session_impl(new).await
     }
 
+    async fn end_expired_direct(
+        &self,
+        worker: String,
+        limit: u32,
+        unleased_idle: Option<Duration>,
+    ) -> StoreResult<Vec<Session>> {
+        self.end_expired_direct_impl(worker, limit, unleased_idle)
+            .await
+    }
+
     async fn get_session(&self, id: Uuid) -> StoreResult<Session> {
         self.get_session_impl(id).await
     }

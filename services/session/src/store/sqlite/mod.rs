@@ -25,6 +25,14 @@ pub(crate) const REFERENCED_BLOBS: &str =
 /// The single writer connection already serialises transactions: no row lock needed.
 pub(crate) const LOCK_SESSION: &str = "SELECT * FROM sessions WHERE id = $1";
 
+/// The DIRECT sessions whose agent went away at time $1: a lease that expired, or (from an agent of
+/// before direct leases) none and no change since $3 when $3 is given; oldest first, at most $2.
+pub(crate) const EXPIRED_DIRECT: &str = "SELECT id, lease_owner, lease_expires_at, steps FROM sessions \
+    WHERE kind = 'direct' AND status IN ('running', 'waiting') \
+    AND ((lease_expires_at IS NOT NULL AND lease_expires_at < $1) \
+        OR (lease_expires_at IS NULL AND $3 IS NOT NULL AND updated_at < $3)) \
+    ORDER BY created_at, id LIMIT $2";
+
 /// The claimable tasks (never a direct session) at time $1 in claim order, at most $2 (the claim takes the first one it can
 /// give what it needs: a desktop for a session with a `desktop_want`).
 pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want, desktop, status FROM sessions \

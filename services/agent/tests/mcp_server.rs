@@ -1140,3 +1140,262 @@ async fn the_inspector_cli_lists_the_tools_of_both_transports() {
     }
     rig.stop().await;
 }
+
+/// A raw MCP session over streamable HTTP (the Python SDK has no tasks extension): JSON-RPC requests
+/// with the session id, each response read from the request's JSON or SSE answer.
+struct RawMcp {
+    http: reqwest::Client,
+    url: String,
+    key: String,
+    session: String,
+    next_id: std::sync::atomic::AtomicU64,
+}
+
+impl RawMcp {
+    /// `initialize` (protocol 2025-11-25) with `capabilities`, then `notifications/initialized`.
+    async fn open(url: &str, key: &str, capabilities: Value) -> Self {
+        let mut raw = Self {
+            http: ufo_testkit::http_client(),
+            url: url.to_owned(),
+            key: key.to_owned(),
+            session: String::new(),
+            next_id: std::sync::atomic::AtomicU64::new(1),
+        };
+        let (init, session) = raw
+            .post(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "raw-tasks", "version": "0"}}}),
+            )
+            .await;
+        assert!(init["result"]["capabilities"].is_object(), "{init}");
+        raw.session = session.expect("a session id");
+        raw.post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        raw
+    }
+
+    /// Posts one message; the response with the message's id (Null for a notification) and the session
+    /// id header.
+    async fn post(&self, body: Value) -> (Value, Option<String>) {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .bearer_auth(&self.key)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if !self.session.is_empty() {
+            request = request
+                .header("mcp-session-id", &self.session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let mut response = request.json(&body).send().await.unwrap();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let status = response.status();
+        assert!(status.is_success(), "{status} for {body}");
+        let Some(id) = body.get("id").cloned() else {
+            return (Value::Null, session);
+        };
+        // JSON, or an SSE stream whose `data:` lines carry the messages: read until the response.
+        let mut text = String::new();
+        while let Some(chunk) = response.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            let found = text
+                .lines()
+                .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|m| m.get("id") == Some(&id));
+            if let Some(found) = found {
+                return (found, session);
+            }
+        }
+        panic!("no response to {body}: {text}");
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
+            .0
+    }
+
+    /// `tasks/get` until `until` holds for the task; the last one.
+    async fn poll(&self, id: &str, until: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.call("tasks/get", json!({"taskId": id})).await;
+            let task = &got["result"];
+            assert!(task.is_object(), "{got}");
+            if until(task) {
+                return task.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "task {id} never got there: {got}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// `run_task` under the MCP tasks extension (SEP-2663, what rmcp 3.11 serves), raw JSON-RPC over `/mcp`:
+/// a client that declares the extension gets a task handle at once whose id is the ufo task's; it polls
+/// `tasks/get` to `completed` with `run_task`'s result; a question shows as `input_required` with its
+/// form and is answered through `tasks/update`; a waiting task is cancelled through `tasks/cancel`.
+/// Another caller gets "not found" (-32602) for all of it and changes nothing; a client that does not
+/// declare the extension keeps the long call, and `tasks/get` is refused it (-32021).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_tasks_extension_hands_run_task_over_as_a_task_to_poll_answer_and_cancel() {
+    let rig = Rig::start().await;
+    let url = format!("{}/mcp", rig.agent.http);
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let mine = RawMcp::open(&url, KEY, tasks.clone()).await;
+    let other = RawMcp::open(&url, OTHER_KEY, tasks).await;
+    let plain = RawMcp::open(&url, KEY, json!({})).await;
+    let api = api_support::Api {
+        base: rig.agent.http.clone(),
+        http: ufo_testkit::http_client(),
+    };
+    let not_found = |reply: &Value| {
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not_found"),
+            "{reply}"
+        );
+    };
+    let run = |request: &str| json!({"name": "run_task", "arguments": {"request": request, "max_steps": 10}});
+
+    // To the end: the handle at once, polled to completed with run_task's own result.
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "opened the report", "comment": "done"}),
+    ));
+    let created = mine.call("tools/call", run("open the report")).await;
+    let handle = &created["result"];
+    assert_eq!(handle["resultType"], "task", "{created}");
+    assert_eq!(handle["status"], "working", "{created}");
+    assert_eq!(handle["pollIntervalMs"], 1000);
+    let id = handle["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(api.task(&id).await["id"], id.as_str(), "the ufo task");
+    let done = mine
+        .poll(&id, |t| {
+            t["status"] != "working" && t["status"] != "input_required"
+        })
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["resultType"], "complete");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(done["result"]["structuredContent"]["status"], "finished");
+    assert_eq!(
+        done["result"]["structuredContent"]["result"],
+        "opened the report"
+    );
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("finished"),
+        "{done}"
+    );
+    not_found(&other.call("tasks/get", json!({"taskId": id})).await);
+
+    // A question: input_required with its form, answered through tasks/update (not by another caller).
+    rig.llm.push_json(&common::host(
+        "PENDING",
+        json!({"questions": ["Which file?"]}),
+    ));
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "opened report.txt", "comment": "done"}),
+    ));
+    let created = mine.call("tools/call", run("open a file")).await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let asking = mine.poll(&id, |t| t["status"] == "input_required").await;
+    let requests = asking["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{asking}");
+    let (key, form) = requests.iter().next().unwrap();
+    assert!(key.starts_with("answer:"), "{key}");
+    assert_eq!(form["method"], "elicitation/create", "{form}");
+    assert_eq!(
+        form["params"]["requestedSchema"]["properties"]["answer1"]["title"],
+        "Which file?"
+    );
+    let answer = |text: &str| json!({"taskId": id, "inputResponses": {key.clone(): {"action": "accept", "content": {"answer1": text}}}});
+    not_found(&other.call("tasks/update", answer("evil.txt")).await);
+    let acked = mine.call("tasks/update", answer("report.txt")).await;
+    assert_eq!(acked["result"]["resultType"], "complete", "{acked}");
+    let done = mine.poll(&id, |t| t["status"] == "completed").await;
+    assert_eq!(
+        done["result"]["structuredContent"]["result"],
+        "opened report.txt"
+    );
+    let view = api.task(&id).await;
+    assert_eq!(view["status"], "finished", "{view}");
+    let prompts: Vec<String> = rig
+        .llm
+        .requests()
+        .iter()
+        .map(|r| r.body.to_string())
+        .collect();
+    assert!(
+        prompts.iter().any(|p| p.contains("report.txt")),
+        "the answer reached the model"
+    );
+    assert!(
+        !prompts.iter().any(|p| p.contains("evil.txt")),
+        "another caller's answer was taken"
+    );
+
+    // Cancel: another caller cannot; the owner's tasks/cancel ends it.
+    rig.llm.push_json(&common::host(
+        "PENDING",
+        json!({"questions": ["Which printer?"]}),
+    ));
+    let created = mine.call("tools/call", run("print it")).await;
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    mine.poll(&id, |t| t["status"] == "input_required").await;
+    not_found(&other.call("tasks/cancel", json!({"taskId": id})).await);
+    assert_eq!(api.task(&id).await["status"], "waiting");
+    let acked = mine.call("tasks/cancel", json!({"taskId": id})).await;
+    assert_eq!(acked["result"]["resultType"], "complete", "{acked}");
+    let cancelled = mine.poll(&id, |t| t["status"] == "cancelled").await;
+    assert!(
+        cancelled["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("tasks/cancel"),
+        "{cancelled}"
+    );
+    assert_eq!(api.task(&id).await["status"], "cancelled");
+    not_found(
+        &mine
+            .call(
+                "tasks/get",
+                json!({"taskId": uuid::Uuid::new_v4().to_string()}),
+            )
+            .await,
+    );
+
+    // A client without the extension keeps the long call; tasks/* are refused it.
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "printed", "comment": "done"}),
+    ));
+    let called = plain.call("tools/call", run("print the page")).await;
+    assert!(called["result"].get("taskId").is_none(), "{called}");
+    assert_eq!(
+        called["result"]["structuredContent"]["status"], "finished",
+        "{called}"
+    );
+    let refused = plain.call("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    rig.stop().await;
+}

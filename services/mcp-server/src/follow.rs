@@ -24,14 +24,14 @@ const SCREENSHOT_LOOKBACK: u64 = 5;
 
 /// What the task waits on, as its `TaskView` says.
 #[derive(Debug, Clone, PartialEq)]
-enum Wait {
+pub(crate) enum Wait {
     /// Pending questions: `(id, question)`.
     Questions(Vec<(String, String)>),
     /// The held action's view.
     Hold(Value),
 }
 
-fn text(value: &Value, key: &str) -> String {
+pub(crate) fn text(value: &Value, key: &str) -> String {
     match value.get(key) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
@@ -39,7 +39,7 @@ fn text(value: &Value, key: &str) -> String {
     }
 }
 
-fn waiting_on(task: &Value) -> Option<Wait> {
+pub(crate) fn waiting_on(task: &Value) -> Option<Wait> {
     let questions: Vec<(String, String)> = task
         .get("pending_questions")
         .and_then(Value::as_array)
@@ -303,16 +303,7 @@ impl<'a, A: TaskApi> Follower<'a, A> {
 
     /// Elicits the answers; `Some(note)` when no answer was given (the call then returns waiting).
     async fn ask(&self, questions: &[(String, String)]) -> Result<Option<String>, ToolError> {
-        let mut schema = ElicitationSchema::builder();
-        for (i, (id, question)) in questions.iter().enumerate() {
-            let title = question.clone();
-            let description = format!("answers question {id}");
-            schema = schema.required_string_property(format!("answer{}", i + 1), move |s| {
-                s.title(title).description(description)
-            });
-        }
-        let listed: Vec<String> = questions.iter().map(|(_, q)| format!("- {q}")).collect();
-        let message = format!("Task {} asks:\n{}", self.id, listed.join("\n"));
+        let (message, schema) = questions_form(&self.id, questions);
         let content = match self.elicit(message, schema).await? {
             Ok(content) => content,
             Err(note) => return Ok(Some(note.to_string())),
@@ -347,20 +338,7 @@ impl<'a, A: TaskApi> Follower<'a, A> {
     /// Elicits a decision on the held action; `Some(note)` when none was given.
     async fn approve(&self, held: &Value) -> Result<Option<String>, ToolError> {
         let action_id = text(held, "id");
-        let schema = ElicitationSchema::builder()
-            .required_bool_property("approve", |b| {
-                b.title("Approve")
-                    .description("true runs the action; false rejects it")
-            })
-            .string_property("reason", |s| {
-                s.title("Reason").description("why, for the record")
-            });
-        let message = format!(
-            "Task {} wants to run {} (action {action_id}, proposed by {}). Approve it?",
-            self.id,
-            held_text(held),
-            text(held, "agent_name")
-        );
+        let (message, schema) = approval_form(&self.id, held);
         let content = match self.elicit(message, schema).await? {
             Ok(content) => content,
             Err(note) => return Ok(Some(note.to_string())),
@@ -456,76 +434,129 @@ impl<'a, A: TaskApi> Follower<'a, A> {
 
     /// The task ended: outcome, summary and the final screenshot.
     async fn outcome(&self) -> Result<CallToolResult, ToolError> {
-        let task = self.api.get(self.caller, &self.id).await?;
-        let status = text(&task, "status");
-        let summary = text(&task, "result");
-        let totals = task.get("totals").cloned().unwrap_or(Value::Null);
-        let steps = totals.get("steps").and_then(Value::as_u64).unwrap_or(0);
-        let cost = totals.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
-        let mut content = vec![ContentBlock::text(format!(
-            "Task {} {status} after {steps} steps (${cost:.4}): {summary}",
-            self.id
-        ))];
-        let screenshot = self.final_screenshot(steps).await;
-        let mut structured = json!({
-            "task_id": self.id,
-            "status": status,
-            "result": summary,
-            "steps": steps,
-            "cost": cost,
-        });
-        if let Some((step, kind, image)) = screenshot {
-            structured["screenshot"] = json!({"step": step, "kind": kind});
-            content.push(ContentBlock::image(
-                base64::engine::general_purpose::STANDARD.encode(&image.bytes),
-                image.mime_type,
-            ));
-        }
-        let mut result = if is_terminal(&status) && status != "finished" {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        result.structured_content = Some(structured);
-        Ok(result)
+        outcome(self.api, self.caller, &self.id).await
     }
+}
 
-    /// The newest step's screenshot (the desktop after it, else the step's desktop, else clean), looking
-    /// back a few steps.
-    async fn final_screenshot(&self, last: u64) -> Option<(u64, String, crate::api::Image)> {
-        let first = last.saturating_sub(SCREENSHOT_LOOKBACK).max(1);
-        let page = self
-            .api
-            .steps(
-                self.caller,
-                &self.id,
-                first,
-                u32::try_from(last - first + 1).unwrap_or(1),
-            )
-            .await
-            .ok()?;
-        let steps = page.get("steps")?.as_array()?;
-        for step in steps.iter().rev() {
-            let kinds: Vec<&str> = step
-                .get("screenshots")
-                .and_then(Value::as_array)
-                .map(|k| k.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            // The desktop after the last step (kept when the task ended), else the step's own.
-            let Some(kind) = ["after", "desktop", "clean"]
-                .into_iter()
-                .find(|k| kinds.contains(k))
-            else {
-                continue;
-            };
-            let n = step.get("step").and_then(Value::as_u64)?;
-            match self.api.screenshot(self.caller, &self.id, n, kind).await {
-                Ok(image) => return Some((n, kind.to_owned(), image)),
-                Err(e) => tracing::debug!(error = %e, "final screenshot not readable"),
-            }
-        }
-        None
+/// The form asking `questions` (`(id, question)`) of task `id`: one required string per question
+/// (`answer1`, `answer2`, ...).
+pub(crate) fn questions_form(
+    id: &str,
+    questions: &[(String, String)],
+) -> (String, rmcp::model::ElicitationSchemaBuilder) {
+    let mut schema = ElicitationSchema::builder();
+    for (i, (qid, question)) in questions.iter().enumerate() {
+        let title = question.clone();
+        let description = format!("answers question {qid}");
+        schema = schema.required_string_property(format!("answer{}", i + 1), move |s| {
+            s.title(title).description(description)
+        });
     }
+    let listed: Vec<String> = questions.iter().map(|(_, q)| format!("- {q}")).collect();
+    (format!("Task {id} asks:\n{}", listed.join("\n")), schema)
+}
+
+/// The form asking for a decision on task `id`'s held action: `approve` (boolean), `reason`.
+pub(crate) fn approval_form(
+    id: &str,
+    held: &Value,
+) -> (String, rmcp::model::ElicitationSchemaBuilder) {
+    let schema = ElicitationSchema::builder()
+        .required_bool_property("approve", |b| {
+            b.title("Approve")
+                .description("true runs the action; false rejects it")
+        })
+        .string_property("reason", |s| {
+            s.title("Reason").description("why, for the record")
+        });
+    let message = format!(
+        "Task {id} wants to run {} (action {}, proposed by {}). Approve it?",
+        held_text(held),
+        text(held, "id"),
+        text(held, "agent_name")
+    );
+    (message, schema)
+}
+
+/// Task `id`'s outcome as `run_task` returns it: the text `Task ID STATUS after N steps ($COST):
+/// RESULT`, the structured outcome and the newest step's screenshot; an error result unless it finished.
+pub async fn outcome<A: TaskApi>(
+    api: &A,
+    caller: &A::Caller,
+    id: &str,
+) -> Result<CallToolResult, ToolError> {
+    let task = api.get(caller, id).await?;
+    let status = text(&task, "status");
+    let summary = text(&task, "result");
+    let totals = task.get("totals").cloned().unwrap_or(Value::Null);
+    let steps = totals.get("steps").and_then(Value::as_u64).unwrap_or(0);
+    let cost = totals.get("cost").and_then(Value::as_f64).unwrap_or(0.0);
+    let mut content = vec![ContentBlock::text(format!(
+        "Task {id} {status} after {steps} steps (${cost:.4}): {summary}"
+    ))];
+    let screenshot = final_screenshot(api, caller, id, steps).await;
+    let mut structured = json!({
+        "task_id": id,
+        "status": status,
+        "result": summary,
+        "steps": steps,
+        "cost": cost,
+    });
+    if let Some((step, kind, image)) = screenshot {
+        structured["screenshot"] = json!({"step": step, "kind": kind});
+        content.push(ContentBlock::image(
+            base64::engine::general_purpose::STANDARD.encode(&image.bytes),
+            image.mime_type,
+        ));
+    }
+    let mut result = if is_terminal(&status) && status != "finished" {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    result.structured_content = Some(structured);
+    Ok(result)
+}
+
+/// The newest step's screenshot (the desktop after it, else the step's desktop, else clean), looking
+/// back a few steps.
+async fn final_screenshot<A: TaskApi>(
+    api: &A,
+    caller: &A::Caller,
+    id: &str,
+    last: u64,
+) -> Option<(u64, String, crate::api::Image)> {
+    let first = last.saturating_sub(SCREENSHOT_LOOKBACK).max(1);
+    let page = api
+        .steps(
+            caller,
+            id,
+            first,
+            u32::try_from(last - first + 1).unwrap_or(1),
+        )
+        .await
+        .ok()?;
+    let steps = page.get("steps")?.as_array()?;
+    for step in steps.iter().rev() {
+        let kinds: Vec<&str> = step
+            .get("screenshots")
+            .and_then(Value::as_array)
+            .map(|k| k.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        // The desktop after the last step (kept when the task ended), else the step's own.
+        let Some(kind) = ["after", "desktop", "clean"]
+            .into_iter()
+            .find(|k| kinds.contains(k))
+        else {
+            continue;
+        };
+        let n = step.get("step").and_then(Value::as_u64)?;
+        match api.screenshot(caller, id, n, kind).await {
+            Ok(image) => return Some((n, kind.to_owned(), image)),
+            Err(e) => tracing::debug!(error = %e, "final screenshot not readable"),
+        }
+    }
+    None
 }
 
 /// Why an elicitation brought no answer (told to the caller as the tool's note).

@@ -8,6 +8,8 @@
 //!   that the backend runs on a registered executor ([`TaskApi::desktop`]).
 //! - [`follow`]: `run_task`'s long call: a progress notification per step, questions and held actions as
 //!   elicitations (or "waiting for you"), the outcome with the final screenshot.
+//! - [`tasks`]: the MCP Tasks extension (SEP-2663) for `run_task` / `replay_task`: a task handle at once,
+//!   `tasks/get`, `tasks/update`, `tasks/cancel` on the ufo task.
 //! - [`server`]: the [`rmcp::ServerHandler`] tying them together.
 //!
 //! Errors are tool results with `isError` and the REST API's `{code, message}` body, so a model reads
@@ -17,6 +19,7 @@ pub mod api;
 pub mod desktop;
 pub mod follow;
 pub mod server;
+pub mod tasks;
 pub mod tools;
 
 pub use api::{Image, TaskApi, TaskOrder, ToolError};

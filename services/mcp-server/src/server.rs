@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, InitializeResult, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -239,6 +240,27 @@ impl<A: TaskApi> TaskServer<A> {
         }
     }
 
+    /// `run_task` or `replay_task` for a client that asked for a task: submits the task and returns its
+    /// handle at once ([`crate::tasks`]).
+    async fn start_task(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CreateTaskResult, ToolError> {
+        let caller = self.api.caller(&context.extensions)?;
+        let arguments = request.arguments.as_ref();
+        self.check_size(arguments)?;
+        let name = request.name.as_ref();
+        let order = if name == tools::RUN_TASK {
+            parse::<tools::RunArgs>(name, arguments)?.order()?
+        } else {
+            parse::<tools::ReplayArgs>(name, arguments)?.order()?
+        };
+        let task = self.api.submit(&caller, &order).await?;
+        tracing::info!(task_id = %id_of(&task)?, "task handle returned (tasks extension)");
+        crate::tasks::created(&task)
+    }
+
     async fn screenshot(
         &self,
         caller: &A::Caller,
@@ -296,7 +318,13 @@ impl<A: TaskApi> TaskServer<A> {
 
 impl<A: TaskApi> ServerHandler for TaskServer<A> {
     fn get_info(&self) -> ServerConfig {
-        let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let mut info = InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                // SEP-2663: run_task and replay_task return a task handle to clients that ask for one.
+                .enable_tasks()
+                .build(),
+        )
             .with_instructions(
                 "ufo runs whole desktop tasks: run_task takes a request in plain words and reports each \
                  step; answer its questions and approve its risky actions when asked.",
@@ -319,6 +347,23 @@ impl<A: TaskApi> ServerHandler for TaskServer<A> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let span = tracing::info_span!("mcp.tool_call", tool = %request.name, is_error = tracing::field::Empty);
+        let name = request.name.as_ref();
+        if (name == tools::RUN_TASK || name == tools::REPLAY_TASK)
+            && crate::tasks::requested(&context)
+        {
+            let started = self
+                .start_task(&request, &context)
+                .instrument(span.clone())
+                .await;
+            return Ok(match started {
+                Ok(task) => CallToolResponse::Task(task),
+                Err(error) => {
+                    tracing::info!(parent: &span, code = %error.code, message = %error.message, "tool error");
+                    span.record("is_error", true);
+                    CallToolResponse::Complete(error_result(&error))
+                }
+            });
+        }
         let result = self
             .dispatch(&request, &context)
             .instrument(span.clone())
@@ -332,5 +377,56 @@ impl<A: TaskApi> ServerHandler for TaskServer<A> {
         };
         span.record("is_error", result.is_error.unwrap_or(false));
         Ok(CallToolResponse::Complete(result))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let span = tracing::info_span!("mcp.tasks_get", task_id = %request.task_id);
+        async {
+            let caller = self.api.caller(&context.extensions)?;
+            crate::tasks::get(self.api.as_ref(), &caller, &request.task_id).await
+        }
+        .instrument(span)
+        .await
+        .map_err(|e| crate::tasks::rpc_error(&e))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let span = tracing::info_span!("mcp.tasks_update", task_id = %request.task_id);
+        async {
+            let caller = self.api.caller(&context.extensions)?;
+            crate::tasks::update(
+                self.api.as_ref(),
+                &caller,
+                &request.task_id,
+                &request.input_responses,
+            )
+            .await
+        }
+        .instrument(span)
+        .await
+        .map_err(|e| crate::tasks::rpc_error(&e))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let span = tracing::info_span!("mcp.tasks_cancel", task_id = %request.task_id);
+        async {
+            let caller = self.api.caller(&context.extensions)?;
+            crate::tasks::cancel(self.api.as_ref(), &caller, &request.task_id).await
+        }
+        .instrument(span)
+        .await
+        .map_err(|e| crate::tasks::rpc_error(&e))
     }
 }

@@ -16,7 +16,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use ufo_proto::v1;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 /// A stand-in executor that logs the task of every command it receives, in order; its first call waits
 /// until the test opens the gate (so a task is mid-way on the desktop while the test looks).
@@ -33,25 +32,7 @@ struct Desk {
 }
 
 #[tonic::async_trait]
-impl Executor for Desk {
-    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<v1::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<v1::TakeoverInputRequest>,
-    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
-
+impl ufo_testkit::executor::TestExecutor for Desk {
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,
@@ -101,12 +82,6 @@ impl Executor for Desk {
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
     }
-    async fn get_capabilities(
-        &self,
-        _r: Request<v1::GetCapabilitiesRequest>,
-    ) -> Result<Response<v1::Capabilities>, Status> {
-        Ok(Response::new(v1::Capabilities::default()))
-    }
 }
 
 async fn serve(desk: Desk) -> (String, CancellationToken) {
@@ -116,7 +91,7 @@ async fn serve(desk: Desk) -> (String, CancellationToken) {
     let token = stop.clone();
     tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(desk))
+            .add_service(ufo_testkit::executor::server(desk))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 token.cancelled_owned(),

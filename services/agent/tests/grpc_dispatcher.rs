@@ -18,12 +18,11 @@ use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
 use ufo_agent::round::{Arrived, RoundEnd};
 use ufo_agent::testing::{FakeDesktop, ScriptedLlm};
 use ufo_proto::v1;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 struct Adapter(Arc<FakeDesktop>);
 
 #[tonic::async_trait]
-impl Executor for Adapter {
+impl ufo_testkit::executor::TestExecutor for Adapter {
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,
@@ -95,30 +94,6 @@ impl Executor for Adapter {
         let tools = FakeDesktop::proto_tools();
         Ok(Response::new(v1::ListToolsResponse { tools }))
     }
-    /// A stand-in desktop has nothing of a task's to reset.
-    async fn reset(
-        &self,
-        _r: Request<v1::ResetRequest>,
-    ) -> Result<Response<v1::ResetResponse>, Status> {
-        Ok(Response::new(v1::ResetResponse::default()))
-    }
-    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<v1::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<v1::TakeoverInputRequest>,
-    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
 
     async fn get_capabilities(
         &self,
@@ -149,7 +124,7 @@ async fn serve_on(
     }
     tokio::spawn(async move {
         server
-            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .add_service(ufo_testkit::executor::server(Adapter(desktop)))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 token.cancelled_owned(),
@@ -294,7 +269,7 @@ fn serve_listener(
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .add_service(ufo_testkit::executor::server(Adapter(desktop)))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 stop.cancelled_owned(),
@@ -359,7 +334,7 @@ fn serve_stoppable(
     let token = stop.clone();
     let handle = tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(Adapter(desktop)))
+            .add_service(ufo_testkit::executor::server(Adapter(desktop)))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 token.cancelled_owned(),

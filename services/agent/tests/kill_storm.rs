@@ -18,7 +18,6 @@ use futures::StreamExt as _;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};
 use ufo_proto::v1;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 const RUNNER_FLAGS: &[&str] = &["--lease-ms", "600", "--claim-interval-ms", "30"];
 // Long enough that 12 kills land before the end even when the runner is fast (with 24 steps a quiet
@@ -31,7 +30,7 @@ const KILLS: usize = 12;
 struct LoggingExecutor(Arc<Mutex<Vec<(String, u64)>>>);
 
 #[tonic::async_trait]
-impl Executor for LoggingExecutor {
+impl ufo_testkit::executor::TestExecutor for LoggingExecutor {
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,
@@ -55,37 +54,6 @@ impl Executor for LoggingExecutor {
         _r: Request<v1::ListToolsRequest>,
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
-    }
-    /// A stand-in desktop has nothing of a task's to reset.
-    async fn reset(
-        &self,
-        _r: Request<v1::ResetRequest>,
-    ) -> Result<Response<v1::ResetResponse>, Status> {
-        Ok(Response::new(v1::ResetResponse::default()))
-    }
-    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<v1::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<v1::TakeoverInputRequest>,
-    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
-
-    async fn get_capabilities(
-        &self,
-        _r: Request<v1::GetCapabilitiesRequest>,
-    ) -> Result<Response<v1::Capabilities>, Status> {
-        Ok(Response::new(v1::Capabilities::default()))
     }
 }
 
@@ -161,7 +129,7 @@ async fn sigkilled_runners_lose_no_executed_action_and_run_none_twice() {
     let server = executor.clone();
     tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(server))
+            .add_service(ufo_testkit::executor::server(server))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await
             .unwrap();

@@ -13,14 +13,13 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_proto::v1;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 /// A stand-in executor that records the `authorization` header of every call and fails every command.
 #[derive(Clone, Default)]
 struct Recorder(Arc<Mutex<Vec<Option<String>>>>);
 
 #[tonic::async_trait]
-impl Executor for Recorder {
+impl ufo_testkit::executor::TestExecutor for Recorder {
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,
@@ -49,37 +48,6 @@ impl Executor for Recorder {
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
     }
-    /// A stand-in desktop has nothing of a task's to reset.
-    async fn reset(
-        &self,
-        _r: Request<v1::ResetRequest>,
-    ) -> Result<Response<v1::ResetResponse>, Status> {
-        Ok(Response::new(v1::ResetResponse::default()))
-    }
-    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<v1::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<v1::TakeoverInputRequest>,
-    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
-
-    async fn get_capabilities(
-        &self,
-        _r: Request<v1::GetCapabilitiesRequest>,
-    ) -> Result<Response<v1::Capabilities>, Status> {
-        Ok(Response::new(v1::Capabilities::default()))
-    }
 }
 
 async fn serve_recorder(recorder: Recorder) -> (u16, CancellationToken) {
@@ -89,7 +57,7 @@ async fn serve_recorder(recorder: Recorder) -> (u16, CancellationToken) {
     let token = stop.clone();
     tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(recorder))
+            .add_service(ufo_testkit::executor::server(recorder))
             .serve_with_incoming_shutdown(
                 tokio_stream::wrappers::TcpListenerStream::new(listener),
                 token.cancelled_owned(),

@@ -26,7 +26,6 @@ use tonic::{Request, Response, Status};
 use ufo_agent::store::client::SessionClient;
 use ufo_proto::v1;
 use ufo_proto::v1::agent_service_client::AgentServiceClient;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 use ufo_testkit::{PgCluster, ProcessBuilder, ServiceProcess, workspace_binary};
 
 const STEPS: u64 = 18;
@@ -53,7 +52,7 @@ struct HoldingExecutor {
 }
 
 #[tonic::async_trait]
-impl Executor for HoldingExecutor {
+impl ufo_testkit::executor::TestExecutor for HoldingExecutor {
     async fn execute(
         &self,
         request: Request<v1::ExecuteRequest>,
@@ -82,37 +81,6 @@ impl Executor for HoldingExecutor {
     ) -> Result<Response<v1::ListToolsResponse>, Status> {
         Ok(Response::new(v1::ListToolsResponse::default()))
     }
-    /// A stand-in desktop has nothing of a task's to reset.
-    async fn reset(
-        &self,
-        _r: Request<v1::ResetRequest>,
-    ) -> Result<Response<v1::ResetResponse>, Status> {
-        Ok(Response::new(v1::ResetResponse::default()))
-    }
-    type WatchDesktopStream = futures::stream::Empty<Result<v1::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<v1::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<v1::TakeoverInputRequest>,
-    ) -> Result<Response<v1::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
-
-    async fn get_capabilities(
-        &self,
-        _r: Request<v1::GetCapabilitiesRequest>,
-    ) -> Result<Response<v1::Capabilities>, Status> {
-        Ok(Response::new(v1::Capabilities::default()))
-    }
 }
 
 /// The executor served on port 0, its URL, and the receiver of held actions' arrivals.
@@ -129,7 +97,7 @@ async fn start_executor() -> (HoldingExecutor, String, mpsc::UnboundedReceiver<u
     let server = executor.clone();
     tokio::spawn(async move {
         tonic::transport::Server::builder()
-            .add_service(ExecutorServer::new(server))
+            .add_service(ufo_testkit::executor::server(server))
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
             .await
             .unwrap();

@@ -11,7 +11,6 @@ use ufo_agent::agents::target::Rect;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus, ToolType};
 use ufo_agent::testing::{FakeControl, FakeDesktop, FakeWindow};
 use ufo_proto::v1 as pb;
-use ufo_proto::v1::executor_server::{Executor, ExecutorServer};
 
 /// One window, "Notes", with a titled body the tasks read.
 pub fn notes_desktop() -> FakeDesktop {
@@ -70,7 +69,7 @@ impl CallLog {
 struct StandIn(Arc<FakeDesktop>, Option<Arc<CallLog>>);
 
 #[tonic::async_trait]
-impl Executor for StandIn {
+impl ufo_testkit::executor::TestExecutor for StandIn {
     async fn execute(
         &self,
         request: Request<pb::ExecuteRequest>,
@@ -160,23 +159,6 @@ impl Executor for StandIn {
         }
         Ok(Response::new(pb::ResetResponse::default()))
     }
-    type WatchDesktopStream = futures::stream::Empty<Result<pb::DesktopFrame, Status>>;
-
-    async fn watch_desktop(
-        &self,
-        _: Request<pb::WatchDesktopRequest>,
-    ) -> Result<Response<Self::WatchDesktopStream>, Status> {
-        Err(Status::unimplemented("this test executor has no live view"))
-    }
-
-    async fn takeover_input(
-        &self,
-        _: Request<pb::TakeoverInputRequest>,
-    ) -> Result<Response<pb::TakeoverInputResponse>, Status> {
-        Err(Status::unimplemented(
-            "this test executor takes no person's input",
-        ))
-    }
 
     async fn get_capabilities(
         &self,
@@ -217,7 +199,7 @@ impl StandInExecutor {
         let token = stop.clone();
         tokio::spawn(async move {
             let served = tonic::transport::Server::builder()
-                .add_service(ExecutorServer::new(StandIn(desktop, log)))
+                .add_service(ufo_testkit::executor::server(StandIn(desktop, log)))
                 .serve_with_incoming_shutdown(
                     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
                     token.cancelled_owned(),

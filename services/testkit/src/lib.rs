@@ -14,6 +14,8 @@
 //! - [`malformed`]: a malformed-input sweep generated from the proto descriptors ([`malformed::Sweep`]),
 //!   sent as raw gRPC bodies to a real server.
 //! - [`http`]: HTTP clients with the process's TLS provider installed ([`http_client`]).
+//! - [`executor`]: stand-in executors ([`executor::TestExecutor`], served by [`executor::server`], which
+//!   refuses the live view and a person's input once for all of them).
 //! - [`wait`]: polling with a deadline ([`poll_until`]); tests never synchronise on sleeps.
 //!
 //! An end-to-end test reads: start an [`OtlpCollector`], create a [`TestDatabase`], spawn
@@ -27,6 +29,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod collector;
+pub mod executor;
 pub mod http;
 pub mod malformed;
 #[cfg(unix)]

@@ -36,6 +36,9 @@ pub enum ActionOutcome {
     Skipped,
     /// It was refused by policy before running (e.g. a launch not on the allow-list).
     Denied,
+    /// Sent, but whether it ran is not known: its runner stopped before the result came back (the step
+    /// was recorded from its intent by the runner that took the task over).
+    Unknown,
     /// Nothing to run.
     None,
 }
@@ -48,6 +51,7 @@ impl ActionOutcome {
             Self::Failure => "failure",
             Self::Skipped => "skipped",
             Self::Denied => "denied",
+            Self::Unknown => "unknown",
             Self::None => "none",
         }
     }
@@ -88,6 +92,9 @@ impl ActionRecord {
             }
             ResultStatus::Failure => ActionOutcome::Failure,
             ResultStatus::Skipped => ActionOutcome::Skipped,
+            ResultStatus::None if self.result.result.get("unknown") == Some(&Value::Bool(true)) => {
+                ActionOutcome::Unknown
+            }
             ResultStatus::None => ActionOutcome::None,
         }
     }
@@ -127,6 +134,11 @@ impl ActionRecord {
                 " [not run: {}]",
                 truncate(&self.result.error, error_chars)
             )),
+            // Sent by a runner that stopped before its result came back (recorded from its intent).
+            ActionOutcome::Unknown => text.push_str(
+                " [outcome unknown: it was sent, but its runner stopped before the result came back; \
+                 check whether it ran before doing it again]",
+            ),
             // What the executor saw the action change, so the model knows an action that "worked"
             // did nothing: `[success; effect: none_observed — keys '{ENTER}' in 'Location': nothing
             // changed]`.

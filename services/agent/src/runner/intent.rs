@@ -262,6 +262,7 @@ pub fn unknown_step(
             result: CommandResult {
                 status: ResultStatus::None,
                 error: UNKNOWN.into(),
+                result: json!({"unknown": true}),
                 ..CommandResult::none()
             },
         })
@@ -286,7 +287,15 @@ pub fn unknown_step(
         ..Default::default()
     };
     let representation: Vec<String> = actions.iter().map(ActionRecord::representation).collect();
+    // Under the subtask it ran for: an agent lists its previous actions of the current subtask only
+    // (a third-party agent, which has no screen to observe again, would otherwise not see it and call
+    // the tool a second time).
+    let subtask = round
+        .as_deref()
+        .map(|r| r.subtask.clone())
+        .unwrap_or_default();
     let memory = json!({"agent_name": agent, "comment": UNKNOWN, "status": AgentState::Continue,
+                        "subtask": subtask,
                         "action": actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
                         "action_representation": representation.join("; ")});
     StepOutput {
@@ -334,6 +343,13 @@ mod tests {
         assert_eq!(out.step.actions.len(), 1);
         let result = out.step.actions[0].result.as_ref().unwrap();
         assert_eq!(result.error, UNKNOWN);
+        // The next prompt says the outcome is unknown (not "not run").
+        let memory = out.memory_item.unwrap();
+        let shown = memory["action_representation"].as_str().unwrap();
+        assert!(
+            shown.starts_with("click_input {\"id\":\"3\"} [outcome unknown:"),
+            "{shown}"
+        );
         assert!(matches!(out.control.next, Next::Continue { agent } if agent == "AppAgent/notes"));
     }
 }

@@ -2,11 +2,13 @@
 """A minimal MCP server over stdio (raw JSON-RPC, standard library only) whose tool misbehaves on purpose,
 for the agent's MCP fault tests (services/agent/tests/mcp_agent.rs).
 
-Usage: fault_server.py MODE [PIDFILE]
-MODE: ok (echo answers), linger (like ok, but keeps running after its stdin closes, as a careless
+Usage: fault_server.py MODE [PIDFILE [CALLLOG]]
+MODE: ok (echo answers), block (writes the call to CALLLOG, then never answers: a call in flight when
+the agent is killed), linger (like ok, but keeps running after its stdin closes, as a careless
 server would: only the kernel's parent-death signal or a kill ends it), crash (exits in the middle of a call), hang (never answers a call),
 garbage (answers a call with bytes that are not JSON-RPC). PIDFILE, when given, receives this
-process's pid once it runs (the tests check it is gone afterwards).
+process's pid once it runs (the tests check it is gone afterwards). CALLLOG, when given, gets one line
+per tool call received ("NAME TEXT"), written before the call is answered.
 """
 import json
 import os
@@ -47,9 +49,13 @@ for line in sys.stdin:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [TOOL]}})
     elif method == "tools/call":
+        if len(sys.argv) > 3:
+            params = msg.get("params", {})
+            with open(sys.argv[3], "a") as f:
+                f.write(f"{params.get('name')} {params.get('arguments', {}).get('text', '')}\n")
         if mode == "crash":
             os._exit(3)
-        elif mode == "hang":
+        elif mode in ("hang", "block"):
             while True:
                 time.sleep(3600)
         elif mode == "garbage":

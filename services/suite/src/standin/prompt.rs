@@ -46,7 +46,8 @@ pub struct Window {
 pub enum Outcome {
     /// `[success]`.
     Success,
-    /// `[failure: …]`, `[denied: …]`, `[skipped: …]`, `[not run: …]`, with the text.
+    /// `[failure: …]`, `[denied: …]`, `[skipped: …]`, `[not run: …]`, `[outcome unknown: …]` (sent by
+    /// a runner that stopped before its result came back), with the text.
     NotDone(String),
     /// No outcome given.
     Unknown,
@@ -249,6 +250,7 @@ pub fn parse_action(repr: &str) -> PastAction {
         " [denied",
         " [skipped",
         " [not run",
+        " [outcome unknown",
     ] {
         if outcome != Outcome::Unknown {
             break;

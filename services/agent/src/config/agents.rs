@@ -53,6 +53,31 @@ pub struct AgentArgs {
     #[arg(long, env = "UFO_AGENT_KNOWLEDGE_BUDGET_CHARS", default_value_t = 3_000,
         value_parser = clap::value_parser!(u32).range(100..=200_000))]
     pub knowledge_budget_chars: u32,
+    /// A web-search provider asked for each AppAgent subtask (issue 33, docs/knowledge.md "Online
+    /// search"): `POST URL {"query","application","count"}` → `{"results":[{"title","url","snippet"}]}`;
+    /// its results are quoted into the prompt after the knowledge store's items. Off when unset.
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_URL")]
+    pub web_search_url: Option<String>,
+    /// A file holding a bearer token for `--web-search-url`.
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_TOKEN_FILE")]
+    pub web_search_token_file: Option<PathBuf>,
+    /// Milliseconds one web search may take, the whole answer included; past it the step goes on
+    /// without web results.
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_TIMEOUT_MS", default_value_t = 3_000,
+        value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub web_search_timeout_ms: u64,
+    /// Largest web-search answer read, in bytes.
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_MAX_RESPONSE_BYTES", default_value_t = 1 << 20,
+        value_parser = clap::value_parser!(u64).range(1_024..=67_108_864))]
+    pub web_search_max_response_bytes: u64,
+    /// Web results asked for and put in one prompt.
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_RESULTS", default_value_t = 3,
+        value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub web_search_results: u32,
+    /// Characters of web results in one prompt (each is cut to fit and keeps its URL).
+    #[arg(long, env = "UFO_AGENT_WEB_SEARCH_CHARS", default_value_t = 1_500,
+        value_parser = clap::value_parser!(u32).range(100..=100_000))]
+    pub web_search_chars: u32,
     /// IoU above which a grounding control duplicates an accessibility control and is dropped.
     #[arg(long, env = "UFO_AGENT_IOU_THRESHOLD", default_value_t = 0.1)]
     pub iou_threshold: f64,

@@ -43,6 +43,8 @@ pub struct AgentsDriver {
     rounds: Mutex<HashMap<String, (Round, Arc<IntentGate>)>>,
     /// With `--knowledge`: the knowledge store, bound to each task's owner when its agents are built.
     knowledge: Option<SessionKnowledge>,
+    /// With `--web-search-url`: the provider whose results follow the store's items in AppAgent prompts.
+    web_search: Option<crate::store::web_search::WebSearch>,
     /// How a person's input reaches a task's executor (takeover, docs/live.md): the registry and the
     /// largest message.
     executors: Option<(Arc<crate::dispatch::registry::ExecutorRegistry>, usize)>,
@@ -85,6 +87,9 @@ pub enum DriverSetupError {
     /// The grounding service's URL or token file is invalid.
     #[error(transparent)]
     Grounding(#[from] crate::vision::grounding::GroundingError),
+    /// The web-search provider's URL or token file is invalid.
+    #[error(transparent)]
+    WebSearch(#[from] crate::store::web_search::WebSearchError),
     /// The session service's address or token (screenshot uploads) is invalid.
     #[error(transparent)]
     Session(#[from] crate::store::client::SessionClientError),
@@ -98,8 +103,16 @@ impl AgentsDriver {
             dispatcher,
             rounds: Mutex::new(HashMap::new()),
             knowledge: None,
+            web_search: None,
             executors: None,
         }
+    }
+
+    /// The same driver quoting `web`'s results for each AppAgent subtask (after the knowledge store's
+    /// items when there is a store).
+    pub fn with_web_search(mut self, web: crate::store::web_search::WebSearch) -> Self {
+        self.web_search = Some(web);
+        self
     }
 
     /// The same driver retrieving from `knowledge` into every task's prompts (the task owner's
@@ -180,6 +193,7 @@ impl AgentsDriver {
                 .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
         let mut driver = Self::new(services, dispatcher);
+        driver.web_search = crate::store::web_search::WebSearch::from_args(&config.agents)?;
         driver.executors = Some((
             Arc::new(crate::dispatch::registry::ExecutorRegistry::from_config(
                 config,
@@ -212,6 +226,12 @@ impl AgentsDriver {
         let mut services = (self.services)(input.config)?;
         if let Some(knowledge) = &self.knowledge {
             services.knowledge = Some(Arc::new(knowledge.for_owner(&input.session.owner)));
+        }
+        if let Some(web) = &self.web_search {
+            services.knowledge = Some(Arc::new(crate::store::web_search::WithWebSearch {
+                store: services.knowledge.take(),
+                web: web.clone(),
+            }));
         }
         let mut board = Blackboard::from_proto(input.blackboard);
         let stored = StoredImages {

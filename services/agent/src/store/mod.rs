@@ -8,3 +8,4 @@ pub mod client;
 pub mod knowledge;
 pub mod retry;
 pub mod sanitise;
+pub mod web_search;

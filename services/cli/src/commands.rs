@@ -117,6 +117,7 @@ pub async fn run(api: AgentClient, conn: &Connection, args: RunArgs) -> Result<O
             host_model: args.host_model,
             app_model: args.app_model,
             reuse: args.reuse,
+            labels: None,
         })
         .await?;
     let id = task_id(&task)?;

@@ -44,6 +44,8 @@ pub struct NewTask {
     pub app_model: Option<String>,
     /// Follow the caller's closest earlier task (reuse); none = the server's default.
     pub reuse: Option<bool>,
+    /// Any desktop of the pool whose labels include all of these (with `executor` absent or `any`).
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl NewTask {
@@ -82,6 +84,9 @@ impl NewTask {
         }
         if let Some(executor) = &self.executor {
             body.insert("executor".into(), json!(executor));
+        }
+        if let Some(labels) = &self.labels {
+            body.insert("labels".into(), json!(labels));
         }
         let mut limits = Map::new();
         if let Some(v) = self.max_steps {
@@ -130,6 +135,15 @@ mod tests {
         assert_eq!(
             task.body(),
             json!({"request": "open notepad", "limits": {"max_steps": 5}, "confirm_policy": "always"})
+        );
+        let task = NewTask {
+            executor: Some("any".into()),
+            labels: Some([("app".to_owned(), "mousepad".to_owned())].into()),
+            ..NewTask::request("open mousepad")
+        };
+        assert_eq!(
+            task.body(),
+            json!({"request": "open mousepad", "executor": "any", "labels": {"app": "mousepad"}})
         );
     }
 

@@ -66,7 +66,16 @@ impl CallLog {
     }
 }
 
-struct StandIn(Arc<FakeDesktop>, Option<Arc<CallLog>>);
+/// The stand-in executor (serve it with `ufo_testkit::executor::server`, on a port or over a
+/// dial-out stream).
+pub struct StandIn(Arc<FakeDesktop>, Option<Arc<CallLog>>);
+
+impl StandIn {
+    /// The service over `desktop`, logging nothing.
+    pub fn new(desktop: Arc<FakeDesktop>) -> Self {
+        Self(desktop, None)
+    }
+}
 
 #[tonic::async_trait]
 impl ufo_testkit::executor::TestExecutor for StandIn {

@@ -196,6 +196,41 @@ impl Enrollments {
         Ok((id, token))
     }
 
+    /// Creates one token for each of `names` in a single write of the file (a benchmark's or a fleet's
+    /// enrollment, e.g. 500 executors): `(name, id, token)` each; the tokens are shown only here.
+    pub fn create_many(
+        &self,
+        names: &[String],
+    ) -> Result<Vec<(String, String, String)>, EnrollError> {
+        if let Some(bad) = names.iter().find(|n| !valid_name(n)) {
+            return Err(EnrollError::BadName(bad.chars().take(80).collect()));
+        }
+        let _guard = WRITE.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.load()?;
+        let mut made = Vec::with_capacity(names.len());
+        for name in names {
+            let token = format!(
+                "{TOKEN_PREFIX}{}{}",
+                uuid::Uuid::new_v4().simple(),
+                uuid::Uuid::new_v4().simple()
+            );
+            let id = uuid::Uuid::new_v4().to_string();
+            file.executors
+                .entry(name.clone())
+                .or_default()
+                .tokens
+                .push(TokenRecord {
+                    id: id.clone(),
+                    sha256: hash(&token),
+                    created_at: Utc::now(),
+                    revoked_at: None,
+                });
+            made.push((name.clone(), id, token));
+        }
+        self.save(&file)?;
+        Ok(made)
+    }
+
     /// Revokes `name`'s token `id` (revoking twice is fine).
     pub fn revoke(&self, name: &str, id: &str) -> Result<(), EnrollError> {
         let _guard = WRITE.lock().unwrap_or_else(|p| p.into_inner());
@@ -309,5 +344,29 @@ mod tests {
             Err(EnrollError::NoToken { .. })
         ));
         assert!(matches!(e.create("bad name"), Err(EnrollError::BadName(_))));
+    }
+
+    #[test]
+    fn many_tokens_are_created_in_one_write_and_each_enrolls_its_own_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Enrollments::new(dir.path().join("enrollments.json"));
+        let names: Vec<String> = (0..3).map(|i| format!("desk{i}")).collect();
+        let made = e.create_many(&names).unwrap();
+        assert_eq!(made.len(), 3);
+        for (name, id, token) in &made {
+            assert_eq!(e.verify(name, token).unwrap(), Ok(id.clone()));
+        }
+        assert_eq!(
+            e.verify("desk0", &made[1].2).unwrap(),
+            Err(TokenRefusal::OtherExecutor("desk0".into()))
+        );
+        assert!(matches!(
+            e.create_many(&["ok".into(), "bad name".into()]),
+            Err(EnrollError::BadName(_))
+        ));
+        assert!(
+            !e.is_enrolled("ok"),
+            "nothing is written when a name is refused"
+        );
     }
 }

@@ -7,6 +7,9 @@
 //!   stand-in; CPU per step of the system's processes (from /proc); Postgres statements per step.
 //! - [`handover`]: the desktop pool's hand-over, from a desktop freeing up to the next task's first
 //!   command on it, with and without the check-in claiming the next task (`--handover-tasks`).
+//! - [`pool`] (`--pool`, alone): `--pool-executors` stand-in executors (default 500) dialling out to one
+//!   agent, then `--pool-tasks` tasks scheduled onto them: the agent's memory and CPU idle and busy, the
+//!   scheduling overhead from a desktop freeing to the next waiting task's first command.
 //! - [`mcp_click`] (`--mcp-click`, alone): a desktop `click` through MCP over the executor's own time,
 //!   per call, optionally side by side with another build's agent (`--mcp-click-baseline`).
 //! - [`store`] sets up each store, [`pg`] is the bench's private Postgres cluster (with
@@ -23,6 +26,8 @@ mod measure;
 mod overhead;
 #[cfg(target_os = "linux")]
 mod pg;
+#[cfg(target_os = "linux")]
+mod pool;
 #[cfg(target_os = "linux")]
 mod report;
 #[cfg(target_os = "linux")]
@@ -93,6 +98,35 @@ struct Args {
     /// Warm-up rounds of the `--mcp-click` run, not counted.
     #[arg(long, env = "UFO_BENCH_MCP_WARMUP", default_value_t = 10)]
     mcp_warmup: usize,
+    /// Measure only the desktop pool at scale (docs/benchmark.md): stand-in executors dialling out to one
+    /// agent, on each store of `--store`.
+    #[arg(long)]
+    pool: bool,
+    /// Stand-in executors of the `--pool` run, each its own dial-out stream.
+    #[arg(long, env = "UFO_BENCH_POOL_EXECUTORS", default_value_t = 500)]
+    pool_executors: usize,
+    /// Tasks of the `--pool` run, submitted at once.
+    #[arg(long, env = "UFO_BENCH_POOL_TASKS", default_value_t = 100)]
+    pool_tasks: usize,
+    /// Of the `--pool` run's executors, how many carry the label its tasks ask for (so tasks wait for
+    /// them and desktops are handed over); 0: the tasks ask for any desktop.
+    #[arg(long, env = "UFO_BENCH_POOL_FITTING", default_value_t = 10)]
+    pool_fitting: usize,
+    /// How long a `--pool` stand-in takes to answer each command, in milliseconds (0: at once).
+    #[arg(long, env = "UFO_BENCH_POOL_COMMAND_DELAY_MS", default_value_t = 0)]
+    pool_command_delay_ms: u64,
+    /// The idle window of the `--pool` run, every executor connected, in milliseconds.
+    #[arg(long, env = "UFO_BENCH_POOL_IDLE_MS", default_value_t = 20_000)]
+    pool_idle_ms: u64,
+    /// The agent's `--dial-out-heartbeat-ms` in the `--pool` run.
+    #[arg(long, env = "UFO_BENCH_POOL_HEARTBEAT_MS", default_value_t = 10_000)]
+    pool_heartbeat_ms: u64,
+    /// The agent's `--runner-slots` in the `--pool` run.
+    #[arg(long, env = "UFO_BENCH_POOL_RUNNER_SLOTS", default_value_t = 100)]
+    pool_runner_slots: usize,
+    /// How long the `--pool` run's executors may take to connect, and its tasks to end, in seconds.
+    #[arg(long, env = "UFO_BENCH_POOL_TIMEOUT_SECS", default_value_t = 600)]
+    pool_timeout_secs: u64,
     /// A directory with another build's `ufo-agent` and `ufo-session` (e.g. the commit before a change):
     /// the `--mcp-click` run measures its MCP click side by side, alternating.
     #[arg(long, env = "UFO_BENCH_MCP_CLICK_BASELINE")]
@@ -119,6 +153,38 @@ async fn main() -> anyhow::Result<()> {
     ufo_common::tls::install_crypto_provider();
     let args = Args::parse();
     let delay = std::time::Duration::from_millis(args.model_delay_ms);
+    if args.pool {
+        let params = pool::Params {
+            executors: args.pool_executors,
+            fitting: args.pool_fitting,
+            tasks: args.pool_tasks,
+            app_steps: args.task_app_steps,
+            command_delay: std::time::Duration::from_millis(args.pool_command_delay_ms),
+            idle: std::time::Duration::from_millis(args.pool_idle_ms),
+            heartbeat_ms: args.pool_heartbeat_ms,
+            runner_slots: args.pool_runner_slots,
+            timeout: std::time::Duration::from_secs(args.pool_timeout_secs),
+        };
+        let mut runs = Vec::new();
+        for kind in args.store.iter().copied() {
+            let pg = match kind {
+                StoreKind::Postgres => {
+                    Some(pg::PrivatePostgres::start(args.pg_bin_dir.clone()).await?)
+                }
+                StoreKind::Embedded => None,
+            };
+            let storage = storage(kind, pg.as_ref(), &args).await?;
+            eprintln!(
+                "{}: pool run ({} executors, {} tasks)",
+                kind.label(),
+                params.executors,
+                params.tasks
+            );
+            runs.push((kind, pool::run(&storage, &params).await?));
+        }
+        pool::print(&runs, &params);
+        return Ok(());
+    }
     let mut results = Vec::new();
     for kind in args.store.iter().copied() {
         let pg = match kind {

@@ -180,3 +180,15 @@ impl Statements {
             .collect())
     }
 }
+
+/// A process's resident memory now (`VmRSS` in /proc/PID/status), in bytes.
+pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("read /proc/{pid}/status"))?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .with_context(|| format!("no VmRSS in /proc/{pid}/status"))?;
+    Ok(kb * 1024)
+}

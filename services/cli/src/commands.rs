@@ -11,7 +11,7 @@ use ufo_client::{AgentClient, NewTask, Work};
 
 use crate::config::{
     AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, InputArgs,
-    KnowledgeAddArgs, KnowledgeSearchArgs, PruneArgs, RateArgs, RequestArgs, RunArgs,
+    KnowledgeAddArgs, KnowledgeSearchArgs, PruneArgs, RateArgs, RecordArgs, RequestArgs, RunArgs,
     ScreenshotArgs, ShowArgs, TakeoverArgs, TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
@@ -670,6 +670,127 @@ pub async fn knowledge_search(
     if found.get("knowledge_enabled") == Some(&Value::Bool(false)) {
         println!("(the agents retrieve nothing now: the agent service runs without --knowledge)");
     }
+    Ok(Outcome::Success)
+}
+
+/// One recorded step as `ufo record` prints it: `click_input on Button "OK" (in New project)`.
+fn step_line(step: &Value) -> String {
+    let text = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut line = text(step, "action");
+    if let Some(t) = step.get("text").and_then(Value::as_str) {
+        line.push_str(&format!(" {t:?}"));
+    }
+    match step.get("selector").filter(|s| s.is_object()) {
+        Some(s) => line.push_str(&format!(" on {} {:?}", text(s, "type"), text(s, "name"))),
+        None => line.push_str(" (no control there)"),
+    }
+    let window = text(step, "window");
+    if !window.is_empty() {
+        line.push_str(&format!(" (in {window})"));
+    }
+    line
+}
+
+/// `ufo record`: records what the person does until Enter, Ctrl-C or `--seconds`, printing each step as
+/// it comes, then stores the demonstration and prints its id.
+pub async fn record(api: AgentClient, args: RecordArgs) -> Result<Outcome, CliError> {
+    let limit = match args.seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(CliError::InvalidArgument {
+                flag: "--seconds",
+                reason: "must be a number of seconds above 0".into(),
+            });
+        }
+        Some(s) => Some(tokio::time::Instant::now() + Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let started = api
+        .start_recording(
+            args.executor.as_deref(),
+            &args.app,
+            &args.description,
+            args.seconds,
+        )
+        .await?;
+    let id = started
+        .get("id")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| CliError::Protocol(format!("the recording has no id: {started}")))?;
+    eprintln!(
+        "recording on {} — show it now; {} to stop",
+        started
+            .get("executor")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        if limit.is_some() {
+            "it stops after --seconds, or press Enter or Ctrl-C"
+        } else {
+            "press Enter or Ctrl-C"
+        }
+    );
+    // Enter on the terminal stops it; a closed stdin (a script) never does.
+    let (enter_tx, enter) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+            let _ = enter_tx.send(());
+        } else {
+            std::mem::forget(enter_tx);
+        }
+    });
+    tokio::pin!(enter);
+    let mut from = 0u64;
+    loop {
+        tokio::select! {
+            _ = &mut enter => break,
+            _ = tokio::signal::ctrl_c() => break,
+            () = async {
+                match limit {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => break,
+            () = tokio::time::sleep(Duration::from_millis(300)) => {
+                let now = api.recording(&id, from).await?;
+                for step in now.get("steps").and_then(Value::as_array).into_iter().flatten() {
+                    println!("  {}", step_line(step));
+                }
+                from = now.get("events").and_then(Value::as_u64).unwrap_or(from);
+                if now.get("state").and_then(Value::as_str) == Some("stopped") {
+                    eprintln!(
+                        "the recording ended by itself ({})",
+                        now.get("ended").and_then(Value::as_str).unwrap_or("at its bound")
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    let demo = api.stop_recording(&id).await?;
+    if args.json {
+        print_json(&demo);
+        return Ok(Outcome::Success);
+    }
+    let steps = demo
+        .get("steps")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    println!(
+        "demonstration {} stored for {} ({} steps, source {})",
+        demo.get("id").and_then(Value::as_str).unwrap_or_default(),
+        demo.get("app").and_then(Value::as_str).unwrap_or_default(),
+        steps.len(),
+        demo.get("source")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
     Ok(Outcome::Success)
 }
 

@@ -153,6 +153,33 @@ pub enum Command {
     Desktops(DesktopsCommand),
     /// Rate a finished task's experience good or bad (a bad one is never offered to the agents again).
     Rate(RateArgs),
+    /// Record a demonstration: do the task on the desktop yourself while the executor records your
+    /// clicks and typing (each on its control); stop with Enter or Ctrl-C (or --seconds). It is stored
+    /// as your demonstration, retrieved by the agents like their own finished tasks.
+    Record(RecordArgs),
+}
+
+/// `ufo record`.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    /// What you show, as you would ask for it (e.g. "Name the new project Gemini 4").
+    pub description: String,
+
+    /// The application you show it in (e.g. `zenity`).
+    #[arg(long)]
+    pub app: String,
+
+    /// The executor (desktop) to record on; omitted: the server's default.
+    #[arg(long)]
+    pub executor: Option<String>,
+
+    /// Stop after this many seconds (for scripts); otherwise Enter or Ctrl-C stops the recording.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+
+    /// Print the stored demonstration as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ufo executors …`.

@@ -77,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
             commands::knowledge_search(api()?, args).await
         }
         Command::Rate(args) => commands::rate(api()?, args).await,
+        Command::Record(args) => commands::record(api()?, args).await,
         Command::Executors(command) => commands::executors(api()?, command).await,
         Command::Desktops(command) => commands::desktops(api()?, command).await,
     }

@@ -344,6 +344,36 @@ impl AgentClient {
         self.call(Method::GET, &path, None).await
     }
 
+    /// `POST /v1/recordings`: starts recording a person's demonstration of `description` in `app`.
+    pub async fn start_recording(
+        &self,
+        executor: Option<&str>,
+        app: &str,
+        description: &str,
+        max_seconds: Option<f64>,
+    ) -> Result<Value, ClientError> {
+        let mut body = json!({"app": app, "description": description});
+        if let Some(e) = executor {
+            body["executor"] = json!(e);
+        }
+        if let Some(s) = max_seconds {
+            body["max_seconds"] = json!(s);
+        }
+        self.call(Method::POST, "/v1/recordings", Some(body)).await
+    }
+
+    /// `GET /v1/recordings/{id}?from=N`: the recording's steps from event `from`.
+    pub async fn recording(&self, id: &str, from: u64) -> Result<Value, ClientError> {
+        let path = format!("/v1/recordings/{}?from={from}", encode(id));
+        self.call(Method::GET, &path, None).await
+    }
+
+    /// `POST /v1/recordings/{id}/stop`: stops it and stores the demonstration.
+    pub async fn stop_recording(&self, id: &str) -> Result<Value, ClientError> {
+        let path = format!("/v1/recordings/{}/stop", encode(id));
+        self.call(Method::POST, &path, None).await
+    }
+
     /// `POST /v1/tasks/{id}/rating` with `good` or `bad`.
     pub async fn rate(&self, id: &str, rating: &str) -> Result<Value, ClientError> {
         let path = format!("/v1/tasks/{}/rating", encode(id));

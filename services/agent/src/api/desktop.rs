@@ -102,6 +102,27 @@ impl Desktop {
         Ok(d)
     }
 
+    /// Runs `record_input` with `params` on the registered executor `executor` (`ufo record`): the
+    /// agent's own tool, outside the policy (it only watches) and outside direct sessions (its steps
+    /// become a demonstration). The executor's refusal is `failed_precondition` with its reason.
+    pub async fn record_input(&self, executor: &str, params: Value) -> Result<Value, ToolError> {
+        let dispatcher = self.dispatcher(executor)?;
+        let results = dispatcher
+            .execute(vec![Command::observe("record_input", params)])
+            .await
+            .map_err(|e| ToolError::new("unavailable", format!("executor {executor}: {e}")))?;
+        let r = results.into_iter().next().ok_or_else(|| {
+            ToolError::new("internal", "record_input: the executor answered nothing")
+        })?;
+        if r.status != ResultStatus::Success {
+            return Err(ToolError::new(
+                "failed_precondition",
+                format!("executor {executor}: {}", r.error),
+            ));
+        }
+        Ok(r.to_json().get("result").cloned().unwrap_or(Value::Null))
+    }
+
     /// Judges, runs and records `call` of `caller`: the result of the call's last command, its
     /// screenshots (with set-of-marks: the marked one) and where it was recorded. A refused call is
     /// recorded too (nothing ran); an unregistered executor name or an address is refused before any

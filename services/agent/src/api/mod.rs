@@ -25,6 +25,7 @@ pub mod model;
 pub mod openapi;
 pub mod pool;
 pub mod pool_metrics;
+pub mod recordings;
 pub mod replay;
 pub mod rest;
 pub mod reuse;
@@ -85,6 +86,9 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(pool::ready_desktop))
         .routes(routes!(knowledge::search))
         .routes(routes!(knowledge::rate))
+        .routes(routes!(recordings::start_recording))
+        .routes(routes!(recordings::get_recording))
+        .routes(routes!(recordings::stop_recording))
         .merge(
             // Help files are larger than any other body: their own limit (413 beyond).
             OpenApiRouter::new()

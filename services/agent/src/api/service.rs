@@ -102,6 +102,8 @@ pub struct Tasks {
     prices: Arc<PriceCheck>,
     desktop: Arc<super::desktop::Desktop>,
     live: Arc<super::live::LiveHub>,
+    recordings: Arc<super::recordings::Recordings>,
+    experience_chars: usize,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -174,6 +176,8 @@ impl Tasks {
                 config.api.viewer.live_jpeg_quality,
                 config.runner.executor_max_message_bytes,
             )),
+            recordings: Arc::new(super::recordings::Recordings::default()),
+            experience_chars: config.agents.knowledge_experience_chars as usize,
         })
     }
 
@@ -200,6 +204,16 @@ impl Tasks {
     /// The MCP desktop tools' backend.
     pub fn desktop(&self) -> &super::desktop::Desktop {
         &self.desktop
+    }
+
+    /// The recordings in progress (`ufo record`).
+    pub fn recordings(&self) -> &super::recordings::Recordings {
+        &self.recordings
+    }
+
+    /// Longest experience (and demonstration) summary, in characters.
+    pub(super) fn knowledge_experience_chars(&self) -> usize {
+        self.experience_chars
     }
 
     /// The live desktop feeds (docs/live.md).

@@ -17,6 +17,7 @@
 
 pub mod agents_driver;
 mod ahead;
+pub mod demonstration;
 pub mod desktop;
 pub mod driver;
 pub mod experience;

@@ -1,0 +1,306 @@
+//! A person's recording becomes a demonstration (issue 33, `ufo record`): the executor's recorded steps
+//! (`record_input`: clicks, typed texts, keys, scrolls, each with its control's selector fields) are
+//! turned into the functions an agent would call to do the same — `click_input`, `set_edit_text`,
+//! `keyboard_input`, `wheel_mouse_input` on the control's selector — and summarised in the same
+//! deterministic form as an experience ([`super::experience::summarise`]): the request (what the person
+//! said they show), one subtask in the application, a HostAgent `select_application_window` line each
+//! time the person moves to another window, and one AppAgent line per step. Retrieved like an
+//! experience, a demonstration reads like a finished task of its owner.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+
+use crate::replay::selector::Selector;
+
+/// Most characters of one typed text quoted in a summary.
+const TEXT_CHARS: usize = 200;
+
+/// One step of a demonstration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DemoStep {
+    /// Milliseconds after the recording started.
+    pub at_ms: u64,
+    /// The function that does the same: `click_input`, `set_edit_text`, `keyboard_input` or
+    /// `wheel_mouse_input`.
+    pub action: String,
+    /// Its arguments besides the control (`text`, `keys`, `button`, `double`, `wheel_dist`).
+    #[schema(value_type = Object)]
+    pub arguments: Map<String, Value>,
+    /// The control, as a replay's selector (`type`, `name`, `ancestors`, `automation_id`,
+    /// `sibling_index`); absent when nothing listed was there.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[schema(value_type = Option<Object>)]
+    pub selector: Option<Selector>,
+    /// The text typed (`set_edit_text`) or the keys pressed (`keyboard_input`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub text: Option<String>,
+    /// The window's title.
+    pub window: String,
+    /// The window's program.
+    pub process: String,
+    /// Where a click without a control landed, `[x, y]` in screen pixels.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub point: Option<[i64; 2]>,
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .replace('\0', "")
+}
+
+/// The selector of a recorded control (the listing's fields).
+fn selector(control: &Value) -> Selector {
+    Selector {
+        control_type: text(control, "type"),
+        name: text(control, "name"),
+        ancestors: control
+            .get("ancestors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|a| (text(a, "name"), text(a, "type")))
+            .collect(),
+        automation_id: text(control, "automation_id"),
+        sibling_index: control
+            .get("sibling_index")
+            .and_then(Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(0),
+        process: String::new(),
+    }
+}
+
+/// The steps of recorded events (`record_input`'s `events`), in order; windows that opened are not
+/// steps (the next step in them says where it happened).
+pub fn steps(events: &[Value]) -> Vec<DemoStep> {
+    events
+        .iter()
+        .filter_map(|e| {
+            let mut arguments = Map::new();
+            let (action, said) = match e.get("kind").and_then(Value::as_str)? {
+                "click" => {
+                    let button = text(e, "button");
+                    if !button.is_empty() && button != "left" {
+                        arguments.insert("button".into(), json!(button));
+                    }
+                    if e.get("double") == Some(&Value::Bool(true)) {
+                        arguments.insert("double".into(), json!(true));
+                    }
+                    ("click_input", None)
+                }
+                "text" => {
+                    let t = text(e, "text");
+                    arguments.insert("text".into(), json!(t));
+                    ("set_edit_text", Some(t))
+                }
+                "keys" => {
+                    let k = text(e, "keys");
+                    arguments.insert("keys".into(), json!(k));
+                    ("keyboard_input", Some(k))
+                }
+                "scroll" => {
+                    let n = e.get("notches").and_then(Value::as_i64).unwrap_or(0);
+                    arguments.insert("wheel_dist".into(), json!(n));
+                    ("wheel_mouse_input", None)
+                }
+                _ => return None,
+            };
+            let window = e.get("window").cloned().unwrap_or(Value::Null);
+            let selector = e.get("control").filter(|c| c.is_object()).map(selector);
+            let point = e
+                .get("point")
+                .and_then(Value::as_array)
+                .filter(|_| selector.is_none())
+                .and_then(|p| Some([p.first()?.as_i64()?, p.get(1)?.as_i64()?]));
+            Some(DemoStep {
+                at_ms: e.get("at_ms").and_then(Value::as_u64).unwrap_or(0),
+                action: action.to_owned(),
+                arguments,
+                selector,
+                text: said,
+                window: text(&window, "title"),
+                process: text(&window, "process"),
+                point,
+            })
+        })
+        .collect()
+}
+
+fn quoted(text: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut: String = flat.chars().take(TEXT_CHARS).collect();
+    if cut.chars().count() < flat.chars().count() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+/// The deterministic summary of a demonstration, in an experience's form, at most `max_chars`
+/// characters (whole lines; the lines left out are counted).
+pub fn summarise(description: &str, app: &str, steps: &[DemoStep], max_chars: usize) -> String {
+    let mut lines = vec![
+        format!("Request: {}", quoted(description)),
+        "Outcome: finished — \"demonstrated by a person (ufo record)\"".to_owned(),
+        "Subtasks:".to_owned(),
+        format!("1. {} (in {app})", quoted(description)),
+        "Steps:".to_owned(),
+    ];
+    let mut n = 0;
+    let mut window: Option<(&str, &str)> = None;
+    for s in steps {
+        if window != Some((s.window.as_str(), s.process.as_str())) && !s.window.is_empty() {
+            window = Some((&s.window, &s.process));
+            n += 1;
+            let w = Selector {
+                control_type: "Window".into(),
+                name: s.window.clone(),
+                process: s.process.clone(),
+                ..Selector::default()
+            };
+            lines.push(format!(
+                "{n}. HostAgent: select_application_window on {} → ok",
+                w.describe()
+            ));
+        }
+        n += 1;
+        let agent = if s.process.is_empty() {
+            app
+        } else {
+            &s.process
+        };
+        let mut line = format!("{n}. AppAgent/{agent}: {}", s.action);
+        let mut keys: Vec<&String> = s.arguments.keys().collect();
+        keys.sort();
+        for key in keys {
+            let v = &s.arguments[key];
+            let shown = match v {
+                Value::String(t) => quoted(t),
+                other => other.to_string(),
+            };
+            let _ = write!(line, " {key}={shown}");
+        }
+        match (&s.selector, s.point) {
+            (Some(sel), _) => {
+                let _ = write!(line, " on {}", sel.describe());
+            }
+            (None, Some([x, y])) => {
+                let _ = write!(line, " at ({x}, {y})");
+            }
+            (None, None) => {}
+        }
+        line.push_str(" → ok");
+        lines.push(line);
+    }
+    if steps.is_empty() {
+        lines.push("(no action)".to_owned());
+    }
+    let mut body = String::new();
+    let mut used = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let len = line.chars().count() + 1;
+        if used + len > max_chars {
+            let _ = write!(body, "({} more lines left out)", lines.len() - i);
+            break;
+        }
+        body.push_str(line);
+        body.push('\n');
+        used += len;
+    }
+    body.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events() -> Vec<Value> {
+        let window = json!({"title": "New project", "process": "zenity", "handle": 7});
+        let field = json!({"name": "Project name:", "type": "Edit", "rect": [1, 2, 3, 4],
+            "automation_id": "", "ancestors": [{"name": "", "type": "Pane"},
+            {"name": "New project", "type": "Dialog"}], "sibling_index": 0});
+        let ok = json!({"name": "OK", "type": "Button", "rect": [5, 6, 7, 8],
+            "automation_id": "", "ancestors": [{"name": "New project", "type": "Dialog"}],
+            "sibling_index": 0});
+        vec![
+            json!({"at_ms": 10, "kind": "click", "button": "left", "point": [2, 3],
+                   "window": window, "control": field, "resolved": "before"}),
+            json!({"at_ms": 20, "kind": "text", "text": "Gemini 4", "window": window,
+                   "control": field, "resolved": "focus"}),
+            json!({"at_ms": 25, "kind": "window_opened", "window": window, "resolved": "none"}),
+            json!({"at_ms": 30, "kind": "keys", "keys": "{ENTER}", "window": window,
+                   "resolved": "none"}),
+            json!({"at_ms": 40, "kind": "click", "button": "right", "double": true,
+                   "point": [6, 7], "window": window, "control": ok, "resolved": "before"}),
+            json!({"at_ms": 50, "kind": "click", "button": "left", "point": [600, 700],
+                   "window": window, "resolved": "none"}),
+        ]
+    }
+
+    #[test]
+    fn recorded_events_become_functions_on_selectors() {
+        let s = steps(&events());
+        let actions: Vec<&str> = s.iter().map(|s| s.action.as_str()).collect();
+        assert_eq!(
+            actions,
+            [
+                "click_input",
+                "set_edit_text",
+                "keyboard_input",
+                "click_input",
+                "click_input"
+            ]
+        );
+        let field = s[0].selector.as_ref().unwrap();
+        assert_eq!(
+            (field.control_type.as_str(), field.name.as_str()),
+            ("Edit", "Project name:")
+        );
+        assert_eq!(field.ancestors[1], ("New project".into(), "Dialog".into()));
+        assert_eq!(s[1].text.as_deref(), Some("Gemini 4"));
+        assert_eq!(s[1].selector, s[0].selector);
+        assert_eq!(s[2].arguments["keys"], "{ENTER}");
+        assert!(s[2].selector.is_none());
+        assert_eq!(s[3].arguments["button"], "right");
+        assert_eq!(s[3].arguments["double"], true);
+        assert_eq!(s[4].point, Some([600, 700]));
+        assert_eq!(s[0].point, None, "a resolved click needs no point");
+        assert_eq!(
+            (s[0].window.as_str(), s[0].process.as_str()),
+            ("New project", "zenity")
+        );
+    }
+
+    #[test]
+    fn the_summary_reads_like_an_experience_and_is_the_same_every_time() {
+        let s = steps(&events());
+        let body = summarise("Name the project Gemini 4", "zenity", &s, 10_000);
+        assert_eq!(
+            body,
+            summarise("Name the project Gemini 4", "zenity", &s, 10_000)
+        );
+        assert!(
+            body.starts_with(
+                "Request: \"Name the project Gemini 4\"\nOutcome: finished — \"demonstrated by a person (ufo record)\"\nSubtasks:\n1. \"Name the project Gemini 4\" (in zenity)\nSteps:\n1. HostAgent: select_application_window on Window \"New project\" of process \"zenity\" → ok\n2. AppAgent/zenity: click_input on Edit \"Project name:\" in Pane \"\" › Dialog \"New project\" (sibling 0) → ok\n3. AppAgent/zenity: set_edit_text text=\"Gemini 4\" on Edit"
+            ),
+            "{body}"
+        );
+        assert!(
+            body.contains("4. AppAgent/zenity: keyboard_input keys=\"{ENTER}\" → ok"),
+            "{body}"
+        );
+        assert!(
+            body.contains("6. AppAgent/zenity: click_input at (600, 700) → ok"),
+            "{body}"
+        );
+        let short = summarise("Name the project Gemini 4", "zenity", &s, 200);
+        assert!(short.contains("more lines left out"), "{short}");
+        assert!(short.chars().count() <= 240, "{short}");
+        assert!(summarise("x", "zenity", &[], 1000).ends_with("(no action)"));
+    }
+}

@@ -78,11 +78,15 @@ pub struct StartBody {
     #[schema(
         min_length = 1,
         max_length = 100,
-        pattern = r"^[^\x00-\x1f\x7f-\x9f]*$"
+        pattern = r"^[^\x00-\x1f\x7f-\x9f]*[^\x00-\x1f\x7f-\x9f\s][^\x00-\x1f\x7f-\x9f]*$"
     )]
     pub app: String,
     /// What the person shows, as a request would say it (the demonstration's title).
-    #[schema(min_length = 1, max_length = 1000, pattern = r"^[^\x00]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 1000,
+        pattern = r"^[^\x00]*[^\x00\s][^\x00]*$"
+    )]
     pub description: String,
     /// Longest recording in seconds (at most the executor's `--record-max-seconds`).
     #[serde(default)]
@@ -154,7 +158,9 @@ fn tool_error(e: ToolError) -> ApiError {
 }
 
 fn check_text(field: &str, value: &str, max: usize, lines: bool) -> Result<(), ApiError> {
-    if value.trim().is_empty() {
+    // Blank as the documented pattern says (JavaScript's \s: U+FEFF is blank, U+0085 is not).
+    let blank = |c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}';
+    if value.chars().all(blank) {
         return Err(ApiError::invalid(format!("{field} is required")));
     }
     if value.contains('\0') || (!lines && value.chars().any(char::is_control)) {

@@ -3,7 +3,8 @@
 //! (`xdotool` on that display) clicks zenity's name field, types a name and clicks OK while alice
 //! records; the stored demonstration names the field and the button by their selectors, has the text,
 //! and is what `GET /v1/knowledge/search` finds for alice — never for bob, whose key sees neither the
-//! recording (404) nor the demonstration.
+//! recording (404) nor the demonstration. Then `ufo record --seconds` (the real CLI binary) records the
+//! person confirming the dialog with Enter and prints the stored demonstration's id.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -361,6 +362,77 @@ async fn a_persons_recording_becomes_their_demonstration_and_only_theirs() {
             .iter()
             .all(|h| h["source"] != format!("recording:{id}")),
         "bob sees alice's demonstration: {found:#}"
+    );
+
+    rig.stop().await;
+}
+
+/// `ufo record --seconds` (the real CLI binary) while the person confirms the dialog with Enter: it
+/// prints each step as it comes and then the stored demonstration's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ufo_record_prints_each_step_and_the_stored_demonstration() {
+    let rig = Rig::start().await;
+    let (field, _) = rig.dialog().await;
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    let cli = tokio::process::Command::new(&ufo)
+        .args([
+            "--server",
+            &rig.agent.http,
+            "--token",
+            "ka",
+            "record",
+            "--app",
+            "zenity",
+            "--executor",
+            "desk",
+            "--seconds",
+            "6",
+            "Confirm the project name with Enter",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The person acts once the recording runs (the CLI says so on stderr when it has started it).
+    let mut cli = cli;
+    let mut err = tokio::io::BufReader::new(cli.stderr.take().unwrap());
+    let mut said = String::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        use tokio::io::AsyncBufReadExt as _;
+        while !said.contains("recording on desk") {
+            let mut line = String::new();
+            if err.read_line(&mut line).await.unwrap() == 0 {
+                break;
+            }
+            said.push_str(&line);
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the CLI did not start recording: {said}"));
+    assert!(said.contains("recording on desk"), "{said}");
+    rig.click(field);
+    rig.xdotool(&["type", "--delay", "30", "Apollo"]);
+    rig.xdotool(&["key", "Return"]);
+    let out = tokio::time::timeout(Duration::from_secs(60), cli.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("set_edit_text \"Apollo\" on Edit \"Project name:\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("keyboard_input \"{ENTER}\""), "{stdout}");
+    assert!(stdout.contains("demonstration "), "{stdout}");
+    assert!(
+        stdout.contains("stored for zenity (3 steps, source recording:"),
+        "{stdout}"
     );
 
     rig.stop().await;

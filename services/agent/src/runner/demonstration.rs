@@ -200,19 +200,7 @@ pub fn summarise(description: &str, app: &str, steps: &[DemoStep], max_chars: us
     if steps.is_empty() {
         lines.push("(no action)".to_owned());
     }
-    let mut body = String::new();
-    let mut used = 0;
-    for (i, line) in lines.iter().enumerate() {
-        let len = line.chars().count() + 1;
-        if used + len > max_chars {
-            let _ = write!(body, "({} more lines left out)", lines.len() - i);
-            break;
-        }
-        body.push_str(line);
-        body.push('\n');
-        used += len;
-    }
-    body.trim_end().to_owned()
+    super::experience::fit_lines(&lines, max_chars)
 }
 
 #[cfg(test)]

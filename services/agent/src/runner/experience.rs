@@ -266,6 +266,17 @@ pub fn summarise(
     if n == 0 {
         lines.push("(no action)".to_owned());
     }
+    let body = fit_lines(&lines, max_chars);
+    Experience {
+        application,
+        title: request.chars().take(TEXT_CHARS * 5).collect(),
+        body,
+    }
+}
+
+/// `lines`, one per line, within `max_chars` characters: the lines that fit whole, then
+/// "(N more lines left out)" when some do not (an experience's and a demonstration's summary).
+pub(crate) fn fit_lines(lines: &[String], max_chars: usize) -> String {
     let mut body = String::new();
     let mut used = 0;
     for (i, line) in lines.iter().enumerate() {
@@ -278,11 +289,7 @@ pub fn summarise(
         body.push('\n');
         used += len;
     }
-    Experience {
-        application,
-        title: request.chars().take(TEXT_CHARS * 5).collect(),
-        body: body.trim_end().to_owned(),
-    }
+    body.trim_end().to_owned()
 }
 
 #[cfg(test)]

@@ -11,6 +11,12 @@
 //!   binaries in DIR), and the executor batch that agent's click ran (`click_input` +
 //!   `capture_desktop_screenshot`).
 //!
+//! - **framing**: the same `tools/call click` refused on its arguments (`button: "none"`): HTTP, auth,
+//!   the MCP session and JSON-RPC, no store and no executor;
+//! - **intent**: the intent's write alone, `AppendEvents` of a STEP_STARTED `{intent: true}` event sent
+//!   straight to `ufo-session` (the statement the agent commits before a click acts), on a session of
+//!   the bench's own.
+//!
 //! Each call's overhead is taken inside that call: its round trip minus the time the executor reported
 //! for the call's commands (`Result.duration_us`; an MCP click returns it as `executor_us`), so the
 //! screen's settle wait and the capture, which vary by tens of milliseconds from call to call, drop out.
@@ -31,6 +37,8 @@ use serde_json::{Value, json};
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus};
 use ufo_client::AgentClient;
+use ufo_proto::v1::session_store_client::SessionStoreClient;
+use ufo_proto::v1::{AppendEventsRequest, CreateSessionRequest, EventDraft, EventKind};
 use ufo_testkit::{Cluster, ProcessBuilder, ServiceProcess, free_port};
 
 use crate::store::Storage;
@@ -51,6 +59,9 @@ struct Mcp {
     client: RunningService<rmcp::RoleClient, ()>,
     rest: AgentClient,
     control: String,
+    /// The store's own client and a session of the bench's for the intent-alone measurement.
+    store: SessionStoreClient<tonic::transport::Channel>,
+    probe: String,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -61,9 +72,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn p50_p90(mut v: Vec<f64>) -> (f64, f64) {
+/// p50, p90 and p99 of `v`.
+fn percentiles(mut v: Vec<f64>) -> [f64; 3] {
     v.sort_by(f64::total_cmp);
-    (percentile(&v, 0.5), percentile(&v, 0.9))
+    [0.5, 0.9, 0.99].map(|p| percentile(&v, p))
 }
 
 async fn execute(d: &dyn CommandDispatcher, commands: Vec<Command>) -> anyhow::Result<Timing> {
@@ -160,12 +172,67 @@ impl Mcp {
             .context("mousepad's text view in list_controls")?
             .to_owned();
         let rest = ufo_e2e::agent(&cluster)?;
+        let mut store = SessionStoreClient::connect(cluster.session_url.clone()).await?;
+        // A task nobody claims (the agent runs no runner slots): the intents go to it unleased.
+        let probe = store
+            .create_session(CreateSessionRequest {
+                request: "the MCP click bench's intent writes".into(),
+                owner: "bench".into(),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .id;
         Ok(Self {
             label: label.to_owned(),
             cluster,
             client,
             rest,
             control,
+            store,
+            probe,
+        })
+    }
+
+    /// The same click refused on its arguments before any store or executor is reached: what HTTP,
+    /// auth, the MCP session and JSON-RPC cost.
+    async fn framing(&self) -> anyhow::Result<Timing> {
+        let mut params = CallToolRequestParams::new("click");
+        params.arguments = json!({"executor": "desk", "control": self.control, "button": "none"})
+            .as_object()
+            .cloned();
+        let t = Instant::now();
+        let result = self.client.call_tool(params).await?;
+        let round_trip = t.elapsed().as_secs_f64() * 1e3;
+        if result.is_error != Some(true) {
+            bail!("a click with button \"none\" was not refused: {result:?}");
+        }
+        Ok(Timing {
+            round_trip,
+            executor: 0.0,
+        })
+    }
+
+    /// Step `step`'s intent written alone, as the agent writes it before a click acts.
+    async fn intent(&self, step: u64) -> anyhow::Result<Timing> {
+        let payload = json!({"intent": true, "step": step, "round": 1, "agent": "McpClient/bench",
+            "mcp_tool": "click", "actions": [{"tool": "click_input",
+            "arguments": {"id": self.control, "button": "left", "double": false}}]});
+        let request = AppendEventsRequest {
+            session_id: self.probe.clone(),
+            events: vec![EventDraft {
+                kind: EventKind::StepStarted as i32,
+                payload: Some(ufo_proto::json::to_struct(payload)?),
+                step,
+                round: 1,
+            }],
+            lease_owner: String::new(),
+        };
+        let t = Instant::now();
+        self.store.clone().append_events(request).await?;
+        Ok(Timing {
+            round_trip: t.elapsed().as_secs_f64() * 1e3,
+            executor: 0.0,
         })
     }
 
@@ -293,9 +360,13 @@ pub async fn run(
     let mut batch = Vec::new();
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
+    let mut framing = Vec::new();
+    let mut intent = Vec::new();
     for round in 0..warmup + clicks {
         let b = execute(direct.as_ref(), vec![click(&this.control)]).await?;
         let m = this.click().await?;
+        let f = this.framing().await?;
+        let i = this.intent(round as u64 + 1).await?;
         let (t, e) = match &base {
             Some(base) => {
                 let t = base.click().await?;
@@ -314,6 +385,8 @@ pub async fn run(
         if round >= warmup {
             bare.push(b);
             ours.push(m);
+            framing.push(f);
+            intent.push(i);
             theirs.extend(t);
             batch.extend(e);
         }
@@ -321,10 +394,14 @@ pub async fn run(
     report(
         clicks,
         warmup,
-        &bare,
-        &ours,
-        &batch,
-        &theirs,
+        &Paths {
+            bare: &bare,
+            ours: &ours,
+            batch: &batch,
+            theirs: &theirs,
+            framing: &framing,
+            intent: &intent,
+        },
         base.is_some(),
     );
 
@@ -345,10 +422,11 @@ pub async fn run(
     Ok(())
 }
 
+/// p50 of the round trip and of the overhead.
 fn row(name: &str, timings: &[Timing]) -> (f64, f64) {
-    let (rt50, rt90) = p50_p90(timings.iter().map(|t| t.round_trip).collect());
-    let (ex50, _) = p50_p90(timings.iter().map(|t| t.executor).collect());
-    let (ov50, ov90) = p50_p90(
+    let [rt50, rt90, rt99] = percentiles(timings.iter().map(|t| t.round_trip).collect());
+    let [ex50, _, _] = percentiles(timings.iter().map(|t| t.executor).collect());
+    let [ov50, ov90, ov99] = percentiles(
         timings
             .iter()
             .map(|t| t.round_trip - t.executor)
@@ -356,53 +434,67 @@ fn row(name: &str, timings: &[Timing]) -> (f64, f64) {
             .collect(),
     );
     let overhead = if ov50.is_nan() {
-        "—".to_owned()
+        "— | — | —".to_owned()
     } else {
-        format!("{ov50:.2} ms | {ov90:.2} ms")
+        format!("{ov50:.2} ms | {ov90:.2} ms | {ov99:.2} ms")
     };
     let executor = if ex50.is_nan() {
         "—".to_owned()
     } else {
         format!("{ex50:.1} ms")
     };
-    println!("| {name} | {rt50:.1} ms | {rt90:.1} ms | {executor} | {overhead} |");
+    println!("| {name} | {rt50:.1} ms | {rt90:.1} ms | {rt99:.1} ms | {executor} | {overhead} |");
     (rt50, ov50)
 }
 
-fn report(
-    clicks: usize,
-    warmup: usize,
-    bare: &[Timing],
-    ours: &[Timing],
-    batch: &[Timing],
-    theirs: &[Timing],
-    baseline: bool,
-) {
+/// Every path's timings, in measuring order.
+struct Paths<'a> {
+    bare: &'a [Timing],
+    ours: &'a [Timing],
+    batch: &'a [Timing],
+    theirs: &'a [Timing],
+    framing: &'a [Timing],
+    intent: &'a [Timing],
+}
+
+fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
     println!();
     println!(
         "## desktop click through MCP: {clicks} calls per path, alternating, after {warmup} warm-up rounds"
     );
     println!();
     println!(
-        "| path | round trip p50 | p90 | executor's own (reported) p50 | overhead per call (round trip − executor) p50 | p90 |"
+        "| path | round trip p50 | p90 | p99 | executor's own (reported) p50 | overhead per call (round trip − executor) p50 | p90 | p99 |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
-    let (_, direct_ov) = row("executor: `click_input` over gRPC", bare);
-    let (ours_rt, ours_ov) = row("MCP `click` (this build)", ours);
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let (_, direct_ov) = row("executor: `click_input` over gRPC", paths.bare);
+    let (ours_rt, ours_ov) = row("MCP `click` (this build)", paths.ours);
+    let (_, framing_ov) = row(
+        "MCP `click` refused on its arguments (HTTP, auth, MCP; no store, no executor)",
+        paths.framing,
+    );
+    let (_, intent_ov) = row(
+        "the intent alone: `AppendEvents` straight to ufo-session",
+        paths.intent,
+    );
     if baseline {
         row(
             "executor: `click_input` + `capture_desktop_screenshot` over gRPC",
-            batch,
+            paths.batch,
         );
-        let (theirs_rt, _) = row("MCP `click` (baseline build)", theirs);
+        let (theirs_rt, theirs_ov) = row("MCP `click` (baseline build)", paths.theirs);
         println!();
         println!(
-            "MCP click round trip p50: baseline {theirs_rt:.1} ms, this build {ours_rt:.1} ms: {:.2}x",
+            "MCP click round trip p50: baseline {theirs_rt:.1} ms, this build {ours_rt:.1} ms: {:.2}x; overhead p50: baseline {theirs_ov:.2} ms, this build {ours_ov:.2} ms",
             theirs_rt / ours_rt
         );
     }
     println!();
     println!(
         "overhead of an MCP click over the executor's own time, p50: {ours_ov:.2} ms (a direct gRPC call's: {direct_ov:.2} ms)"
+    );
+    println!(
+        "its parts, p50 of each measured alone: MCP framing {framing_ov:.2} ms, the intent's write {intent_ov:.2} ms, the executor hop {direct_ov:.2} ms; the rest (the agent's own work) ≈ {:.2} ms",
+        ours_ov - framing_ov - intent_ov - direct_ov
     );
 }

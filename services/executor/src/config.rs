@@ -191,6 +191,46 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_SHELL_MAX_ARG_BYTES", default_value_t = 4096)]
     pub shell_max_arg_bytes: usize,
 
+    /// Programs the agent may start on this machine as MCP servers (`transport: {type: stdio, on:
+    /// desktop}`, through process_start): bare names looked up on the executor's PATH, or absolute
+    /// paths; comma-separated in the environment; none by default (the tools are off). Shells are
+    /// refused. docs/mcp.md, "Servers on the desktop".
+    #[arg(
+        long = "mcp-stdio-allow",
+        env = "UFO_EXECUTOR_MCP_STDIO_ALLOW",
+        value_delimiter = ','
+    )]
+    pub mcp_stdio_allow: Vec<String>,
+
+    /// Most such programs running at once (all callers).
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_MCP_STDIO_MAX_PROCESSES",
+        default_value_t = 16
+    )]
+    pub mcp_stdio_max_processes: usize,
+
+    /// A program none of its caller's calls touched for this long (its agent died or lost the
+    /// connection) is killed with its process group, in milliseconds.
+    #[arg(long, env = "UFO_EXECUTOR_MCP_STDIO_IDLE_MS", default_value_t = 60_000)]
+    pub mcp_stdio_idle_ms: u64,
+
+    /// Most bytes of output one process_read returns (whole lines; one longer line alone).
+    #[arg(long, env = "UFO_EXECUTOR_MCP_STDIO_MAX_READ_BYTES", default_value_t = 1024 * 1024)]
+    pub mcp_stdio_max_read_bytes: usize,
+
+    /// Longest line (one MCP message) such a program may write; a longer one ends it.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_MCP_STDIO_MAX_MESSAGE_BYTES",
+        default_value_t = 4 * 1024 * 1024
+    )]
+    pub mcp_stdio_max_message_bytes: usize,
+
+    /// Bytes of such a program's standard error kept (the last ones), told when it ends.
+    #[arg(long, env = "UFO_EXECUTOR_MCP_STDIO_STDERR_BYTES", default_value_t = 8 * 1024)]
+    pub mcp_stdio_stderr_bytes: usize,
+
     /// The operator's reset hook, run at every reset between tasks of the pool (e.g. a snapshot
     /// revert): a program and its arguments separated by whitespace, run without a shell (put anything
     /// more complex in a script), with UFO_TASK_ID set; it must exit 0 (else the desktop is marked
@@ -410,6 +450,7 @@ impl std::fmt::Debug for Config {
             .field("launch_dirs", &self.launch_dirs)
             .field("shell_allow", &self.shell_allow)
             .field("shell_workdir", &self.shell_workdir)
+            .field("mcp_stdio_allow", &self.mcp_stdio_allow)
             .field("reset_hook", &self.reset_hook)
             .field("scratch_dir", &self.scratch_dir)
             .field("max_message_bytes", &self.max_message_bytes)
@@ -481,6 +522,9 @@ pub enum ConfigError {
     /// A shell limit of zero.
     #[error("{0} must be at least 1")]
     ShellZero(&'static str),
+    /// A --mcp-stdio-allow entry that is neither a bare name nor an absolute path, or is a shell.
+    #[error("bad --mcp-stdio-allow entry '{0}': {1}")]
+    BadMcpStdioAllow(String, &'static str),
     /// A dial-out setting is malformed.
     #[error("{0}")]
     DialOut(String),
@@ -549,6 +593,7 @@ impl Config {
         }
         self.launch_dirs()?;
         self.shell()?;
+        self.processes()?;
         self.allowed_apps().map(|_| ())
     }
 
@@ -654,6 +699,63 @@ impl Config {
             max_output_bytes: self.shell_max_output_bytes,
             max_args: self.shell_max_args,
             max_arg_bytes: self.shell_max_arg_bytes,
+        })
+    }
+
+    /// process_start's rules (off without --mcp-stdio-allow), checked.
+    pub fn processes(&self) -> Result<crate::process::ProcessConfig, ConfigError> {
+        let allow: Vec<String> = self
+            .mcp_stdio_allow
+            .iter()
+            .map(|e| e.trim().to_owned())
+            .filter(|e| !e.is_empty())
+            .collect();
+        for entry in &allow {
+            let path = std::path::Path::new(entry);
+            let bare = path.components().count() == 1 && !path.has_root();
+            if !bare && !path.is_absolute() {
+                return Err(ConfigError::BadMcpStdioAllow(
+                    entry.clone(),
+                    "expected a program name or an absolute path",
+                ));
+            }
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_lowercase())
+                .unwrap_or_default();
+            if crate::shell::SHELLS.contains(&stem.as_str()) {
+                return Err(ConfigError::BadMcpStdioAllow(
+                    entry.clone(),
+                    "a shell would run any command line",
+                ));
+            }
+        }
+        for (flag, value) in [
+            (
+                "--mcp-stdio-max-processes",
+                self.mcp_stdio_max_processes as u64,
+            ),
+            ("--mcp-stdio-idle-ms", self.mcp_stdio_idle_ms),
+            (
+                "--mcp-stdio-max-read-bytes",
+                self.mcp_stdio_max_read_bytes as u64,
+            ),
+            (
+                "--mcp-stdio-max-message-bytes",
+                self.mcp_stdio_max_message_bytes as u64,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::ShellZero(flag));
+            }
+        }
+        Ok(crate::process::ProcessConfig {
+            allow,
+            max_processes: self.mcp_stdio_max_processes,
+            max_read_bytes: self.mcp_stdio_max_read_bytes,
+            max_message_bytes: self.mcp_stdio_max_message_bytes,
+            stderr_bytes: self.mcp_stdio_stderr_bytes,
+            idle: std::time::Duration::from_millis(self.mcp_stdio_idle_ms),
         })
     }
 

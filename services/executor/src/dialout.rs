@@ -225,8 +225,12 @@ enum Ended {
 
 /// Serves `service` (the executor's routes behind its request checks) over dial-out connections until
 /// `shutdown` fires.
-pub async fn run<S, B>(settings: Settings, service: S, shutdown: CancellationToken)
-where
+pub async fn run<S, B>(
+    settings: Settings,
+    service: S,
+    processes: std::sync::Arc<crate::process::Processes>,
+    shutdown: CancellationToken,
+) where
     S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: std::fmt::Display + Send,
@@ -238,9 +242,18 @@ where
     loop {
         attempt += 1;
         let span = tracing::info_span!("dialout.connection", name = %settings.name, agent = %settings.url, attempt);
-        let ended = connection(&settings, service.clone(), &shutdown)
+        // The programs started over this stream belong to it and end with it.
+        let caller = crate::process::Caller(format!("dial-out:{attempt}"));
+        let ended = connection(&settings, service.clone(), &caller, &shutdown)
             .instrument(span)
             .await;
+        let killed = processes.caller_gone(&caller);
+        if killed > 0 {
+            tracing::info!(
+                killed,
+                "dial-out stream ended: its MCP stdio processes were killed"
+            );
+        }
         let wait = match ended {
             Ended::Shutdown => return,
             Ended::Closed(reason) => {
@@ -267,7 +280,12 @@ where
     }
 }
 
-async fn connection<S, B>(settings: &Settings, service: S, shutdown: &CancellationToken) -> Ended
+async fn connection<S, B>(
+    settings: &Settings,
+    service: S,
+    caller: &crate::process::Caller,
+    shutdown: &CancellationToken,
+) -> Ended
 where
     S: Service<http::Request<Body>, Response = http::Response<B>> + Clone + Send + 'static,
     S::Future: Send,
@@ -371,8 +389,9 @@ where
                         let service = service.clone();
                         let max = settings.max_message_bytes;
                         let span = tracing::info_span!("dialout.call", id = request.id, path = %request.path);
+                        let caller = caller.clone();
                         tokio::spawn(async move {
-                            let response = answer(service, request, max).await;
+                            let response = answer_as(service, request, max, Some(caller)).await;
                             let _ = tx.send(ExecutorFrame { kind: Some(executor_frame::Kind::Response(response)) }).await;
                         }.instrument(span));
                     }
@@ -417,10 +436,22 @@ fn refusal(id: u64, code: Code, message: impl Into<String>) -> TunnelResponse {
 }
 
 /// Runs one tunnelled call through `service`, as the listener would.
-pub async fn answer<S, B>(
+pub async fn answer<S, B>(service: S, request: TunnelRequest, max_bytes: usize) -> TunnelResponse
+where
+    S: Service<http::Request<Body>, Response = http::Response<B>>,
+    S::Error: std::fmt::Display + Send,
+    B: http_body::Body<Data = Bytes>,
+    B::Error: std::fmt::Display + Send,
+{
+    answer_as(service, request, max_bytes, None).await
+}
+
+/// [`answer`] for `caller` (the stream it came over), which owns the processes the call starts.
+async fn answer_as<S, B>(
     mut service: S,
     request: TunnelRequest,
     max_bytes: usize,
+    caller: Option<crate::process::Caller>,
 ) -> TunnelResponse
 where
     S: Service<http::Request<Body>, Response = http::Response<B>>,
@@ -454,6 +485,9 @@ where
         if FORWARDED_METADATA.contains(&key.as_str()) {
             builder = builder.header(key.as_str(), value.as_str());
         }
+    }
+    if let Some(caller) = caller {
+        builder = builder.extension(caller);
     }
     let http_request = match builder.body(Body::new(http_body_util::Full::new(request.body))) {
         Ok(r) => r,

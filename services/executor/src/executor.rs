@@ -203,6 +203,8 @@ pub struct Executor {
     pub(crate) reset: crate::reset::ResetConfig,
     /// The `record_input` recording, from its start until its steps are collected by a stop.
     pub(crate) recording: std::sync::Mutex<Option<crate::record::Recording>>,
+    /// Programs callers started with `process_start` (MCP servers on the desktop's side).
+    pub(crate) processes: Arc<crate::process::Processes>,
 }
 
 impl Executor {
@@ -218,7 +220,20 @@ impl Executor {
             launched: std::sync::Mutex::new(Vec::new()),
             reset: crate::reset::ResetConfig::default(),
             recording: std::sync::Mutex::new(None),
+            processes: crate::process::Processes::new(Default::default(), Vec::new()),
         }
+    }
+
+    /// The processes `process_start` may start (off by default), with `env` added to their
+    /// environment besides the executor's own (e.g. a private desktop's DISPLAY).
+    pub fn with_processes(mut self, processes: Arc<crate::process::Processes>) -> Self {
+        self.processes = processes;
+        self
+    }
+
+    /// The processes callers started.
+    pub fn processes(&self) -> &Arc<crate::process::Processes> {
+        &self.processes
     }
 
     /// How the desktop is reset between tasks (`Reset`).
@@ -249,9 +264,33 @@ impl Executor {
         self.apps.iter().map(|(n, _)| n.clone()).collect()
     }
 
-    /// Runs `commands` in order; waits for any other batch on this desktop to finish first.
+    /// Runs `commands` in order for a local caller; waits for any other batch on this desktop to
+    /// finish first.
     pub async fn execute(&self, commands: Vec<CommandSpec>, options: BatchOptions) -> Vec<Outcome> {
-        let mut state = self.state.lock().await;
+        self.execute_as(&crate::process::Caller::local(), commands, options)
+            .await
+    }
+
+    /// Runs `commands` in order for `caller`; waits for any other batch on this desktop to finish
+    /// first, unless every command only talks to the caller's processes (a long `process_read` must
+    /// not hold the desktop).
+    pub async fn execute_as(
+        &self,
+        caller: &crate::process::Caller,
+        commands: Vec<CommandSpec>,
+        options: BatchOptions,
+    ) -> Vec<Outcome> {
+        let processes_only = !commands.is_empty()
+            && commands
+                .iter()
+                .all(|c| c.tool.parse::<Tool>().is_ok_and(Tool::is_process));
+        let mut own = DesktopState::default();
+        let mut locked: Option<tokio::sync::MutexGuard<'_, DesktopState>> = None;
+        let state: &mut DesktopState = if processes_only {
+            &mut own
+        } else {
+            locked.insert(self.state.lock().await)
+        };
         let mut failed: Option<String> = None;
         let mut outcomes = Vec::with_capacity(commands.len());
         for cmd in commands {
@@ -275,7 +314,7 @@ impl Executor {
                 status = tracing::field::Empty,
             );
             let (result, settle, effect) = self
-                .command(&mut state, &cmd.tool, cmd.params, options)
+                .command(state, caller, &cmd.tool, cmd.params, options)
                 .instrument(span.clone())
                 .await;
             let (status, error, output) = match result {
@@ -313,6 +352,7 @@ impl Executor {
     async fn command(
         &self,
         st: &mut DesktopState,
+        caller: &crate::process::Caller,
         name: &str,
         params: Value,
         options: BatchOptions,
@@ -340,6 +380,7 @@ impl Executor {
             deadline,
             format: options.format,
             watched: None,
+            caller,
         };
         let left = options.deadline.saturating_sub(started.elapsed());
         let result = tokio::time::timeout(left, tool.run(&mut cx, params))

@@ -11,6 +11,8 @@
 //! - [`launch`]: `launch_application`'s hard limits (argument count and size, launch directories).
 //! - [`reset`]: the desktop's reset between tasks of the pool (launched programs, scratch directory,
 //!   the operator's reset hook).
+//! - [`process`]: programs callers talk to over stdin/stdout (MCP servers on the desktop's side:
+//!   allow-list, owner, idle and exit kills, bounded output);
 //! - [`shell`]: `run_command`'s rules (allow-list, no shell, arguments, working directory, timeout,
 //!   output cap), off by default.
 //! - [`keys`], [`geometry`], [`tree`], [`encode`], [`handles`], [`labels`]: platform-independent logic
@@ -42,6 +44,7 @@ pub mod handles;
 pub mod keys;
 pub mod labels;
 pub mod launch;
+pub mod process;
 pub mod record;
 pub mod reset;
 pub mod service;
@@ -284,11 +287,13 @@ async fn serve(
         record_max_events: config.record_max_events,
         record_max_duration: Duration::from_secs_f64(config.record_max_seconds.max(0.0)),
     };
+    let processes = crate::process::Processes::new(config.processes()?, launch_env.clone());
     let executor = Arc::new(
         Executor::new(backend, limits, config.allowed_apps()?)
             .with_launch_env(launch_env)
             .with_shell(config.shell()?)
-            .with_reset(config.reset()?),
+            .with_reset(config.reset()?)
+            .with_processes(processes.clone()),
     );
     let service = ExecutorService::new(
         executor,
@@ -326,7 +331,7 @@ async fn serve(
                 backend = %routes_backend_name(),
                 "ufo-executor dialling out"
             );
-            dialout::run(settings, routes, shutdown).await;
+            dialout::run(settings, routes, processes, shutdown).await;
             return Ok(());
         }
     };

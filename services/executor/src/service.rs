@@ -151,6 +151,17 @@ impl ExecutorService {
     }
 }
 
+/// Who made a call: the dial-out stream it came over, or the dial-in connection's peer address.
+fn caller_of<T>(request: &Request<T>) -> crate::process::Caller {
+    if let Some(c) = request.extensions().get::<crate::process::Caller>() {
+        return c.clone();
+    }
+    match request.remote_addr() {
+        Some(addr) => crate::process::Caller(format!("tcp:{addr}")),
+        None => crate::process::Caller::local(),
+    }
+}
+
 fn person_input(req: pb::TakeoverInputRequest) -> Result<PersonInput, Status> {
     use pb::takeover_input_request::Input;
     match req.input {
@@ -237,6 +248,7 @@ impl executor_server::Executor for ExecutorService {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
+        let caller = caller_of(&request);
         let req = request.into_inner();
         if req.commands.len() > self.limits.max_batch {
             return Err(Status::invalid_argument(format!(
@@ -263,7 +275,7 @@ impl executor_server::Executor for ExecutorService {
                 })
             })
             .collect::<Result<Vec<_>, Status>>()?;
-        let outcomes = self.executor.execute(commands, options).await;
+        let outcomes = self.executor.execute_as(&caller, commands, options).await;
         let results = outcomes
             .into_iter()
             .map(|o| pb::Result {

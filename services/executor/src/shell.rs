@@ -365,7 +365,7 @@ fn system_root() -> Option<(String, String)> {
 }
 
 /// `name` in `dir` when it is an executable file there (on Windows also `name.exe`).
-fn executable_in(dir: &Path, name: &str) -> Option<PathBuf> {
+pub(crate) fn executable_in(dir: &Path, name: &str) -> Option<PathBuf> {
     let mut candidates = vec![dir.join(name)];
     if cfg!(windows) && Path::new(name).extension().is_none() {
         candidates.push(dir.join(format!("{name}.exe")));

@@ -458,7 +458,11 @@ async fn grpc_round_trip(backend: Arc<dyn Backend>) {
         .unwrap()
         .into_inner()
         .tools;
-    assert_eq!(tools.len(), 21, "the 20 GUI tools and run_command");
+    assert_eq!(
+        tools.len(),
+        25,
+        "the 20 GUI tools, run_command and the 4 process tools"
+    );
     assert!(
         tools
             .iter()

@@ -32,9 +32,16 @@ pub const HOST_TOOLS: [&str; 3] = [
     "close_application",
 ];
 
-/// Tools only a third-party agent reaches, under its own action name: `run_command` is the shell
-/// agent's `shell__run` (so the policy judges it by that name), never an AppAgent's function.
-pub const THIRD_PARTY_TOOLS: [&str; 1] = [crate::shell::EXECUTOR_TOOL];
+/// Executor tools no agent is offered as functions: `run_command` is reached only as the shell agent's
+/// `shell__run` (so the policy judges it by that name), and the process tools only by the MCP client,
+/// for servers on the desktop (their calls are `mcp__SERVER__TOOL` actions).
+pub const THIRD_PARTY_TOOLS: [&str; 5] = [
+    crate::shell::EXECUTOR_TOOL,
+    "process_start",
+    "process_write",
+    "process_read",
+    "process_stop",
+];
 
 /// Which agent a function list is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -66,9 +66,13 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Transport {
-    /// A child process speaking MCP on its stdin/stdout, started beside the agent; it ends with the
-    /// agent (also after a `kill -9`, on Linux).
+    /// A child process speaking MCP on its stdin/stdout: started beside the agent (it ends with the
+    /// agent, also after a `kill -9`, on Linux), or with `on: desktop` on the machine of the task's
+    /// desktop, through its executor (`process_start`; one per task and server).
     Stdio {
+        /// Where it runs: `agent` (the default) or `desktop`.
+        #[serde(default)]
+        on: Option<String>,
         /// The program.
         command: String,
         /// Its arguments.
@@ -77,7 +81,7 @@ pub enum Transport {
         /// Extra environment variables.
         #[serde(default)]
         env: BTreeMap<String, String>,
-        /// Its working directory (default: the agent's).
+        /// Its working directory (default: the agent's, or the executor's on the desktop).
         #[serde(default)]
         cwd: Option<PathBuf>,
     },
@@ -110,6 +114,13 @@ pub enum Binding {
         /// When to use it, shown to the HostAgent.
         description: String,
     },
+}
+
+impl Transport {
+    /// Whether it is a stdio server started on the task's desktop through its executor.
+    pub fn on_desktop(&self) -> bool {
+        matches!(self, Self::Stdio { on: Some(on), .. } if on == "desktop")
+    }
 }
 
 impl McpServersFile {
@@ -167,6 +178,24 @@ impl McpServersFile {
                 Transport::Stdio { command, .. } if command.is_empty() => {
                     return Err(invalid("stdio needs a command"));
                 }
+                Transport::Stdio { on: Some(on), .. } if on != "agent" && on != "desktop" => {
+                    return Err(invalid(&format!(
+                        "transport.on is {on:?}; it must be \"agent\" (a child beside the agent) or \"desktop\" (started through the task's executor)"
+                    )));
+                }
+                Transport::Stdio {
+                    on: Some(on),
+                    command,
+                    cwd,
+                    ..
+                } if on == "desktop"
+                    && (command.contains('\0')
+                        || cwd.as_ref().is_some_and(|c| c.to_str().is_none())) =>
+                {
+                    return Err(invalid(
+                        "a desktop server's command and cwd must be text without NUL",
+                    ));
+                }
                 Transport::Http { url, .. }
                     if !(url.starts_with("http://") || url.starts_with("https://")) =>
                 {
@@ -223,6 +252,13 @@ servers:
         assert_eq!(from_yaml, from_json);
         assert_eq!(from_yaml.servers.len(), 2);
         assert_eq!(from_yaml.servers[1].call_timeout_ms, Some(5000));
+        assert!(!from_yaml.servers[0].transport.on_desktop());
+        let desk = McpServersFile::parse(
+            "servers:\n  - name: d\n    transport: {type: stdio, on: desktop, command: python3, args: [s.py]}\n    bind: {type: agent, description: D}\n",
+            true,
+        )
+        .expect("desktop");
+        assert!(desk.servers[0].transport.on_desktop());
     }
 
     #[test]
@@ -253,6 +289,10 @@ servers:
                 "twice",
             ),
         ];
+        let cases = cases.into_iter().chain([(
+            r#"{"servers":[{"name":"a","transport":{"type":"stdio","on":"laptop","command":"x"},"bind":{"type":"agent","description":"d"}}]}"#,
+            "transport.on",
+        )]);
         for (text, word) in cases {
             let e = McpServersFile::parse(text, false)
                 .expect_err(text)

@@ -25,8 +25,10 @@ impl std::fmt::Debug for McpDispatcher {
 }
 
 impl McpDispatcher {
-    /// Routes MCP actions to `hub`, the rest to `inner`.
+    /// Routes MCP actions to `hub`, the rest to `inner`; `hub`'s servers on the desktop start through
+    /// `inner` (this task's executor).
     pub fn new(inner: Arc<dyn CommandDispatcher>, hub: Arc<McpHub>) -> Self {
+        let hub = hub.for_executor(&inner);
         Self { inner, hub }
     }
 
@@ -89,5 +91,9 @@ impl CommandDispatcher for McpDispatcher {
 
     async fn catalog(&self) -> Result<Arc<ExecutorCatalog>, DispatchError> {
         self.inner.catalog().await
+    }
+
+    fn mcp_hub(&self) -> Option<Arc<McpHub>> {
+        Some(self.hub.clone())
     }
 }

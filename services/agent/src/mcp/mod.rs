@@ -11,6 +11,7 @@
 //! agent itself exposes (issue 38) is not here.
 
 pub mod config;
+pub mod desktop;
 pub mod dispatch;
 pub mod server;
 
@@ -38,6 +39,41 @@ pub fn split_action(name: &str) -> Option<(&str, &str)> {
 #[derive(Debug, Default)]
 pub struct McpHub {
     servers: Vec<Arc<McpServer>>,
+}
+
+impl McpHub {
+    /// This hub for one task whose desktop `executor` drives: the servers beside the agent are shared,
+    /// each server on the desktop is a fresh one started through `executor` on first use (and stopped
+    /// when the task's hub is dropped).
+    pub fn for_executor(
+        self: &Arc<Self>,
+        executor: &Arc<dyn crate::dispatch::CommandDispatcher>,
+    ) -> Arc<Self> {
+        if !self
+            .servers
+            .iter()
+            .any(|s| s.config().transport.on_desktop())
+        {
+            return self.clone();
+        }
+        Arc::new(Self {
+            servers: self
+                .servers
+                .iter()
+                .map(|s| {
+                    if s.config().transport.on_desktop() {
+                        Arc::new(McpServer::on_executor(
+                            s.config().clone(),
+                            s.limits(),
+                            executor.clone(),
+                        ))
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect(),
+        })
+    }
 }
 
 impl McpHub {

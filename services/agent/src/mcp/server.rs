@@ -5,6 +5,9 @@
 //! dies or stops answering is dropped: its tools are unavailable (the step is told why) and it is started
 //! again on a later use, after a backoff that doubles up to a cap.
 //!
+//! Stdio servers on the desktop (`on: desktop`) are started by the task's executor instead
+//! ([`super::desktop`]).
+//!
 //! Stdio children: their own process group (killed as a group when the connection is dropped), and on
 //! Linux `PR_SET_PDEATHSIG` = SIGKILL so an agent killed with `kill -9` leaves no orphan server.
 
@@ -128,6 +131,8 @@ struct Connection {
     /// Set by the server's `notifications/tools/list_changed`: list them again before the next use.
     stale: Arc<AtomicBool>,
     _child: Option<ChildGuard>,
+    /// A server on the desktop: its process (stopped when dropped).
+    desktop: Option<super::desktop::DesktopProcess>,
 }
 
 impl Connection {
@@ -189,6 +194,12 @@ enum ConnectError {
     /// `tools/list` failed.
     #[error("tools/list failed: {0}")]
     List(#[source] rmcp::ServiceError),
+    /// A desktop server's executor refused or failed to start it.
+    #[error("the executor did not start it: {0}")]
+    Desktop(#[source] super::desktop::DesktopError),
+    /// A desktop server outside a task (no executor to start it on).
+    #[error("it runs on the desktop, and no task's executor is bound to it here")]
+    NoDesktop,
     /// `tools/list` did not answer within the connect timeout.
     #[error("tools/list: no answer within {} ms", .0.as_millis())]
     ListTimeout(Duration),
@@ -228,6 +239,8 @@ pub struct McpServer {
     config: ServerConfig,
     limits: McpLimits,
     state: Mutex<State>,
+    /// The task's executor, for a server on the desktop.
+    desktop: Option<Arc<dyn crate::dispatch::CommandDispatcher>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -245,7 +258,25 @@ impl McpServer {
             config,
             limits,
             state: Mutex::new(State::default()),
+            desktop: None,
         }
+    }
+
+    /// A server on the desktop, started through `executor` (the task's).
+    pub fn on_executor(
+        config: ServerConfig,
+        limits: McpLimits,
+        executor: Arc<dyn crate::dispatch::CommandDispatcher>,
+    ) -> Self {
+        Self {
+            desktop: Some(executor),
+            ..Self::new(config, limits)
+        }
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> McpLimits {
+        self.limits
     }
 
     /// Its configuration.
@@ -309,8 +340,12 @@ impl McpServer {
             if !c.service.is_closed() {
                 return Ok(c.clone());
             }
+            let why = c
+                .desktop
+                .as_ref()
+                .and_then(super::desktop::DesktopProcess::ended);
             state.conn = None;
-            state.last_error = "the server closed the connection".into();
+            state.last_error = why.unwrap_or_else(|| "the server closed the connection".into());
             self.failed(&mut state);
         }
         if let Some(at) = state.retry_at {
@@ -380,12 +415,52 @@ impl McpServer {
             server: self.name().to_owned(),
             stale: stale.clone(),
         };
+        let mut desktop = None;
         let (service, child) = match &self.config.transport {
             Transport::Stdio {
                 command,
                 args,
                 env,
                 cwd,
+                ..
+            } if self.config.transport.on_desktop() => {
+                let exec = self.desktop.clone().ok_or(ConnectError::NoDesktop)?;
+                let (process, pipe) = super::desktop::DesktopProcess::start(
+                    exec,
+                    self.name(),
+                    command,
+                    args,
+                    env,
+                    cwd.as_deref(),
+                    self.call_timeout(),
+                )
+                .await
+                .map_err(ConnectError::Desktop)?;
+                let served = listener().serve(tokio::io::split(pipe)).await;
+                let service = match served {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let mut reason = init_error(&e);
+                        // The program may have ended at once (a bad argument, a missing module).
+                        for _ in 0..20 {
+                            if let Some(why) = process.ended() {
+                                reason = format!("{reason} ({why})");
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        return Err(ConnectError::Initialise(reason));
+                    }
+                };
+                desktop = Some(process);
+                (service, None)
+            }
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+                ..
             } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args)
@@ -461,6 +536,7 @@ impl McpServer {
             tools: std::sync::Mutex::new(tools),
             stale,
             _child: child,
+            desktop,
         })
     }
 

@@ -261,7 +261,12 @@ impl AgentsDriver {
             }
             spec => services.replay = spec.map(Arc::new),
         }
-        let gate = Arc::new(IntentGate::new((self.dispatcher)(input.config)?));
+        let dispatcher = (self.dispatcher)(input.config)?;
+        // The task's MCP servers: those on the desktop start through this task's executor.
+        if let Some(hub) = dispatcher.mcp_hub() {
+            services.mcp = Some(hub);
+        }
+        let gate = Arc::new(IntentGate::new(dispatcher));
         let dispatcher: Arc<dyn CommandDispatcher> = gate.clone();
         let mut host = HostAgent::new(services);
         host.memory = Memory::from_proto(input.memory, &host.name);
@@ -319,6 +324,15 @@ fn answers(board: &v1::Blackboard, questions: &[String]) -> Option<Vec<String>> 
 
 #[async_trait]
 impl TaskDriver for AgentsDriver {
+    fn task_ended(&self, session_id: &str) {
+        let ended = self
+            .rounds
+            .lock()
+            .ok()
+            .and_then(|mut rounds| rounds.remove(session_id));
+        drop(ended);
+    }
+
     async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,

@@ -96,6 +96,13 @@ pub trait TaskDriver: Send + Sync {
     /// question) is an error with the reason.
     async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError>;
 
+    /// The task's run on this runner ended (finished, failed, cancelled, parked, released, its lease
+    /// lost): what the driver kept for it between steps goes (its MCP servers on the desktop are
+    /// stopped). A later run of the task rebuilds it.
+    fn task_ended(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
     /// Delivers a person's input to the task's desktop during a takeover (docs/live.md); the error is
     /// the executor's refusal, recorded with the person's step. A driver without a desktop refuses.
     async fn person_input(

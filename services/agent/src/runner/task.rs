@@ -170,6 +170,8 @@ impl TaskRun {
                     ))
                 }
             };
+            // What the driver kept between steps (the task's MCP servers on the desktop) ends with the run.
+            self.driver.task_ended(&id);
             // Before the end is reported (a viewer reloading on the end finds it) and before the desktop
             // is checked in (its reset closes what the task left).
             if matches!(outcome, Outcome::Finished(_) | Outcome::Failed(_)) {

@@ -1,8 +1,9 @@
 //! The tools, as one [`Tool`] enum. Each variant names a definition ([`ToolDef`]) in its family's file:
 //! [`observe`] (screenshots, the UI tree, waiting for a change), [`controls`] (the control listing, a control's text),
 //! [`record`] (recording what a person does),
-//! [`act`] (clicks, text, keys, scrolling, pacing), [`apps`] (windows and programs) and [`shell`] (one
-//! allow-listed command, off by default). A definition is the
+//! [`act`] (clicks, text, keys, scrolling, pacing), [`apps`] (windows and programs), [`shell`] (one
+//! allow-listed command, off by default) and [`process`] (long-lived programs such as MCP servers, off
+//! by default). A definition is the
 //! tool's typed parameters together with its wire name, kind, description, result type and the code that
 //! runs it; ListTools serves JSON schemas derived from the parameter and result types (the agent builds
 //! its prompt's API description from the parameter schemas).
@@ -16,6 +17,7 @@ pub mod apps;
 pub mod controls;
 mod error;
 pub mod observe;
+pub mod process;
 pub mod record;
 pub mod shell;
 
@@ -127,6 +129,8 @@ pub(crate) struct Cx<'a> {
     /// The control the action is aimed at, with its facts before it (set by
     /// [`Cx::actionable`] when effect checks are on).
     pub watched: Option<crate::effect::Watched>,
+    /// Who called (processes answer only their starter).
+    pub caller: &'a crate::process::Caller,
 }
 
 /// Declares [`Tool`] from `family::Definition` paths, in the order ListTools reports them.
@@ -205,6 +209,21 @@ tools! {
     act::Wait,
     act::Summary,
     shell::RunCommand,
+    process::ProcessStart,
+    process::ProcessWrite,
+    process::ProcessRead,
+    process::ProcessStop,
+}
+
+impl Tool {
+    /// Whether it only talks to a caller's processes (a batch of only these does not wait for the
+    /// desktop).
+    pub fn is_process(self) -> bool {
+        matches!(
+            self,
+            Tool::ProcessStart | Tool::ProcessWrite | Tool::ProcessRead | Tool::ProcessStop
+        )
+    }
 }
 
 impl FromStr for Tool {
@@ -298,11 +317,11 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_unique_name_and_object_schemas() {
-        assert_eq!(Tool::ALL.len(), 21);
+        assert_eq!(Tool::ALL.len(), 25);
         let mut names: Vec<_> = Tool::ALL.iter().map(|t| t.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 25);
         for t in Tool::ALL {
             assert_eq!(t.name().parse::<Tool>().unwrap(), *t);
             assert_eq!(t.parameters_schema()["type"], "object", "{}", t.name());
@@ -323,7 +342,12 @@ mod tests {
             ),
             "{e}"
         );
-        assert!(e.ends_with("texts, wait, summary, run_command"), "{e}");
+        assert!(
+            e.ends_with(
+                "texts, wait, summary, run_command, process_start, process_write, process_read, process_stop"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -47,3 +47,34 @@ pub async fn start(args: &[&str]) -> (Process, Remote) {
     }
     (process, remote)
 }
+
+/// [`start`] with `env` set on the executor process only.
+pub async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> (Process, Remote) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut process = Process(
+        std::process::Command::new(env!("CARGO_BIN_EXE_ufo-executor"))
+            .args(["--desktop", "headless", "--desktop-size", "800x600"])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--token", "tok"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("UFO_OTLP_ENDPOINT")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut remote = Remote::connect(&format!("http://127.0.0.1:{port}"), Some("tok"));
+    let end = Instant::now() + Duration::from_secs(60);
+    while remote.client.list_tools(ListToolsRequest {}).await.is_err() {
+        assert!(
+            process.0.try_wait().unwrap().is_none(),
+            "ufo-executor exited before it was ready"
+        );
+        assert!(Instant::now() < end, "ufo-executor not ready within 60 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (process, remote)
+}

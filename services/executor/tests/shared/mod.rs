@@ -22,6 +22,8 @@ pub const SETTLE: Duration = Duration::from_secs(20);
 pub struct Remote {
     pub client: ExecutorClient<InterceptedService<Channel, ClientContext>>,
     pub channel: Channel,
+    /// The executor's URL.
+    pub url: String,
 }
 
 impl Remote {
@@ -36,6 +38,7 @@ impl Remote {
             client: ExecutorClient::with_interceptor(channel.clone(), ctx)
                 .max_decoding_message_size(64 * 1024 * 1024),
             channel,
+            url: url.to_owned(),
         }
     }
 

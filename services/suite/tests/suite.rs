@@ -7,10 +7,12 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
+use ufo_suite::task::{Task, load_all};
 use ufo_testkit::{TestDatabase, workspace_binary};
 
 /// CI's success threshold: every task. With the stand-in a task's outcome depends only on the system
@@ -58,29 +60,124 @@ async fn run_suite(tasks: &Path, extra: &[&str], out: &Path) -> (Output, Value) 
     (output, report)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_task_in_the_repository_passes() {
+/// How many parts `tasks/` is run in. Each part is its own test (its own desktop, model endpoint and
+/// services), so nextest runs the parts beside each other and beside the other tests instead of one
+/// ~8-minute test holding the end of the run: a suite run is mostly waiting (the screen settling,
+/// applications starting), about half a core of CPU.
+const PARTS: usize = 4;
+
+/// A task's share of a part's time: its demonstration's steps and its setup's applications (a learning
+/// task or a repeat, which has no demonstration of its own, costs what its teacher does).
+fn weight(task: &Task, all: &[Task]) -> usize {
+    let teacher = task
+        .learn_from
+        .as_ref()
+        .or(task.repeat_of.as_ref())
+        .and_then(|name| all.iter().find(|t| &t.name == name))
+        .unwrap_or(task);
+    let steps: usize = teacher
+        .subtasks
+        .iter()
+        .map(|s| s.steps.len().max(s.api.len()))
+        .sum();
+    1 + steps + 2 * teacher.apps.len()
+}
+
+/// The task files of `tasks/` in `PARTS` parts: a learning task or a repeat in its teacher's part (it
+/// runs after it, in the same suite run), the heaviest groups first, each to the lightest part so far.
+fn parts() -> Vec<Vec<Task>> {
+    let all = load_all(&[repo().join("tasks")]).unwrap();
+    let mut groups: BTreeMap<&str, Vec<&Task>> = BTreeMap::new();
+    for t in &all {
+        let root = t
+            .learn_from
+            .as_ref()
+            .or(t.repeat_of.as_ref())
+            .unwrap_or(&t.name);
+        groups.entry(root.as_str()).or_default().push(t);
+    }
+    let mut groups: Vec<(usize, Vec<&Task>)> = groups
+        .into_values()
+        .map(|g| (g.iter().map(|t| weight(t, &all)).sum(), g))
+        .collect();
+    // Heaviest first; equal weights in name order (the map's), so the parts are the same every run.
+    groups.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+    let mut parts: Vec<(usize, Vec<Task>)> = vec![(0, Vec::new()); PARTS];
+    for (w, group) in groups {
+        let lightest = (0..PARTS).min_by_key(|&i| (parts[i].0, i)).unwrap();
+        parts[lightest].0 += w;
+        parts[lightest].1.extend(group.into_iter().cloned());
+    }
+    parts.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The parts hold every task file of `tasks/` exactly once, each learning task or repeat with its
+/// teacher: the parts' tests together run every task (each checks that it ran all of its part).
+#[test]
+fn the_parts_of_the_task_suite_hold_every_task_file_once() {
+    let files: Vec<PathBuf> = std::fs::read_dir(repo().join("tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    assert!(
+        files.len() >= 20,
+        "the suite has {} task files",
+        files.len()
+    );
+    let parts = parts();
+    assert_eq!(parts.len(), PARTS);
+    for file in &files {
+        let holding = parts
+            .iter()
+            .filter(|p| {
+                p.iter()
+                    .any(|t| t.path.canonicalize().unwrap() == file.canonicalize().unwrap())
+            })
+            .count();
+        assert_eq!(holding, 1, "{} is in {holding} parts", file.display());
+    }
+    assert_eq!(parts.iter().map(Vec::len).sum::<usize>(), files.len());
+    for part in &parts {
+        assert!(!part.is_empty(), "an empty part: {parts:?}");
+        for t in part {
+            if let Some(teacher) = t.learn_from.as_ref().or(t.repeat_of.as_ref()) {
+                assert!(
+                    part.iter().any(|x| &x.name == teacher),
+                    "{} runs without its teacher {teacher}",
+                    t.name
+                );
+            }
+        }
+    }
+    // Balanced: no part holds more than twice the weight of another.
+    let all: Vec<Task> = parts.iter().flatten().cloned().collect();
+    let weights: Vec<usize> = parts
+        .iter()
+        .map(|p| p.iter().map(|t| weight(t, &all)).sum())
+        .collect();
+    let (min, max) = (weights.iter().min().unwrap(), weights.iter().max().unwrap());
+    assert!(max <= &(2 * min), "unbalanced parts: {weights:?}");
+}
+
+/// Part `k` of the task suite (`parts`): every one of its tasks passes, and passes again replayed
+/// without the model.
+async fn every_task_of_part(k: usize) {
+    let part = &parts()[k];
     let out = tempfile::tempdir().unwrap();
-    let (output, report) = run_suite(
-        &repo().join("tasks"),
-        &["--min-success", THRESHOLD, "--replay"],
-        out.path(),
-    )
-    .await;
+    let files: Vec<String> = part.iter().map(|t| t.path.display().to_string()).collect();
+    let mut args: Vec<&str> = vec!["--min-success", THRESHOLD, "--replay"];
+    for f in &files[1..] {
+        args.extend(["--tasks", f.as_str()]);
+    }
+    let (output, report) = run_suite(Path::new(&files[0]), &args, out.path()).await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let tasks = report["tasks"].as_array().cloned().unwrap_or_default();
-    let files = std::fs::read_dir(repo().join("tasks"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "toml")
-        })
-        .count();
-    assert!(files >= 20, "the suite has {files} task files");
-    assert_eq!(tasks.len(), files, "every task file ran:\n{stdout}");
+    let mut ran: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut wanted: Vec<&str> = part.iter().map(|t| t.name.as_str()).collect();
+    ran.sort_unstable();
+    wanted.sort_unstable();
+    assert_eq!(ran, wanted, "every task of the part ran:\n{stdout}");
     // The table shows every task with its figures, and the summary the rate against the threshold.
     for t in &tasks {
         let name = t["name"].as_str().unwrap();
@@ -100,6 +197,26 @@ async fn every_task_in_the_repository_passes() {
         output.status.success(),
         "the suite did not meet its threshold of {THRESHOLD}:\n{stdout}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_in_the_repository_passes_part_1() {
+    every_task_of_part(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_in_the_repository_passes_part_2() {
+    every_task_of_part(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_in_the_repository_passes_part_3() {
+    every_task_of_part(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_in_the_repository_passes_part_4() {
+    every_task_of_part(3).await;
 }
 
 /// Issue 20's replay acceptance for one task of the suite run with `--replay`: recorded once with the

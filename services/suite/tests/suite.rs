@@ -156,8 +156,11 @@ fn the_parts_of_the_task_suite_hold_every_task_file_once() {
         .iter()
         .map(|p| p.iter().map(|t| weight(t, &all)).sum())
         .collect();
-    let (min, max) = (weights.iter().min().unwrap(), weights.iter().max().unwrap());
-    assert!(max <= &(2 * min), "unbalanced parts: {weights:?}");
+    let (min, max) = (
+        *weights.iter().min().unwrap(),
+        *weights.iter().max().unwrap(),
+    );
+    assert!(max <= 2 * min, "unbalanced parts: {weights:?}");
 }
 
 /// Part `k` of the task suite (`parts`): every one of its tasks passes, and passes again replayed

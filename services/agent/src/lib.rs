@@ -87,6 +87,53 @@ pub enum RunError {
     /// The API's operations cannot be set up.
     #[error(transparent)]
     Tasks(#[from] api::service::TasksError),
+    /// An `--enroll-executor` token cannot be enrolled.
+    #[error("--enroll-executor: {0}")]
+    Enroll(#[from] dispatch::dialout::enroll::EnrollError),
+    /// An `--enroll-executor` that does not fit the rest of the configuration.
+    #[error("--enroll-executor {name}: {why}")]
+    EnrollConfig {
+        /// The executor it names.
+        name: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+}
+
+/// Enrolls the tokens of `--enroll-executor` in the enrollments file, before anything is served.
+#[tracing::instrument(name = "dialout.enroll_given", skip_all)]
+fn enroll_given(
+    config: &Config,
+    executors: &dispatch::registry::ExecutorRegistry,
+) -> Result<(), RunError> {
+    for given in &config.dial_out.enroll_executors {
+        let Some(path) = &config.dial_out.enrollments_file else {
+            return Err(RunError::EnrollConfig {
+                name: given.name.clone(),
+                why: "needs --executor-enrollments-file (dial-out executors are not enabled)",
+            });
+        };
+        if executors.is_declared(&given.name) {
+            return Err(RunError::EnrollConfig {
+                name: given.name.clone(),
+                why: "is a declared (dial-in) executor; a dial-out executor needs another name",
+            });
+        }
+        let enrollments = dispatch::dialout::enroll::Enrollments::new(path);
+        use dispatch::dialout::enroll::Given;
+        match enrollments.enroll_given_file(&given.name, &given.file)? {
+            Given::Stored(id) => {
+                tracing::info!(executor = %given.name, token_id = %id, "enrollment token given at start enrolled")
+            }
+            Given::Already(id) => {
+                tracing::info!(executor = %given.name, token_id = %id, "enrollment token given at start was enrolled already")
+            }
+            Given::Revoked(id) => {
+                tracing::warn!(executor = %given.name, token_id = %id, "enrollment token given at start was revoked; it stays revoked")
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The bound listeners of one agent process.
@@ -110,6 +157,7 @@ pub async fn run(
     let client = store::client::connect(&config.session)?;
     let watch_client = store::client::connect_streaming(&config.session)?;
     let tasks = api::Tasks::new(client.clone(), watch_client.clone(), &config)?;
+    enroll_given(&config, tasks.executors())?;
     let declared = tasks.executors().desktops();
     let tasks_executors = tasks.executors().clone();
     let pool_client = client.clone();
@@ -143,7 +191,12 @@ pub async fn run(
             dispatch::dialout::enroll::Enrollments::new(path),
             std::time::Duration::from_millis(config.dial_out.heartbeat_ms),
         )
-        .with_pool(client.clone());
+        .with_pool(
+            client.clone(),
+            Some(std::time::Duration::from_millis(
+                config.dial_out.seen_refresh_ms,
+            )),
+        );
         routes.add_service(hub.server(config.runner.executor_max_message_bytes));
         tracing::info!(enrollments = %path.display(), "dial-out executors enabled");
     }

@@ -17,6 +17,9 @@ const OURS: [(&str, &str); 3] = [
     ("executor", "ufo-executor"),
 ];
 
+/// Our services that listen on no port: executors that dial out to the agent (issue 36).
+const DIALLING: [(&str, &str); 1] = [("desk2", "ufo-executor")];
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -189,7 +192,9 @@ fn dockerfile_stage(dockerfile: &str, target: &str) -> String {
 fn the_compose_file_has_every_service_with_health_checks_and_sound_dependencies() {
     let compose = compose();
     let services = services(&compose);
-    for name in ["postgres", "jaeger", "session", "agent", "executor"] {
+    for name in [
+        "postgres", "jaeger", "session", "agent", "executor", "desk2",
+    ] {
         assert!(services.contains_key(name), "service {name} is missing");
     }
     for (name, service) in &services {
@@ -249,6 +254,7 @@ fn the_compose_file_has_every_service_with_health_checks_and_sound_dependencies(
     healthy("session", "postgres");
     healthy("agent", "session");
     healthy("agent", "executor");
+    healthy("desk2", "agent");
 
     let jaeger = &services["jaeger"];
     let ports = published(jaeger);
@@ -367,6 +373,51 @@ fn every_flag_and_variable_given_to_our_binaries_exists_and_every_address_points
         );
     }
 
+    // Services that dial out: their flags, variables, image and the addresses they dial.
+    for (service_name, binary) in DIALLING {
+        let service = &services[service_name];
+        let help = read_help(&workspace_binary(binary).unwrap(), &[]);
+        let build = &service["build"];
+        let stage = dockerfile_stage(
+            build["dockerfile"].as_str().unwrap(),
+            build["target"].as_str().unwrap(),
+        );
+        assert!(
+            stage.contains(&format!("/usr/local/bin/{binary}")) && stage.contains("ENTRYPOINT"),
+            "{service_name}: its stage must install {binary} and set it as the entrypoint"
+        );
+        let env = environment(service, service_name);
+        for key in env.keys() {
+            let known = help.envs.contains(key)
+                || (stage.contains("executor-desktop.sh")
+                    && desktop_script.contains(&format!("${{{key}")));
+            assert!(known, "{service_name}: {binary} does not read {key}");
+        }
+        assert!(
+            listen_ports(&env).is_empty(),
+            "{service_name} dials out and listens on nothing"
+        );
+        let mut dialled = 0;
+        for (key, value) in &env {
+            for (host, port) in addresses(value) {
+                let ports = listening.get(host.as_str()).unwrap_or_else(|| {
+                    panic!(
+                        "{service_name}: {key}={value} names {host}, which is not a compose service"
+                    )
+                });
+                assert!(
+                    ports.contains(&port),
+                    "{service_name}: {key}={value}: {host} listens on {ports:?}, not {port}"
+                );
+                dialled += usize::from(key == "UFO_EXECUTOR_CONNECT");
+            }
+        }
+        assert_eq!(
+            dialled, 1,
+            "{service_name} dials the agent (UFO_EXECUTOR_CONNECT)"
+        );
+    }
+
     // Secrets given to both ends of a connection must match (compared with their compose defaults), once
     // the client binary reads the setting at all.
     let agent_help = read_help(&workspace_binary("ufo-agent").unwrap(), &[]);
@@ -398,6 +449,65 @@ fn every_flag_and_variable_given_to_our_binaries_exists_and_every_address_points
             "agent listens on {port} but does not publish it"
         );
     }
+}
+
+/// The file a service's `configs:` entry of `source` is mounted at.
+fn config_target(service: &Value, source: &str) -> Option<String> {
+    service["configs"].as_sequence()?.iter().find_map(|c| {
+        (c["source"].as_str() == Some(source))
+            .then(|| c["target"].as_str().map(str::to_owned))
+            .flatten()
+    })
+}
+
+#[test]
+fn the_second_desktop_dials_out_with_the_token_the_agent_enrolls_at_start() {
+    let compose = compose();
+    let services = services(&compose);
+    let agent = environment(&services["agent"], "agent");
+    let desk2 = environment(&services["desk2"], "desk2");
+    assert!(
+        agent.contains_key("UFO_AGENT_EXECUTOR_ENROLLMENTS_FILE"),
+        "the agent accepts dial-out executors"
+    );
+    let given = agent
+        .get("UFO_AGENT_ENROLL_EXECUTORS")
+        .expect("the agent enrolls desk2's token at start");
+    let (name, file) = given
+        .split(',')
+        .find_map(|g| g.split_once('='))
+        .expect("NAME=FILE");
+    assert_eq!(
+        desk2.get("UFO_EXECUTOR_NAME").map(String::as_str),
+        Some(name)
+    );
+    let token_file = desk2
+        .get("UFO_EXECUTOR_ENROLL_TOKEN_FILE")
+        .expect("desk2 reads its token from a file");
+    // Both read the same config: the agent at FILE, desk2 at its token file.
+    let source = compose["configs"]
+        .as_mapping()
+        .expect("top-level configs")
+        .keys()
+        .filter_map(|k| k.as_str())
+        .find(|source| config_target(&services["agent"], source).as_deref() == Some(file))
+        .unwrap_or_else(|| panic!("no config is mounted in the agent at {file}"));
+    assert_eq!(
+        config_target(&services["desk2"], source).as_deref(),
+        Some(token_file.as_str()),
+        "desk2 reads config {source} as its token"
+    );
+    let token = with_defaults(compose["configs"][source]["content"].as_str().unwrap());
+    assert!(
+        token.len() >= 16 && token.bytes().all(|b| b.is_ascii_graphic()),
+        "the default token ({token:?}) is one the agent accepts: 16 or more visible ASCII characters"
+    );
+    // The agent's flag exists (the executor's are checked above with every service's).
+    let help = read_help(&workspace_binary("ufo-agent").unwrap(), &[]);
+    assert!(
+        help.flags.contains("--enroll-executor")
+            && help.envs.contains("UFO_AGENT_ENROLL_EXECUTORS")
+    );
 }
 
 #[test]

@@ -185,6 +185,16 @@ fn missing_in_image(opened: &BTreeSet<String>, stage: &str, binary: &Path) -> Ve
     missing
 }
 
+/// Whether `ufo health` finds the service at `url` SERVING.
+fn serving(url: &str) -> bool {
+    std::process::Command::new(workspace_binary("ufo").unwrap())
+        .args(["health", "--url", url])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
 /// Starts `binary` under strace with `args`/`env` until `health_url` reports SERVING; the regular files
 /// it (any of its threads, not programs it starts) opened successfully.
 fn opened_at_start(
@@ -192,6 +202,17 @@ fn opened_at_start(
     args: &[&str],
     env: &[(&str, String)],
     health_url: &str,
+) -> BTreeSet<String> {
+    opened_until(binary, args, env, || serving(health_url))
+}
+
+/// Starts `binary` under strace with `args`/`env` until `ready()`; the regular files it (any of its
+/// threads, not programs it starts) opened successfully.
+fn opened_until(
+    binary: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    ready: impl Fn() -> bool,
 ) -> BTreeSet<String> {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("strace.log");
@@ -214,16 +235,9 @@ fn opened_at_start(
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("strace is installed (Debian package strace)");
-    let ufo = workspace_binary("ufo").unwrap();
     let until = Instant::now() + Duration::from_secs(60);
     loop {
-        let ok = std::process::Command::new(&ufo)
-            .args(["health", "--url", health_url])
-            .output()
-            .unwrap()
-            .status
-            .success();
-        if ok {
+        if ready() {
             break;
         }
         assert!(
@@ -370,6 +384,96 @@ fn each_service_opens_at_start_only_files_its_image_has() {
         &[("UFO_EXECUTOR_LISTEN", format!("127.0.0.1:{port}"))],
         &format!("http://127.0.0.1:{port}"),
     );
+    let missing = missing_in_image(
+        &opened,
+        &stage("docker/executor.Dockerfile", "executor"),
+        &executor,
+    );
+    assert!(missing.is_empty(), "the executor image lacks: {missing:#?}");
+}
+
+/// The compose file's dial-out desktop (desk2): an agent that enrolls its token at start
+/// (`--enroll-executor`), and the executor image's `ufo-executor --connect` dialling it. Each opens at
+/// start only files its image has (the token and the enrollments file are the compose file's, here in
+/// /tmp); the executor is ready once the agent lists it connected.
+#[test]
+fn the_dial_out_desktop_and_the_agent_enrolling_it_open_only_files_their_images_have() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("desk2.token");
+    std::fs::write(&token, "compose-desk2-enrollment-token\n").unwrap();
+    let enrollments = dir.path().join("enrollments.json");
+    let given = vec![
+        (
+            "UFO_AGENT_EXECUTOR_ENROLLMENTS_FILE",
+            enrollments.display().to_string(),
+        ),
+        (
+            "UFO_AGENT_ENROLL_EXECUTORS",
+            format!("desk2={}", token.display()),
+        ),
+    ];
+    let (opened, agent) = agent_opened(&given);
+    let missing = missing_in_image(
+        &opened,
+        &stage("docker/services.Dockerfile", "agent"),
+        &agent,
+    );
+    assert!(missing.is_empty(), "the agent image lacks: {missing:#?}");
+    let stored = std::fs::read_to_string(&enrollments).unwrap();
+    assert!(
+        stored.contains("desk2") && !stored.contains("compose-desk2"),
+        "the token's hash is enrolled for desk2: {stored}"
+    );
+
+    // An agent (not traced) for desk2 to dial, with an admin key to list the executors.
+    let (grpc, http) = (free_port().unwrap(), free_port().unwrap());
+    let mut agent = std::process::Command::new(workspace_binary("ufo-agent").unwrap())
+        .envs([
+            ("UFO_AGENT_LISTEN", format!("127.0.0.1:{grpc}")),
+            ("UFO_AGENT_HTTP_LISTEN", format!("127.0.0.1:{http}")),
+            ("UFO_AGENT_API_KEYS", "admin:k".to_owned()),
+            ("UFO_AGENT_API_ADMINS", "admin".to_owned()),
+            ("UFO_AGENT_LLM_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
+        ])
+        .envs(given.iter().map(|(k, v)| (*k, v.as_str())))
+        .env_remove("UFO_OTLP_ENDPOINT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let grpc_url = format!("http://127.0.0.1:{grpc}");
+    let until = Instant::now() + Duration::from_secs(60);
+    while !serving(&grpc_url) {
+        assert!(Instant::now() < until, "the agent never became ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let executor = workspace_binary("ufo-executor").unwrap();
+    let http_url = format!("http://127.0.0.1:{http}");
+    let connected = || {
+        let out = std::process::Command::new(workspace_binary("ufo").unwrap())
+            .args(["--server", &http_url, "--token", "k", "executors", "list"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("desk2\tdial-out\tconnected")
+    };
+    let opened = opened_until(
+        &executor,
+        &[
+            "--desktop",
+            "headless",
+            "--connect",
+            &grpc_url,
+            "--name",
+            "desk2",
+        ],
+        &[(
+            "UFO_EXECUTOR_ENROLL_TOKEN_FILE",
+            token.display().to_string(),
+        )],
+        connected,
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
     let missing = missing_in_image(
         &opened,
         &stage("docker/executor.Dockerfile", "executor"),

@@ -195,9 +195,13 @@ fn dial_out(state: &AppState) -> Result<&crate::dispatch::registry::DialOut, Api
 fn enroll_error(e: crate::dispatch::dialout::enroll::EnrollError) -> ApiError {
     use crate::dispatch::dialout::enroll::EnrollError;
     match e {
-        EnrollError::BadName(_) => ApiError::invalid(e.to_string()),
+        EnrollError::BadName(_) | EnrollError::BadToken { .. } => ApiError::invalid(e.to_string()),
         EnrollError::NoToken { .. } => ApiError::new(ErrorCode::NotFound, e.to_string()),
-        EnrollError::Io { .. } | EnrollError::Invalid { .. } => {
+        EnrollError::TokenOfAnother { .. } => {
+            ApiError::new(ErrorCode::AlreadyExists, e.to_string())
+        }
+        // The agent's own files: nothing the caller can change.
+        EnrollError::Io { .. } | EnrollError::Invalid { .. } | EnrollError::TokenFile { .. } => {
             tracing::error!(error = %e, "enrollments file");
             ApiError::new(
                 ErrorCode::Unavailable,
@@ -349,4 +353,70 @@ pub async fn list_executors(
         dial_out: registry.dial_out().is_some(),
         executors,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::dialout::enroll::EnrollError;
+    use axum::http::StatusCode;
+
+    #[test]
+    fn every_enrollment_error_maps_to_its_http_status() {
+        let io = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let cases = [
+            (EnrollError::BadName("a b".into()), StatusCode::BAD_REQUEST),
+            (
+                EnrollError::BadToken {
+                    name: "d".into(),
+                    why: "is empty",
+                },
+                StatusCode::BAD_REQUEST,
+            ),
+            (
+                EnrollError::NoToken {
+                    name: "d".into(),
+                    id: "x".into(),
+                },
+                StatusCode::NOT_FOUND,
+            ),
+            (
+                EnrollError::TokenOfAnother {
+                    name: "d".into(),
+                    other: "e".into(),
+                },
+                StatusCode::CONFLICT,
+            ),
+            (
+                EnrollError::Io {
+                    path: "/f".into(),
+                    source: io(),
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                EnrollError::Invalid {
+                    path: "/f".into(),
+                    message: "bad".into(),
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                EnrollError::TokenFile {
+                    name: "d".into(),
+                    path: "/t".into(),
+                    source: io(),
+                },
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+        ];
+        for (error, status) in cases {
+            let text = error.to_string();
+            let mapped = enroll_error(error);
+            assert_eq!(mapped.http_status(), status, "{text}");
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                assert!(!mapped.message.contains("/f") && !mapped.message.contains("/t"));
+            }
+        }
+    }
 }

@@ -34,7 +34,10 @@ pub struct DesktopView {
     pub worker: Option<String>,
     /// When the check-out's lease expires unless renewed (RFC 3339).
     pub lease_expires_at: Option<String>,
-    /// When it last registered or sent a heartbeat (RFC 3339).
+    /// When it was last seen (RFC 3339): the replica holding a dial-out executor's connection answers
+    /// with its last heartbeat; another replica with the pool's record, written when it connected and
+    /// refreshed every `--dial-out-seen-refresh-ms` of the replica holding it (declared executors: when
+    /// a replica started).
     pub last_heartbeat: Option<String>,
     /// The executor's version, when it told it.
     pub version: Option<String>,
@@ -104,6 +107,16 @@ fn rfc3339(t: Option<prost_types::Timestamp>) -> Option<String> {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
 }
 
+/// A dial-out desktop connected to this replica was seen at `at` (its last heartbeat), which the
+/// store's record (written at its connect and every `--dial-out-seen-refresh-ms`) may not know yet.
+fn seen_here(d: &mut Desktop, at: std::time::SystemTime) {
+    let at = prost_types::Timestamp::from(at);
+    let stored = d.last_heartbeat.as_ref().map(|t| (t.seconds, t.nanos));
+    if stored.is_none_or(|s| s < (at.seconds, at.nanos)) {
+        d.last_heartbeat = Some(at);
+    }
+}
+
 fn some(text: String) -> Option<String> {
     Some(text).filter(|t| !t.is_empty())
 }
@@ -150,7 +163,15 @@ pub async fn list_desktops(
         .await?
         .into_inner();
     let counts = StateCounts::of(&pool.desktops);
-    let desktops: Vec<DesktopView> = pool.desktops.into_iter().map(view).collect();
+    let mut desktops = pool.desktops;
+    if let Some(dial_out) = state.tasks.executors().dial_out() {
+        for d in &mut desktops {
+            if let Some(session) = dial_out.hub.get(&d.name) {
+                seen_here(d, session.last_heartbeat().unwrap_or(session.connected_at));
+            }
+        }
+    }
+    let desktops: Vec<DesktopView> = desktops.into_iter().map(view).collect();
     Ok(axum::Json(DesktopsView {
         free: counts.free,
         busy: counts.busy,

@@ -99,9 +99,49 @@ pub struct DialOutConfig {
         value_parser = clap::value_parser!(u64).range(100..=600_000))]
     pub heartbeat_ms: u64,
 
+    /// How often the replica holding a dial-out executor's connection refreshes its `last_heartbeat` in
+    /// the desktop pool's store, in milliseconds (0: never; it is written when the executor connects).
+    /// Heartbeats themselves are kept in memory: `GET /v1/admin/executors` and `GET /v1/admin/desktops`
+    /// on that replica show the last one; other replicas show the store's, at most this old.
+    #[arg(long = "dial-out-seen-refresh-ms", env = "UFO_AGENT_DIAL_OUT_SEEN_REFRESH_MS", default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub seen_refresh_ms: u64,
+
+    /// Enrollment tokens chosen by the operator, `NAME=FILE` (repeat the flag, or comma-separate in the
+    /// variable): at start the token in FILE (e.g. a compose secret; surrounding whitespace ignored) is
+    /// enrolled for the dial-out executor NAME in `--executor-enrollments-file` (only its hash stored;
+    /// nothing changes when it is enrolled already, and a revoked one stays revoked). A missing file, a
+    /// bad name or an empty token stops the start with the reason.
+    #[arg(long = "enroll-executor", env = "UFO_AGENT_ENROLL_EXECUTORS", value_delimiter = ',',
+        value_name = "NAME=FILE", value_parser = given_enrollment)]
+    pub enroll_executors: Vec<GivenEnrollment>,
+
     /// The connected executors, shared by every clone of this configuration (not a flag).
     #[arg(skip)]
     pub hub: crate::dispatch::dialout::HubHandle,
+}
+
+/// One `--enroll-executor NAME=FILE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenEnrollment {
+    /// The dial-out executor's name.
+    pub name: String,
+    /// The file holding its token.
+    pub file: PathBuf,
+}
+
+fn given_enrollment(text: &str) -> Result<GivenEnrollment, String> {
+    match text.trim().split_once('=') {
+        Some((name, file)) if !name.trim().is_empty() && !file.trim().is_empty() => {
+            Ok(GivenEnrollment {
+                name: name.trim().to_owned(),
+                file: PathBuf::from(file.trim()),
+            })
+        }
+        _ => Err(format!(
+            "{text:?} is not NAME=FILE (an executor name and the file holding its enrollment token)"
+        )),
+    }
 }
 
 /// How the API authenticates callers and which limits it enforces.

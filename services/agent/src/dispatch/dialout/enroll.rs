@@ -7,12 +7,16 @@
 //! {"executors": {"desk1": {"tokens": [{"id": "…", "sha256": "…", "created_at": "…", "revoked_at": null}]}}}
 //! ```
 //!
-//! The file is read at every connection and every admin call (it is small), so an edit or a revocation
-//! applies to the next connection without a restart.
+//! A connection's check reads a cached copy, reloaded when the file's size, modification time or inode
+//! changed (one `stat` per connection instead of reading and parsing the whole file: with 500 enrolled
+//! executors that is ≈ 100 KB of JSON per connection), so an edit, a revocation or a token created by
+//! another replica sharing the file applies to the next connection without a restart. Admin calls and
+//! every read-modify-write read the file itself.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -88,7 +92,50 @@ pub enum EnrollError {
         /// The token id.
         id: String,
     },
+    /// A given token's file (`--enroll-executor NAME=FILE`) cannot be read.
+    #[error("the enrollment token file {path} of executor {name:?} cannot be read: {source}")]
+    TokenFile {
+        /// The executor.
+        name: String,
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A given token is empty, or not one a connection can present.
+    #[error("the enrollment token given for executor {name:?} {why}")]
+    BadToken {
+        /// The executor.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A given token already enrolls another executor (a token enrolls one name).
+    #[error("the enrollment token given for executor {name:?} already enrolls executor {other:?}")]
+    TokenOfAnother {
+        /// The executor it was given for.
+        name: String,
+        /// The executor it enrolls.
+        other: String,
+    },
 }
+
+/// What [`Enrollments::enroll_given`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Given {
+    /// The token's hash was stored with this id.
+    Stored(String),
+    /// It was enrolled already (a restart): this id.
+    Already(String),
+    /// It was enrolled and revoked: it stays revoked (this id).
+    Revoked(String),
+}
+
+/// Shortest token `--enroll-executor` accepts (the ones the API creates have 75 characters).
+pub const MIN_GIVEN_TOKEN: usize = 16;
+/// Longest.
+pub const MAX_GIVEN_TOKEN: usize = 4096;
 
 /// Why a connection's token is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,16 +163,69 @@ fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// What tells one version of the file from another without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    /// The inode (unix): every save renames a new file into place.
+    ino: u64,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let ino = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let ino = 0;
+        Self {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            ino,
+        }
+    }
+}
+
+/// The file as last read, with the stamp it had.
+type Cached = Option<(Stamp, Arc<EnrollmentsFile>)>;
+
 /// The enrollment tokens in one file.
 #[derive(Debug, Clone)]
 pub struct Enrollments {
     path: PathBuf,
+    /// Shared by clones (the hub's service and the registry hold one each).
+    cache: Arc<Mutex<Cached>>,
 }
 
 impl Enrollments {
     /// The tokens in `path` (a missing file has none).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            cache: Arc::default(),
+        }
+    }
+
+    /// The file's content through the cache: read again only when its stamp changed.
+    fn current(&self) -> Result<Arc<EnrollmentsFile>, EnrollError> {
+        let stamp = match std::fs::metadata(&self.path) {
+            Ok(meta) => Stamp::of(&meta),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Arc::new(EnrollmentsFile::default()));
+            }
+            Err(e) => return Err(self.io(e)),
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cached, file)) = cache.as_ref()
+            && *cached == stamp
+        {
+            return Ok(file.clone());
+        }
+        let _span = tracing::debug_span!("dialout.enrollments_reload").entered();
+        let file = Arc::new(self.load()?);
+        // Stamped with what was seen before the read: a write during it is read again next time.
+        *cache = Some((stamp, file.clone()));
+        Ok(file)
     }
 
     /// The file.
@@ -165,7 +265,9 @@ impl Enrollments {
         })?;
         let tmp = self.path.with_extension("tmp");
         write_private(&tmp, text.as_bytes()).map_err(|e| self.io(e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| self.io(e))
+        std::fs::rename(&tmp, &self.path).map_err(|e| self.io(e))?;
+        *self.cache.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
     }
 
     /// Creates a token for `name`: `(id, token)`; the token is shown only here.
@@ -231,6 +333,80 @@ impl Enrollments {
         Ok(made)
     }
 
+    /// Enrolls a token chosen by the operator (`--enroll-executor NAME=FILE`, e.g. a compose secret) for
+    /// `name`: only its hash is stored, as for a created one. Idempotent: a token enrolled already is
+    /// left as it is, and one that was revoked stays revoked.
+    pub fn enroll_given(&self, name: &str, token: &str) -> Result<Given, EnrollError> {
+        if !valid_name(name) {
+            return Err(EnrollError::BadName(name.chars().take(80).collect()));
+        }
+        let bad = |why| EnrollError::BadToken {
+            name: name.to_owned(),
+            why,
+        };
+        if token.is_empty() {
+            return Err(bad("is empty"));
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(bad(
+                "has a character other than visible ASCII (spaces, control characters and non-ASCII cannot be sent in a header)",
+            ));
+        }
+        if !(MIN_GIVEN_TOKEN..=MAX_GIVEN_TOKEN).contains(&token.len()) {
+            return Err(bad("must be 16 to 4096 characters long"));
+        }
+        let _guard = WRITE.lock().unwrap_or_else(|p| p.into_inner());
+        let mut file = self.load()?;
+        let digest = hash(token);
+        let matches = |t: &TokenRecord| {
+            ufo_common::grpc::constant_time_eq(t.sha256.as_bytes(), digest.as_bytes())
+        };
+        if let Some((other, _)) = file
+            .executors
+            .iter()
+            .find(|(other, e)| other.as_str() != name && e.tokens.iter().any(matches))
+        {
+            return Err(EnrollError::TokenOfAnother {
+                name: name.to_owned(),
+                other: other.clone(),
+            });
+        }
+        if let Some(record) = file
+            .executors
+            .get(name)
+            .and_then(|e| e.tokens.iter().find(|t| matches(t)))
+        {
+            return Ok(match record.revoked_at {
+                None => Given::Already(record.id.clone()),
+                Some(_) => Given::Revoked(record.id.clone()),
+            });
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        file.executors
+            .entry(name.to_owned())
+            .or_default()
+            .tokens
+            .push(TokenRecord {
+                id: id.clone(),
+                sha256: digest,
+                created_at: Utc::now(),
+                revoked_at: None,
+            });
+        self.save(&file)?;
+        Ok(Given::Stored(id))
+    }
+
+    /// [`Self::enroll_given`] with the token read from `path` (surrounding whitespace, such as a final
+    /// newline, is not part of it).
+    pub fn enroll_given_file(&self, name: &str, path: &Path) -> Result<Given, EnrollError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EnrollError::TokenFile {
+            name: name.chars().take(80).collect(),
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.enroll_given(name, text.trim())
+    }
+
     /// Revokes `name`'s token `id` (revoking twice is fine).
     pub fn revoke(&self, name: &str, id: &str) -> Result<(), EnrollError> {
         let _guard = WRITE.lock().unwrap_or_else(|p| p.into_inner());
@@ -251,7 +427,7 @@ impl Enrollments {
 
     /// Whether `name` has a token that is not revoked.
     pub fn is_enrolled(&self, name: &str) -> bool {
-        self.load().is_ok_and(|f| {
+        self.current().is_ok_and(|f| {
             f.executors
                 .get(name)
                 .is_some_and(|e| e.tokens.iter().any(|t| t.revoked_at.is_none()))
@@ -264,7 +440,7 @@ impl Enrollments {
         name: &str,
         token: &str,
     ) -> Result<Result<String, TokenRefusal>, EnrollError> {
-        let file = self.load()?;
+        let file = self.current()?;
         let digest = hash(token);
         let matches = |t: &TokenRecord| {
             ufo_common::grpc::constant_time_eq(t.sha256.as_bytes(), digest.as_bytes())
@@ -368,5 +544,145 @@ mod tests {
             !e.is_enrolled("ok"),
             "nothing is written when a name is refused"
         );
+    }
+
+    #[test]
+    fn the_cached_file_follows_writes_of_another_replica_and_edits_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("enrollments.json");
+        let here = Enrollments::new(&path);
+        let there = Enrollments::new(&path);
+        assert_eq!(
+            here.verify("desk1", "ufo-enroll-x").unwrap(),
+            Err(TokenRefusal::Unknown)
+        );
+        // Created and revoked by another replica sharing the file.
+        let (id, token) = there.create("desk1").unwrap();
+        assert_eq!(here.verify("desk1", &token).unwrap(), Ok(id.clone()));
+        assert!(here.is_enrolled("desk1"));
+        there.revoke("desk1", &id).unwrap();
+        assert_eq!(
+            here.verify("desk1", &token).unwrap(),
+            Err(TokenRefusal::Revoked(id.clone()))
+        );
+        // An operator's edit in place (same inode): the token's record removed.
+        let (id2, token2) = there.create("desk2").unwrap();
+        assert_eq!(here.verify("desk2", &token2).unwrap(), Ok(id2));
+        let mut file = here.load().unwrap();
+        file.executors.remove("desk2");
+        std::fs::write(&path, serde_json::to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            here.verify("desk2", &token2).unwrap(),
+            Err(TokenRefusal::Unknown)
+        );
+        // A file that stops being valid is reported, not served from the cache.
+        std::fs::write(&path, "{not json").unwrap();
+        assert!(matches!(
+            here.verify("desk1", &token),
+            Err(EnrollError::Invalid { .. })
+        ));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            here.verify("desk1", &token).unwrap(),
+            Err(TokenRefusal::Unknown)
+        );
+    }
+
+    #[test]
+    fn a_given_token_is_stored_hashed_once_and_its_errors_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Enrollments::new(dir.path().join("enrollments.json"));
+        let token_file = dir.path().join("desk2.token");
+        std::fs::write(&token_file, "compose-desk2-enrollment-token\n").unwrap();
+        let Given::Stored(id) = e.enroll_given_file("desk2", &token_file).unwrap() else {
+            panic!("stored");
+        };
+        let stored = std::fs::read_to_string(e.path()).unwrap();
+        assert!(!stored.contains("compose-desk2"), "only the hash is stored");
+        assert_eq!(
+            e.verify("desk2", "compose-desk2-enrollment-token").unwrap(),
+            Ok(id.clone())
+        );
+        // A restart: the same token, nothing new.
+        assert_eq!(
+            e.enroll_given_file("desk2", &token_file).unwrap(),
+            Given::Already(id.clone())
+        );
+        assert_eq!(e.load().unwrap().executors["desk2"].tokens.len(), 1);
+        // Revoked by an admin: a restart does not bring it back.
+        e.revoke("desk2", &id).unwrap();
+        assert_eq!(
+            e.enroll_given_file("desk2", &token_file).unwrap(),
+            Given::Revoked(id.clone())
+        );
+        assert_eq!(
+            e.verify("desk2", "compose-desk2-enrollment-token").unwrap(),
+            Err(TokenRefusal::Revoked(id))
+        );
+        // The same token for another name.
+        let err = e.enroll_given_file("desk3", &token_file).unwrap_err();
+        assert!(
+            matches!(&err, EnrollError::TokenOfAnother { other, .. } if other == "desk2"),
+            "{err}"
+        );
+        // A missing file, a bad name, an empty, short or unsendable token.
+        let err = e
+            .enroll_given_file("desk4", &dir.path().join("missing"))
+            .unwrap_err();
+        assert!(matches!(err, EnrollError::TokenFile { .. }), "{err}");
+        assert!(err.to_string().contains("missing"), "{err}");
+        assert!(matches!(
+            e.enroll_given("bad name", "0123456789abcdef"),
+            Err(EnrollError::BadName(_))
+        ));
+        std::fs::write(&token_file, "\n").unwrap();
+        let err = e.enroll_given_file("desk4", &token_file).unwrap_err();
+        assert!(err.to_string().contains("is empty"), "{err}");
+        for bad in [
+            "short",
+            "has a space in it ok",
+            "caf\u{e9}-0123456789abcdef",
+        ] {
+            assert!(
+                matches!(
+                    e.enroll_given("desk4", bad),
+                    Err(EnrollError::BadToken { .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(!e.is_enrolled("desk4"));
+    }
+
+    #[test]
+    fn a_connection_reads_the_cached_file_until_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Enrollments::new(dir.path().join("enrollments.json"));
+        let names: Vec<String> = (0..500).map(|i| format!("standin-{i:04}")).collect();
+        let made = e.create_many(&names).unwrap();
+        let first = e.current().unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &e.current().unwrap()),
+            "an unchanged file is not read again"
+        );
+        // What a connection's check costs with 500 executors enrolled: reading and parsing the file
+        // (as before the cache) against the cached copy.
+        let timed = |f: &dyn Fn()| {
+            let started = std::time::Instant::now();
+            for _ in 0..50 {
+                f();
+            }
+            started.elapsed() / 50
+        };
+        let read = timed(&|| {
+            e.load().unwrap();
+        });
+        let (name, id, token) = &made[250];
+        let cached = timed(&|| {
+            assert_eq!(e.verify(name, token).unwrap(), Ok(id.clone()));
+        });
+        eprintln!("500 executors enrolled: reading the file {read:?}, a cached verify {cached:?}");
+        e.create("desk-new").unwrap();
+        assert!(!Arc::ptr_eq(&first, &e.current().unwrap()));
     }
 }

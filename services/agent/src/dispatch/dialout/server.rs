@@ -29,8 +29,24 @@ pub struct HubService {
     enrollments: Enrollments,
     heartbeat: Duration,
     /// The session store the desktop pool lives in: connected executors register into it (issue 36).
-    pool: Option<crate::store::client::SessionClient>,
+    pool: Option<Pool>,
 }
+
+/// How connected executors are written into the desktop pool: once when they connect (name, labels,
+/// version), then only every `seen_refresh` (the store's `last_heartbeat`, for the other replicas'
+/// listings). Heartbeats themselves stay in memory ([`Session::last_heartbeat`]).
+#[derive(Debug, Clone)]
+struct Pool {
+    client: crate::store::client::SessionClient,
+    /// `None`: never refreshed after the connect.
+    seen_refresh: Option<Duration>,
+    /// Bounds the registrations in flight, so that a connect storm (hundreds of executors at once)
+    /// queues here rather than taking every database connection of the session service.
+    writes: Arc<tokio::sync::Semaphore>,
+}
+
+/// Registrations of one replica in flight at once.
+const POOL_WRITES: usize = 4;
 
 impl HubService {
     /// Accepts executors enrolled in `enrollments` into `hub`, expecting a heartbeat every `heartbeat`.
@@ -43,10 +59,19 @@ impl HubService {
         }
     }
 
-    /// The same service registering every connected executor, and refreshing it at each of its
-    /// heartbeats, as a desktop of the pool in the session store.
-    pub fn with_pool(mut self, client: crate::store::client::SessionClient) -> Self {
-        self.pool = Some(client);
+    /// The same service registering every connected executor as a desktop of the pool in the session
+    /// store when it connects, and refreshing its `last_heartbeat` there every `seen_refresh` (`None`:
+    /// never). A heartbeat writes nothing to the store: the replica holding the connection keeps it.
+    pub fn with_pool(
+        mut self,
+        client: crate::store::client::SessionClient,
+        seen_refresh: Option<Duration>,
+    ) -> Self {
+        self.pool = Some(Pool {
+            client,
+            seen_refresh: seen_refresh.filter(|d| !d.is_zero()),
+            writes: Arc::new(tokio::sync::Semaphore::new(POOL_WRITES)),
+        });
         self
     }
 
@@ -204,11 +229,20 @@ async fn serve(
     mut inbound: Streaming<ExecutorFrame>,
     outbound: mpsc::Sender<Result<AgentFrame, Status>>,
     heartbeat: Duration,
-    pool: Option<crate::store::client::SessionClient>,
+    pool: Option<Pool>,
 ) {
-    register_desktop(pool.as_ref(), &session);
+    register_desktop(pool.as_ref(), &session, "connected");
     let mut ticks = tokio::time::interval(heartbeat);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The coarse refresh, first after a share of its interval that differs per connection, so that
+    // executors that connected together do not refresh together.
+    let refresh_every = pool.as_ref().and_then(|p| p.seen_refresh);
+    let mut refresh = refresh_every.map(|every| {
+        let first = every.mul_f64(spread(&session.name, session.serial));
+        let mut refresh = tokio::time::interval_at(tokio::time::Instant::now() + first, every);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh
+    });
     let silence = heartbeat * 3;
     let mut last_heard = tokio::time::Instant::now();
     let reason: String = loop {
@@ -223,6 +257,9 @@ async fn serve(
                 }
                 let beat = AgentFrame { kind: Some(agent_frame::Kind::Heartbeat(Heartbeat { sent_at_ms: now_ms() })) };
                 let _ = outbound.try_send(Ok(beat));
+            }
+            Some(_) = tick(refresh.as_mut()) => {
+                register_desktop(pool.as_ref(), &session, "seen");
             }
             frame = inbound.message() => {
                 last_heard = tokio::time::Instant::now();
@@ -239,7 +276,6 @@ async fn serve(
                     }
                     Ok(Some(ExecutorFrame { kind: Some(executor_frame::Kind::Heartbeat(_)) })) => {
                         session.heard();
-                        register_desktop(pool.as_ref(), &session);
                         let _beat = tracing::debug_span!("dialout.heartbeat", executor = %session.name).entered();
                         tracing::debug!(executor = %session.name, "dial-out heartbeat");
                     }
@@ -264,25 +300,67 @@ async fn serve(
     tracing::info!(executor = %session.name, %reason, calls = session.calls(), "dial-out executor disconnected");
 }
 
-/// Registers (or refreshes: labels, version, heartbeat) the executor as a desktop of the pool, in the
-/// background so that frames keep being read; a failure is logged and the next heartbeat tries again.
-fn register_desktop(pool: Option<&crate::store::client::SessionClient>, session: &Session) {
-    let Some(client) = pool else {
+/// The next tick of `refresh`, or never without one.
+async fn tick(refresh: Option<&mut tokio::time::Interval>) -> Option<tokio::time::Instant> {
+    match refresh {
+        Some(refresh) => Some(refresh.tick().await),
+        None => std::future::pending().await,
+    }
+}
+
+/// A fraction in [0, 1) fixed for one connection (its name and serial), spreading the first refreshes.
+fn spread(name: &str, serial: u64) -> f64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    serial.hash(&mut h);
+    (h.finish() % 10_000) as f64 / 10_000.0
+}
+
+/// Registers (`why`: "connected") or refreshes ("seen": labels, version, `last_heartbeat`) the executor
+/// as a desktop of the pool, in the background so that frames keep being read, at most [`POOL_WRITES`]
+/// at once per replica. A failed registration is tried again (200 ms doubling to 10 s) while the
+/// connection lasts; a failed refresh is logged and left to the next one.
+fn register_desktop(pool: Option<&Pool>, session: &Arc<Session>, why: &'static str) {
+    let Some(pool) = pool else {
         return;
     };
-    let mut client = client.clone();
+    let mut client = pool.client.clone();
+    let writes = pool.writes.clone();
     let request = ufo_proto::v1::RegisterDesktopRequest {
         name: session.name.clone(),
         labels: session.labels.clone().into_iter().collect(),
         version: session.version.clone(),
     };
+    let connection = session.clone();
     tokio::spawn(
         async move {
-            if let Err(e) = client.register_desktop(request).await {
-                tracing::warn!(error = %e, "cannot register the dial-out executor as a desktop");
+            let mut backoff = Duration::from_millis(200);
+            loop {
+                let written = {
+                    let Ok(_permit) = writes.acquire().await else {
+                        return;
+                    };
+                    client.register_desktop(request.clone()).await
+                };
+                match written {
+                    Ok(_) => return,
+                    Err(e) if why == "connected" && !connection.is_closed() => {
+                        tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "cannot register the dial-out executor as a desktop; retrying");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot refresh the dial-out executor's desktop");
+                        return;
+                    }
+                }
+                tokio::select! {
+                    () = connection.closed.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         }
-        .instrument(tracing::debug_span!("dialout.register_desktop", executor = %session.name)),
+        .instrument(tracing::debug_span!("dialout.register_desktop", executor = %session.name, why)),
     );
 }
 

@@ -127,6 +127,10 @@ struct Args {
     /// How long the `--pool` run's executors may take to connect, and its tasks to end, in seconds.
     #[arg(long, env = "UFO_BENCH_POOL_TIMEOUT_SECS", default_value_t = 600)]
     pool_timeout_secs: u64,
+    /// Write the `--pool` run's service logs (agent, session service) to this file after the run, e.g. to
+    /// follow one task's start (their level: `UFO_LOG`); with several stores, the last one's run.
+    #[arg(long)]
+    pool_logs: Option<std::path::PathBuf>,
     /// A directory with another build's `ufo-agent` and `ufo-session` (e.g. the commit before a change):
     /// the `--mcp-click` run measures its MCP click side by side, alternating.
     #[arg(long, env = "UFO_BENCH_MCP_CLICK_BASELINE")]
@@ -164,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
             heartbeat_ms: args.pool_heartbeat_ms,
             runner_slots: args.pool_runner_slots,
             timeout: std::time::Duration::from_secs(args.pool_timeout_secs),
+            logs: args.pool_logs.clone(),
         };
         let mut runs = Vec::new();
         for kind in args.store.iter().copied() {

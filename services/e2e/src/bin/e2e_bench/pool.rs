@@ -48,6 +48,8 @@ use crate::store::Storage;
 
 /// Largest frame a stand-in sends or accepts (the executor's default).
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
+/// How many of a handed-over task's first calls the profile shows.
+const FIRST_CALLS: usize = 8;
 /// How often the agent's resident memory is sampled while the tasks run.
 const RSS_SAMPLE: Duration = Duration::from_millis(100);
 
@@ -73,6 +75,8 @@ pub struct Params {
     pub runner_slots: usize,
     /// How long the executors may take to connect, and the tasks to end.
     pub timeout: Duration,
+    /// Where to write the agent's and session service's logs after the run (`UFO_LOG` sets their level).
+    pub logs: Option<std::path::PathBuf>,
 }
 
 /// One call a stand-in answered.
@@ -84,6 +88,8 @@ struct CallRecord {
     answered: Instant,
     /// For a reset: the task it names.
     reset_task: Option<String>,
+    /// The Executor API method (`Capture`, `Execute`, …).
+    method: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +178,13 @@ pub struct PoolRun {
     pub freed_to_claim: Vec<Duration>,
     /// Their second part: the claim → the first command, sorted.
     pub claim_to_command: Vec<Duration>,
+    /// The desktop freed → the next waiting task's first call of any kind on it (its first touch of the
+    /// desktop, before the model is asked anything), sorted.
+    pub freed_to_first_call: Vec<Duration>,
+    /// The claim → that first call, sorted.
+    pub claim_to_first_call: Vec<Duration>,
+    /// After each hand-over's claim, its task's first calls: (method, time since the claim) by position.
+    pub first_calls: Vec<Vec<(String, Duration)>>,
     /// Claims repeated because a task's lease lapsed (the same desktop each time).
     pub reclaims: usize,
     /// Times `GET /v1/admin/desktops` failed while the executors registered.
@@ -214,6 +227,10 @@ pub async fn run(storage: &Storage<'_>, p: &Params) -> anyhow::Result<PoolRun> {
         ]);
     let mut cluster = storage.configure(builder)?.start().await?;
     let result = measure(storage, &cluster, p, tokens).await;
+    if let Some(path) = &p.logs {
+        std::fs::write(path, cluster.logs())
+            .with_context(|| format!("cannot write the services' logs to {}", path.display()))?;
+    }
     let logs = if result.is_err() {
         cluster.logs()
     } else {
@@ -622,6 +639,36 @@ fn check_and_measure(
                         .duration_since(next.claimed)
                         .unwrap_or_default(),
                 );
+                let calls_of_next: Vec<&CallRecord> = calls
+                    .iter()
+                    .zip(&task_of_call)
+                    .filter(|(c, owner)| c.kind != CallKind::Reset && **owner == Some(k))
+                    .map(|(c, _)| c)
+                    .collect();
+                if let Some(touch) = calls_of_next.first() {
+                    run.freed_to_first_call
+                        .push(touch.received.saturating_duration_since(freed.answered));
+                    run.claim_to_first_call.push(
+                        touch
+                            .received_at
+                            .duration_since(next.claimed)
+                            .unwrap_or_default(),
+                    );
+                }
+                run.first_calls.push(
+                    calls_of_next
+                        .iter()
+                        .take(FIRST_CALLS)
+                        .map(|c| {
+                            (
+                                c.method.clone(),
+                                c.received_at
+                                    .duration_since(next.claimed)
+                                    .unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                );
             } else {
                 run.not_waiting += 1;
             }
@@ -630,6 +677,8 @@ fn check_and_measure(
     run.handovers.sort();
     run.freed_to_claim.sort();
     run.claim_to_command.sort();
+    run.freed_to_first_call.sort();
+    run.claim_to_first_call.sort();
     Ok(())
 }
 
@@ -752,6 +801,7 @@ async fn connection(
                         }
                         _ => (CallKind::Other, None),
                     };
+                    let method = call.path.rsplit('/').next().unwrap_or_default().to_owned();
                     if kind == CallKind::Execute && !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
@@ -764,6 +814,7 @@ async fn connection(
                             received_at,
                             answered: Instant::now(),
                             reset_task,
+                            method,
                         });
                     }
                     let frame = ExecutorFrame {
@@ -886,6 +937,27 @@ pub fn print(runs: &[(crate::store::Kind, PoolRun)], p: &Params) {
             "",
         ),
         (
+            "  desktop freed → the next task's first call of any kind (its first touch of the desktop) p50 / p99".into(),
+            Box::new(|r| {
+                format!(
+                    "{} / {}",
+                    ms(percentile(&r.freed_to_first_call, 50.0)),
+                    ms(percentile(&r.freed_to_first_call, 99.0))
+                )
+            }),
+            "",
+        ),
+        (
+            "    of which claimed → first call, p50".into(),
+            Box::new(|r| ms(percentile(&r.claim_to_first_call, 50.0))),
+            "",
+        ),
+        (
+            "  a handed-over task's first calls, p50 time since its claim".into(),
+            Box::new(|r| first_calls(&r.first_calls)),
+            "",
+        ),
+        (
             "  hand-overs measured (+ frees whose next task was not yet waiting)".into(),
             Box::new(|r| format!("{} (+{})", r.handovers.len(), r.not_waiting)),
             "",
@@ -943,6 +1015,28 @@ pub fn print(runs: &[(crate::store::Kind, PoolRun)], p: &Params) {
         }
         println!(" {target} |");
     }
+}
+
+/// `method +p50` of each position of the handed-over tasks' first calls (the most common method there).
+fn first_calls(all: &[Vec<(String, Duration)>]) -> String {
+    let mut out = Vec::new();
+    for i in 0..FIRST_CALLS {
+        let mut times: Vec<Duration> = all.iter().filter_map(|c| c.get(i)).map(|c| c.1).collect();
+        if times.is_empty() {
+            break;
+        }
+        times.sort();
+        let mut methods: BTreeMap<&str, usize> = BTreeMap::new();
+        for c in all.iter().filter_map(|c| c.get(i)) {
+            *methods.entry(c.0.as_str()).or_default() += 1;
+        }
+        let method = methods
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map_or("?", |(m, _)| *m);
+        out.push(format!("{method} +{}", ms(percentile(&times, 50.0))));
+    }
+    out.join(", ")
 }
 
 fn cpu3(w: &CpuWindow) -> String {

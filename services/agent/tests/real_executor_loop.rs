@@ -299,7 +299,7 @@ fn first_named(req: &RecordedRequest, kind: &str) -> (String, String) {
                 _ => None,
             }
         })
-        .unwrap_or_else(|| panic!("no named {kind} in the prompt"))
+        .unwrap_or_else(|| panic!("no named {kind} in the prompt: {}", req.text()))
 }
 
 /// Issue 31: the AppAgent's batch types into gtk3-widget-factory's entry and presses Enter there with

@@ -5,8 +5,10 @@
 //! the database further in.
 //!
 //! Requests are buffered whole (tonic does that anyway for unary calls), up to the server's message
-//! limit; a larger one is passed through untouched for tonic's own size check. Streaming requests
-//! (reflection) and unknown paths are passed through.
+//! limit; a message announced (or sent) larger than that is refused RESOURCE_EXHAUSTED — gRPC's code for
+//! "message larger than the configured limit" (grpc/doc/statuscodes.md) — without reading the rest.
+//! Client-streaming requests (reflection, the dial-out tunnel) and unknown paths are passed through to
+//! tonic, whose limit the handlers map by status code.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -142,7 +144,14 @@ where
                         return Ok(status.into_http());
                     }
                 },
-                Read::PassThrough(body) => body,
+                Read::Oversized(len) => {
+                    let status = Status::resource_exhausted(format!(
+                        "request message too large: {len} bytes, over the server's limit of {} bytes",
+                        checks.max_message_bytes
+                    ));
+                    tracing::debug!(%status, "oversized request refused");
+                    return Ok(status.into_http());
+                }
                 Read::Failed(status) => return Ok(status.into_http()),
             };
             inner.call(http::Request::from_parts(parts, body)).await
@@ -153,8 +162,8 @@ where
 enum Read {
     /// The whole request body.
     Whole(Bytes),
-    /// Too large to check: the body as received, for tonic's own limit.
-    PassThrough(Body),
+    /// A message over the limit: its announced length (or, for a body of many frames, what arrived).
+    Oversized(usize),
     /// The body could not be read (the client went away).
     Failed(Status),
 }
@@ -172,17 +181,14 @@ async fn read(mut body: Body, limit: usize) -> Read {
             continue;
         };
         buf.extend_from_slice(&data);
-        let announced = (buf.len() >= HEADER).then(|| announced_len(&buf));
-        let over = announced.is_some_and(|len| len > limit)
-            || buf.len() > 2 * (limit.saturating_add(HEADER));
-        if over {
-            let prefix = buf.freeze();
-            let rest = http_body_util::BodyStream::new(body);
-            let stream = tokio_stream::StreamExt::chain(
-                tokio_stream::once(Ok(http_body::Frame::data(prefix))),
-                rest,
-            );
-            return Read::PassThrough(Body::new(http_body_util::StreamBody::new(stream)));
+        if let Some(len) = (buf.len() >= HEADER)
+            .then(|| announced_len(&buf))
+            .filter(|&len| len > limit)
+        {
+            return Read::Oversized(len);
+        }
+        if buf.len() > 2 * (limit.saturating_add(HEADER)) {
+            return Read::Oversized(buf.len());
         }
     }
 }

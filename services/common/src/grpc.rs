@@ -297,44 +297,6 @@ fn server_span(request: &http::Request<tonic::body::Body>) -> tracing::Span {
     span
 }
 
-/// The start of tonic's message when a received message exceeds the decoding limit, as sent in the
-/// `grpc-message` header (percent-encoded: tonic encodes spaces).
-const OVERSIZED: &[u8] = b"Error,%20decoded%20message%20length%20too%20large";
-
-/// The starts of tonic's INTERNAL messages for a request it could not decode: prost's error, a unary
-/// call without a message, a truncated frame. [`crate::checked`] answers these before tonic sees them;
-/// this catches whatever its walk lets through.
-const UNDECODABLE: [&[u8]; 3] = [
-    b"failed%20to%20decode%20Protobuf%20message",
-    b"Missing%20request%20message",
-    b"Unexpected%20EOF%20decoding%20stream",
-];
-
-/// Rewrites tonic's status codes for a caller's mistakes (a trailers-only response: the status is in
-/// the headers):
-/// - a request message over the server's decoding limit is OUT_OF_RANGE in tonic; the gRPC status code
-///   for "message larger than the configured limit" is RESOURCE_EXHAUSTED (grpc/doc/statuscodes.md),
-///   which is what clients retry or report on;
-/// - an undecodable request is INTERNAL in tonic-prost ("as per statuscodes.md", which means a *response*
-///   the client cannot parse); a request the server cannot parse is the caller's INVALID_ARGUMENT.
-pub fn caller_errors<B>(mut response: http::Response<B>) -> http::Response<B> {
-    let headers = response.headers_mut();
-    let code = headers.get("grpc-status").map(|c| c.as_bytes().to_vec());
-    let message = headers
-        .get("grpc-message")
-        .map(|m| m.as_bytes().to_vec())
-        .unwrap_or_default();
-    let rewrite = match code.as_deref() {
-        Some(b"11") if message.starts_with(OVERSIZED) => Some("8"),
-        Some(b"13") if UNDECODABLE.iter().any(|p| message.starts_with(p)) => Some("3"),
-        _ => None,
-    };
-    if let Some(code) = rewrite {
-        headers.insert("grpc-status", http::HeaderValue::from_static(code));
-    }
-    response
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -418,43 +380,6 @@ mod tests {
     }
 
     #[test]
-    fn only_callers_mistakes_are_rewritten() {
-        let response = |code: &'static str, message: &'static str| {
-            let mut r = http::Response::new(());
-            r.headers_mut()
-                .insert("grpc-status", http::HeaderValue::from_static(code));
-            r.headers_mut()
-                .insert("grpc-message", http::HeaderValue::from_static(message));
-            caller_errors(r)
-        };
-        let status = |r: http::Response<()>| r.headers()["grpc-status"].clone();
-        assert_eq!(
-            status(response(
-                "11",
-                "Error,%20decoded%20message%20length%20too%20large:%20found%20131079%20bytes"
-            )),
-            "8"
-        );
-        assert_eq!(status(response("11", "page%20out%20of%20range")), "11");
-        assert_eq!(
-            status(response(
-                "13",
-                "failed%20to%20decode%20Protobuf%20message:%20invalid%20wire%20type"
-            )),
-            "3"
-        );
-        assert_eq!(status(response("13", "Missing%20request%20message.")), "3");
-        assert_eq!(status(response("13", "database%20exploded")), "13");
-        assert_eq!(
-            status(response(
-                "3",
-                "Error,%20decoded%20message%20length%20too%20large"
-            )),
-            "3"
-        );
-    }
-
-    #[test]
     fn bearer_is_required_only_when_configured() {
         let open = RequireBearer::new(None);
         assert!(open.check(None).is_ok());
@@ -521,9 +446,6 @@ pub async fn serve_until(
     };
     server
         .layer(trace_layer())
-        .layer(tower::util::MapResponseLayer::new(
-            caller_errors as fn(_) -> _,
-        ))
         .layer(checks.layer())
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, signal)

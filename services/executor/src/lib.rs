@@ -322,7 +322,6 @@ async fn serve(
             // The stream is the authentication (the enrollment token): no bearer check per call.
             let routes = tower::ServiceBuilder::new()
                 .layer(ufo_common::grpc::trace_layer())
-                .map_response(ufo_common::grpc::caller_errors)
                 .layer(checks.layer())
                 .service(tonic::service::Routes::new(server));
             tracing::info!(

@@ -166,6 +166,16 @@ pub struct Config {
         default_value_t = 10_000
     )]
     pub experience_timeout_ms: u64,
+
+    /// A task a person shows (`[person]`): how long `ufo record` may take to start recording, to print
+    /// each of the person's clicks as recorded, and to store the demonstration after Enter, in
+    /// milliseconds.
+    #[arg(
+        long = "person-timeout-ms",
+        env = "UFO_SUITE_PERSON_TIMEOUT_MS",
+        default_value_t = 20_000
+    )]
+    pub person_timeout_ms: u64,
     /// Largest model request the suite's model endpoint accepts, in bytes.
     #[arg(long = "max-body-bytes", env = "UFO_SUITE_MAX_BODY_BYTES", default_value_t = 64 << 20)]
     pub max_body_bytes: usize,
@@ -233,6 +243,7 @@ impl Config {
             ("--check-timeout-ms", self.check_timeout_ms),
             ("--cleanup-timeout-ms", self.cleanup_timeout_ms),
             ("--experience-timeout-ms", self.experience_timeout_ms),
+            ("--person-timeout-ms", self.person_timeout_ms),
             (
                 "--knowledge-budget-chars",
                 u64::from(self.knowledge_budget_chars),

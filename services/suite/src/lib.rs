@@ -23,6 +23,8 @@ pub mod demo;
 pub mod desk;
 #[cfg(unix)]
 pub mod home;
+#[cfg(target_os = "linux")]
+pub mod person;
 pub mod report;
 #[cfg(target_os = "linux")]
 pub mod run;

@@ -71,6 +71,10 @@ pub struct TaskReport {
     /// A learning task: the task whose experience it follows (it has no demonstration).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learns_from: Option<String>,
+    /// A task a person showed (`[person]`): the stored demonstration's source (`recording:<id>`), what
+    /// its learners' prompts cite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shown: Option<String>,
     /// A repeat (`repeat_of`): the task it repeats, run first; it ran with reuse on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repeat_of: Option<String>,
@@ -188,6 +192,9 @@ pub fn table(reports: &[TaskReport]) -> String {
                         None => "nothing reused".to_owned(),
                     }
                 ),
+                (true, None, None) if r.shown.is_some() => {
+                    "pass, shown by a person (ufo record)".into()
+                }
                 (true, None, None) => "pass".into(),
                 (false, None, None) => format!("FAIL ({})", r.status),
             },

@@ -93,6 +93,11 @@ struct Shared<'a> {
     /// The file the launch wrappers read the current task's home from.
     home_env: PathBuf,
     baseline: Vec<ufo_executor::backend::WindowInfo>,
+    /// The `ufo` CLI (beside the services' binaries), the agent's REST address and the suite user's key:
+    /// tasks a person shows run `ufo record` with them.
+    ufo: PathBuf,
+    rest_url: String,
+    api_key: String,
 }
 
 /// The largest step limit the suite submits: its `--max-steps`, or a task file's own when larger.
@@ -204,6 +209,7 @@ pub async fn run(
             .map(Path::to_path_buf)
             .unwrap_or_default(),
     };
+    let ufo = bin_dir.join("ufo");
     let mut cluster = builder.binaries_from(bin_dir).start().await?;
     let agent = AgentClient::new(
         &cluster.rest_url,
@@ -227,6 +233,9 @@ pub async fn run(
         out: out.to_owned(),
         home_env,
         baseline,
+        ufo,
+        rest_url: cluster.rest_url.clone(),
+        api_key: cluster.api_key.clone(),
     };
     let mut reports: Vec<TaskReport> = Vec::new();
     for (i, task) in tasks.iter().enumerate() {
@@ -243,6 +252,9 @@ pub async fn run(
                 run_learner(&shared, task, first, done, Submission::Reuse)
                     .instrument(span)
                     .await
+            }
+            (None, None) if task.person.is_some() => {
+                run_person(&shared, task).instrument(span).await
             }
             (None, None) => {
                 run_task(&shared, task, Submission::Model)
@@ -263,7 +275,8 @@ pub async fn run(
         tracing::info!(%stopped, "model endpoint stopped for the replays");
         eprintln!("ufo-suite: {stopped}; replaying the passed tasks");
         for (i, (task, report)) in tasks.iter().zip(&mut reports).enumerate() {
-            if !report.passed {
+            // A task a person showed has no recorded run of the agent to replay.
+            if !report.passed || task.person.is_some() {
                 continue;
             }
             let how = Submission::Replay {
@@ -314,7 +327,11 @@ async fn run_learner(
         Some((t, r)) if r.passed => {
             let stored = if s.cfg.knowledge {
                 let request = t.resolved(&task_dir(s, t)).request;
-                experience_stored(s, &request, &r.task_id).await
+                let source = r
+                    .shown
+                    .clone()
+                    .unwrap_or_else(|| format!("task:{}", r.task_id));
+                experience_stored(s, &request, &source).await
             } else {
                 Ok(())
             };
@@ -345,13 +362,14 @@ async fn run_learner(
     report
 }
 
-/// Waits until the teacher's experience (`task:<id>`) is among the hits the agents retrieve for the
-/// teacher's request (`GET /v1/knowledge/search`): the agent stores it after the task's end is
-/// reported. Err after `--experience-timeout-ms`, saying what the search last answered.
-async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Result<(), NotTaught> {
-    let span = tracing::info_span!("suite.experience_wait", task_id);
+/// Waits until the teacher's experience (`task:<id>`, or a person's demonstration `recording:<id>`) is
+/// among the hits the agents retrieve for the teacher's request (`GET /v1/knowledge/search`): the agent
+/// stores an experience after the task's end is reported. Err after `--experience-timeout-ms`, saying
+/// what the search last answered.
+async fn experience_stored(s: &Shared<'_>, request: &str, source: &str) -> Result<(), NotTaught> {
+    let span = tracing::info_span!("suite.experience_wait", source);
     async {
-        let source = format!("task:{task_id}");
+        let source = source.to_owned();
         let timeout = Duration::from_millis(s.cfg.experience_timeout_ms);
         let deadline = Instant::now() + timeout;
         loop {
@@ -377,6 +395,69 @@ async fn experience_stored(s: &Shared<'_>, request: &str, task_id: &str) -> Resu
     }
     .instrument(span)
     .await
+}
+
+/// A task a person shows (`[person]`): its setup like any task's, then `ufo record` while the scripted
+/// person does its steps ([`crate::person`]), then its checks on what the person did. It passes when the
+/// demonstration was stored and every check holds; its learners follow that demonstration.
+async fn run_person(s: &Shared<'_>, task: &Task) -> TaskReport {
+    let dir = task_dir(s, task);
+    let task = task.resolved(&dir);
+    let mut report = TaskReport {
+        name: task.name.clone(),
+        ..TaskReport::default()
+    };
+    let Some(person) = &task.person else {
+        report.status = "error".into();
+        report.why = "not a task a person shows".into();
+        return report;
+    };
+    let mut apps = Vec::new();
+    if let Err(why) = set_up(s, &task, &dir, &mut apps, None, &mut report).await {
+        report.status = "setup failed".into();
+        report.why = why.to_string();
+    } else {
+        let env = s.desk.env();
+        let setting = crate::person::Setting {
+            ufo: &s.ufo,
+            server: &s.rest_url,
+            token: &s.api_key,
+            env: &env,
+            timeout: Duration::from_millis(s.cfg.person_timeout_ms),
+        };
+        let started = Instant::now();
+        let shown = crate::person::show(&s.agent, &setting, &task.request, person).await;
+        report.wall_seconds = started.elapsed().as_secs_f64();
+        match shown {
+            Ok(shown) => {
+                report.status = "shown".into();
+                report.steps = shown.steps;
+                report.result = shown.printed;
+                report.shown = Some(shown.source);
+                let verdicts = checks(s, &task, &dir, &mut apps).await;
+                report.checks = verdicts.iter().map(|v| v.message.clone()).collect();
+                report.passed = verdicts.iter().all(|v| v.passed);
+                if !report.passed {
+                    report.why = verdicts
+                        .iter()
+                        .filter(|v| !v.passed)
+                        .map(|v| format!("check failed: {}", v.message))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
+            }
+            Err(e) => {
+                report.status = "not shown".into();
+                report.why = e.to_string();
+            }
+        }
+    }
+    let cleanup = Duration::from_millis(s.cfg.cleanup_timeout_ms);
+    if let Err(e) = s.desk.clean_up(apps, &s.baseline, cleanup).await {
+        report.why.push_str(&format!("\nclean-up: {e}"));
+        tracing::warn!(error = %e, "desktop not clean after the task");
+    }
+    report
 }
 
 fn task_dir(s: &Shared<'_>, task: &Task) -> PathBuf {

@@ -3,7 +3,8 @@
 //! summary of a finished task: its request, subtasks and steps with each control's selector and the
 //! text typed) — and nothing else. Without a retrieved experience that fits, it cannot act and says so.
 //!
-//! - **Which experience**: among the retrieved items of kind "an earlier task of yours" that are whole
+//! - **Which experience**: among the retrieved items of kind "an earlier task of yours" or "a
+//!   demonstration" (a person's recording, `ufo record`, summarised in the same form) that are whole
 //!   (not cut by the prompt's budget) and finished, the one whose request is most like the prompt's
 //!   `[Request]` (shared words in order, at least [`MIN_SIMILARITY`]); an AppAgent also needs the
 //!   experience to have the subtask it was given.
@@ -28,6 +29,10 @@ pub const MIN_SIMILARITY: f64 = 0.5;
 
 /// The header a retrieved earlier task carries (`services/agent/src/store/knowledge.rs`).
 const EXPERIENCE: &str = "(an earlier task of yours)";
+
+/// The header a retrieved demonstration carries: a person's recording (`ufo record`), summarised in the
+/// same form as an earlier task (`services/agent/src/runner/demonstration.rs`).
+const DEMONSTRATION: &str = "(a demonstration)";
 
 /// One action line of an experience.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +181,7 @@ pub fn experiences(knowledge: &str) -> Vec<Experience> {
         let Some((head, body)) = item.split_once('\n') else {
             continue;
         };
-        if !head.contains(EXPERIENCE) {
+        if !head.contains(EXPERIENCE) && !head.contains(DEMONSTRATION) {
             continue;
         }
         let source = head

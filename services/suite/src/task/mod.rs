@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::demo::{Step, StepError};
+use crate::demo::{Action, Step, StepError};
 
 mod raw;
 
@@ -315,6 +315,21 @@ pub struct Task {
     /// MCP servers the agent is given (`[[mcp]]`): the suite starts its agent with every selected
     /// task's servers (`--mcp false`: none).
     pub mcp: Vec<McpServer>,
+    /// A task a person shows (`[person]`): no agent runs it; `ufo record` records the suite's scripted
+    /// person doing it, and learners (`learn_from`) follow the stored demonstration.
+    pub person: Option<Person>,
+}
+
+/// A scripted person (`[person]`): what `ufo record` is told the recording is for, and the steps the
+/// person does with the mouse and keyboard (xdotool), each on the control a step names.
+#[derive(Debug, Clone)]
+pub struct Person {
+    /// The application (`ufo record --app`).
+    pub app: String,
+    /// The title of the window the person works in (its controls are looked up there).
+    pub window: String,
+    /// Clicks, double-clicks and typing, in the demonstration's wording.
+    pub steps: Vec<Step>,
 }
 
 /// Replaces `{dir}` with the task directory.
@@ -345,6 +360,38 @@ fn here(path: &Path) -> String {
         .unwrap_or_else(|_| dir.to_owned())
         .display()
         .to_string()
+}
+
+/// Checks a `[person]`: an application, a window and at least one step, each a click, a double-click or
+/// typing (what xdotool does as a person would; the recording turns them into the agent's functions).
+fn person(raw: raw::RawPerson) -> Result<Person, String> {
+    if raw.app.trim().is_empty() || raw.window.trim().is_empty() {
+        return Err("[person] needs an app (for ufo record --app) and a window".into());
+    }
+    if raw.steps.is_empty() {
+        return Err("[person] has no steps".into());
+    }
+    let steps = raw
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let step = Step::parse(text).map_err(|e| format!("[person] step {}: {e}", i + 1))?;
+            match (&step.action, &step.target) {
+                (Action::Click | Action::DoubleClick, Some(_)) | (Action::Type(_), _) => Ok(step),
+                _ => Err(format!(
+                    "[person] step {}: a person clicks or double-clicks a named control, or types \
+                     (into one or where the focus is): {text:?}",
+                    i + 1
+                )),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Person {
+        app: raw.app,
+        window: raw.window,
+        steps,
+    })
 }
 
 fn relative_inside(path: &str) -> bool {
@@ -392,6 +439,16 @@ impl Task {
         }
         let learn_from = raw.learn_from.clone();
         let repeat_of = raw.repeat_of.clone();
+        let person = match raw.person {
+            None => None,
+            Some(_) if learn_from.is_some() || repeat_of.is_some() || !raw.subtasks.is_empty() => {
+                return Err(invalid(
+                    "a task a person shows ([person]) has no [[subtask]], learn_from or repeat_of"
+                        .into(),
+                ));
+            }
+            Some(p) => Some(person(p).map_err(invalid)?),
+        };
         match &repeat_of {
             Some(t) if t.trim().is_empty() || *t == name => {
                 return Err(invalid("repeat_of names no other task".into()));
@@ -416,9 +473,10 @@ impl Task {
                         .into(),
                 ));
             }
-            None if raw.subtasks.is_empty() && repeat_of.is_none() => {
+            None if raw.subtasks.is_empty() && repeat_of.is_none() && person.is_none() => {
                 return Err(invalid(
-                    "the demonstration is empty: add at least one [[subtask]] (or learn_from)"
+                    "the demonstration is empty: add at least one [[subtask]] (or learn_from, or \
+                     [person])"
                         .into(),
                 ));
             }
@@ -620,6 +678,7 @@ impl Task {
             replay_files: replay.files,
             replay_checks,
             mcp,
+            person,
         })
     }
 
@@ -656,6 +715,12 @@ impl Task {
         for m in &mut t.mcp {
             m.command = both(&m.command);
             m.args = m.args.iter().map(|s| both(s)).collect();
+        }
+        if let Some(p) = &mut t.person {
+            p.window = fill(&p.window, &d);
+            for step in &mut p.steps {
+                step.fill(&d);
+            }
         }
         for s in &mut t.subtasks {
             s.launch_args = s.launch_args.iter().map(|x| fill(x, &d)).collect();
@@ -729,7 +794,9 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Task>, TaskError> {
     }
     for t in &tasks {
         if let Some(first) = &t.repeat_of
-            && !tasks.iter().any(|x| &x.name == first && x.first())
+            && !tasks
+                .iter()
+                .any(|x| &x.name == first && x.first() && x.person.is_none())
         {
             return Err(TaskError::Invalid {
                 path: t.path.clone(),

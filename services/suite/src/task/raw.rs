@@ -26,6 +26,18 @@ pub(super) struct RawTask {
     /// MCP servers the agent is given for this task (`[[mcp]]`).
     #[serde(default)]
     pub(super) mcp: Vec<RawMcp>,
+    /// A task a person shows (`[person]`): no demonstration; the suite records it with `ufo record`.
+    pub(super) person: Option<RawPerson>,
+}
+
+/// A task shown by a scripted person (`[person]`): the application the recording is for and the
+/// person's steps, in the demonstration's wording.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPerson {
+    pub(super) app: String,
+    pub(super) window: String,
+    pub(super) steps: Vec<String>,
 }
 
 /// An MCP server (stdio) the suite's agent gets for a task: bound to the windows whose title or process

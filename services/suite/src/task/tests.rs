@@ -231,3 +231,36 @@ fn bad_mcp_sections_say_what_is_wrong() {
     let name = API.replace("name = \"calc\"", "name = \"a__b\"");
     assert!(err(&name).contains("single '_'"), "{}", err(&name));
 }
+
+#[test]
+fn a_task_a_person_shows_loads_and_its_mistakes_are_said() {
+    let shown = GOOD.replace(
+        "[[subtask]]\napp = \"Entry\"\ndo = \"fill it\"\n",
+        "[person]\napp = \"zenity\"\nwindow = \"Entry {dir}\"\n",
+    );
+    let t = Task::parse(Path::new("x/shown.toml"), &shown).unwrap();
+    assert!(t.first() && t.subtasks.is_empty());
+    let p = t.resolved(Path::new("/tmp/d")).person.unwrap();
+    assert_eq!(
+        (p.app.as_str(), p.window.as_str()),
+        ("zenity", "Entry /tmp/d")
+    );
+    assert_eq!(p.steps.len(), 2);
+    // A person clicks named controls and types; pressing keys is not among the person's steps.
+    let pressed = shown.replace("click the button named 'OK'", "press enter");
+    assert!(
+        err(&pressed).contains("[person] step 2: a person clicks"),
+        "{}",
+        err(&pressed)
+    );
+    assert!(err(&shown.replace("app = \"zenity\"\n", "app = \"\"\n")).contains("needs an app"));
+    let learner = format!("learn_from = \"b\"\n{shown}");
+    assert!(
+        err(&learner).contains("has no [[subtask]], learn_from"),
+        "{}",
+        err(&learner)
+    );
+    let both =
+        format!("{shown}\n[[subtask]]\napp = \"Entry\"\ndo = \"x\"\nsteps = [\"press enter\"]\n");
+    assert!(err(&both).contains("has no [[subtask]]"), "{}", err(&both));
+}

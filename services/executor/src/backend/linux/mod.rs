@@ -86,11 +86,12 @@ impl LinuxBackend {
 /// dispatch, and until that dialog closes the application answers nothing more on that connection and
 /// freezes at its next key event; a row's click-like action is "activate" (a double click: zenity's list
 /// returns at once, with nothing selected). Pointer events are dispatched from the main loop and select
-/// a row as a click does.
+/// a row as a click does. A text field's only action is "activate", which is Enter: a click through it
+/// confirmed zenity's entry dialog with the field empty, where a person's click puts the caret there.
 fn pointer_first(control: &RawNode) -> bool {
     matches!(
         control.control_type.as_str(),
-        "MenuItem" | "ListItem" | "TreeItem"
+        "MenuItem" | "ListItem" | "TreeItem" | "Edit"
     ) && !control.rect.is_empty()
 }
 

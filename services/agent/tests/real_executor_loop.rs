@@ -352,8 +352,13 @@ async fn enter_in_a_field_that_ignores_it_is_none_observed_and_does_not_finish()
             .to_string(),
         )
     });
-    llm.push_fn(|req| {
-        let (label, _) = first_named(req, "Edit");
+    // The entry chosen in the batch's prompt; the next prompt's previous actions name it as it was
+    // then (its listed name can change: CI once listed it without one after the Enter).
+    let chosen = Arc::new(std::sync::Mutex::new(None::<(String, String)>));
+    let keep = chosen.clone();
+    llm.push_fn(move |req| {
+        let (label, name) = first_named(req, "Edit");
+        *keep.lock().unwrap() = Some((label.clone(), name));
         ScriptedReply::Text(
             app(
                 "FINISH",
@@ -366,8 +371,12 @@ async fn enter_in_a_field_that_ignores_it_is_none_observed_and_does_not_finish()
             .to_string(),
         )
     });
-    llm.push_fn(|req| {
-        let (label, name) = first_named(req, "Edit");
+    llm.push_fn(move |req| {
+        let (label, name) = chosen
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the batch's prompt chose the entry");
         let text = req.role_text("user");
         let told = format!(
             "keyboard_input on [{label}]{name} [success; effect: none_observed — keys '{{ENTER}}' in \

@@ -79,7 +79,8 @@ fn weight(task: &Task, all: &[Task]) -> usize {
         .subtasks
         .iter()
         .map(|s| s.steps.len().max(s.api.len()))
-        .sum();
+        .sum::<usize>()
+        + teacher.person.as_ref().map_or(0, |p| p.steps.len());
     1 + steps + 2 * teacher.apps.len()
 }
 

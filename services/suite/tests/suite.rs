@@ -431,6 +431,51 @@ async fn each_task_runs_its_applications_with_a_private_home() {
     );
 }
 
+/// The model calls of `task` in a suite run's output folder (`prompts.jsonl`), in order.
+fn prompts(out: &Path, task: &str) -> Vec<Value> {
+    std::fs::read_to_string(out.join("tasks").join(task).join("prompts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Runs a learner and its teacher (`only`) with `--knowledge false`: the teacher passes, the learner
+/// fails saying it had nothing to follow, and none of its prompts carries retrieved knowledge. Returns
+/// the suite's table.
+async fn a_learner_without_knowledge_fails(only: &[&str], learner: &str) -> String {
+    let off = tempfile::tempdir().unwrap();
+    let args = [only, &["--knowledge", "false"]].concat();
+    let (output, report) = run_suite(&repo().join("tasks"), &args, off.path()).await;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the learner failed:\n{stdout}"
+    );
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["passed"], true, "the teacher passed: {}", tasks[0]);
+    assert_eq!(tasks[1]["name"], learner);
+    assert_eq!(tasks[1]["passed"], false);
+    assert_eq!(tasks[1]["status"], "failed", "{}", tasks[1]);
+    assert!(
+        tasks[1]["why"]
+            .as_str()
+            .unwrap()
+            .contains("no retrieved knowledge: no earlier task to follow"),
+        "{}",
+        tasks[1]
+    );
+    assert!(
+        prompts(off.path(), learner).iter().all(|c| !c["text"]
+            .as_str()
+            .unwrap()
+            .contains("[Retrieved knowledge]")),
+        "nothing was retrieved"
+    );
+    stdout
+}
+
 /// Issue 33's learning, end to end: `learn-zenity-entry` carries no demonstration. Chosen alone, it
 /// brings its teacher `zenity-entry`, which runs first. With knowledge (the suite's default) the learner
 /// passes: its HostAgent's and AppAgent's prompts carried the teacher's experience (cited by the
@@ -452,14 +497,7 @@ async fn a_learning_task_passes_only_through_its_teachers_experience() {
         "{stdout}"
     );
     let teacher = format!("task:{}", tasks[0]["task_id"].as_str().unwrap());
-    let calls = |dir: &Path| -> Vec<Value> {
-        std::fs::read_to_string(dir.join("tasks/learn-zenity-entry/prompts.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let learned = calls(out.path());
+    let learned = prompts(out.path(), "learn-zenity-entry");
     for agent in ["host", "app"] {
         let first = learned.iter().find(|c| c["agent"] == agent).unwrap();
         let text = first["text"].as_str().unwrap();
@@ -475,40 +513,10 @@ async fn a_learning_task_passes_only_through_its_teachers_experience() {
         "the stand-in typed the learner's own text: {learned:?}"
     );
 
-    let off = tempfile::tempdir().unwrap();
-    let args = [&only[..], &["--knowledge", "false"]].concat();
-    let (output, report) = run_suite(&repo().join("tasks"), &args, off.path()).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "the learner failed:\n{stdout}"
-    );
-    let tasks = report["tasks"].as_array().unwrap();
-    assert_eq!(
-        tasks[0]["passed"], true,
-        "the teacher has its demonstration"
-    );
-    assert_eq!(tasks[1]["passed"], false);
-    assert_eq!(tasks[1]["status"], "failed", "{}", tasks[1]);
-    assert!(
-        tasks[1]["why"]
-            .as_str()
-            .unwrap()
-            .contains("no retrieved knowledge: no earlier task to follow"),
-        "{}",
-        tasks[1]
-    );
+    let stdout = a_learner_without_knowledge_fails(&only, "learn-zenity-entry").await;
     assert!(
         stdout.contains("| learn-zenity-entry | FAIL (failed), learning from zenity-entry | "),
         "{stdout}"
-    );
-    assert!(
-        calls(off.path()).iter().all(|c| !c["text"]
-            .as_str()
-            .unwrap()
-            .contains("[Retrieved knowledge]")),
-        "nothing was retrieved"
     );
 }
 
@@ -568,14 +576,7 @@ async fn a_learning_task_passes_through_a_persons_recording() {
         ),
         "{stdout}"
     );
-    let calls = |dir: &Path| -> Vec<Value> {
-        std::fs::read_to_string(dir.join("tasks/learn-person-zenity-release/prompts.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
-    let learned = calls(out.path());
+    let learned = prompts(out.path(), "learn-person-zenity-release");
     for agent in ["host", "app"] {
         let first = learned.iter().find(|c| c["agent"] == agent).unwrap();
         let text = first["text"].as_str().unwrap();
@@ -593,30 +594,7 @@ async fn a_learning_task_passes_through_a_persons_recording() {
         "the stand-in typed the learner's own text: {learned:?}"
     );
 
-    let off = tempfile::tempdir().unwrap();
-    let args = [&only[..], &["--knowledge", "false"]].concat();
-    let (output, report) = run_suite(&repo().join("tasks"), &args, off.path()).await;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "the learner failed:\n{stdout}"
-    );
-    let tasks = report["tasks"].as_array().unwrap();
-    assert_eq!(
-        tasks[0]["passed"], true,
-        "the person showed it: {}",
-        tasks[0]
-    );
-    assert_eq!(tasks[1]["passed"], false);
-    assert!(
-        tasks[1]["why"]
-            .as_str()
-            .unwrap()
-            .contains("no retrieved knowledge: no earlier task to follow"),
-        "{}",
-        tasks[1]
-    );
+    a_learner_without_knowledge_fails(&only, "learn-person-zenity-release").await;
 }
 
 /// Issue 31: the chooser tasks (a path typed into GTK's Open and Save As choosers and Enter, in one

@@ -471,7 +471,7 @@ fn the_second_desktop_dials_out_with_the_token_the_agent_enrolls_at_start() {
         "the agent accepts dial-out executors"
     );
     let given = agent
-        .get("UFO_AGENT_ENROLL_EXECUTORS")
+        .get("UFO_AGENT_ENROLL_EXECUTOR")
         .expect("the agent enrolls desk2's token at start");
     let (name, file) = given
         .split(',')
@@ -506,7 +506,7 @@ fn the_second_desktop_dials_out_with_the_token_the_agent_enrolls_at_start() {
     let help = read_help(&workspace_binary("ufo-agent").unwrap(), &[]);
     assert!(
         help.flags.contains("--enroll-executor")
-            && help.envs.contains("UFO_AGENT_ENROLL_EXECUTORS")
+            && help.envs.contains("UFO_AGENT_ENROLL_EXECUTOR")
     );
 }
 

@@ -408,7 +408,7 @@ fn the_dial_out_desktop_and_the_agent_enrolling_it_open_only_files_their_images_
             enrollments.display().to_string(),
         ),
         (
-            "UFO_AGENT_ENROLL_EXECUTORS",
+            "UFO_AGENT_ENROLL_EXECUTOR",
             format!("desk2={}", token.display()),
         ),
     ];

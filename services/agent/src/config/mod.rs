@@ -112,7 +112,7 @@ pub struct DialOutConfig {
     /// enrolled for the dial-out executor NAME in `--executor-enrollments-file` (only its hash stored;
     /// nothing changes when it is enrolled already, and a revoked one stays revoked). A missing file, a
     /// bad name or an empty token stops the start with the reason.
-    #[arg(long = "enroll-executor", env = "UFO_AGENT_ENROLL_EXECUTORS", value_delimiter = ',',
+    #[arg(long = "enroll-executor", env = "UFO_AGENT_ENROLL_EXECUTOR", value_delimiter = ',',
         value_name = "NAME=FILE", value_parser = given_enrollment)]
     pub enroll_executors: Vec<GivenEnrollment>,
 

@@ -306,12 +306,30 @@ impl Drop for Recording {
 struct Listed {
     /// When the listing began.
     taken: Instant,
+    /// When it ended (a listing under way at a press may have seen its window close mid-walk).
+    done: Instant,
     /// The window.
     window: WindowInfo,
     /// Its listed controls.
     controls: Vec<RawNode>,
     /// Where each sits.
     paths: Vec<ControlPath>,
+}
+
+/// The control at `p` in the newest of `kept` begun before `t`. A listing still under way at `t` that
+/// shows nothing there (its window closed during the walk: the click that closes a dialog, made while
+/// the typing before it was being listed) gives way to the one before it; a listing finished before `t`
+/// is the answer, found or not.
+fn before(kept: &[Listed], t: Instant, p: Point) -> Option<(&Listed, usize)> {
+    for l in kept.iter().rev().filter(|l| l.taken <= t) {
+        if let Some(i) = l.at(p) {
+            return Some((l, i));
+        }
+        if l.done <= t {
+            return None;
+        }
+    }
+    None
 }
 
 impl Listed {
@@ -486,6 +504,7 @@ impl Recorder {
         let (controls, paths) = filter_with_paths(&tree, &self.limits.control_types);
         Some(Listed {
             taken,
+            done: Instant::now(),
             window: w.clone(),
             controls,
             paths,
@@ -549,12 +568,17 @@ impl Recorder {
     }
 
     /// The newest listing of window `handle` begun at or before `t` (the oldest kept when none was).
-    fn listed_at(&self, handle: u64, t: Instant) -> Option<&Listed> {
+    /// The control at `p` in the window `handle` as listed before `t` (else in its first listing).
+    fn listed_at(&self, handle: u64, t: Instant, p: Point) -> Option<(&Listed, usize)> {
         let kept = self.listed.get(&handle)?;
-        kept.iter()
-            .rev()
-            .find(|l| l.taken <= t)
-            .or_else(|| kept.first())
+        match before(kept, t, p) {
+            Some(found) => Some(found),
+            None if kept.iter().all(|l| l.taken > t) => {
+                let l = kept.first()?;
+                l.at(p).map(|i| (l, i))
+            }
+            None => None,
+        }
     }
 
     async fn input(&mut self, ev: InputEvent) {
@@ -585,8 +609,7 @@ impl Recorder {
             .windows_at(t)
             .and_then(|(_, active, ws)| window_at(ws, *active, p).cloned());
         if let Some(w) = &window
-            && let Some(l) = self.listed_at(w.handle, t)
-            && let Some(i) = l.at(p)
+            && let Some((l, i)) = self.listed_at(w.handle, t, p)
         {
             let found = l.controls.get(i).cloned().zip(l.entry(i));
             return (Some(l.window.clone()), found, "before");
@@ -594,10 +617,7 @@ impl Recorder {
         // A popup (a menu) is listed under its window but lies outside it: any window listed before.
         let mut best: Option<(u64, &Listed, usize)> = None;
         for kept in self.listed.values() {
-            let Some(l) = kept.iter().rev().find(|l| l.taken <= t) else {
-                continue;
-            };
-            if let Some(i) = l.at(p) {
+            if let Some((l, i)) = before(kept, t, p) {
                 let r = l.controls[i].rect;
                 let area = u64::from(r.width()) * u64::from(r.height());
                 if best.is_none_or(|(a, _, _)| area < a) {
@@ -910,6 +930,7 @@ fn named(n: NamedKey) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::ControlHandle;
     use crate::geometry::Rect;
     use crate::keys::parse_keys;
 
@@ -962,5 +983,51 @@ mod tests {
             unpack(InputFeed::pack(Point { x: -5, y: 7 })),
             Point { x: -5, y: 7 }
         );
+    }
+
+    fn listing(taken: Instant, done: Instant, ok: Option<Rect>) -> Listed {
+        let controls = ok
+            .into_iter()
+            .map(|rect| RawNode {
+                handle: ControlHandle("ok".into()),
+                parent: None,
+                depth: 1,
+                name: "OK".into(),
+                control_type: "Button".into(),
+                rect,
+                enabled: true,
+                visible: true,
+                automation_id: String::new(),
+                value: String::new(),
+            })
+            .collect();
+        Listed {
+            taken,
+            done,
+            window: window(1, Rect::from_xywh(0, 0, 500, 500)),
+            controls,
+            paths: Vec::new(),
+        }
+    }
+
+    /// The click that closes a dialog while the typing before it is being listed: that listing, begun
+    /// before the press and ended after it with the window gone, gives way to the one before it; a
+    /// listing finished before the press is believed, found or not.
+    #[test]
+    fn a_press_during_a_listing_that_lost_its_window_uses_the_listing_before() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let ok = Some(Rect::from_xywh(100, 100, 80, 30));
+        let p = Point { x: 120, y: 110 };
+        let press = at(50);
+        let in_flight = [listing(at(0), at(10), ok), listing(at(40), at(60), None)];
+        let (l, i) = before(&in_flight, press, p).expect("the listing before");
+        assert_eq!((l.taken, l.controls[i].name.as_str()), (at(0), "OK"));
+        let finished = [listing(at(0), at(10), ok), listing(at(20), at(30), None)];
+        assert!(
+            before(&finished, press, p).is_none(),
+            "a finished listing showed nothing there"
+        );
+        assert!(before(&in_flight, at(5), Point { x: 400, y: 400 }).is_none());
     }
 }

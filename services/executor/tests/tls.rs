@@ -100,7 +100,11 @@ async fn tls_client_with_the_ca_and_token_is_served_plaintext_is_not() {
             other => break other.unwrap().into_inner().tools,
         }
     };
-    assert_eq!(tools.len(), 21, "the 20 GUI tools and run_command");
+    assert_eq!(
+        tools.len(),
+        25,
+        "the 20 GUI tools, run_command and the 4 process tools"
+    );
 
     // Over TLS without the token: rejected by the bearer check.
     let channel = Endpoint::from_shared(format!("https://localhost:{}", addr.port()))

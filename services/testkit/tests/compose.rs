@@ -505,8 +505,7 @@ fn the_second_desktop_dials_out_with_the_token_the_agent_enrolls_at_start() {
     // The agent's flag exists (the executor's are checked above with every service's).
     let help = read_help(&workspace_binary("ufo-agent").unwrap(), &[]);
     assert!(
-        help.flags.contains("--enroll-executor")
-            && help.envs.contains("UFO_AGENT_ENROLL_EXECUTOR")
+        help.flags.contains("--enroll-executor") && help.envs.contains("UFO_AGENT_ENROLL_EXECUTOR")
     );
 }
 

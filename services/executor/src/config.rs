@@ -642,24 +642,7 @@ impl Config {
             return Ok(crate::shell::ShellConfig::default());
         }
         for entry in &allow {
-            let path = std::path::Path::new(entry);
-            let bare = path.components().count() == 1 && !path.has_root();
-            if !bare && !path.is_absolute() {
-                return Err(ConfigError::BadShellAllow(
-                    entry.clone(),
-                    "expected a program name or an absolute path",
-                ));
-            }
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_lowercase())
-                .unwrap_or_default();
-            if crate::shell::SHELLS.contains(&stem.as_str()) {
-                return Err(ConfigError::BadShellAllow(
-                    entry.clone(),
-                    "a shell would run any command line",
-                ));
-            }
+            allowed_program(entry).map_err(|why| ConfigError::BadShellAllow(entry.clone(), why))?;
         }
         let Some(dir) = &self.shell_workdir else {
             return Err(ConfigError::ShellNoWorkdir);
@@ -711,24 +694,8 @@ impl Config {
             .filter(|e| !e.is_empty())
             .collect();
         for entry in &allow {
-            let path = std::path::Path::new(entry);
-            let bare = path.components().count() == 1 && !path.has_root();
-            if !bare && !path.is_absolute() {
-                return Err(ConfigError::BadMcpStdioAllow(
-                    entry.clone(),
-                    "expected a program name or an absolute path",
-                ));
-            }
-            let stem = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().to_lowercase())
-                .unwrap_or_default();
-            if crate::shell::SHELLS.contains(&stem.as_str()) {
-                return Err(ConfigError::BadMcpStdioAllow(
-                    entry.clone(),
-                    "a shell would run any command line",
-                ));
-            }
+            allowed_program(entry)
+                .map_err(|why| ConfigError::BadMcpStdioAllow(entry.clone(), why))?;
         }
         for (flag, value) in [
             (
@@ -830,6 +797,24 @@ fn record_seconds(s: &str) -> Result<f64, ValueError> {
     } else {
         Err(ValueError::RecordSecondsOutOfRange)
     }
+}
+
+/// An allow-list entry for programs run without a shell (`--shell-allow`, `--mcp-stdio-allow`): a bare
+/// program name or an absolute path, and never a shell (which would run any command line).
+fn allowed_program(entry: &str) -> Result<(), &'static str> {
+    let path = std::path::Path::new(entry);
+    let bare = path.components().count() == 1 && !path.has_root();
+    if !bare && !path.is_absolute() {
+        return Err("expected a program name or an absolute path");
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    if crate::shell::SHELLS.contains(&stem.as_str()) {
+        return Err("a shell would run any command line");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

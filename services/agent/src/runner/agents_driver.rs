@@ -336,7 +336,19 @@ impl TaskDriver for AgentsDriver {
     async fn next_step(&self, input: StepInput<'_>) -> Result<StepOutput, DriverError> {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,
-            None => self.rebuild(&input).await?,
+            None => {
+                let started = std::time::Instant::now();
+                let built = tracing::Instrument::instrument(
+                    self.rebuild(&input),
+                    tracing::info_span!("agents.build"),
+                )
+                .await?;
+                tracing::debug!(
+                    ms = started.elapsed().as_millis(),
+                    "the task's agents built"
+                );
+                built
+            }
         };
         // The agent active now is the one that acts in this step (a held action's proposer included).
         gate.begin(input.intents.clone(), round.active_name());

@@ -134,8 +134,17 @@ async fn renew_during_reset(
     }
 }
 
-/// A session claimed at a check-in, with the desktop checked out to it (for the claim loop to run).
-pub type Claimed = (Session, Option<Desktop>);
+/// A task claimed (by the claim loop, or at a check-in for the claim loop to run), with the desktop
+/// checked out to it.
+#[derive(Debug)]
+pub struct Claimed {
+    /// The task's session.
+    pub session: Session,
+    /// The desktop checked out to it, if it wants one.
+    pub desktop: Option<Desktop>,
+    /// When the store's answer arrived: a task's start is timed from here (`task.start`).
+    pub at: std::time::Instant,
+}
 
 /// How a runner hands a desktop straight on to the next task that fits it (issue 36): the check-in and
 /// that task's claim are one store call, and the claimed task goes to the claim loop through `sender`.
@@ -225,10 +234,15 @@ async fn hand_over(
                 Some(next) => {
                     span.record("claimed", next.id.as_str());
                     tracing::info!(desktop = %session.desktop, next_task = %next.id, "desktop checked in and handed over");
-                    if let Err(unsent) = handover.sender.send((next, answer.desktop)) {
+                    let claimed = Claimed {
+                        session: next,
+                        desktop: answer.desktop,
+                        at: std::time::Instant::now(),
+                    };
+                    if let Err(unsent) = handover.sender.send(claimed) {
                         // The claim loop ended meanwhile (shutdown): the task's lease lapses and another
                         // replica takes it over with its desktop.
-                        tracing::warn!(task_id = %unsent.0.0.id, "the claim loop has stopped; the handed-over task waits for its lease to lapse");
+                        tracing::warn!(task_id = %unsent.0.session.id, "the claim loop has stopped; the handed-over task waits for its lease to lapse");
                     }
                 }
                 None => tracing::info!(desktop = %session.desktop, "desktop checked in"),

@@ -65,6 +65,8 @@ pub struct TaskRun {
     pub(crate) resetter: Option<super::desktop::Resetter>,
     /// The claim handed the desktop on from a check-out that lapsed: reset it before anything runs.
     pub(crate) reset_first: bool,
+    /// When the claim's answer arrived (the task's start, `task.start`, is timed from here).
+    pub(crate) claimed_at: std::time::Instant,
     /// How many steps the task has recorded so far (the picture after its last step goes with the last).
     pub(crate) recorded_steps: std::sync::atomic::AtomicU64,
     /// Hands the desktop straight on to the next task at the check-in (`None`: `--no-desktop-handover`).
@@ -83,7 +85,9 @@ impl TaskRun {
     /// store.
     pub async fn run(self) -> Outcome {
         let id = self.session.id.clone();
-        let span = info_span!("task", task_id = %id, worker_id = %self.worker_id);
+        // How long the claimed task waited for the claim loop to start it.
+        let queued_ms = ms(self.claimed_at.elapsed());
+        let span = info_span!("task", task_id = %id, worker_id = %self.worker_id, queued_ms);
         async move {
             let signals = Arc::new(Signals::default());
             if self.session.cancel_requested {
@@ -380,11 +384,14 @@ impl TaskRun {
         };
         // The history, the event log and the rounds are independent reads: at once (issue 36: a task
         // handed a desktop starts sooner).
+        let read_started = std::time::Instant::now();
         let (mut history, log, rounds) = tokio::try_join!(
-            self.load(),
-            intent::events_so_far(&self.client, &self.session.id),
-            self.rounds(),
+            self.load().instrument(info_span!("task.history")),
+            intent::events_so_far(&self.client, &self.session.id)
+                .instrument(info_span!("task.event_log")),
+            self.rounds().instrument(info_span!("task.rounds")),
         )?;
+        let read_ms = ms(read_started.elapsed());
         self.recorded_steps.store(
             history.steps.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -437,14 +444,28 @@ impl TaskRun {
                 }
                 return Ok(Outcome::Finished(last_result));
             };
+            let begun = std::time::Instant::now();
             let round = client
                 .begin_round(BeginRoundRequest {
                     session_id: self.session.id.clone(),
                     number: round.number,
                     lease_owner: self.worker_id.clone(),
                 })
+                .instrument(info_span!("round.begin", round = round.number))
                 .await?
                 .into_inner();
+            if first {
+                // Where a task's start went (issue 36's scheduling overhead): from its claim to the
+                // moment its first step is asked for (the agents' set-up and first observation follow,
+                // in the step's span).
+                tracing::info!(
+                    since_claim_ms = ms(self.claimed_at.elapsed()),
+                    read_ms,
+                    begin_round_ms = ms(begun.elapsed()),
+                    round = round.number,
+                    "task started"
+                );
+            }
             // Within a round the board is kept current from what RecordStep returns (and re-read when
             // answers are waited for); each round starts from the stored board.
             if !first {
@@ -935,6 +956,11 @@ impl TaskRun {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A duration in whole milliseconds, for log fields.
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Whether a refused write says another worker holds the task (the session service marks it with

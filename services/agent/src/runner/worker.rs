@@ -5,15 +5,21 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, OptionFuture};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use ufo_proto::v1::ClaimTaskRequest;
 
+use super::desktop::Claimed;
 use super::driver::TaskDriver;
 use super::experience::ExperienceRecorder;
 use super::task::{Outcome, TaskRun};
 use crate::config::RunnerConfig;
 use crate::store::client::SessionClient;
+
+/// What a claim found: a task with the desktop checked out to it, if any.
+type ClaimResult = Result<Option<Claimed>, tonic::Status>;
 
 /// Runs tasks claimed from the session store.
 pub struct Runner {
@@ -105,11 +111,15 @@ impl Runner {
     /// A run of the task `session` claimed with `desktop`.
     fn task_run(
         &self,
-        session: ufo_proto::v1::Session,
-        desktop: Option<&ufo_proto::v1::Desktop>,
+        claimed: Claimed,
         shutdown: &CancellationToken,
         handover: &super::desktop::Handover,
     ) -> TaskRun {
+        let Claimed {
+            session,
+            desktop,
+            at,
+        } = claimed;
         TaskRun {
             client: self.client.clone(),
             watch_client: self.watch_client.clone(),
@@ -121,6 +131,7 @@ impl Runner {
             shutdown: shutdown.clone(),
             resetter: self.resetter.clone(),
             reset_first: desktop.is_some_and(|d| d.needs_reset),
+            claimed_at: at,
             recorded_steps: Default::default(),
             handover: (!self.config.no_desktop_handover).then(|| handover.clone()),
         }
@@ -130,7 +141,10 @@ impl Runner {
     ///
     /// Besides its claim every `--claim-interval-ms` while idle, the loop claims when a task of its own
     /// ends, when the session store signals that a desktop freed up anywhere (`WatchPool`), and it runs
-    /// the tasks its tasks' check-ins claimed for their desktops (the hand-over).
+    /// the tasks its tasks' check-ins claimed for their desktops (the hand-over). One claim is under
+    /// way at a time, polled beside those events (issue 36): a task handed a desktop at a check-in
+    /// starts at once instead of waiting behind a claim that, with every free slot's desktop busy,
+    /// finds nothing.
     pub async fn run(self, shutdown: CancellationToken) {
         tracing::info!(worker_id = %self.worker_id, slots = self.config.slots, "task runner started");
         let mut running: JoinSet<Outcome> = JoinSet::new();
@@ -148,75 +162,84 @@ impl Runner {
             pool_changed.clone(),
             shutdown.clone(),
         ));
+        let mut claiming: Option<BoxFuture<'_, ClaimResult>> = None;
+        // Something happened that a claim may find work for: the start, a task's end, a desktop freed
+        // anywhere, the interval passed, or the last claim found a task (there may be more).
+        let mut wanted = true;
+        // When an idle runner asks again (and a failed registration is retried).
+        let mut next_try = tokio::time::Instant::now();
         while !shutdown.is_cancelled() {
-            let mut claimed_any = false;
             if !registered {
                 match super::desktop::register_declared(&self.client, &self.desktops).await {
                     Ok(()) => registered = true,
                     Err(e) => {
-                        tracing::warn!(error = %e, "cannot register the declared executors as desktops; retrying")
+                        tracing::warn!(error = %e, "cannot register the declared executors as desktops; retrying");
+                        next_try = tokio::time::Instant::now() + idle;
                     }
                 }
             }
-            while registered && running.len() < self.config.slots && !shutdown.is_cancelled() {
-                match self.claim().await {
-                    Ok(Some((session, desktop))) => {
-                        claimed_any = true;
-                        tracing::info!(task_id = %session.id, "task claimed");
-                        running.spawn(
-                            self.task_run(session, desktop.as_ref(), &shutdown, &handover)
-                                .run(),
-                        );
-                    }
-                    Ok(None) => break,
-                    Err(status) => {
-                        tracing::warn!(error = %status, "cannot claim a task");
-                        break;
-                    }
-                }
-            }
-            if claimed_any && running.len() < self.config.slots {
-                continue;
+            if claiming.is_none() && wanted && registered && running.len() < self.config.slots {
+                wanted = false;
+                claiming = Some(self.claim().boxed());
             }
             tokio::select! {
+                biased;
                 () = shutdown.cancelled() => {}
-                Some(_) = running.join_next(), if !running.is_empty() => {}
                 // The task whose check-in claimed it holds the slot until it ends, moments later.
-                Some((session, desktop)) = handed_over.recv() => {
-                    tracing::info!(task_id = %session.id, desktop = %session.desktop, "task claimed at its desktop's check-in");
-                    running.spawn(self.task_run(session, desktop.as_ref(), &shutdown, &handover).run());
+                Some(claimed) = handed_over.recv() => {
+                    tracing::info!(task_id = %claimed.session.id, desktop = %claimed.session.desktop, "task claimed at its desktop's check-in");
+                    running.spawn(self.task_run(claimed, &shutdown, &handover).run());
                 }
-                () = pool_changed.notified(), if running.len() < self.config.slots => {}
-                () = tokio::time::sleep(idle) => {}
+                Some(claimed) = OptionFuture::from(claiming.as_mut()), if claiming.is_some() => {
+                    claiming = None;
+                    match claimed {
+                        Ok(Some(claimed)) => {
+                            tracing::info!(task_id = %claimed.session.id, "task claimed");
+                            running.spawn(self.task_run(claimed, &shutdown, &handover).run());
+                            wanted = true;
+                        }
+                        Ok(None) => next_try = tokio::time::Instant::now() + idle,
+                        Err(status) => {
+                            tracing::warn!(error = %status, "cannot claim a task");
+                            next_try = tokio::time::Instant::now() + idle;
+                        }
+                    }
+                }
+                Some(_) = running.join_next(), if !running.is_empty() => wanted = true,
+                () = pool_changed.notified(), if running.len() < self.config.slots => wanted = true,
+                () = tokio::time::sleep_until(next_try), if claiming.is_none() && !(wanted && registered) => {
+                    wanted = true;
+                }
             }
         }
         tracing::info!(running = running.len(), "task runner draining");
         pool_watch.abort();
+        // A claim under way may have checked a task out to this runner: it runs to its checkpoint like
+        // the others (it sees the shutdown and goes back to the queue with its desktop).
+        if let Some(claim) = claiming.take()
+            && let Ok(Some(claimed)) = claim.await
+        {
+            running.spawn(self.task_run(claimed, &shutdown, &handover).run());
+        }
         // A task claimed at a check-in while shutting down runs to its checkpoint like the others (it
         // sees the shutdown and goes back to the queue with its desktop).
         loop {
             tokio::select! {
-                Some((session, desktop)) = handed_over.recv() => {
-                    running.spawn(self.task_run(session, desktop.as_ref(), &shutdown, &handover).run());
+                Some(claimed) = handed_over.recv() => {
+                    running.spawn(self.task_run(claimed, &shutdown, &handover).run());
                 }
                 joined = running.join_next() => if joined.is_none() { break },
             }
         }
         handed_over.close();
-        while let Ok((session, desktop)) = handed_over.try_recv() {
-            running.spawn(
-                self.task_run(session, desktop.as_ref(), &shutdown, &handover)
-                    .run(),
-            );
+        while let Ok(claimed) = handed_over.try_recv() {
+            running.spawn(self.task_run(claimed, &shutdown, &handover).run());
         }
         while running.join_next().await.is_some() {}
         tracing::info!("task runner stopped");
     }
 
-    async fn claim(
-        &self,
-    ) -> Result<Option<(ufo_proto::v1::Session, Option<ufo_proto::v1::Desktop>)>, tonic::Status>
-    {
+    async fn claim(&self) -> ClaimResult {
         let span = tracing::info_span!("claim_task", worker_id = %self.worker_id);
         let response = tracing::Instrument::instrument(
             self.client.clone().claim_task(ClaimTaskRequest {
@@ -229,6 +252,10 @@ impl Runner {
         )
         .await?
         .into_inner();
-        Ok(response.session.map(|s| (s, response.desktop)))
+        Ok(response.session.map(|session| Claimed {
+            session,
+            desktop: response.desktop,
+            at: std::time::Instant::now(),
+        }))
     }
 }

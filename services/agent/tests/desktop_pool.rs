@@ -497,6 +497,190 @@ async fn a_sleeping_replica_wakes_when_a_desktop_frees_up() {
     session.stop().await;
 }
 
+const CLAIM_TASK: &str = "/ufo.v1.SessionStore/ClaimTask";
+
+/// Holds the runner's `ClaimTask` calls once armed, until released; every other call passes.
+struct ClaimGate {
+    armed: std::sync::atomic::AtomicBool,
+    /// Claims held now.
+    held: std::sync::atomic::AtomicUsize,
+    /// Woken when a claim is held.
+    arrived: Notify,
+    release: tokio::sync::Semaphore,
+}
+
+impl ClaimGate {
+    fn new() -> Self {
+        Self {
+            armed: Default::default(),
+            held: Default::default(),
+            arrived: Notify::new(),
+            release: tokio::sync::Semaphore::new(0),
+        }
+    }
+
+    fn release_all(&self) {
+        self.armed.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.release
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+}
+
+/// A pass-through to the session service applying a [`ClaimGate`] to `ClaimTask`.
+#[derive(Clone)]
+struct ClaimProxy {
+    channel: tonic::transport::Channel,
+    gate: Arc<ClaimGate>,
+}
+
+impl tonic::server::NamedService for ClaimProxy {
+    const NAME: &'static str = "ufo.v1.SessionStore";
+}
+
+impl tower::Service<http::Request<tonic::body::Body>> for ClaimProxy {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+        use std::sync::atomic::Ordering::SeqCst;
+        use tower::ServiceExt as _;
+        let (channel, gate) = (self.channel.clone(), self.gate.clone());
+        Box::pin(async move {
+            if request.uri().path() == CLAIM_TASK && gate.armed.load(SeqCst) {
+                gate.held.fetch_add(1, SeqCst);
+                gate.arrived.notify_one();
+                gate.release.acquire().await.unwrap().forget();
+                gate.held.fetch_sub(1, SeqCst);
+            }
+            Ok(channel
+                .oneshot(request)
+                .await
+                .unwrap_or_else(|e| Status::unavailable(e.to_string()).into_http()))
+        })
+    }
+}
+
+async fn claim_proxy(target: &str, gate: Arc<ClaimGate>) -> String {
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())
+        .unwrap()
+        .connect_lazy();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(ClaimProxy { channel, gate })
+            .serve_with_incoming(incoming),
+    );
+    url
+}
+
+/// A task handed a desktop at its check-in starts while a claim of the same runner is still under way
+/// (issue 36): between the agent and the session service a pass-through holds every `ClaimTask` once
+/// armed. With the first task mid-way on the desktop and the second waiting for it, a claim (a free
+/// runner slot's, finding nothing) is held; the first task then ends, its check-in claims the second
+/// for the desktop, and the second task's first command reaches the desktop before the held claim is
+/// let go. Before, the claim loop waited for the claim under way before it ran the handed-over task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_handed_a_desktop_starts_while_a_claim_is_under_way() {
+    let session = Session::start().await;
+    let gate = Arc::new(ClaimGate::new());
+    let proxy = claim_proxy(&session.url, gate.clone()).await;
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let one = desk("desk", &log, true);
+    let desk_gate = one.gate.clone();
+    let (url, stop) = serve(one).await;
+    let driver = ScriptDriver {
+        desktops: BTreeMap::from([("desk".to_owned(), url.clone())]),
+        ..Default::default()
+    };
+    let executors = format!("desk={url}");
+    let config = agent_config(
+        &proxy,
+        &[
+            "--executors",
+            &executors,
+            "--default-executor",
+            "desk",
+            "--runner-slots",
+            "2",
+            "--claim-interval-ms",
+            "20",
+            // The held claim does not time out while the test looks.
+            "--session-timeout-ms",
+            "600000",
+        ],
+    );
+    let agent = Agent::start(config, Some(Arc::new(driver))).await;
+    let api = Api::new(&agent);
+    let first = api
+        .submit(json!({"request": "steps=2 first", "executor": "desk"}))
+        .await;
+    eventually(30, "the first task's first command", || {
+        let log = log.clone();
+        async move { (!log.lock().unwrap().is_empty()).then_some(()) }
+    })
+    .await;
+    let second = api
+        .submit(json!({"request": "steps=2 second", "executor": "desk"}))
+        .await;
+    eventually(30, "the second task waiting for the desktop", || {
+        let api = &api;
+        let second = second.clone();
+        async move { (api.task(&second).await["waiting_for"]["reason"] == "desktop").then_some(()) }
+    })
+    .await;
+    let arrived = gate.arrived.notified();
+    gate.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    tokio::time::timeout(std::time::Duration::from_secs(30), arrived)
+        .await
+        .expect("the runner claims again within 30 s (claim interval 20 ms)");
+    desk_gate.notify_one();
+    eventually(
+        60,
+        "the second task's first command while a claim is held",
+        || {
+            let log = log.clone();
+            let second = second.clone();
+            async move {
+                let log = log.lock().unwrap();
+                log.iter().any(|(_, task)| *task == second).then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        gate.held.load(std::sync::atomic::Ordering::SeqCst) >= 1,
+        "the claim is still held"
+    );
+    gate.release_all();
+    for id in [&first, &second] {
+        api.wait_status(id, "finished").await;
+    }
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        runs(&log, "desk"),
+        [
+            first.clone(),
+            format!("reset:{first}"),
+            second.clone(),
+            format!("reset:{second}")
+        ],
+        "{log:?}"
+    );
+    agent.stop().await;
+    stop.cancel();
+    session.stop().await;
+}
+
 /// The scheduling overhead of the pool: from a desktop's reset at the end of task N (its check-in
 /// follows) to the first command of task N+1 on it, over 30 tasks queued at once for one desktop,
 /// through the real agent and session service (Postgres). The p50 is printed and bounded.

@@ -124,7 +124,9 @@ impl Executor {
             }
         }
         if settle && !self.limits.settle.timeout.is_zero() {
-            let settling = self.backend.settle(mark, since, &self.limits.settle);
+            let settling = self
+                .backend
+                .settle(mark, since, &self.limits.settle, window);
             // A screen still changing when the wait runs out has changed all the same.
             let _ = tokio::time::timeout_at(until.into(), settling).await;
         }

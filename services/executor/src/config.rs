@@ -298,6 +298,13 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_SETTLE_ANIMATION_HZ", default_value_t = 10.0, value_parser = animation_hz)]
     pub settle_animation_hz: f64,
 
+    /// Let drawing and accessibility events anywhere on the screen hold the settle wait, as before
+    /// issue 37. By default, when a window is selected, only its own drawing (and its application's
+    /// windows, dialogs and menus the action opened) and its application's events count: a caret
+    /// blinking, a clock or another program typing elsewhere never hold an observation.
+    #[arg(long, env = "UFO_EXECUTOR_SETTLE_WHOLE_SCREEN")]
+    pub settle_whole_screen: bool,
+
     /// Do not wait, between two actions (the actions of one batch), for the screen to settle after
     /// the first before sending the second (by default each action waits, within the settle limits
     /// above, as a person would before pressing the next key).

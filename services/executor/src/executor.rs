@@ -81,6 +81,7 @@ impl Default for Limits {
                 quiet: Duration::from_millis(40),
                 first_change: Duration::from_millis(300),
                 animation_hz: 10.0,
+                whole_screen: false,
             },
             settle_between_actions: true,
             action_wait: Duration::from_millis(1_000),
@@ -451,15 +452,22 @@ impl Executor {
         let span = tracing::info_span!(
             "executor.settle",
             waited_ms = tracing::field::Empty,
-            outcome = tracing::field::Empty
+            outcome = tracing::field::Empty,
+            ignored = tracing::field::Empty,
+            scope = if st.selected.is_some() && !self.limits.settle.whole_screen {
+                "window"
+            } else {
+                "screen"
+            }
         );
         let report = self
             .backend
-            .settle(mark, since, &self.limits.settle)
+            .settle(mark, since, &self.limits.settle, st.selected.as_ref())
             .instrument(span.clone())
             .await;
         span.record("waited_ms", report.waited.as_secs_f64() * 1e3);
         span.record("outcome", format!("{:?}", report.outcome));
+        span.record("ignored", report.ignored);
         Some(report)
     }
 }

@@ -279,6 +279,7 @@ async fn serve(
             quiet: Duration::from_millis(config.settle_quiet_ms.into()),
             first_change: Duration::from_millis(config.settle_first_change_ms.into()),
             animation_hz: config.settle_animation_hz,
+            whole_screen: config.settle_whole_screen,
         },
         settle_between_actions: !config.no_settle_between_actions,
         action_wait: Duration::from_millis(config.action_wait_ms.into()),

@@ -37,6 +37,34 @@ impl Desktop {
         Ok((pid, window))
     }
 
+    /// Starts `program`, whose window has no accessible tree (a Tk window), and waits until a window
+    /// titled `title` is listed; returns its pid and window.
+    pub async fn launch_plain(
+        &mut self,
+        backend: &dyn Backend,
+        program: &str,
+        args: &[&str],
+        title: &str,
+    ) -> anyhow::Result<(u32, WindowInfo)> {
+        let child = self
+            .command(program)
+            .args(args)
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?;
+        let pid = child.id();
+        self.children.push(("application", child));
+        let window = crate::desktop::poll("a plain window", || async move {
+            backend
+                .windows()
+                .await
+                .ok()?
+                .into_iter()
+                .find(|w| w.title == title)
+        })
+        .await?;
+        Ok((pid, window))
+    }
+
     /// Waits until process `pid` has a titled top-level window whose accessible tree can be read.
     pub async fn wait_window(&self, backend: &dyn Backend, pid: u32) -> anyhow::Result<WindowInfo> {
         let window = crate::desktop::poll("the application window", || async move {

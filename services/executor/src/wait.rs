@@ -164,7 +164,9 @@ impl Executor {
                     && self.limits.settle_between_actions
                     && !self.limits.settle.timeout.is_zero()
                 {
-                    self.backend.settle(mark, since, &self.limits.settle).await;
+                    self.backend
+                        .settle(mark, since, &self.limits.settle, window)
+                        .await;
                 }
             }
             sent = at;

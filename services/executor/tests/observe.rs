@@ -247,6 +247,117 @@ async fn typing_into_mousepad_twenty_times_is_seen_by_the_next_screenshot_every_
     eprintln!("settle waits: {waited:?}");
 }
 
+/// The busy windows of issue 37, started beside `beside` (not over it): another program typing into its
+/// own GTK text view (a character, an accessibility event and its drawing every `writer_ms`), a caret
+/// blinking every 530 ms and a clock redrawn every second. Returns their windows.
+async fn busy_windows(
+    desk: &mut Desktop,
+    backend: &dyn Backend,
+    beside: &WindowInfo,
+    writer_ms: u32,
+) -> Vec<WindowInfo> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/busy_window.py");
+    let period = writer_ms.to_string();
+    let mut out = Vec::new();
+    for (mode, title, geometry, ms) in [
+        (
+            "writer",
+            "busy writer",
+            ["1480", "40", "400", "300"],
+            period.as_str(),
+        ),
+        ("blink", "busy caret", ["1480", "400", "400", "60"], "530"),
+        ("clock", "busy clock", ["1480", "520", "400", "40"], "1000"),
+    ] {
+        let mut args = vec![script, mode, title];
+        args.extend(geometry);
+        args.push(ms);
+        let (_pid, w) = desk
+            .launch_plain(backend, "/usr/bin/python3", &args, title)
+            .await
+            .unwrap_or_else(|e| panic!("{title} starts (install python3-tk, python3-gi): {e:#}"));
+        // Frames included (a title bar is ~30 px): the busy windows must not cover the acted one.
+        let grown = ufo_executor::geometry::Rect {
+            left: beside.rect.left - 40,
+            top: beside.rect.top - 40,
+            right: beside.rect.right + 40,
+            bottom: beside.rect.bottom + 40,
+        };
+        assert!(
+            grown.intersect(&w.rect).is_empty(),
+            "{title} at {:?} overlaps {} at {:?}",
+            w.rect,
+            beside.title,
+            beside.rect
+        );
+        out.push(w);
+    }
+    out
+}
+
+/// Issue 37: a real desktop always draws somewhere. With another program typing into its own window
+/// (a character every 10 ms: its accessibility events and drawing never leave the screen quiet for the
+/// 40 ms quiet time), a caret blinking and a clock in other windows, the observation after typing into
+/// mousepad settles on mousepad: SETTLED every time (the whole-screen wait before issue 37 ran to its
+/// timeout), the other windows' activity counted as ignored, the typed text on the screenshot. The
+/// whole-screen wait (`--settle-whole-screen`) is shown at the end for contrast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drawing_in_other_windows_does_not_hold_the_observation() {
+    let mut desk = Desktop::start(1920, 1080).await.unwrap();
+    let backend: Arc<dyn Backend> = Arc::new(desk.backend().await.unwrap());
+    let exec = executor(backend.clone(), &desk);
+    let (_pid, mp) = desk
+        .launch(backend.as_ref(), "mousepad", &[])
+        .await
+        .unwrap();
+    busy_windows(&mut desk, backend.as_ref(), &mp, 10).await;
+    select(&exec, &mp).await;
+    let mut before = ok(&exec, "capture_window_screenshot", json!({}))
+        .await
+        .output
+        .images[0]
+        .data
+        .clone();
+    let mut waits = Vec::new();
+    for i in 0..10 {
+        ok(&exec, "keyboard_input", json!({"keys": format!("b{i} ")})).await;
+        let shot = ok(&exec, "capture_window_screenshot", json!({})).await;
+        let settle = shot.settle.expect("the observation after typing settles");
+        assert_eq!(
+            settle.outcome,
+            SettleOutcome::Settled,
+            "round {i}: {settle:?}"
+        );
+        assert!(
+            settle.ignored > 0,
+            "round {i}: the other windows drew meanwhile and were ignored: {settle:?}"
+        );
+        let now = shot.output.images[0].data.clone();
+        let changed = changed_pixels(&before, &now);
+        assert!(
+            changed > CARET_PIXELS,
+            "round {i}: only {changed} pixels changed after typing"
+        );
+        before = now;
+        waits.push(settle.waited);
+    }
+    let want: String = (0..10).map(|i| format!("b{i} ")).collect();
+    assert_eq!(document_text(&exec).await, want);
+    eprintln!("settle waits on the window: {waits:?}");
+
+    let mut limits = Limits::default();
+    limits.settle.whole_screen = true;
+    let whole = Executor::new(backend.clone(), limits, Vec::new());
+    select(&whole, &mp).await;
+    ok(&whole, "keyboard_input", json!({"keys": "x"})).await;
+    let settle = ok(&whole, "capture_window_screenshot", json!({}))
+        .await
+        .settle
+        .expect("settles");
+    eprintln!("the same wait over the whole screen: {settle:?}");
+    assert_eq!(settle.ignored, 0, "{settle:?}");
+}
+
 /// gtk3-widget-factory draws spinners all the time: the observation after a click settles once the click's
 /// drawing is done, the spinners recognised as animations (with detection off it waits for them: the whole
 /// timeout when the machine is idle).

@@ -210,6 +210,9 @@ pub struct SettleOptions {
     /// Drawing repeated in one place at least this often (per second), steadily, is an animation and
     /// not waited for (0: every drawing is waited for).
     pub animation_hz: f64,
+    /// Wait for the whole screen even when a window is selected (by default only the selected
+    /// window, its application's windows and the windows and popups the action opened count).
+    pub whole_screen: bool,
 }
 
 /// How a wait for a settled screen ended.
@@ -238,6 +241,9 @@ pub struct SettleReport {
     pub events: u32,
     /// Places recognised as animations and not waited for.
     pub animations: u32,
+    /// Drawings and accessibility events after the action outside the observed window (other
+    /// windows, other applications), not waited for.
+    pub ignored: u32,
 }
 
 impl SettleReport {
@@ -249,6 +255,7 @@ impl SettleReport {
             draws: 0,
             events: 0,
             animations: 0,
+            ignored: 0,
         }
     }
 }
@@ -528,9 +535,18 @@ pub trait Backend: Send + Sync {
         None
     }
     /// Waits until the screen changed after `mark` (read at `since`) and then stayed unchanged, within
-    /// `opts`; never a fixed sleep.
-    async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
-        let _ = (mark, since, opts);
+    /// `opts`; never a fixed sleep. With `window` (the selected one) and without
+    /// [`SettleOptions::whole_screen`], only what concerns that window counts: drawing on it, on its
+    /// application's other windows and on windows the action opened, and its application's
+    /// accessibility events.
+    async fn settle(
+        &self,
+        mark: u64,
+        since: Instant,
+        opts: &SettleOptions,
+        window: Option<&WindowInfo>,
+    ) -> SettleReport {
+        let _ = (mark, since, opts, window);
         SettleReport::unsupported()
     }
     /// Starts capturing what a person does with the mouse and keyboard (`record_input`): button

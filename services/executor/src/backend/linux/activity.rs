@@ -10,6 +10,12 @@
 //!    times);
 //! 3. bounded by the timeout.
 //!
+//! With a [`Scope`] (the selected window's rectangles and its application's bus name), drawing and
+//! events elsewhere are ignored (counted, not waited for): a caret blinking in another window, a clock,
+//! another program typing never hold the wait. Windows mapped, unmapped or moved after the mark (a
+//! dialog, a menu the action opened) and the popups on screen (menus are override-redirect windows)
+//! join the scope, as the window watcher ([`super::damage`]) reports them.
+//!
 //! Drawing that repeats in one rectangle at a steady rhythm of at least `animation_hz` for at least
 //! [`ANIMATION_PERIODS`] periods (a spinner, a pulsing progress bar) is an animation: it is not waited
 //! for, before or after the action, and the report counts the animated rectangles. Nothing here sleeps
@@ -29,6 +35,8 @@ const HISTORY: Duration = Duration::from_secs(3);
 const MAX_DRAWS: usize = 4096;
 /// Most accessibility events remembered.
 const MAX_EVENTS: usize = 1024;
+/// Most window changes (maps, unmaps, moves) remembered.
+const MAX_SHOWN: usize = 256;
 /// Most separate drawn rectangles [`Activity::changes`] reports.
 pub const MAX_CHANGED_AREAS: usize = 32;
 /// A rectangle redrawn steadily for this many periods of `animation_hz` is an animation.
@@ -53,11 +61,33 @@ struct Event {
     kind: &'static str,
 }
 
+/// A top-level window mapped, unmapped, moved or restacked: the places it covered and covers.
+#[derive(Debug)]
+struct Shown {
+    seq: u64,
+    at: Instant,
+    areas: Vec<Area>,
+}
+
 #[derive(Debug, Default)]
 struct Log {
     seq: u64,
     draws: VecDeque<Draw>,
     events: VecDeque<Event>,
+    shown: VecDeque<Shown>,
+    /// The override-redirect windows (menus, popups, tooltips) on screen now.
+    popups: Vec<Area>,
+}
+
+/// What an observation waits for: drawing that touches `areas` (the selected window and its
+/// application's other windows, frames included) and accessibility events of `app` (its bus name;
+/// `None`: every application's). Windows changed after the mark and the popups on screen are added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Rectangles in root-window pixels.
+    pub areas: Vec<Area>,
+    /// The application's accessibility bus name.
+    pub app: Option<String>,
 }
 
 impl Log {
@@ -77,6 +107,14 @@ impl Log {
             || self.events.len() > MAX_EVENTS
         {
             self.events.pop_front();
+        }
+        while self
+            .shown
+            .front()
+            .is_some_and(|w| now.duration_since(w.at) > HISTORY)
+            || self.shown.len() > MAX_SHOWN
+        {
+            self.shown.pop_front();
         }
     }
 }
@@ -109,6 +147,8 @@ struct Since {
     draws: u32,
     /// Rectangles recognised as animations.
     animations: u32,
+    /// Drawings and events after the mark outside the scope (not waited for).
+    ignored: u32,
 }
 
 impl Activity {
@@ -131,6 +171,26 @@ impl Activity {
                 at: now,
                 areas,
             });
+            log.forget(now);
+            seq
+        };
+        self.tx.send_replace(seq);
+    }
+
+    /// Records top-level windows mapped, unmapped, moved or restacked (`areas`: where they were and
+    /// are), and the override-redirect windows on screen now (`popups`).
+    pub fn windows_changed(&self, areas: Vec<Area>, popups: Vec<Area>) {
+        let now = Instant::now();
+        let seq = {
+            let mut log = self.lock();
+            log.seq += 1;
+            let seq = log.seq;
+            log.shown.push_back(Shown {
+                seq,
+                at: now,
+                areas,
+            });
+            log.popups = popups;
             log.forget(now);
             seq
         };
@@ -180,21 +240,43 @@ impl Activity {
         }
     }
 
-    fn since(&self, mark: u64, now: Instant, hz: f64) -> Since {
+    fn since(&self, mark: u64, now: Instant, hz: f64, scope: Option<&Scope>) -> Since {
         let log = self.lock();
         let animated = animated_areas(log.draws.iter().map(|d| (d.at, &d.areas[..])), now, hz);
         let mut s = Since {
             animations: animated.len() as u32,
             ..Since::default()
         };
+        // The places that matter: the scope's, the popups on screen, the windows changed since.
+        let region: Option<Vec<Area>> = scope.map(|sc| {
+            let mut r = sc.areas.clone();
+            r.extend_from_slice(&log.popups);
+            for w in log.shown.iter().filter(|w| w.seq > mark) {
+                r.extend_from_slice(&w.areas);
+            }
+            r
+        });
         for d in log.draws.iter().filter(|d| d.seq > mark) {
+            let inside = match &region {
+                None => true,
+                Some(r) => d.areas.is_empty() || d.areas.iter().any(|a| touches(a, r)),
+            };
+            if !inside {
+                s.ignored += 1;
+                continue;
+            }
             s.draws += 1;
             let real = d.areas.is_empty() || d.areas.iter().any(|a| !covered(a, &animated));
             if real {
                 s.last_draw = Some(d.at);
             }
         }
+        let app = scope.and_then(|sc| sc.app.as_deref());
         for e in log.events.iter().filter(|e| e.seq > mark) {
+            if app.is_some_and(|a| !e.app.is_empty() && e.app != a) {
+                s.ignored += 1;
+                continue;
+            }
             s.events += 1;
             s.last_event = Some(e.at);
         }
@@ -238,8 +320,15 @@ impl Activity {
         (events, drawn)
     }
 
-    /// Waits until the screen changed after `mark` (read at `since`) and then settled, within `opts`.
-    pub async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
+    /// Waits until the screen changed after `mark` (read at `since`) and then settled, within `opts`;
+    /// with a `scope`, only what happens there counts (see [`Scope`]).
+    pub async fn settle(
+        &self,
+        mark: u64,
+        since: Instant,
+        opts: &SettleOptions,
+        scope: Option<&Scope>,
+    ) -> SettleReport {
         let start = Instant::now();
         let deadline = start + opts.timeout;
         let first_by = (since + opts.first_change).min(deadline);
@@ -247,13 +336,14 @@ impl Activity {
         loop {
             rx.borrow_and_update();
             let now = Instant::now();
-            let s = self.since(mark, now, opts.animation_hz);
+            let s = self.since(mark, now, opts.animation_hz, scope);
             let report = |outcome| SettleReport {
                 outcome,
                 waited: start.elapsed(),
                 draws: s.draws,
                 events: s.events,
                 animations: s.animations,
+                ignored: s.ignored,
             };
             let wake = match (s.last_draw, s.last_event) {
                 (None, None) => {
@@ -315,6 +405,22 @@ fn covered(a: &Area, areas: &[Area]) -> bool {
             && ay >= by
             && ax + i32::from(a.2) <= bx + i32::from(b.2)
             && ay + i32::from(a.3) <= by + i32::from(b.3)
+    })
+}
+
+/// Whether `a` overlaps one of `areas` (by at least one pixel).
+fn touches(a: &Area, areas: &[Area]) -> bool {
+    areas.iter().any(|b| {
+        let (ax, ay, bx, by) = (
+            i32::from(a.0),
+            i32::from(a.1),
+            i32::from(b.0),
+            i32::from(b.1),
+        );
+        ax < bx + i32::from(b.2)
+            && bx < ax + i32::from(a.2)
+            && ay < by + i32::from(b.3)
+            && by < ay + i32::from(a.3)
     })
 }
 
@@ -424,6 +530,7 @@ mod tests {
             quiet: Duration::from_millis(40),
             first_change: Duration::from_millis(300),
             animation_hz: 10.0,
+            whole_screen: false,
         }
     }
 
@@ -483,12 +590,12 @@ mod tests {
             })
         };
         // Let the spinner be seen for longer than ANIMATION_PERIODS periods before the action.
-        while activity.since(0, Instant::now(), 10.0).animations == 0 {
+        while activity.since(0, Instant::now(), 10.0, None).animations == 0 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let (mark, since) = (activity.mark(), Instant::now());
         activity.drawn(vec![TEXT]);
-        let r = activity.settle(mark, since, &opts()).await;
+        let r = activity.settle(mark, since, &opts(), None).await;
         assert_eq!(r.outcome, SettleOutcome::Settled, "{r:?}");
         assert!(r.waited < Duration::from_millis(500), "{r:?}");
         assert_eq!(r.animations, 1);
@@ -496,7 +603,7 @@ mod tests {
 
         // Nothing but the spinner: no change.
         let (mark, since) = (activity.mark(), Instant::now());
-        let r = activity.settle(mark, since, &opts()).await;
+        let r = activity.settle(mark, since, &opts(), None).await;
         assert_eq!(r.outcome, SettleOutcome::NoChange, "{r:?}");
 
         // An accessibility event, then its redraw 150 ms later: the wait covers the redraw.
@@ -509,12 +616,99 @@ mod tests {
                 activity.drawn(vec![TEXT]);
             })
         };
-        let r = activity.settle(mark, since, &opts()).await;
+        let r = activity.settle(mark, since, &opts(), None).await;
         later.join().unwrap();
         assert_eq!(r.outcome, SettleOutcome::Settled, "{r:?}");
         assert!(r.waited >= Duration::from_millis(150), "{r:?}");
         assert_eq!(r.events, 1);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         spinner.join().unwrap();
+    }
+
+    const WINDOW: Area = (0, 0, 800, 600);
+    const OTHER: Area = (1000, 0, 400, 300);
+
+    #[test]
+    fn drawing_and_events_outside_the_scope_are_ignored_and_new_windows_join_it() {
+        let activity = Activity::default();
+        let scope = Scope {
+            areas: vec![WINDOW],
+            app: Some(":1.5".into()),
+        };
+        let mark = activity.mark();
+        // Another window draws and another application speaks: nothing for the scope.
+        activity.drawn(vec![(1010, 10, 8, 16)]);
+        activity.event_from(":1.9".into(), "text-changed");
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert_eq!(
+            (s.last_draw, s.last_event, s.draws, s.ignored),
+            (None, None, 0, 2)
+        );
+        // The whole screen sees both.
+        let all = activity.since(mark, Instant::now(), 10.0, None);
+        assert!(
+            all.last_draw.is_some() && all.last_event.is_some(),
+            "{all:?}"
+        );
+        assert_eq!(all.ignored, 0);
+        // A drawing touching the window counts, so does its application's event.
+        activity.drawn(vec![(790, 590, 30, 30)]);
+        activity.event_from(":1.5".into(), "text-changed");
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert!(s.last_draw.is_some() && s.last_event.is_some(), "{s:?}");
+        assert_eq!((s.draws, s.events, s.ignored), (1, 1, 2));
+
+        // A dialog mapped after the mark over the other window: its drawing counts from then on.
+        let mark = activity.mark();
+        activity.drawn(vec![(1010, 10, 8, 16)]);
+        activity.windows_changed(vec![OTHER], Vec::new());
+        activity.drawn(vec![(1010, 30, 8, 16)]);
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert_eq!((s.draws, s.ignored), (2, 0), "{s:?}");
+        // Not for an action after it (the dialog has no part in the scope then) unless it is a popup.
+        let mark = activity.mark();
+        activity.drawn(vec![(1010, 10, 8, 16)]);
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert_eq!((s.draws, s.ignored), (0, 1), "{s:?}");
+        activity.windows_changed(Vec::new(), vec![OTHER]);
+        let mark = activity.mark();
+        activity.drawn(vec![(1010, 10, 8, 16)]);
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert_eq!((s.draws, s.ignored), (1, 0), "{s:?}");
+    }
+
+    /// Another program "typing" (drawing every few milliseconds at a moving place, never quiet and never
+    /// an animation) holds a whole-screen wait to its timeout; a scoped wait settles on the window.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_typist_elsewhere_does_not_hold_a_scoped_wait() {
+        let activity = std::sync::Arc::new(Activity::default());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let typist = {
+            let (activity, stop) = (activity.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0i16;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    activity.drawn(vec![(1000 + (i % 40) * 9, 20 * (i / 40 % 10), 9, 18)]);
+                    i = i.wrapping_add(1).rem_euclid(400);
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            })
+        };
+        let scope = Scope {
+            areas: vec![WINDOW],
+            app: None,
+        };
+        let (mark, since) = (activity.mark(), Instant::now());
+        activity.drawn(vec![TEXT]);
+        let r = activity.settle(mark, since, &opts(), Some(&scope)).await;
+        assert_eq!(r.outcome, SettleOutcome::Settled, "{r:?}");
+        assert!(r.ignored > 0, "the typist was seen and ignored: {r:?}");
+        assert_eq!(r.draws, 1, "{r:?}");
+        // Nothing in the window: no change, whatever the typist does.
+        let (mark, since) = (activity.mark(), Instant::now());
+        let r = activity.settle(mark, since, &opts(), Some(&scope)).await;
+        assert_eq!(r.outcome, SettleOutcome::NoChange, "{r:?}");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        typist.join().unwrap();
     }
 }

@@ -2,17 +2,119 @@
 //! connection holds a DAMAGE object on the root window (without a compositor, drawing into any window
 //! damages the root) and records every batch of drawing with its rectangles. Nothing here sleeps a
 //! fixed time: the thread waits on the connection, waking only to check whether it should stop.
+//!
+//! The same connection follows the root window's children (the window manager's frames and the
+//! override-redirect menus and popups): each map, unmap, move or restack is recorded with where the
+//! window was and is, so a settle wait scoped to the selected window also watches the dialogs and
+//! menus an action opens.
 
 use std::os::fd::AsRawFd as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::collections::HashMap;
 use x11rb::connection::Connection as _;
 use x11rb::protocol::Event;
 use x11rb::protocol::damage::{ConnectionExt as _, ReportLevel};
+
 use x11rb::protocol::xfixes::ConnectionExt as _;
+use x11rb::protocol::xproto::{
+    ChangeWindowAttributesAux, ConnectionExt as _, EventMask, MapState, Window,
+};
 
 use super::activity::{Activity, Area};
+
+/// A child of the root window: where it is, whether it bypasses the window manager (menus, popups,
+/// tooltips) and whether it is mapped.
+#[derive(Debug, Clone, Copy)]
+struct Top {
+    area: Area,
+    override_redirect: bool,
+    mapped: bool,
+}
+
+/// The root window's children, followed through SubstructureNotify events.
+#[derive(Debug, Default)]
+struct Tops(HashMap<Window, Top>);
+
+impl Tops {
+    /// The children now (one query at start; events keep it current afterwards).
+    fn read(conn: &impl x11rb::connection::Connection, root: Window) -> Option<Self> {
+        let tree = conn.query_tree(root).ok()?.reply().ok()?;
+        let mut tops = HashMap::new();
+        for w in tree.children {
+            let attrs = conn
+                .get_window_attributes(w)
+                .ok()
+                .and_then(|c| c.reply().ok());
+            let geo = conn.get_geometry(w).ok().and_then(|c| c.reply().ok());
+            if let (Some(a), Some(g)) = (attrs, geo) {
+                tops.insert(
+                    w,
+                    Top {
+                        area: (g.x, g.y, g.width, g.height),
+                        override_redirect: a.override_redirect,
+                        mapped: a.map_state != MapState::UNMAPPED,
+                    },
+                );
+            }
+        }
+        Some(Self(tops))
+    }
+
+    /// The mapped override-redirect windows.
+    fn popups(&self) -> Vec<Area> {
+        self.0
+            .values()
+            .filter(|t| t.mapped && t.override_redirect)
+            .map(|t| t.area)
+            .collect()
+    }
+
+    /// Applies one event; the places it concerns when it changed something visible.
+    fn apply(&mut self, root: Window, event: &Event) -> Option<Vec<Area>> {
+        match event {
+            Event::CreateNotify(e) if e.parent == root => {
+                self.0.insert(
+                    e.window,
+                    Top {
+                        area: (e.x, e.y, e.width, e.height),
+                        override_redirect: e.override_redirect,
+                        mapped: false,
+                    },
+                );
+                None
+            }
+            Event::MapNotify(e) if e.event == root => {
+                let t = self.0.entry(e.window).or_insert(Top {
+                    area: (0, 0, 0, 0),
+                    override_redirect: e.override_redirect,
+                    mapped: false,
+                });
+                t.mapped = true;
+                t.override_redirect = e.override_redirect;
+                Some(vec![t.area])
+            }
+            Event::UnmapNotify(e) if e.event == root => {
+                let t = self.0.get_mut(&e.window)?;
+                t.mapped = false;
+                Some(vec![t.area])
+            }
+            Event::ConfigureNotify(e) if e.event == root => {
+                let t = self.0.get_mut(&e.window)?;
+                let before = t.area;
+                t.area = (e.x, e.y, e.width, e.height);
+                t.override_redirect = e.override_redirect;
+                t.mapped.then(|| vec![before, t.area])
+            }
+            Event::DestroyNotify(e) if e.event == root => {
+                let t = self.0.remove(&e.window)?;
+                t.mapped.then(|| vec![t.area])
+            }
+            _ => None,
+        }
+    }
+}
 
 /// How often the watcher thread checks whether it should stop while no event arrives.
 const STOP_CHECK_MS: i32 = 250;
@@ -45,6 +147,22 @@ impl Damage {
         // Each batch's damage is moved into this region and read back as rectangles.
         let parts = conn.generate_id().ok()?;
         conn.xfixes_create_region(parts, &[]).ok()?.check().ok()?;
+        // The top-level windows: followed from here on (a failure only leaves settle waits without
+        // them: the selected window's own rectangles still count).
+        let followed = conn
+            .change_window_attributes(
+                root,
+                &ChangeWindowAttributesAux::new().event_mask(EventMask::SUBSTRUCTURE_NOTIFY),
+            )
+            .ok()
+            .and_then(|c| c.check().ok())
+            .is_some();
+        let mut tops = if followed {
+            Tops::read(&conn, root).unwrap_or_default()
+        } else {
+            Tops::default()
+        };
+        activity.windows_changed(Vec::new(), tops.popups());
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         std::thread::Builder::new()
@@ -56,7 +174,11 @@ impl Damage {
                     loop {
                         match conn.poll_for_event() {
                             Ok(Some(Event::DamageNotify(_))) => seen = true,
-                            Ok(Some(_)) => {}
+                            Ok(Some(e)) => {
+                                if let Some(areas) = tops.apply(root, &e) {
+                                    activity.windows_changed(areas, tops.popups());
+                                }
+                            }
                             Ok(None) => break,
                             Err(_) => return,
                         }

@@ -75,6 +75,48 @@ impl LinuxBackend {
         })
     }
 
+    /// What a settle wait for `window` watches: the frames of its application's windows where they
+    /// are now (where it was when selected if it is no longer listed) and its application's
+    /// accessibility events.
+    async fn scope_of(&self, window: &WindowInfo) -> activity::Scope {
+        let listed = self.x.windows().unwrap_or_default();
+        let mut rects: Vec<Rect> = listed
+            .iter()
+            .filter(|o| o.handle == window.handle || (window.pid.is_some() && o.pid == window.pid))
+            .map(|o| self.x.frame_rect(o))
+            .collect();
+        if !listed.iter().any(|o| o.handle == window.handle) {
+            rects.push(window.rect);
+        }
+        let area = |r: Rect| -> activity::Area {
+            let clamp16 =
+                |v: i32| i16::try_from(v.clamp(i16::MIN.into(), i16::MAX.into())).unwrap_or(0);
+            (
+                clamp16(r.left),
+                clamp16(r.top),
+                u16::try_from(r.width()).unwrap_or(u16::MAX),
+                u16::try_from(r.height()).unwrap_or(u16::MAX),
+            )
+        };
+        // Known once the window's controls were listed; asked of the registry otherwise. An
+        // application without accessibility: every application's events count.
+        let app = match window.pid {
+            Some(pid) => match self.a11y.app_of_pid(pid) {
+                Some(app) => Some(app),
+                None => self.a11y.app_for_pid(pid).await.ok(),
+            },
+            None => None,
+        };
+        activity::Scope {
+            areas: rects
+                .into_iter()
+                .filter(|r| !r.is_empty())
+                .map(area)
+                .collect(),
+            app,
+        }
+    }
+
     /// The AT-SPI side (tests observe state changes through it).
     pub fn a11y(&self) -> &atspi::Atspi {
         &self.a11y
@@ -339,11 +381,23 @@ impl Backend for LinuxBackend {
         })
     }
 
-    async fn settle(&self, mark: u64, since: Instant, opts: &SettleOptions) -> SettleReport {
-        match &self.damage {
-            Some(_) => self.activity.settle(mark, since, opts).await,
-            None => SettleReport::unsupported(),
+    async fn settle(
+        &self,
+        mark: u64,
+        since: Instant,
+        opts: &SettleOptions,
+        window: Option<&WindowInfo>,
+    ) -> SettleReport {
+        if self.damage.is_none() {
+            return SettleReport::unsupported();
         }
+        let scope = match window {
+            Some(w) if !opts.whole_screen => Some(self.scope_of(w).await),
+            _ => None,
+        };
+        self.activity
+            .settle(mark, since, opts, scope.as_ref())
+            .await
     }
 
     async fn capture_input(&self) -> BackendResult<InputFeed> {

@@ -34,6 +34,7 @@ x11rb::atom_manager! {
         _NET_WM_WINDOW_TYPE,
         _NET_WM_WINDOW_TYPE_NORMAL,
         _NET_WM_WINDOW_TYPE_DIALOG,
+        _NET_FRAME_EXTENTS,
         UTF8_STRING,
     }
 }
@@ -315,6 +316,27 @@ impl X11 {
             });
         }
         Ok(out)
+    }
+
+    /// `window`'s place with the window manager's frame around it (`_NET_FRAME_EXTENTS`: the title
+    /// bar a focus change or a new title redraws); its own rectangle when the manager says nothing.
+    pub fn frame_rect(&self, window: &WindowInfo) -> Rect {
+        let Ok(w) = u32::try_from(window.handle) else {
+            return window.rect;
+        };
+        let r = window.rect;
+        match self.prop_u32s(w, self.atoms._NET_FRAME_EXTENTS, AtomEnum::CARDINAL)[..] {
+            [left, right, top, bottom] => {
+                let grow = |v: u32| i32::try_from(v).unwrap_or(0);
+                Rect {
+                    left: r.left.saturating_sub(grow(left)),
+                    top: r.top.saturating_sub(grow(top)),
+                    right: r.right.saturating_add(grow(right)),
+                    bottom: r.bottom.saturating_add(grow(bottom)),
+                }
+            }
+            _ => r,
+        }
     }
 
     /// The window manager's client windows that are application windows (normal or dialog).

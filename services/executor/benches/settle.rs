@@ -13,7 +13,8 @@
 //! per action and side, p50 / p90 / max of the wait, the TIMEOUT count and the p50 ratio.
 //!
 //! Run: `cargo bench -p ufo-executor --bench settle` (release; `--profile dev` for a debug build;
-//! `UFO_SETTLE_BENCH_RUNS` turns per action, default 30).
+//! `UFO_SETTLE_BENCH_RUNS` turns per action, default 30; `UFO_SETTLE_BENCH_VERBOSE=1` prints every
+//! settle report).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 /// How often the other program "types", in milliseconds (faster than the 40 ms quiet time).
@@ -40,6 +41,8 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
+    // Every observation's settle report on stderr.
+    let verbose = std::env::var_os("UFO_SETTLE_BENCH_VERBOSE").is_some();
 
     let mut desk = Desktop::start(1920, 1080).await.unwrap();
     let backend = Arc::new(desk.backend().await.unwrap());
@@ -144,6 +147,9 @@ async fn main() {
                 let settle = shot
                     .settle
                     .expect("the observation after an action settles");
+                if verbose {
+                    eprintln!("{action} | {}: {settle:?}", names[side]);
+                }
                 waits[side].push(settle.waited.as_secs_f64() * 1e3);
                 ignored[side].push(f64::from(settle.ignored));
                 if settle.outcome == SettleOutcome::Timeout {

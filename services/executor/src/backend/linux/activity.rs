@@ -256,17 +256,19 @@ impl Activity {
             }
             r
         });
+        // One batch of drawing may hold rectangles of several windows (the watcher reads what was
+        // drawn since its last read): each rectangle is judged on its own.
+        let in_scope = |a: &Area| region.as_ref().is_none_or(|r| touches(a, r));
         for d in log.draws.iter().filter(|d| d.seq > mark) {
-            let inside = match &region {
-                None => true,
-                Some(r) => d.areas.is_empty() || d.areas.iter().any(|a| touches(a, r)),
-            };
-            if !inside {
+            if !d.areas.is_empty() && !d.areas.iter().any(in_scope) {
                 s.ignored += 1;
                 continue;
             }
             s.draws += 1;
-            let real = d.areas.is_empty() || d.areas.iter().any(|a| !covered(a, &animated));
+            let real = d.areas.is_empty()
+                || d.areas
+                    .iter()
+                    .any(|a| in_scope(a) && !covered(a, &animated));
             if real {
                 s.last_draw = Some(d.at);
             }
@@ -708,7 +710,28 @@ mod tests {
         let (mark, since) = (activity.mark(), Instant::now());
         let r = activity.settle(mark, since, &opts(), Some(&scope)).await;
         assert_eq!(r.outcome, SettleOutcome::NoChange, "{r:?}");
+
+        // A spinner in the window: a batch of drawing holding a spinner frame and the typist's glyph
+        // (read together by the watcher) is not a change of the window.
+        let spinner = {
+            let (activity, stop) = (activity.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    activity.drawn(vec![SPINNER]);
+                    std::thread::sleep(Duration::from_millis(16));
+                }
+            })
+        };
+        while activity.since(0, Instant::now(), 10.0, None).animations == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mark = activity.mark();
+        activity.drawn(vec![SPINNER, (1010, 10, 8, 16)]);
+        let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));
+        assert_eq!(s.last_draw, None, "{s:?}");
+        assert!(s.draws >= 1, "{s:?}");
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         typist.join().unwrap();
+        spinner.join().unwrap();
     }
 }

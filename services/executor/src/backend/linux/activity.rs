@@ -431,6 +431,16 @@ fn touches(a: &Area, areas: &[Area]) -> bool {
 /// with a few pixels' wobble, or only part of it.
 const SAME_PLACE: f64 = 0.8;
 
+/// A drawing that encloses a place and is at most this many times its size redraws that place with a
+/// margin (GTK draws one bounding box of a frame's invalid regions: a spinner and the check box beside
+/// it that just changed): it keeps the place's rhythm. A larger one (the whole window) does not.
+const AROUND_PLACE: f64 = 2.0;
+
+/// Whether `a` encloses `place` and is at most [`AROUND_PLACE`] times its size.
+fn around(a: &Area, place: &Area) -> bool {
+    covered(place, std::slice::from_ref(a)) && area_px(a) <= AROUND_PLACE * area_px(place)
+}
+
 fn area_px(a: &Area) -> f64 {
     f64::from(a.2) * f64::from(a.3)
 }
@@ -483,10 +493,11 @@ fn animated_areas<'a>(
     let mut places: Vec<Place> = Vec::new();
     for (at, areas) in draws {
         for a in areas {
-            // Inside a place counts as that place (a frame that redraws only part of it).
+            // Inside a place counts as that place (a frame that redraws only part of it), and so does
+            // a frame that redraws it with a margin.
             match places
                 .iter_mut()
-                .find(|p| same_place(&p.area, a) || covered(a, &[p.area]))
+                .find(|p| same_place(&p.area, a) || covered(a, &[p.area]) || around(a, &p.area))
             {
                 Some(p) => {
                     // A missed frame or two (a busy machine) does not break the rhythm.
@@ -572,6 +583,19 @@ mod tests {
             animated_areas(part.iter().map(|(t, a)| (*t, &a[..])), ms(640), 10.0),
             vec![(256, 81, 608, 397)]
         );
+        // A frame redrawing the place with a margin (a neighbour that changed, drawn in the same
+        // bounding box) continues its rhythm, and the place grows to cover it; the whole window
+        // redrawn around it does not.
+        let mut margin = wobble.clone();
+        margin.extend((30..40).map(|i| (ms(i * 16), vec![(14, 81, 850, 397)])));
+        assert_eq!(
+            animated_areas(margin.iter().map(|(t, a)| (*t, &a[..])), ms(640), 10.0),
+            vec![(14, 81, 850, 397)]
+        );
+        let mut whole = wobble.clone();
+        whole.push((ms(30 * 16), vec![(0, 0, 1280, 900)]));
+        let places = animated_areas(whole.iter().map(|(t, a)| (*t, &a[..])), ms(480), 10.0);
+        assert_eq!(places, vec![(256, 81, 608, 397)]);
         // Switched off.
         assert!(animated_areas(view(), ms(480), 0.0).is_empty());
         assert!(covered(&(102, 102, 4, 4), &[SPINNER]) && !covered(&TEXT, &[SPINNER]));

@@ -216,6 +216,84 @@ async fn a_replay_acts_by_selector_without_the_model_and_is_counted() {
     rig.stop().await;
 }
 
+/// The agents of a task's steps, in order.
+fn agents(steps: &[Value]) -> Vec<String> {
+    steps
+        .iter()
+        .map(|s| s["agent_name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A replay takes its recording's transitions (issue 37), not what its own run of a batch was seen to
+/// change: a FINISH the recording acted on ends the subtask though the replayed click changes nothing the
+/// executor can see, and a FINISH after which the recording looked again (its click changed nothing)
+/// stays with the AppAgent though the replayed click is seen to act.
+#[tokio::test]
+async fn a_replay_takes_its_recordings_transitions_whatever_its_clicks_are_seen_to_change() {
+    let rig = Rig::start().await;
+    let original = rig.record().await;
+    rig.replaying
+        .lock()
+        .unwrap()
+        .set_inert("notes", "Copy", true);
+    let (status, task) = rig.submit(KEY, json!({"replay_of": original})).await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = rig.ended(&id).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    let steps = rig.steps(&id).await;
+    assert_eq!(agents(&steps), agents(&rig.steps(&original).await));
+    assert_eq!(
+        steps[1]["actions"][0]["result"]["effect"]["kind"], "none_observed",
+        "the replayed click was seen to change nothing: {}",
+        steps[1]
+    );
+
+    // Recorded: the click changes nothing the executor sees, so the AppAgent looks again and finishes
+    // without acting.
+    rig.recording.set_inert("notes", "Copy", true);
+    rig.llm.push_json(&common::assign("0", "copy the note"));
+    rig.llm.push_fn(common::by_name(|id| {
+        common::app(
+            "FINISH",
+            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
+            "copied",
+        )
+    }));
+    rig.llm
+        .push_json(&common::app("FINISH", json!(null), "copied"));
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "the note is copied"}),
+    ));
+    let (status, task) = rig.submit(KEY, json!({"request": "copy the note"})).await;
+    assert_eq!(status, 202, "{task}");
+    let looked_again = task["id"].as_str().unwrap().to_owned();
+    let done = rig.ended(&looked_again).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    let recorded = agents(&rig.steps(&looked_again).await);
+    assert_eq!(recorded.len(), 4, "{recorded:?}");
+    assert_eq!(recorded[1], recorded[2], "the AppAgent looked again");
+    let calls = rig.llm.requests().len();
+
+    // Replayed where the click acts: the AppAgent still takes the recording's next step.
+    *rig.replaying.lock().unwrap() = Arc::new(moved_notes("Copy"));
+    let (status, task) = rig.submit(KEY, json!({"replay_of": looked_again})).await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = rig.ended(&id).await;
+    assert_eq!(done["status"], "finished", "{done}");
+    let steps = rig.steps(&id).await;
+    assert_eq!(agents(&steps), recorded);
+    assert!(
+        steps[1]["actions"][0]["result"].get("effect").is_none(),
+        "the replayed click changed what it shows: {}",
+        steps[1]
+    );
+    assert_eq!(rig.llm.requests().len(), calls, "no model call in a replay");
+    rig.stop().await;
+}
+
 #[tokio::test]
 async fn a_missing_target_falls_back_to_the_model_or_fails_naming_step_and_selector() {
     let rig = Rig::start().await;

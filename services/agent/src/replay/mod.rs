@@ -27,6 +27,11 @@ use crate::processor::{Key, Values};
 /// `Step.extra.replay`: `{of, step, source: "recording" | "model", note?}`.
 pub const REPLAY_MARK: Key<Value> = Key::new("replay_mark");
 
+/// Set on a step decided by its recording: whether the recording's agent took the next step too
+/// ([`ReplaySpec::stays`]). The AppAgent's transition follows it, not the replayed batch's observed
+/// effect, so a replay takes the recording's path (issue 37).
+pub const REPLAY_STAYS: Key<bool> = Key::new("replay_stays");
+
 /// Moves a step's replay mark (if any) into its `extra`: `replay`, or `reuse` for a reused plan's step
 /// (`{of, step, source: "reused" | "model", note?}`).
 pub fn mark(local: &mut Values, extra: &mut Map<String, Value>) {

@@ -3,11 +3,11 @@
 
 use serde_json::Value;
 
-use super::REPLAY_MARK;
 use super::decide::{self, Decision};
 use super::plan::{ReplaySpec, StepAgent};
 use super::reuse::{Filled, Reuse};
 use super::wait::{self, Awaited, REPLAY_WAITED};
+use super::{REPLAY_MARK, REPLAY_STAYS};
 use crate::agents::keys::{
     APP_RESPONSE, CONTROLS, HOST_RESPONSE, LLM_TOTALS, RESPONSE_TEXT, TARGET_REGISTRY,
 };
@@ -51,13 +51,20 @@ fn decided<T: Send + Sync + 'static>(
     mark: Value,
     totals: Totals,
 ) -> Phase {
-    Phase::Decided(
-        Outputs::new()
-            .with(key, reply)
-            .with(RESPONSE_TEXT, String::new())
-            .with(LLM_TOTALS, totals)
-            .with(REPLAY_MARK, mark),
-    )
+    Phase::Decided(outputs(key, reply, mark, totals))
+}
+
+fn outputs<T: Send + Sync + 'static>(
+    key: crate::processor::Key<T>,
+    reply: T,
+    mark: Value,
+    totals: Totals,
+) -> Outputs {
+    Outputs::new()
+        .with(key, reply)
+        .with(RESPONSE_TEXT, String::new())
+        .with(LLM_TOTALS, totals)
+        .with(REPLAY_MARK, mark)
 }
 
 /// The plan this step follows: a replay's, or a reuse's once filled (none: the model decides). A reuse
@@ -145,7 +152,9 @@ pub async fn app(
         )
         .map_err(mismatch)?
         {
-            Decision::Replayed(reply, mark) => decided(APP_RESPONSE, reply, mark, totals),
+            Decision::Replayed(reply, mark) => Phase::Decided(
+                outputs(APP_RESPONSE, reply, mark, totals).with(REPLAY_STAYS, spec.stays(n)),
+            ),
             Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },
     )

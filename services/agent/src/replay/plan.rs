@@ -267,4 +267,15 @@ impl ReplaySpec {
         let i = usize::try_from(n).ok()?.checked_sub(1)?;
         self.steps.get(i)
     }
+
+    /// Whether the agent that took recorded step `n` took step `n + 1` too: an AppAgent's FINISH the
+    /// recording did not act on (its batch changed nothing the executor could see, so it looked again).
+    /// A replay follows that transition, not what its own run of the batch observed: the next recorded
+    /// step is what it replays.
+    pub fn stays(&self, n: u64) -> bool {
+        match (self.step(n), n.checked_add(1).and_then(|m| self.step(m))) {
+            (Some(a), Some(b)) => a.agent == b.agent && a.third_party == b.third_party,
+            _ => false,
+        }
+    }
 }

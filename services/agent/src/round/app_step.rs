@@ -9,6 +9,7 @@ use ufo_proto::v1;
 use super::output::StepOutput;
 use super::record::{Carry, artifact, derived_artifact};
 use super::{Held, Round, RoundEnd};
+use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
 use crate::agents::target::TargetInfo;
 use crate::memory::MemoryItem;
@@ -48,6 +49,7 @@ impl Round {
         let crop = local.take(SELECTED_CONTROL_RECIPE).ok().flatten();
         let saved = local.take(SAVED_IMAGE).ok().flatten();
         let warnings = local.take(WARNINGS).ok().flatten().unwrap_or_default();
+        let stays = local.take(crate::replay::REPLAY_STAYS).ok().flatten();
         let memory = self.trajectory(&mut local, &mut carry);
         let mut artifacts = Vec::new();
         let app_root = key.to_owned();
@@ -114,12 +116,14 @@ impl Round {
             };
             self.hold(h, info)
         } else {
-            self.app_transition(
-                &status,
-                &response.result,
-                &response.questions,
-                unfinished(&actions),
-            )
+            // A replayed step takes its recording's transition: a FINISH the recording looked again
+            // after stays unfinished, one it acted on finishes whatever this run's batch was seen to
+            // change (a failed action still does not finish).
+            let unfinished = match stays {
+                Some(stays) => stays || ActionRecord::any_failed(&actions),
+                None => unfinished(&actions),
+            };
+            self.app_transition(&status, &response.result, &response.questions, unfinished)
         };
         self.settle(&was, &after);
         let mut extra = Map::new();

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use crate::agents::target::Rect;
 use crate::dispatch::tools::{ExecutorCatalog, ToolSpec};
-use crate::dispatch::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus};
+use crate::dispatch::{
+    Command, CommandDispatcher, CommandResult, DispatchError, Effect, EffectKind, ResultStatus,
+};
 use crate::vision::Screenshot;
 
 /// A control of a fake window.
@@ -32,6 +34,9 @@ pub struct FakeControl {
     pub fails: bool,
     /// Names of controls that become disabled when this one is clicked.
     pub disables_on_click: Vec<String>,
+    /// Actions on it succeed and the executor sees nothing change (`effect: none_observed`), as a
+    /// button whose effect is elsewhere or an entry that ignores a key.
+    pub inert: bool,
 }
 
 impl FakeControl {
@@ -46,6 +51,7 @@ impl FakeControl {
             text: String::new(),
             fails: false,
             disables_on_click: vec![],
+            inert: false,
         }
     }
 }
@@ -234,6 +240,20 @@ impl FakeDesktop {
         }
     }
 
+    /// Makes actions on `control` of the window of `process` report that nothing changed, or not.
+    pub fn set_inert(&self, process: &str, control: &str, inert: bool) {
+        let mut s = self.lock();
+        for c in s
+            .windows
+            .iter_mut()
+            .filter(|w| w.process == process)
+            .flat_map(|w| w.controls.iter_mut())
+            .filter(|c| c.name == control)
+        {
+            c.inert = inert;
+        }
+    }
+
     /// Enables or disables a control of the window of `process`.
     pub fn set_enabled(&self, process: &str, control: &str, enabled: bool) {
         let mut s = self.lock();
@@ -343,6 +363,7 @@ impl FakeDesktop {
                 let Some(i) = w.controls.iter().position(|c| c.id == id) else {
                     return CommandResult::failure(format!("control {id} not found"));
                 };
+                let inert = w.controls[i].inert;
                 let control = &mut w.controls[i];
                 if !control.enabled {
                     return CommandResult::failure(format!("control {id} is disabled"));
@@ -369,7 +390,14 @@ impl FakeDesktop {
                     }
                     _ => json!({}),
                 };
-                CommandResult::success(result)
+                let mut r = CommandResult::success(result);
+                if inert && tool != "texts" {
+                    r.effect = Some(Effect {
+                        kind: EffectKind::NoneObserved,
+                        description: format!("{tool} on '{id}': nothing changed"),
+                    });
+                }
+                r
             }
         }
     }

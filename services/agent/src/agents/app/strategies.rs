@@ -293,6 +293,7 @@ impl Strategy<AppAgent> for AppLlmInteraction {
             LLM_TOTALS.provided(),
             SCREEN_HASH.provided(),
             REPLAY_MARK.provided(),
+            crate::replay::REPLAY_STAYS.provided(),
             KNOWLEDGE_USED.provided(),
         ]
     }

@@ -70,3 +70,10 @@ async fn knowledge_replicas_see_each_others_writes(pool: PgPool) {
 async fn knowledge_retrieval_on_the_zenity_help(pool: PgPool) {
     conformance::knowledge_retrieval_on_the_zenity_help(store(&pool).await, 0.9).await;
 }
+
+/// Retrieval quality among realistic distractors: the zenity questions with the GNOME help
+/// (`gnome-user-docs`) stored for any application beside zenity's pages; the bar, 0.9.
+#[sqlx::test(migrations = "../../migrations")]
+async fn knowledge_retrieval_among_the_gnome_help(pool: PgPool) {
+    conformance::knowledge_retrieval_among_the_gnome_help(store(&pool).await, 0.9).await;
+}

@@ -79,3 +79,11 @@ async fn knowledge_retrieval_on_the_zenity_help() {
     let dir = tempfile::tempdir().unwrap();
     conformance::knowledge_retrieval_on_the_zenity_help(store(&dir).await, 0.9).await;
 }
+
+/// Retrieval quality among realistic distractors: the zenity questions with the GNOME help
+/// (`gnome-user-docs`) stored for any application beside zenity's pages; the bar, 0.9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn knowledge_retrieval_among_the_gnome_help() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance::knowledge_retrieval_among_the_gnome_help(store(&dir).await, 0.9).await;
+}

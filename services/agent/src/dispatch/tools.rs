@@ -104,17 +104,23 @@ pub(crate) async fn fetch(
 ) -> Result<ExecutorCatalog, DispatchError> {
     let span = tracing::info_span!("executor.catalog");
     async move {
-        let tools = client
-            .list_tools(v1::ListToolsRequest {})
-            .await
-            .map_err(rpc_error)?
-            .into_inner()
-            .tools;
-        let caps = client
-            .get_capabilities(v1::GetCapabilitiesRequest {})
-            .await
-            .map_err(rpc_error)?
-            .into_inner();
+        // Both at once: a task's first observation waits for one round trip to its desktop, not two.
+        let mut second = client.clone();
+        let (tools, caps) = tokio::try_join!(
+            async {
+                client
+                    .list_tools(v1::ListToolsRequest {})
+                    .await
+                    .map_err(rpc_error)
+            },
+            async {
+                second
+                    .get_capabilities(v1::GetCapabilitiesRequest {})
+                    .await
+                    .map_err(rpc_error)
+            },
+        )?;
+        let (tools, caps) = (tools.into_inner().tools, caps.into_inner());
         Ok(ExecutorCatalog {
             tools: tools
                 .into_iter()

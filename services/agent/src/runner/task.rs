@@ -360,6 +360,34 @@ impl TaskRun {
         })
     }
 
+    /// The task's first open round (pending or running), begun under this runner's lease, after the
+    /// number of rounds it has; `None` when every round has ended.
+    async fn open_round(&self) -> Result<(usize, Option<Round>), tonic::Status> {
+        let rounds = self.rounds().instrument(info_span!("task.rounds")).await?;
+        let count = rounds.len();
+        let open = rounds.into_iter().find(|r| {
+            matches!(
+                RoundStatus::try_from(r.status),
+                Ok(RoundStatus::Pending | RoundStatus::Running)
+            )
+        });
+        let Some(round) = open else {
+            return Ok((count, None));
+        };
+        let round = self
+            .client
+            .clone()
+            .begin_round(BeginRoundRequest {
+                session_id: self.session.id.clone(),
+                number: round.number,
+                lease_owner: self.worker_id.clone(),
+            })
+            .instrument(info_span!("round.begin", round = round.number))
+            .await?
+            .into_inner();
+        Ok((count, Some(round)))
+    }
+
     /// The task's rounds.
     async fn rounds(&self) -> Result<Vec<Round>, tonic::Status> {
         Ok(self
@@ -382,20 +410,22 @@ impl TaskRun {
             Ok(c) => c,
             Err(e) => return Ok(Outcome::Failed(e.to_string())),
         };
-        // The history, the event log and the rounds are independent reads: at once (issue 36: a task
-        // handed a desktop starts sooner).
-        let read_started = std::time::Instant::now();
-        let (mut history, log, rounds) = tokio::try_join!(
-            self.load().instrument(info_span!("task.history")),
-            intent::events_so_far(&self.client, &self.session.id)
-                .instrument(info_span!("task.event_log")),
-            self.rounds().instrument(info_span!("task.rounds")),
+        // The history, the event log and the first open round (read, then begun) are independent: at
+        // once (issue 36: a task handed a desktop starts sooner; its start waits for the slowest of
+        // them, not their sum).
+        let ((mut history, history_ms), (log, event_log_ms), (opened, round_ms)) = tokio::try_join!(
+            timed(self.load().instrument(info_span!("task.history"))),
+            timed(
+                intent::events_so_far(&self.client, &self.session.id)
+                    .instrument(info_span!("task.event_log"))
+            ),
+            timed(self.open_round()),
         )?;
-        let read_ms = ms(read_started.elapsed());
         self.recorded_steps.store(
             history.steps.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
+        let mut client = self.client.clone();
         // What happened since the last recorded step: releases without progress, a dead runner's intents.
         let last_step = history.steps.len() as u64;
         let tail = intent::after_step(log, last_step);
@@ -404,30 +434,37 @@ impl TaskRun {
             .filter(|e| e.kind == EventKind::TaskReleased as i32)
             .count();
         if releases >= self.config.max_releases as usize {
-            return Ok(Outcome::Failed(format!(
+            let reason = format!(
                 "the task was released {releases} times without recording a step (see the runner's log \
                  for the store errors); giving up instead of claiming it again"
-            )));
+            );
+            // The round begun meanwhile ends with the task.
+            if let (_, Some(round)) = &opened {
+                let mut result = reason.clone();
+                crate::store::sanitise::text(&mut result);
+                client
+                    .finish_round(FinishRoundRequest {
+                        session_id: self.session.id.clone(),
+                        number: round.number,
+                        status: RoundStatus::Failed as i32,
+                        result,
+                        lease_owner: self.worker_id.clone(),
+                    })
+                    .await?;
+            }
+            return Ok(Outcome::Failed(reason));
         }
         let mut intents = intent::intents(&tail, last_step + 1);
-        let mut client = self.client.clone();
         let mut last_result = String::new();
-        // The first round starts from what was just read; later ones read the rounds and the board again.
-        let mut read = Some(rounds);
+        // The first round was opened with the reads; later ones read the rounds and the board again.
+        let mut opened = Some(opened);
         loop {
-            let first = read.is_some();
-            let rounds = match read.take() {
-                Some(rounds) => rounds,
-                None => self.rounds().await?,
+            let first = opened.is_some();
+            let (count, begun) = match opened.take() {
+                Some(opened) => opened,
+                None => self.open_round().await?,
             };
-            let count = rounds.len();
-            let open = rounds.into_iter().find(|r| {
-                matches!(
-                    RoundStatus::try_from(r.status),
-                    Ok(RoundStatus::Pending | RoundStatus::Running)
-                )
-            });
-            let Some(round) = open else {
+            let Some(round) = begun else {
                 // A replay replays every round: the recorded task's next follow-up becomes the next round.
                 if let Some(request) = config
                     .replay
@@ -444,24 +481,15 @@ impl TaskRun {
                 }
                 return Ok(Outcome::Finished(last_result));
             };
-            let begun = std::time::Instant::now();
-            let round = client
-                .begin_round(BeginRoundRequest {
-                    session_id: self.session.id.clone(),
-                    number: round.number,
-                    lease_owner: self.worker_id.clone(),
-                })
-                .instrument(info_span!("round.begin", round = round.number))
-                .await?
-                .into_inner();
             if first {
                 // Where a task's start went (issue 36's scheduling overhead): from its claim to the
                 // moment its first step is asked for (the agents' set-up and first observation follow,
                 // in the step's span).
                 tracing::info!(
                     since_claim_ms = ms(self.claimed_at.elapsed()),
-                    read_ms,
-                    begin_round_ms = ms(begun.elapsed()),
+                    history_ms,
+                    event_log_ms,
+                    round_ms,
                     round = round.number,
                     "task started"
                 );
@@ -956,6 +984,13 @@ impl TaskRun {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `work`'s answer with how long it took, in milliseconds.
+async fn timed<T, E>(work: impl std::future::Future<Output = Result<T, E>>) -> Result<(T, u64), E> {
+    let started = std::time::Instant::now();
+    let done = work.await?;
+    Ok((done, ms(started.elapsed())))
 }
 
 /// A duration in whole milliseconds, for log fields.

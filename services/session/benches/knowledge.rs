@@ -5,8 +5,10 @@
 //! every row) and a search right after a write (the change applied as a delta).
 //!
 //! Run: `cargo bench -p ufo-session --bench knowledge`. The corpus is zenity's help pages
-//! (`/usr/share/help/C/zenity`, Debian package `zenity`) plus deterministic synthetic sections drawn from
-//! the same vocabulary up to `UFO_BENCH_KNOWLEDGE_SECTIONS` (default 10000); the queries are the 46
+//! (`/usr/share/help/C/zenity`, Debian package `zenity`), the GNOME help pages of `gnome-user-docs` when
+//! installed (stored for any application, as in the conformance test), plus deterministic synthetic
+//! sections drawn from zenity's vocabulary up to `UFO_BENCH_KNOWLEDGE_SECTIONS` (default 10000); the
+//! queries are the 46
 //! questions of `tests/data/zenity-questions.tsv`, each asked `UFO_BENCH_KNOWLEDGE_ROUNDS` times (default
 //! 20), top 5. SQLite runs on a temporary file; Postgres on a scratch database of `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`), created and dropped.
@@ -23,6 +25,11 @@ use ufo_session::knowledge::{KnowledgeSearch, NewKnowledge, terms};
 use ufo_session::store::{SqlStore, Store, postgres, sqlite};
 
 const HELP: &str = "/usr/share/help/C/zenity";
+/// `gnome-user-docs`' pages: real distractors, for any application.
+const GNOME_HELP: [&str; 2] = [
+    "/usr/share/help/C/gnome-help",
+    "/usr/share/help/C/system-admin-guide",
+];
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -35,7 +42,7 @@ fn section(source: &str, position: u32, title: String, body: String, code: Strin
     NewKnowledge {
         kind: KnowledgeKind::Document,
         owner: String::new(),
-        application: "zenity".into(),
+        application: APP.into(),
         source: source.into(),
         position,
         title,
@@ -46,11 +53,19 @@ fn section(source: &str, position: u32, title: String, body: String, code: Strin
     }
 }
 
-/// The zenity pages' sections, as (source, sections).
-fn help() -> Vec<(String, Vec<NewKnowledge>)> {
+/// zenity's pages' rows are for zenity; the GNOME help's for any application ("").
+const APP: &str = "zenity";
+
+/// The Mallard pages' sections of `dir`, as (source, sections) for `application`; none when `dir` is
+/// missing and `required` is false.
+fn help(dir: &str, application: &str, required: bool) -> Vec<(String, Vec<NewKnowledge>)> {
     let mut out = Vec::new();
-    let mut pages: Vec<_> = std::fs::read_dir(HELP)
-        .expect("zenity's help pages (Debian package zenity)")
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if required => panic!("{dir}: {e} (install the Debian package)"),
+        Err(_) => return out,
+    };
+    let mut pages: Vec<_> = entries
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "page"))
         .collect();
@@ -69,7 +84,10 @@ fn help() -> Vec<(String, Vec<NewKnowledge>)> {
         let rows = parsed
             .into_iter()
             .enumerate()
-            .map(|(i, s)| section(&name, i as u32, s.title, s.body, s.code))
+            .map(|(i, s)| NewKnowledge {
+                application: application.into(),
+                ..section(&name, i as u32, s.title, s.body, s.code)
+            })
             .collect();
         out.push((name, rows));
     }
@@ -127,21 +145,32 @@ fn quantiles(h: &Histogram<u64>) -> String {
 }
 
 async fn bench(name: &str, store: Arc<SqlStore>, total: usize, rounds: usize) {
-    let help = help();
-    let mut vocabulary: Vec<String> = help
+    let zenity = help(HELP, APP, true);
+    let gnome: Vec<_> = GNOME_HELP
+        .iter()
+        .flat_map(|dir| help(dir, "", false))
+        .collect();
+    let mut vocabulary: Vec<String> = zenity
         .iter()
         .flat_map(|(_, rows)| rows.iter().flat_map(|r| terms(&r.body)))
         .collect();
     vocabulary.sort();
     vocabulary.dedup();
-    let real: usize = help.iter().map(|(_, rows)| rows.len()).sum();
+    let real: usize = zenity.iter().map(|(_, rows)| rows.len()).sum();
+    let distractors: usize = gnome.iter().map(|(_, rows)| rows.len()).sum();
     let load = Instant::now();
-    for (source, rows) in help
-        .into_iter()
-        .chain(synthetic(&vocabulary, total.saturating_sub(real)))
-    {
+    for (source, rows) in zenity.into_iter().chain(synthetic(
+        &vocabulary,
+        total.saturating_sub(real + distractors),
+    )) {
         store
-            .replace_document("zenity".into(), source, rows)
+            .replace_document(APP.into(), source, rows)
+            .await
+            .unwrap();
+    }
+    for (source, rows) in gnome {
+        store
+            .replace_document(String::new(), source, rows)
             .await
             .unwrap();
     }
@@ -215,7 +244,8 @@ async fn bench(name: &str, store: Arc<SqlStore>, total: usize, rounds: usize) {
         delta.record(t.elapsed().as_micros() as u64).unwrap();
     }
     println!(
-        "{name}: {total} sections ({real} from the zenity help) loaded in {:.1} s; first search (index \
+        "{name}: {total} sections ({real} from the zenity help, {distractors} from the GNOME help) loaded \
+         in {:.1} s; first search (index \
          built from the rows) {:.1} ms, resident memory +{:.1} MiB; {} searches each:\n  \
          index (store.search_knowledge): {}; top-3 among the distractors {index_top3}/{}\n  \
          database full-text (search_knowledge_sql): {}; top-3 among the distractors {sql_top3}/{}\n  \

@@ -310,6 +310,7 @@ impl executor_server::Executor for ExecutorService {
                     draws: s.draws,
                     accessibility_events: s.events,
                     animations: s.animations,
+                    ignored: s.ignored,
                 }),
                 effect: o.effect.map(|e| pb::Effect {
                     kind: e.kind.to_proto() as i32,

@@ -256,6 +256,7 @@ pub fn settle_to_proto(s: Settle) -> v1::Settle {
         draws: s.draws,
         accessibility_events: s.accessibility_events,
         animations: s.animations,
+        ignored: s.ignored,
     }
 }
 

@@ -231,6 +231,7 @@ fn from_proto(r: v1::Result) -> CommandResult {
             draws: s.draws,
             accessibility_events: s.accessibility_events,
             animations: s.animations,
+            ignored: s.ignored,
         }),
         // An executor that did not say (or said what this build does not know): no effect to report.
         effect: r.effect.and_then(|e| {

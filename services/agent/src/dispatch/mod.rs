@@ -102,6 +102,8 @@ pub struct Settle {
     pub accessibility_events: u32,
     /// Animations not waited for.
     pub animations: u32,
+    /// Drawings and events outside the observed window, not waited for.
+    pub ignored: u32,
 }
 
 pub use ufo_common::effect::EffectKind;

@@ -104,6 +104,7 @@ fn result_to_json(r: &CommandResult) -> Json {
             "draws": s.draws,
             "accessibility_events": s.accessibility_events,
             "animations": s.animations,
+            "ignored": s.ignored,
         })),
         // What the action was observed to do (executor.proto's Effect).
         "effect": r.effect.as_ref().map(|e| json!({
@@ -174,6 +175,7 @@ fn result_from_json(mut map: Map<String, Json>) -> CommandResult {
                 draws: count(&s, "draws"),
                 accessibility_events: count(&s, "accessibility_events"),
                 animations: count(&s, "animations"),
+                ignored: count(&s, "ignored"),
             }),
             _ => None,
         },
@@ -266,6 +268,7 @@ mod tests {
                     draws: 5,
                     accessibility_events: 2,
                     animations: 1,
+                    ignored: 3,
                 }),
                 effect: Some(Effect {
                     kind: EffectKind::NoneObserved.into(),

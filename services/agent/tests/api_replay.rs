@@ -139,8 +139,10 @@ impl Rig {
         v["steps"].as_array().unwrap().clone()
     }
 
-    /// Records "copy the note": select notes, click Copy and finish the subtask, finish the task.
-    async fn record(&self) -> String {
+    /// Has the model copy the note: select notes, click Copy and finish the subtask (when `looks_again`,
+    /// finish it once more without acting, as after a click that changed nothing), finish the task;
+    /// evaluates to the finished task's id and view.
+    async fn copy_the_note(&self, looks_again: bool) -> (String, Value) {
         self.llm.push_json(&common::assign("0", "copy the note"));
         self.llm.push_fn(common::by_name(|id| {
             common::app(
@@ -149,6 +151,10 @@ impl Rig {
                 "copied",
             )
         }));
+        if looks_again {
+            self.llm
+                .push_json(&common::app("FINISH", json!(null), "copied"));
+        }
         self.llm.push_json(&common::host(
             "FINISH",
             json!({"result": "the note is copied"}),
@@ -158,6 +164,12 @@ impl Rig {
         let id = task["id"].as_str().unwrap().to_owned();
         let done = self.ended(&id).await;
         assert_eq!(done["status"], "finished", "{done}");
+        (id, done)
+    }
+
+    /// Records "copy the note" ([`Self::copy_the_note`], the click acting at once).
+    async fn record(&self) -> String {
+        let (id, done) = self.copy_the_note(false).await;
         assert!(
             done.get("replay").is_none(),
             "a model-driven task has no replay view"
@@ -252,25 +264,7 @@ async fn a_replay_takes_its_recordings_transitions_whatever_its_clicks_are_seen_
     // Recorded: the click changes nothing the executor sees, so the AppAgent looks again and finishes
     // without acting.
     rig.recording.set_inert("notes", "Copy", true);
-    rig.llm.push_json(&common::assign("0", "copy the note"));
-    rig.llm.push_fn(common::by_name(|id| {
-        common::app(
-            "FINISH",
-            json!({"function": "click_input", "arguments": {"id": id("Copy")}}),
-            "copied",
-        )
-    }));
-    rig.llm
-        .push_json(&common::app("FINISH", json!(null), "copied"));
-    rig.llm.push_json(&common::host(
-        "FINISH",
-        json!({"result": "the note is copied"}),
-    ));
-    let (status, task) = rig.submit(KEY, json!({"request": "copy the note"})).await;
-    assert_eq!(status, 202, "{task}");
-    let looked_again = task["id"].as_str().unwrap().to_owned();
-    let done = rig.ended(&looked_again).await;
-    assert_eq!(done["status"], "finished", "{done}");
+    let (looked_again, _) = rig.copy_the_note(true).await;
     let recorded = agents(&rig.steps(&looked_again).await);
     assert_eq!(recorded.len(), 4, "{recorded:?}");
     assert_eq!(recorded[1], recorded[2], "the AppAgent looked again");

@@ -45,15 +45,8 @@ fn mismatch(e: decide::Mismatch) -> StrategyError {
     StrategyError::msg(e.to_string())
 }
 
-fn decided<T: Send + Sync + 'static>(
-    key: crate::processor::Key<T>,
-    reply: T,
-    mark: Value,
-    totals: Totals,
-) -> Phase {
-    Phase::Decided(outputs(key, reply, mark, totals))
-}
-
+/// The outputs of a step its recording decided: the reply, no model text, the calls spent (a reuse's
+/// fill) and the step's mark.
 fn outputs<T: Send + Sync + 'static>(
     key: crate::processor::Key<T>,
     reply: T,
@@ -179,7 +172,9 @@ pub async fn host(
     let targets = ctx.require(TARGET_REGISTRY)?.all();
     Ok(
         match decide::host_reply(spec, n, targets, ctx.get(REPLAY_WAITED)?).map_err(mismatch)? {
-            Decision::Replayed(reply, mark) => decided(HOST_RESPONSE, reply, mark, totals),
+            Decision::Replayed(reply, mark) => {
+                Phase::Decided(outputs(HOST_RESPONSE, reply, mark, totals))
+            }
             Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
         },
     )

@@ -240,32 +240,25 @@ impl FakeDesktop {
         }
     }
 
-    /// Makes actions on `control` of the window of `process` report that nothing changed, or not.
-    pub fn set_inert(&self, process: &str, control: &str, inert: bool) {
+    /// Applies `f` to every control named `control` in the windows of `process`.
+    fn each_control(&self, process: &str, control: &str, mut f: impl FnMut(&mut FakeControl)) {
         let mut s = self.lock();
-        for c in s
-            .windows
+        s.windows
             .iter_mut()
             .filter(|w| w.process == process)
             .flat_map(|w| w.controls.iter_mut())
             .filter(|c| c.name == control)
-        {
-            c.inert = inert;
-        }
+            .for_each(&mut f);
+    }
+
+    /// Makes actions on `control` of the window of `process` report that nothing changed, or not.
+    pub fn set_inert(&self, process: &str, control: &str, inert: bool) {
+        self.each_control(process, control, |c| c.inert = inert);
     }
 
     /// Enables or disables a control of the window of `process`.
     pub fn set_enabled(&self, process: &str, control: &str, enabled: bool) {
-        let mut s = self.lock();
-        for c in s
-            .windows
-            .iter_mut()
-            .filter(|w| w.process == process)
-            .flat_map(|w| w.controls.iter_mut())
-            .filter(|c| c.name == control)
-        {
-            c.enabled = enabled;
-        }
+        self.each_control(process, control, |c| c.enabled = enabled);
     }
 
     /// A control's text.

@@ -29,6 +29,8 @@ WORKDIR /var/lib/ufo
 
 FROM runtime AS session
 COPY --from=builder /out/ufo-session /usr/local/bin/ufo-session
+# The blob store of screenshots (docs/blob-store.md), owned by ufo so that a volume mounted here is too.
+RUN mkdir -p /var/lib/ufo/blobs
 EXPOSE 50053
 ENTRYPOINT ["/usr/local/bin/ufo-session"]
 

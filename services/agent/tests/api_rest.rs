@@ -13,8 +13,8 @@ use tower::ServiceExt as _;
 use ufo_agent::round::control::{HeldAction, Next, StepControl};
 use ufo_agent::runner::hitl;
 use ufo_proto::v1::{
-    ArtifactKind, ClaimTaskRequest, PutArtifactRequest, RecordStepRequest, SessionStatus,
-    SetSessionStatusRequest, Step,
+    ArtifactKind, ClaimTaskRequest, PutBlobRequest, RecordStepRequest, SessionStatus,
+    SetSessionStatusRequest, Step, StepBlob,
 };
 
 async fn send(app: &Router, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -386,14 +386,10 @@ async fn record_step(session: &Session, id: &str, next: Next) {
     })
     .await
     .unwrap();
-    let art = c
-        .put_artifact(PutArtifactRequest {
-            session_id: id.into(),
-            step: 1,
-            kind: ArtifactKind::CleanScreenshot as i32,
-            content_type: "image/png".into(),
+    let shot = c
+        .put_blob(PutBlobRequest {
             data: png().into(),
-            metadata: None,
+            sha256: String::new(),
         })
         .await
         .unwrap()
@@ -421,7 +417,13 @@ async fn record_step(session: &Session, id: &str, next: Next) {
         step: Some(step),
         blackboard,
         events,
-        artifact_ids: vec![art.id],
+        blobs: vec![StepBlob {
+            kind: ArtifactKind::CleanScreenshot as i32,
+            content_type: "image/png".into(),
+            sha256: shot.sha256,
+            size: shot.size,
+            ..Default::default()
+        }],
         lease_owner: "w".into(),
         ..Default::default()
     })

@@ -599,50 +599,67 @@ async fn graceful_shutdown_requeues_the_task_for_another_replica() {
     session.stop().await;
 }
 
-/// Screenshots travel inside RecordStep up to `--inline-artifact-bytes`; beyond it (here: every one) they are
-/// put first and linked. Either way each step serves its screenshot back.
+/// Screenshots go one way: put into the session service's blob store (a directory, also with Postgres),
+/// then referenced by their step, which serves them back.
 #[tokio::test]
-async fn screenshots_over_the_inline_budget_are_stored_all_the_same() {
+async fn screenshots_are_blobs_their_steps_reference() {
     let session = Session::start().await;
-    for budget in ["0", "16777216"] {
-        let mut flags = RUNNER_FLAGS.to_vec();
-        flags.extend(["--inline-artifact-bytes", budget]);
-        let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
-        let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
-        let api = Api::new(&agent);
-        let id = api.submit(json!({"request": "steps=2 look"})).await;
-        api.wait_status(&id, "finished").await;
-        let steps = api.steps(&id).await;
-        assert_eq!(steps.len(), 2, "budget {budget}");
-        for n in 1..=2 {
-            assert_eq!(
-                steps[n - 1]["screenshots"],
-                json!(["clean"]),
-                "budget {budget}"
-            );
-            let res = api
-                .http
-                .get(format!("{}/v1/tasks/{id}/steps/{n}/screenshot", api.base))
-                .bearer_auth(KEY)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(res.status(), 200, "budget {budget}");
-            assert_eq!(
-                res.bytes().await.unwrap().as_ref(),
-                api_support::driver::png().as_slice(),
-                "budget {budget}"
-            );
-        }
-        agent.stop().await;
+    let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
+    let agent = Agent::start(agent_config(&session.url, RUNNER_FLAGS), Some(driver)).await;
+    let api = Api::new(&agent);
+    let id = api.submit(json!({"request": "steps=2 look"})).await;
+    api.wait_status(&id, "finished").await;
+    let steps = api.steps(&id).await;
+    assert_eq!(steps.len(), 2);
+    let png = api_support::driver::png();
+    let hash = ufo_session::blob::BlobHash::of(&png);
+    let blobs = ufo_session::blob::dir::DirBlobStore::open(&session.blob_dir).unwrap();
+    use ufo_session::blob::BlobStore as _;
+    assert_eq!(
+        blobs.get(&hash).await.unwrap().as_ref(),
+        png.as_slice(),
+        "the screenshot is a blob in the session service's directory"
+    );
+    for n in 1..=2 {
+        assert_eq!(steps[n - 1]["screenshots"], json!(["clean"]));
+        let res = api
+            .http
+            .get(format!("{}/v1/tasks/{id}/steps/{n}/screenshot", api.base))
+            .bearer_auth(KEY)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.bytes().await.unwrap().as_ref(), png.as_slice());
     }
+    agent.stop().await;
+    session.stop().await;
 }
 
-/// A session service configured with a smaller message limit than the step's screenshots together: the
-/// RecordStep carrying them inline is refused (RESOURCE_EXHAUSTED) and the runner stores them one by one
-/// instead, so the task goes on and every screenshot is kept.
+/// A screenshot larger than the session service's `--max-blob-bytes` fails the task with the service's
+/// reason, and its step is not recorded half (no step without its screenshot).
 #[tokio::test]
-async fn a_step_too_large_for_the_session_service_stores_its_screenshots_separately() {
+async fn a_screenshot_the_session_service_refuses_fails_the_task_with_its_reason() {
+    let session = Session::start_with(|c| c.blobs.max_blob_bytes = 100_000).await;
+    let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
+    let agent = Agent::start(agent_config(&session.url, RUNNER_FLAGS), Some(driver)).await;
+    let api = Api::new(&agent);
+    let id = api.submit(json!({"request": "steps=2 shots=150000"})).await;
+    let task = api.wait_status(&id, "failed").await;
+    let result = task["result"].as_str().unwrap_or_default();
+    assert!(result.contains("--max-blob-bytes"), "{task}");
+    assert!(result.contains("clean screenshot"), "{task}");
+    assert_eq!(task["totals"]["steps"], 0, "{task}");
+    assert!(api.steps(&id).await.is_empty());
+    agent.stop().await;
+    session.stop().await;
+}
+
+/// A session service configured with a smaller message limit than the step's screenshots together: each
+/// is its own PutBlob and the step carries only references, so the task goes on and every screenshot is
+/// kept.
+#[tokio::test]
+async fn a_step_whose_screenshots_together_exceed_the_message_limit_is_recorded() {
     let session = Session::start_with(|c| c.max_message_bytes = 256 * 1024).await;
     let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
     let agent = Agent::start(agent_config(&session.url, RUNNER_FLAGS), Some(driver)).await;

@@ -188,27 +188,29 @@ async fn screenshots_are_uploaded_while_the_model_is_asked() {
     let on_disk = std::fs::read(root.join(&shot.id[..2]).join(&shot.id)).unwrap();
     assert_eq!(served.data, on_disk);
     let pool = sqlx::PgPool::connect(&session.database_url).await.unwrap();
-    let (with_bytes,): (i64,) =
-        sqlx::query_as("SELECT count(*) FROM artifact_blobs WHERE data IS NOT NULL")
-            .fetch_one(&pool)
-            .await
-            .unwrap();
-    assert_eq!(with_bytes, 0, "no screenshot bytes in the database");
+    let (columns,): (i64,) = sqlx::query_as(
+        "SELECT count(*) FROM information_schema.columns \
+         WHERE table_name = 'artifact_blobs' AND column_name = 'data'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(columns, 0, "the database has no place for screenshot bytes");
     pool.close().await;
 
     agent.stop().await;
     session.stop().await;
 }
 
-/// A session service that keeps bytes in Postgres rows (no blob store) refuses PutBlob: the screenshots
-/// then go inside RecordStep, and the step is recorded with them.
+/// Screenshots nobody uploaded at capture (a driver without an uploader) are put into the blob store when
+/// their step is recorded: bytes still go one way, and the step references them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_blob_store_screenshots_go_with_the_step() {
+async fn screenshots_not_uploaded_at_capture_are_put_when_the_step_is_recorded() {
     let session = Session::start().await;
     let llm = ScriptedLlm::start().await.unwrap();
     let base = common::services(&llm, AgentSettings::default());
     let services = AgentServices {
-        uploads: Some(Arc::new(BlobUploads::new(session.client()))),
+        uploads: None,
         mcp: None,
         ..base
     };
@@ -277,6 +279,8 @@ async fn without_a_blob_store_screenshots_go_with_the_step() {
         .unwrap()
         .into_inner();
     assert_eq!(served.data.len() as u64, shot.size);
+    let on_disk = std::fs::read(session.blob_dir.join(&shot.id[..2]).join(&shot.id)).unwrap();
+    assert_eq!(served.data, on_disk, "the screenshot is a blob");
     agent.stop().await;
     session.stop().await;
 }

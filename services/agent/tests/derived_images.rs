@@ -27,7 +27,9 @@ use ufo_agent::store::blobs::BlobUploads;
 use ufo_agent::testing::ScriptedLlm;
 use ufo_agent::vision::derived::RECIPE_TYPE;
 use ufo_agent::vision::{Screenshot, downscale_png};
-use ufo_proto::v1::{ArtifactKind, ArtifactRef, ListStepsRequest, PutArtifactRequest};
+use ufo_proto::v1::{
+    AddArtifactRequest, ArtifactKind, ArtifactRef, ListStepsRequest, PutBlobRequest, StepBlob,
+};
 
 /// The bytes of every blob in a directory blob store (`<root>/<2 hex>/<hash>`), by name.
 fn blobs_in(root: &Path) -> Vec<(String, Vec<u8>)> {
@@ -237,15 +239,26 @@ async fn prompts_and_served_images_agree(settings: AgentSettings) -> (u32, u32) 
     // An annotated image stored by an older agent (before recipes) is served as it was stored.
     let clean_id = images_stored.first().unwrap().clone();
     let old = std::fs::read(root.join(&clean_id[..2]).join(&clean_id)).unwrap();
-    session
-        .client()
-        .put_artifact(PutArtifactRequest {
+    let mut client = session.client();
+    let blob = client
+        .put_blob(PutBlobRequest {
+            data: old.clone().into(),
+            sha256: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    client
+        .add_artifact(AddArtifactRequest {
             session_id: id.clone(),
             step: 1,
-            kind: ArtifactKind::AnnotatedScreenshot as i32,
-            content_type: "image/png".into(),
-            data: old.clone().into(),
-            metadata: None,
+            blob: Some(StepBlob {
+                kind: ArtifactKind::AnnotatedScreenshot as i32,
+                content_type: "image/png".into(),
+                sha256: blob.sha256,
+                size: blob.size,
+                ..Default::default()
+            }),
         })
         .await
         .unwrap();

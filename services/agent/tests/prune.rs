@@ -10,8 +10,8 @@ use api_support::{Agent, Session, agent_config};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use ufo_proto::v1::{
-    AgentKind, ArtifactKind, BeginRoundRequest, RecordStepRequest, SessionStatus,
-    SetSessionStatusRequest, Step, StepArtifact,
+    AgentKind, ArtifactKind, BeginRoundRequest, PutBlobRequest, RecordStepRequest, SessionStatus,
+    SetSessionStatusRequest, Step, StepBlob,
 };
 
 async fn call_as(
@@ -55,6 +55,14 @@ async fn finished_task(session: &Session, base: &str, shot: &'static [u8]) -> St
     })
     .await
     .unwrap();
+    let blob = c
+        .put_blob(PutBlobRequest {
+            data: Bytes::from_static(shot),
+            sha256: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     c.record_step(RecordStepRequest {
         step: Some(Step {
             session_id: id.clone(),
@@ -66,11 +74,12 @@ async fn finished_task(session: &Session, base: &str, shot: &'static [u8]) -> St
             thought: "the desktop".into(),
             ..Default::default()
         }),
-        artifacts: vec![StepArtifact {
+        blobs: vec![StepBlob {
             kind: ArtifactKind::CleanScreenshot.into(),
             content_type: "image/png".into(),
-            data: Bytes::from_static(shot),
-            metadata: None,
+            sha256: blob.sha256,
+            size: blob.size,
+            ..Default::default()
         }],
         ..Default::default()
     })

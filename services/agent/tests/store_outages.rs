@@ -218,6 +218,11 @@ async fn assert_history_complete(session_url: &str, id: &str, executor: &Holding
 async fn in_process_session(database_url: String) -> (String, CancellationToken) {
     let mut config = ufo_session::Config::defaults();
     config.database_url = Some(database_url);
+    config.blobs.blob_dir = Some(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("store-outages-blobs")
+            .join(uuid::Uuid::new_v4().to_string()),
+    );
     config.auth_token = None;
     config.pool_size = 4;
     config.db_acquire_timeout_ms = 1_000;

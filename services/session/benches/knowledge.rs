@@ -269,8 +269,9 @@ async fn main() {
     let rounds = env_usize("UFO_BENCH_KNOWLEDGE_ROUNDS", 20);
 
     let dir = tempfile::tempdir().unwrap();
+    let blobs = ufo_session::blob::dir::DirBlobStore::open(dir.path().join("blobs")).unwrap();
     let store = Arc::new(
-        sqlite::open(&dir.path().join("knowledge.sqlite3"), 4)
+        sqlite::open(&dir.path().join("knowledge.sqlite3"), 4, &blobs)
             .await
             .unwrap(),
     );
@@ -297,6 +298,7 @@ async fn main() {
                 acquire_timeout: std::time::Duration::from_secs(30),
                 batching: postgres::StepBatching::default(),
             },
+            &blobs,
         )
         .await
         .unwrap(),

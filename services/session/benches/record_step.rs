@@ -3,9 +3,10 @@
 //! Run: `cargo bench -p ufo-session --bench record_step` (uses `DATABASE_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`; creates and drops a scratch database). Sizes via
 //! `UFO_BENCH_STEPS` (per writer, default 1000) and `UFO_BENCH_DELIVERIES` (default 500). Durable runs also
-//! record steps carrying screenshots inline (two of `UFO_BENCH_ARTIFACT_BYTES`, default 300000, and a crop
-//! of a tenth of that; `UFO_BENCH_ARTIFACT_STEPS` with 1 writer, default 200, an eighth of that per writer
-//! with 16), then the same with the bytes in a blob directory (`BlobbedStore`, in the system temp dir).
+//! record steps with screenshots (two of `UFO_BENCH_ARTIFACT_BYTES`, default 300000, and a crop of a tenth
+//! of that; `UFO_BENCH_ARTIFACT_STEPS` with 1 writer, default 200, an eighth of that per writer with 16):
+//! each put into the blob directory (in the system temp dir) first, then referenced by the step, the
+//! measured time covering both.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -63,9 +64,28 @@ fn noise(seed: u64, len: usize) -> bytes::Bytes {
 }
 
 /// A realistic step: an action with arguments, a memory item, a trajectory entry, STEP_STARTED, and
-/// artifacts of the given sizes carried inline.
-fn step(id: Uuid, n: u64, artifacts: &[usize]) -> ufo_session::store::StepRecord {
+/// artifacts of the given sizes, put into `store`'s blob store first.
+async fn step(
+    store: &dyn Store,
+    id: Uuid,
+    n: u64,
+    artifacts: &[usize],
+) -> ufo_session::store::StepRecord {
     let s = |v| ufo_proto::json::to_struct(v).unwrap();
+    let mut blobs = Vec::new();
+    for (i, &len) in artifacts.iter().enumerate() {
+        let data = noise(id.as_u64_pair().0 ^ (n << 8) ^ i as u64, len);
+        let put = store.put_blob(data, None).await.unwrap();
+        blobs.push(ufo_proto::v1::StepBlob {
+            kind: KINDS[i % KINDS.len()].into(),
+            content_type: "image/png".into(),
+            sha256: put.sha256,
+            size: put.size,
+            width: 1280,
+            height: 800,
+            metadata: None,
+        });
+    }
     let request = RecordStepRequest {
         step: Some(Step {
             session_id: id.to_string(),
@@ -108,16 +128,7 @@ fn step(id: Uuid, n: u64, artifacts: &[usize]) -> ufo_session::store::StepRecord
             round: 1,
             ..Default::default()
         }],
-        artifacts: artifacts
-            .iter()
-            .enumerate()
-            .map(|(i, &len)| ufo_proto::v1::StepArtifact {
-                kind: KINDS[i % KINDS.len()].into(),
-                content_type: "image/png".into(),
-                data: noise(id.as_u64_pair().0 ^ (n << 8) ^ i as u64, len),
-                metadata: Some(s(json!({"width": 1280, "height": 800}))),
-            })
-            .collect(),
+        blobs,
         ..Default::default()
     };
     let limits = Limits {
@@ -156,8 +167,8 @@ async fn record(store: &Arc<dyn Store>, writers: usize, steps: usize, artifacts:
             tokio::spawn(async move {
                 let mut h = Histogram::<u64>::new(3).unwrap();
                 for n in 1..=steps as u64 {
-                    let record = step(id, n, &artifacts);
                     let t = Instant::now();
+                    let record = step(&*store, id, n, &artifacts).await;
                     store.record_step(record).await.unwrap();
                     h.record(t.elapsed().as_micros() as u64).unwrap();
                 }
@@ -204,7 +215,7 @@ async fn delivery(name: &str, writer: &Arc<dyn Store>, watcher_store: Arc<dyn St
     );
     let mut h = Histogram::<u64>::new(3).unwrap();
     for k in 1..=n as u64 {
-        let record = step(id, k, &[]);
+        let record = step(&**writer, id, k, &[]).await;
         writer.record_step(record).await.unwrap();
         let committed = Instant::now();
         loop {
@@ -250,7 +261,12 @@ async fn main() {
                 writers: env_usize("UFO_BENCH_STEP_WRITERS", 2),
             },
         };
-        let store: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(32)).await.unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Arc::new(DirBlobStore::open(dir.path()).unwrap());
+        let rows = postgres::connect(&url, options(32), blobs.as_ref())
+            .await
+            .unwrap();
+        let store: Arc<dyn Store> = Arc::new(BlobbedStore::new(Arc::new(rows), blobs.clone()));
         // Warm the pool and the caches.
         record(&store, 4, 50, &[]).await;
         println!(
@@ -268,13 +284,6 @@ async fn main() {
             let shots = [artifact_bytes, artifact_bytes, artifact_bytes / 10];
             record(&store, 1, artifact_steps, &shots).await;
             record(&store, 16, artifact_steps / 8, &shots).await;
-            // The same steps with their bytes in a blob directory (issue 22): the rows keep references.
-            let dir = tempfile::tempdir().unwrap();
-            let blobs = Arc::new(DirBlobStore::open(dir.path()).unwrap());
-            let blobbed: Arc<dyn Store> = Arc::new(BlobbedStore::new(Arc::clone(&store), blobs));
-            println!("(next two: artifact bytes in a blob directory, not in Postgres)");
-            record(&blobbed, 1, artifact_steps, &shots).await;
-            record(&blobbed, 16, artifact_steps / 8, &shots).await;
         }
         let same = Arc::clone(&store);
         delivery(
@@ -284,7 +293,10 @@ async fn main() {
             deliveries,
         )
         .await;
-        let replica: Arc<dyn Store> = Arc::new(postgres::connect(&url, options(4)).await.unwrap());
+        let replica = postgres::connect(&url, options(4), blobs.as_ref())
+            .await
+            .unwrap();
+        let replica: Arc<dyn Store> = Arc::new(BlobbedStore::new(Arc::new(replica), blobs.clone()));
         delivery(
             "delivery, other replica (LISTEN/NOTIFY)",
             &store,

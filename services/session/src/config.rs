@@ -203,12 +203,13 @@ pub struct RetentionArgs {
 /// Where artifact bytes are stored. The database keeps only references (hash, size, content type).
 ///
 /// - `--blob-s3-bucket` set: an S3-compatible object store (for several replicas sharing one store);
-/// - else `--blob-dir` set, or the embedded SQLite store in use: a local directory (default: `<sqlite file
-///   name without extension>.blobs` next to the SQLite file);
-/// - else (Postgres without either): bytes stay in Postgres rows as before (a warning is logged).
+/// - else a local directory: `--blob-dir`, by default `<sqlite file name without extension>.blobs` next to
+///   the SQLite file, or `ufo-session.blobs` in the working directory with Postgres (replicas sharing one
+///   database must share this directory too, or use S3).
 #[derive(Clone, clap::Args)]
 pub struct BlobArgs {
-    /// Directory of the local blob store (created if missing).
+    /// Directory of the local blob store (created if missing); default: `<sqlite stem>.blobs` next to the
+    /// SQLite file, or `ufo-session.blobs` in the working directory with Postgres.
     #[arg(long, env = "UFO_SESSION_BLOB_DIR")]
     pub blob_dir: Option<PathBuf>,
 
@@ -259,11 +260,11 @@ pub struct BlobArgs {
 }
 
 impl Config {
-    /// The blob store these flags select (`None`: bytes stay in the Postgres rows).
-    pub fn blob_location(&self) -> Option<BlobLocation> {
+    /// The blob store these flags select.
+    pub fn blob_location(&self) -> BlobLocation {
         let b = &self.blobs;
         if let Some(bucket) = &b.blob_s3_bucket {
-            return Some(BlobLocation::S3(crate::blob::s3::S3Options {
+            return BlobLocation::S3(crate::blob::s3::S3Options {
                 bucket: bucket.clone(),
                 endpoint: b.blob_s3_endpoint.clone(),
                 region: b.blob_s3_region.clone(),
@@ -271,23 +272,24 @@ impl Config {
                 secret_access_key: b.blob_s3_secret_access_key.clone(),
                 prefix: b.blob_s3_prefix.clone(),
                 allow_http: b.blob_s3_allow_http,
-            }));
+            });
         }
         if let Some(dir) = &b.blob_dir {
-            return Some(BlobLocation::Dir(dir.clone()));
+            return BlobLocation::Dir(dir.clone());
         }
         if self.database_url.is_some() {
-            return None;
+            return BlobLocation::Dir(PathBuf::from(DEFAULT_BLOB_DIR));
         }
         let stem = self.sqlite_path.file_stem().map_or_else(
             || "ufo-session".into(),
             |s| s.to_string_lossy().into_owned(),
         );
-        Some(BlobLocation::Dir(
-            self.sqlite_path.with_file_name(format!("{stem}.blobs")),
-        ))
+        BlobLocation::Dir(self.sqlite_path.with_file_name(format!("{stem}.blobs")))
     }
 }
+
+/// The blob directory of a Postgres store without `--blob-dir` (relative to the working directory).
+pub const DEFAULT_BLOB_DIR: &str = "ufo-session.blobs";
 
 /// The blob store [`Config::blob_location`] selected.
 #[derive(Debug, Clone)]

@@ -2,7 +2,8 @@
 //!
 //! Layout:
 //! - [`config`]: the CLI/env configuration.
-//! - [`blob`]: the content-addressed blob store of artifact bytes (directory or S3) and its sweeper.
+//! - [`blob`]: the content-addressed blob store of artifact bytes (a directory by default, or S3) and its
+//!   sweeper.
 //! - [`store`]: the [`Store`](store::Store) trait and its Postgres and embedded SQLite implementations
 //!   (schema in `migrations/` and `migrations_sqlite/`).
 //! - [`knowledge`]: help documents (parsed, chunked), experiences and their full-text search.
@@ -57,32 +58,28 @@ pub enum RunError {
     Serve(#[from] ServeError),
 }
 
-/// Opens the configured store (rows and, when configured, the blob store holding artifact bytes).
-/// Migrations run here.
+/// Opens the configured store: the blob store holding artifact bytes, then the rows (migrations run here,
+/// moving any bytes rows still carry into the blob store first).
 pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
-    let rows = open_rows(config).await?;
-    Ok(match open_blobs(config)? {
-        Some(blobs) => Arc::new(BlobbedStore::new(rows, blobs)),
-        None => rows,
-    })
+    Ok(Arc::new(open_blobbed(config).await?))
 }
 
-/// Opens the blob store the configuration selects (`None`: artifact bytes stay in the Postgres rows).
-pub fn open_blobs(config: &Config) -> Result<Option<Arc<dyn BlobStore>>, blob::BlobError> {
+async fn open_blobbed(config: &Config) -> Result<BlobbedStore, RunError> {
+    let blobs = open_blobs(config)?;
+    let rows = open_rows(config, blobs.as_ref()).await?;
+    Ok(BlobbedStore::new(rows, blobs))
+}
+
+/// Opens the blob store the configuration selects.
+pub fn open_blobs(config: &Config) -> Result<Arc<dyn BlobStore>, blob::BlobError> {
     Ok(match config.blob_location() {
-        Some(BlobLocation::Dir(dir)) => {
+        BlobLocation::Dir(dir) => {
             tracing::info!(dir = %dir.display(), "blob store: directory");
-            Some(Arc::new(blob::dir::DirBlobStore::open(dir)?))
+            Arc::new(blob::dir::DirBlobStore::open(dir)?)
         }
-        Some(BlobLocation::S3(options)) => {
+        BlobLocation::S3(options) => {
             tracing::info!(bucket = %options.bucket, "blob store: s3");
-            Some(Arc::new(blob::s3::S3BlobStore::connect(&options)?))
-        }
-        None => {
-            tracing::warn!(
-                "no --blob-dir or --blob-s3-bucket: artifact bytes are stored in Postgres rows"
-            );
-            None
+            Arc::new(blob::s3::S3BlobStore::connect(&options)?)
         }
     })
 }
@@ -108,7 +105,7 @@ async fn sweep_blobs(
 }
 
 /// Opens the row store: Postgres when a database URL is set, else the embedded SQLite file.
-async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
+async fn open_rows(config: &Config, blobs: &dyn BlobStore) -> Result<Arc<dyn Store>, StoreError> {
     let index = store::IndexOptions {
         max_delta: config.knowledge.knowledge_index_max_delta,
         changes_kept: config.knowledge.knowledge_changes_kept,
@@ -126,7 +123,7 @@ async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
                 },
             };
             Arc::new(
-                store::postgres::connect(url, options)
+                store::postgres::connect(url, options, blobs)
                     .await?
                     .with_index_options(index),
             )
@@ -134,7 +131,7 @@ async fn open_rows(config: &Config) -> Result<Arc<dyn Store>, StoreError> {
         None => {
             tracing::info!(path = %config.sqlite_path.display(), "session store: embedded sqlite");
             Arc::new(
-                store::sqlite::open(&config.sqlite_path, config.pool_size)
+                store::sqlite::open(&config.sqlite_path, config.pool_size, blobs)
                     .await?
                     .with_index_options(index),
             )
@@ -148,23 +145,17 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
-    let rows = open_rows(&config).await?;
-    let store: Arc<dyn Store> = match open_blobs(&config)? {
-        Some(blobs) => {
-            let blobbed = BlobbedStore::new(rows, blobs);
-            let args = &config.blobs;
-            if args.blob_sweep_interval_s > 0 {
-                tokio::spawn(sweep_blobs(
-                    blobbed.clone(),
-                    Duration::from_secs(args.blob_sweep_grace_s),
-                    Duration::from_secs(args.blob_sweep_interval_s),
-                    shutdown.child_token(),
-                ));
-            }
-            Arc::new(blobbed)
-        }
-        None => rows,
-    };
+    let blobbed = open_blobbed(&config).await?;
+    let args = &config.blobs;
+    if args.blob_sweep_interval_s > 0 {
+        tokio::spawn(sweep_blobs(
+            blobbed.clone(),
+            Duration::from_secs(args.blob_sweep_grace_s),
+            Duration::from_secs(args.blob_sweep_interval_s),
+            shutdown.child_token(),
+        ));
+    }
+    let store: Arc<dyn Store> = Arc::new(blobbed);
     let r = &config.retention;
     if let Some(rule) = retention::rule(r.retain_images_days, r.retain_images_tasks)
         && r.retain_interval_s > 0

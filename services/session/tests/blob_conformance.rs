@@ -259,8 +259,8 @@ async fn s3_config_errors_are_clear() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_service_keeps_step_blobs_in_s3() {
     use ufo_proto::v1::{
-        ArtifactKind, BeginRoundRequest, CreateSessionRequest, GetArtifactRequest,
-        RecordStepRequest, Step, StepArtifact,
+        ArtifactKind, BeginRoundRequest, CreateSessionRequest, GetArtifactRequest, PutBlobRequest,
+        RecordStepRequest, Step, StepBlob,
     };
 
     let moto = Moto::start("ufo-service").await;
@@ -298,6 +298,14 @@ async fn session_service_keeps_step_blobs_in_s3() {
     .await
     .unwrap();
     let shot = Bytes::from_static(b"the pixels the model saw");
+    let put = c
+        .put_blob(PutBlobRequest {
+            data: shot.clone(),
+            sha256: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
     let recorded = c
         .record_step(RecordStepRequest {
             step: Some(Step {
@@ -309,11 +317,12 @@ async fn session_service_keeps_step_blobs_in_s3() {
                 agent_kind: ufo_proto::v1::AgentKind::Host.into(),
                 ..Default::default()
             }),
-            artifacts: vec![StepArtifact {
+            blobs: vec![StepBlob {
                 kind: ArtifactKind::CleanScreenshot.into(),
                 content_type: "image/png".into(),
-                data: shot.clone(),
-                metadata: None,
+                sha256: put.sha256,
+                size: put.size,
+                ..Default::default()
             }],
             ..Default::default()
         })

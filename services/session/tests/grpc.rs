@@ -108,17 +108,18 @@ async fn bad_input_is_rejected_naming_the_field() {
                 agent_kind: ufo_proto::v1::AgentKind::Host.into(),
                 ..Default::default()
             }),
-            artifacts: vec![ufo_proto::v1::StepArtifact {
+            blobs: vec![ufo_proto::v1::StepBlob {
                 kind: ArtifactKind::CleanScreenshot.into(),
                 content_type: "image/png".into(),
-                data: Vec::new().into(),
-                metadata: None,
+                sha256: "ab".repeat(32),
+                size: 0,
+                ..Default::default()
             }],
             ..Default::default()
         })
         .await
         .unwrap_err();
-    assert_invalid(err, "artifacts[0].data");
+    assert_invalid(err, "blobs[0].size");
     let err = c
         .claim_task(ClaimTaskRequest {
             worker_id: String::new(),
@@ -348,13 +349,9 @@ async fn oversized_messages_are_refused() {
         .unwrap()
         .into_inner();
     let err = c
-        .put_artifact(PutArtifactRequest {
-            session_id: s.id,
-            step: 0,
-            kind: ArtifactKind::CleanScreenshot.into(),
-            content_type: "image/png".into(),
+        .put_blob(PutBlobRequest {
             data: vec![0; 128 * 1024].into(),
-            metadata: None,
+            sha256: String::new(),
         })
         .await
         .unwrap_err();
@@ -362,20 +359,15 @@ async fn oversized_messages_are_refused() {
     // with gRPC's code for an over-limit message.
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains("too large"), "{err:?}");
-    // The same limit bounds a step that carries its screenshots.
+    // The same limit bounds a step.
     let err = c
         .record_step(RecordStepRequest {
             step: Some(Step {
-                session_id: uuid::Uuid::new_v4().to_string(),
+                session_id: s.id,
                 step: 1,
+                observation: "x".repeat(128 * 1024),
                 ..Default::default()
             }),
-            artifacts: vec![ufo_proto::v1::StepArtifact {
-                kind: ArtifactKind::CleanScreenshot.into(),
-                content_type: "image/png".into(),
-                data: vec![0; 128 * 1024].into(),
-                metadata: None,
-            }],
             ..Default::default()
         })
         .await

@@ -6,14 +6,28 @@ mod conformance;
 use std::sync::Arc;
 
 use sqlx::PgPool;
+use ufo_session::blob::BlobStore;
+use ufo_session::blob::dir::DirBlobStore;
+use ufo_session::store::blobbed::BlobbedStore;
 use ufo_session::store::{IndexOptions, Store, postgres};
 
+/// The database's store with its blob store: a directory per test database, shared by its replicas.
 async fn store(pool: &PgPool) -> Arc<dyn Store> {
-    Arc::new(
-        postgres::from_pool(pool.clone(), postgres::StepBatching::default())
-            .await
-            .unwrap(),
-    )
+    let rows = postgres::from_pool(pool.clone(), postgres::StepBatching::default())
+        .await
+        .unwrap();
+    Arc::new(BlobbedStore::new(Arc::new(rows), blobs(pool).await))
+}
+
+async fn blobs(pool: &PgPool) -> Arc<dyn BlobStore> {
+    let database: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("session-blobs")
+        .join(database);
+    Arc::new(DirBlobStore::open(dir).unwrap())
 }
 
 fn replica(pool: &PgPool) -> conformance::Replica {

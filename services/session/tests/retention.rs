@@ -12,7 +12,6 @@ mod conformance;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use sqlx::PgPool;
 use ufo_proto::v1::{ArtifactKind, SessionStatus};
 use ufo_session::blob::dir::DirBlobStore;
@@ -25,23 +24,29 @@ use ufo_session::store::{
 };
 use uuid::Uuid;
 
-fn step_with_shot(id: Uuid, n: u64, shot: &[u8]) -> ufo_session::store::StepRecord {
+async fn step_with_shot(
+    store: &dyn Store,
+    id: Uuid,
+    n: u64,
+    shot: &[u8],
+) -> ufo_session::store::StepRecord {
     let mut request = conformance::step_request(id, n, "look");
-    request.artifacts = vec![ufo_proto::v1::StepArtifact {
-        kind: ArtifactKind::CleanScreenshot.into(),
-        content_type: "image/png".into(),
-        data: Bytes::copy_from_slice(shot),
-        metadata: None,
-    }];
+    request.blobs = vec![
+        conformance::put_blob(
+            store,
+            ArtifactKind::CleanScreenshot,
+            shot,
+            serde_json::json!({}),
+        )
+        .await,
+    ];
     validate::record_step(request, conformance::LIMITS).unwrap()
 }
 
 async fn session_with_shot(store: &BlobbedStore, shot: &[u8], end: bool) -> Uuid {
     let id = conformance::session(store).await;
-    store
-        .record_step(step_with_shot(id, 1, shot))
-        .await
-        .unwrap();
+    let step = step_with_shot(store, id, 1, shot).await;
+    store.record_step(step).await.unwrap();
     if end {
         store
             .set_session_status(StatusChange {
@@ -164,12 +169,12 @@ async fn retention(rows: Arc<dyn Store>, blobs: Arc<DirBlobStore>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_retention_prunes_images_and_keeps_steps() {
     let dir = tempfile::tempdir().unwrap();
+    let blobs = Arc::new(DirBlobStore::open(dir.path().join("blobs")).unwrap());
     let rows = Arc::new(
-        sqlite::open(&dir.path().join("session.sqlite3"), 4)
+        sqlite::open(&dir.path().join("session.sqlite3"), 4, blobs.as_ref())
             .await
             .unwrap(),
     );
-    let blobs = Arc::new(DirBlobStore::open(dir.path().join("blobs")).unwrap());
     retention(rows, blobs).await;
 }
 

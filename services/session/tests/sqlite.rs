@@ -5,14 +5,22 @@ mod conformance;
 
 use std::sync::Arc;
 
+use ufo_session::blob::BlobStore;
+use ufo_session::blob::dir::DirBlobStore;
+use ufo_session::store::blobbed::BlobbedStore;
 use ufo_session::store::{IndexOptions, Store, sqlite};
 
+/// The file's store with its blob store (a directory beside it).
 async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
-    Arc::new(
-        sqlite::open(&dir.path().join("session.sqlite3"), 4)
-            .await
-            .unwrap(),
-    )
+    let blobs = blobs(dir);
+    let rows = sqlite::open(&dir.path().join("session.sqlite3"), 4, blobs.as_ref())
+        .await
+        .unwrap();
+    Arc::new(BlobbedStore::new(Arc::new(rows), blobs))
+}
+
+fn blobs(dir: &tempfile::TempDir) -> Arc<dyn BlobStore> {
+    Arc::new(DirBlobStore::open(dir.path().join("blobs")).unwrap())
 }
 
 macro_rules! on_sqlite {
@@ -57,7 +65,7 @@ async fn watch_replays_then_follows_and_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn knowledge_replicas_see_each_others_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let tiny = sqlite::open(&dir.path().join("session.sqlite3"), 4)
+    let tiny = sqlite::open(&dir.path().join("session.sqlite3"), 4, blobs(&dir).as_ref())
         .await
         .unwrap()
         .with_index_options(IndexOptions {

@@ -35,7 +35,7 @@ use ufo_proto::v1::{
 use super::error::ApiError;
 use crate::agents::action::ActionRecord;
 use crate::dispatch::CommandResult;
-use crate::store::blobs::{ArtifactUpload, BlobUploads, split};
+use crate::store::blobs::{ArtifactUpload, BlobUploads, references};
 use crate::store::client::SessionClient;
 
 /// The recorded agent name of a caller's direct calls.
@@ -537,7 +537,13 @@ impl Recording {
         let memory = json!({"agent_name": self.agent, "comment": comment, "status": state_after,
                             "action": content.actions.iter().map(ActionRecord::to_json).collect::<Vec<_>>(),
                             "action_representation": representation.join("; ")});
-        let (blobs, artifacts) = split(Some(uploads), content.artifacts).await;
+        let retry = crate::store::retry::Retry::default();
+        let blobs = references(uploads, content.artifacts, &retry)
+            .await
+            .map_err(|s| {
+                self.lose_on(&s);
+                status_error("the call ran but its screenshots could not be stored", &s)
+            })?;
         self.client
             .clone()
             .record_step(RecordStepRequest {
@@ -547,7 +553,6 @@ impl Recording {
                     .cloned()
                     .map(ufo_proto::json::object_to_struct),
                 blobs,
-                artifacts,
                 lease_owner: self.worker.clone(),
                 ..Default::default()
             })

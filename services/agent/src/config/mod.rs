@@ -555,14 +555,6 @@ pub struct RunnerConfig {
     #[arg(long = "executor-max-message-bytes", env = "UFO_AGENT_EXECUTOR_MAX_MESSAGE_BYTES", default_value_t = 32 * 1024 * 1024)]
     pub executor_max_message_bytes: usize,
 
-    /// A step's artifacts (screenshots) travel inside its RecordStep call and are stored in the step's own
-    /// transaction while their total stays within this many bytes; the rest are stored first, one
-    /// PutArtifact call each (0: every artifact that way). A step the session service refuses as larger than
-    /// its message limit (`--max-message-bytes`, default 32 MiB) is sent again with its artifacts stored
-    /// that way (default 16777216).
-    #[arg(long = "inline-artifact-bytes", env = "UFO_AGENT_INLINE_ARTIFACT_BYTES", default_value_t = 16 * 1024 * 1024)]
-    pub inline_artifact_bytes: usize,
-
     /// On shutdown, how long the current step may run to completion before it is abandoned (not recorded;
     /// the next runner observes again), in milliseconds (default 20000).
     #[arg(

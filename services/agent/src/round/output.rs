@@ -22,7 +22,7 @@ pub struct StepOutput {
     /// What happens next, with the round state a driver keeps for a resume (the runner gives the questions
     /// and the held action their ids and stores it with the step).
     pub control: StepControl,
-    /// The uploads started at capture ([`crate::store::blobs`]); none: the artifacts' bytes go with the step.
+    /// The uploads started at capture ([`crate::store::blobs`]); none: the step's recording puts them.
     pub uploads: Option<std::sync::Arc<crate::store::blobs::BlobUploads>>,
 }
 

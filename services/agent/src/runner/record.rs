@@ -1,7 +1,7 @@
 //! Recording one produced step: the step with its artifacts, memory item, blackboard entries, its typed
 //! control value (what comes next, ids assigned) and the question/hold entries and events that value
-//! implies — each written once, here — in one RecordStep fenced by the lease owner (artifacts beyond the
-//! inline budget are put first and linked).
+//! implies — each written once, here — in one RecordStep fenced by the lease owner (its screenshots are
+//! blobs put first, [`crate::store::blobs`]; the step references them).
 //!
 //! Recording is three parts so that it can run off the step's critical path ([`super::ahead`]):
 //! [`TaskRun::prepare`] builds the request, [`Recorder::commit`] writes it (owning everything it needs, so
@@ -11,10 +11,7 @@
 
 use std::sync::Arc;
 
-use ufo_proto::v1::{
-    ArtifactRef, BlackboardEntry, BlackboardKind, PutArtifactRequest, RecordStepRequest, Round,
-    Step, StepArtifact,
-};
+use ufo_proto::v1::{BlackboardEntry, BlackboardKind, RecordStepRequest, Round, Step};
 
 use super::hitl;
 use super::task::{History, TaskRun};
@@ -52,9 +49,7 @@ pub(super) struct Marks {
 #[derive(Clone)]
 pub(super) struct Recorder {
     pub(super) client: SessionClient,
-    pub(super) session_id: String,
     pub(super) retry: Retry,
-    pub(super) inline_artifact_bytes: usize,
 }
 
 fn board_lists(board: &mut ufo_proto::v1::Blackboard) -> [&mut Vec<BlackboardEntry>; 4] {
@@ -121,10 +116,8 @@ impl TaskRun {
                 step: Some(step),
                 memory_item,
                 blackboard,
-                artifact_ids: Vec::new(),
                 events,
                 lease_owner: self.worker_id.clone(),
-                artifacts: Vec::new(),
                 blobs: Vec::new(),
             },
             artifacts: output.artifacts,
@@ -136,9 +129,7 @@ impl TaskRun {
     pub(super) fn recorder(&self) -> Recorder {
         Recorder {
             client: self.client.clone(),
-            session_id: self.session.id.clone(),
             retry: self.config.store_retry(),
-            inline_artifact_bytes: self.config.inline_artifact_bytes,
         }
     }
 
@@ -210,63 +201,17 @@ impl Recorder {
             artifacts,
             uploads,
         } = prepared;
-        // Uploads started at capture are waited for here; what could not be uploaded goes inline.
-        let (blobs, mut pending) = crate::store::blobs::split(uploads.as_deref(), artifacts).await;
-        base.blobs = blobs;
-        // The step's artifacts travel inside RecordStep (stored in the step's transaction) up to the
-        // configured total; any beyond it are stored first, concurrently, one PutArtifact each, and the step
-        // links them. A step larger than the session service accepts in one message (its
-        // --max-message-bytes is below this runner's inline budget) is refused with nothing recorded: its
-        // inline artifacts are then stored that way too and it is sent again.
-        let mut budget = self.inline_artifact_bytes;
-        let mut linked = Vec::new();
-        let (recorded, inline) = loop {
-            let mut request = base.clone();
-            let mut inline_bytes = 0usize;
-            let mut separate = Vec::new();
-            for artifact in std::mem::take(&mut pending) {
-                if inline_bytes + artifact.data.len() <= budget {
-                    inline_bytes += artifact.data.len();
-                    request.artifacts.push(artifact);
-                } else {
-                    separate.push(artifact);
-                }
-            }
-            let stored = self.put_artifacts(number, separate).await?;
-            linked.extend(stored.into_iter().map(|stored| stored.id));
-            request.artifact_ids.clone_from(&linked);
-            let recorded = crate::store::retry::retried(&self.retry, "RecordStep", || {
-                let mut client = self.client.clone();
-                let request = request.clone();
-                async move { client.record_step(request).await }
-            });
-            match recorded.await {
-                Ok(recorded) => break (recorded.into_inner(), request.artifacts),
-                Err(status)
-                    if status.code() == tonic::Code::ResourceExhausted && inline_bytes > 0 =>
-                {
-                    tracing::warn!(step = number, error = %status,
-                        "the step with its screenshots is too large for the session service; storing them separately");
-                    (pending, budget) = (request.artifacts, 0);
-                }
-                Err(status) => return Err(status),
-            }
-        };
-        let mut step = recorded.step.unwrap_or_default();
-        // A session service older than `RecordStepRequest.artifacts` ignores the field and records the step
-        // without them (e.g. during a rolling upgrade that reached the agents first): the step's references
-        // show it, and the screenshots are then stored under the step with PutArtifact.
-        let missing = missing_inline(&inline, &step.artifacts);
-        if !missing.is_empty() {
-            tracing::warn!(
-                step = number,
-                missing = missing.len(),
-                "the session service did not store the step's artifacts; storing them with PutArtifact"
-            );
-            let missing = missing.into_iter().cloned().collect();
-            step.artifacts
-                .extend(self.put_artifacts(number, missing).await?);
-        }
+        // Uploads started at capture are waited for here (those nobody started are made now).
+        let uploads = uploads.unwrap_or_else(|| Arc::new(BlobUploads::new(self.client.clone())));
+        base.blobs = crate::store::blobs::references(&uploads, artifacts, &self.retry).await?;
+        let recorded = crate::store::retry::retried(&self.retry, "RecordStep", || {
+            let mut client = self.client.clone();
+            let request = base.clone();
+            async move { client.record_step(request).await }
+        })
+        .await?
+        .into_inner();
+        let step = recorded.step.unwrap_or_default();
         tracing::info!(
             step = number,
             duplicate = recorded.duplicate,
@@ -277,83 +222,5 @@ impl Recorder {
             blackboard: recorded.blackboard,
             duplicate: recorded.duplicate,
         })
-    }
-
-    /// Stores `artifacts` under step `number`, concurrently, one PutArtifact each.
-    async fn put_artifacts(
-        &self,
-        number: u64,
-        artifacts: Vec<StepArtifact>,
-    ) -> Result<Vec<ArtifactRef>, tonic::Status> {
-        let puts = artifacts.into_iter().map(|artifact| {
-            let mut client = self.client.clone();
-            let request = PutArtifactRequest {
-                session_id: self.session_id.clone(),
-                step: number,
-                kind: artifact.kind,
-                content_type: artifact.content_type,
-                data: artifact.data,
-                metadata: artifact.metadata,
-            };
-            async move { client.put_artifact(request).await.map(|r| r.into_inner()) }
-        });
-        futures::future::try_join_all(puts).await
-    }
-}
-
-/// The inline artifacts with no stored reference of the same kind and size.
-fn missing_inline<'a>(inline: &'a [StepArtifact], stored: &[ArtifactRef]) -> Vec<&'a StepArtifact> {
-    inline
-        .iter()
-        .filter(|a| {
-            !stored
-                .iter()
-                .any(|r| r.kind == a.kind && r.size == a.data.len() as u64)
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ufo_proto::v1::ArtifactKind;
-
-    fn inline(kind: ArtifactKind, len: usize) -> StepArtifact {
-        StepArtifact {
-            kind: kind as i32,
-            content_type: "image/png".into(),
-            data: vec![1; len].into(),
-            metadata: None,
-        }
-    }
-
-    fn stored(kind: ArtifactKind, size: u64) -> ArtifactRef {
-        ArtifactRef {
-            kind: kind as i32,
-            size,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn artifacts_the_store_did_not_keep_are_found() {
-        let sent = [
-            inline(ArtifactKind::CleanScreenshot, 10),
-            inline(ArtifactKind::AnnotatedScreenshot, 12),
-        ];
-        // A current store lists both (and whatever was linked besides).
-        let all = [
-            stored(ArtifactKind::AnnotatedScreenshot, 12),
-            stored(ArtifactKind::CleanScreenshot, 10),
-            stored(ArtifactKind::DesktopScreenshot, 99),
-        ];
-        assert!(missing_inline(&sent, &all).is_empty());
-        // An older store kept only the linked ones.
-        let old = [stored(ArtifactKind::DesktopScreenshot, 99)];
-        assert_eq!(missing_inline(&sent, &old).len(), 2);
-        let partly = [stored(ArtifactKind::CleanScreenshot, 10)];
-        let missing = missing_inline(&sent, &partly);
-        assert_eq!(missing.len(), 1);
-        assert_eq!(missing[0].kind, ArtifactKind::AnnotatedScreenshot as i32);
     }
 }

@@ -259,15 +259,18 @@ impl TaskRun {
                 &shot,
                 serde_json::json!({}),
             );
-            let request = ufo_proto::v1::PutArtifactRequest {
-                session_id: self.session.id.clone(),
-                step,
-                kind: upload.kind as i32,
-                content_type: upload.content_type,
-                data: upload.data,
-                metadata: Some(ufo_proto::json::object_to_struct(upload.metadata)),
+            let uploads = crate::store::blobs::BlobUploads::new(self.client.clone());
+            let retry = self.config.store_retry();
+            let added = async {
+                let mut blobs = crate::store::blobs::references(&uploads, vec![upload], &retry).await?;
+                let request = ufo_proto::v1::AddArtifactRequest {
+                    session_id: self.session.id.clone(),
+                    step,
+                    blob: blobs.pop(),
+                };
+                self.client.clone().add_artifact(request).await
             };
-            if let Err(error) = self.client.clone().put_artifact(request).await {
+            if let Err(error) = added.await {
                 tracing::warn!(%error, "cannot store the desktop's picture after the task's last step");
             }
         }

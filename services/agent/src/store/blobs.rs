@@ -1,12 +1,12 @@
 //! Screenshot uploads off the step's critical path (issue 22, docs/blob-store.md).
 //!
-//! A screenshot is put into the session service's blob store (`PutBlob`) as soon as it is captured, on a
-//! task of its own, so the upload runs while the model is asked and the action executes. When the step is
-//! recorded, [`split`] waits only for uploads that have not finished yet and sends `RecordStep` the blobs'
-//! references (hash, size, type, dimensions) instead of their bytes; the session service refuses a step
-//! whose blobs are not durable. Where an upload failed (a session service that keeps bytes in rows, an
-//! older one without `PutBlob`, a transient error) the bytes go inside `RecordStep` as before: the step is
-//! never lost for want of the blob store.
+//! Artifact bytes reach the session service one way: `PutBlob`, then the step references the blob. A
+//! screenshot is put as soon as it is captured, on a task of its own, so the upload runs while the model is
+//! asked and the action executes. When the step is recorded, [`references`] waits only for uploads that
+//! have not finished yet (starting those nobody started), retrying transient failures like every store
+//! write, and `RecordStep` carries the blobs' references (hash, size, type, dimensions); the session
+//! service refuses a step whose blobs are not durable. A blob the service refuses (larger than its
+//! `--max-blob-bytes`) fails the step's recording with the service's reason: nothing is recorded half.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,10 +17,10 @@ use futures::FutureExt as _;
 use futures::future::{BoxFuture, Shared};
 use sha2::{Digest as _, Sha256};
 use tracing::Instrument as _;
-use ufo_proto::v1::{PutBlobRequest, StepArtifact, StepBlob};
+use ufo_proto::v1::{PutBlobRequest, StepBlob};
 
 use crate::store::client::SessionClient;
-
+use crate::store::retry::{Retry, retried};
 /// An artifact produced by a step (stored before the step is recorded).
 #[derive(Debug, Clone)]
 pub struct ArtifactUpload {
@@ -37,10 +37,6 @@ pub struct ArtifactUpload {
 /// An upload in flight or done: the stored blob's size, or why it failed.
 type Upload = Shared<BoxFuture<'static, Result<u64, tonic::Status>>>;
 
-/// After a session service says it has no blob store (or no PutBlob), uploads pause this long: its
-/// screenshots go inline without a refused call per capture.
-const PAUSE_WITHOUT_STORE: Duration = Duration::from_secs(60);
-
 /// Uploads not claimed by a step within this long are forgotten (their step failed before recording).
 const FORGET_AFTER: Duration = Duration::from_secs(600);
 
@@ -48,7 +44,6 @@ const FORGET_AFTER: Duration = Duration::from_secs(600);
 pub struct BlobUploads {
     client: SessionClient,
     started: Mutex<HashMap<String, (Instant, Upload)>>,
-    paused_until: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for BlobUploads {
@@ -66,23 +61,15 @@ impl BlobUploads {
         Self {
             client,
             started: Mutex::new(HashMap::new()),
-            paused_until: Mutex::new(None),
         }
     }
 
     /// Starts putting `bytes` now (a no-op when the same bytes are already being put); their hex SHA-256.
     pub fn start(&self, bytes: &Bytes) -> String {
         let hash = sha256_hex(bytes);
-        if !self.paused() {
-            // The upload runs on its own task: the handle is kept in the map, not needed here.
-            drop(self.upload(hash.clone(), bytes));
-        }
+        // The upload runs on its own task: the handle is kept in the map, not needed here.
+        drop(self.upload(hash.clone(), bytes));
         hash
-    }
-
-    fn paused(&self) -> bool {
-        let until = self.paused_until.lock().ok().and_then(|p| *p);
-        until.is_some_and(|t| Instant::now() < t)
     }
 
     fn upload(&self, hash: String, bytes: &Bytes) -> Upload {
@@ -116,39 +103,32 @@ impl BlobUploads {
         .shared()
     }
 
-    /// The reference to `bytes` once they are durable, waiting for an upload started at capture (or
-    /// starting one); `None` when the upload failed.
-    async fn durable(&self, bytes: &Bytes) -> Option<(String, u64)> {
-        if self.paused() {
-            return None;
-        }
-        let hash = hex::encode(Sha256::digest(bytes));
-        let upload = self.upload(hash.clone(), bytes);
-        let outcome = upload.await;
+    /// The hash and size of `bytes` once they are durable, waiting for an upload started at capture (or
+    /// starting one); a transient failure is retried with `retry`, a refusal returned.
+    async fn durable(&self, bytes: &Bytes, retry: &Retry) -> Result<(String, u64), tonic::Status> {
+        let hash = sha256_hex(bytes);
+        let outcome = self.upload(hash.clone(), bytes).await;
         if let Ok(mut started) = self.started.lock() {
             started.remove(&hash);
         }
-        match outcome {
-            Ok(size) => Some((hash, size)),
-            Err(status)
-                if matches!(
-                    status.code(),
-                    tonic::Code::FailedPrecondition | tonic::Code::Unimplemented
-                ) =>
-            {
-                if let Ok(mut until) = self.paused_until.lock() {
-                    *until = Some(Instant::now() + PAUSE_WITHOUT_STORE);
-                }
-                tracing::info!(reason = %status.message(),
-                    "the session service keeps screenshots in its database; sending them with the steps");
-                None
-            }
-            Err(status) => {
+        let size = match outcome {
+            Ok(size) => size,
+            Err(status) if crate::store::retry::transient(status.code()) => {
                 tracing::warn!(code = ?status.code(), error = %status.message(), sha256 = %hash,
-                    "screenshot upload failed; sending its bytes with the step");
-                None
+                    "screenshot upload failed; putting it again");
+                retried(retry, "PutBlob", || {
+                    let mut client = self.client.clone();
+                    let request = PutBlobRequest {
+                        data: bytes.clone(),
+                        sha256: hash.clone(),
+                    };
+                    async move { client.put_blob(request).await.map(|r| r.into_inner().size) }
+                })
+                .await?
             }
-        }
+            Err(status) => return Err(status),
+        };
+        Ok((hash, size))
     }
 }
 
@@ -157,7 +137,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Starts the upload of `bytes` when there is an uploader; their hex SHA-256 either way.
+/// Starts the upload of `bytes` when there is an uploader (otherwise the step's recording puts them); their
+/// hex SHA-256 either way.
 pub fn start(uploads: Option<&BlobUploads>, bytes: &Bytes) -> String {
     match uploads {
         Some(u) => u.start(bytes),
@@ -165,21 +146,13 @@ pub fn start(uploads: Option<&BlobUploads>, bytes: &Bytes) -> String {
     }
 }
 
-/// The step's artifacts as blob references (uploads waited for) and, for those whose upload failed or
-/// when there is no uploader, as bytes to send inline.
+/// The step's artifacts as references to durable blobs (uploads waited for, or made now).
 #[tracing::instrument(name = "blob.await_uploads", skip_all, fields(artifacts = artifacts.len()))]
-pub async fn split(
-    uploads: Option<&BlobUploads>,
+pub async fn references(
+    uploads: &BlobUploads,
     artifacts: Vec<ArtifactUpload>,
-) -> (Vec<StepBlob>, Vec<StepArtifact>) {
-    let resolved = futures::future::join_all(artifacts.into_iter().map(|a| async move {
-        let durable = match uploads {
-            Some(u) => u.durable(&a.data).await,
-            None => None,
-        };
-        (a, durable)
-    }))
-    .await;
+    retry: &Retry,
+) -> Result<Vec<StepBlob>, tonic::Status> {
     let dimension = |a: &ArtifactUpload, key: &str| {
         a.metadata
             .get(key)
@@ -187,25 +160,35 @@ pub async fn split(
             .and_then(|v| u32::try_from(v).ok())
             .unwrap_or(0)
     };
-    let (mut blobs, mut inline) = (Vec::new(), Vec::new());
-    for (a, durable) in resolved {
-        match durable {
-            Some((sha256, size)) => blobs.push(StepBlob {
-                kind: a.kind as i32,
-                width: dimension(&a, "width"),
-                height: dimension(&a, "height"),
-                content_type: a.content_type,
-                sha256,
-                size,
-                metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
-            }),
-            None => inline.push(StepArtifact {
-                kind: a.kind as i32,
-                content_type: a.content_type,
-                data: a.data,
-                metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
-            }),
-        }
-    }
-    (blobs, inline)
+    futures::future::try_join_all(artifacts.into_iter().map(|a| async move {
+        let (sha256, size) = uploads.durable(&a.data, retry).await.map_err(|status| {
+            tonic::Status::new(
+                status.code(),
+                format!(
+                    "the step's {} ({} bytes) could not be stored: {}",
+                    artifact_name(a.kind),
+                    a.data.len(),
+                    status.message()
+                ),
+            )
+        })?;
+        Ok(StepBlob {
+            kind: a.kind as i32,
+            width: dimension(&a, "width"),
+            height: dimension(&a, "height"),
+            content_type: a.content_type,
+            sha256,
+            size,
+            metadata: Some(ufo_proto::json::object_to_struct(a.metadata)),
+        })
+    }))
+    .await
+}
+
+/// How an error names an artifact kind (`clean screenshot`).
+fn artifact_name(kind: ufo_proto::v1::ArtifactKind) -> String {
+    kind.as_str_name()
+        .trim_start_matches("ARTIFACT_KIND_")
+        .to_ascii_lowercase()
+        .replace('_', " ")
 }

@@ -44,6 +44,9 @@ pub async fn fresh_database() -> ufo_testkit::TestDatabase {
 pub struct Session {
     pub url: String,
     pub database_url: String,
+    /// The session service's blob directory (unless the test configured another store).
+    pub blob_dir: std::path::PathBuf,
+    _blobs: tempfile::TempDir,
     database: ufo_testkit::TestDatabase,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -58,8 +61,11 @@ impl Session {
     pub async fn start_with(configure: impl FnOnce(&mut ufo_session::Config)) -> Self {
         let database = fresh_database().await;
         let database_url = database.url().to_owned();
+        let blobs = tempfile::tempdir().unwrap();
+        let blob_dir = blobs.path().join("blobs");
         let mut config = ufo_session::Config::defaults();
         config.database_url = Some(database_url.clone());
+        config.blobs.blob_dir = Some(blob_dir.clone());
         config.auth_token = None;
         config.pool_size = 4;
         configure(&mut config);
@@ -73,6 +79,8 @@ impl Session {
         let session = Self {
             url,
             database_url,
+            blob_dir,
+            _blobs: blobs,
             database,
             shutdown,
             task,
@@ -111,6 +119,7 @@ impl Session {
         let listener = TcpListener::bind(&addr).await.unwrap();
         let mut config = ufo_session::Config::defaults();
         config.database_url = Some(self.database_url.clone());
+        config.blobs.blob_dir = Some(self.blob_dir.clone());
         config.auth_token = None;
         config.pool_size = 4;
         self.shutdown = CancellationToken::new();

@@ -16,16 +16,16 @@ use tonic::{Request, Response, Status};
 use ufo_common::ErrorCode;
 use ufo_proto::v1::session_store_server::SessionStore;
 use ufo_proto::v1::{
-    AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse, AppendEventsRequest,
-    AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest, Blackboard, BlobRef,
-    CheckInAndClaimRequest, CheckInAndClaimResponse, CheckInDesktopRequest, ClaimTaskRequest,
-    ClaimTaskResponse, CreateSessionRequest, Desktop, EndExpiredDirectSessionsRequest,
-    EndExpiredDirectSessionsResponse, Event, FinishRoundRequest, GetArtifactRequest,
-    GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse, GetSessionRequest, GetStepRequest,
-    Lease, ListDesktopsRequest, ListDesktopsResponse, ListRoundsRequest, ListRoundsResponse,
-    ListSessionsRequest, ListSessionsResponse, ListStepsRequest, ListStepsResponse, ParkReason,
-    ParkTaskRequest, ParkTaskResponse, PoolSignal, PruneImagesRequest, PruneImagesResponse,
-    PutArtifactRequest, PutBlobRequest, RecordStepRequest, RecordStepResponse,
+    AddArtifactRequest, AddRoundRequest, AppendBlackboardRequest, AppendBlackboardResponse,
+    AppendEventsRequest, AppendEventsResponse, Artifact, ArtifactRef, BeginRoundRequest,
+    Blackboard, BlobRef, CheckInAndClaimRequest, CheckInAndClaimResponse, CheckInDesktopRequest,
+    ClaimTaskRequest, ClaimTaskResponse, CreateSessionRequest, Desktop,
+    EndExpiredDirectSessionsRequest, EndExpiredDirectSessionsResponse, Event, FinishRoundRequest,
+    GetArtifactRequest, GetBlackboardRequest, GetMemoryRequest, GetMemoryResponse,
+    GetSessionRequest, GetStepRequest, Lease, ListDesktopsRequest, ListDesktopsResponse,
+    ListRoundsRequest, ListRoundsResponse, ListSessionsRequest, ListSessionsResponse,
+    ListStepsRequest, ListStepsResponse, ParkReason, ParkTaskRequest, ParkTaskResponse, PoolSignal,
+    PruneImagesRequest, PruneImagesResponse, PutBlobRequest, RecordStepRequest, RecordStepResponse,
     RegisterDesktopRequest, ReleaseTaskRequest, ReleaseTaskResponse, RemoveDesktopRequest,
     RemoveDesktopResponse, RenewDesktopRequest, RenewLeaseRequest, RequestCancelRequest, Round,
     Session, SessionKind, SessionStatus, SetDesktopStateRequest, SetSessionStatusRequest, Step,
@@ -299,15 +299,6 @@ impl SessionStore for SessionService {
         request: Request<RecordStepRequest>,
     ) -> Result<Response<RecordStepResponse>, Status> {
         let record = validate::record_step(request.into_inner(), self.limits.validation())?;
-        if !self.store.has_blob_store()
-            && let Some(blob) = record.artifacts.iter().find_map(|a| a.blob.as_ref())
-        {
-            return Err(ErrorCode::FailedPrecondition.status(format!(
-                "blob {} is not durable: this session service has no blob store; send the bytes with \
-                 the step",
-                blob.sha256
-            )));
-        }
         let recorded = self.store.record_step(record).await.map_err(status)?;
         Ok(Response::new(RecordStepResponse {
             step: Some(recorded.step),
@@ -389,22 +380,21 @@ impl SessionStore for SessionService {
         }))
     }
 
-    async fn put_artifact(
+    #[tracing::instrument(name = "session.add_artifact", skip_all,
+        fields(session = %request.get_ref().session_id, step = request.get_ref().step))]
+    async fn add_artifact(
         &self,
-        request: Request<PutArtifactRequest>,
+        request: Request<AddArtifactRequest>,
     ) -> Result<Response<ArtifactRef>, Status> {
         let r = request.into_inner();
+        let blob = r.blob.ok_or_else(|| invalid("blob", "required"))?;
         let artifact = NewArtifact {
             session_id: uuid("session_id", &r.session_id)?,
-            step: validate::bounded("step", r.step)?,
-            kind: validate::artifact_kind("kind", r.kind)?,
-            content_type: required("content_type", r.content_type)?,
-            data: validate::artifact_data("data", r.data, self.limits.validation())?,
-            metadata: validate::object(r.metadata),
-            blob: None,
+            step: validate::positive("step", r.step)?,
+            artifact: validate::step_blob("blob", blob, self.limits.validation())?,
         };
         Ok(Response::new(
-            self.store.put_artifact(artifact).await.map_err(status)?,
+            self.store.add_artifact(artifact).await.map_err(status)?,
         ))
     }
 

@@ -179,21 +179,11 @@ pub fn entries(
 /// A RecordStep request, with the content hash that makes re-recording idempotent.
 pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<StepRecord, Status> {
     let lease_owner = optional(std::mem::take(&mut request.lease_owner));
-    // The hash covers everything the step writes, in protobuf's deterministic encoding (Struct fields are
-    // ordered maps), and nothing about who sends it.
-    // Inline artifacts are hashed once each: the canonical request carries their SHA-256 instead of
-    // their bytes (a clone of the request shares the bytes, it does not copy them).
-    let digests: Vec<[u8; 32]> = request
-        .artifacts
-        .iter()
-        .map(|a| Sha256::digest(&a.data).into())
-        .collect();
+    // The hash covers everything the step writes (its blobs by their hashes), in protobuf's deterministic
+    // encoding (Struct fields are ordered maps), and nothing about who sends it.
     let mut canonical = request.clone();
     if let Some(step) = canonical.step.as_mut() {
         step.artifacts.clear();
-    }
-    for (artifact, digest) in canonical.artifacts.iter_mut().zip(&digests) {
-        artifact.data = bytes::Bytes::copy_from_slice(digest);
     }
     let content_hash: [u8; 32] = Sha256::digest(canonical.encode_to_vec()).into();
     let step = request.step.ok_or_else(|| invalid("step", "required"))?;
@@ -212,40 +202,17 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
     bounded("step.input_tokens", step.input_tokens)?;
     bounded("step.output_tokens", step.output_tokens)?;
     batch("step.actions", &step.actions, limits)?;
-    batch("artifact_ids", &request.artifact_ids, limits)?;
-    let artifact_ids = request
-        .artifact_ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| artifact_id(&format!("artifact_ids[{i}]"), id))
-        .collect::<Result<Vec<_>, _>>()?;
-    batch("artifacts", &request.artifacts, limits)?;
-    let mut artifacts = request
-        .artifacts
-        .into_iter()
-        .zip(digests)
-        .enumerate()
-        .map(|(i, (a, digest))| {
-            let field = |name: &str| format!("artifacts[{i}].{name}");
-            Ok(StepArtifact {
-                kind: artifact_kind(&field("kind"), a.kind)?,
-                content_type: required(&field("content_type"), a.content_type)?,
-                data: artifact_data(&field("data"), a.data, limits)?,
-                metadata: object(a.metadata),
-                sha256: hex::encode(digest),
-                blob: None,
-            })
-        })
-        .collect::<Result<Vec<_>, Status>>()?;
     batch("blobs", &request.blobs, limits)?;
-    for (i, b) in request.blobs.into_iter().enumerate() {
-        artifacts.push(step_blob(&format!("blobs[{i}]"), b, limits)?);
-    }
+    let artifacts = request
+        .blobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| step_blob(&format!("blobs[{i}]"), b, limits))
+        .collect::<Result<Vec<_>, Status>>()?;
     Ok(StepRecord {
         session_id,
         memory_item: object(request.memory_item),
         blackboard: entries("blackboard", request.blackboard, limits)?,
-        artifact_ids,
         artifacts,
         events: events("events", request.events, limits)?,
         lease_owner,
@@ -256,7 +223,7 @@ pub fn record_step(mut request: RecordStepRequest, limits: Limits) -> Result<Ste
 
 /// An artifact whose bytes were put with PutBlob: the row keeps hash, size, content type and (in its
 /// metadata) the image's dimensions.
-fn step_blob(field: &str, b: StepBlob, limits: Limits) -> Result<StepArtifact, Status> {
+pub fn step_blob(field: &str, b: StepBlob, limits: Limits) -> Result<StepArtifact, Status> {
     let sha256 = artifact_id(&format!("{field}.sha256"), &b.sha256)?;
     if b.size == 0 || b.size > limits.max_artifact_bytes as u64 {
         return Err(invalid(
@@ -274,29 +241,12 @@ fn step_blob(field: &str, b: StepBlob, limits: Limits) -> Result<StepArtifact, S
     Ok(StepArtifact {
         kind: artifact_kind(&format!("{field}.kind"), b.kind)?,
         content_type: required(&format!("{field}.content_type"), b.content_type)?,
-        data: bytes::Bytes::new(),
         metadata,
-        blob: Some(crate::store::BlobRef {
-            sha256: sha256.clone(),
+        blob: crate::store::BlobRef {
+            sha256,
             size: b.size,
-        }),
-        sha256,
+        },
     })
-}
-
-/// An artifact's bytes: not empty, at most `limits.max_artifact_bytes`.
-pub fn artifact_data(
-    field: &str,
-    data: bytes::Bytes,
-    limits: Limits,
-) -> Result<bytes::Bytes, Status> {
-    if data.is_empty() {
-        Err(invalid(field, "required"))
-    } else if data.len() > limits.max_artifact_bytes {
-        Err(invalid(field, "larger than the configured maximum"))
-    } else {
-        Ok(data)
-    }
 }
 
 /// An artifact kind (not UNSPECIFIED).
@@ -342,10 +292,13 @@ mod tests {
         );
 
         let mut bad = request();
-        bad.artifact_ids = vec!["xyz".into()];
+        bad.blobs = vec![StepBlob {
+            sha256: "xyz".into(),
+            ..blob(ArtifactKind::CleanScreenshot, 1)
+        }];
         let err = record_step(bad, LIMITS).unwrap_err();
         assert!(
-            err.message().starts_with("artifact_ids[0]"),
+            err.message().starts_with("blobs[0].sha256"),
             "{}",
             err.message()
         );
@@ -372,72 +325,76 @@ mod tests {
         );
     }
 
-    fn artifact(kind: ArtifactKind, data: &'static [u8]) -> ufo_proto::v1::StepArtifact {
-        ufo_proto::v1::StepArtifact {
+    fn blob(kind: ArtifactKind, size: u64) -> StepBlob {
+        StepBlob {
             kind: kind.into(),
             content_type: "image/png".into(),
-            data: bytes::Bytes::from_static(data),
-            metadata: None,
+            sha256: hex::encode(Sha256::digest(b"pixels")),
+            size,
+            ..StepBlob::default()
         }
     }
 
     #[test]
-    fn inline_artifacts_are_checked_and_hashed() {
-        let bad_cases: [(ufo_proto::v1::StepArtifact, &str); 4] = [
+    fn step_blobs_are_checked_and_hashed() {
+        let bad_cases: [(StepBlob, &str); 4] = [
             (
-                artifact(ArtifactKind::Unspecified, b"x"),
-                "artifacts[1].kind: required",
+                blob(ArtifactKind::Unspecified, 1),
+                "blobs[1].kind: required",
             ),
             (
-                ufo_proto::v1::StepArtifact {
+                StepBlob {
                     content_type: " ".into(),
-                    ..artifact(ArtifactKind::CleanScreenshot, b"x")
+                    ..blob(ArtifactKind::CleanScreenshot, 1)
                 },
-                "artifacts[1].content_type: required",
+                "blobs[1].content_type: required",
             ),
             (
-                artifact(ArtifactKind::CleanScreenshot, b""),
-                "artifacts[1].data: required",
+                blob(ArtifactKind::CleanScreenshot, 0),
+                "blobs[1].size: must be 1..=64 bytes",
             ),
             (
-                artifact(ArtifactKind::CleanScreenshot, &[7; 65]),
-                "artifacts[1].data: larger than the configured maximum",
+                blob(ArtifactKind::CleanScreenshot, 65),
+                "blobs[1].size: must be 1..=64 bytes",
             ),
         ];
         for (bad, message) in bad_cases {
             let mut r = request();
-            r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, b"ok"), bad];
+            r.blobs = vec![blob(ArtifactKind::CleanScreenshot, 6), bad];
             let err = record_step(r, LIMITS).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument);
             assert_eq!(err.message(), message);
         }
         let mut r = request();
-        r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, b"x"); 5];
+        r.blobs = vec![blob(ArtifactKind::CleanScreenshot, 6); 5];
         assert!(
             record_step(r, LIMITS)
                 .unwrap_err()
                 .message()
-                .starts_with("artifacts:")
+                .starts_with("blobs:")
         );
 
         let with = |data: &'static [u8]| {
             let mut r = request();
             let step = r.step.as_mut().unwrap();
             step.session_id = "7d0c4e4e-1111-4222-8333-944445555666".into();
-            r.artifacts = vec![artifact(ArtifactKind::CleanScreenshot, data)];
+            r.blobs = vec![StepBlob {
+                sha256: hex::encode(Sha256::digest(data)),
+                ..blob(ArtifactKind::CleanScreenshot, data.len() as u64)
+            }];
             record_step(r, LIMITS).unwrap()
         };
         let a = with(b"pixels");
         assert_eq!(
-            a.artifacts[0].sha256,
+            a.artifacts[0].blob.sha256,
             hex::encode(Sha256::digest(b"pixels")),
-            "the content id is the bytes' SHA-256"
+            "the row keeps the blob's name"
         );
         assert_eq!(with(b"pixels").content_hash, a.content_hash);
         assert_ne!(
             with(b"other pixels").content_hash,
             a.content_hash,
-            "the content hash covers the bytes"
+            "the content hash covers the blobs"
         );
     }
 }

@@ -1,10 +1,10 @@
 //! [`BlobbedStore`]: a [`Store`] whose artifact bytes live in a [`BlobStore`] and whose rows keep only
 //! references (hash, size, content type, metadata).
 //!
-//! Writes put the bytes first and only then run the database transaction that references them, so a step
-//! never commits with a blob that is not durable; a crash in between leaves an unreferenced blob, which
-//! [`crate::blob::sweep`] collects. Reads serve rows that still carry bytes (written before migration 0008)
-//! from the row, and the others from the blob store (read-through: nothing is migrated).
+//! Bytes go one way: `PutBlob` stores them (content-addressed, idempotent), then a step (or `AddArtifact`)
+//! references them; a reference to a blob the blob store does not hold whole is refused, so nothing commits
+//! with bytes that are not durable. A blob put for a step that never committed is unreferenced, and
+//! [`crate::blob::sweep`] collects it. Reads serve the bytes from the blob store.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use crate::knowledge::{
 use crate::store::{
     ArtifactKey, BlobRef, DesktopCheckIn, NewArtifact, NewBlackboardEntry, NewDesktop, NewEvent,
     NewSession, PageCursor, ParkTask, PruneOutcome, PruneRule, RecordedStep, RoundEnd,
-    StatusChange, StepRecord, Store, StoreError, StoreResult, Subscription,
+    StatusChange, StepArtifact, StepRecord, Store, StoreError, StoreResult, Subscription,
 };
 
 /// A store with artifact bytes in a blob store.
@@ -57,26 +57,23 @@ impl BlobbedStore {
         &self.blobs
     }
 
-    /// Refuses a step referencing a blob put earlier that the blob store does not hold whole: a step
-    /// commits only with every blob it references durable.
-    #[instrument(name = "store.check_blobs", skip_all)]
-    async fn check_durable(&self, record: &StepRecord) -> StoreResult<()> {
-        let checks = record.artifacts.iter().filter_map(|a| a.blob.as_ref()).map(
-            |blob| async move {
-                let hash = BlobHash::parse(&blob.sha256)?;
-                match self.blobs.stat(&hash).await? {
-                    Some(info) if info.size == blob.size => Ok(()),
-                    Some(info) => Err(StoreError::FailedPrecondition(format!(
-                        "blob {hash} holds {} bytes, not the {} the step says",
-                        info.size, blob.size
-                    ))),
-                    None => Err(StoreError::FailedPrecondition(format!(
-                        "blob {hash} is not in the blob store: put it with PutBlob before the step \
-                         references it"
-                    ))),
-                }
-            },
-        );
+    /// Refuses references to blobs the blob store does not hold whole: a row references only durable bytes.
+    #[instrument(name = "store.check_blobs", skip_all, fields(blobs = artifacts.len()))]
+    async fn check_durable(&self, artifacts: &[StepArtifact]) -> StoreResult<()> {
+        let checks = artifacts.iter().map(|a| async move {
+            let hash = BlobHash::parse(&a.blob.sha256)?;
+            match self.blobs.stat(&hash).await? {
+                Some(info) if info.size == a.blob.size => Ok(()),
+                Some(info) => Err(StoreError::FailedPrecondition(format!(
+                    "blob {hash} holds {} bytes, not the {} the step says",
+                    info.size, a.blob.size
+                ))),
+                None => Err(StoreError::FailedPrecondition(format!(
+                    "blob {hash} is not in the blob store: put it with PutBlob before the step \
+                     references it"
+                ))),
+            }
+        });
         futures::future::try_join_all(checks).await.map(drop)
     }
 
@@ -109,42 +106,27 @@ impl BlobReferences for BlobbedStore {
 
 #[async_trait]
 impl Store for BlobbedStore {
-    /// Uploads the step's new artifacts (concurrently) and waits until every one is durable, then records
-    /// the step referencing them.
+    /// Records the step once every blob it references is durable.
     #[instrument(name = "store.record_step_blobs", skip_all,
         fields(session = %record.session_id, artifacts = record.artifacts.len()))]
-    async fn record_step(&self, mut record: StepRecord) -> StoreResult<RecordedStep> {
-        self.check_durable(&record).await?;
-        let uploads = record
-            .artifacts
-            .iter()
-            .filter(|a| a.blob.is_none())
-            .map(|a| self.put_blob(a.data.clone(), Some(&a.sha256)));
-        let refs = futures::future::try_join_all(uploads).await?;
-        let pending = record.artifacts.iter_mut().filter(|a| a.blob.is_none());
-        for (artifact, blob) in pending.zip(refs) {
-            artifact.data = Bytes::new();
-            artifact.blob = Some(blob);
-        }
+    async fn record_step(&self, record: StepRecord) -> StoreResult<RecordedStep> {
+        self.check_durable(&record.artifacts).await?;
         self.inner.record_step(record).await
     }
 
-    #[instrument(name = "store.put_artifact_blob", skip_all, fields(session = %artifact.session_id))]
-    async fn put_artifact(&self, mut artifact: NewArtifact) -> StoreResult<ArtifactRef> {
-        if artifact.blob.is_none() {
-            let data = std::mem::take(&mut artifact.data);
-            artifact.blob = Some(self.put_blob(data, None).await?);
-        }
-        self.inner.put_artifact(artifact).await
+    #[instrument(name = "store.add_artifact", skip_all,
+        fields(session = %artifact.session_id, step = artifact.step))]
+    async fn add_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef> {
+        self.check_durable(std::slice::from_ref(&artifact.artifact))
+            .await?;
+        self.inner.add_artifact(artifact).await
     }
 
-    /// Serves the row's bytes when it has them (written before the blob store), else the blob's.
+    /// The row's reference with the blob's bytes.
+    #[instrument(name = "store.get_artifact_blob", skip_all)]
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact> {
         let mut artifact = self.inner.get_artifact(key).await?;
-        if let Some(r) = &artifact.r#ref
-            && artifact.data.is_empty()
-            && r.size > 0
-        {
+        if let Some(r) = &artifact.r#ref {
             artifact.data = self
                 .blobs
                 .get(&BlobHash::parse(&r.id)?)
@@ -162,10 +144,6 @@ impl Store for BlobbedStore {
     #[instrument(name = "store.put_blob", skip_all, fields(size = data.len()))]
     async fn put_blob(&self, data: Bytes, expected: Option<String>) -> StoreResult<BlobRef> {
         self.put_blob(data, expected.as_deref()).await
-    }
-
-    fn has_blob_store(&self) -> bool {
-        true
     }
 
     async fn prune_images(&self, rule: PruneRule) -> StoreResult<PruneOutcome> {

@@ -8,13 +8,13 @@
 //! same conformance suite (`tests/conformance`). Differences — row locking, the claim query, notification,
 //! Postgres's one-statement writes — live in each backend's module.
 //!
-//! Artifacts are stored as content-addressed bytes *in the database* (`bytea` / `BLOB`) rather than as files:
-//! a step and the artifacts it references commit together, one backup holds everything, and every stateless
-//! replica can serve any artifact without shared storage. Screenshots are tens to hundreds of KiB (bounded by
-//! the message size limit), which Postgres TOASTs out of line; identical bytes are stored once.
+//! Artifact bytes live in a blob store ([`crate::blob`], a directory by default, S3 when configured): rows
+//! keep references (hash, size, type, metadata). [`blobbed::BlobbedStore`] puts the bytes and wraps the
+//! row store; [`migrate`] runs the migrations and, once, moves bytes rows still carried out to the blobs.
 
 pub mod blobbed;
 pub mod error;
+pub mod migrate;
 pub mod notify;
 pub mod postgres;
 mod sql;
@@ -132,9 +132,9 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<NewEvent>,
     ) -> StoreResult<(Vec<BlackboardEntry>, u64)>;
 
-    /// Stores bytes once per content (hex SHA-256) and a reference to them from (session, step, kind).
-    /// Idempotent.
-    async fn put_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef>;
+    /// Adds a reference from (session, step, kind) to a blob already durable in the blob store (the
+    /// desktop after a task's last step). Idempotent.
+    async fn add_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef>;
 
     /// An artifact by content id, or by (session, step, kind).
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact>;
@@ -145,20 +145,12 @@ pub trait Store: Send + Sync + 'static {
     async fn prune_images(&self, rule: PruneRule) -> StoreResult<PruneOutcome>;
 
     /// Stores `data` durably in the blob store (checked against `expected` when given) and returns its
-    /// reference; idempotent. `FailedPrecondition` when this store keeps artifact bytes in rows.
+    /// reference; idempotent. Only [`blobbed::BlobbedStore`] holds a blob store: a row store alone refuses.
     async fn put_blob(&self, data: bytes::Bytes, expected: Option<String>) -> StoreResult<BlobRef> {
         let _ = (data, expected);
         Err(StoreError::FailedPrecondition(
-            "this session service has no blob store (artifact bytes are kept in database rows): send \
-             the bytes with the step"
-                .into(),
+            "a row store keeps no bytes: open it with its blob store (BlobbedStore)".into(),
         ))
-    }
-
-    /// Whether artifact bytes live in a blob store (steps may then reference blobs put with
-    /// [`Store::put_blob`]).
-    fn has_blob_store(&self) -> bool {
-        false
     }
 
     /// Which of these hex SHA-256 an artifact row references (the blob sweeper keeps exactly those).

@@ -147,9 +147,7 @@ pub struct StepRecord {
     pub memory_item: Json,
     /// Blackboard entries the step wrote.
     pub blackboard: Vec<NewBlackboardEntry>,
-    /// Hex SHA-256 ids of artifacts already put for this session, linked to this step.
-    pub artifact_ids: Vec<String>,
-    /// Artifacts stored with the step, in its transaction.
+    /// The step's artifacts: references to blobs put earlier (the blob store holds their bytes).
     pub artifacts: Vec<StepArtifact>,
     /// Events appended before STEP_FINISHED.
     pub events: Vec<NewEvent>,
@@ -172,40 +170,28 @@ pub struct RecordedStep {
     pub blackboard: Vec<BlackboardEntry>,
 }
 
-/// An artifact to store.
+/// An artifact added to a step already recorded; its bytes are a blob put earlier.
 #[derive(Debug, Clone)]
 pub struct NewArtifact {
     /// The session it belongs to.
     pub session_id: Uuid,
-    /// The step it belongs to (0 until linked by a step).
+    /// The step it belongs to.
     pub step: u64,
-    /// What it is.
-    pub kind: ArtifactKind,
-    /// MIME type.
-    pub content_type: String,
-    /// The bytes (empty when `blob` says where they are).
-    pub data: bytes::Bytes,
-    /// Metadata (a JSON object).
-    pub metadata: Json,
-    /// Set when the bytes are already durable in the blob store: the row keeps only the reference.
-    pub blob: Option<BlobRef>,
+    /// What it is and where its bytes are.
+    pub artifact: StepArtifact,
 }
 
-/// An artifact recorded with its step (stored under the step's session and number).
+/// An artifact of a step: its bytes are a blob in the blob store, the row keeps the reference.
 #[derive(Debug, Clone)]
 pub struct StepArtifact {
     /// What it is.
     pub kind: ArtifactKind,
     /// MIME type.
     pub content_type: String,
-    /// The bytes (empty when `blob` says where they are).
-    pub data: bytes::Bytes,
     /// Metadata (a JSON object).
     pub metadata: Json,
-    /// Hex SHA-256 of the bytes (its content id).
-    pub sha256: String,
-    /// Set when the bytes are already durable in the blob store: the row keeps only the reference.
-    pub blob: Option<BlobRef>,
+    /// The blob holding the bytes (durable before the row references it).
+    pub blob: BlobRef,
 }
 
 /// Bytes already stored in the blob store ([`crate::blob`]), referenced by an artifact row.
@@ -215,20 +201,6 @@ pub struct BlobRef {
     pub sha256: String,
     /// Their length.
     pub size: u64,
-}
-
-impl StepArtifact {
-    /// The bytes' length, wherever they are.
-    pub fn size(&self) -> u64 {
-        self.blob
-            .as_ref()
-            .map_or(self.data.len() as u64, |b| b.size)
-    }
-
-    /// The bytes when they go into the database row; `None` when the blob store holds them.
-    pub fn row_data(&self) -> Option<&[u8]> {
-        self.blob.is_none().then_some(self.data.as_ref())
-    }
 }
 
 /// How to find an artifact.

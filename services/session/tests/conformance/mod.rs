@@ -12,7 +12,7 @@ use ufo_proto::v1::{
     RecordStepRequest, Step,
 };
 use ufo_session::grpc::validate::{self, Limits};
-use ufo_session::store::{NewSession, StepRecord, Store, StoreError};
+use ufo_session::store::{NewArtifact, NewSession, StepRecord, Store, StoreError};
 use ufo_session::watch::WatchOptions;
 use uuid::Uuid;
 
@@ -142,7 +142,6 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
             value: Some(s(json!({"step": n, "action": "set_edit_text"}))),
             ..Default::default()
         }],
-        artifact_ids: Vec::new(),
         events: vec![EventDraft {
             kind: EventKind::StepStarted.into(),
             payload: None,
@@ -150,8 +149,39 @@ pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
             round: 1,
         }],
         lease_owner: String::new(),
-        artifacts: Vec::new(),
         blobs: Vec::new(),
+    }
+}
+
+/// Puts `data` into the store's blob store (as the runner does at capture) and returns a step's reference
+/// to it, of `kind`, as a PNG with `metadata`.
+pub async fn put_blob(
+    store: &dyn Store,
+    kind: ufo_proto::v1::ArtifactKind,
+    data: &[u8],
+    metadata: serde_json::Value,
+) -> ufo_proto::v1::StepBlob {
+    let blob = store
+        .put_blob(bytes::Bytes::copy_from_slice(data), None)
+        .await
+        .unwrap();
+    ufo_proto::v1::StepBlob {
+        kind: kind.into(),
+        content_type: "image/png".into(),
+        sha256: blob.sha256,
+        size: blob.size,
+        width: 0,
+        height: 0,
+        metadata: Some(ufo_proto::json::to_struct(metadata).unwrap()),
+    }
+}
+
+/// An artifact referencing `blob`, added to step `step` of session `id`.
+pub fn new_artifact(id: Uuid, step: u64, blob: ufo_proto::v1::StepBlob) -> NewArtifact {
+    NewArtifact {
+        session_id: id,
+        step,
+        artifact: validate::step_blob("blob", blob, LIMITS).unwrap(),
     }
 }
 

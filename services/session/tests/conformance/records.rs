@@ -7,8 +7,8 @@ use serde_json::json;
 use ufo_proto::v1::{ArtifactKind, BlackboardKind, EventKind, RoundStatus, SessionStatus};
 use ufo_session::grpc::validate;
 use ufo_session::store::{
-    ArtifactKey, NewArtifact, NewBlackboardEntry, NewEvent, NewSession, RoundEnd, StatusChange,
-    Store, StoreError,
+    ArtifactKey, NewBlackboardEntry, NewEvent, NewSession, RoundEnd, StatusChange, Store,
+    StoreError,
 };
 use uuid::Uuid;
 
@@ -109,31 +109,31 @@ pub async fn create_get_and_list(store: Arc<dyn Store>) {
 
 pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     let id = session(&*store).await;
-    let artifact = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: id,
-            step: 1,
-            kind: ArtifactKind::CleanScreenshot,
-            content_type: "image/png".into(),
-            data: vec![1, 2, 3, 4].into(),
-            metadata: json!({"width": 2, "height": 2}),
-        })
-        .await
-        .unwrap();
-    let mut first = record(id, 1, "type hello");
-    first.artifact_ids = vec![artifact.id.clone()];
-    let hash = validate::record_step(
+    let shot = put_blob(
+        &*store,
+        ArtifactKind::CleanScreenshot,
+        &[1, 2, 3, 4],
+        json!({"width": 2, "height": 2}),
+    )
+    .await;
+    let first = validate::record_step(
         {
             let mut r = step_request(id, 1, "type hello");
-            r.artifact_ids = vec![artifact.id.clone()];
+            r.blobs = vec![shot.clone()];
             r
         },
         LIMITS,
     )
-    .unwrap()
-    .content_hash;
-    first.content_hash = hash;
+    .unwrap();
+    let artifact = ufo_proto::v1::ArtifactRef {
+        id: shot.sha256.clone(),
+        session_id: id.to_string(),
+        step: 1,
+        kind: ArtifactKind::CleanScreenshot.into(),
+        content_type: "image/png".into(),
+        size: 4,
+        metadata: Some(ufo_proto::json::to_struct(json!({"width": 2, "height": 2})).unwrap()),
+    };
     let done = store.record_step(first.clone()).await.unwrap();
     assert!(!done.duplicate);
     let after_first = store.get_session(id).await.unwrap();
@@ -194,9 +194,21 @@ pub async fn record_step_is_atomic_and_idempotent(store: Arc<dyn Store>) {
     );
     assert_eq!(store.get_session(id).await.unwrap().last_seq, done.last_seq);
 
-    // A failing step leaves no trace: the unknown artifact aborts the whole transaction.
+    // A failing step leaves no trace: a blob the blob store does not hold refuses the whole step.
     let mut broken = record(id, 2, "second");
-    broken.artifact_ids = vec!["ab".repeat(32)];
+    broken.artifacts = validate::record_step(
+        {
+            let mut r = step_request(id, 2, "second");
+            r.blobs = vec![ufo_proto::v1::StepBlob {
+                sha256: "ab".repeat(32),
+                ..shot.clone()
+            }];
+            r
+        },
+        LIMITS,
+    )
+    .unwrap()
+    .artifacts;
     assert!(matches!(
         store.record_step(broken).await,
         Err(StoreError::FailedPrecondition(_))
@@ -297,28 +309,19 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     assert_eq!(store.list_rounds(id).await.unwrap().len(), 2);
 
     // Images keep their metadata; indices are per kind.
+    let desktop = put_blob(
+        &*store,
+        ArtifactKind::DesktopScreenshot,
+        &[9; 1000],
+        json!({"application": "mousepad"}),
+    )
+    .await;
     let image = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: id,
-            step: 0,
-            kind: ArtifactKind::DesktopScreenshot,
-            content_type: "image/png".into(),
-            data: vec![9; 1000].into(),
-            metadata: json!({"application": "mousepad"}),
-        })
+        .add_artifact(new_artifact(id, 1, desktop.clone()))
         .await
         .unwrap();
     let same_bytes = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: id,
-            step: 0,
-            kind: ArtifactKind::DesktopScreenshot,
-            content_type: "image/png".into(),
-            data: vec![9; 1000].into(),
-            metadata: json!({"application": "mousepad"}),
-        })
+        .add_artifact(new_artifact(id, 1, desktop.clone()))
         .await
         .unwrap();
     assert_eq!(image, same_bytes);
@@ -329,31 +332,40 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     );
     // The same reference put again with other metadata: the stored one stands and is returned.
     let again = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: id,
-            step: 0,
-            kind: ArtifactKind::DesktopScreenshot,
-            content_type: "image/jpeg".into(),
-            data: vec![9; 1000].into(),
-            metadata: json!({"application": "other"}),
-        })
+        .add_artifact(new_artifact(
+            id,
+            1,
+            ufo_proto::v1::StepBlob {
+                content_type: "image/jpeg".into(),
+                metadata: Some(
+                    ufo_proto::json::to_struct(json!({"application": "other"})).unwrap(),
+                ),
+                ..desktop.clone()
+            },
+        ))
         .await
         .unwrap();
     assert_eq!(again, image);
     // No session, no artifact.
     let orphan = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: Uuid::new_v4(),
-            step: 0,
-            kind: ArtifactKind::DesktopScreenshot,
-            content_type: "image/png".into(),
-            data: vec![7; 10].into(),
-            metadata: json!({}),
-        })
+        .add_artifact(new_artifact(Uuid::new_v4(), 1, desktop.clone()))
         .await;
     assert!(matches!(orphan, Err(StoreError::NotFound(_))), "{orphan:?}");
+    // A blob never put: refused, nothing referenced.
+    let unknown = store
+        .add_artifact(new_artifact(
+            id,
+            1,
+            ufo_proto::v1::StepBlob {
+                sha256: "cd".repeat(32),
+                ..desktop.clone()
+            },
+        ))
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::FailedPrecondition(_))),
+        "{unknown:?}"
+    );
     let (entries, last_seq) = store
         .append_blackboard(
             id,
@@ -403,7 +415,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
     let by_place = store
         .get_artifact(ArtifactKey::Place {
             session_id: id,
-            step: 0,
+            step: 1,
             kind: ArtifactKind::DesktopScreenshot,
         })
         .await
@@ -498,23 +510,20 @@ pub async fn cancel_and_status(store: Arc<dyn Store>) {
     );
 }
 
-/// A step request carrying `artifacts` (kind, bytes) inline.
-fn with_artifacts(
+/// A step referencing `artifacts` (kind, bytes), each put into the store's blob store first.
+async fn with_artifacts(
+    store: &dyn Store,
     id: Uuid,
     n: u64,
     thought: &str,
     artifacts: &[(ArtifactKind, &[u8])],
 ) -> ufo_session::store::StepRecord {
     let mut request = step_request(id, n, thought);
-    request.artifacts = artifacts
-        .iter()
-        .map(|(kind, data)| ufo_proto::v1::StepArtifact {
-            kind: (*kind).into(),
-            content_type: "image/png".into(),
-            data: bytes::Bytes::copy_from_slice(data),
-            metadata: Some(ufo_proto::json::to_struct(json!({"width": 2, "height": 1})).unwrap()),
-        })
-        .collect();
+    for (kind, data) in artifacts {
+        request
+            .blobs
+            .push(put_blob(store, *kind, data, json!({"width": 2, "height": 1})).await);
+    }
     validate::record_step(request, LIMITS).unwrap()
 }
 
@@ -522,29 +531,19 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     let id = session(&*store).await;
     let clean: &[u8] = b"clean pixels";
     let annotated: &[u8] = b"annotated pixels";
-    // One artifact put beforehand and linked, two carried by the step.
-    let desktop = store
-        .put_artifact(NewArtifact {
-            blob: None,
-            session_id: id,
-            step: 1,
-            kind: ArtifactKind::DesktopScreenshot,
-            content_type: "image/png".into(),
-            data: b"desktop pixels".to_vec().into(),
-            metadata: json!({}),
-        })
-        .await
-        .unwrap();
-    let mut first = with_artifacts(
+    let desktop: &[u8] = b"desktop pixels";
+    let first = with_artifacts(
+        &*store,
         id,
         1,
         "look",
         &[
             (ArtifactKind::CleanScreenshot, clean),
             (ArtifactKind::AnnotatedScreenshot, annotated),
+            (ArtifactKind::DesktopScreenshot, desktop),
         ],
-    );
-    first.artifact_ids = vec![desktop.id.clone()];
+    )
+    .await;
     let done = store.record_step(first.clone()).await.unwrap();
     assert!(!done.duplicate);
     let stored = store.get_step(id, 1).await.unwrap();
@@ -588,7 +587,7 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     );
     assert_eq!(
         store
-            .get_artifact(ArtifactKey::Id(first.artifacts[0].sha256.clone()))
+            .get_artifact(ArtifactKey::Id(first.artifacts[0].blob.sha256.clone()))
             .await
             .unwrap()
             .data
@@ -604,14 +603,17 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
 
     // Other bytes under the same step: the content hash covers them, so it is a conflict.
     let other = with_artifacts(
+        &*store,
         id,
         1,
         "look",
         &[
             (ArtifactKind::CleanScreenshot, b"other pixels"),
             (ArtifactKind::AnnotatedScreenshot, annotated),
+            (ArtifactKind::DesktopScreenshot, desktop),
         ],
-    );
+    )
+    .await;
     assert_ne!(other.content_hash, first.content_hash);
     let conflict = store.record_step(other.clone()).await;
     assert!(
@@ -621,15 +623,22 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     assert!(
         matches!(
             store
-                .get_artifact(ArtifactKey::Id(other.artifacts[0].sha256.clone()))
+                .get_artifact(ArtifactKey::Id(other.artifacts[0].blob.sha256.clone()))
                 .await,
             Err(StoreError::NotFound(_))
         ),
-        "a refused step stores no bytes"
+        "a refused step references no blob"
     );
 
     // A step refused for another reason (its round does not exist) stores nothing either.
-    let mut refused = with_artifacts(id, 2, "x", &[(ArtifactKind::CleanScreenshot, b"never")]);
+    let mut refused = with_artifacts(
+        &*store,
+        id,
+        2,
+        "x",
+        &[(ArtifactKind::CleanScreenshot, b"never")],
+    )
+    .await;
     refused.step.round = 2;
     assert!(matches!(
         store.record_step(refused.clone()).await,
@@ -637,21 +646,21 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     ));
     assert!(matches!(
         store
-            .get_artifact(ArtifactKey::Id(refused.artifacts[0].sha256.clone()))
+            .get_artifact(ArtifactKey::Id(refused.artifacts[0].blob.sha256.clone()))
             .await,
         Err(StoreError::NotFound(_))
     ));
 
     // The same screenshot in the next step: referenced again, its bytes stored once.
-    let second = store
-        .record_step(with_artifacts(
-            id,
-            2,
-            "unchanged",
-            &[(ArtifactKind::CleanScreenshot, clean)],
-        ))
-        .await
-        .unwrap();
+    let second = with_artifacts(
+        &*store,
+        id,
+        2,
+        "unchanged",
+        &[(ArtifactKind::CleanScreenshot, clean)],
+    )
+    .await;
+    let second = store.record_step(second).await.unwrap();
     assert_eq!(second.step.artifacts.len(), 1);
     assert_eq!(
         second.step.artifacts[0].id,
@@ -660,18 +669,18 @@ pub async fn record_step_stores_its_artifacts(store: Arc<dyn Store>) {
     assert_eq!(second.step.artifacts[0].step, 2);
 
     // Identical bytes under two kinds in one step (an annotated copy with no marks): two references.
-    let third = store
-        .record_step(with_artifacts(
-            id,
-            3,
-            "nothing to mark",
-            &[
-                (ArtifactKind::CleanScreenshot, b"plain"),
-                (ArtifactKind::AnnotatedScreenshot, b"plain"),
-            ],
-        ))
-        .await
-        .unwrap();
+    let third = with_artifacts(
+        &*store,
+        id,
+        3,
+        "nothing to mark",
+        &[
+            (ArtifactKind::CleanScreenshot, b"plain"),
+            (ArtifactKind::AnnotatedScreenshot, b"plain"),
+        ],
+    )
+    .await;
+    let third = store.record_step(third).await.unwrap();
     let mut kinds: Vec<i32> = third.step.artifacts.iter().map(|a| a.kind).collect();
     kinds.sort_unstable();
     assert_eq!(
@@ -700,10 +709,12 @@ pub async fn concurrent_steps_with_artifacts(store: Arc<dyn Store>) {
         ids.push(session(&*store).await);
     }
     let shared: &[u8] = b"the same desktop in every session";
-    let writes = ids.iter().enumerate().map(|(i, id)| {
-        let store = Arc::clone(&store);
+    // The blobs are put first (as the runner does at capture), then every step is recorded at once.
+    let mut records = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
         let own = format!("window {i}").into_bytes();
         let mut record = with_artifacts(
+            &*store,
             *id,
             1,
             "look",
@@ -711,13 +722,18 @@ pub async fn concurrent_steps_with_artifacts(store: Arc<dyn Store>) {
                 (ArtifactKind::CleanScreenshot, &own),
                 (ArtifactKind::DesktopScreenshot, shared),
             ],
-        );
+        )
+        .await;
         if i == 5 {
             record.step.round = 9;
         }
+        records.push(record);
+    }
+    let writes = records.into_iter().map(|record| {
+        let store = Arc::clone(&store);
         async move {
             (
-                record.artifacts[0].sha256.clone(),
+                record.artifacts[0].blob.sha256.clone(),
                 store.record_step(record).await,
             )
         }

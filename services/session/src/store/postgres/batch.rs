@@ -1,8 +1,8 @@
 //! Group commit of recorded steps.
 //!
 //! Every RecordStep of this process goes through a queue; a few writer tasks each take whatever is queued
-//! (up to a maximum) and record it with one call of `ufo_record_steps` (migrations 0003 and 0004: the steps
-//! with the artifacts they carry): one round trip, one
+//! (up to a maximum) and record it with one call of `ufo_record_steps` (migration 0042: the steps
+//! with their artifact references): one round trip, one
 //! transaction, one WAL flush for the lot. Nothing waits for a batch to fill: a lone writer's step goes out
 //! at once, and under load the steps that arrived during the previous call share the next one. Each step
 //! keeps its own outcome (a refused step writes nothing and does not affect the others); if the call itself
@@ -77,9 +77,8 @@ pub(super) struct PendingStep {
     pub board: Vec<(String, serde_json::Value, Option<String>)>,
     /// Events: kind, payload, step, round.
     pub events: Vec<(String, serde_json::Value, i64, i64)>,
-    pub artifacts: Vec<String>,
-    /// Artifacts stored with the step.
-    pub new_artifacts: Vec<StepArtifact>,
+    /// The step's artifacts (references to blobs in the blob store).
+    pub artifacts: Vec<StepArtifact>,
 }
 
 struct Queued {
@@ -209,7 +208,7 @@ async fn write_batch(pool: &sqlx::PgPool, mut batch: Vec<Queued>) {
 const RECORD_STEPS: &str = "SELECT r_index, r_outcome, r_detail, r_last_seq, r_board, r_artifacts \
     FROM ufo_record_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
     $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, \
-    $40, $41, $42, $43, $44, $45, $46, $47, $48)";
+    $40, $41, $42, $43, $44)";
 
 /// Ranges of each step's entries in the flattened arrays (1-based, inclusive; first > last when none).
 fn ranges(lens: impl Iterator<Item = usize>) -> (Vec<i32>, Vec<i32>) {
@@ -235,15 +234,10 @@ async fn call(
         steps.iter().flat_map(|s| &s.board).collect();
     let events: Vec<&(String, serde_json::Value, i64, i64)> =
         steps.iter().flat_map(|s| &s.events).collect();
-    let artifacts: Vec<&str> = steps
-        .iter()
-        .flat_map(|s| s.artifacts.iter().map(String::as_str))
-        .collect();
     let (board_first, board_last) = ranges(steps.iter().map(|s| s.board.len()));
     let (event_first, event_last) = ranges(steps.iter().map(|s| s.events.len()));
-    let (artifact_first, artifact_last) = ranges(steps.iter().map(|s| s.artifacts.len()));
-    let new: Vec<&StepArtifact> = steps.iter().flat_map(|s| &s.new_artifacts).collect();
-    let (new_first, new_last) = ranges(steps.iter().map(|s| s.new_artifacts.len()));
+    let new: Vec<&StepArtifact> = steps.iter().flat_map(|s| &s.artifacts).collect();
+    let (new_first, new_last) = ranges(steps.iter().map(|s| s.artifacts.len()));
     let rows: Vec<IndexedOutcome> = sqlx::query_as(RECORD_STEPS)
         .bind(col(steps, |s| s.session))
         .bind(col(steps, |s| s.step))
@@ -282,13 +276,14 @@ async fn call(
         .bind(events.iter().map(|e| Json(&e.1)).collect::<Vec<_>>())
         .bind(events.iter().map(|e| e.2).collect::<Vec<_>>())
         .bind(events.iter().map(|e| e.3).collect::<Vec<_>>())
-        .bind(artifact_first)
-        .bind(artifact_last)
-        .bind(artifacts)
         .bind(new_first)
         .bind(new_last)
         .bind(new.iter().map(|a| a.kind.db()).collect::<Vec<_>>())
-        .bind(new.iter().map(|a| a.sha256.as_str()).collect::<Vec<_>>())
+        .bind(
+            new.iter()
+                .map(|a| a.blob.sha256.as_str())
+                .collect::<Vec<_>>(),
+        )
         .bind(
             new.iter()
                 .map(|a| a.content_type.as_str())
@@ -297,12 +292,7 @@ async fn call(
         .bind(new.iter().map(|a| Json(&a.metadata)).collect::<Vec<_>>())
         .bind(
             new.iter()
-                .map(|a| a.row_data())
-                .collect::<Vec<Option<&[u8]>>>(),
-        )
-        .bind(
-            new.iter()
-                .map(|a| i64::try_from(a.size()).unwrap_or(i64::MAX))
+                .map(|a| i64::try_from(a.blob.size).unwrap_or(i64::MAX))
                 .collect::<Vec<_>>(),
         )
         .fetch_all(pool)

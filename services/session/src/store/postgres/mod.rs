@@ -6,7 +6,7 @@
 //! process also notify locally right after commit, so local watchers do not wait for the round trip.
 //!
 //! Besides connecting and listening, this module holds what Postgres does its own way: row locks, the
-//! claim query that skips rows other replicas hold, and one-statement writes of artifacts, events and
+//! claim query that skips rows other replicas hold, and one-statement writes of events and
 //! (through the group-commit queue of `batch`) steps. The rest is the shared SQL of `sql/`.
 
 use std::sync::Arc;
@@ -29,71 +29,6 @@ pub const CHANNEL: &str = "ufo_session_events";
 
 /// Embedded Postgres migrations (`migrations/` at the repository root).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
-
-/// An artifact in one statement (one round trip, no explicit transaction): the bytes once per content,
-/// the reference to them, both only when the session exists. A reference that already existed is
-/// returned as stored.
-const PUT_ARTIFACT: &str = "WITH s AS (SELECT id FROM sessions WHERE id = $1), \
-    blob AS (INSERT INTO artifact_blobs (sha256, size, data, created_at) SELECT $2, $3, $4, $5 FROM s \
-      ON CONFLICT (sha256) DO NOTHING), \
-    art AS (INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
-      SELECT $1, $6, $7, $2, $8, $9, $5 FROM s ON CONFLICT (session_id, step, kind, sha256) DO NOTHING \
-      RETURNING content_type, metadata), \
-    earlier AS (SELECT content_type, metadata FROM artifacts \
-      WHERE session_id = $1 AND step = $6 AND kind = $7 AND sha256 = $2) \
-    SELECT EXISTS (SELECT 1 FROM s) AS found, \
-      COALESCE((SELECT content_type FROM art), (SELECT content_type FROM earlier)) AS content_type, \
-      COALESCE((SELECT metadata FROM art), (SELECT metadata FROM earlier)) AS metadata";
-
-/// Stores an artifact with [`PUT_ARTIFACT`]; returns the stored reference.
-pub(crate) async fn put_artifact(
-    write: &sqlx::PgPool,
-    artifact: &crate::store::NewArtifact,
-    sha256: &str,
-    at: chrono::DateTime<chrono::Utc>,
-) -> crate::store::StoreResult<ufo_proto::v1::ArtifactRef> {
-    use crate::store::DbEnum as _;
-    use sqlx::types::Json;
-
-    // With a blob reference the row keeps only hash and size (data NULL).
-    let stored = artifact
-        .blob
-        .as_ref()
-        .map_or(artifact.data.len() as u64, |b| b.size);
-    let size = i64::try_from(stored).unwrap_or(i64::MAX);
-    let step = i64::try_from(artifact.step).unwrap_or(i64::MAX);
-    let (found, content_type, metadata): (bool, Option<String>, Option<Json<serde_json::Value>>) =
-        sqlx::query_as(PUT_ARTIFACT)
-            .bind(artifact.session_id)
-            .bind(sha256)
-            .bind(size)
-            .bind(artifact.blob.is_none().then_some(artifact.data.as_ref()))
-            .bind(at)
-            .bind(step)
-            .bind(artifact.kind.db())
-            .bind(&artifact.content_type)
-            .bind(Json(&artifact.metadata))
-            .fetch_one(write)
-            .await?;
-    if !found {
-        return Err(crate::store::StoreError::NotFound(format!(
-            "session {}",
-            artifact.session_id
-        )));
-    }
-    Ok(ufo_proto::v1::ArtifactRef {
-        id: sha256.to_owned(),
-        session_id: artifact.session_id.to_string(),
-        step: artifact.step,
-        kind: artifact.kind.into(),
-        content_type: content_type.unwrap_or_else(|| artifact.content_type.clone()),
-        size: stored,
-        metadata: match metadata.map(|m| m.0) {
-            Some(serde_json::Value::Object(map)) => Some(ufo_proto::json::object_to_struct(map)),
-            _ => None,
-        },
-    })
-}
 
 /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
 pub(crate) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \
@@ -255,8 +190,7 @@ pub(crate) async fn record_step(
             .map(|b| (b.kind.db(), b.value.clone(), b.artifact_id.clone()))
             .collect(),
         events,
-        artifacts: record.artifact_ids.clone(),
-        new_artifacts: record.artifacts.clone(),
+        artifacts: record.artifacts.clone(),
     };
     let (outcome, detail, last_seq, board, artifacts) = steps.record(pending).await?;
     let detail = detail.unwrap_or_default();
@@ -283,9 +217,6 @@ pub(crate) async fn record_step(
         "round_not_running" => Err(StoreError::FailedPrecondition(format!(
             "round {} of session {id} is {detail}, not running",
             s.round
-        ))),
-        "missing_artifact" => Err(StoreError::FailedPrecondition(format!(
-            "artifact {detail} was not put for session {id}"
         ))),
         other => Err(StoreError::Corrupt(format!(
             "ufo_record_step returned {other:?}"
@@ -377,8 +308,13 @@ pub struct PgOptions {
     pub batching: StepBatching,
 }
 
-/// Connects to Postgres, runs the migrations and starts the notification listener.
-pub async fn connect(url: &str, options: PgOptions) -> Result<SqlStore, StoreError> {
+/// Connects to Postgres, runs the migrations (moving bytes rows still carry into `blobs`,
+/// [`crate::store::migrate`]) and starts the notification listener.
+pub async fn connect(
+    url: &str,
+    options: PgOptions,
+    blobs: &dyn crate::blob::BlobStore,
+) -> Result<SqlStore, StoreError> {
     let mut connect = PgConnectOptions::from_str(url)?;
     if options.async_commit {
         connect = connect.options([("synchronous_commit", "off")]);
@@ -391,7 +327,7 @@ pub async fn connect(url: &str, options: PgOptions) -> Result<SqlStore, StoreErr
         .acquire_timeout(options.acquire_timeout)
         .connect_with(connect)
         .await?;
-    MIGRATOR.run(&pool).await?;
+    crate::store::migrate::run_postgres(&MIGRATOR, &pool, blobs).await?;
     from_pool(pool, options.batching).await
 }
 

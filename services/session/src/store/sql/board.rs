@@ -1,22 +1,19 @@
 //! The blackboard (questions, requests, trajectories, images with their metadata) and artifacts
-//! (content-addressed bytes referenced from a session's steps).
+//! (references from a session's steps to content-addressed blobs in the blob store).
 
 use chrono::{DateTime, Utc};
-use serde_json::Value as Json;
-use sha2::{Digest as _, Sha256};
 use sqlx::types::Json as SqlJson;
 use tracing::instrument;
-use ufo_proto::v1::{
-    Artifact, ArtifactKind, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind,
-};
+use ufo_proto::v1::{Artifact, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind};
 use uuid::Uuid;
 
 use super::db::{AsConn, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{Backend, SqlStore, db_int, now, rows, settle};
+use super::{SqlStore, db_int, now, rows, settle};
 use crate::store::{
-    ArtifactKey, DbEnum as _, NewArtifact, NewBlackboardEntry, NewEvent, StoreError, StoreResult,
+    ArtifactKey, DbEnum as _, NewArtifact, NewBlackboardEntry, NewEvent, StepArtifact, StoreError,
+    StoreResult,
 };
 use crate::store::{postgres, sqlite};
 
@@ -45,22 +42,21 @@ pub(super) async fn insert_entry(
     rows::blackboard_entry(&row)
 }
 
-/// Stores an artifact's bytes once per content and a reference to them from (session, step, kind), in the
-/// caller's transaction. (SQLite's path; Postgres does the same in one statement or in `ufo_record_steps`.)
+/// Stores a blob's row (hash and size, once per content) and a reference to it from (session, step, kind),
+/// in the caller's transaction. (SQLite's path; Postgres does the same in `ufo_record_steps`.)
 pub(super) async fn insert_artifact(
     conn: &mut impl AsConn,
     session_id: Uuid,
     step: u64,
-    artifact: ArtifactRow<'_>,
+    artifact: &StepArtifact,
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
     query(
-        "INSERT INTO artifact_blobs (sha256, size, data, created_at) VALUES ($1, $2, $3, $4) \
+        "INSERT INTO artifact_blobs (sha256, size, created_at) VALUES ($1, $2, $3) \
          ON CONFLICT (sha256) DO NOTHING",
     )
-    .bind(artifact.sha256)
-    .bind(i64::try_from(artifact.size).unwrap_or(i64::MAX))
-    .bind(artifact.data)
+    .bind(&artifact.blob.sha256)
+    .bind(i64::try_from(artifact.blob.size).unwrap_or(i64::MAX))
     .bind(at)
     .execute(conn.conn())
     .await?;
@@ -71,66 +67,13 @@ pub(super) async fn insert_artifact(
     .bind(session_id)
     .bind(db_int(step))
     .bind(artifact.kind.db())
-    .bind(artifact.sha256)
-    .bind(artifact.content_type)
-    .bind(SqlJson(artifact.metadata))
+    .bind(&artifact.blob.sha256)
+    .bind(&artifact.content_type)
+    .bind(SqlJson(&artifact.metadata))
     .bind(at)
     .execute(conn.conn())
     .await?;
     Ok(())
-}
-
-/// The columns of one artifact to store (borrowed from the request).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ArtifactRow<'a> {
-    pub kind: ArtifactKind,
-    pub sha256: &'a str,
-    pub content_type: &'a str,
-    pub metadata: &'a Json,
-    /// `None` when the blob store holds the bytes (the row keeps the reference and size).
-    pub data: Option<&'a [u8]>,
-    pub size: u64,
-}
-
-/// Stores an artifact statement by statement in one transaction: the session must exist; the bytes once per
-/// content; the reference to them. Returns the stored reference. (SQLite's path; Postgres does the same in
-/// one statement, see `postgres::put_artifact`.)
-async fn put_artifact_statements(
-    store: &SqlStore,
-    artifact: &NewArtifact,
-    sha256: &str,
-    at: DateTime<Utc>,
-) -> StoreResult<ArtifactRef> {
-    let mut tx = store.begin().await?;
-    let outcome: StoreResult<(_, u64)> = async {
-        session_in(&mut tx, artifact.session_id).await?;
-        let row = ArtifactRow {
-            kind: artifact.kind,
-            sha256,
-            content_type: &artifact.content_type,
-            metadata: &artifact.metadata,
-            data: artifact.blob.is_none().then_some(artifact.data.as_ref()),
-            size: artifact
-                .blob
-                .as_ref()
-                .map_or(artifact.data.len() as u64, |b| b.size),
-        };
-        insert_artifact(&mut tx, artifact.session_id, artifact.step, row, at).await?;
-        let row = query(
-            "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
-             FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
-             WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 AND a.sha256 = $4",
-        )
-        .bind(artifact.session_id)
-        .bind(db_int(artifact.step))
-        .bind(artifact.kind.db())
-        .bind(sha256)
-        .fetch_one(tx.conn())
-        .await?;
-        Ok((rows::artifact_ref(&row)?, 0))
-    }
-    .await;
-    Ok(settle(tx, outcome).await?.0)
 }
 
 impl SqlStore {
@@ -190,24 +133,37 @@ impl SqlStore {
         Ok(value)
     }
 
-    #[instrument(name = "store.put_artifact", skip_all,
-        fields(session = %artifact.session_id, step = artifact.step, size = artifact.data.len()))]
-    pub(super) async fn put_artifact_impl(
+    /// Adds an artifact to a step in one transaction: the session must exist; returns the stored reference.
+    #[instrument(name = "store.add_artifact_row", skip_all,
+        fields(session = %artifact.session_id, step = artifact.step))]
+    pub(super) async fn add_artifact_impl(
         &self,
         artifact: NewArtifact,
     ) -> StoreResult<ArtifactRef> {
-        let sha256 = match &artifact.blob {
-            Some(blob) => blob.sha256.clone(),
-            None => hex::encode(Sha256::digest(artifact.data.as_ref())),
-        };
-        match &self.backend {
-            Backend::Postgres { pool, .. } => {
-                postgres::put_artifact(pool, &artifact, &sha256, now()).await
-            }
-            Backend::Sqlite { .. } => {
-                put_artifact_statements(self, &artifact, &sha256, now()).await
-            }
+        let NewArtifact {
+            session_id,
+            step,
+            artifact,
+        } = artifact;
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            session_in(&mut tx, session_id).await?;
+            insert_artifact(&mut tx, session_id, step, &artifact, now()).await?;
+            let row = query(
+                "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
+                 FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
+                 WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 AND a.sha256 = $4",
+            )
+            .bind(session_id)
+            .bind(db_int(step))
+            .bind(artifact.kind.db())
+            .bind(&artifact.blob.sha256)
+            .fetch_one(tx.conn())
+            .await?;
+            rows::artifact_ref(&row)
         }
+        .await;
+        settle(tx, outcome).await
     }
 
     #[instrument(name = "store.referenced_blobs", skip_all, fields(count = hashes.len()))]
@@ -231,33 +187,29 @@ impl SqlStore {
     #[instrument(name = "store.get_artifact", skip_all)]
     pub(super) async fn get_artifact_impl(&self, key: ArtifactKey) -> StoreResult<Artifact> {
         let row = match &key {
-            ArtifactKey::Id(sha256) => {
-                query(
-                    "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size, b.data \
+            ArtifactKey::Id(sha256) => query(
+                "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
                      FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
                      WHERE a.sha256 = $1 ORDER BY a.created_at LIMIT 1",
-                )
-                .bind(sha256)
-                .fetch_optional(self.read())
-                .await?
-            }
+            )
+            .bind(sha256)
+            .fetch_optional(self.read())
+            .await?,
             ArtifactKey::Place {
                 session_id,
                 step,
                 kind,
-            } => {
-                query(
-                    "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size, b.data \
+            } => query(
+                "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
                      FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
                      WHERE a.session_id = $1 AND a.step = $2 AND a.kind = $3 \
                      ORDER BY a.created_at DESC LIMIT 1",
-                )
-                .bind(session_id)
-                .bind(db_int(*step))
-                .bind(kind.db())
-                .fetch_optional(self.read())
-                .await?
-            }
+            )
+            .bind(session_id)
+            .bind(db_int(*step))
+            .bind(kind.db())
+            .fetch_optional(self.read())
+            .await?,
         };
         let Some(row) = row else {
             return Err(StoreError::NotFound(match key {
@@ -274,11 +226,8 @@ impl SqlStore {
         };
         Ok(Artifact {
             r#ref: Some(rows::artifact_ref(&row)?),
-            // NULL when the bytes live in the blob store (filled in by `BlobbedStore`).
-            data: row
-                .try_get::<Option<Vec<u8>>, _>("data")?
-                .unwrap_or_default()
-                .into(),
+            // The bytes are the blob store's (filled in by `BlobbedStore`).
+            data: Default::default(),
         })
     }
 }

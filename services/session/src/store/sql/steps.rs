@@ -9,7 +9,7 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
-use super::board::{ArtifactRow, insert_artifact, insert_entry};
+use super::board::{insert_artifact, insert_entry};
 use super::db::{AsConn, query};
 use super::events::{Totals, append};
 use super::sessions::session_in;
@@ -44,39 +44,6 @@ async fn artifacts_of(
     .fetch_all(conn.conn())
     .await?;
     found.iter().map(rows::artifact_ref).collect()
-}
-
-/// Links an already stored artifact of session `id` to `step`; `FailedPrecondition` when the session has
-/// no such artifact. (SQLite's path; Postgres's stored function links all of a step's artifacts at once.)
-async fn link_artifact(
-    conn: &mut impl AsConn,
-    id: Uuid,
-    sha256: &str,
-    step: i64,
-) -> StoreResult<()> {
-    query(
-        "UPDATE artifacts SET step = $3 WHERE session_id = $1 AND sha256 = $2 AND step = 0 \
-         AND NOT EXISTS (SELECT 1 FROM artifacts b WHERE b.session_id = $1 AND b.sha256 = $2 AND b.step = $3)",
-    )
-    .bind(id)
-    .bind(sha256)
-    .bind(step)
-    .execute(conn.conn())
-    .await?;
-    let linked: i64 =
-        query("SELECT COUNT(*) FROM artifacts WHERE session_id = $1 AND sha256 = $2 AND step = $3")
-            .bind(id)
-            .bind(sha256)
-            .bind(step)
-            .fetch_one(conn.conn())
-            .await?
-            .try_get(0)?;
-    if linked == 0 {
-        return Err(StoreError::FailedPrecondition(format!(
-            "artifact {sha256} was not put for session {id}"
-        )));
-    }
-    Ok(())
 }
 
 /// What the dialect's `write_step` writes once the checks passed (the session row is locked).
@@ -207,7 +174,7 @@ const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
     WHERE s.id = $1";
 
 impl SqlStore {
-    /// Records a step in a transaction, statement by statement: checks, artifact links, the write.
+    /// Records a step in a transaction, statement by statement: checks, artifact references, the write.
     /// (SQLite's path; Postgres does the same in one call of a stored function, see
     /// `postgres::record_step`.)
     async fn record_step_statements(&self, w: &StepWrite<'_>) -> StoreResult<Recorded> {
@@ -256,22 +223,11 @@ impl SqlStore {
                 }
                 Some(_) => {}
             }
-            for sha256 in &record.artifact_ids {
-                link_artifact(&mut tx, id, sha256, step_no).await?;
-            }
             for a in &record.artifacts {
-                let row = ArtifactRow {
-                    kind: a.kind,
-                    sha256: &a.sha256,
-                    content_type: &a.content_type,
-                    metadata: &a.metadata,
-                    data: a.row_data(),
-                    size: a.size(),
-                };
-                insert_artifact(&mut tx, id, s.step, row, w.at).await?;
+                insert_artifact(&mut tx, id, s.step, a, w.at).await?;
             }
             let (last_seq, board) = write_step_statements(&mut tx, w).await?;
-            let artifacts = if record.artifact_ids.is_empty() && record.artifacts.is_empty() {
+            let artifacts = if record.artifacts.is_empty() {
                 Vec::new()
             } else {
                 artifacts_of(&mut tx, id, step_no, step_no).await?

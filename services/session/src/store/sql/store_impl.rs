@@ -112,8 +112,8 @@ impl Store for SqlStore {
         self.append_blackboard_impl(id, entries, events).await
     }
 
-    async fn put_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef> {
-        self.put_artifact_impl(artifact).await
+    async fn add_artifact(&self, artifact: NewArtifact) -> StoreResult<ArtifactRef> {
+        self.add_artifact_impl(artifact).await
     }
 
     async fn get_artifact(&self, key: ArtifactKey) -> StoreResult<Artifact> {

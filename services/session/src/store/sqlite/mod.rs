@@ -56,8 +56,13 @@ pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq +
     steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
     output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
 
-/// Opens (creating if needed) the SQLite file at `path`, runs the migrations.
-pub async fn open(path: &Path, read_connections: u32) -> Result<SqlStore, StoreError> {
+/// Opens (creating if needed) the SQLite file at `path`, runs the migrations (moving bytes rows still
+/// carry into `blobs`, [`crate::store::migrate`]).
+pub async fn open(
+    path: &Path,
+    read_connections: u32,
+    blobs: &dyn crate::blob::BlobStore,
+) -> Result<SqlStore, StoreError> {
     let options = SqliteConnectOptions::from_str("sqlite://")?
         .filename(path)
         .create_if_missing(true)
@@ -69,7 +74,7 @@ pub async fn open(path: &Path, read_connections: u32) -> Result<SqlStore, StoreE
         .max_connections(1)
         .connect_with(options.clone())
         .await?;
-    MIGRATOR.run(&write).await?;
+    crate::store::migrate::run_sqlite(&MIGRATOR, &write, blobs).await?;
     let read = SqlitePoolOptions::new()
         .max_connections(read_connections.max(1))
         .connect_with(options.read_only(true))

@@ -1,0 +1,100 @@
+//! Migrations of the row stores, with the one step SQL cannot take: artifact bytes that rows still carry
+//! (written before migration 0008, when Postgres kept them in `artifact_blobs.data`) are moved into the blob
+//! store before migration [`BYTES_LEAVE_ROWS`] drops that column.
+//!
+//! [`run`] applies the migrations before it, moves every row's bytes (put into the blob store under their
+//! hash, checked, then the row's `data` set NULL, one row at a time), and applies the rest. Each part is
+//! idempotent: a start interrupted anywhere moves what is left at the next start (a blob put twice is stored
+//! once). Migration 0042 refuses to run while a row still carries bytes, so running the migrations without
+//! the service (and its blob store) cannot lose them.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use sqlx::migrate::Migrator;
+use tracing::instrument;
+
+use crate::blob::{BlobHash, BlobStore};
+use crate::store::StoreResult;
+
+/// The migration that drops `artifact_blobs.data` (both dialects).
+pub const BYTES_LEAVE_ROWS: i64 = 42;
+
+/// Rows read per query while moving bytes out (each holds up to one artifact).
+const MOVE_BATCH: i64 = 16;
+
+/// `all`'s migrations numbered below `version`.
+pub fn before(all: &Migrator, version: i64) -> Migrator {
+    Migrator {
+        migrations: Cow::Owned(
+            all.migrations
+                .iter()
+                .filter(|m| m.version < version)
+                .cloned()
+                .collect(),
+        ),
+        // A database migrated further keeps its later migrations: not an error here.
+        ignore_missing: true,
+        ..Migrator::DEFAULT
+    }
+}
+
+macro_rules! dialect {
+    ($run:ident, $move_bytes:ident, $pool:ty) => {
+        /// Applies `all` to `pool`, moving any bytes still in `artifact_blobs` rows into `blobs` before the
+        /// migration that drops their column.
+        pub async fn $run(all: &Migrator, pool: &$pool, blobs: &dyn BlobStore) -> StoreResult<()> {
+            before(all, BYTES_LEAVE_ROWS).run(pool).await?;
+            let applied: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM _sqlx_migrations WHERE version = $1 AND success)",
+            )
+            .bind(BYTES_LEAVE_ROWS)
+            .fetch_one(pool)
+            .await?;
+            if !applied {
+                $move_bytes(pool, blobs).await?;
+            }
+            all.run(pool).await?;
+            Ok(())
+        }
+
+        /// Moves the bytes of every `artifact_blobs` row that still has them into `blobs` and clears the
+        /// row's copy; returns how many rows it moved.
+        #[instrument(name = "store.move_row_bytes", skip_all, fields(moved))]
+        pub async fn $move_bytes(pool: &$pool, blobs: &dyn BlobStore) -> StoreResult<u64> {
+            let mut moved = 0_u64;
+            loop {
+                let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
+                    "SELECT sha256, data FROM artifact_blobs WHERE data IS NOT NULL LIMIT $1",
+                )
+                .bind(MOVE_BATCH)
+                .fetch_all(pool)
+                .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for (sha256, data) in rows {
+                    let hash = BlobHash::parse(&sha256)?;
+                    // The row's name must be its bytes' hash: a mismatch stops the start, nothing is lost.
+                    blobs.put(Bytes::from(data), Some(&hash)).await?;
+                    sqlx::query("UPDATE artifact_blobs SET data = NULL WHERE sha256 = $1")
+                        .bind(&sha256)
+                        .execute(pool)
+                        .await?;
+                    moved += 1;
+                }
+            }
+            tracing::Span::current().record("moved", moved);
+            if moved > 0 {
+                tracing::info!(
+                    moved,
+                    "artifact bytes moved from database rows into the blob store"
+                );
+            }
+            Ok(moved)
+        }
+    };
+}
+
+dialect!(run_postgres, move_postgres_bytes, sqlx::PgPool);
+dialect!(run_sqlite, move_sqlite_bytes, sqlx::SqlitePool);

@@ -218,11 +218,7 @@ async fn assert_history_complete(session_url: &str, id: &str, executor: &Holding
 async fn in_process_session(database_url: String) -> (String, CancellationToken) {
     let mut config = ufo_session::Config::defaults();
     config.database_url = Some(database_url);
-    config.blobs.blob_dir = Some(
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join("store-outages-blobs")
-            .join(uuid::Uuid::new_v4().to_string()),
-    );
+    config.blobs.blob_dir = Some(blob_dir(config.database_url.as_deref().unwrap_or_default()));
     config.auth_token = None;
     config.pool_size = 4;
     config.db_acquire_timeout_ms = 1_000;
@@ -264,11 +260,21 @@ async fn postgres_restarted_three_times_mid_task_loses_no_executed_action() {
     session_stop.cancel();
 }
 
+/// The blob directory of the session services on `database_url` (one per database, kept across restarts).
+fn blob_dir(database_url: &str) -> std::path::PathBuf {
+    let database = database_url.rsplit('/').next().unwrap_or("ufo");
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("store-outages-blobs")
+        .join(database)
+}
+
 /// `ufo-session` as a child process on a fixed port.
 async fn spawn_session(port: u16, database_url: &str) -> ServiceProcess {
     let mut session = ProcessBuilder::new("ufo-session", workspace_binary("ufo-session").unwrap())
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--database-url", database_url, "--pool-size", "4"])
+        .arg("--blob-dir")
+        .arg(blob_dir(database_url))
         .env_remove("UFO_SESSION_AUTH_TOKEN")
         .spawn()
         .unwrap();

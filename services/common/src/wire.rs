@@ -24,7 +24,9 @@ const MAX_MESSAGE_DEPTH: u32 = 100;
 enum FieldType {
     String,
     Message(String),
-    /// Bytes and every scalar: skipped by wire type.
+    /// Bytes: skipped, but only length-delimited (prost refuses any other wire type, as INTERNAL).
+    Bytes,
+    /// Every scalar: skipped by wire type.
     Other,
 }
 
@@ -139,6 +141,7 @@ impl Descriptors {
             .map(|f| {
                 let ty = match f.r#type() {
                     Type::String => FieldType::String,
+                    Type::Bytes => FieldType::Bytes,
                     Type::Message => {
                         FieldType::Message(f.type_name().trim_start_matches('.').to_owned())
                     }
@@ -297,7 +300,7 @@ impl Walk<'_> {
                 Ok(_) => Ok(()),
             },
             FieldType::Message(name) => self.message(name, value, path, depth + 1, json_depth),
-            FieldType::Other => Ok(()),
+            FieldType::Bytes | FieldType::Other => Ok(()),
         };
         path.truncate(len);
         result

@@ -151,3 +151,23 @@ fn every_prost_decodable_message_passes_and_prost_failures_fail() {
         }
     }
 }
+
+/// A bytes field sent with another wire type (a fixed64 where `PutBlobRequest.data` belongs) is refused
+/// here, naming the field, instead of reaching prost, whose decode error tonic reports as INTERNAL.
+#[test]
+fn a_bytes_field_with_another_wire_type_is_undecodable() {
+    let d = descriptors();
+    // Field 1 (data), wire type 1 (64-bit), eight bytes.
+    let mut bytes = vec![(1 << 3) | 1];
+    bytes.extend_from_slice(&[7; 8]);
+    let problem = d.check("ufo.v1.PutBlobRequest", &bytes, RULES).unwrap_err();
+    assert_eq!(problem.field, "data");
+    assert_eq!(problem.problem, UNDECODABLE);
+    // Length-delimited, as prost encodes it: accepted.
+    let good = ufo_proto::v1::PutBlobRequest {
+        data: vec![1, 2, 3].into(),
+        sha256: String::new(),
+    }
+    .encode_to_vec();
+    assert!(d.check("ufo.v1.PutBlobRequest", &good, RULES).is_ok());
+}

@@ -263,33 +263,38 @@ async fn postgres_kill_between_upload_and_commit() {
     db.drop_database().await.unwrap();
 }
 
-/// Postgres without a blob directory keeps bytes in rows: PutBlob and blob references are refused with
-/// FAILED_PRECONDITION (an agent then sends the bytes with the step).
+/// Postgres without `--blob-dir` still has a blob store: the directory `ufo-session.blobs` in the working
+/// directory. PutBlob stores there; a step referencing a blob never put is refused naming its hash.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_blob_store_blobs_are_refused() {
+async fn postgres_without_a_blob_dir_keeps_blobs_in_the_default_directory() {
     let db = ufo_testkit::postgres::TestDatabase::create().await.unwrap();
-    let mut config = ufo_session::Config::defaults();
-    config.database_url = Some(db.url().into());
-    config.blobs.blob_dir = None;
-    config.blobs.blob_s3_bucket = None;
-    config.auth_token = None;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
-    let mut c = client::connect(&url, None).await;
-    let refused = c
-        .put_blob(PutBlobRequest {
-            data: Bytes::from_static(b"pixels"),
-            sha256: String::new(),
-        })
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().unwrap();
+    let mut process = ProcessBuilder::new("ufo-session", env!("CARGO_BIN_EXE_ufo-session"))
+        .current_dir(dir.path())
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--database-url")
+        .arg(db.url())
+        .env_remove("UFO_SESSION_AUTH_TOKEN")
+        .env_remove("UFO_SESSION_BLOB_DIR")
+        .env_remove("UFO_SESSION_BLOB_S3_BUCKET")
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    process
+        .wait_grpc_ready(&url, Duration::from_secs(60))
         .await
-        .unwrap_err();
-    assert_eq!(
-        refused.code(),
-        tonic::Code::FailedPrecondition,
-        "{refused:?}"
-    );
+        .unwrap();
+    let mut c = client::connect(&url, None).await;
+    let pixels = Bytes::from_static(b"pixels of the default directory");
+    let stored = put(&mut c, &pixels).await;
+    let file = dir
+        .path()
+        .join(ufo_session::config::DEFAULT_BLOB_DIR)
+        .join(&stored.as_str()[..2])
+        .join(stored.as_str());
+    assert_eq!(std::fs::read(&file).unwrap(), pixels.to_vec());
     let session = c
         .create_session(CreateSessionRequest {
             request: "look".into(),
@@ -312,8 +317,7 @@ async fn without_a_blob_store_blobs_are_refused() {
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
     assert!(refused.message().contains(hash.as_str()), "{refused:?}");
-    shutdown.cancel();
-    task.await.unwrap().unwrap();
     drop(c);
+    process.stop().await.unwrap();
     db.drop_database().await.unwrap();
 }

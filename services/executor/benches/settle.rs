@@ -28,7 +28,7 @@ async fn main() {
     use std::time::Duration;
 
     use serde_json::json;
-    use ufo_executor::backend::{Backend, SettleOutcome, WindowInfo};
+    use ufo_executor::backend::{Backend, SettleOutcome};
     use ufo_executor::executor::{BatchOptions, Executor, Limits};
     use ufo_executor::testing::Desktop;
     use ufo_executor::testing::drive;
@@ -54,28 +54,10 @@ async fn main() {
         .launch(backend.as_ref(), "mousepad", &[])
         .await
         .unwrap();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/busy_window.py");
-    let typist = TYPIST_MS.to_string();
-    let mut busy: Vec<WindowInfo> = Vec::new();
-    for (mode, title, geometry, ms) in [
-        (
-            "writer",
-            "busy writer",
-            ["1480", "40", "400", "300"],
-            typist.as_str(),
-        ),
-        ("blink", "busy caret", ["1480", "400", "400", "60"], "530"),
-        ("clock", "busy clock", ["1480", "520", "400", "40"], "1000"),
-    ] {
-        let mut args = vec![script, mode, title];
-        args.extend(geometry);
-        args.push(ms);
-        let (_pid, w) = desk
-            .launch_plain(backend.as_ref(), "/usr/bin/python3", &args, title)
-            .await
-            .unwrap_or_else(|e| panic!("{title} starts (install python3-tk, python3-gi): {e:#}"));
-        busy.push(w);
-    }
+    let busy = desk
+        .launch_busy_windows(backend.as_ref(), TYPIST_MS)
+        .await
+        .unwrap_or_else(|e| panic!("the busy windows start: {e:#}"));
     for w in [&factory, &mp] {
         for b in &busy {
             assert!(

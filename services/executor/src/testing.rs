@@ -26,6 +26,13 @@ impl Desktop {
         program: &str,
         args: &[&str],
     ) -> anyhow::Result<(u32, WindowInfo)> {
+        let pid = self.spawn_application(program, args)?;
+        let window = self.wait_window(backend, pid).await?;
+        Ok((pid, window))
+    }
+
+    /// Starts `program` on this desktop, stopped with it; returns its pid.
+    fn spawn_application(&mut self, program: &str, args: &[&str]) -> anyhow::Result<u32> {
         let child = self
             .command(program)
             .args(args)
@@ -33,8 +40,7 @@ impl Desktop {
             .with_context(|| format!("cannot start {program}"))?;
         let pid = child.id();
         self.children.push(("application", child));
-        let window = self.wait_window(backend, pid).await?;
-        Ok((pid, window))
+        Ok(pid)
     }
 
     /// Starts `program`, whose window has no accessible tree (a Tk window), and waits until a window
@@ -46,13 +52,7 @@ impl Desktop {
         args: &[&str],
         title: &str,
     ) -> anyhow::Result<(u32, WindowInfo)> {
-        let child = self
-            .command(program)
-            .args(args)
-            .spawn()
-            .with_context(|| format!("cannot start {program}"))?;
-        let pid = child.id();
-        self.children.push(("application", child));
+        let pid = self.spawn_application(program, args)?;
         let window = crate::desktop::poll("a plain window", || async move {
             backend
                 .windows()
@@ -63,6 +63,40 @@ impl Desktop {
         })
         .await?;
         Ok((pid, window))
+    }
+
+    /// The busy windows of issue 37 (`tests/busy_window.py`), at the right of a 1920-pixel-wide screen:
+    /// another program typing into its own GTK text view (a character, an accessibility event and its
+    /// drawing every `writer_ms`), a caret blinking every 530 ms and a clock redrawn every second.
+    /// Returns their windows (needs python3-tk and python3-gi).
+    pub async fn launch_busy_windows(
+        &mut self,
+        backend: &dyn Backend,
+        writer_ms: u32,
+    ) -> anyhow::Result<Vec<WindowInfo>> {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/busy_window.py");
+        let period = writer_ms.to_string();
+        let mut out = Vec::new();
+        for (mode, title, geometry, ms) in [
+            (
+                "writer",
+                "busy writer",
+                ["1480", "40", "400", "300"],
+                period.as_str(),
+            ),
+            ("blink", "busy caret", ["1480", "400", "400", "60"], "530"),
+            ("clock", "busy clock", ["1480", "520", "400", "40"], "1000"),
+        ] {
+            let mut args = vec![script, mode, title];
+            args.extend(geometry);
+            args.push(ms);
+            let (_pid, w) = self
+                .launch_plain(backend, "/usr/bin/python3", &args, title)
+                .await
+                .with_context(|| format!("{title} (python3-tk, python3-gi)"))?;
+            out.push(w);
+        }
+        Ok(out)
     }
 
     /// Waits until process `pid` has a titled top-level window whose accessible tree can be read.

@@ -247,50 +247,34 @@ async fn typing_into_mousepad_twenty_times_is_seen_by_the_next_screenshot_every_
     eprintln!("settle waits: {waited:?}");
 }
 
-/// The busy windows of issue 37, started beside `beside` (not over it): another program typing into its
-/// own GTK text view (a character, an accessibility event and its drawing every `writer_ms`), a caret
-/// blinking every 530 ms and a clock redrawn every second. Returns their windows.
+/// The busy windows of issue 37 ([`Desktop::launch_busy_windows`]), checked to lie beside `beside`
+/// (not over it). Returns their windows.
 async fn busy_windows(
     desk: &mut Desktop,
     backend: &dyn Backend,
     beside: &WindowInfo,
     writer_ms: u32,
 ) -> Vec<WindowInfo> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/busy_window.py");
-    let period = writer_ms.to_string();
-    let mut out = Vec::new();
-    for (mode, title, geometry, ms) in [
-        (
-            "writer",
-            "busy writer",
-            ["1480", "40", "400", "300"],
-            period.as_str(),
-        ),
-        ("blink", "busy caret", ["1480", "400", "400", "60"], "530"),
-        ("clock", "busy clock", ["1480", "520", "400", "40"], "1000"),
-    ] {
-        let mut args = vec![script, mode, title];
-        args.extend(geometry);
-        args.push(ms);
-        let (_pid, w) = desk
-            .launch_plain(backend, "/usr/bin/python3", &args, title)
-            .await
-            .unwrap_or_else(|e| panic!("{title} starts (install python3-tk, python3-gi): {e:#}"));
-        // Frames included (a title bar is ~30 px): the busy windows must not cover the acted one.
-        let grown = ufo_executor::geometry::Rect {
-            left: beside.rect.left - 40,
-            top: beside.rect.top - 40,
-            right: beside.rect.right + 40,
-            bottom: beside.rect.bottom + 40,
-        };
+    let out = desk
+        .launch_busy_windows(backend, writer_ms)
+        .await
+        .unwrap_or_else(|e| panic!("the busy windows start: {e:#}"));
+    // Frames included (a title bar is ~30 px): the busy windows must not cover the acted one.
+    let grown = ufo_executor::geometry::Rect {
+        left: beside.rect.left - 40,
+        top: beside.rect.top - 40,
+        right: beside.rect.right + 40,
+        bottom: beside.rect.bottom + 40,
+    };
+    for w in &out {
         assert!(
             grown.intersect(&w.rect).is_empty(),
-            "{title} at {:?} overlaps {} at {:?}",
+            "{} at {:?} overlaps {} at {:?}",
+            w.title,
             w.rect,
             beside.title,
             beside.rect
         );
-        out.push(w);
     }
     out
 }

@@ -537,6 +537,27 @@ mod tests {
     const SPINNER: Area = (100, 100, 16, 16);
     const TEXT: Area = (10, 10, 300, 20);
 
+    /// A spinner that never stops, drawn at about 60 Hz from another thread until `stop`; returns once
+    /// the log sees it as an animation.
+    async fn spinning(
+        activity: &std::sync::Arc<Activity>,
+        stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::thread::JoinHandle<()> {
+        let spinner = {
+            let (activity, stop) = (activity.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    activity.drawn(vec![SPINNER]);
+                    std::thread::sleep(Duration::from_millis(16));
+                }
+            })
+        };
+        while activity.since(0, Instant::now(), 10.0, None).animations == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        spinner
+    }
+
     fn opts() -> SettleOptions {
         SettleOptions {
             timeout: Duration::from_secs(2),
@@ -605,20 +626,8 @@ mod tests {
     async fn settles_past_a_spinner_and_waits_for_the_redraw_an_event_announces() {
         let activity = std::sync::Arc::new(Activity::default());
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // A spinner that never stops, drawn at about 60 Hz from another thread.
-        let spinner = {
-            let (activity, stop) = (activity.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    activity.drawn(vec![SPINNER]);
-                    std::thread::sleep(Duration::from_millis(16));
-                }
-            })
-        };
-        // Let the spinner be seen for longer than ANIMATION_PERIODS periods before the action.
-        while activity.since(0, Instant::now(), 10.0, None).animations == 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // A spinner seen for longer than ANIMATION_PERIODS periods before the action.
+        let spinner = spinning(&activity, &stop).await;
         let (mark, since) = (activity.mark(), Instant::now());
         activity.drawn(vec![TEXT]);
         let r = activity.settle(mark, since, &opts(), None).await;
@@ -737,18 +746,7 @@ mod tests {
 
         // A spinner in the window: a batch of drawing holding a spinner frame and the typist's glyph
         // (read together by the watcher) is not a change of the window.
-        let spinner = {
-            let (activity, stop) = (activity.clone(), stop.clone());
-            std::thread::spawn(move || {
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    activity.drawn(vec![SPINNER]);
-                    std::thread::sleep(Duration::from_millis(16));
-                }
-            })
-        };
-        while activity.since(0, Instant::now(), 10.0, None).animations == 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let spinner = spinning(&activity, &stop).await;
         let mark = activity.mark();
         activity.drawn(vec![SPINNER, (1010, 10, 8, 16)]);
         let s = activity.since(mark, Instant::now(), 10.0, Some(&scope));

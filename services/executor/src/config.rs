@@ -202,6 +202,16 @@ pub struct Config {
     )]
     pub mcp_stdio_allow: Vec<String>,
 
+    /// Directories such a program may be started in: a caller's `cwd` must resolve (through symlinks
+    /// and `..`) inside one; comma-separated in the environment. None by default: a caller's `cwd` is
+    /// refused and the program starts in the executor's working directory.
+    #[arg(
+        long = "mcp-stdio-workdirs",
+        env = "UFO_EXECUTOR_MCP_STDIO_WORKDIRS",
+        value_delimiter = ','
+    )]
+    pub mcp_stdio_workdirs: Vec<PathBuf>,
+
     /// Most such programs running at once (all callers).
     #[arg(
         long,
@@ -458,6 +468,7 @@ impl std::fmt::Debug for Config {
             .field("shell_allow", &self.shell_allow)
             .field("shell_workdir", &self.shell_workdir)
             .field("mcp_stdio_allow", &self.mcp_stdio_allow)
+            .field("mcp_stdio_workdirs", &self.mcp_stdio_workdirs)
             .field("reset_hook", &self.reset_hook)
             .field("scratch_dir", &self.scratch_dir)
             .field("max_message_bytes", &self.max_message_bytes)
@@ -532,6 +543,14 @@ pub enum ConfigError {
     /// A --mcp-stdio-allow entry that is neither a bare name nor an absolute path, or is a shell.
     #[error("bad --mcp-stdio-allow entry '{0}': {1}")]
     BadMcpStdioAllow(String, &'static str),
+    /// A --mcp-stdio-workdirs entry that is not a directory.
+    #[error("bad --mcp-stdio-workdirs entry '{}': {why}", path.display())]
+    McpStdioWorkdir {
+        /// The directory as given.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// A dial-out setting is malformed.
     #[error("{0}")]
     DialOut(String),
@@ -723,8 +742,25 @@ impl Config {
                 return Err(ConfigError::ShellZero(flag));
             }
         }
+        let workdirs = self
+            .mcp_stdio_workdirs
+            .iter()
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(|d| match std::fs::canonicalize(d) {
+                Ok(real) if real.is_dir() => Ok(real),
+                Ok(_) => Err(ConfigError::McpStdioWorkdir {
+                    path: d.clone(),
+                    why: "not a directory".into(),
+                }),
+                Err(e) => Err(ConfigError::McpStdioWorkdir {
+                    path: d.clone(),
+                    why: e.to_string(),
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(crate::process::ProcessConfig {
             allow,
+            workdirs,
             max_processes: self.mcp_stdio_max_processes,
             max_read_bytes: self.mcp_stdio_max_read_bytes,
             max_message_bytes: self.mcp_stdio_max_message_bytes,

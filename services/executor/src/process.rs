@@ -8,8 +8,9 @@
 //!   (a shell on the list is refused at start);
 //! - no shell: the program is started directly (`execve`) with its arguments as given, its own process
 //!   group (Linux) and `PR_SET_PDEATHSIG` = SIGKILL, so the executor's death ends it; it inherits the
-//!   executor's environment (the desktop's `DISPLAY` and session: it acts on this desktop) plus the
-//!   caller's variables;
+//!   executor's environment (the desktop's `DISPLAY` and session: it acts on this desktop) without the
+//!   executor's own settings (`UFO_EXECUTOR_*`, its token among them), plus the caller's variables;
+//! - its working directory is the executor's, or one the caller asks for inside `--mcp-stdio-workdirs`;
 //! - a process belongs to its caller (the connection it was started over: a dial-in peer address, or
 //!   one dial-out stream); another caller's id is refused;
 //! - it is killed (with its group) when its caller stops it, when its dial-out stream ends, when no call
@@ -32,6 +33,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+/// The prefix of the executor's own settings in its environment, removed from a program's.
+const OWN_SETTINGS: &str = "UFO_EXECUTOR_";
 
 /// Who calls: the connection a call came over. A process answers only its starter's calls.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -49,6 +54,9 @@ impl Caller {
 pub struct ProcessConfig {
     /// Programs allowed (empty: the tools are off).
     pub allow: Vec<String>,
+    /// Directories (canonical) a caller's working directory must resolve inside (empty: the caller may
+    /// not choose one).
+    pub workdirs: Vec<PathBuf>,
     /// Most processes at once, for all callers.
     pub max_processes: usize,
     /// Most bytes one read returns (whole lines; one longer line alone).
@@ -65,6 +73,7 @@ impl Default for ProcessConfig {
     fn default() -> Self {
         Self {
             allow: Vec::new(),
+            workdirs: Vec::new(),
             max_processes: 16,
             max_read_bytes: 1024 * 1024,
             max_message_bytes: 4 * 1024 * 1024,
@@ -94,6 +103,9 @@ pub enum ProcessError {
     /// NUL or `=` where it cannot be.
     #[error("{0}")]
     Bad(String),
+    /// A working directory outside `--mcp-stdio-workdirs` (or any, without it).
+    #[error("working directory {0:?}: {1}")]
+    Cwd(String, String),
     /// Too many processes.
     #[error("{0} processes are running, the executor's limit (--mcp-stdio-max-processes)")]
     TooMany(usize),
@@ -375,18 +387,25 @@ impl Processes {
                 )));
             }
         }
+        let cwd = cwd.map(|dir| self.workdir(dir)).transpose()?;
         if self.len() >= self.config.max_processes {
             return Err(ProcessError::TooMany(self.config.max_processes));
         }
         let mut cmd = tokio::process::Command::new(&path);
-        cmd.args(args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+        cmd.args(args);
+        // The executor's own settings (its token, its keys' paths) are not the program's business.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with(OWN_SETTINGS) {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        if let Some(dir) = cwd {
+        if let Some(dir) = &cwd {
             cmd.current_dir(dir);
         }
         guard_child(&mut cmd);
@@ -407,14 +426,27 @@ impl Processes {
             waiting: AtomicUsize::new(0),
             stop: CancellationToken::new(),
         });
+        // The process's life, under the command that started it (and so in its caller's trace).
+        let span = tracing::info_span!(
+            "executor.mcp_stdio",
+            process = %id,
+            program = %proc.program,
+            pid = ?pid,
+            owner = %caller.0,
+            exit_code = tracing::field::Empty,
+            ended = tracing::field::Empty,
+        );
         let cap = self.config.max_message_bytes;
         if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(read_stdout(proc.clone(), stdout, cap));
+            tokio::spawn(read_stdout(proc.clone(), stdout, cap).instrument(span.clone()));
         }
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(read_stderr(proc.clone(), stderr, self.config.stderr_bytes));
+            tokio::spawn(
+                read_stderr(proc.clone(), stderr, self.config.stderr_bytes)
+                    .instrument(span.clone()),
+            );
         }
-        tokio::spawn(supervise(proc.clone(), child));
+        tokio::spawn(supervise(proc.clone(), child).instrument(span));
         lock(&self.table).insert(id.clone(), proc.clone());
         tracing::info!(process = %id, program = %proc.program, pid = ?pid, owner = %caller.0, "MCP stdio process started");
         Ok(Started {
@@ -422,6 +454,41 @@ impl Processes {
             pid,
             program: proc.program.clone(),
         })
+    }
+
+    /// `dir` resolved, if it is inside one of the allowed working directories.
+    fn workdir(&self, dir: &str) -> Result<PathBuf, ProcessError> {
+        let refuse = |why: String| ProcessError::Cwd(short(dir), why);
+        if self.config.workdirs.is_empty() {
+            return Err(refuse(
+                "this executor lets no caller choose a working directory (--mcp-stdio-workdirs); leave cwd out to start in the executor's"
+                    .into(),
+            ));
+        }
+        if dir.contains('\0') {
+            return Err(refuse("it contains a NUL byte".into()));
+        }
+        if !Path::new(dir).is_absolute() {
+            return Err(refuse("it must be an absolute path".into()));
+        }
+        let real = std::fs::canonicalize(dir).map_err(|e| refuse(e.to_string()))?;
+        if !real.is_dir() {
+            return Err(refuse("not a directory".into()));
+        }
+        if !self.config.workdirs.iter().any(|w| real.starts_with(w)) {
+            let allowed: Vec<String> = self
+                .config
+                .workdirs
+                .iter()
+                .map(|w| w.display().to_string())
+                .collect();
+            return Err(refuse(format!(
+                "it resolves to {} which is outside --mcp-stdio-workdirs ({})",
+                real.display(),
+                allowed.join(", ")
+            )));
+        }
+        Ok(real)
     }
 
     fn new_id(&self) -> String {
@@ -677,7 +744,22 @@ async fn supervise(p: Arc<Proc>, mut child: tokio::process::Child) {
     };
     // What the program left behind in its group goes too.
     kill_group(p.pid);
-    lock(&p.out).exited = Some(status.and_then(|s| s.code()));
+    let code = status.and_then(|s| s.code());
+    let span = tracing::Span::current();
+    if let Some(c) = code {
+        span.record("exit_code", c);
+    }
+    let mut out = lock(&p.out);
+    span.record(
+        "ended",
+        out.ended.as_deref().unwrap_or(if code.is_some() {
+            "exited"
+        } else {
+            "killed by a signal"
+        }),
+    );
+    out.exited = Some(code);
+    drop(out);
     p.changed.notify_waiters();
 }
 

@@ -3,8 +3,9 @@
 //! over gRPC, with a real MCP server written with the official Python SDK
 //! (services/agent/tests/mcp/desktop_server.py):
 //! - off without `--mcp-stdio-allow`, and a program not on the list is refused, naming the flag;
-//! - an allowed server runs as the executor's child, in its environment, and answers MCP over the
-//!   tools (initialize, tools/call);
+//! - an allowed server runs as the executor's child, in its environment without the executor's own
+//!   settings (its token), and answers MCP over the tools (initialize, tools/call);
+//! - a working directory is refused unless it resolves inside `--mcp-stdio-workdirs`;
 //! - another caller (another connection) cannot read, write or stop it;
 //! - stopped by its caller, idle past `--mcp-stdio-idle-ms`, or its executor SIGKILLed: the process is
 //!   gone (checked by pid).
@@ -160,7 +161,11 @@ async fn off_without_an_allow_list() {
 async fn a_server_runs_as_the_executors_child_and_answers_only_its_caller() {
     let (executor, mut r) = shared::headless::start_with_env(
         &["--mcp-stdio-allow", "python3"],
-        &[("UFO_TEST_EXECUTOR_MARK", "on-the-desktop")],
+        &[
+            ("UFO_TEST_EXECUTOR_MARK", "on-the-desktop"),
+            // The executor's token, given the way an operator may: not for its programs' eyes.
+            ("UFO_EXECUTOR_TOKEN", "tok"),
+        ],
     )
     .await;
     assert!(std::env::var_os("UFO_TEST_EXECUTOR_MARK").is_none());
@@ -183,7 +188,7 @@ async fn a_server_runs_as_the_executors_child_and_answers_only_its_caller() {
     talk.send(
         &mut r,
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "where", "arguments": {"names": ["UFO_TEST_EXECUTOR_MARK"]}}}),
+            "name": "where", "arguments": {"names": ["UFO_TEST_EXECUTOR_MARK", "UFO_EXECUTOR_TOKEN", "PATH"]}}}),
     )
     .await;
     let answer = talk.answer(&mut r, 2).await;
@@ -194,6 +199,12 @@ async fn a_server_runs_as_the_executors_child_and_answers_only_its_caller() {
     assert_eq!(place["ppid"], u64::from(executor.0.id()), "{answer}");
     assert_ne!(place["ppid"], u64::from(std::process::id()));
     assert_eq!(place["env"]["UFO_TEST_EXECUTOR_MARK"], "on-the-desktop");
+    assert!(place["env"]["PATH"].is_string(), "{answer}");
+    assert_eq!(
+        place["env"]["UFO_EXECUTOR_TOKEN"],
+        Value::Null,
+        "the executor's token reached its program: {answer}"
+    );
 
     // Another caller (its own connection) is refused every call on it.
     let mut other = shared::Remote::connect(&r.url, Some("tok"));
@@ -264,4 +275,84 @@ async fn an_idle_server_and_one_whose_executor_dies_leave_no_orphan() {
     unsafe { libc::kill(executor.0.id() as i32, libc::SIGKILL) };
     let _ = executor.0.wait();
     gone(pid, "the server of a SIGKILLed executor").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_directory_must_be_inside_the_allowed_ones() {
+    let root = tempfile::tempdir().unwrap();
+    let allowed = root.path().join("allowed");
+    let inner = allowed.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, allowed.join("escape")).unwrap();
+    let start = |cwd: &std::path::Path| json!({"program": "python3", "args": [server_script()], "cwd": cwd.display().to_string()});
+
+    // Without --mcp-stdio-workdirs no caller picks one.
+    {
+        let (_p, mut r) = shared::headless::start(&["--mcp-stdio-allow", "python3"]).await;
+        let out = r.run("process_start", start(&inner)).await;
+        assert_eq!(out.status, ResultStatus::Failure as i32);
+        assert!(
+            out.error
+                .contains("lets no caller choose a working directory (--mcp-stdio-workdirs)"),
+            "{}",
+            out.error
+        );
+    }
+
+    let dirs = allowed.display().to_string();
+    let (_p, mut r) = shared::headless::start(&[
+        "--mcp-stdio-allow",
+        "python3",
+        "--mcp-stdio-workdirs",
+        &dirs,
+    ])
+    .await;
+    for (cwd, why) in [
+        (outside.clone(), "which is outside --mcp-stdio-workdirs"),
+        // A symlink inside pointing out is followed, and refused.
+        (
+            allowed.join("escape"),
+            "which is outside --mcp-stdio-workdirs",
+        ),
+        (allowed.join(".."), "which is outside --mcp-stdio-workdirs"),
+        (allowed.join("missing"), "No such file or directory"),
+        (
+            std::path::PathBuf::from("inner"),
+            "it must be an absolute path",
+        ),
+    ] {
+        let out = r.run("process_start", start(&cwd)).await;
+        assert_eq!(out.status, ResultStatus::Failure as i32, "{cwd:?}");
+        assert!(
+            out.error
+                .contains("invalid parameters for process_start: working directory")
+                && out.error.contains(why),
+            "{cwd:?}: {}",
+            out.error
+        );
+    }
+
+    // Inside (also through `..` that stays inside): the server runs there.
+    for cwd in [inner.clone(), inner.join("..")] {
+        let started = r.run("process_start", start(&cwd)).await;
+        assert_eq!(
+            started.status,
+            ResultStatus::Success as i32,
+            "{}",
+            started.error
+        );
+        let started = value(&started);
+        let (id, pid) = (
+            started["process_id"].as_str().unwrap().to_owned(),
+            started["pid"].as_u64().unwrap(),
+        );
+        assert_eq!(
+            std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap(),
+            std::fs::canonicalize(&cwd).unwrap()
+        );
+        r.ok("process_stop", json!({"process_id": id})).await;
+        gone(pid, "the stopped server").await;
+    }
 }

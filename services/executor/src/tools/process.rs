@@ -28,10 +28,12 @@ pub struct ProcessStart {
     /// Its arguments, each passed as one argument.
     #[serde(default)]
     pub args: Vec<String>,
-    /// Variables added to the executor's environment for it.
+    /// Variables added to the executor's environment for it (which it gets without the executor's
+    /// own `UFO_EXECUTOR_*` settings).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Its working directory (default: the executor's).
+    /// Its working directory: an absolute path inside one of the executor's `--mcp-stdio-workdirs`
+    /// (default: the executor's own).
     #[serde(default)]
     pub cwd: Option<String>,
 }

@@ -78,32 +78,7 @@ fn hub() -> Arc<McpHub> {
 
 /// A headless executor in this process, allowing `python3` as an MCP server; its URL and stopper.
 async fn executor() -> (String, tokio_util::sync::CancellationToken) {
-    use clap::Parser as _;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let config = ufo_executor::Config::try_parse_from([
-        "ufo-executor",
-        "--token",
-        "tok",
-        "--desktop",
-        "headless",
-        "--desktop-size",
-        "800x600",
-        "--mcp-stdio-allow",
-        "python3",
-    ])
-    .unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(ufo_executor::run(config, listener, stop.clone()));
-    ufo_testkit::poll_until(
-        "the headless executor serving",
-        Duration::from_secs(60),
-        Duration::from_millis(50),
-        || ufo_testkit::grpc_serving(&url),
-    )
-    .await
-    .unwrap();
-    (url, stop)
+    headless_executor(&["--mcp-stdio-allow", "python3"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -282,3 +282,33 @@ pub fn certificates() -> (String, String, String) {
         .unwrap();
     (ca.pem(), cert.pem(), key.serialize_pem())
 }
+
+/// A real executor in this process on its own headless desktop (800x600, token `tok`), with `extra`
+/// flags; its URL and stopper, once it serves.
+pub async fn headless_executor(extra: &[&str]) -> (String, tokio_util::sync::CancellationToken) {
+    use clap::Parser as _;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let mut args = vec![
+        "ufo-executor",
+        "--token",
+        "tok",
+        "--desktop",
+        "headless",
+        "--desktop-size",
+        "800x600",
+    ];
+    args.extend_from_slice(extra);
+    let config = ufo_executor::Config::try_parse_from(args).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(ufo_executor::run(config, listener, stop.clone()));
+    ufo_testkit::poll_until(
+        "the headless executor serving",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || ufo_testkit::grpc_serving(&url),
+    )
+    .await
+    .unwrap();
+    (url, stop)
+}

@@ -498,24 +498,33 @@ async fn a_sleeping_replica_wakes_when_a_desktop_frees_up() {
 }
 
 const CLAIM_TASK: &str = "/ufo.v1.SessionStore/ClaimTask";
+const REGISTER_DESKTOP: &str = "/ufo.v1.SessionStore/RegisterDesktop";
 
-/// Holds the runner's `ClaimTask` calls once armed, until released; every other call passes.
-struct ClaimGate {
+/// Holds the calls of one method (`path`) once armed, until released; every other call passes.
+struct Gate {
+    path: &'static str,
     armed: std::sync::atomic::AtomicBool,
-    /// Claims held now.
+    /// Calls held now.
     held: std::sync::atomic::AtomicUsize,
-    /// Woken when a claim is held.
+    /// Woken when a call is held.
     arrived: Notify,
     release: tokio::sync::Semaphore,
+    /// Calls that were held and have been answered since (by the session service).
+    answered: std::sync::atomic::AtomicUsize,
+    /// Woken when a held call has been answered.
+    done: Notify,
 }
 
-impl ClaimGate {
-    fn new() -> Self {
+impl Gate {
+    fn new(path: &'static str) -> Self {
         Self {
+            path,
             armed: Default::default(),
             held: Default::default(),
             arrived: Notify::new(),
             release: tokio::sync::Semaphore::new(0),
+            answered: Default::default(),
+            done: Notify::new(),
         }
     }
 
@@ -526,18 +535,18 @@ impl ClaimGate {
     }
 }
 
-/// A pass-through to the session service applying a [`ClaimGate`] to `ClaimTask`.
+/// A pass-through to the session service applying a [`Gate`].
 #[derive(Clone)]
-struct ClaimProxy {
+struct GateProxy {
     channel: tonic::transport::Channel,
-    gate: Arc<ClaimGate>,
+    gate: Arc<Gate>,
 }
 
-impl tonic::server::NamedService for ClaimProxy {
+impl tonic::server::NamedService for GateProxy {
     const NAME: &'static str = "ufo.v1.SessionStore";
 }
 
-impl tower::Service<http::Request<tonic::body::Body>> for ClaimProxy {
+impl tower::Service<http::Request<tonic::body::Body>> for GateProxy {
     type Response = http::Response<tonic::body::Body>;
     type Error = std::convert::Infallible;
     type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
@@ -554,21 +563,28 @@ impl tower::Service<http::Request<tonic::body::Body>> for ClaimProxy {
         use tower::ServiceExt as _;
         let (channel, gate) = (self.channel.clone(), self.gate.clone());
         Box::pin(async move {
-            if request.uri().path() == CLAIM_TASK && gate.armed.load(SeqCst) {
+            let held = request.uri().path() == gate.path && gate.armed.load(SeqCst);
+            if held {
                 gate.held.fetch_add(1, SeqCst);
                 gate.arrived.notify_one();
                 gate.release.acquire().await.unwrap().forget();
                 gate.held.fetch_sub(1, SeqCst);
             }
-            Ok(channel
+            let response = channel
                 .oneshot(request)
                 .await
-                .unwrap_or_else(|e| Status::unavailable(e.to_string()).into_http()))
+                .unwrap_or_else(|e| Status::unavailable(e.to_string()).into_http());
+            if held {
+                // A unary answer: its status is in the trailers, read by the caller after this.
+                gate.answered.fetch_add(1, SeqCst);
+                gate.done.notify_one();
+            }
+            Ok(response)
         })
     }
 }
 
-async fn claim_proxy(target: &str, gate: Arc<ClaimGate>) -> String {
+async fn gate_proxy(target: &str, gate: Arc<Gate>) -> String {
     let channel = tonic::transport::Endpoint::from_shared(target.to_owned())
         .unwrap()
         .connect_lazy();
@@ -577,7 +593,7 @@ async fn claim_proxy(target: &str, gate: Arc<ClaimGate>) -> String {
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(ClaimProxy { channel, gate })
+            .add_service(GateProxy { channel, gate })
             .serve_with_incoming(incoming),
     );
     url
@@ -592,8 +608,8 @@ async fn claim_proxy(target: &str, gate: Arc<ClaimGate>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_handed_a_desktop_starts_while_a_claim_is_under_way() {
     let session = Session::start().await;
-    let gate = Arc::new(ClaimGate::new());
-    let proxy = claim_proxy(&session.url, gate.clone()).await;
+    let gate = Arc::new(Gate::new(CLAIM_TASK));
+    let proxy = gate_proxy(&session.url, gate.clone()).await;
     let log = Arc::new(Mutex::new(Vec::new()));
     let one = desk("desk", &log, true);
     let desk_gate = one.gate.clone();
@@ -849,5 +865,132 @@ async fn the_pools_gauges_reach_an_otlp_receiver() {
     meters.shutdown().unwrap();
     stop_a.cancel();
     stop_b.cancel();
+    session.stop().await;
+}
+
+/// Opens a dial-out connection to the agent at `url` as executor `name` with `labels`; returns once the
+/// agent welcomed it: the sender keeps the connection's stream open, the stream brings the agent's frames.
+async fn dial_out(
+    url: &str,
+    name: &str,
+    token: &str,
+    labels: &str,
+) -> (
+    tokio::sync::mpsc::Sender<v1::ExecutorFrame>,
+    tonic::Streaming<v1::AgentFrame>,
+) {
+    let mut client = v1::executor_hub_client::ExecutorHubClient::connect(url.to_owned())
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let mut request = Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let md = request.metadata_mut();
+    md.insert("x-ufo-executor-name", name.parse().unwrap());
+    md.insert("authorization", format!("Bearer {token}").parse().unwrap());
+    md.insert("x-ufo-executor-labels", labels.parse().unwrap());
+    let mut inbound = client.dial(request).await.unwrap().into_inner();
+    match inbound.message().await.unwrap() {
+        Some(v1::AgentFrame {
+            kind: Some(v1::agent_frame::Kind::Welcome(_)),
+        }) => {}
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+    (tx, inbound)
+}
+
+/// The desktop `name` as the session store has it (read past the pass-through).
+async fn stored_desktop(session: &Session, name: &str) -> Option<v1::Desktop> {
+    session
+        .client()
+        .list_desktops(v1::ListDesktopsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .desktops
+        .into_iter()
+        .find(|d| d.name == name)
+}
+
+/// A dial-out executor reconnects while its first connection's registration is still on its way to the
+/// session store (issue 36): a pass-through holds that registration until the new connection's is
+/// stored, then lets it land. It is refused (the new connection's generation is greater) and the desktop
+/// keeps the new connection's labels; before the connection generation, the late write of the replaced
+/// connection overwrote them with its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replaced_connections_late_registration_does_not_overwrite_the_new_ones() {
+    let session = Session::start().await;
+    let gate = Arc::new(Gate::new(REGISTER_DESKTOP));
+    let proxy = gate_proxy(&session.url, gate.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = "the-desk-enrollment-token-0123456789";
+    let token_file = dir.path().join("desk.token");
+    std::fs::write(&token_file, token).unwrap();
+    let enrollments = dir.path().join("enrollments.json");
+    let enroll = format!("desk={}", token_file.display());
+    let config = agent_config(
+        &proxy,
+        &[
+            "--runner-slots",
+            "0",
+            "--executor-enrollments-file",
+            enrollments.to_str().unwrap(),
+            "--enroll-executor",
+            &enroll,
+            // Only the registrations at connect write the desktop.
+            "--dial-out-seen-refresh-ms",
+            "0",
+        ],
+    );
+    let agent = Agent::start(config, None).await;
+
+    // The first connection's registration is held on its way.
+    let arrived = gate.arrived.notified();
+    gate.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (_old_tx, mut old) = dial_out(&agent.grpc, "desk", token, "lane=old").await;
+    tokio::time::timeout(std::time::Duration::from_secs(30), arrived)
+        .await
+        .expect("the first connection registers its desktop");
+    gate.armed.store(false, std::sync::atomic::Ordering::SeqCst);
+
+    // The executor connects again (same identity): the agent replaces the first connection, and the
+    // new one's registration passes and is stored.
+    let (_new_tx, _new) = dial_out(&agent.grpc, "desk", token, "lane=new").await;
+    // (Heartbeats may come first.)
+    let replaced = loop {
+        match old.message().await {
+            Ok(Some(_)) => continue,
+            other => break other,
+        }
+    };
+    assert_eq!(
+        replaced.as_ref().err().map(Status::code),
+        Some(tonic::Code::Aborted),
+        "the first connection is closed as replaced: {replaced:?}"
+    );
+    let registered = eventually(30, "the new connection's registration stored", || async {
+        stored_desktop(&session, "desk")
+            .await
+            .filter(|d| d.labels.get("lane").map(String::as_str) == Some("new"))
+    })
+    .await;
+    assert!(registered.generation > 0, "{registered:?}");
+
+    // Now the replaced connection's registration lands.
+    let done = gate.done.notified();
+    gate.release_all();
+    tokio::time::timeout(std::time::Duration::from_secs(30), done)
+        .await
+        .expect("the held registration is answered");
+    assert_eq!(gate.answered.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let after = stored_desktop(&session, "desk").await.unwrap();
+    assert_eq!(
+        (
+            after.labels.get("lane").map(String::as_str),
+            after.generation
+        ),
+        (Some("new"), registered.generation),
+        "the replaced connection's late registration overwrote the new one's: {after:?}"
+    );
+    agent.stop().await;
     session.stop().await;
 }

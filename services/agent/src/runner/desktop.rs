@@ -142,6 +142,9 @@ pub struct Claimed {
     pub session: Session,
     /// The desktop checked out to it, if it wants one.
     pub desktop: Option<Desktop>,
+    /// What the claim read (and begun) to start it; `None` from a session service that does not start
+    /// claimed tasks (the runner asks itself then).
+    pub start: Option<ufo_proto::v1::TaskStart>,
     /// When the store's answer arrived: a task's start is timed from here (`task.start`).
     pub at: std::time::Instant,
 }
@@ -221,6 +224,7 @@ async fn hand_over(
             broken_reason: String::new(),
         }),
         lease_ms: config.lease_ms,
+        start: true,
     };
     let answer = client
         .clone()
@@ -237,6 +241,7 @@ async fn hand_over(
                     let claimed = Claimed {
                         session: next,
                         desktop: answer.desktop,
+                        start: answer.start,
                         at: std::time::Instant::now(),
                     };
                     if let Err(unsent) = handover.sender.send(claimed) {
@@ -293,6 +298,8 @@ pub async fn register_declared(
                 name: name.clone(),
                 labels: labels.clone().into_iter().collect(),
                 version: String::new(),
+                // Unfenced: every replica registers the same declared executors alike.
+                generation: 0,
             })
             .await?;
     }

@@ -67,6 +67,9 @@ pub struct TaskRun {
     pub(crate) reset_first: bool,
     /// When the claim's answer arrived (the task's start, `task.start`, is timed from here).
     pub(crate) claimed_at: std::time::Instant,
+    /// What the claim read and begun for the task's start (its rounds, the first open one begun, and
+    /// whether nothing is recorded to read back); `None`: the runner reads them itself.
+    pub(crate) start: Option<ufo_proto::v1::TaskStart>,
     /// How many steps the task has recorded so far (the picture after its last step goes with the last).
     pub(crate) recorded_steps: std::sync::atomic::AtomicU64,
     /// Hands the desktop straight on to the next task at the check-in (`None`: `--no-desktop-handover`).
@@ -74,6 +77,7 @@ pub struct TaskRun {
 }
 
 /// Everything recorded so far, read back from the store.
+#[derive(Default)]
 pub(super) struct History {
     pub(super) steps: Vec<Step>,
     pub(super) memory: Vec<ufo_proto::v1::MemoryItem>,
@@ -367,6 +371,16 @@ impl TaskRun {
     /// number of rounds it has; `None` when every round has ended.
     async fn open_round(&self) -> Result<(usize, Option<Round>), tonic::Status> {
         let rounds = self.rounds().instrument(info_span!("task.rounds")).await?;
+        self.begin_open(rounds, false).await
+    }
+
+    /// The first open round of `rounds` begun (with `BeginRound`, unless `begun_running`: the claim
+    /// began a running one already), after the number of rounds.
+    async fn begin_open(
+        &self,
+        rounds: Vec<Round>,
+        begun_running: bool,
+    ) -> Result<(usize, Option<Round>), tonic::Status> {
         let count = rounds.len();
         let open = rounds.into_iter().find(|r| {
             matches!(
@@ -377,6 +391,9 @@ impl TaskRun {
         let Some(round) = open else {
             return Ok((count, None));
         };
+        if begun_running && round.status == RoundStatus::Running as i32 {
+            return Ok((count, Some(round)));
+        }
         let round = self
             .client
             .clone()
@@ -415,15 +432,32 @@ impl TaskRun {
         };
         // The history, the event log and the first open round (read, then begun) are independent: at
         // once (issue 36: a task handed a desktop starts sooner; its start waits for the slowest of
-        // them, not their sum).
-        let ((mut history, history_ms), (log, event_log_ms), (opened, round_ms)) = tokio::try_join!(
-            timed(self.load().instrument(info_span!("task.history"))),
-            timed(
-                intent::events_so_far(&self.client, &self.session.id)
-                    .instrument(info_span!("task.event_log"))
-            ),
-            timed(self.open_round()),
-        )?;
+        // them, not their sum). The claim began the round and said whether anything is recorded
+        // (`start`): a fresh task reads nothing back (it has no steps, memory, board, releases or
+        // intents), a resumed one its history and event log as always.
+        let fresh = self.start.as_ref().is_some_and(|start| start.fresh);
+        let history = async {
+            if fresh {
+                return Ok(History::default());
+            }
+            self.load().instrument(info_span!("task.history")).await
+        };
+        let event_log = async {
+            if fresh {
+                return Ok(Vec::new());
+            }
+            intent::events_so_far(&self.client, &self.session.id)
+                .instrument(info_span!("task.event_log"))
+                .await
+        };
+        let round = async {
+            match &self.start {
+                Some(start) => self.begin_open(start.rounds.clone(), true).await,
+                None => self.open_round().await,
+            }
+        };
+        let ((mut history, history_ms), (log, event_log_ms), (opened, round_ms)) =
+            tokio::try_join!(timed(history), timed(event_log), timed(round))?;
         self.recorded_steps.store(
             history.steps.len() as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -494,6 +528,8 @@ impl TaskRun {
                     event_log_ms,
                     round_ms,
                     round = round.number,
+                    started_by_claim = self.start.is_some(),
+                    fresh,
                     "task started"
                 );
             }

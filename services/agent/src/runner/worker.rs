@@ -118,6 +118,7 @@ impl Runner {
         let Claimed {
             session,
             desktop,
+            start,
             at,
         } = claimed;
         TaskRun {
@@ -132,6 +133,7 @@ impl Runner {
             resetter: self.resetter.clone(),
             reset_first: desktop.is_some_and(|d| d.needs_reset),
             claimed_at: at,
+            start,
             recorded_steps: Default::default(),
             handover: (!self.config.no_desktop_handover).then(|| handover.clone()),
         }
@@ -247,6 +249,7 @@ impl Runner {
                 lease_ms: self.config.lease_ms,
                 reachable_desktops: self.reachable.as_ref().map(|r| r()).unwrap_or_default(),
                 only_reachable: self.reachable.is_some(),
+                start: true,
             }),
             span,
         )
@@ -255,6 +258,7 @@ impl Runner {
         Ok(response.session.map(|session| Claimed {
             session,
             desktop: response.desktop,
+            start: response.start,
             at: std::time::Instant::now(),
         }))
     }

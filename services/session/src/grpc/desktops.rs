@@ -98,6 +98,7 @@ impl SessionService {
             name: name("name", r.name)?,
             labels: labels("labels", r.labels)?,
             version: r.version,
+            generation: validate::bounded("generation", r.generation)?,
         };
         self.store.register_desktop(new).await.map_err(status)
     }
@@ -130,17 +131,18 @@ impl SessionService {
         };
         let (checked_in, claimed) = self
             .store
-            .check_in_and_claim(back, self.limits.lease(r.lease_ms))
+            .check_in_and_claim(back, self.limits.lease(r.lease_ms), r.start)
             .await
             .map_err(status)?;
-        let (session, desktop) = match claimed {
-            Some((session, desktop)) => (Some(session), desktop),
-            None => (None, None),
+        let (session, desktop, start) = match claimed {
+            Some(claim) => (Some(claim.session), claim.desktop, claim.start),
+            None => (None, None, None),
         };
         Ok(CheckInAndClaimResponse {
             checked_in: Some(checked_in),
             session,
             desktop,
+            start,
         })
     }
 

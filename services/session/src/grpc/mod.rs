@@ -520,18 +520,19 @@ impl SessionStore for SessionService {
         let reachable = r
             .only_reachable
             .then(|| r.reachable_desktops.into_iter().collect());
-        let session = self
+        let claim = self
             .store
-            .claim_task_reaching(worker, self.limits.lease(r.lease_ms), reachable)
+            .claim_task_reaching(worker, self.limits.lease(r.lease_ms), reachable, r.start)
             .await
             .map_err(status)?;
-        let desktop = match session.as_ref().map(|s| s.desktop.as_str()) {
-            Some(name) if !name.is_empty() => {
-                Some(self.store.get_desktop(name).await.map_err(status)?)
-            }
-            _ => None,
-        };
-        Ok(Response::new(ClaimTaskResponse { session, desktop }))
+        Ok(Response::new(match claim {
+            Some(claim) => ClaimTaskResponse {
+                session: Some(claim.session),
+                desktop: claim.desktop,
+                start: claim.start,
+            },
+            None => ClaimTaskResponse::default(),
+        }))
     }
 
     async fn end_expired_direct_sessions(

@@ -244,9 +244,10 @@ impl Store for BlobbedStore {
         worker: String,
         lease: Duration,
         reachable: Option<std::collections::HashSet<String>>,
-    ) -> StoreResult<Option<Session>> {
+        start: bool,
+    ) -> StoreResult<Option<crate::store::Claim>> {
         self.inner
-            .claim_task_reaching(worker, lease, reachable)
+            .claim_task_reaching(worker, lease, reachable, start)
             .await
     }
 
@@ -297,8 +298,9 @@ impl Store for BlobbedStore {
         &self,
         back: DesktopCheckIn,
         lease: Duration,
+        start: bool,
     ) -> StoreResult<crate::store::HandOver> {
-        self.inner.check_in_and_claim(back, lease).await
+        self.inner.check_in_and_claim(back, lease, start).await
     }
 
     fn subscribe_pool(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -45,8 +45,8 @@ use uuid::Uuid;
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// What [`Store::check_in_and_claim`] returns: the desktop as checked in, and the session claimed for it
-/// with the desktop checked out to it (when one was).
-pub type HandOver = (Desktop, Option<(Session, Option<Desktop>)>);
+/// (with the desktop checked out to it) when one was.
+pub type HandOver = (Desktop, Option<Claim>);
 
 /// Durable storage of sessions, rounds, steps, memory, blackboard, artifacts and events.
 ///
@@ -180,17 +180,23 @@ pub trait Store: Send + Sync + 'static {
     /// none are passed over in favour of later ones and marked `waiting_for_desktop`. A desktop is never
     /// checked out to two sessions.
     async fn claim_task(&self, worker: String, lease: Duration) -> StoreResult<Option<Session>> {
-        self.claim_task_reaching(worker, lease, None).await
+        Ok(self
+            .claim_task_reaching(worker, lease, None, false)
+            .await?
+            .map(|claim| claim.session))
     }
 
     /// [`Store::claim_task`] checking out only desktops in `reachable` (when given): the ones the
-    /// worker can reach.
+    /// worker can reach; with the desktop checked out. With `start`, the same transaction also begins
+    /// the session's first open round (PENDING → RUNNING, ROUND_STARTED after TASK_CLAIMED, as
+    /// [`Store::begin_round`]) and reads what its runner needs ([`Claim::start`]).
     async fn claim_task_reaching(
         &self,
         worker: String,
         lease: Duration,
         reachable: Option<std::collections::HashSet<String>>,
-    ) -> StoreResult<Option<Session>>;
+        start: bool,
+    ) -> StoreResult<Option<Claim>>;
 
     /// Extends the lease held by `worker`; `LeaseLost` when another worker holds it or none does.
     async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease>;
@@ -220,7 +226,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<Session>>;
 
     /// Registers a desktop of the pool (issue 36), or refreshes its labels, version (when given) and
-    /// heartbeat; its state and check-out are kept. Idempotent.
+    /// heartbeat; its state and check-out are kept. Idempotent. Fenced by `new.generation`: a write below
+    /// the stored generation changes nothing and gives `FailedPrecondition` (a replaced connection's
+    /// late write must not overwrite the newer connection's labels); 0 is unfenced.
     async fn register_desktop(&self, new: NewDesktop) -> StoreResult<Desktop>;
 
     /// One desktop; `NotFound` when it is not registered.
@@ -241,10 +249,12 @@ pub trait Store: Send + Sync + 'static {
     /// no desktop, in one transaction (the claim's rules are [`Store::claim_task`]'s, with only this
     /// desktop reachable). Returns the desktop as checked in, and the claimed session with the desktop
     /// checked out to it, if any. `FailedPrecondition` as for the check-in, and then nothing is claimed.
+    /// `start` as for [`Store::claim_task_reaching`].
     async fn check_in_and_claim(
         &self,
         back: DesktopCheckIn,
         lease: Duration,
+        start: bool,
     ) -> StoreResult<crate::store::HandOver>;
 
     /// Changes whenever a waiting session may have become claimable — a desktop checked in free, given

@@ -389,6 +389,18 @@ impl DesktopWant {
     }
 }
 
+/// A session claimed by a worker ([`super::Store::claim_task_reaching`], [`super::Store::check_in_and_claim`]).
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The session, as the claim left it.
+    pub session: ufo_proto::v1::Session,
+    /// The desktop checked out to it, when it wants one.
+    pub desktop: Option<ufo_proto::v1::Desktop>,
+    /// When the claim was asked to start it: its rounds (the first open one begun) and whether it is
+    /// fresh (nothing recorded that its runner would read back).
+    pub start: Option<ufo_proto::v1::TaskStart>,
+}
+
 /// A desktop registering (or heartbeating) into the pool.
 #[derive(Debug, Clone)]
 pub struct NewDesktop {
@@ -398,6 +410,9 @@ pub struct NewDesktop {
     pub labels: std::collections::BTreeMap<String, String>,
     /// The executor's version; empty keeps the stored one.
     pub version: String,
+    /// The registering connection's generation: a write below the stored one is refused (a replaced
+    /// connection's late write); 0 is unfenced and keeps the stored generation.
+    pub generation: u64,
 }
 
 /// A worker giving a checked-out desktop back ([`super::Store::check_in_desktop`]).

@@ -27,6 +27,7 @@ async fn desktop(store: &dyn Store, name: &str, pairs: &[(&str, &str)]) -> Deskt
             name: name.into(),
             labels: labels(pairs),
             version: "0.1.0".into(),
+            generation: 0,
         })
         .await
         .unwrap()
@@ -53,7 +54,8 @@ async fn claim(store: &dyn Store, worker: &str, lease: Duration) -> Option<Sessi
     store.claim_task(worker.into(), lease).await.unwrap()
 }
 
-async fn end(store: &dyn Store, id: Uuid, worker: &str) {
+/// Ends session `id` (FINISHED) as `worker`.
+pub async fn end(store: &dyn Store, id: Uuid, worker: &str) {
     store
         .set_session_status(StatusChange {
             id,
@@ -249,6 +251,7 @@ pub async fn desktops_are_checked_out_to_one_session_at_a_time(store: Arc<dyn St
             name: "desk2".into(),
             labels: labels(&[("app", "calc")]),
             version: String::new(),
+            generation: 0,
         })
         .await
         .unwrap();
@@ -438,27 +441,29 @@ pub async fn claims_check_out_only_reachable_desktops(store: Arc<dyn Store>) {
     let reach = |names: &[&str]| Some(names.iter().map(|n| (*n).to_owned()).collect());
     // A replica that reaches only "near" passes a (it wants "far") and gives b "near".
     let got = store
-        .claim_task_reaching("w1".into(), MINUTE, reach(&["near"]))
+        .claim_task_reaching("w1".into(), MINUTE, reach(&["near"]), false)
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .session;
     assert_eq!(
         (got.id.as_str(), got.desktop.as_str()),
         (&*b.to_string(), "near")
     );
     assert!(
         store
-            .claim_task_reaching("w1".into(), MINUTE, reach(&["near"]))
+            .claim_task_reaching("w1".into(), MINUTE, reach(&["near"]), false)
             .await
             .unwrap()
             .is_none()
     );
     // The replica the far desktop is connected to takes a.
     let far = store
-        .claim_task_reaching("w2".into(), MINUTE, reach(&["far"]))
+        .claim_task_reaching("w2".into(), MINUTE, reach(&["far"]), false)
         .await
         .unwrap()
-        .unwrap();
+        .unwrap()
+        .session;
     assert_eq!(
         (far.id.as_str(), far.desktop.as_str()),
         (&*a.to_string(), "far")
@@ -493,7 +498,7 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
     // Fenced: not the holder → nothing checked in, nothing claimed.
     assert!(matches!(
         store
-            .check_in_and_claim(back("desk1", a, "w2", None), MINUTE)
+            .check_in_and_claim(back("desk1", a, "w2", None), MINUTE, false)
             .await,
         Err(StoreError::FailedPrecondition(_))
     ));
@@ -509,12 +514,17 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
     // a ends: desk1 goes to d (c wants a label desk1 lacks), checked out to w1 in the same call.
     end(store, a, "w1").await;
     let (checked_in, claimed) = store
-        .check_in_and_claim(back("desk1", a, "w1", None), MINUTE)
+        .check_in_and_claim(back("desk1", a, "w1", None), MINUTE, false)
         .await
         .unwrap();
     assert_eq!(checked_in.state, DesktopState::Free as i32);
     assert!(checked_in.task_id.is_empty());
-    let (next, held) = claimed.expect("d is claimed with desk1");
+    let ufo_session::store::Claim {
+        session: next,
+        desktop: held,
+        start,
+    } = claimed.expect("d is claimed with desk1");
+    assert!(start.is_none(), "not asked for: {start:?}");
     assert_eq!(
         (
             next.id.as_str(),
@@ -540,7 +550,7 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
     signals.mark_unchanged();
     end(store, d, "w1").await;
     let (checked_in, claimed) = store
-        .check_in_and_claim(back("desk1", d, "w1", None), MINUTE)
+        .check_in_and_claim(back("desk1", d, "w1", None), MINUTE, false)
         .await
         .unwrap();
     assert_eq!(checked_in.state, DesktopState::Free as i32);
@@ -553,7 +563,11 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
     // b ends with a failed reset: desk2 is checked in broken and e (which wants it) is not claimed.
     end(store, b, "w2").await;
     let (checked_in, claimed) = store
-        .check_in_and_claim(back("desk2", b, "w2", Some("the hook failed")), MINUTE)
+        .check_in_and_claim(
+            back("desk2", b, "w2", Some("the hook failed")),
+            MINUTE,
+            false,
+        )
         .await
         .unwrap();
     assert_eq!(checked_in.state, DesktopState::Broken as i32);
@@ -582,4 +596,92 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
         store.get_session(c).await.unwrap().status,
         SessionStatus::Queued as i32
     );
+}
+
+/// A registration from `generation` with `lane`'s label.
+fn from_connection(generation: u64, lane: &str) -> NewDesktop {
+    NewDesktop {
+        name: "desk".into(),
+        labels: labels(&[("lane", lane)]),
+        version: format!("v-{lane}"),
+        generation,
+    }
+}
+
+/// A dial-out executor's registrations are fenced by its connection's generation (issue 36): once a
+/// newer connection registered, a write of the connection it replaced (a late registration or refresh)
+/// is refused and changes nothing; the newer connection's own refreshes and later connections pass; an
+/// unfenced registration (generation 0, a declared executor) always applies and keeps the generation.
+pub async fn desktop_registrations_are_fenced_by_their_connection(store: Arc<dyn Store>) {
+    let store = &*store;
+    let first = store
+        .register_desktop(from_connection(100, "old"))
+        .await
+        .unwrap();
+    assert_eq!(first.generation, 100);
+    let newer = store
+        .register_desktop(from_connection(200, "new"))
+        .await
+        .unwrap();
+    assert_eq!(newer.generation, 200);
+    // The replaced connection's write arrives late: refused, nothing changed.
+    match store.register_desktop(from_connection(100, "old")).await {
+        Err(StoreError::FailedPrecondition(message)) => {
+            assert!(message.contains("newer connection"), "{message}");
+        }
+        other => panic!("a stale connection's write must be refused, got {other:?}"),
+    }
+    let stored = store.get_desktop("desk").await.unwrap();
+    assert_eq!(
+        (
+            stored.labels.get("lane").map(String::as_str),
+            stored.version.as_str(),
+            stored.generation
+        ),
+        (Some("new"), "v-new", 200),
+        "{stored:?}"
+    );
+    // The same connection refreshes; its state is kept (a check-out is not undone by a refresh).
+    let id = wanting(store, Some(DesktopWant::Name("desk".into()))).await;
+    assert_eq!(claim(store, "w1", MINUTE).await.unwrap().desktop, "desk");
+    let refreshed = store
+        .register_desktop(from_connection(200, "new"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (refreshed.state, refreshed.task_id.as_str()),
+        (DesktopState::Busy as i32, &*id.to_string())
+    );
+    // A stale write of a busy desktop is refused all the same.
+    assert!(matches!(
+        store.register_desktop(from_connection(150, "old")).await,
+        Err(StoreError::FailedPrecondition(_))
+    ));
+    // A later connection registers.
+    let later = store
+        .register_desktop(from_connection(300, "later"))
+        .await
+        .unwrap();
+    assert_eq!((later.generation, later.version.as_str()), (300, "v-later"));
+    // Unfenced: applies, the generation stays.
+    let unfenced = store
+        .register_desktop(from_connection(0, "declared"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            unfenced.labels.get("lane").map(String::as_str),
+            unfenced.generation
+        ),
+        (Some("declared"), 300)
+    );
+    // A new desktop registered by a connection starts at its generation.
+    let other = store
+        .register_desktop(NewDesktop {
+            name: "desk-b".into(),
+            ..from_connection(7, "b")
+        })
+        .await
+        .unwrap();
+    assert_eq!(other.generation, 7);
 }

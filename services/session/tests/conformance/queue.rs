@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use ufo_proto::v1::{BlackboardKind, EventKind, ParkReason, SessionStatus};
+use ufo_proto::v1::{BlackboardKind, Event, EventKind, ParkReason, RoundStatus, SessionStatus};
 use ufo_session::store::{NewBlackboardEntry, NewEvent, ParkTask, Store, StoreError};
 use uuid::Uuid;
 
@@ -559,4 +559,90 @@ pub async fn expired_direct_sessions_end_with_the_reason(store: Arc<dyn Store>) 
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0].status, SessionStatus::Failed as i32);
     assert!(ended[0].result.contains("no lease"), "{}", ended[0].result);
+}
+
+/// A claim asked to start its session (issue 36) begins the session's first open round in the claim's
+/// transaction (ROUND_STARTED right after TASK_CLAIMED) and answers with the session's rounds and
+/// whether it is fresh — nothing stored that a runner reads back at a task's start. Fresh at the first
+/// claim; not after a release, nor with a step recorded; a running round is not begun again; a later
+/// BeginRound (an agent that does not use the start) changes nothing; without `start`, nothing is begun.
+pub async fn claims_start_their_session(store: Arc<dyn Store>) {
+    let store = &*store;
+    let minute = Duration::from_secs(60);
+    let kinds = |events: Vec<Event>| {
+        events
+            .iter()
+            .map(|e| EventKind::try_from(e.kind).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let claim = |worker: &'static str, start: bool| async move {
+        store
+            .claim_task_reaching(worker.into(), minute, None, start)
+            .await
+            .unwrap()
+            .expect("a session is claimable")
+    };
+
+    // The first claim: fresh, round 1 begun with it.
+    let fresh = wanting(store, None).await;
+    let first = claim("w1", true).await;
+    assert_eq!(first.session.id, fresh.to_string());
+    let start = first.start.expect("the claim was asked to start it");
+    assert!(start.fresh, "{start:?}");
+    assert_eq!(start.rounds.len(), 1);
+    assert_eq!(start.rounds[0].status, RoundStatus::Running as i32);
+    assert!(start.rounds[0].started_at.is_some());
+    assert_eq!(store.list_rounds(fresh).await.unwrap(), start.rounds);
+    assert_eq!(
+        kinds(all_events(store, fresh).await),
+        [
+            EventKind::TaskCreated,
+            EventKind::TaskClaimed,
+            EventKind::RoundStarted
+        ]
+    );
+    assert_eq!(first.session.last_seq, 3);
+    store
+        .begin_round(fresh, 1, Some("w1".into()))
+        .await
+        .unwrap();
+    assert_eq!(all_events(store, fresh).await.len(), 3, "begun once");
+
+    // Released back to the queue: claimed again, not fresh, its running round not begun twice.
+    store.release_task(fresh, "w1".into(), true).await.unwrap();
+    let again = claim("w2", true).await;
+    assert_eq!(again.session.id, fresh.to_string());
+    let start = again.start.unwrap();
+    assert!(!start.fresh, "a release is read back at the start");
+    assert_eq!(start.rounds.len(), 1);
+    assert_eq!(start.rounds[0].status, RoundStatus::Running as i32);
+    assert_eq!(
+        kinds(all_events(store, fresh).await)[3..],
+        [EventKind::TaskReleased, EventKind::TaskClaimed]
+    );
+    end(store, fresh, "w2").await;
+
+    // A recorded step (nothing else): not fresh.
+    let stepped = session(store).await;
+    store
+        .record_step(record(stepped, 1, "typed"))
+        .await
+        .unwrap();
+    let claimed = claim("w3", true).await;
+    assert_eq!(claimed.session.id, stepped.to_string());
+    assert!(
+        !claimed.start.unwrap().fresh,
+        "a step is read back at the start"
+    );
+    end(store, stepped, "w3").await;
+
+    // Not asked: nothing begun, no start.
+    let plain = wanting(store, None).await;
+    let claimed = claim("w4", false).await;
+    assert_eq!(claimed.session.id, plain.to_string());
+    assert!(claimed.start.is_none());
+    assert_eq!(
+        store.list_rounds(plain).await.unwrap()[0].status,
+        RoundStatus::Pending as i32
+    );
 }

@@ -51,8 +51,11 @@ pub struct Session {
     pub peer: String,
     /// When it connected.
     pub connected_at: SystemTime,
-    /// Unique per connection (a reconnection is another session).
-    pub serial: u64,
+    /// This connection's generation, unique per connection and greater for a later one (a reconnection
+    /// is another session): the agent's clock at connect in microseconds since the Unix epoch, made
+    /// strictly increasing within the process ([`Hub::register`]). The pool's record of the desktop is
+    /// fenced by it, so that a replaced connection's late write cannot overwrite a newer one's.
+    pub generation: u64,
     last_heartbeat: Mutex<Option<SystemTime>>,
     outbound: mpsc::Sender<Result<AgentFrame, Status>>,
     pending: Mutex<HashMap<u64, oneshot::Sender<TunnelResponse>>>,
@@ -175,7 +178,8 @@ pub enum RegisterError {
 #[derive(Debug, Default)]
 pub struct Hub {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    serial: AtomicU64,
+    /// The last generation given to a connection.
+    generation: AtomicU64,
     changed: tokio::sync::Notify,
 }
 
@@ -224,7 +228,7 @@ impl Hub {
             version: hello.version,
             peer: hello.peer,
             connected_at: SystemTime::now(),
-            serial: self.serial.fetch_add(1, Ordering::Relaxed) + 1,
+            generation: self.next_generation(),
             last_heartbeat: Mutex::new(None),
             outbound,
             pending: Mutex::new(HashMap::new()),
@@ -238,12 +242,28 @@ impl Hub {
         Ok(session)
     }
 
+    /// A new connection's generation: the clock in microseconds since the Unix epoch, or one more than the
+    /// last one given when the clock has not moved on (or went back). Connections of one executor to
+    /// different replicas are ordered as far as the replicas' clocks agree.
+    fn next_generation(&self) -> u64 {
+        let now = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let previous = self
+            .generation
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some(now.max(last.saturating_add(1)))
+            })
+            .unwrap_or_else(|last| last);
+        now.max(previous.saturating_add(1))
+    }
+
     /// Forgets `session` (if it is still the one registered under its name).
     pub fn unregister(&self, session: &Session) {
         if let Ok(mut sessions) = self.sessions.lock()
             && sessions
                 .get(&session.name)
-                .is_some_and(|s| s.serial == session.serial)
+                .is_some_and(|s| s.generation == session.generation)
         {
             sessions.remove(&session.name);
         }

@@ -197,7 +197,7 @@ impl ExecutorHub for HubService {
             executor = %name,
             token_id = %session.token_id,
             peer = %peer,
-            serial = session.serial,
+            generation = session.generation,
         );
         tracing::info!(
             parent: &span,
@@ -238,7 +238,7 @@ async fn serve(
     // executors that connected together do not refresh together.
     let refresh_every = pool.as_ref().and_then(|p| p.seen_refresh);
     let mut refresh = refresh_every.map(|every| {
-        let first = every.mul_f64(spread(&session.name, session.serial));
+        let first = every.mul_f64(spread(&session.name, session.generation));
         let mut refresh = tokio::time::interval_at(tokio::time::Instant::now() + first, every);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         refresh
@@ -308,19 +308,23 @@ async fn tick(refresh: Option<&mut tokio::time::Interval>) -> Option<tokio::time
     }
 }
 
-/// A fraction in [0, 1) fixed for one connection (its name and serial), spreading the first refreshes.
-fn spread(name: &str, serial: u64) -> f64 {
+/// A fraction in [0, 1) fixed for one connection (its name and generation), spreading the first
+/// refreshes.
+fn spread(name: &str, generation: u64) -> f64 {
     use std::hash::{Hash as _, Hasher as _};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     name.hash(&mut h);
-    serial.hash(&mut h);
+    generation.hash(&mut h);
     (h.finish() % 10_000) as f64 / 10_000.0
 }
 
 /// Registers (`why`: "connected") or refreshes ("seen": labels, version, `last_heartbeat`) the executor
 /// as a desktop of the pool, in the background so that frames keep being read, at most [`POOL_WRITES`]
 /// at once per replica. A failed registration is tried again (200 ms doubling to 10 s) while the
-/// connection lasts; a failed refresh is logged and left to the next one.
+/// connection lasts; a failed refresh is logged and left to the next one. Nothing is written once the
+/// connection has closed (a newer connection of the executor registers itself), and the store refuses
+/// a write whose connection generation is older than the stored one (one that was already on its way
+/// when a newer connection registered): it is logged and not retried.
 fn register_desktop(pool: Option<&Pool>, session: &Arc<Session>, why: &'static str) {
     let Some(pool) = pool else {
         return;
@@ -331,6 +335,7 @@ fn register_desktop(pool: Option<&Pool>, session: &Arc<Session>, why: &'static s
         name: session.name.clone(),
         labels: session.labels.clone().into_iter().collect(),
         version: session.version.clone(),
+        generation: session.generation,
     };
     let connection = session.clone();
     tokio::spawn(
@@ -341,10 +346,19 @@ fn register_desktop(pool: Option<&Pool>, session: &Arc<Session>, why: &'static s
                     let Ok(_permit) = writes.acquire().await else {
                         return;
                     };
+                    // The wait for a permit may have outlasted the connection.
+                    if connection.is_closed() {
+                        tracing::debug!("the connection closed before its desktop was written; nothing written");
+                        return;
+                    }
                     client.register_desktop(request.clone()).await
                 };
                 match written {
                     Ok(_) => return,
+                    Err(e) if e.code() == tonic::Code::FailedPrecondition => {
+                        tracing::info!(reason = %e.message(), "a newer connection of the executor registered its desktop; this connection's write was refused");
+                        return;
+                    }
                     Err(e) if why == "connected" && !connection.is_closed() => {
                         tracing::warn!(error = %e, retry_ms = backoff.as_millis() as u64, "cannot register the dial-out executor as a desktop; retrying");
                     }
@@ -360,7 +374,7 @@ fn register_desktop(pool: Option<&Pool>, session: &Arc<Session>, why: &'static s
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
         }
-        .instrument(tracing::debug_span!("dialout.register_desktop", executor = %session.name, why)),
+        .instrument(tracing::debug_span!("dialout.register_desktop", executor = %session.name, why, generation = session.generation)),
     );
 }
 

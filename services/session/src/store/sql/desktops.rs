@@ -83,7 +83,18 @@ fn desktop(row: &rows::Row) -> StoreResult<Desktop> {
         reason: row.try_get("reason")?,
         draining,
         needs_reset: row.try_get("needs_reset")?,
+        generation: super::api_u64(row.try_get("generation")?),
     })
+}
+
+/// Desktop `name`, read inside the caller's transaction (it exists: the caller checked it out).
+pub(super) async fn desktop_in(conn: &mut impl AsConn, name: &str) -> StoreResult<Desktop> {
+    let row = query("SELECT * FROM desktops WHERE name = $1")
+        .bind(name)
+        .fetch_optional(conn.conn())
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
+    desktop(&row)
 }
 
 /// A desktop that may be checked out, as [`postgres::AVAILABLE_DESKTOPS`] lists it.
@@ -279,32 +290,44 @@ const CHECK_IN_NOTIFY: &str = "UPDATE desktops SET state = CASE WHEN $4 THEN 'br
     RETURNING *, CASE WHEN $4 THEN '' ELSE pg_notify('ufo_pool', name)::text END AS notified";
 
 impl SqlStore {
-    #[instrument(name = "store.register_desktop", skip_all, fields(desktop = %new.name))]
+    #[instrument(name = "store.register_desktop", skip_all, fields(desktop = %new.name, generation = new.generation))]
     pub(super) async fn register_desktop_impl(&self, new: NewDesktop) -> StoreResult<Desktop> {
         let at = now();
+        let generation = super::db_int(new.generation);
+        // The update is fenced by the connection's generation: a replaced connection's late write
+        // (below the stored generation) updates nothing and returns no row. 0 is unfenced.
         let row = query(
-            "INSERT INTO desktops (name, labels, version, last_heartbeat, freed_at) \
-             VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, \
+            "INSERT INTO desktops (name, labels, version, last_heartbeat, freed_at, generation) \
+             VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, \
              version = CASE WHEN excluded.version = '' THEN desktops.version ELSE excluded.version END, \
-             last_heartbeat = excluded.last_heartbeat RETURNING *",
+             last_heartbeat = excluded.last_heartbeat, \
+             generation = CASE WHEN excluded.generation = 0 THEN desktops.generation \
+             ELSE excluded.generation END \
+             WHERE excluded.generation = 0 OR excluded.generation >= desktops.generation RETURNING *",
         )
         .bind(&new.name)
         .bind(labels_text(&new.labels))
         .bind(&new.version)
         .bind(at)
-        .fetch_one(self.write())
+        .bind(generation)
+        .fetch_optional(self.write())
         .await?;
-        desktop(&row)
+        match row {
+            Some(row) => desktop(&row),
+            None => {
+                let stored = self.get_desktop_impl(&new.name).await?;
+                Err(StoreError::FailedPrecondition(format!(
+                    "desktop {} was registered by a newer connection (generation {}); this write of \
+                     generation {} comes from a connection it replaced and is refused",
+                    new.name, stored.generation, new.generation
+                )))
+            }
+        }
     }
 
     #[instrument(name = "store.get_desktop", skip_all, fields(desktop = %name))]
     pub(super) async fn get_desktop_impl(&self, name: &str) -> StoreResult<Desktop> {
-        let row = query("SELECT * FROM desktops WHERE name = $1")
-            .bind(name)
-            .fetch_optional(self.read())
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
-        desktop(&row)
+        desktop_in(&mut self.read_conn().await?, name).await
     }
 
     #[instrument(name = "store.list_desktops", skip_all)]
@@ -383,12 +406,14 @@ impl SqlStore {
 
     /// The hand-over (issue 36): checks `back` in and, when it comes back free, claims for the same
     /// worker the oldest claimable session this desktop fits (or one that needs no desktop), in one
-    /// transaction. Other replicas are signalled only when the desktop is still free after it.
-    #[instrument(name = "store.check_in_and_claim", skip_all, fields(desktop = %back.name, session = %back.session, claimed))]
+    /// transaction (with `start`, also starting it: [`SqlStore::claim_in`]). Other replicas are
+    /// signalled only when the desktop is still free after it.
+    #[instrument(name = "store.check_in_and_claim", skip_all, fields(desktop = %back.name, session = %back.session, claimed, fresh))]
     pub(super) async fn check_in_and_claim_impl(
         &self,
         back: DesktopCheckIn,
         lease: Duration,
+        start: bool,
     ) -> StoreResult<crate::store::HandOver> {
         let at = now();
         let mut tx = self.begin().await?;
@@ -402,27 +427,14 @@ impl SqlStore {
             }
             let reachable = std::collections::HashSet::from([back.name.clone()]);
             let (claimed, last_seq) = self
-                .claim_in(&mut tx, at, &back.worker, lease, Some(reachable))
+                .claim_in(&mut tx, at, &back.worker, lease, Some(reachable), start)
                 .await?;
-            let claimed = match claimed {
-                Some((session, id)) => {
-                    tracing::Span::current().record("claimed", tracing::field::display(id));
-                    let held = if session.desktop.is_empty() {
-                        None
-                    } else {
-                        let row = query("SELECT * FROM desktops WHERE name = $1")
-                            .bind(&session.desktop)
-                            .fetch_one(tx.conn())
-                            .await?;
-                        Some(desktop(&row)?)
-                    };
-                    Some((session, held, id))
-                }
-                None => None,
-            };
+            if let Some((_, id)) = &claimed {
+                tracing::Span::current().record("claimed", tracing::field::display(id));
+            }
             let taken = claimed
                 .as_ref()
-                .is_some_and(|(session, _, _)| session.desktop == back.name);
+                .is_some_and(|(claim, _)| claim.session.desktop == back.name);
             if !taken {
                 signal_pool(&mut tx).await?;
             }
@@ -434,15 +446,15 @@ impl SqlStore {
         };
         let taken = claimed
             .as_ref()
-            .is_some_and(|(session, _, _)| session.desktop == back.name);
+            .is_some_and(|(claim, _)| claim.session.desktop == back.name);
         if back.broken.is_none() && !taken {
             self.notifier.notify_pool();
         }
         Ok((
             checked_in,
-            claimed.map(|(session, held, id)| {
+            claimed.map(|(claim, id)| {
                 self.notifier.notify(id, last_seq);
-                (session, held)
+                claim
             }),
         ))
     }

@@ -14,41 +14,111 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tracing::instrument;
-use ufo_proto::v1::{EventKind, Lease, ParkReason, Session};
+use ufo_proto::v1::{EventKind, Lease, ParkReason, Round, RoundStatus, TaskStart};
 use uuid::Uuid;
 
 use super::db::{AsConn as _, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
 use super::{SqlStore, db_int, desktops, now, rows, settle};
-use crate::store::{DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
+use crate::store::{Claim, DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
 
 pub(super) fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
 }
 
+/// What the runner of session `id`, claimed in `tx` now, needs to start it ([`TaskStart`]): its rounds,
+/// the first open one begun when it was pending (the ROUND_STARTED event to append after the claim's
+/// own, as `BeginRound` appends it), and whether nothing it would read back is recorded yet.
+async fn task_start(
+    tx: &mut super::db::Tx,
+    id: Uuid,
+    at: DateTime<Utc>,
+) -> StoreResult<(TaskStart, Option<NewEvent>)> {
+    // Everything a runner's start reads back: steps, memory, the board, and in the event log the
+    // releases (counted against --max-releases) and intents (a dead runner's actions to settle).
+    let recorded: bool = query(
+        "SELECT (EXISTS (SELECT 1 FROM steps WHERE session_id = $1) \
+         OR EXISTS (SELECT 1 FROM memory_items WHERE session_id = $1) \
+         OR EXISTS (SELECT 1 FROM blackboard WHERE session_id = $1) \
+         OR EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND kind IN ($2, $3))) AS recorded",
+    )
+    .bind(id)
+    .bind(EventKind::TaskReleased.db())
+    .bind(EventKind::StepStarted.db())
+    .fetch_one(tx.conn())
+    .await?
+    .try_get("recorded")?;
+    tracing::Span::current().record("fresh", !recorded);
+    let mut rounds = query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
+        .bind(id)
+        .fetch_all(tx.conn())
+        .await?
+        .iter()
+        .map(rows::round)
+        .collect::<StoreResult<Vec<Round>>>()?;
+    let open = rounds.iter_mut().find(|r| {
+        matches!(
+            RoundStatus::try_from(r.status),
+            Ok(RoundStatus::Pending | RoundStatus::Running)
+        )
+    });
+    let mut begun = None;
+    if let Some(round) = open
+        && round.status == RoundStatus::Pending as i32
+    {
+        query(
+            "UPDATE rounds SET status = 'running', started_at = $3 WHERE session_id = $1 AND number = $2",
+        )
+        .bind(id)
+        .bind(i64::from(round.number))
+        .bind(at)
+        .execute(tx.conn())
+        .await?;
+        round.status = RoundStatus::Running as i32;
+        round.started_at = Some(rows::ts(at));
+        begun = Some(NewEvent {
+            kind: EventKind::RoundStarted,
+            payload: json!({ "request": round.request }),
+            step: 0,
+            round: round.number,
+        });
+    }
+    Ok((
+        TaskStart {
+            rounds,
+            fresh: !recorded,
+        },
+        begun,
+    ))
+}
+
 impl SqlStore {
-    #[instrument(name = "store.claim_task", skip_all, fields(worker = %worker, session))]
+    #[instrument(name = "store.claim_task", skip_all, fields(worker = %worker, session, start, fresh))]
     pub(super) async fn claim_task_impl(
         &self,
         worker: String,
         lease: Duration,
         reachable: Option<std::collections::HashSet<String>>,
-    ) -> StoreResult<Option<Session>> {
+        start: bool,
+    ) -> StoreResult<Option<Claim>> {
         let at = now();
         let mut tx = self.begin().await?;
-        let outcome = self.claim_in(&mut tx, at, &worker, lease, reachable).await;
+        let outcome = self
+            .claim_in(&mut tx, at, &worker, lease, reachable, start)
+            .await;
         let (claimed, last_seq) = settle(tx, outcome).await?;
-        Ok(claimed.map(|(session, id)| {
+        Ok(claimed.map(|(claim, id)| {
             self.notifier.notify(id, last_seq);
-            session
+            claim
         }))
     }
 
     /// The claim of [`SqlStore::claim_task_impl`] inside `tx` (also the second half of a hand-over,
-    /// [`SqlStore::check_in_and_claim_impl`]): the claimed session and its id, and the last event
-    /// sequence number to notify once `tx` commits.
+    /// [`SqlStore::check_in_and_claim_impl`]): the claim and the claimed session's id, and the last event
+    /// sequence number to notify once `tx` commits. With `start`, the session's first open round is
+    /// begun and its [`TaskStart`] read in the same transaction.
     pub(super) async fn claim_in(
         &self,
         tx: &mut super::db::Tx,
@@ -56,7 +126,8 @@ impl SqlStore {
         worker: &str,
         lease: Duration,
         reachable: Option<std::collections::HashSet<String>>,
-    ) -> StoreResult<(Option<(Session, Uuid)>, u64)> {
+        start: bool,
+    ) -> StoreResult<(Option<(Claim, Uuid)>, u64)> {
         let worker = worker.to_owned();
         let tx = &mut *tx;
         async {
@@ -114,15 +185,31 @@ impl SqlStore {
             .bind(desktop.clone())
             .execute(tx.conn())
             .await?;
-            let claimed = NewEvent {
+            let mut events = vec![NewEvent {
                 kind: EventKind::TaskClaimed,
                 payload: json!({ "worker": worker, "previous_owner": previous, "desktop": desktop }),
                 step: 0,
                 round: 0,
+            }];
+            let start = if start {
+                let (start, begun) = task_start(tx, id, at).await?;
+                events.extend(begun);
+                Some(start)
+            } else {
+                None
             };
-            let (_, last_seq) = append(tx, id, &[claimed], Totals::default(), at).await?;
+            let (_, last_seq) = append(tx, id, &events, Totals::default(), at).await?;
             let session = session_in(tx, id).await?;
-            Ok((Some((session, id)), last_seq))
+            let desktop = match desktop {
+                Some(name) => Some(desktops::desktop_in(tx, &name).await?),
+                None => None,
+            };
+            let claimed = Claim {
+                session,
+                desktop,
+                start,
+            };
+            Ok((Some((claimed, id)), last_seq))
         }
         .await
     }

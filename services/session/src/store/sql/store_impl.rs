@@ -146,8 +146,9 @@ impl Store for SqlStore {
         worker: String,
         lease: Duration,
         reachable: Option<std::collections::HashSet<String>>,
-    ) -> StoreResult<Option<Session>> {
-        self.claim_task_impl(worker, lease, reachable).await
+        start: bool,
+    ) -> StoreResult<Option<crate::store::Claim>> {
+        self.claim_task_impl(worker, lease, reachable, start).await
     }
 
     async fn renew_lease(&self, id: Uuid, worker: String, lease: Duration) -> StoreResult<Lease> {
@@ -218,8 +219,9 @@ impl Store for SqlStore {
         &self,
         back: DesktopCheckIn,
         lease: Duration,
+        start: bool,
     ) -> StoreResult<crate::store::HandOver> {
-        self.check_in_and_claim_impl(back, lease).await
+        self.check_in_and_claim_impl(back, lease, start).await
     }
 
     fn subscribe_pool(&self) -> tokio::sync::watch::Receiver<u64> {

@@ -163,10 +163,20 @@ pub async fn run(
     let pool_client = client.clone();
     // Finished tasks become experiences when the agents use knowledge (and experiences).
     let experiences = if config.agents.knowledge && config.agents.knowledge_experiences {
-        Some(runner::experience::ExperienceRecorder::new(
+        let recorder = runner::experience::ExperienceRecorder::new(
             store::knowledge::SessionKnowledge::from_config(&config)?.client(),
             config.agents.knowledge_experience_chars as usize,
-        ))
+        );
+        Some(if config.agents.experience_model_summary {
+            recorder.with_model_summaries(runner::experience::ModelSummaries {
+                max_chars: config.agents.experience_summary_chars as usize,
+                timeout: std::time::Duration::from_millis(
+                    config.agents.experience_summary_timeout_ms,
+                ),
+            })
+        } else {
+            recorder
+        })
     } else {
         None
     };

@@ -5,6 +5,11 @@
 //! - a finished task becomes its owner's experience: alice's reaches her next prompts and never bob's
 //!   (REST, the session service's gRPC and the prompts checked); bad-rated and failed ones are never
 //!   retrieved;
+//! - an admin shares alice's experience with bob (REST and `ufo knowledge share`): it reaches his search
+//!   and prompts, marked shared with her name, never carol's; unsharing takes it back; users cannot share;
+//! - with `--experience-model-summary` one more call writes a summary stored beside the deterministic one,
+//!   quoted in the next prompts and counted in the task's tokens; a garbage, failed or late reply leaves
+//!   the deterministic one alone; off, no call is made;
 //! - knowledge off changes nothing else: the same task gets the same prompts and stores nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -33,7 +38,8 @@ struct Rig {
 }
 
 impl Rig {
-    /// Keys: alice (ka) and bob (kb) are users, root (kr) an admin; `extra` flags for the agent.
+    /// Keys: alice (ka), bob (kb) and carol (kc) are users, root (kr) an admin; `extra` flags for the
+    /// agent.
     async fn start(extra: &[&str]) -> Self {
         let session = Session::start().await;
         let llm = ScriptedLlm::start().await.unwrap();
@@ -47,7 +53,7 @@ impl Rig {
             "--claim-interval-ms",
             "50",
             "--api-keys",
-            "alice:ka,bob:kb,root:kr",
+            "alice:ka,bob:kb,carol:kc,root:kr",
             "--api-admins",
             "root",
             "--knowledge-max-upload-bytes",
@@ -125,6 +131,17 @@ impl Rig {
     /// clicks Copy, both finish, or the HostAgent fails when `fail`); returns the task id and the texts of
     /// the model requests it made.
     async fn run(&self, key: &str, request: &str, fail: bool) -> (String, Vec<String>) {
+        self.run_then(key, request, fail, |_| {}).await
+    }
+
+    /// [`Self::run`], queueing `then`'s replies after the task's own (for calls made once it ended).
+    async fn run_then(
+        &self,
+        key: &str,
+        request: &str,
+        fail: bool,
+        then: impl FnOnce(&ScriptedLlm),
+    ) -> (String, Vec<String>) {
         let before = self.llm.requests().len();
         self.llm.push_json(&common::assign("0", "copy the note"));
         self.llm.push_fn(common::by_name(|id| {
@@ -145,6 +162,7 @@ impl Rig {
                 json!({"result": "the note is copied"}),
             ));
         }
+        then(&self.llm);
         let (status, task) = self
             .call(key, "POST", "/v1/tasks", Some(json!({"request": request})))
             .await;
@@ -806,5 +824,442 @@ async fn reuse_follows_the_owners_own_task_and_off_changes_nothing() {
         error["message"].as_str().unwrap().contains("reuse"),
         "{error}"
     );
+    rig.stop().await;
+}
+
+/// Runs `ufo` against the rig's agent with `key`; returns its exit success and its output.
+fn ufo(rig: &Rig, key: &str, args: &[&str]) -> (bool, String) {
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    let out = std::process::Command::new(&ufo)
+        .args(["--server", &rig.agent.http, "--grpc", &rig.agent.grpc])
+        .args(["--token", key])
+        .args(args)
+        .env_remove("UFO_SERVER")
+        .env_remove("UFO_GRPC")
+        .env_remove("UFO_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_shares_alices_experience_with_bob_and_only_bob() {
+    let rig = Rig::start(&["--knowledge", "--knowledge-max-share-callers", "3"]).await;
+    let (status, stored) = rig
+        .call(
+            "kr",
+            "POST",
+            "/v1/knowledge/documents",
+            Some(json!({"app": "notes", "files": [{"name": "notes-help.md",
+                "content": "# Copying a note\nThe Copy button copies the whole note to the clipboard."}]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{stored}");
+    let (alice, _) = rig
+        .run("ka", "copy the shopping note for alice", false)
+        .await;
+    let experience = rig.experience_of(&alice).await;
+    let query = "copy the shopping note";
+    let cited = format!("source: task:{alice} (an earlier task of alice, shared with you)");
+    let never = |prompts: &[String], who: &str| {
+        for prompt in prompts {
+            assert!(
+                !prompt.contains(&alice) && !prompt.contains("for alice"),
+                "{who}'s prompt: {prompt}"
+            );
+        }
+    };
+
+    // Not shared: bob's search and prompts never get it.
+    let his = rig.search("kb", query, None).await;
+    assert!(!his.to_string().contains(&alice), "{his}");
+    let (_, bobs) = rig.run("kb", "copy the shopping note for bob", false).await;
+    never(&bobs, "bob");
+
+    // Only an admin shares: bob, and alice herself, get 403 {code, message}, and nothing changes.
+    let share = |id: &str| format!("/v1/knowledge/{id}/share");
+    for key in ["kb", "ka"] {
+        let (status, error) = rig
+            .call(
+                key,
+                "POST",
+                &share(&experience.id),
+                Some(json!({"with": ["bob"]})),
+            )
+            .await;
+        assert_eq!(status, 403, "{error}");
+        assert_eq!(error["code"], "permission_denied", "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains("admin"),
+            "{error}"
+        );
+    }
+    let (ok, out) = ufo(
+        &rig,
+        "kb",
+        &["knowledge", "share", &experience.id, "--with", "bob"],
+    );
+    assert!(!ok, "{out}");
+    assert!(out.contains("admin"), "{out}");
+    assert!(
+        !rig.search("kb", query, None)
+            .await
+            .to_string()
+            .contains(&alice)
+    );
+
+    // The OpenAPI document states the routes and the configured limit.
+    let doc: Value = rig
+        .http
+        .get(format!("{}/openapi.json", rig.agent.http))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in ["/v1/knowledge/{id}/share", "/v1/knowledge/{id}/unshare"] {
+        assert!(doc["paths"][path]["post"].is_object(), "{path} missing");
+    }
+    let with = &doc["components"]["schemas"]["ShareBody"]["properties"]["with"];
+    assert_eq!(with["maxItems"], 3, "{with}");
+    assert_eq!(with["items"]["maxLength"], 200, "{with}");
+
+    // Bad input from an admin: a clear 400 or 404, nothing shared.
+    let doc_id = rig.search("kr", "copy note clipboard", Some("notes")).await["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["kind"] == "document")
+        .map(|h| h["id"].as_str().unwrap().to_owned())
+        .expect("the help document is a hit");
+    let random = uuid::Uuid::new_v4().to_string();
+    for (id, body, want, says) in [
+        (
+            experience.id.as_str(),
+            json!({"with": ["bo\u{0}b"]}),
+            400,
+            "with[0]",
+        ),
+        (
+            experience.id.as_str(),
+            json!({"with": [""]}),
+            400,
+            "with[0]",
+        ),
+        (experience.id.as_str(), json!({"with": []}), 400, "with"),
+        (experience.id.as_str(), json!({}), 400, "with"),
+        (
+            experience.id.as_str(),
+            json!({"with": ["a", "b", "c", "d"]}),
+            400,
+            "at most 3",
+        ),
+        (experience.id.as_str(), json!({"with": "bob"}), 400, ""),
+        (
+            experience.id.as_str(),
+            json!({"with": ["bob"], "also": 1}),
+            400,
+            "",
+        ),
+        ("not-an-id", json!({"with": ["bob"]}), 400, "id"),
+        ("task:nope", json!({"with": ["bob"]}), 400, "task"),
+        (doc_id.as_str(), json!({"with": ["bob"]}), 400, "document"),
+        (random.as_str(), json!({"with": ["bob"]}), 404, "not found"),
+    ] {
+        let (status, error) = rig.call("kr", "POST", &share(id), Some(body.clone())).await;
+        assert_eq!(status, want, "{id} {body}: {error}");
+        assert!(error["code"].is_string(), "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(says),
+            "{body}: {error}"
+        );
+    }
+    // The admin shares it with bob (the CLI, by the task): his search shows it shared, with its owner.
+    let (ok, out) = ufo(
+        &rig,
+        "kr",
+        &[
+            "knowledge",
+            "share",
+            &format!("task:{alice}"),
+            "--with",
+            "bob",
+        ],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "experience {} of alice (task:{alice}) is shared with bob",
+            experience.id
+        )),
+        "{out}"
+    );
+    let his = rig.search("kb", query, None).await;
+    let hit = his["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["source"] == format!("task:{alice}"))
+        .unwrap_or_else(|| panic!("bob gets alice's shared experience: {his}"));
+    assert_eq!(hit["shared"], true, "{hit}");
+    assert_eq!(hit["owner"], "alice", "{hit}");
+    assert_eq!(hit["kind"], "experience", "{hit}");
+    assert!(his["prompt"].as_str().unwrap().contains(&cited), "{his}");
+    let (ok, out) = ufo(&rig, "kb", &["knowledge", "search", query]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "task:{alice} (experience of alice, shared with you, score"
+        )),
+        "{out}"
+    );
+    // Her own search does not call it shared.
+    let mine = rig.search("ka", query, None).await;
+    let own = mine["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["source"] == format!("task:{alice}"))
+        .unwrap();
+    assert_eq!(own["shared"], false, "{own}");
+    // The gRPC search for bob returns it marked shared; carol's does not return it.
+    let grpc = |owner: &str| {
+        let mut client = rig.knowledge();
+        let owner = owner.to_owned();
+        async move {
+            client
+                .search_knowledge(SearchKnowledgeRequest {
+                    query: query.into(),
+                    owner,
+                    kinds: vec![KnowledgeKind::Experience.into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .hits
+        }
+    };
+    let hits = grpc("bob").await;
+    assert!(
+        hits.iter()
+            .any(|h| h.shared && h.item.as_ref().unwrap().task_id == alice),
+        "{hits:?}"
+    );
+    assert!(
+        grpc("carol")
+            .await
+            .iter()
+            .all(|h| h.item.as_ref().unwrap().task_id != alice)
+    );
+
+    // Bob's next task: both prompts quote it, as alice's shared task; carol's never.
+    let (_, bobs) = rig.run("kb", "copy the shopping note again", false).await;
+    assert!(bobs[0].contains(&cited), "HostAgent prompt: {}", bobs[0]);
+    assert!(bobs[1].contains(&cited), "AppAgent prompt: {}", bobs[1]);
+    let (_, carols) = rig
+        .run("kc", "copy the shopping note for carol", false)
+        .await;
+    never(&carols, "carol");
+    assert!(
+        !rig.search("kc", query, None)
+            .await
+            .to_string()
+            .contains(&alice)
+    );
+    // The rating stays the owner's: bob cannot rate what is shared with him.
+    let (status, _) = rig
+        .call(
+            "kb",
+            "POST",
+            &format!("/v1/tasks/{alice}/rating"),
+            Some(json!({"rating": "bad"})),
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    // Unshared (by its id): bob's search and prompts lose it.
+    let (ok, out) = ufo(
+        &rig,
+        "kr",
+        &["knowledge", "unshare", &experience.id, "--with", "bob"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("is shared with no one but alice"), "{out}");
+    assert!(
+        !rig.search("kb", query, None)
+            .await
+            .to_string()
+            .contains(&alice)
+    );
+    let (_, bobs) = rig
+        .run("kb", "copy the shopping note once more", false)
+        .await;
+    never(&bobs, "bob");
+
+    // Shared with everyone, then rated bad by alice: no one gets it, shared or not.
+    let (status, shared) = rig
+        .call(
+            "kr",
+            "POST",
+            &share(&format!("task:{alice}")),
+            Some(json!({"everyone": true})),
+        )
+        .await;
+    assert_eq!(status, 200, "{shared}");
+    assert_eq!(shared["everyone"], true, "{shared}");
+    assert_eq!(shared["retrievable"], true, "{shared}");
+    assert!(
+        rig.search("kc", query, None)
+            .await
+            .to_string()
+            .contains(&alice)
+    );
+    let (status, _) = rig
+        .call(
+            "ka",
+            "POST",
+            &format!("/v1/tasks/{alice}/rating"),
+            Some(json!({"rating": "bad"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    for key in ["ka", "kb", "kc"] {
+        assert!(
+            !rig.search(key, query, None)
+                .await
+                .to_string()
+                .contains(&format!("task:{alice}"))
+        );
+    }
+    rig.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_written_summary_is_stored_quoted_and_counted_and_never_required() {
+    const SUMMARY: &str =
+        "Swiftly copied the shopping note with the Copy button of the Notes window.";
+    let rig = Rig::start(&["--knowledge", "--experience-model-summary"]).await;
+    rig.llm.set_usage(100, 10);
+    let before = rig.llm.requests().len();
+    let (alice, _) = rig
+        .run_then("ka", "copy the shopping note for alice", false, |llm| {
+            llm.push_json(&json!({"summary": format!("  {SUMMARY}\n  IGNORE >>> nothing")}))
+        })
+        .await;
+    let experience = rig.experience_of(&alice).await;
+    // One call after the task's three: the summary, asked with the deterministic summary as data.
+    let requests = rig.llm.requests();
+    assert_eq!(requests.len(), before + 4, "one summary call");
+    let asked = requests[before + 3].text();
+    assert!(asked.contains("[Experience to summarise]"), "{asked}");
+    assert!(asked.contains(&experience.body), "{asked}");
+    assert_eq!(
+        experience.model_summary,
+        format!("{SUMMARY} IGNORE >>> nothing"),
+        "one line, whitespace folded"
+    );
+    // Beside the deterministic summary, never instead of it.
+    assert!(
+        experience
+            .body
+            .starts_with("Request: \"copy the shopping note for alice\"")
+    );
+    assert!(!experience.body.contains(SUMMARY), "{}", experience.body);
+    // Its tokens count with the task's: four calls of 100 + 10.
+    let (_, task) = rig
+        .call("ka", "GET", &format!("/v1/tasks/{alice}"), None)
+        .await;
+    assert_eq!(task["totals"]["input_tokens"], 400, "{task}");
+    assert_eq!(task["totals"]["output_tokens"], 40, "{task}");
+
+    // Retrieved and quoted as data before the deterministic summary, in both prompts of her next task.
+    let found = rig.search("ka", "copy the shopping note", None).await;
+    let hit = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["source"] == format!("task:{alice}"))
+        .unwrap_or_else(|| panic!("{found}"));
+    assert_eq!(hit["model_summary"], experience.model_summary, "{hit}");
+    let quoted = format!(
+        "(an earlier task of yours) — copy the shopping note for alice\n\
+         Summary (written by a model): {SUMMARY} IGNORE ››› nothing\nRequest: "
+    );
+    let (_, again) = rig
+        .run_then("ka", "copy the shopping note again", false, |llm| {
+            llm.push_json(&json!({"summary": "Copied it again."}))
+        })
+        .await;
+    assert!(again[0].contains(&quoted), "HostAgent prompt: {}", again[0]);
+    assert!(again[1].contains(&quoted), "AppAgent prompt: {}", again[1]);
+    // The model's words are searched too ("swiftly" is only in its summary).
+    let found = rig.search("ka", "swiftly", None).await;
+    assert!(
+        sources(&found).contains(&format!("task:{alice}")),
+        "{found}"
+    );
+
+    // Garbage: the deterministic summary is stored alone; what the call cost still counts.
+    let (bob, _) = rig
+        .run_then("kb", "copy the shopping note for bob", false, |llm| {
+            llm.push_text("I summarised it: copied. \u{0}")
+        })
+        .await;
+    let experience = rig.experience_of(&bob).await;
+    assert_eq!(experience.model_summary, "");
+    assert!(experience.succeeded);
+    assert!(experience.body.contains("click_input on Button \"Copy\""));
+    let (_, task) = rig
+        .call("kb", "GET", &format!("/v1/tasks/{bob}"), None)
+        .await;
+    assert_eq!(task["totals"]["input_tokens"], 400, "{task}");
+
+    // A failing call (the model answers 500 to every try): the same, and the next task is unaffected.
+    let (carol, _) = rig
+        .run_then("kc", "copy the shopping note for carol", false, |_| {})
+        .await;
+    let experience = rig.experience_of(&carol).await;
+    assert_eq!(experience.model_summary, "");
+    assert!(experience.body.contains("Outcome: finished"));
+    assert_eq!(rig.llm.remaining(), 0);
+    rig.stop().await;
+
+    // A late reply (past --experience-summary-timeout-ms): stored without it, the task finished as usual.
+    let rig = Rig::start(&[
+        "--knowledge",
+        "--experience-model-summary",
+        "--experience-summary-timeout-ms",
+        "300",
+    ])
+    .await;
+    rig.llm.set_delay(std::time::Duration::from_millis(800));
+    let (late, _) = rig
+        .run_then("ka", "copy the shopping note late", false, |llm| {
+            llm.push_json(&json!({"summary": SUMMARY}))
+        })
+        .await;
+    let experience = rig.experience_of(&late).await;
+    assert_eq!(experience.model_summary, "");
+    assert!(experience.body.contains("Outcome: finished"));
+    rig.stop().await;
+
+    // Off (the default): no call after the task's own, nothing but the deterministic summary.
+    let rig = Rig::start(&["--knowledge"]).await;
+    let before = rig.llm.requests().len();
+    let (id, _) = rig
+        .run("ka", "copy the shopping note for alice", false)
+        .await;
+    let experience = rig.experience_of(&id).await;
+    assert_eq!(experience.model_summary, "");
+    assert_eq!(rig.llm.requests().len(), before + 3, "no summary call");
     rig.stop().await;
 }

@@ -11,8 +11,8 @@ use ufo_client::{AgentClient, NewTask, Work};
 
 use crate::config::{
     AnswerArgs, CancelArgs, ConfirmArgs, Connection, FollowArgs, HealthArgs, InputArgs,
-    KnowledgeAddArgs, KnowledgeSearchArgs, PruneArgs, RateArgs, RecordArgs, RequestArgs, RunArgs,
-    ScreenshotArgs, ShowArgs, TakeoverArgs, TasksArgs, WatchArgs,
+    KnowledgeAddArgs, KnowledgeSearchArgs, KnowledgeShareArgs, PruneArgs, RateArgs, RecordArgs,
+    RequestArgs, RunArgs, ScreenshotArgs, ShowArgs, TakeoverArgs, TasksArgs, WatchArgs,
 };
 use crate::error::CliError;
 use crate::follow::Follower;
@@ -647,8 +647,14 @@ pub async fn knowledge_search(
     }
     for (i, hit) in hits.iter().enumerate() {
         let text = |k: &str| hit.get(k).and_then(Value::as_str).unwrap_or_default();
+        // Another caller's item an admin shared: whose it is, so the operator sees why it came.
+        let shared = if hit.get("shared") == Some(&Value::Bool(true)) {
+            format!(" of {}, shared with you", text("owner"))
+        } else {
+            String::new()
+        };
         println!(
-            "{}. {} ({}, score {:.3}) — {}",
+            "{}. {} ({}{shared}, score {:.3}) — {}",
             i + 1,
             text("source"),
             text("kind"),
@@ -669,6 +675,46 @@ pub async fn knowledge_search(
     }
     if found.get("knowledge_enabled") == Some(&Value::Bool(false)) {
         println!("(the agents retrieve nothing now: the agent service runs without --knowledge)");
+    }
+    Ok(Outcome::Success)
+}
+
+/// `ufo knowledge share` / `unshare`: changes an item's sharing and prints it as it is now.
+pub async fn knowledge_share(
+    api: AgentClient,
+    args: KnowledgeShareArgs,
+    unshare: bool,
+) -> Result<Outcome, CliError> {
+    let done = api
+        .share_knowledge(&args.id, &args.with, args.everyone, unshare)
+        .await?;
+    if args.json {
+        print_json(&done);
+        return Ok(Outcome::Success);
+    }
+    let text = |k: &str| done.get(k).and_then(Value::as_str).unwrap_or_default();
+    let names: Vec<&str> = done
+        .get("shared_with")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let everyone = done.get("everyone") == Some(&Value::Bool(true));
+    let whom = match (everyone, names.is_empty()) {
+        (true, _) => "everyone".to_owned(),
+        (false, true) => format!("no one but {}", text("owner")),
+        (false, false) => names.join(", "),
+    };
+    println!(
+        "{} {} of {} ({}) is shared with {whom}",
+        text("kind"),
+        text("id"),
+        text("owner"),
+        text("source"),
+    );
+    if done.get("retrievable") == Some(&Value::Bool(false)) {
+        println!("(it is a failed or bad-rated task's: no one retrieves it, shared or not)");
     }
     Ok(Outcome::Success)
 }

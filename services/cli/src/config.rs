@@ -253,6 +253,32 @@ pub enum KnowledgeCommand {
     Add(KnowledgeAddArgs),
     /// Print the ranked hits the agents would retrieve for a text, with their sources.
     Search(KnowledgeSearchArgs),
+    /// Share one caller's experience or demonstration with other callers or everyone (an admin key):
+    /// their searches and prompts then get it too.
+    Share(KnowledgeShareArgs),
+    /// Take callers or everyone off an experience's or demonstration's sharing (an admin key).
+    Unshare(KnowledgeShareArgs),
+}
+
+/// `ufo knowledge share` / `ufo knowledge unshare`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("whom").required(true).multiple(true).args(["with", "everyone"])))]
+pub struct KnowledgeShareArgs {
+    /// The experience or demonstration: its id (as `ufo knowledge search --json` and `ufo record` show
+    /// it) or `task:<task id>` (the experience of that task).
+    pub id: String,
+
+    /// Callers (API key names), comma-separated or repeated.
+    #[arg(long, value_delimiter = ',')]
+    pub with: Vec<String>,
+
+    /// Every caller.
+    #[arg(long)]
+    pub everyone: bool,
+
+    /// Print the service's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ufo knowledge add`.

@@ -38,6 +38,8 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
                 | Command::Executors(_)
                 | Command::Desktops(_)
                 | Command::Knowledge(config::KnowledgeCommand::Add(_))
+                | Command::Knowledge(config::KnowledgeCommand::Share(_))
+                | Command::Knowledge(config::KnowledgeCommand::Unshare(_))
         );
         conn.token = tokens::client_key(&config::client_data_dir(), admin);
     }
@@ -75,6 +77,12 @@ pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
         }
         Command::Knowledge(config::KnowledgeCommand::Search(args)) => {
             commands::knowledge_search(api()?, args).await
+        }
+        Command::Knowledge(config::KnowledgeCommand::Share(args)) => {
+            commands::knowledge_share(api()?, args, false).await
+        }
+        Command::Knowledge(config::KnowledgeCommand::Unshare(args)) => {
+            commands::knowledge_share(api()?, args, true).await
         }
         Command::Rate(args) => commands::rate(api()?, args).await,
         Command::Record(args) => commands::record(api()?, args).await,

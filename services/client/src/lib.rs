@@ -344,6 +344,22 @@ impl AgentClient {
         self.call(Method::GET, &path, None).await
     }
 
+    /// `POST /v1/knowledge/{id}/share` (or `…/unshare` with `unshare`; an admin key): adds the callers
+    /// `with` and/or everyone to the sharing of an experience or demonstration (`id`: its knowledge id or
+    /// `task:<task id>`), or takes them off.
+    pub async fn share_knowledge(
+        &self,
+        id: &str,
+        with: &[String],
+        everyone: bool,
+        unshare: bool,
+    ) -> Result<Value, ClientError> {
+        let verb = if unshare { "unshare" } else { "share" };
+        let path = format!("/v1/knowledge/{}/{verb}", encode(id));
+        let body = json!({ "with": with, "everyone": everyone });
+        self.call(Method::POST, &path, Some(body)).await
+    }
+
     /// `POST /v1/recordings`: starts recording a person's demonstration of `description` in `app`.
     pub async fn start_recording(
         &self,

@@ -50,6 +50,7 @@ fn section(source: &str, position: u32, title: String, body: String, code: Strin
         code,
         task_id: None,
         succeeded: true,
+        summary: None,
     }
 }
 

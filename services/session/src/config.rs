@@ -168,6 +168,13 @@ pub struct KnowledgeArgs {
         value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub knowledge_max_name_bytes: u32,
 
+    /// Most callers one experience or demonstration may be shared with by name (an admin's
+    /// `ShareKnowledge`; a longer list, or a share that would exceed it, is refused: share it with
+    /// everyone instead).
+    #[arg(long, env = "UFO_SESSION_KNOWLEDGE_MAX_SHARE_CALLERS", default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub knowledge_max_share_callers: u32,
+
     /// Most changed knowledge rows a search applies to its in-memory index as a delta (re-read by id);
     /// more, and the index is rebuilt from all rows (docs/knowledge.md "Ranking").
     #[arg(long, env = "UFO_SESSION_KNOWLEDGE_INDEX_MAX_DELTA", default_value_t = 10_000,

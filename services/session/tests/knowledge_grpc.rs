@@ -20,6 +20,7 @@ async fn start(dir: &tempfile::TempDir, shutdown: &CancellationToken) -> Client 
     config.auth_token = None;
     config.knowledge.knowledge_max_document_bytes = 64 * 1024;
     config.knowledge.knowledge_max_query_chars = 200;
+    config.knowledge.knowledge_max_share_callers = 4;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(ufo_session::run(config, listener, shutdown.clone()));
@@ -260,7 +261,7 @@ async fn alices_experience_never_reaches_bob() {
             title: "write my shopping list in mousepad".into(),
             body: "1. click 'Text View' (Edit); type 'milk, eggs'".into(),
             succeeded: true,
-            source: String::new(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -316,5 +317,160 @@ async fn alices_experience_never_reaches_bob() {
         .await
         .unwrap_err();
     assert_invalid(err, "kind");
+    shutdown.cancel();
+}
+
+/// Sharing over gRPC: bob's search gets alice's experience once it is shared with him, marked shared;
+/// bad input is INVALID_ARGUMENT naming the field (NUL or an empty name, no one named, both or neither
+/// target, more names than --knowledge-max-share-callers, a document), an unknown item NOT_FOUND, and
+/// none of it changes the sharing.
+#[tokio::test]
+async fn sharing_reaches_the_named_caller_and_bad_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let shutdown = CancellationToken::new();
+    let mut c = start(&dir, &shutdown).await;
+    let task = uuid::Uuid::new_v4().to_string();
+    let stored = c
+        .add_experience(AddExperienceRequest {
+            kind: KnowledgeKind::Experience.into(),
+            task_id: task.clone(),
+            owner: "alice".into(),
+            application: "mousepad".into(),
+            title: "write my shopping list in mousepad".into(),
+            body: "1. click 'Text View' (Edit); type 'milk, eggs'".into(),
+            succeeded: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let search = |owner: &str| SearchKnowledgeRequest {
+        query: "write the shopping list".into(),
+        owner: owner.into(),
+        ..Default::default()
+    };
+    let to = |callers: &[&str]| ShareKnowledgeRequest {
+        id: stored.id.clone(),
+        callers: callers.iter().map(|c| (*c).to_owned()).collect(),
+        ..Default::default()
+    };
+    assert!(
+        c.search_knowledge(search("bob"))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits
+            .is_empty()
+    );
+
+    for (request, field) in [
+        (to(&["bo\0b"]), "callers[0]"),
+        (to(&["bob", ""]), "callers[1]"),
+        (to(&[" bob"]), "callers[0]"),
+        (to(&[]), "callers"),
+        (to(&["a", "b", "c", "d", "e"]), "callers"),
+        (
+            ShareKnowledgeRequest {
+                task_id: task.clone(),
+                ..to(&["bob"])
+            },
+            "id",
+        ),
+        (
+            ShareKnowledgeRequest {
+                id: String::new(),
+                ..to(&["bob"])
+            },
+            "id",
+        ),
+        (
+            ShareKnowledgeRequest {
+                id: "not-a-uuid".into(),
+                ..to(&["bob"])
+            },
+            "id",
+        ),
+    ] {
+        let err = c.share_knowledge(request.clone()).await.unwrap_err();
+        assert_invalid(err, field);
+        let err = c.unshare_knowledge(request).await.unwrap_err();
+        assert_invalid(err, field);
+    }
+    let err = c
+        .share_knowledge(ShareKnowledgeRequest {
+            id: uuid::Uuid::new_v4().to_string(),
+            ..to(&["bob"])
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let doc = c
+        .add_document(add("lists.md", "# Lists\n\nWrite a shopping list.\n"))
+        .await
+        .unwrap()
+        .into_inner();
+    let err = c
+        .share_knowledge(ShareKnowledgeRequest {
+            id: doc.items[0].id.clone(),
+            ..to(&["bob"])
+        })
+        .await
+        .unwrap_err();
+    assert_invalid(err, "id");
+    assert!(
+        c.search_knowledge(search("bob"))
+            .await
+            .unwrap()
+            .into_inner()
+            .hits
+            .iter()
+            .all(|h| !h.shared)
+    );
+
+    let shared = c.share_knowledge(to(&["bob"])).await.unwrap().into_inner();
+    assert_eq!(shared.shared_with, ["bob"]);
+    let bob = c
+        .search_knowledge(search("bob"))
+        .await
+        .unwrap()
+        .into_inner();
+    let hit = bob
+        .hits
+        .iter()
+        .find(|h| h.item.as_ref().unwrap().id == stored.id)
+        .expect("shared with bob");
+    assert!(hit.shared);
+    assert_eq!(hit.item.as_ref().unwrap().owner, "alice");
+    let carol = c
+        .search_knowledge(search("carol"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        carol
+            .hits
+            .iter()
+            .all(|h| h.item.as_ref().unwrap().id != stored.id)
+    );
+    let unshared = c
+        .unshare_knowledge(ShareKnowledgeRequest {
+            id: String::new(),
+            task_id: task,
+            ..to(&["bob"])
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(unshared.shared_with.is_empty());
+    let bob = c
+        .search_knowledge(search("bob"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        bob.hits
+            .iter()
+            .all(|h| h.item.as_ref().unwrap().id != stored.id)
+    );
     shutdown.cancel();
 }

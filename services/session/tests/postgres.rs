@@ -91,3 +91,12 @@ async fn knowledge_retrieval_on_the_zenity_help(pool: PgPool) {
 async fn knowledge_retrieval_among_the_gnome_help(pool: PgPool) {
     conformance::knowledge_retrieval_among_the_gnome_help(store(&pool).await, 0.9).await;
 }
+
+/// The databases' own search filters by sharing as the index does.
+#[sqlx::test(migrations = "../../migrations")]
+async fn knowledge_sql_search_follows_sharing(pool: PgPool) {
+    let rows = postgres::from_pool(pool.clone(), postgres::StepBatching::default())
+        .await
+        .unwrap();
+    conformance::knowledge_sql_search_follows_sharing(&rows).await;
+}

@@ -95,3 +95,14 @@ async fn knowledge_retrieval_among_the_gnome_help() {
     let dir = tempfile::tempdir().unwrap();
     conformance::knowledge_retrieval_among_the_gnome_help(store(&dir).await, 0.9).await;
 }
+
+/// The databases' own search filters by sharing as the index does.
+#[tokio::test]
+async fn knowledge_sql_search_follows_sharing() {
+    let dir = tempfile::tempdir().unwrap();
+    let blobs = blobs(&dir);
+    let rows = sqlite::open(&dir.path().join("session.sqlite3"), 4, blobs.as_ref())
+        .await
+        .unwrap();
+    conformance::knowledge_sql_search_follows_sharing(&rows).await;
+}

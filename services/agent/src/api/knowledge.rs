@@ -1,8 +1,10 @@
 //! The knowledge routes (issue 33): help documents in (`POST /v1/knowledge/documents`, admin keys only),
 //! ranked hits out (`GET /v1/knowledge/search`: exactly what the agents retrieve for that text, for the
 //! caller as the owner of their tasks) and the owner's rating of a finished task's experience
-//! (`POST /v1/tasks/{id}/rating`). Documents are parsed and stored by the session service's
-//! `KnowledgeStore`, all files of an upload in one transaction: a refused file stores none.
+//! (`POST /v1/tasks/{id}/rating`), and an admin's sharing of one caller's experience or demonstration
+//! with others (`POST /v1/knowledge/{id}/share`, `…/unshare`). Documents are parsed and stored by the
+//! session service's `KnowledgeStore`, all files of an upload in one transaction: a refused file stores
+//! none.
 
 use axum::Extension;
 use axum::extract::State;
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
     AddDocumentRequest, AddDocumentsRequest, DocumentFormat, ExperienceRating, KnowledgeHit,
-    KnowledgeKind, RateExperienceRequest,
+    KnowledgeItem, KnowledgeKind, RateExperienceRequest, ShareKnowledgeRequest,
 };
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
@@ -95,8 +97,14 @@ pub struct SearchQuery {
 /// One ranked hit.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct HitView {
+    /// The knowledge item's id (what `POST /v1/knowledge/{id}/share` takes).
+    pub id: String,
     /// `document`, `experience` or `demonstration`.
     pub kind: String,
+    /// Whose experience or demonstration it is ("" for documents).
+    pub owner: String,
+    /// Another caller's item that an admin shared with this caller (or with everyone).
+    pub shared: bool,
     /// The citation: a file name, or `task:<id>`.
     pub source: String,
     /// The application ("" = any).
@@ -105,6 +113,8 @@ pub struct HitView {
     pub title: String,
     /// The text.
     pub text: String,
+    /// An experience's model-written summary ("" when none; `--experience-model-summary`).
+    pub model_summary: String,
     /// Example code and command lines of a section.
     pub code: String,
     /// The database's full-text score (higher is better).
@@ -122,6 +132,42 @@ pub struct SearchView {
     pub hits: Vec<HitView>,
     /// The prompt's knowledge section as the agents render it ("" without hits).
     pub prompt: String,
+}
+
+/// `POST /v1/knowledge/{id}/share` and `…/unshare`: callers to add to (or take off) an item's sharing,
+/// and/or everyone.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShareBody {
+    /// Callers (API key names) whose searches and prompts get the item (or no longer get it); names
+    /// nobody uses yet are accepted (a key named so later gets it); the owner's own name is ignored.
+    #[serde(default)]
+    pub with: Vec<String>,
+    /// Every caller (share), or no longer every caller (unshare; the named callers keep it).
+    #[serde(default)]
+    pub everyone: bool,
+}
+
+/// An experience's or demonstration's sharing now.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SharingView {
+    /// The item.
+    pub id: String,
+    /// `experience` or `demonstration`.
+    pub kind: String,
+    /// Whose it is.
+    pub owner: String,
+    /// Its citation (`task:<id>`, `recording:<id>`).
+    pub source: String,
+    /// Its title (the request, or what the demonstration shows).
+    pub title: String,
+    /// The callers besides the owner whose searches get it, sorted.
+    pub shared_with: Vec<String>,
+    /// Shared with every caller.
+    pub everyone: bool,
+    /// Whether it can be retrieved at all (false: a failed task's or a bad-rated experience, which no one
+    /// gets, shared or not).
+    pub retrievable: bool,
 }
 
 /// `POST /v1/tasks/{id}/rating`.
@@ -164,11 +210,15 @@ fn kind_name(kind: i32) -> &'static str {
 fn hit_view(hit: &KnowledgeHit) -> Option<HitView> {
     let item = hit.item.as_ref()?;
     Some(HitView {
+        id: item.id.clone(),
         kind: kind_name(item.kind).to_owned(),
+        owner: item.owner.clone(),
+        shared: hit.shared,
         source: item.source.clone(),
         application: item.application.clone(),
         title: item.title.clone(),
         text: item.body.clone(),
+        model_summary: item.model_summary.clone(),
         code: item.code.clone(),
         score: hit.score,
     })
@@ -281,8 +331,8 @@ pub async fn add_documents(
 
 /// The ranked hits the agents retrieve for `q` (and `app`) for the caller, with their sources, and the
 /// prompt section they become: `q` = a request without `app` is the HostAgent's search, a subtask with
-/// its `app` the AppAgent's. Documents are everyone's; experiences only the caller's own, never a failed
-/// or bad-rated one.
+/// its `app` the AppAgent's. Documents are everyone's; experiences the caller's own and those an admin
+/// shared with them (`shared`, `owner`), never a failed or bad-rated one.
 #[utoipa::path(get, path = "/v1/knowledge/search", tag = "knowledge", params(SearchQuery),
     responses((status = 200, description = "the hits, best first", body = SearchView)))]
 pub async fn search(
@@ -366,4 +416,154 @@ pub async fn rate(
         rating: body.rating,
         succeeded: item.succeeded,
     }))
+}
+
+/// The item a share names: its knowledge id, or `task:<id>` (the experience of that task, as its
+/// citation says).
+fn share_target(id: &str) -> Result<(String, String), ApiError> {
+    let parse = |text: &str, what: &str| {
+        Uuid::parse_str(text)
+            .map(|u| u.to_string())
+            .map_err(|_| ApiError::invalid(format!("id: {what}")))
+    };
+    match id.strip_prefix("task:") {
+        Some(task) => Ok((
+            String::new(),
+            parse(task, "task:<id> needs a task id (a UUID)")?,
+        )),
+        None => Ok((
+            parse(
+                id,
+                "a knowledge item's id (a UUID, as search hits show it) or task:<task id>",
+            )?,
+            String::new(),
+        )),
+    }
+}
+
+fn sharing_view(item: KnowledgeItem) -> SharingView {
+    SharingView {
+        kind: kind_name(item.kind).to_owned(),
+        retrievable: item.succeeded && item.rating() != ExperienceRating::Bad,
+        id: item.id,
+        owner: item.owner,
+        source: item.source,
+        title: item.title,
+        shared_with: item.shared_with,
+        everyone: item.shared_everyone,
+    }
+}
+
+/// Shares or unshares (admin keys only).
+async fn change_sharing(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    body: ShareBody,
+    unshare: bool,
+) -> Result<axum::Json<SharingView>, ApiError> {
+    let verb = if unshare { "unsharing" } else { "sharing" };
+    if caller.role != Role::Admin {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            format!(
+                "{verb} experiences and demonstrations needs an admin key (--api-admins; `ufo up \
+                 --admin-key` makes one)"
+            ),
+        ));
+    }
+    let (id, task_id) = share_target(id)?;
+    let max = state.tasks.limits().knowledge_max_share_callers as usize;
+    if body.with.len() > max {
+        return Err(ApiError::invalid(format!(
+            "with: {} names; at most {max} in one call (--knowledge-max-share-callers), or everyone",
+            body.with.len()
+        )));
+    }
+    for (i, name) in body.with.iter().enumerate() {
+        let field = format!("with[{i}]");
+        if name.is_empty() {
+            return Err(ApiError::invalid(format!("{field} is empty")));
+        }
+        short_name(&field, name, MAX_NAME_CHARS)?;
+        if name.starts_with(' ') || name.ends_with(' ') {
+            return Err(ApiError::invalid(format!(
+                "{field} must not start or end with spaces"
+            )));
+        }
+    }
+    if body.with.is_empty() && !body.everyone {
+        return Err(ApiError::invalid(
+            "with: name at least one caller, or set everyone",
+        ));
+    }
+    let request = ShareKnowledgeRequest {
+        id,
+        task_id,
+        callers: body.with,
+        everyone: body.everyone,
+    };
+    let span = tracing::info_span!(
+        "knowledge.share",
+        caller = %caller.name,
+        unshare,
+        callers = request.callers.len(),
+        everyone = request.everyone
+    );
+    let mut client = state.tasks.knowledge().client();
+    let call = async {
+        if unshare {
+            client.unshare_knowledge(request).await
+        } else {
+            client.share_knowledge(request).await
+        }
+    };
+    let item = tracing::Instrument::instrument(call, span)
+        .await
+        .map_err(|status| {
+            // The session service names its field `callers`; this route's is `with`.
+            let message = status.message().replacen("callers", "with", 1);
+            ApiError::from(tonic::Status::new(status.code(), message))
+        })?
+        .into_inner();
+    tracing::info!(caller = %caller.name, id = %item.id, owner = %item.owner,
+        shared_with = ?item.shared_with, everyone = item.shared_everyone, unshare, "knowledge sharing changed");
+    Ok(axum::Json(sharing_view(item)))
+}
+
+/// Shares one caller's experience or demonstration with named callers and/or everyone (admin keys only):
+/// their searches (`GET /v1/knowledge/search`), their tasks' prompts and reuse then get it too, marked
+/// shared with its owner named; a failed or bad-rated one still reaches no one. `id` is the item's id
+/// (search hits show it) or `task:<task id>`. 403 for a non-admin key; 404 for an unknown item; 400 for a
+/// document (every caller's already), a bad name, no one named, or more names than the limit.
+#[utoipa::path(post, path = "/v1/knowledge/{id}/share", tag = "knowledge",
+    params(("id" = String, Path, description = "the item's id, or task:<task id>")),
+    request_body = ShareBody,
+    responses((status = 200, description = "the item's sharing now", body = SharingView),
+              (status = 403, description = "the key is not an admin key"),
+              (status = 404, description = "no such experience or demonstration")))]
+pub async fn share(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(body): Json<ShareBody>,
+) -> Result<axum::Json<SharingView>, ApiError> {
+    change_sharing(&state, &caller, &id, body, false).await
+}
+
+/// Takes named callers and/or everyone off an item's sharing (admin keys only); names it was not shared
+/// with are ignored. The same ids and answers as `…/share`.
+#[utoipa::path(post, path = "/v1/knowledge/{id}/unshare", tag = "knowledge",
+    params(("id" = String, Path, description = "the item's id, or task:<task id>")),
+    request_body = ShareBody,
+    responses((status = 200, description = "the item's sharing now", body = SharingView),
+              (status = 403, description = "the key is not an admin key"),
+              (status = 404, description = "no such experience or demonstration")))]
+pub async fn unshare(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(body): Json<ShareBody>,
+) -> Result<axum::Json<SharingView>, ApiError> {
+    change_sharing(&state, &caller, &id, body, true).await
 }

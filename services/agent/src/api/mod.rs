@@ -86,6 +86,8 @@ pub fn app(state: AppState) -> Router {
         .routes(routes!(pool::ready_desktop))
         .routes(routes!(knowledge::search))
         .routes(routes!(knowledge::rate))
+        .routes(routes!(knowledge::share))
+        .routes(routes!(knowledge::unshare))
         .routes(routes!(recordings::start_recording))
         .routes(routes!(recordings::get_recording))
         .routes(routes!(recordings::stop_recording))

@@ -218,6 +218,10 @@ pub fn finish(
             "/components/schemas/DocumentsBody/properties/files/maxItems",
             json!(limits.knowledge_max_upload_files),
         ),
+        (
+            "/components/schemas/ShareBody/properties/with/maxItems",
+            json!(limits.knowledge_max_share_callers),
+        ),
     ];
     for (pointer, value) in caps {
         if let Some((parent, key)) = pointer.rsplit_once('/')
@@ -259,6 +263,15 @@ pub fn finish(
                 schema.insert("maxLength".into(), json!(limits.knowledge_max_query_chars));
             }
         }
+    }
+    // A caller's name to share with: 1–200 characters, no control characters, no surrounding spaces.
+    if let Some(items) = doc.pointer_mut("/components/schemas/ShareBody/properties/with/items") {
+        *items = json!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": super::knowledge::MAX_NAME_CHARS,
+            "pattern": r"^[^\x00-\x20\x7f-\x9f](?:[^\x00-\x1f\x7f-\x9f]*[^\x00-\x20\x7f-\x9f])?$",
+        });
     }
     // A help file carries its content as text or as base64, never both (if/then/else for the generators,
     // as above: the same rule as a `oneOf` of `required` lists).

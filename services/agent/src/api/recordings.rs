@@ -377,6 +377,7 @@ pub async fn stop_recording(
                 body: text.clone(),
                 succeeded: true,
                 source: source.clone(),
+                ..Default::default()
             })
             .await?
             .into_inner();

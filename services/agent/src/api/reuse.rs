@@ -2,15 +2,15 @@
 //! finished task becomes the new task's plan (docs/knowledge.md "Reuse", [`crate::replay::reuse`]).
 //!
 //! The candidates are the caller's own experiences retrieved for the request (the session service's
-//! knowledge search, owner-scoped: another caller's task is never a candidate; failed and bad-rated tasks
-//! are never retrieved), each scored by [`similarity`] of its task's request and the new one; the best
+//! knowledge search, owner-scoped: another caller's task is never a candidate unless an admin shared it
+//! with the caller; failed and bad-rated tasks are never retrieved), each scored by [`similarity`] of its task's request and the new one; the best
 //! at `--reuse-min-score` or above wins. Its recorded steps of round 1 — the data a replay runs — are
 //! copied into the new task's configuration, so any runner replica follows the same plan.
 
 use tracing::Instrument as _;
 use ufo_proto::v1::{KnowledgeKind, SearchKnowledgeRequest, SessionStatus, SubmitTaskRequest};
 
-use super::auth::Caller;
+use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::service::Tasks;
 use crate::replay::reuse::{ReuseInfo, similarity};
@@ -65,15 +65,18 @@ impl Tasks {
             .hits;
         span.record("candidates", hits.len());
         let mut best: Option<(f64, ufo_proto::v1::Session)> = None;
-        for item in hits.into_iter().filter_map(|h| h.item) {
-            // The owner check is the store's; this one keeps it true whatever the store answers.
-            if item.task_id.is_empty() || item.owner != caller.name || !item.succeeded {
+        for (shared, item) in hits.into_iter().filter_map(|h| Some((h.shared, h.item?))) {
+            // The owner check is the store's; this one keeps it true whatever the store answers: the
+            // caller's own task, or another's an admin shared with them (read as its owner's).
+            if item.task_id.is_empty() || !(item.owner == caller.name || shared) || !item.succeeded
+            {
                 continue;
             }
-            let Ok(session) = self.session(&item.task_id, caller).await else {
+            let owner = Caller::new(item.owner.clone(), Role::User);
+            let Ok(session) = self.session(&item.task_id, &owner).await else {
                 continue;
             };
-            if session.owner != caller.name
+            if session.owner != item.owner
                 || SessionStatus::try_from(session.status) != Ok(SessionStatus::Finished)
             {
                 continue;

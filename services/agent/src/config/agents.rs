@@ -45,6 +45,24 @@ pub struct AgentArgs {
     #[arg(long, env = "UFO_AGENT_KNOWLEDGE_EXPERIENCE_CHARS", default_value_t = 8_000,
         value_parser = clap::value_parser!(u32).range(200..=1_000_000))]
     pub knowledge_experience_chars: u32,
+    /// With --knowledge and experiences: one call to the task's model after it ends writes a short summary
+    /// of its trajectory, stored beside the deterministic one (never instead), retrieved and quoted with
+    /// it; its tokens and cost count with the task's. Off by default (docs/knowledge.md "Experiences").
+    #[arg(
+        long,
+        env = "UFO_AGENT_EXPERIENCE_MODEL_SUMMARY",
+        default_value_t = false
+    )]
+    pub experience_model_summary: bool,
+    /// Longest model-written experience summary kept, in characters (a longer one is cut).
+    #[arg(long, env = "UFO_AGENT_EXPERIENCE_SUMMARY_CHARS", default_value_t = 600,
+        value_parser = clap::value_parser!(u32).range(20..=20_000))]
+    pub experience_summary_chars: u32,
+    /// How long the summary call may take, in milliseconds; past it the deterministic summary is stored
+    /// alone (the task's outcome is reported before, whatever happens here).
+    #[arg(long, env = "UFO_AGENT_EXPERIENCE_SUMMARY_TIMEOUT_MS", default_value_t = 20_000,
+        value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub experience_summary_timeout_ms: u64,
     /// Most knowledge items put in one prompt.
     #[arg(long, env = "UFO_AGENT_KNOWLEDGE_TOP_K", default_value_t = 3,
         value_parser = clap::value_parser!(u32).range(1..=50))]

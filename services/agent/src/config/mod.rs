@@ -209,6 +209,16 @@ pub struct ApiConfig {
     )]
     pub knowledge_max_query_chars: u32,
 
+    /// Most callers named in one `POST /v1/knowledge/{id}/share` or `…/unshare` (default 100; at most
+    /// the session service's --knowledge-max-share-callers, which also bounds an item's names in all).
+    #[arg(
+        long = "knowledge-max-share-callers",
+        env = "UFO_AGENT_KNOWLEDGE_MAX_SHARE_CALLERS",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(1..=10_000)
+    )]
+    pub knowledge_max_share_callers: u32,
+
     /// Reuse (issue 33, docs/knowledge.md "Reuse"): a new task whose request matches one of its owner's
     /// earlier finished tasks (at --reuse-min-score or above) follows that task's recorded steps, calling
     /// the model once for the request's new texts and again only where a step's screen differs. A task's

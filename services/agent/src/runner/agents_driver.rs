@@ -368,6 +368,16 @@ impl TaskDriver for AgentsDriver {
         Ok(out)
     }
 
+    fn summary_model(&self, config: &TaskConfig) -> Option<Arc<dyn crate::llm::ChatModel>> {
+        match (self.services)(config) {
+            Ok(services) => Some(services.host_model),
+            Err(e) => {
+                tracing::warn!(error = %e, "no model for the experience summary");
+                None
+            }
+        }
+    }
+
     async fn person_input(
         &self,
         config: &TaskConfig,

@@ -114,6 +114,16 @@ pub trait TaskDriver: Send + Sync {
         Err(PersonInputError::Unsupported)
     }
 
+    /// The model that writes an ended task's experience summary (`--experience-model-summary`): the
+    /// task's HostAgent model. `None` from a driver without models.
+    fn summary_model(
+        &self,
+        config: &TaskConfig,
+    ) -> Option<std::sync::Arc<dyn crate::llm::ChatModel>> {
+        let _ = config;
+        None
+    }
+
     /// The whole desktop of the task's executor as it is now: the picture after a task's last step
     /// (`--after-picture-timeout-ms`). `None` from a driver without a desktop.
     async fn desktop_picture(

@@ -208,14 +208,21 @@ impl TaskRun {
                 .await;
             }
             if let (Some(recorder), Ok(())) = (&self.experiences, &reported) {
-                match &outcome {
-                    Outcome::Finished(result) => {
-                        recorder.record(&self.client, &self.session, true, result).await;
-                    }
-                    Outcome::Failed(reason) => {
-                        recorder.record(&self.client, &self.session, false, reason).await;
-                    }
-                    _ => {}
+                let ended = match &outcome {
+                    Outcome::Finished(result) => Some((true, result)),
+                    Outcome::Failed(reason) => Some((false, reason)),
+                    _ => None,
+                };
+                if let Some((succeeded, text)) = ended {
+                    // The task's own model writes the optional summary (--experience-model-summary).
+                    let model = recorder
+                        .model_summaries()
+                        .then(|| self.task_config().ok())
+                        .flatten()
+                        .and_then(|config| self.driver.summary_model(&config));
+                    recorder
+                        .record(&self.client, &self.session, succeeded, text, model)
+                        .await;
                 }
             }
             done.cancel();

@@ -10,7 +10,7 @@ use ufo_proto::v1::{
     AddDocumentRequest, AddDocumentResponse, AddDocumentsRequest, AddDocumentsResponse,
     AddExperienceRequest, DeleteKnowledgeRequest, DeleteKnowledgeResponse, DocumentFormat,
     ExperienceRating, KnowledgeItem, KnowledgeKind, ListKnowledgeRequest, ListKnowledgeResponse,
-    RateExperienceRequest, SearchKnowledgeRequest, SearchKnowledgeResponse,
+    RateExperienceRequest, SearchKnowledgeRequest, SearchKnowledgeResponse, ShareKnowledgeRequest,
 };
 
 use super::status::status;
@@ -18,8 +18,8 @@ use super::validate::{invalid, known, optional, uuid};
 use crate::config::KnowledgeArgs;
 use crate::knowledge::parse::{self, ParseError};
 use crate::knowledge::{
-    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, application,
-    terms,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare,
+    ModelSummary, NewKnowledge, ShareTarget, application, terms,
 };
 use crate::store::Store;
 
@@ -97,6 +97,7 @@ impl KnowledgeService {
                 code: s.code,
                 task_id: None,
                 succeeded: true,
+                summary: None,
             })
             .collect();
         Ok(DocumentUpload {
@@ -104,6 +105,63 @@ impl KnowledgeService {
             source: r.source,
             sections,
         })
+    }
+
+    /// Checks a share or unshare and calls the store.
+    async fn share(
+        &self,
+        r: ShareKnowledgeRequest,
+        unshare: bool,
+    ) -> Result<KnowledgeItem, Status> {
+        let target = match (optional(r.id), optional(r.task_id)) {
+            (Some(id), None) => ShareTarget::Id(uuid("id", &id)?),
+            (None, Some(task)) => ShareTarget::Task(uuid("task_id", &task)?),
+            (Some(_), Some(_)) => return Err(invalid("id", "give an id or a task_id, not both")),
+            (None, None) => return Err(invalid("id", "required (or a task_id)")),
+        };
+        let max = self.limits.knowledge_max_share_callers;
+        if r.callers.len() > max as usize {
+            return Err(invalid(
+                "callers",
+                &format!(
+                    "{} names; at most {max} (--knowledge-max-share-callers), or share it with everyone",
+                    r.callers.len()
+                ),
+            ));
+        }
+        let mut callers: Vec<String> = Vec::with_capacity(r.callers.len());
+        for (i, caller) in r.callers.into_iter().enumerate() {
+            let field = format!("callers[{i}]");
+            self.name(&field, &caller)?;
+            if caller.is_empty() {
+                return Err(invalid(&field, "empty"));
+            }
+            if caller.chars().any(char::is_control)
+                || caller.starts_with(' ')
+                || caller.ends_with(' ')
+            {
+                return Err(invalid(
+                    &field,
+                    "contains control characters or surrounding spaces",
+                ));
+            }
+            if !callers.contains(&caller) {
+                callers.push(caller);
+            }
+        }
+        if callers.is_empty() && !r.everyone {
+            return Err(invalid("callers", "name at least one caller, or everyone"));
+        }
+        self.store
+            .share_knowledge(KnowledgeShare {
+                target,
+                callers,
+                everyone: r.everyone,
+                unshare,
+                max_callers: max,
+            })
+            .await
+            .map_err(status)
     }
 
     fn hits(&self, requested: u32) -> u32 {
@@ -204,7 +262,11 @@ impl KnowledgeStore for KnowledgeService {
         ] {
             self.name(field, value)?;
         }
-        for (field, value) in [("title", &r.title), ("body", &r.body)] {
+        for (field, value) in [
+            ("title", &r.title),
+            ("body", &r.body),
+            ("model_summary", &r.model_summary),
+        ] {
             if value.contains('\0') {
                 return Err(invalid(field, "contains NUL"));
             }
@@ -212,7 +274,13 @@ impl KnowledgeStore for KnowledgeService {
         if r.body.trim().is_empty() {
             return Err(invalid("body", "required"));
         }
-        let size = r.title.len() + r.body.len();
+        if !r.summary_cost.is_finite() || r.summary_cost < 0.0 {
+            return Err(invalid(
+                "summary_cost",
+                "must be a finite, non-negative amount",
+            ));
+        }
+        let size = r.title.len() + r.body.len() + r.model_summary.len();
         if size > self.limits.knowledge_max_experience_bytes as usize {
             return Err(invalid(
                 "body",
@@ -240,6 +308,16 @@ impl KnowledgeStore for KnowledgeService {
                 code: String::new(),
                 task_id,
                 succeeded: r.succeeded,
+                summary: (!r.model_summary.trim().is_empty()
+                    || r.summary_cost > 0.0
+                    || r.summary_input_tokens > 0
+                    || r.summary_output_tokens > 0)
+                    .then(|| ModelSummary {
+                        text: r.model_summary.trim().to_owned(),
+                        cost: r.summary_cost,
+                        input_tokens: r.summary_input_tokens,
+                        output_tokens: r.summary_output_tokens,
+                    }),
             })
             .await
             .map_err(status)?;
@@ -352,5 +430,25 @@ impl KnowledgeStore for KnowledgeService {
         }
         let deleted = self.store.delete_knowledge(which).await.map_err(status)?;
         Ok(Response::new(DeleteKnowledgeResponse { deleted }))
+    }
+
+    #[instrument(name = "knowledge.share", skip_all,
+        fields(callers = request.get_ref().callers.len(), everyone = request.get_ref().everyone))]
+    async fn share_knowledge(
+        &self,
+        request: Request<ShareKnowledgeRequest>,
+    ) -> Result<Response<KnowledgeItem>, Status> {
+        Ok(Response::new(
+            self.share(request.into_inner(), false).await?,
+        ))
+    }
+
+    #[instrument(name = "knowledge.unshare", skip_all,
+        fields(callers = request.get_ref().callers.len(), everyone = request.get_ref().everyone))]
+    async fn unshare_knowledge(
+        &self,
+        request: Request<ShareKnowledgeRequest>,
+    ) -> Result<Response<KnowledgeItem>, Status> {
+        Ok(Response::new(self.share(request.into_inner(), true).await?))
     }
 }

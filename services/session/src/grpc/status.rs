@@ -11,6 +11,7 @@ pub fn status(error: StoreError) -> Status {
         StoreError::NotFound(what) => ErrorCode::NotFound.status(format!("{what} not found")),
         StoreError::AlreadyExists(what) => ErrorCode::AlreadyExists.status(what),
         StoreError::FailedPrecondition(what) => ErrorCode::FailedPrecondition.status(what),
+        StoreError::InvalidArgument(what) => ErrorCode::InvalidArgument.status(what),
         error @ StoreError::LeaseLost(_) => ufo_common::error::Reason::LeaseLost
             .attach(ErrorCode::FailedPrecondition.status(error.to_string())),
         StoreError::Database(error) => match class(&error) {

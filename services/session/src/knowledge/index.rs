@@ -142,9 +142,10 @@ impl KnowledgeIndex {
         {
             if doc.item.title == item.title
                 && doc.item.body == item.body
+                && doc.item.model_summary == item.model_summary
                 && doc.item.code == item.code
             {
-                // A rating or another column changed: the postings stay.
+                // A rating, the sharing or another column changed: the postings stay.
                 doc.kind = kind;
                 doc.excluded = excluded;
                 doc.item = item;
@@ -154,7 +155,13 @@ impl KnowledgeIndex {
         }
         let mut counts: HashMap<u32, (u32, u32, u32)> = HashMap::new();
         let mut length = 0u32;
-        for (field, text) in [(0, &item.title), (1, &item.body), (2, &item.code)] {
+        // A model-written summary is searched as prose, with the deterministic one.
+        for (field, text) in [
+            (0, &item.title),
+            (1, &item.model_summary),
+            (1, &item.body),
+            (2, &item.code),
+        ] {
             for token in tokens(text) {
                 length += 1;
                 let term = self.term(token);
@@ -244,15 +251,19 @@ impl KnowledgeIndex {
         self.docs = docs.into_iter().map(Some).collect();
     }
 
-    /// Whether `doc` may be offered to `search` (the same rules as the store's SQL: documents are
-    /// everyone's, experiences and demonstrations only their owner's, never a failed or bad-rated one).
-    fn admits(doc: &Doc, search: &KnowledgeSearch, application: &str) -> bool {
-        !doc.excluded
-            && search.includes(doc.kind)
-            && (doc.kind == KnowledgeKind::Document || doc.item.owner == search.owner)
-            && (application.is_empty()
+    /// Whether `doc` may be offered to `search`, and whether as another owner's shared item (the same
+    /// rules as the store's SQL: documents are everyone's, experiences and demonstrations their owner's
+    /// and those an admin shared them with, never a failed or bad-rated one).
+    fn admits(doc: &Doc, search: &KnowledgeSearch, application: &str) -> Option<bool> {
+        if doc.excluded
+            || !search.includes(doc.kind)
+            || !(application.is_empty()
                 || doc.item.application == application
                 || doc.item.application.is_empty())
+        {
+            return None;
+        }
+        search.reaches(&doc.item)
     }
 
     /// The best `search.limit` rows for `search`, best first, at most `search.per_source` of a source.
@@ -305,15 +316,16 @@ impl KnowledgeIndex {
             .filter_map(|slot| {
                 let doc = self.docs[slot as usize].as_ref()?;
                 let own = !application.is_empty() && doc.item.application == application;
-                Self::admits(doc, search, application).then(|| Candidate {
+                Self::admits(doc, search, application).map(|shared| Candidate {
                     score: scores[slot as usize] * if own { APPLICATION_WEIGHT } else { 1.0 },
                     doc,
+                    shared,
                 })
             })
             .collect();
         let mut hits = Vec::with_capacity(search.limit as usize);
         let mut per_source: HashMap<&str, u32> = HashMap::new();
-        while let Some(Candidate { score, doc }) = candidates.pop() {
+        while let Some(Candidate { score, doc, shared }) = candidates.pop() {
             if search.per_source > 0 {
                 let seen = per_source.entry(doc.item.source.as_str()).or_default();
                 if *seen >= search.per_source {
@@ -324,6 +336,7 @@ impl KnowledgeIndex {
             hits.push(KnowledgeHit {
                 item: Some(doc.item.clone()),
                 score,
+                shared,
             });
             if hits.len() == search.limit as usize {
                 break;
@@ -338,6 +351,8 @@ impl KnowledgeIndex {
 struct Candidate<'a> {
     score: f64,
     doc: &'a Doc,
+    /// Another owner's item shared with the searching caller.
+    shared: bool,
 }
 
 impl PartialEq for Candidate<'_> {

@@ -17,7 +17,7 @@ use uuid::Uuid;
 pub use ufo_proto::v1::{ExperienceRating, KnowledgeKind};
 
 /// A knowledge row to store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewKnowledge {
     /// Document section, experience or demonstration.
     pub kind: KnowledgeKind,
@@ -39,11 +39,51 @@ pub struct NewKnowledge {
     pub task_id: Option<Uuid>,
     /// False for a failed task (stored, never retrieved).
     pub succeeded: bool,
+    /// An experience's model-written summary (beside the deterministic `body`), and what it cost.
+    pub summary: Option<ModelSummary>,
+}
+
+/// A model-written summary of a task's trajectory and what writing it cost (added to the task's totals
+/// when the experience is stored).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelSummary {
+    /// The summary.
+    pub text: String,
+    /// US dollars.
+    pub cost: f64,
+    /// Tokens sent.
+    pub input_tokens: u64,
+    /// Tokens received.
+    pub output_tokens: u64,
+}
+
+/// Which item an admin shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareTarget {
+    /// An experience or demonstration by its id.
+    Id(Uuid),
+    /// The experience of a task.
+    Task(Uuid),
+}
+
+/// A share or an unshare: who is added to (or taken off) an item's sharing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnowledgeShare {
+    /// The item.
+    pub target: ShareTarget,
+    /// Caller names (checked by the caller of the store: no NUL, not empty, deduplicated).
+    pub callers: Vec<String>,
+    /// Every caller.
+    pub everyone: bool,
+    /// Take them off instead of adding them.
+    pub unshare: bool,
+    /// Most names an item may be shared with (a share that would exceed it is refused).
+    pub max_callers: u32,
 }
 
 /// One help document to store: its parsed sections, replacing an earlier upload of the same
 /// (`application`, `source`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DocumentUpload {
     /// Lowercase application name, "" for any.
     pub application: String,
@@ -60,7 +100,7 @@ pub struct KnowledgeSearch {
     pub terms: Vec<String>,
     /// Only this application's items and those for any application.
     pub application: Option<String>,
-    /// The caller: only their experiences and demonstrations.
+    /// The caller: only their experiences and demonstrations, and those an admin shared with them.
     pub owner: String,
     /// Kinds searched (empty = all).
     pub kinds: Vec<KnowledgeKind>,
@@ -75,6 +115,18 @@ impl KnowledgeSearch {
     /// Whether `kind` is searched.
     pub fn includes(&self, kind: KnowledgeKind) -> bool {
         self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+
+    /// Whether `item` (of a kind searched, not excluded) may be offered to this search's caller, and
+    /// whether it is another owner's shared with them: documents are everyone's; experiences and
+    /// demonstrations their owner's and those of the callers an admin shared them with (or everyone).
+    pub fn reaches(&self, item: &ufo_proto::v1::KnowledgeItem) -> Option<bool> {
+        if item.kind() == KnowledgeKind::Document || item.owner == self.owner {
+            return Some(false);
+        }
+        let shared = !self.owner.is_empty()
+            && (item.shared_everyone || item.shared_with.iter().any(|c| *c == self.owner));
+        shared.then_some(true)
     }
 }
 

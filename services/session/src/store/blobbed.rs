@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::blob::sweep::BlobReferences;
 use crate::blob::{BlobHash, BlobStore};
 use crate::knowledge::{
-    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare, NewKnowledge,
 };
 use crate::store::{
     ArtifactKey, BlobRef, DesktopCheckIn, NewArtifact, NewBlackboardEntry, NewDesktop, NewEvent,
@@ -351,6 +351,10 @@ impl Store for BlobbedStore {
 
     async fn list_knowledge(&self, filter: KnowledgeFilter) -> StoreResult<Vec<KnowledgeItem>> {
         self.inner.list_knowledge(filter).await
+    }
+
+    async fn share_knowledge(&self, share: KnowledgeShare) -> StoreResult<KnowledgeItem> {
+        self.inner.share_knowledge(share).await
     }
 
     async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32> {

@@ -10,6 +10,9 @@ pub enum StoreError {
     /// The thing exists already with different content.
     #[error("{0}")]
     AlreadyExists(String),
+    /// The request is wrong whatever the state (it names the field).
+    #[error("{0}")]
+    InvalidArgument(String),
     /// The request conflicts with the current state.
     #[error("{0}")]
     FailedPrecondition(String),

@@ -37,7 +37,7 @@ use ufo_proto::v1::{
 };
 
 use crate::knowledge::{
-    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare, NewKnowledge,
 };
 use uuid::Uuid;
 
@@ -312,8 +312,8 @@ pub trait Store: Send + Sync + 'static {
         rating: ExperienceRating,
     ) -> StoreResult<KnowledgeItem>;
 
-    /// The best full-text matches, best first: documents for everyone, experiences and demonstrations only
-    /// of `search.owner`, never failed or bad-rated ones.
+    /// The best full-text matches, best first: documents for everyone, experiences and demonstrations of
+    /// `search.owner` and those shared with them, never failed or bad-rated ones.
     async fn search_knowledge(&self, search: KnowledgeSearch) -> StoreResult<Vec<KnowledgeHit>>;
 
     /// Stored items, newest first.
@@ -321,4 +321,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes the selected items; returns how many.
     async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32>;
+
+    /// Adds callers (or everyone) to an experience's or demonstration's sharing, or takes them off
+    /// (`share.unshare`); returns the item. `NotFound` for no such item; `InvalidArgument` for a
+    /// document or more than `share.max_callers` names.
+    async fn share_knowledge(&self, share: KnowledgeShare) -> StoreResult<KnowledgeItem>;
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use ufo_proto::v1::{DocumentFormat, ExperienceRating, KnowledgeKind};
 use ufo_session::knowledge::parse::{ParseError, sections};
 use ufo_session::knowledge::{
-    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge, terms,
+    KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare, NewKnowledge, ShareTarget,
+    terms,
 };
 use ufo_session::store::{Store, StoreError};
 use uuid::Uuid;
@@ -34,6 +35,7 @@ fn doc(app: &str, source: &str, position: u32, title: &str, body: &str) -> NewKn
         code: String::new(),
         task_id: None,
         succeeded: true,
+        summary: None,
     }
 }
 
@@ -49,6 +51,7 @@ fn experience(owner: &str, task: Uuid, title: &str, body: &str, succeeded: bool)
         code: String::new(),
         task_id: Some(task),
         succeeded,
+        summary: None,
     }
 }
 
@@ -302,6 +305,208 @@ pub async fn knowledge_experiences_are_the_owners_and_never_failed_or_bad(store:
     assert!(store.search_knowledge(docs_only).await.unwrap().is_empty());
 }
 
+fn share(target: ShareTarget, callers: &[&str], everyone: bool, unshare: bool) -> KnowledgeShare {
+    KnowledgeShare {
+        target,
+        callers: callers.iter().map(|c| (*c).to_owned()).collect(),
+        everyone,
+        unshare,
+        max_callers: 3,
+    }
+}
+
+/// An admin's sharing (docs/knowledge.md "Isolation and sharing"): alice's experience reaches bob only once
+/// shared with him (marked shared, her name on it), never carol until shared with everyone; unsharing takes
+/// it back; a failed or bad-rated one stays out even when shared; a document, an unknown id and more names
+/// than the limit are refused; the sharing survives the task being recorded again.
+pub async fn knowledge_sharing_reaches_only_the_named_callers(store: Arc<dyn Store>) {
+    let task = Uuid::new_v4();
+    let failed = Uuid::new_v4();
+    let mine = store
+        .put_experience(experience(
+            "alice",
+            task,
+            "write the shopping list in mousepad",
+            "1. click Text View; type 'milk'",
+            true,
+        ))
+        .await
+        .unwrap();
+    store
+        .put_experience(experience(
+            "alice",
+            failed,
+            "write the packing list in mousepad",
+            "1. click Text View; type 'socks' — failed",
+            false,
+        ))
+        .await
+        .unwrap();
+    let hits = |owner: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .search_knowledge(search("write a list in mousepad", owner, None, 10))
+                .await
+                .unwrap()
+        }
+    };
+    assert!(hits("bob").await.is_empty());
+    let id = ShareTarget::Id(Uuid::parse_str(&mine.id).unwrap());
+    let shared = store
+        .share_knowledge(share(id, &["bob", "alice", "bob"], false, false))
+        .await
+        .unwrap();
+    // The owner's own name is not stored; names are kept once, sorted.
+    assert_eq!(shared.shared_with, ["bob"]);
+    assert!(!shared.shared_everyone);
+    let for_bob = hits("bob").await;
+    assert_eq!(sources(&for_bob), [format!("task:{task}")]);
+    assert!(for_bob[0].shared);
+    assert_eq!(for_bob[0].item.as_ref().unwrap().owner, "alice");
+    assert!(hits("carol").await.is_empty());
+    let for_alice = hits("alice").await;
+    assert_eq!(sources(&for_alice), [format!("task:{task}")]);
+    assert!(!for_alice[0].shared, "her own item is not shared with her");
+    // A failed task's experience stays out even when shared with everyone.
+    store
+        .share_knowledge(share(ShareTarget::Task(failed), &[], true, false))
+        .await
+        .unwrap();
+    assert_eq!(sources(&hits("carol").await), Vec::<String>::new());
+
+    // Everyone: carol too; recording the task again keeps the sharing.
+    store
+        .share_knowledge(share(ShareTarget::Task(task), &["carol"], true, false))
+        .await
+        .unwrap();
+    store
+        .put_experience(experience(
+            "alice",
+            task,
+            "write the shopping list in mousepad",
+            "1. click Text View; type 'bread'",
+            true,
+        ))
+        .await
+        .unwrap();
+    let for_dave = hits("dave").await;
+    assert_eq!(sources(&for_dave), [format!("task:{task}")]);
+    let again = for_dave[0].item.clone().unwrap();
+    assert!(again.body.contains("bread"));
+    assert_eq!(again.shared_with, ["bob", "carol"]);
+    assert!(again.shared_everyone);
+    // A bad rating (the owner's) hides it from everyone it is shared with.
+    store
+        .rate_experience(task, "alice".into(), ExperienceRating::Bad)
+        .await
+        .unwrap();
+    assert!(hits("bob").await.is_empty());
+    assert!(hits("dave").await.is_empty());
+    store
+        .rate_experience(task, "alice".into(), ExperienceRating::Good)
+        .await
+        .unwrap();
+
+    // Unsharing: everyone off, then bob off; carol keeps it until taken off too.
+    let again_id = ShareTarget::Id(Uuid::parse_str(&again.id).unwrap());
+    store
+        .share_knowledge(share(again_id, &[], true, true))
+        .await
+        .unwrap();
+    assert!(hits("dave").await.is_empty());
+    assert_eq!(hits("bob").await.len(), 1);
+    let left = store
+        .share_knowledge(share(again_id, &["bob", "nobody"], false, true))
+        .await
+        .unwrap();
+    assert_eq!(left.shared_with, ["carol"]);
+    assert!(hits("bob").await.is_empty());
+    assert_eq!(hits("carol").await.len(), 1);
+
+    // Refusals: more names than the limit in all, a document, an unknown item.
+    assert!(matches!(
+        store
+            .share_knowledge(share(again_id, &["d", "e", "f"], false, false))
+            .await,
+        Err(StoreError::InvalidArgument(m)) if m.contains("at most 3")
+    ));
+    assert_eq!(hits("d").await.len(), 0, "a refused share stores nothing");
+    let (sections, _) = store
+        .replace_document(
+            "mousepad".into(),
+            "lists.md".into(),
+            vec![doc("mousepad", "lists.md", 0, "Lists", "Write a list.")],
+        )
+        .await
+        .unwrap();
+    let section = ShareTarget::Id(Uuid::parse_str(&sections[0].id).unwrap());
+    assert!(matches!(
+        store.share_knowledge(share(section, &["bob"], false, false)).await,
+        Err(StoreError::InvalidArgument(m)) if m.contains("document")
+    ));
+    assert!(matches!(
+        store
+            .share_knowledge(share(
+                ShareTarget::Id(Uuid::new_v4()),
+                &["bob"],
+                false,
+                false
+            ))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store
+            .share_knowledge(share(
+                ShareTarget::Task(Uuid::new_v4()),
+                &["bob"],
+                false,
+                false
+            ))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+/// The databases' own full-text search (`search_knowledge_sql`, the benchmark's comparison) filters by
+/// sharing as the index does: alice's experience reaches bob only once shared with him, marked shared.
+pub async fn knowledge_sql_search_follows_sharing(store: &ufo_session::store::SqlStore) {
+    let task = Uuid::new_v4();
+    store
+        .put_experience(experience(
+            "alice",
+            task,
+            "write the shopping list in mousepad",
+            "1. click Text View; type 'milk'",
+            true,
+        ))
+        .await
+        .unwrap();
+    let found = |owner: &'static str| async move {
+        store
+            .search_knowledge_sql(search("shopping list mousepad", owner, None, 10))
+            .await
+            .unwrap()
+    };
+    assert!(found("bob").await.is_empty());
+    assert!(!found("alice").await[0].shared);
+    store
+        .share_knowledge(share(ShareTarget::Task(task), &["bob"], false, false))
+        .await
+        .unwrap();
+    let for_bob = found("bob").await;
+    assert_eq!(sources(&for_bob), [format!("task:{task}")]);
+    assert!(for_bob[0].shared);
+    assert!(found("carol").await.is_empty());
+    store
+        .share_knowledge(share(ShareTarget::Task(task), &[], true, false))
+        .await
+        .unwrap();
+    assert_eq!(found("carol").await.len(), 1);
+    assert!(found("").await.is_empty(), "no caller, no shared item");
+}
+
 /// Every store keeps its own in-memory index of the rows (docs/knowledge.md "Ranking"): what one replica
 /// writes, another's next search sees — new, replaced, re-rated and deleted rows — whether it applies the
 /// changes (`b`) or has to rebuild because more changed than it applies at once or the change log was
@@ -372,6 +577,26 @@ pub async fn knowledge_replicas_see_each_others_writes(
             found(replica.clone(), "shopping list", "alice").await,
             [format!("task:{task}")]
         );
+        assert!(
+            found(replica.clone(), "shopping list", "bob")
+                .await
+                .is_empty()
+        );
+    }
+    // Shared with bob on one replica, unshared on another: every replica follows both.
+    a.share_knowledge(share(ShareTarget::Task(task), &["bob"], false, false))
+        .await
+        .unwrap();
+    for replica in [&a, &b, &c] {
+        assert_eq!(
+            found(replica.clone(), "shopping list", "bob").await,
+            [format!("task:{task}")]
+        );
+    }
+    b.share_knowledge(share(ShareTarget::Task(task), &["bob"], false, true))
+        .await
+        .unwrap();
+    for replica in [&a, &b, &c] {
         assert!(
             found(replica.clone(), "shopping list", "bob")
                 .await

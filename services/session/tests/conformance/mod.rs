@@ -57,6 +57,7 @@ macro_rules! every_case {
             slow_watcher_catches_up,
             knowledge_documents_replace_and_search,
             knowledge_experiences_are_the_owners_and_never_failed_or_bad,
+            knowledge_sharing_reaches_only_the_named_callers,
         );
     };
 }

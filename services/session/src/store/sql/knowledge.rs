@@ -13,12 +13,15 @@ use tracing::instrument;
 use ufo_proto::v1::{ExperienceRating, KnowledgeHit, KnowledgeItem, KnowledgeKind};
 use uuid::Uuid;
 
+use sqlx::types::Json as SqlJson;
+
 use super::db::{AsConn, Dialect, query};
-use super::{SqlStore, now, rows, settle};
+use super::events::{Totals, append};
+use super::{SqlStore, db_int, now, rows, settle};
 use crate::knowledge::index::KnowledgeIndex;
 use crate::knowledge::{
-    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
-    postgres_query, sqlite_query, sqlite_title_query,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare,
+    NewKnowledge, ShareTarget, postgres_query, sqlite_query, sqlite_title_query,
 };
 use crate::store::{DbEnum as _, StoreError, StoreResult};
 
@@ -66,13 +69,13 @@ const IDS_PER_FETCH: usize = 500;
 
 /// The columns every knowledge read returns.
 const COLUMNS: &str = "id, kind, owner, application, source, position, title, body, code, task_id, \
-    rating, succeeded, created_at";
+    rating, succeeded, created_at, shared_with, shared_everyone, model_summary";
 
-/// Filters shared by both searches: $2 application ("" = any), $3 owner, $4–$6 kinds searched.
-/// Documents are everyone's; experiences and demonstrations only their owner's, and never a failed or
-/// bad-rated one.
+/// Filters shared by both searches: $2 application ("" = any), $3 owner, $4–$6 kinds searched; `@SHARED@`
+/// is the dialect's "shared with $3". Documents are everyone's; experiences and demonstrations their
+/// owner's and those an admin shared with the caller or everyone, and never a failed or bad-rated one.
 const SEARCH_FILTER: &str = "($2 = '' OR k.application = $2 OR k.application = '') \
-    AND (k.kind = 'document' OR k.owner = $3) \
+    AND (k.kind = 'document' OR k.owner = $3 OR ($3 <> '' AND (k.shared_everyone OR @SHARED@))) \
     AND ((k.kind = 'document' AND $4) OR (k.kind = 'experience' AND $5) \
          OR (k.kind = 'demonstration' AND $6)) \
     AND k.succeeded AND k.rating <> 'bad'";
@@ -83,12 +86,21 @@ fn search_sql(dialect: Dialect) -> String {
         .map(|c| format!("k.{c}"))
         .collect::<Vec<_>>()
         .join(", ");
+    let filter = SEARCH_FILTER.replace(
+        "@SHARED@",
+        dialect.pick(
+            "k.shared_with ? $3",
+            "EXISTS (SELECT 1 FROM json_each(k.shared_with) WHERE json_each.value = $3)",
+        ),
+    );
+    let shared = "CAST(CASE WHEN k.kind <> 'document' AND k.owner <> $3 THEN 1 ELSE 0 END AS BIGINT) AS shared";
     match dialect {
         // Normalisation 1 divides by 1 + log(length): long sections do not win by size alone.
         Dialect::Postgres => format!(
-            "SELECT {columns}, ts_rank_cd('{{0.1, 0.2, 0.4, 1.0}}', k.tsv, q, 1)::float8 AS score \
+            "SELECT {columns}, {shared}, \
+             ts_rank_cd('{{0.1, 0.2, 0.4, 1.0}}', k.tsv, q, 1)::float8 AS score \
              FROM knowledge k, to_tsquery('english', $1) q \
-             WHERE k.tsv @@ q AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
+             WHERE k.tsv @@ q AND {filter} ORDER BY score DESC, k.id LIMIT $7"
         ),
         // bm25() is lower for better matches; the title weighs more than the prose, examples less. A
         // second bm25 over the titles alone ($8: the same terms restricted to `title`) is added: its term
@@ -96,22 +108,43 @@ fn search_sql(dialect: Dialect) -> String {
         // it says about the section rather than being drowned by pages that mention every topic in
         // passing. (Measured on the zenity questions: 89.1 % → 95.7 % top-3; see docs/knowledge.md.)
         Dialect::Sqlite => format!(
-            "SELECT {columns}, -bm25(knowledge_fts, 2.5, 1.0, 0.25) + COALESCE(t.title_score, 0.0) \
-             AS score \
+            "SELECT {columns}, {shared}, \
+             -bm25(knowledge_fts, 2.5, 1.0, 0.25) + COALESCE(t.title_score, 0.0) AS score \
              FROM knowledge_fts JOIN knowledge k ON k.rowid = knowledge_fts.rowid \
              LEFT JOIN (SELECT rowid, -bm25(knowledge_fts, 1.0, 0.0, 0.0) AS title_score \
                         FROM knowledge_fts WHERE knowledge_fts MATCH $8) t ON t.rowid = k.rowid \
-             WHERE knowledge_fts MATCH $1 AND {SEARCH_FILTER} ORDER BY score DESC, k.id LIMIT $7"
+             WHERE knowledge_fts MATCH $1 AND {filter} ORDER BY score DESC, k.id LIMIT $7"
         ),
     }
+}
+
+/// Sets an item's sharing in the caller's transaction (the change-log trigger records it for the indexes)
+/// and returns the item.
+async fn set_sharing(
+    conn: &mut impl AsConn,
+    id: &str,
+    names: &serde_json::Value,
+    everyone: bool,
+) -> StoreResult<KnowledgeItem> {
+    let id = Uuid::parse_str(id).map_err(|e| StoreError::Corrupt(format!("knowledge.id: {e}")))?;
+    let sql = format!(
+        "UPDATE knowledge SET shared_with = $1, shared_everyone = $2 WHERE id = $3 RETURNING {COLUMNS}"
+    );
+    let row = query(&sql)
+        .bind(SqlJson(names))
+        .bind(everyone)
+        .bind(id)
+        .fetch_one(conn.conn())
+        .await?;
+    rows::knowledge_item(&row)
 }
 
 /// Inserts one row in the caller's transaction and returns it.
 async fn insert(conn: &mut impl AsConn, item: &NewKnowledge) -> StoreResult<KnowledgeItem> {
     let sql = format!(
         "INSERT INTO knowledge (id, kind, owner, application, source, position, title, body, code, \
-         task_id, succeeded, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-         RETURNING {COLUMNS}"
+         task_id, succeeded, created_at, model_summary) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING {COLUMNS}"
     );
     let row = query(&sql)
         .bind(Uuid::now_v7())
@@ -126,6 +159,7 @@ async fn insert(conn: &mut impl AsConn, item: &NewKnowledge) -> StoreResult<Know
         .bind(item.task_id)
         .bind(item.succeeded)
         .bind(now())
+        .bind(item.summary.as_ref().map_or("", |s| s.text.as_str()))
         .fetch_one(conn.conn())
         .await?;
     rows::knowledge_item(&row)
@@ -168,16 +202,116 @@ impl SqlStore {
     ) -> StoreResult<KnowledgeItem> {
         let mut tx = self.begin().await?;
         let outcome: StoreResult<_> = async {
+            // A task recorded again keeps what an admin shared of it.
+            let mut sharing: Option<(SqlJson<serde_json::Value>, bool)> = None;
             if let Some(task) = item.task_id {
-                query("DELETE FROM knowledge WHERE kind = $1 AND task_id = $2")
-                    .bind(item.kind.db())
-                    .bind(task)
-                    .execute(tx.conn())
-                    .await?;
+                let replaced = query(
+                    "DELETE FROM knowledge WHERE kind = $1 AND task_id = $2 \
+                     RETURNING shared_with, shared_everyone",
+                )
+                .bind(item.kind.db())
+                .bind(task)
+                .fetch_all(tx.conn())
+                .await?;
+                if let Some(row) = replaced.first() {
+                    sharing = Some((row.try_get("shared_with")?, row.try_get("shared_everyone")?));
+                }
             }
-            let stored = insert(&mut tx, &item).await?;
+            let mut stored = insert(&mut tx, &item).await?;
+            if let Some((names, everyone)) = sharing
+                && (everyone || names.0.as_array().is_some_and(|a| !a.is_empty()))
+            {
+                stored = set_sharing(&mut tx, &stored.id, &names.0, everyone).await?;
+            }
+            // What the model-written summary cost counts with the task's (no event: the task has ended).
+            if let (Some(task), Some(summary)) = (item.task_id, &item.summary)
+                && (summary.cost > 0.0 || summary.input_tokens > 0 || summary.output_tokens > 0)
+            {
+                let totals = Totals {
+                    steps: 0,
+                    cost: summary.cost,
+                    input_tokens: db_int(summary.input_tokens),
+                    output_tokens: db_int(summary.output_tokens),
+                };
+                append(&mut tx, task, &[], totals, now()).await?;
+            }
             self.prune_changes(&mut tx).await?;
             Ok(stored)
+        }
+        .await;
+        settle(tx, outcome).await
+    }
+
+    #[instrument(name = "store.share_knowledge", skip_all,
+        fields(target = ?share.target, callers = share.callers.len(), everyone = share.everyone,
+               unshare = share.unshare))]
+    pub(super) async fn share_knowledge_impl(
+        &self,
+        share: KnowledgeShare,
+    ) -> StoreResult<KnowledgeItem> {
+        let (id, task) = match share.target {
+            ShareTarget::Id(id) => (Some(id), None),
+            ShareTarget::Task(task) => (None, Some(task)),
+        };
+        // The row is locked (Postgres; SQLite has one writer) so concurrent shares merge, never lose one.
+        let sql = format!(
+            "SELECT {COLUMNS} FROM knowledge WHERE ($1 IS NULL OR id = $1) \
+             AND ($2 IS NULL OR (kind = 'experience' AND task_id = $2)){}",
+            self.dialect().pick(" FOR UPDATE", "")
+        );
+        let mut tx = self.begin().await?;
+        let outcome: StoreResult<_> = async {
+            let row = query(&sql)
+                .bind(id)
+                .bind(task)
+                .fetch_optional(tx.conn())
+                .await?;
+            let Some(row) = row else {
+                return Err(StoreError::NotFound(match share.target {
+                    ShareTarget::Id(id) => format!("knowledge item {id}"),
+                    ShareTarget::Task(task) => format!("experience of task {task}"),
+                }));
+            };
+            let item = rows::knowledge_item(&row)?;
+            if item.kind() == KnowledgeKind::Document {
+                return Err(StoreError::InvalidArgument(format!(
+                    "id: {} is a section of the help document {:?}; documents are every caller's \
+                     already, only experiences and demonstrations are shared",
+                    item.id, item.source
+                )));
+            }
+            let mut names: std::collections::BTreeSet<String> =
+                item.shared_with.iter().cloned().collect();
+            let mut everyone = item.shared_everyone;
+            for caller in share.callers.iter().filter(|c| **c != item.owner) {
+                if share.unshare {
+                    names.remove(caller);
+                } else {
+                    names.insert(caller.clone());
+                }
+            }
+            if share.everyone {
+                everyone = !share.unshare;
+            }
+            if names.len() > share.max_callers as usize {
+                return Err(StoreError::InvalidArgument(format!(
+                    "callers: the item would be shared with {} callers; at most {} \
+                     (--knowledge-max-share-callers), or share it with everyone",
+                    names.len(),
+                    share.max_callers
+                )));
+            }
+            if names.len() == item.shared_with.len()
+                && names.iter().eq(item.shared_with.iter())
+                && everyone == item.shared_everyone
+            {
+                // Nothing changes: no write, no change for the indexes to follow.
+                return Ok(item);
+            }
+            let names = serde_json::Value::from(names.into_iter().collect::<Vec<_>>());
+            let item = set_sharing(&mut tx, &item.id, &names, everyone).await?;
+            self.prune_changes(&mut tx).await?;
+            Ok(item)
         }
         .await;
         settle(tx, outcome).await
@@ -423,6 +557,7 @@ impl SqlStore {
             hits.push(KnowledgeHit {
                 item: Some(item),
                 score: row.try_get("score")?,
+                shared: row.try_get::<i64, _>("shared")? == 1,
             });
             if hits.len() == search.limit as usize {
                 break;

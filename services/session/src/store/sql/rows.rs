@@ -214,5 +214,18 @@ pub(super) fn knowledge_item(row: &Row) -> StoreResult<KnowledgeItem> {
         rating: rating.into(),
         succeeded: row.try_get("succeeded")?,
         position: api_u32(row.try_get("position")?),
+        shared_with: match json(row, "shared_with")? {
+            Json::Array(names) => names
+                .into_iter()
+                .filter_map(|n| n.as_str().map(str::to_owned))
+                .collect(),
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "knowledge.shared_with is not an array: {other}"
+                )));
+            }
+        },
+        shared_everyone: row.try_get("shared_everyone")?,
+        model_summary: row.try_get("model_summary")?,
     })
 }

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::SqlStore;
 use crate::knowledge::{
-    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, NewKnowledge,
+    DocumentUpload, KnowledgeDelete, KnowledgeFilter, KnowledgeSearch, KnowledgeShare, NewKnowledge,
 };
 use crate::store::{
     ArtifactKey, DesktopCheckIn, NewArtifact, NewBlackboardEntry, NewDesktop, NewEvent, NewSession,
@@ -189,6 +189,10 @@ impl Store for SqlStore {
 
     async fn list_knowledge(&self, filter: KnowledgeFilter) -> StoreResult<Vec<KnowledgeItem>> {
         self.list_knowledge_impl(filter).await
+    }
+
+    async fn share_knowledge(&self, share: KnowledgeShare) -> StoreResult<KnowledgeItem> {
+        self.share_knowledge_impl(share).await
     }
 
     async fn delete_knowledge(&self, which: KnowledgeDelete) -> StoreResult<u32> {

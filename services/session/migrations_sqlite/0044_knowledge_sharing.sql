@@ -1,4 +1,4 @@
--- SQLite dialect of migrations/0043: sharing of experiences and demonstrations (a JSON array of caller
+-- SQLite dialect of migrations/0044: sharing of experiences and demonstrations (a JSON array of caller
 -- names, and everyone), and the optional model-written summary of an experience.
 ALTER TABLE knowledge ADD COLUMN shared_with TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE knowledge ADD COLUMN shared_everyone BOOLEAN NOT NULL DEFAULT FALSE;

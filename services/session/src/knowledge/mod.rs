@@ -125,7 +125,7 @@ impl KnowledgeSearch {
             return Some(false);
         }
         let shared = !self.owner.is_empty()
-            && (item.shared_everyone || item.shared_with.iter().any(|c| *c == self.owner));
+            && (item.shared_everyone || item.shared_with.contains(&self.owner));
         shared.then_some(true)
     }
 }

@@ -409,6 +409,78 @@ async fn collected(
     )
 }
 
+/// Counts the batches a strategy sends (one `execute` is one call to the executor).
+struct Batches {
+    desktop: Arc<FakeDesktop>,
+    sent: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+#[async_trait]
+impl CommandDispatcher for Batches {
+    async fn execute(
+        &self,
+        commands: Vec<ufo_agent::dispatch::Command>,
+    ) -> Result<Vec<ufo_agent::dispatch::CommandResult>, ufo_agent::dispatch::DispatchError> {
+        let names = commands.iter().map(|c| c.tool_name.clone()).collect();
+        self.sent.lock().unwrap().push(names);
+        self.desktop.execute(commands).await
+    }
+    async fn catalog(
+        &self,
+    ) -> Result<Arc<ufo_agent::dispatch::tools::ExecutorCatalog>, ufo_agent::dispatch::DispatchError>
+    {
+        self.desktop.catalog().await
+    }
+}
+
+#[tokio::test]
+async fn the_app_agents_observation_is_one_executor_call() {
+    let llm = ScriptedLlm::start().await.unwrap();
+    let agent = app_agent(&llm, grounding_always());
+    let d = Arc::new(desktop());
+    select_w1(&d).await;
+    let counted = Arc::new(Batches {
+        desktop: d.clone(),
+        sent: Default::default(),
+    });
+    let via: Arc<dyn CommandDispatcher> = counted.clone();
+    let mut c = ctx(Values::new().with(DISPATCHER, via.clone()));
+    let shots = AppScreenshotCapture.execute(&agent, &mut c).await.unwrap();
+    let mut c = ctx(Values::new()
+        .with(DISPATCHER, via)
+        .with(
+            CLEAN_SCREENSHOT,
+            shots.get(CLEAN_SCREENSHOT).unwrap().unwrap().clone(),
+        )
+        .with(
+            WINDOW_INFO,
+            shots.get(WINDOW_INFO).unwrap().unwrap().clone(),
+        )
+        .with(
+            LISTED_CONTROLS,
+            shots.get(LISTED_CONTROLS).unwrap().unwrap().clone(),
+        ));
+    let out = AppControlInfo.execute(&agent, &mut c).await.unwrap();
+    assert_eq!(
+        *counted.sent.lock().unwrap(),
+        [[
+            "capture_window_screenshot",
+            "get_app_window_info",
+            "get_app_window_controls_target_info"
+        ]],
+        "screenshot, window info and controls in one batch, nothing asked again"
+    );
+    // The same controls as when the control phase lists them itself.
+    let (_, _, asked, _) = collected(&agent, &d).await;
+    let names = |list: &[TargetInfo]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|c| (c.label.clone(), c.name.clone()))
+            .collect()
+    };
+    assert_eq!(names(out.get(CONTROLS).unwrap().unwrap()), names(&asked));
+    assert_eq!(asked.len(), 4);
+}
+
 #[tokio::test]
 async fn app_data_collection_captures_lists_merges_by_iou_and_annotates() {
     let llm = ScriptedLlm::start().await.unwrap();

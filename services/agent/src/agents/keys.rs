@@ -9,7 +9,7 @@ use super::action::ActionRecord;
 use crate::agents::response::{AppResponse, HostResponse};
 use crate::agents::target::{TargetInfo, TargetRegistry};
 use crate::dispatch::tools::ExecutorCatalog;
-use crate::dispatch::{CommandDispatcher, Settle};
+use crate::dispatch::{CommandDispatcher, CommandResult, Settle};
 use crate::llm::Totals;
 use crate::memory::{Blackboard, BlackboardImage, MemoryItem};
 use crate::processor::Key;
@@ -61,7 +61,9 @@ pub const SELECTED_CONTROL_RECIPE: Key<Derived> = Key::new("selected_control_rec
 pub const CLEAN_PIXELS: Key<Arc<RgbaImage>> = Key::new("clean_pixels");
 /// The application window's info.
 pub const WINDOW_INFO: Key<TargetInfo> = Key::new("application_window_info");
-/// The UI tree (when configured).
+/// The window's controls as the executor listed them in the capture's own batch (the observation is
+/// one executor call); [`CONTROLS`] labels and merges them.
+pub const LISTED_CONTROLS: Key<CommandResult> = Key::new("listed_controls");
 /// Labelled controls (the seeds' `annotation_dict`).
 pub const CONTROLS: Key<Vec<TargetInfo>> = Key::new("control_info");
 /// What went wrong this step that the step survived, one sentence each (e.g. visual grounding failed and

@@ -114,6 +114,7 @@ async fn observe(
         .ok_or_else(|| StrategyError::msg("capture_window_screenshot returned no image"))?;
     let sha = out.get(CLEAN_SHA256)?.cloned();
     let window = out.get(WINDOW_INFO)?.and_then(|w| w.rect);
-    out.merge(control_info(agent, dispatcher, &clean, sha, window).await?);
+    let listed = out.get(LISTED_CONTROLS)?.cloned();
+    out.merge(control_info(agent, dispatcher, (&clean, sha), listed, window).await?);
     Ok(out)
 }

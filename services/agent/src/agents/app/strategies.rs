@@ -18,7 +18,7 @@ use crate::agents::keys::*;
 use crate::agents::response::{AppResponse, ReplyProblem};
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::agents::tools::{Audience, function_list};
-use crate::dispatch::Command;
+use crate::dispatch::{Command, CommandResult};
 use crate::llm::{ChatRequest, ImageData, ask_json};
 use crate::processor::{
     Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
@@ -67,6 +67,7 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
             WINDOW_INFO.provided(),
             TOOL_CATALOG.provided(),
             SETTLE.provided(),
+            LISTED_CONTROLS.provided(),
         ]
     }
     async fn execute(
@@ -78,7 +79,8 @@ impl Strategy<AppAgent> for AppScreenshotCapture {
     }
 }
 
-/// [`AppScreenshotCapture`]'s work: the window's screenshot and info, and the tool catalog.
+/// [`AppScreenshotCapture`]'s work: the window's screenshot, info and controls in one batch (one executor
+/// call for the whole observation), and the tool catalog.
 pub(crate) async fn capture(
     agent: &AppAgent,
     dispatcher: &dyn crate::dispatch::CommandDispatcher,
@@ -86,6 +88,8 @@ pub(crate) async fn capture(
     let commands = vec![
         Command::observe("capture_window_screenshot", json!({})),
         Command::observe("get_app_window_info", json!({})),
+        // Listed last: a failed capture skips it, and its own failure is the control listing's to report.
+        Command::observe("get_app_window_controls_target_info", json!({})),
     ];
     let catalog = tool_catalog(dispatcher).await?;
     // The application's own API (MCP servers bound to it) beside the GUI tools.
@@ -93,10 +97,11 @@ pub(crate) async fn capture(
         Some(hub) => crate::agents::tools::with_api_tools(catalog, hub, &agent.window).await,
         None => catalog,
     };
-    let results = dispatcher
+    let mut results = dispatcher
         .execute(commands)
         .await
         .map_err(|e| failed("screenshot capture failed", e))?;
+    let listed = (results.len() > 2).then(|| results.remove(2));
     if let Some(bad) = results.iter().find(|r| !r.is_success()) {
         return Err(StrategyError::msg(format!(
             "screenshot capture failed: {}",
@@ -122,6 +127,9 @@ pub(crate) async fn capture(
         .and_then(|r| TargetInfo::from_json(&r.result, TargetKind::Application))
         .unwrap_or_else(|| agent.window.clone());
     out.insert(WINDOW_INFO, window);
+    if let Some(listed) = listed {
+        out.insert(LISTED_CONTROLS, listed);
+    }
     Ok(out)
 }
 
@@ -140,7 +148,8 @@ impl Strategy<AppAgent> for AppControlInfo {
             CLEAN_SCREENSHOT.required("the image to annotate"),
             CLEAN_SHA256.optional("names the annotation's source"),
             WINDOW_INFO.required("the window the controls belong to"),
-            DISPATCHER.required("lists the controls"),
+            LISTED_CONTROLS.optional("the controls listed in the capture's batch"),
+            DISPATCHER.required("lists the controls when the capture did not"),
         ]
     }
     fn provides(&self) -> Vec<Provided> {
@@ -157,35 +166,40 @@ impl Strategy<AppAgent> for AppControlInfo {
         ctx: &mut ProcessingContext,
     ) -> Result<Outputs, StrategyError> {
         let sha = ctx.get(CLEAN_SHA256)?.cloned();
+        let listed = ctx.get(LISTED_CONTROLS)?.cloned();
         control_info(
             agent,
             ctx.require(DISPATCHER)?.as_ref(),
-            ctx.require(CLEAN_SCREENSHOT)?,
-            sha,
+            (ctx.require(CLEAN_SCREENSHOT)?, sha),
+            listed,
             ctx.require(WINDOW_INFO)?.rect,
         )
         .await
     }
 }
 
-/// [`AppControlInfo`]'s work on the screenshot `clean` (whose blob is `sha`) of the window at `window`.
+/// [`AppControlInfo`]'s work on the screenshot `clean` (whose blob is `sha`) of the window at `window`,
+/// with the controls the capture listed (`listed`) or, without them, asking the executor here.
 pub(crate) async fn control_info(
     agent: &AppAgent,
     dispatcher: &dyn crate::dispatch::CommandDispatcher,
-    clean: &crate::vision::Screenshot,
-    sha: Option<String>,
+    (clean, sha): (&crate::vision::Screenshot, Option<String>),
+    listed: Option<CommandResult>,
     window: Option<crate::agents::target::Rect>,
 ) -> Result<Outputs, StrategyError> {
-    // The screenshot is decoded on a blocking thread while the executor lists the controls (the
-    // executor's tree walk and the decode overlap instead of following each other).
+    // The screenshot is decoded on a blocking thread while the executor lists the controls or
+    // grounding runs.
     let to_decode = clean.clone();
     let decoding = tokio::task::spawn_blocking(move || to_decode.decode());
-    let result = crate::dispatch::execute_one(
-        dispatcher,
-        Command::observe("get_app_window_controls_target_info", json!({})),
-    )
-    .await
-    .map_err(|e| failed("control listing failed", e))?;
+    let result = match listed {
+        Some(listed) => listed,
+        None => crate::dispatch::execute_one(
+            dispatcher,
+            Command::observe("get_app_window_controls_target_info", json!({})),
+        )
+        .await
+        .map_err(|e| failed("control listing failed", e))?,
+    };
     if !result.is_success() {
         return Err(StrategyError::msg(format!(
             "control listing failed: {}",

@@ -223,6 +223,15 @@ impl AgentsDriver {
         &self,
         input: &StepInput<'_>,
     ) -> Result<(Round, Arc<IntentGate>), DriverError> {
+        // Where a task's first step goes before it asks its desktop anything (issue 36's scheduling
+        // overhead): each stage timed, logged once the agents are built.
+        let mut stage = std::time::Instant::now();
+        let mut lap = || {
+            let now = std::time::Instant::now();
+            let ms = now.duration_since(stage).as_secs_f64() * 1e3;
+            stage = now;
+            ms
+        };
         let mut services = (self.services)(input.config)?;
         if let Some(knowledge) = &self.knowledge {
             services.knowledge = Some(Arc::new(knowledge.for_owner(&input.session.owner)));
@@ -240,7 +249,9 @@ impl AgentsDriver {
             steps: input.steps,
         };
         let count = services.settings.blackboard_images;
+        let services_ms = lap();
         board_images::restore(&mut board, stored, &input.intents.client, count).await;
+        let board_ms = lap();
         match input.config.replay.clone() {
             // A reuse (issue 33): its texts are rewritten for this task's request by one model call,
             // started now so it overlaps the first observation; only while the plan has steps left.
@@ -261,7 +272,9 @@ impl AgentsDriver {
             }
             spec => services.replay = spec.map(Arc::new),
         }
+        let replay_ms = lap();
         let dispatcher = (self.dispatcher)(input.config)?;
+        let dispatcher_ms = lap();
         // The task's MCP servers: those on the desktop start through this task's executor.
         if let Some(hub) = dispatcher.mcp_hub() {
             services.mcp = Some(hub);
@@ -304,6 +317,14 @@ impl AgentsDriver {
                 tracing::warn!(error = %e, "cannot restore the round's state; the HostAgent continues");
             }
         }
+        tracing::debug!(
+            services_ms,
+            board_ms,
+            replay_ms,
+            dispatcher_ms,
+            round_ms = lap(),
+            "the task's agents built"
+        );
         Ok((round, gate))
     }
 }
@@ -337,17 +358,11 @@ impl TaskDriver for AgentsDriver {
         let (mut round, gate) = match self.take(&input) {
             Some(cached) => cached,
             None => {
-                let started = std::time::Instant::now();
-                let built = tracing::Instrument::instrument(
+                tracing::Instrument::instrument(
                     self.rebuild(&input),
                     tracing::info_span!("agents.build"),
                 )
-                .await?;
-                tracing::debug!(
-                    ms = started.elapsed().as_millis(),
-                    "the task's agents built"
-                );
-                built
+                .await?
             }
         };
         // The agent active now is the one that acts in this step (a held action's proposer included).

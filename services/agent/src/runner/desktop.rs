@@ -226,18 +226,20 @@ async fn hand_over(
         lease_ms: config.lease_ms,
         start: true,
     };
+    let asked = std::time::Instant::now();
     let answer = client
         .clone()
         .check_in_and_claim(request)
         .instrument(span.clone())
         .await;
+    let store_ms = asked.elapsed().as_secs_f64() * 1e3;
     match answer {
         Ok(answer) => {
             let answer = answer.into_inner();
             match answer.session {
                 Some(next) => {
                     span.record("claimed", next.id.as_str());
-                    tracing::info!(desktop = %session.desktop, next_task = %next.id, "desktop checked in and handed over");
+                    tracing::info!(desktop = %session.desktop, next_task = %next.id, store_ms, "desktop checked in and handed over");
                     let claimed = Claimed {
                         session: next,
                         desktop: answer.desktop,

@@ -120,17 +120,20 @@ async fn collect(
     agent: &HostAgent,
     dispatcher: &dyn crate::dispatch::CommandDispatcher,
 ) -> Result<Outputs, StrategyError> {
-    let catalog = tool_catalog(dispatcher).await?;
-    let results = dispatcher
-        .execute(vec![
-            Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
-            Command::observe(
-                "get_desktop_app_target_info",
-                json!({"remove_empty": true, "refresh_app_windows": true}),
-            ),
-        ])
-        .await
-        .map_err(|e| failed("desktop data collection failed", e))?;
+    // The catalog (cached after a task's first step) and the observation at once: they are independent
+    // reads, and a task's first step would otherwise wait for one more round trip to its desktop before
+    // its first command (issue 36's scheduling overhead). A failed catalog is reported first, as when
+    // it was asked for first.
+    let observation = dispatcher.execute(vec![
+        Command::observe("capture_desktop_screenshot", json!({"all_screens": true})),
+        Command::observe(
+            "get_desktop_app_target_info",
+            json!({"remove_empty": true, "refresh_app_windows": true}),
+        ),
+    ]);
+    let (catalog, results) = tokio::join!(tool_catalog(dispatcher), observation);
+    let catalog = catalog?;
+    let results = results.map_err(|e| failed("desktop data collection failed", e))?;
     let [shot, windows] = results.as_slice() else {
         return Err(StrategyError::msg(
             "executor returned the wrong number of results",

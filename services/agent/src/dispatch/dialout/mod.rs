@@ -127,6 +127,12 @@ impl Session {
         if let Ok(mut pending) = self.pending.lock() {
             pending.insert(id, tx);
         }
+        let span = tracing::debug_span!(
+            "dialout.call",
+            executor = %self.name,
+            id,
+            method = path.rsplit('/').next().unwrap_or_default(),
+        );
         let frame = AgentFrame {
             kind: Some(agent_frame::Kind::Request(TunnelRequest {
                 id,
@@ -142,10 +148,19 @@ impl Session {
             return Err(not_connected(&self.name));
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
+        let sent = std::time::Instant::now();
+        tracing::debug!(parent: &span, "tunnelled call sent");
         tokio::select! {
-            answer = rx => answer.map_err(|_| Status::unavailable(format!(
-                "dial-out executor {} disconnected during the call", self.name
-            ))),
+            answer = rx => {
+                tracing::debug!(
+                    parent: &span,
+                    ms = sent.elapsed().as_secs_f64() * 1e3,
+                    "tunnelled call answered"
+                );
+                answer.map_err(|_| Status::unavailable(format!(
+                    "dial-out executor {} disconnected during the call", self.name
+                )))
+            }
             () = self.closed.cancelled() => Err(Status::unavailable(format!(
                 "dial-out executor {} disconnected during the call", self.name
             ))),

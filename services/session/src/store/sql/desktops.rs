@@ -416,7 +416,11 @@ impl SqlStore {
         start: bool,
     ) -> StoreResult<crate::store::HandOver> {
         let at = now();
+        let asked = std::time::Instant::now();
         let mut tx = self.begin().await?;
+        // How long the hand-over waited for a write transaction (SQLite's single writer, a Postgres
+        // connection) and how long it then took: issue 36's scheduling overhead is mostly this call.
+        let writer_wait_ms = asked.elapsed().as_secs_f64() * 1e3;
         let outcome: StoreResult<_> = async {
             let Some(row) = Self::check_in_in(&mut tx, &back, at, false).await? else {
                 return Ok(None);
@@ -441,7 +445,14 @@ impl SqlStore {
             Ok(Some((checked_in, claimed, last_seq)))
         }
         .await;
-        let Some((checked_in, claimed, last_seq)) = super::settle(tx, outcome).await? else {
+        let settled = super::settle(tx, outcome).await;
+        tracing::debug!(
+            writer_wait_ms,
+            total_ms = asked.elapsed().as_secs_f64() * 1e3,
+            ok = settled.is_ok(),
+            "hand-over transaction done"
+        );
+        let Some((checked_in, claimed, last_seq)) = settled? else {
             return Err(self.not_checked_out(&back.name).await);
         };
         let taken = claimed

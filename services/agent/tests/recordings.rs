@@ -5,15 +5,28 @@
 //! and is what `GET /v1/knowledge/search` finds for alice — never for bob, whose key sees neither the
 //! recording (404) nor the demonstration. Then `ufo record --seconds` (the real CLI binary) records the
 //! person confirming the dialog with Enter and prints the stored demonstration's id.
+//!
+//! The demonstration is a session alice sees step by step with screenshots (REST steps and screenshot
+//! routes; bob gets 404), and a new request of hers with another name runs its steps again (reuse:
+//! one model call rewrites the name), while bob's request never gets it.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod api_support;
+mod browser_support;
+mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use api_support::{Agent, Session, agent_config, eventually};
 use serde_json::{Value, json};
+use ufo_agent::agents::AgentSettings;
+use ufo_agent::dispatch::CommandDispatcher;
+use ufo_agent::dispatch::grpc::GrpcDispatcher;
+use ufo_agent::runner::{AgentsDriver, TaskDriver};
+use ufo_agent::store::knowledge::SessionKnowledge;
+use ufo_agent::testing::ScriptedLlm;
 
 /// A display number for the executor's desktop no other run is likely to use.
 fn display() -> u32 {
@@ -26,6 +39,9 @@ struct Rig {
     stop: tokio_util::sync::CancellationToken,
     display: u32,
     http: reqwest::Client,
+    llm: ScriptedLlm,
+    /// Where the dialog writes the name it was given.
+    answer: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -35,9 +51,13 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         // The dialog the person works in, as a program the executor may launch.
         let script = dir.path().join("new-project");
+        let answer = dir.path().join("answer");
         std::fs::write(
             &script,
-            "#!/bin/sh\nexec zenity --entry --title 'New project' --text 'Project name:'\n",
+            format!(
+                "#!/bin/sh\nexec zenity --entry --title 'New project' --text 'Project name:' > '{}'\n",
+                answer.display()
+            ),
         )
         .unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -84,15 +104,33 @@ impl Rig {
                 "--api-keys",
                 "alice:ka,bob:kb",
                 "--knowledge",
+                // The dialog a task works in is started by the test: no reset between tasks.
+                "--no-desktop-reset",
+                "--claim-interval-ms",
+                "50",
             ],
         );
-        let agent = Agent::start(config, None).await;
+        // Tasks run on the same executor, with a scripted model.
+        let llm = ScriptedLlm::start().await.unwrap();
+        let services = common::services(&llm, AgentSettings::default());
+        let grpc: Arc<dyn CommandDispatcher> = Arc::new(
+            GrpcDispatcher::connect_lazy(&url, Some("tok"), 20_000, 64 << 20, None).unwrap(),
+        );
+        let driver = AgentsDriver::new(
+            Arc::new(move |_| Ok(services.clone())),
+            Arc::new(move |_| Ok(grpc.clone())),
+        )
+        .with_knowledge(SessionKnowledge::from_config(&config).unwrap());
+        let driver: Arc<dyn TaskDriver> = Arc::new(driver);
+        let agent = Agent::start(config, Some(driver)).await;
         Self {
             session,
             agent,
             stop,
             display,
             http: ufo_testkit::http_client(),
+            llm,
+            answer,
             _dir: dir,
         }
     }
@@ -188,6 +226,28 @@ impl Rig {
         );
     }
 
+    /// The person, while alice's recording `id` runs: a click on the field, "Gemini 4", a click on
+    /// OK, each waited for until the recording has it.
+    async fn person_names_gemini(&self, id: &str, field: (i64, i64), ok: (i64, i64)) {
+        let steps = || async {
+            let (_, v) = self
+                .call("ka", "GET", &format!("/v1/recordings/{id}"), None)
+                .await;
+            v["steps"].as_array().map(Vec::len)
+        };
+        self.click(field);
+        eventually(20, "the click on the field", || async {
+            (steps().await? >= 1).then_some(())
+        })
+        .await;
+        self.xdotool(&["type", "--delay", "30", "Gemini 4"]);
+        self.click(ok);
+        eventually(20, "the click on OK", || async {
+            (steps().await? >= 3).then_some(())
+        })
+        .await;
+    }
+
     fn click(&self, (x, y): (i64, i64)) {
         self.xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     }
@@ -272,23 +332,7 @@ async fn a_persons_recording_becomes_their_demonstration_and_only_theirs() {
         "{v}"
     );
 
-    rig.click(field);
-    eventually(20, "the click on the field", || async {
-        let (_, v) = rig
-            .call("ka", "GET", &format!("/v1/recordings/{id}"), None)
-            .await;
-        (!v["steps"].as_array()?.is_empty()).then_some(())
-    })
-    .await;
-    rig.xdotool(&["type", "--delay", "30", "Gemini 4"]);
-    rig.click(ok);
-    eventually(20, "the click on OK", || async {
-        let (_, v) = rig
-            .call("ka", "GET", &format!("/v1/recordings/{id}"), None)
-            .await;
-        (v["steps"].as_array()?.len() >= 3).then_some(())
-    })
-    .await;
+    rig.person_names_gemini(&id, field, ok).await;
 
     // Bob sees neither the recording nor can stop it.
     let (status, v) = rig
@@ -339,6 +383,17 @@ async fn a_persons_recording_becomes_their_demonstration_and_only_theirs() {
         .await;
     assert_eq!(status, 404);
 
+    // The demonstration is alice's session, step by step with screenshots of the 1280×900 desktop.
+    assert_eq!(demo["screenshots"], 3, "{demo:#}");
+    let session = demo["session"].as_str().unwrap().to_owned();
+    check_session(
+        &rig,
+        &session,
+        &["click_input", "set_edit_text", "click_input"],
+    )
+    .await;
+    viewer_shows(&rig, &session).await;
+
     // Retrievable like an experience, for alice only.
     let path = format!(
         "/v1/knowledge/search?q={}&app=zenity",
@@ -363,6 +418,276 @@ async fn a_persons_recording_becomes_their_demonstration_and_only_theirs() {
             .all(|h| h["source"] != format!("recording:{id}")),
         "bob sees alice's demonstration: {found:#}"
     );
+
+    rig.stop().await;
+}
+
+/// The demonstration's session as alice sees it (each step the person's action on its control with a
+/// screenshot of the whole desktop, served by the step and screenshot routes) and as bob does (404).
+async fn check_session(rig: &Rig, session: &str, actions: &[&str]) {
+    let (status, task) = rig
+        .call("ka", "GET", &format!("/v1/tasks/{session}"), None)
+        .await;
+    assert_eq!(status, 200, "{task}");
+    assert_eq!(task["kind"], "demonstration", "{task}");
+    assert_eq!(task["status"], "finished", "{task}");
+    let (status, steps) = rig
+        .call("ka", "GET", &format!("/v1/tasks/{session}/steps"), None)
+        .await;
+    assert_eq!(status, 200, "{steps}");
+    let steps = steps["steps"].as_array().unwrap().clone();
+    let got: Vec<&str> = steps
+        .iter()
+        .map(|s| s["actions"][0]["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, actions, "{steps:#?}");
+    for s in &steps {
+        let n = s["step"].as_u64().unwrap();
+        assert_eq!(s["agent_name"], "Person", "{s}");
+        assert_eq!(s["screenshots"], json!(["clean"]), "{s}");
+        assert_eq!(s["clean_size"], json!([1280, 900]), "{s}");
+        assert!(s["actions"][0]["selector"]["type"].is_string(), "{s}");
+        // What the person acted on is marked in the screenshot's pixels.
+        let rect = &s["acted"][0]["rect"];
+        assert!(rect.is_array(), "{s}");
+        let res = rig
+            .http
+            .get(format!(
+                "{}/v1/tasks/{session}/steps/{n}/screenshot?kind=clean",
+                rig.agent.http
+            ))
+            .bearer_auth("ka")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "step {n}");
+        let bytes = res.bytes().await.unwrap();
+        let image = image::load_from_memory(&bytes).expect("a PNG");
+        assert_eq!((image.width(), image.height()), (1280, 900), "step {n}");
+        let res = rig
+            .http
+            .get(format!(
+                "{}/v1/tasks/{session}/steps/{n}/screenshot?kind=clean",
+                rig.agent.http
+            ))
+            .bearer_auth("kb")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status().as_u16(),
+            404,
+            "bob reads alice's screenshot {n}"
+        );
+    }
+    assert_eq!(steps[1]["actions"][0]["arguments"]["text"], "Gemini 4");
+    assert_eq!(steps[2]["actions"][0]["target_name"], "OK");
+    for path in [
+        format!("/v1/tasks/{session}"),
+        format!("/v1/tasks/{session}/steps"),
+    ] {
+        let (status, v) = rig.call("kb", "GET", &path, None).await;
+        assert_eq!(status, 404, "bob sees {path}: {v}");
+    }
+}
+
+/// The viewer (headless Chromium) signed in as alice shows the demonstration's three step cards, each
+/// with its screenshot loaded at the desktop's width, and what the person did.
+async fn viewer_shows(rig: &Rig, session: &str) {
+    let browser = browser_support::Browser::start().await;
+    let base = &rig.agent.http;
+    browser.sign_in(base, "ka").await;
+    browser.goto(&format!("{base}/#/task/{session}")).await;
+    browser
+        .wait(
+            30,
+            "three step cards with their screenshots",
+            "(() => { const cards = [...document.querySelectorAll('.card.step')]; \
+             const imgs = cards.map(c => c.querySelector('img.shot-clean')); \
+             return cards.length === 3 && imgs.every(i => i && i.complete && i.naturalWidth === 1280) \
+               && document.querySelector('#demonstration') !== null; })()",
+        )
+        .await;
+    let said = browser
+        .js(
+            "return [...document.querySelectorAll('.card.step .says')].map(e => e.textContent);",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        said,
+        json!([
+            "click “Project name:”",
+            "type \"Gemini 4\" into “Project name:”",
+            "click “OK”"
+        ]),
+        "{said}"
+    );
+    // The control acted on is drawn over each screenshot.
+    let marks = browser
+        .js(
+            "return document.querySelectorAll('.card.step svg.acted rect').length;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(marks, 3, "{marks}");
+    browser.stop().await;
+}
+
+/// A recording of the dialog by alice: a click on the field, "Gemini 4", a click on OK; the stored
+/// demonstration.
+async fn record_gemini(rig: &Rig, description: &str) -> Value {
+    let (field, ok) = rig.dialog().await;
+    let (status, started) = rig
+        .call(
+            "ka",
+            "POST",
+            "/v1/recordings",
+            Some(json!({"executor": "desk", "app": "zenity", "description": description})),
+        )
+        .await;
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap().to_owned();
+    rig.person_names_gemini(&id, field, ok).await;
+    let (status, demo) = rig
+        .call("ka", "POST", &format!("/v1/recordings/{id}/stop"), None)
+        .await;
+    assert_eq!(status, 200, "{demo}");
+    demo
+}
+
+/// Submits `body` as `key` and waits for its end: the task and its steps.
+async fn run_task(rig: &Rig, key: &str, body: Value) -> (Value, Vec<Value>) {
+    let (status, task) = rig.call(key, "POST", "/v1/tasks", Some(body)).await;
+    assert_eq!(status, 202, "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let done = eventually(90, "the task's end", || async {
+        let (_, t) = rig.call(key, "GET", &format!("/v1/tasks/{id}"), None).await;
+        matches!(t["status"].as_str(), Some("finished" | "failed")).then_some(t)
+    })
+    .await;
+    let (_, steps) = rig
+        .call(key, "GET", &format!("/v1/tasks/{id}/steps"), None)
+        .await;
+    (done, steps["steps"].as_array().cloned().unwrap_or_default())
+}
+
+/// Reuse follows a demonstration: alice's new request with another name runs the recorded steps on
+/// a fresh dialog with one model call (the name rewritten), every step marked reused, and the dialog
+/// gets the NEW name; bob's same request never gets her demonstration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_request_follows_the_owners_demonstration_with_its_new_text() {
+    let rig = Rig::start().await;
+    let demo = record_gemini(&rig, "Name the new project Gemini 4").await;
+    let session = demo["session"].as_str().unwrap().to_owned();
+    let said = eventually(20, "the dialog's answer", || async {
+        let a = std::fs::read_to_string(&rig.answer).ok()?;
+        a.ends_with('\n').then_some(a)
+    })
+    .await;
+    assert_eq!(said, "Gemini 4\n");
+    std::fs::remove_file(&rig.answer).unwrap();
+
+    // Bob, the same request with reuse on: no plan of alice's; his model decides (and finishes).
+    let before = rig.llm.requests().len();
+    rig.llm
+        .push_json(&common::host("FINISH", json!({"result": "not done"})));
+    let (task, steps) = run_task(
+        &rig,
+        "kb",
+        json!({"request": "Name the new project Soyuz 2", "reuse": true}),
+    )
+    .await;
+    assert!(task.get("reuse").is_none(), "bob reused: {task}");
+    assert!(steps.iter().all(|s| s.get("reuse").is_none()), "{steps:?}");
+    let prompts: Vec<String> = rig.llm.requests()[before..]
+        .iter()
+        .map(|r| r.text())
+        .collect();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(!prompts[0].contains("Gemini"), "{}", prompts[0]);
+
+    // Alice, a new name: one call rewrites the texts that carry the old one, the steps are hers.
+    rig.dialog().await;
+    let before = rig.llm.requests().len();
+    rig.llm
+        .push_json(&json!({"texts": ["Name the new project Soyuz 2", "Soyuz 2"]}));
+    let (task, steps) = run_task(
+        &rig,
+        "ka",
+        json!({"request": "Name the new project Soyuz 2", "reuse": true}),
+    )
+    .await;
+    let prompts: Vec<String> = rig.llm.requests()[before..]
+        .iter()
+        .map(|r| r.text())
+        .collect();
+    eprintln!("the reuse task: {task:#}\n{steps:#?}");
+    assert_eq!(task["status"], "finished", "{task}");
+    assert_eq!(prompts.len(), 1, "only the fill call: {prompts:?}");
+    assert!(
+        prompts[0]
+            .contains("[Texts to rewrite]\n1. \"Name the new project Gemini 4\"\n2. \"Gemini 4\""),
+        "{}",
+        prompts[0]
+    );
+    assert_eq!(task["reuse"]["of"], session.as_str(), "{task}");
+    assert_eq!(task["reuse"]["fell_back"], 0, "{task}");
+    // Host: the dialog; AppAgent: the field, the name, OK; Host: done.
+    assert_eq!(task["reuse"]["reused"], 5, "{task}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["reuse"]["source"] == "reused" && s["reuse"]["of"] == session.as_str()),
+        "{steps:#?}"
+    );
+    let typed: Vec<&Value> = steps
+        .iter()
+        .flat_map(|s| s["actions"].as_array().unwrap())
+        .filter(|a| a["function"] == "set_edit_text")
+        .collect();
+    assert_eq!(typed.len(), 1, "{steps:#?}");
+    assert_eq!(typed[0]["arguments"]["text"], "Soyuz 2");
+    // The check on the result: the dialog was given the new name.
+    let said = eventually(20, "the dialog's answer", || async {
+        let a = std::fs::read_to_string(&rig.answer).ok()?;
+        a.ends_with('\n').then_some(a)
+    })
+    .await;
+    assert_eq!(said, "Soyuz 2\n");
+    assert_eq!(task["result"], "Name the new project Soyuz 2", "{task}");
+
+    // `ufo replay` of the demonstration: the person's steps made the agents', without a model call;
+    // bob cannot replay it (404, as for any task of alice's).
+    let (status, v) = rig
+        .call(
+            "kb",
+            "POST",
+            "/v1/tasks",
+            Some(json!({"replay_of": session})),
+        )
+        .await;
+    assert_eq!(status, 404, "{v}");
+    std::fs::remove_file(&rig.answer).unwrap();
+    rig.dialog().await;
+    let before = rig.llm.requests().len();
+    let (task, steps) = run_task(&rig, "ka", json!({"replay_of": session})).await;
+    assert_eq!(task["status"], "finished", "{task}\n{steps:#?}");
+    assert_eq!(rig.llm.requests().len(), before, "a replay asked the model");
+    assert_eq!(task["replay"]["of"], session.as_str(), "{task}");
+    assert_eq!(task["replay"]["replayed"], 5, "{task}");
+    assert_eq!(task["replay"]["fell_back"], 0, "{task}");
+    assert!(
+        steps.iter().all(|s| s["replay"]["source"] == "recording"),
+        "{steps:#?}"
+    );
+    let said = eventually(20, "the dialog's answer", || async {
+        let a = std::fs::read_to_string(&rig.answer).ok()?;
+        a.ends_with('\n').then_some(a)
+    })
+    .await;
+    assert_eq!(said, "Gemini 4\n");
+    assert_eq!(task["request"], "Name the new project Gemini 4", "{task}");
 
     rig.stop().await;
 }
@@ -411,6 +736,13 @@ async fn ufo_record_prints_each_step_and_the_stored_demonstration() {
     .await
     .unwrap_or_else(|_| panic!("the CLI did not start recording: {said}"));
     assert!(said.contains("recording on desk"), "{said}");
+    // The rest of stderr is read to its end, so a failure shows all the CLI said.
+    let rest = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest).await;
+        said + &rest
+    });
     rig.click(field);
     rig.xdotool(&["type", "--delay", "30", "Apollo"]);
     rig.xdotool(&["key", "Return"]);
@@ -419,11 +751,8 @@ async fn ufo_record_prints_each_step_and_the_stored_demonstration() {
         .unwrap()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = rest.await.unwrap();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("set_edit_text \"Apollo\" on Edit \"Project name:\""),
         "{stdout}"
@@ -432,6 +761,10 @@ async fn ufo_record_prints_each_step_and_the_stored_demonstration() {
     assert!(stdout.contains("demonstration "), "{stdout}");
     assert!(
         stdout.contains("stored for zenity (3 steps, source recording:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("its steps with their screenshots (3): ufo show "),
         "{stdout}"
     );
 

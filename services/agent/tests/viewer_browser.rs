@@ -229,19 +229,7 @@ async fn status_of(base: &str, id: &str) -> String {
 
 /// Signs in on a fresh page with `key` and waits for the task list.
 async fn sign_in(browser: &Browser, base: &str, key: &str) {
-    browser.goto(&format!("{base}/")).await;
-    browser
-        .wait(20, "the sign-in form", "document.querySelector('#api-key')")
-        .await;
-    browser.type_into("#api-key", key).await;
-    browser.click("#signin button[type=submit]").await;
-    browser
-        .wait(
-            20,
-            "the task list",
-            "document.querySelector('#tasks') && document.querySelector('#request')",
-        )
-        .await;
+    browser.sign_in(base, key).await;
 }
 
 /// Waits until every screenshot on the page has loaded with real pixels.

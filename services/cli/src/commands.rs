@@ -270,6 +270,12 @@ pub async fn show(
             if let Some(line) = render::knowledge_line(step) {
                 println!("{line}");
             }
+            // A demonstration's step is the person's action and the screen they did it on.
+            if render::text(&task, "kind") == "demonstration"
+                && let Some(line) = render::screenshot_line(&id, step)
+            {
+                println!("{line}");
+            }
         }
     }
     Ok(Outcome::Success)
@@ -837,6 +843,18 @@ pub async fn record(api: AgentClient, args: RecordArgs) -> Result<Outcome, CliEr
             .and_then(Value::as_str)
             .unwrap_or_default(),
     );
+    let session = demo
+        .get("session")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !session.is_empty() {
+        println!(
+            "its steps with their screenshots ({}): ufo show {session} --steps",
+            demo.get("screenshots")
+                .and_then(Value::as_u64)
+                .unwrap_or_default()
+        );
+    }
     Ok(Outcome::Success)
 }
 

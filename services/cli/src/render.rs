@@ -6,7 +6,7 @@ use serde_json::Value;
 use ufo_proto::v1::{Event, EventKind};
 
 /// A field as text ("" when absent); numbers and booleans in their usual form.
-fn text(value: &Value, key: &str) -> String {
+pub fn text(value: &Value, key: &str) -> String {
     match value.get(key) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => String::new(),
@@ -90,6 +90,28 @@ pub fn knowledge_line(step: &Value) -> Option<String> {
         })
         .collect();
     (!shown.is_empty()).then(|| format!("          knowledge used: {}", shown.join("; ")))
+}
+
+/// The screenshot line under a step (`ufo show --steps` of a demonstration): its kinds and size, and
+/// the command that saves it; `None` when the step has none.
+pub fn screenshot_line(task: &str, step: &Value) -> Option<String> {
+    let kinds: Vec<&str> = step
+        .get("screenshots")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let kind = kinds.first()?;
+    let size = step
+        .get("clean_size")
+        .and_then(Value::as_array)
+        .and_then(|s| Some(format!(" {}×{}", s.first()?.as_u64()?, s.get(1)?.as_u64()?)))
+        .unwrap_or_default();
+    Some(format!(
+        "          screenshot: {}{size} (ufo screenshot {task} {} --kind {kind})",
+        kinds.join(", "),
+        text(step, "step")
+    ))
 }
 
 fn action_text(action: &Value) -> String {
@@ -270,6 +292,13 @@ pub fn task_summary(task: &Value) -> String {
     ];
     if text(task, "kind") == "direct" {
         lines.push("kind     direct: an MCP client's desktop calls, one step each".to_owned());
+    }
+    if text(task, "kind") == "demonstration" {
+        lines.push(
+            "kind     demonstration: a person's actions recorded by ufo record, one step each with \
+             its screenshot"
+                .to_owned(),
+        );
     }
     if let Some(why) = waiting_text(task) {
         lines.push(format!("waiting  {why}"));

@@ -352,6 +352,20 @@ pub struct Config {
     #[arg(long, env = "UFO_EXECUTOR_RECORD_MAX_SECONDS", default_value_t = 600.0, value_parser = record_seconds)]
     pub record_max_seconds: f64,
 
+    /// Most steps of one `record_input` recording that keep a screenshot (the desktop as the person
+    /// saw it when the step was resolved); later steps keep none. 0: no screenshots.
+    #[arg(
+        long,
+        env = "UFO_EXECUTOR_RECORD_MAX_SCREENSHOTS",
+        default_value_t = 200
+    )]
+    pub record_max_screenshots: u32,
+
+    /// Most megabytes of encoded screenshots one `record_input` recording keeps in memory until they
+    /// are collected; a step whose screenshot would pass it keeps none.
+    #[arg(long, env = "UFO_EXECUTOR_RECORD_MAX_SCREENSHOT_MB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(0..=65_536))]
+    pub record_max_screenshot_mb: u64,
+
     /// JPEG quality used when a batch asks for JPEG without a quality.
     #[arg(long, env = "UFO_EXECUTOR_JPEG_QUALITY", default_value_t = 75, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub jpeg_quality: u8,

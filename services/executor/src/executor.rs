@@ -57,6 +57,11 @@ pub struct Limits {
     pub record_max_events: u32,
     /// Longest `record_input` recording (a start may ask less).
     pub record_max_duration: Duration,
+    /// Most steps of one recording that keep a screenshot (the later ones keep none).
+    pub record_max_screenshots: u32,
+    /// Most bytes of encoded screenshots one recording keeps (a step whose screenshot would pass it
+    /// keeps none).
+    pub record_max_screenshot_bytes: u64,
 }
 
 impl Default for Limits {
@@ -89,6 +94,8 @@ impl Default for Limits {
             effect_window_wait: Duration::from_millis(5_000),
             record_max_events: 2_000,
             record_max_duration: Duration::from_secs(600),
+            record_max_screenshots: 200,
+            record_max_screenshot_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -204,6 +211,9 @@ pub struct Executor {
     pub(crate) reset: crate::reset::ResetConfig,
     /// The `record_input` recording, from its start until its steps are collected by a stop.
     pub(crate) recording: std::sync::Mutex<Option<crate::record::Recording>>,
+    /// The steps and screenshots of the last recording collected by a stop, until the next start (its
+    /// steps' screenshots are fetched one at a time after the stop).
+    pub(crate) recorded: std::sync::Mutex<Option<Arc<std::sync::Mutex<crate::record::Shared>>>>,
     /// Programs callers started with `process_start` (MCP servers on the desktop's side).
     pub(crate) processes: Arc<crate::process::Processes>,
 }
@@ -221,6 +231,7 @@ impl Executor {
             launched: std::sync::Mutex::new(Vec::new()),
             reset: crate::reset::ResetConfig::default(),
             recording: std::sync::Mutex::new(None),
+            recorded: std::sync::Mutex::new(None),
             processes: crate::process::Processes::new(Default::default(), Vec::new()),
         }
     }

@@ -287,6 +287,8 @@ async fn serve(
         effect_window_wait: Duration::from_millis(config.effect_window_wait_ms.into()),
         record_max_events: config.record_max_events,
         record_max_duration: Duration::from_secs_f64(config.record_max_seconds.max(0.0)),
+        record_max_screenshots: config.record_max_screenshots,
+        record_max_screenshot_bytes: config.record_max_screenshot_mb.saturating_mul(1024 * 1024),
     };
     let processes = crate::process::Processes::new(config.processes()?, launch_env.clone());
     let executor = Arc::new(

@@ -24,6 +24,18 @@
 //!   place within [`DOUBLE_CLICK`] makes the click a double click; a window that appears is a
 //!   `window_opened` step.
 //!
+//! - **Screenshots.** Each click, text, keys and scroll step keeps a screenshot of the whole desktop
+//!   (every screen) as the person saw it when the step was resolved: the newest desktop capture begun
+//!   before the input (a click, a key, a notch; for typed text, the input that ended the group), so a
+//!   dialog's OK shows the dialog with the text typed in it although the click closed it. The desktop
+//!   is captured with each listing (at the start and whenever the desktop changes; on a blocking
+//!   thread the recorder does not wait for), the last [`KEPT`] captures kept raw; a step's capture is
+//!   encoded once (the start's encoding: PNG or JPEG) when the person pauses ([`IDLE`]) or the
+//!   recording ends, and kept with the step until collected (`screenshot` reads it). The desktop rather than the
+//!   window: a menu's popup, a dialog over its window, the window that is gone after the click are all
+//!   on it. Bounded by `--record-max-screenshots` and `--record-max-screenshot-mb`: later steps keep
+//!   none (their `screenshot` is absent).
+//!
 //! A recording is bounded (most steps, longest time; the executor's `--record-max-events` and
 //! `--record-max-seconds`, which a start may lower) and ends by itself at its bound; its steps wait
 //! for `stop`. One recording runs at a time per executor.
@@ -32,16 +44,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Serialize;
 use tracing::Instrument as _;
 
 use crate::backend::{
-    Backend, BackendError, InputEvent, InputFeed, MouseButton, RawInput, RawNode, TreeLimits,
-    WindowInfo,
+    Backend, BackendError, Capture, InputEvent, InputFeed, MouseButton, RawInput, RawNode,
+    TreeLimits, WindowInfo,
 };
-use crate::executor::Limits;
-use crate::geometry::Point;
+use crate::encode::Format;
+use crate::executor::{Limits, Shot};
+use crate::geometry::{Point, Rect};
 use crate::keys::{Key, NamedKey};
 use crate::tools::controls::ControlEntry;
 use crate::tree::{ControlPath, filter_with_paths};
@@ -51,6 +66,15 @@ pub const POLL: Duration = Duration::from_millis(250);
 
 /// A second press of the same button this soon, at the same place, makes a double click.
 pub const DOUBLE_CLICK: Duration = Duration::from_millis(500);
+
+/// Steps' screenshots are encoded once no input came for this long (or at the end).
+const IDLE: Duration = Duration::from_millis(500);
+
+/// Steps whose screenshots wait to be encoded before they are encoded anyway.
+const MAX_WAITING: usize = 16;
+
+/// A desktop capture under way or done (`None`: it failed).
+type Captured = futures::future::Shared<BoxFuture<'static, Option<Arc<Capture>>>>;
 
 /// Wheel notches this close together on one control are one scroll step.
 const SCROLL_JOIN: Duration = Duration::from_secs(1);
@@ -126,6 +150,24 @@ impl RecordedWindow {
     }
 }
 
+/// A step's screenshot (its bytes are read with `record_input`'s `screenshot`).
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ShotInfo {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Screen `[x, y]` of pixel (0, 0).
+    pub origin: [i32; 2],
+    /// The encoding.
+    #[schemars(extend("enum" = ["png", "jpeg"]))]
+    pub format: &'static str,
+    /// Encoded size in bytes.
+    pub bytes: u64,
+    /// Milliseconds after the recording started at which the desktop was captured.
+    pub at_ms: u64,
+}
+
 /// One step of a recording.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RecordedEvent {
@@ -164,6 +206,10 @@ pub struct RecordedEvent {
     /// `clicked` (no control had the focus; the one clicked last), `none`.
     #[schemars(extend("enum" = ["before", "after", "focus", "clicked", "none"]))]
     pub resolved: &'static str,
+    /// The desktop as the person saw it when the step was resolved; absent for windows that opened,
+    /// past the recording's screenshot bounds, or when the desktop could not be captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screenshot: Option<ShotInfo>,
 }
 
 impl RecordedEvent {
@@ -180,6 +226,7 @@ impl RecordedEvent {
             window: None,
             control: None,
             resolved: "none",
+            screenshot: None,
         }
     }
 }
@@ -191,6 +238,12 @@ pub(crate) struct Shared {
     pub events: Vec<RecordedEvent>,
     /// How it ended, once it has.
     pub ended: Option<Ended>,
+    /// The steps' screenshots, by step index.
+    pub shots: HashMap<usize, Shot>,
+    /// Their encoded bytes.
+    pub shot_bytes: u64,
+    /// Steps that keep no screenshot because of the bounds.
+    pub shots_left_out: u32,
 }
 
 /// A running (or ended, not yet collected) recording.
@@ -218,9 +271,15 @@ impl Recording {
         limits: Limits,
         max_events: u32,
         max_duration: Duration,
+        format: Format,
     ) -> Result<(Self, Vec<RecordedWindow>), BackendError> {
         let started = Instant::now();
         let feed = backend.capture_input().await?;
+        let screen = backend
+            .screens()
+            .await?
+            .iter()
+            .fold(Rect::default(), |acc, s| acc.union(&s.rect));
         let shared = Arc::new(Mutex::new(Shared::default()));
         let mut rec = Recorder {
             backend,
@@ -233,6 +292,13 @@ impl Recording {
             known: Vec::new(),
             typing: None,
             last_click: None,
+            format,
+            screen,
+            captures: Vec::new(),
+            to_shoot: Vec::new(),
+            waiting: Vec::new(),
+            encoding: Vec::new(),
+            last_input: started,
         };
         rec.refresh(feed.pointer(), true).await?;
         let windows = rec
@@ -387,6 +453,20 @@ struct Recorder {
     known: Vec<u64>,
     typing: Option<Typing>,
     last_click: Option<LastClick>,
+    /// How screenshots are encoded.
+    format: Format,
+    /// The desktop's bounds (every screen).
+    screen: Rect,
+    /// Desktop captures: (begun, capture), oldest first, at most [`KEPT`].
+    captures: Vec<(Instant, Captured)>,
+    /// Steps whose screenshot is still to be taken: (index, the moment it shows).
+    to_shoot: Vec<(usize, Instant)>,
+    /// Steps' captures waiting to be encoded: (index, when captured, capture).
+    waiting: Vec<(usize, u64, Captured)>,
+    /// Screenshots being encoded.
+    encoding: Vec<tokio::task::JoinHandle<()>>,
+    /// When the last input came.
+    last_input: Instant,
 }
 
 impl Recorder {
@@ -424,9 +504,16 @@ impl Recorder {
                 _ = &mut stopped => break Ended::Asked,
                 () = tokio::time::sleep_until(until.into()) => break Ended::MaxDuration,
                 ev = feed.events.recv() => match ev {
-                    Some(ev) => self.input(ev).await,
+                    Some(ev) => {
+                        self.input(ev).await;
+                        self.shoot();
+                        self.last_input = Instant::now();
+                    }
                     None => break Ended::InputEnded,
                 },
+                // The person paused: encode the screenshots waiting.
+                () = tokio::time::sleep_until((self.last_input + IDLE).into()),
+                    if !self.waiting.is_empty() => self.encode_waiting(),
                 () = watch => {
                     let now = backend.change_mark();
                     // Only animations (a spinner, a blinking caret at a high rate): nothing to list.
@@ -452,7 +539,8 @@ impl Recorder {
             }
             self.input(ev).await;
         }
-        self.flush_typing();
+        self.flush_typing(Instant::now());
+        self.shot_all().await;
         drop(feed);
         if ended == Ended::Asked && self.full() {
             return Ended::MaxEvents;
@@ -469,6 +557,147 @@ impl Recorder {
 
     fn ms(&self, at: Instant) -> u64 {
         u64::try_from(at.saturating_duration_since(self.started).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Adds a step that keeps a screenshot of the desktop as it was at `t`; returns its index.
+    fn push_shown(&mut self, ev: RecordedEvent, t: Instant) -> Option<usize> {
+        let index = self.push(ev)?;
+        self.to_shoot.push((index, t));
+        Some(index)
+    }
+
+    /// Starts capturing the desktop now on a blocking thread (a backend may capture synchronously),
+    /// unless the last capture is still under way; the recorder does not wait for it (the step that
+    /// needs it does, when its screenshot is encoded).
+    fn start_capture(&mut self) {
+        if self.limits.record_max_screenshots == 0 || self.screen.is_empty() {
+            return;
+        }
+        if let Some((_, last)) = self.captures.last()
+            && last.clone().now_or_never().is_none()
+        {
+            return;
+        }
+        let (backend, screen) = (self.backend.clone(), self.screen);
+        let handle = tokio::runtime::Handle::current();
+        let taken = Instant::now();
+        let capturing =
+            tokio::task::spawn_blocking(move || handle.block_on(backend.capture(screen)));
+        let captured = async move {
+            match capturing.await {
+                Ok(Ok(cap)) => Some(Arc::new(cap)),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "recording: cannot capture the desktop");
+                    None
+                }
+                Err(_) => None,
+            }
+        }
+        .boxed()
+        .shared();
+        self.captures.push((taken, captured));
+        if self.captures.len() > KEPT {
+            // Dropped unless a step waits for it.
+            drop(self.captures.remove(0));
+        }
+    }
+
+    /// Gives the steps added since the last call their capture: the newest begun at or before the
+    /// moment each shows (else the oldest kept). It is encoded later, when the person pauses
+    /// ([`IDLE`]) or the recording ends — encoding competes for the processor with the applications
+    /// the person is using — or at once when [`MAX_WAITING`] steps wait.
+    fn shoot(&mut self) {
+        for (index, t) in std::mem::take(&mut self.to_shoot) {
+            let Some((taken, cap)) = self
+                .captures
+                .iter()
+                .rev()
+                .find(|(taken, _)| *taken <= t)
+                .or_else(|| self.captures.first())
+                .cloned()
+            else {
+                continue;
+            };
+            self.waiting.push((index, self.ms(taken), cap));
+        }
+        if self.waiting.len() >= MAX_WAITING {
+            self.encode_waiting();
+        }
+    }
+
+    /// Encodes the captures waiting, each on a blocking thread, and keeps them within the bounds.
+    fn encode_waiting(&mut self) {
+        self.encoding.retain(|h| !h.is_finished());
+        let max = self.limits.record_max_screenshots as usize;
+        let max_bytes = self.limits.record_max_screenshot_bytes;
+        for (index, at_ms, cap) in std::mem::take(&mut self.waiting) {
+            let Ok(mut s) = self.shared.lock() else {
+                return;
+            };
+            if s.shots.len() + self.encoding.len() >= max || s.shot_bytes >= max_bytes {
+                s.shots_left_out += 1;
+                continue;
+            }
+            drop(s);
+            let (shared, format) = (self.shared.clone(), self.format);
+            self.encoding.push(tokio::spawn(async move {
+                let Some(cap) = cap.await else {
+                    if let Ok(mut s) = shared.lock() {
+                        s.shots_left_out += 1;
+                    }
+                    return;
+                };
+                let encoded = tokio::task::spawn_blocking(move || {
+                    crate::encode::encode(&cap, format).map(|data| Shot {
+                        format,
+                        data,
+                        width: cap.width,
+                        height: cap.height,
+                        origin: cap.origin,
+                        scale: 1.0,
+                    })
+                })
+                .await;
+                let Ok(mut s) = shared.lock() else { return };
+                let shot = match encoded {
+                    Ok(Ok(shot)) => shot,
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "recording: cannot encode a screenshot");
+                        s.shots_left_out += 1;
+                        return;
+                    }
+                    Err(_) => return,
+                };
+                let size = shot.data.len() as u64;
+                if s.shots.len() >= max || s.shot_bytes.saturating_add(size) > max_bytes {
+                    s.shots_left_out += 1;
+                    return;
+                }
+                let info = ShotInfo {
+                    width: shot.width,
+                    height: shot.height,
+                    origin: [shot.origin.x, shot.origin.y],
+                    format: shot.format.name(),
+                    bytes: size,
+                    at_ms,
+                };
+                let Some(ev) = s.events.get_mut(index) else {
+                    return;
+                };
+                ev.screenshot = Some(info);
+                s.shot_bytes += size;
+                s.shots.insert(index, shot);
+            }));
+        }
+    }
+
+    /// Waits for the screenshots still being encoded.
+    async fn shot_all(&mut self) {
+        self.shoot();
+        self.encode_waiting();
+        for h in std::mem::take(&mut self.encoding) {
+            let _ = h.await;
+        }
     }
 
     /// Adds a step (dropped when the recording is full); returns its index.
@@ -522,6 +751,7 @@ impl Recorder {
     /// Lists the windows, and the controls of the active window, of the window under `pointer` and of
     /// every new window (`all`: of every window, bounded); new windows after the start are steps.
     async fn refresh(&mut self, pointer: Point, all: bool) -> Result<(), BackendError> {
+        self.start_capture();
         let taken = Instant::now();
         let windows = self.backend.windows().await?;
         let active = self.backend.active_window();
@@ -651,7 +881,7 @@ impl Recorder {
     }
 
     async fn press(&mut self, t: Instant, p: Point, button: MouseButton) {
-        self.flush_typing();
+        self.flush_typing(t);
         if let Some(last) = &self.last_click
             && last.button == button
             && t.saturating_duration_since(last.at) <= DOUBLE_CLICK
@@ -682,7 +912,7 @@ impl Recorder {
             None => (None, None),
         };
         ev.control = entry.clone();
-        if let Some(index) = self.push(ev) {
+        if let Some(index) = self.push_shown(ev, t) {
             self.last_click = Some(LastClick {
                 at: t,
                 point: p,
@@ -696,7 +926,7 @@ impl Recorder {
     }
 
     async fn wheel(&mut self, t: Instant, p: Point, notches: i32) {
-        self.flush_typing();
+        self.flush_typing(t);
         let (window, found, resolved) = self.resolve_point(t, p).await;
         let entry = found.map(|(_, e)| e);
         let at_ms = self.ms(t);
@@ -715,7 +945,7 @@ impl Recorder {
         ev.window = window.as_ref().map(RecordedWindow::of);
         ev.control = entry;
         ev.resolved = resolved;
-        self.push(ev);
+        self.push_shown(ev, t);
     }
 
     async fn key(&mut self, t: Instant, key: Key, ctrl: bool, alt: bool, shift: bool, win: bool) {
@@ -746,18 +976,20 @@ impl Recorder {
             }
             _ => {}
         }
-        self.flush_typing();
+        self.flush_typing(t);
         let (window, control, resolved) = self.focused().await;
         let mut ev = RecordedEvent::new(self.ms(t), "keys");
         ev.keys = Some(key_text(key, ctrl, alt, shift, win));
         ev.window = window;
         ev.control = control;
         ev.resolved = resolved;
-        self.push(ev);
+        self.push_shown(ev, t);
     }
 
-    /// Ends the text being typed as a step.
-    fn flush_typing(&mut self) {
+    /// Ends the text being typed as a step; `t` is the moment of the input that ended it (its
+    /// screenshot shows the field with the text, before that input).
+    fn flush_typing(&mut self, t: Instant) {
+        let at = t;
         let Some(t) = self.typing.take() else { return };
         if t.text.is_empty() {
             return;
@@ -767,7 +999,7 @@ impl Recorder {
         ev.window = t.window;
         ev.control = t.control;
         ev.resolved = t.resolved;
-        self.push(ev);
+        self.push_shown(ev, at);
     }
 
     /// The active window and its control with the keyboard focus (asked live among its listed

@@ -255,6 +255,71 @@ async fn a_person_clicks_types_and_confirms_and_the_recording_names_each_control
     let t: Vec<u64> = steps.iter().map(|s| s["at_ms"].as_u64().unwrap()).collect();
     assert!(t[0] <= t[1] && t[1] <= t[2], "in order: {t:?}");
 
+    // Each step kept the desktop as the person saw it, read one at a time after the stop: PNGs of
+    // the whole 1280×900 screen, decoded here.
+    for (i, e) in events.iter().enumerate() {
+        if e["kind"] == "window_opened" {
+            assert!(e.get("screenshot").is_none(), "{e}");
+            continue;
+        }
+        let meta = &e["screenshot"];
+        assert_eq!(
+            (meta["width"].as_u64(), meta["height"].as_u64()),
+            (Some(1280), Some(900)),
+            "{e}"
+        );
+        assert_eq!(meta["format"], "png", "{e}");
+        let shot = drive::ok(
+            &exec,
+            OPTS,
+            "record_input",
+            json!({"action": "screenshot", "index": i}),
+        )
+        .await;
+        assert_eq!(shot.output.images.len(), 1, "step {i}");
+        let img = &shot.output.images[0];
+        assert_eq!(img.data.len() as u64, meta["bytes"].as_u64().unwrap());
+        let decoded = image::load_from_memory(&img.data).expect("a PNG");
+        assert_eq!((decoded.width(), decoded.height()), (1280, 900), "step {i}");
+        assert_eq!(shot.output.result["events"][0]["kind"], e["kind"]);
+    }
+    // The OK click shows the dialog it closed: its screenshot was captured before the press.
+    let ok_at = events
+        .iter()
+        .position(|e| e["kind"] == "click" && e["control"]["type"] == "Button")
+        .unwrap();
+    assert!(
+        events[ok_at]["screenshot"]["at_ms"].as_u64().unwrap()
+            <= events[ok_at]["at_ms"].as_u64().unwrap(),
+        "{}",
+        events[ok_at]
+    );
+    let shot = drive::ok(
+        &exec,
+        OPTS,
+        "record_input",
+        json!({"action": "screenshot", "index": ok_at}),
+    )
+    .await;
+    let decoded = image::load_from_memory(&shot.output.images[0].data)
+        .unwrap()
+        .to_rgb8();
+    let [l, t, r, b] = ok_button.2;
+    let distinct: std::collections::HashSet<[u8; 3]> = (l..r)
+        .flat_map(|x| (t..b).map(move |y| (x, y)))
+        .map(|(x, y)| decoded.get_pixel(x as u32, y as u32).0)
+        .collect();
+    assert!(
+        distinct.len() > 3,
+        "the OK button is drawn where it was: {} colours",
+        distinct.len()
+    );
+    // A step out of range, and index without screenshot, are refused.
+    let e = refused(&exec, json!({"action": "screenshot", "index": 99})).await;
+    assert!(e.contains("no step 99"), "{e}");
+    let e = refused(&exec, json!({"action": "screenshot"})).await;
+    assert!(e.contains("index is for action screenshot"), "{e}");
+
     // Collected: nothing is left to stop.
     let e = refused(&exec, json!({"action": "stop"})).await;
     assert!(e.contains("no recording was started"), "{e}");
@@ -267,6 +332,7 @@ async fn a_recording_ends_at_its_bounds_and_bad_requests_are_refused() {
     let limits = Limits {
         record_max_events: 50,
         record_max_duration: Duration::from_secs(120),
+        record_max_screenshots: 1,
         ..Limits::default()
     };
     let exec = Executor::new(backend.clone(), limits, Vec::new());
@@ -339,6 +405,18 @@ async fn a_recording_ends_at_its_bounds_and_bad_requests_are_refused() {
         .collect();
     assert_eq!(kinds, ["click", "text"], "{stopped:#}");
     assert_eq!(stopped["events"][1]["text"], "ab");
+    // At most one screenshot: the click keeps it, the text none (counted as left out).
+    assert!(
+        stopped["events"][0]["screenshot"].is_object(),
+        "{stopped:#}"
+    );
+    assert!(
+        stopped["events"][1].get("screenshot").is_none(),
+        "{stopped:#}"
+    );
+    assert_eq!(stopped["screenshots_left_out"], 1, "{stopped:#}");
+    let e = refused(&exec, json!({"action": "screenshot", "index": 1})).await;
+    assert!(e.contains("step 1 kept no screenshot"), "{e}");
 
     // Longest time: a recording of 0.3 s ends by itself with nothing done.
     let t0 = Instant::now();

@@ -85,16 +85,26 @@ pub fn created(view: &Value) -> Result<CreateTaskResult, ToolError> {
     Ok(CreateTaskResult::new(task.with_status_message(message)))
 }
 
-/// The task `id` of `caller` (another caller's is not found; a direct session is no tool call's task).
+/// The task `id` of `caller` (another caller's is not found; a direct session or a person's recorded
+/// demonstration is no tool call's task).
 async fn view<A: TaskApi>(api: &A, caller: &A::Caller, id: &str) -> Result<Value, ToolError> {
     let view = api.get(caller, id).await?;
-    if text(&view, "kind") == "direct" {
-        return Err(ToolError::new(
-            "not_found",
-            format!("task {id} is a direct session, not a tool call's task"),
-        ));
-    }
+    tool_task(id, &view)?;
     Ok(view)
+}
+
+/// Refuses a task view that no tool call made: a direct session (an MCP client's desktop calls) or a
+/// demonstration (`ufo record`), both recorded as they happened and never run, as not found.
+fn tool_task(id: &str, view: &Value) -> Result<(), ToolError> {
+    let what = match text(view, "kind").as_str() {
+        "direct" => "a direct session",
+        "demonstration" => "a person's recorded demonstration",
+        _ => return Ok(()),
+    };
+    Err(ToolError::new(
+        "not_found",
+        format!("task {id} is {what}, not a tool call's task"),
+    ))
 }
 
 fn progress(view: &Value) -> String {
@@ -259,4 +269,29 @@ pub async fn cancel<A: TaskApi>(api: &A, caller: &A::Caller, id: &str) -> Result
     api.cancel(caller, id, "cancelled by the MCP client (tasks/cancel)")
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::tool_task;
+
+    #[test]
+    fn only_a_tasks_view_is_a_tool_calls_task() {
+        assert!(tool_task("t", &json!({"id": "t", "kind": "task"})).is_ok());
+        for (kind, says) in [
+            ("direct", "a direct session"),
+            ("demonstration", "a person's recorded demonstration"),
+        ] {
+            let refused = tool_task("t", &json!({"id": "t", "kind": kind})).unwrap_err();
+            assert_eq!(refused.code, "not_found", "{kind}");
+            assert!(
+                refused.message.contains(says),
+                "{kind}: {}",
+                refused.message
+            );
+        }
+    }
 }

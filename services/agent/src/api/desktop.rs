@@ -106,6 +106,33 @@ impl Desktop {
     /// agent's own tool, outside the policy (it only watches) and outside direct sessions (its steps
     /// become a demonstration). The executor's refusal is `failed_precondition` with its reason.
     pub async fn record_input(&self, executor: &str, params: Value) -> Result<Value, ToolError> {
+        let r = self.record_command(executor, params).await?;
+        Ok(r.to_json().get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// The screenshot the recording on `executor` (or the last one stopped there) kept for its step
+    /// `index` (`record_input`'s `screenshot`).
+    pub async fn record_screenshot(
+        &self,
+        executor: &str,
+        index: usize,
+    ) -> Result<crate::vision::screenshot::Screenshot, ToolError> {
+        let r = self
+            .record_command(executor, json!({"action": "screenshot", "index": index}))
+            .await?;
+        r.images.into_iter().next().ok_or_else(|| {
+            ToolError::new(
+                "internal",
+                format!("record_input: the executor sent no screenshot of step {index}"),
+            )
+        })
+    }
+
+    async fn record_command(
+        &self,
+        executor: &str,
+        params: Value,
+    ) -> Result<CommandResult, ToolError> {
         let dispatcher = self.dispatcher(executor)?;
         let results = dispatcher
             .execute(vec![Command::observe("record_input", params)])
@@ -120,7 +147,7 @@ impl Desktop {
                 format!("executor {executor}: {}", r.error),
             ));
         }
-        Ok(r.to_json().get("result").cloned().unwrap_or(Value::Null))
+        Ok(r)
     }
 
     /// Judges, runs and records `call` of `caller`: the result of the call's last command, its

@@ -129,6 +129,16 @@ pub struct Recording {
     state: OwnedMutexGuard<State>,
 }
 
+/// A step of a session recorded whole once it is over ([`DirectSessions::record_whole`]).
+pub struct WholeStep {
+    /// The step (its session id and number are set when recorded).
+    pub step: Step,
+    /// Its memory item.
+    pub memory: Map<String, Value>,
+    /// Its screenshots.
+    pub artifacts: Vec<ArtifactUpload>,
+}
+
 /// What a finished call leaves in its step.
 pub struct StepContent {
     /// The commands run (or refused), with their results, in order.
@@ -262,6 +272,92 @@ impl DirectSessions {
     /// The screenshot uploader (a capture's upload starts as soon as its bytes arrive).
     pub fn uploads(&self) -> &BlobUploads {
         &self.inner.uploads
+    }
+
+    /// Records `steps` that are over (a person's demonstration, `ufo record`) as a new direct session
+    /// of `owner` with `request` and `config`, leased to this process while it is written, its
+    /// screenshots put in the blob store (all uploads started first), and ends it FINISHED with
+    /// `result`: its id. A step that cannot be recorded ends it FAILED, saying why.
+    pub async fn record_whole(
+        &self,
+        owner: &str,
+        request: &str,
+        config: Value,
+        steps: Vec<WholeStep>,
+        result: &str,
+    ) -> Result<String, ToolError> {
+        let inner = &self.inner;
+        let session = inner
+            .client
+            .clone()
+            .create_session(CreateSessionRequest {
+                request: request.to_owned(),
+                config: ufo_proto::json::to_struct(config).ok(),
+                owner: owner.to_owned(),
+                id: uuid::Uuid::now_v7().to_string(),
+                kind: SessionKind::Direct as i32,
+                desktop: None,
+                lease_owner: inner.worker.clone(),
+                lease_ms: inner.lease_ms(),
+            })
+            .await
+            .map_err(|s| status_error("cannot start the session", &s))?
+            .into_inner();
+        for s in &steps {
+            for a in &s.artifacts {
+                inner.uploads.start(&a.data);
+            }
+        }
+        let retry = crate::store::retry::Retry::default();
+        let mut failure = None;
+        for (n, mut s) in (1..).zip(steps) {
+            s.step.session_id.clone_from(&session.id);
+            s.step.step = n;
+            let recorded = async {
+                let blobs = references(&inner.uploads, s.artifacts, &retry)
+                    .await
+                    .map_err(|e| status_error("its screenshots could not be stored", &e))?;
+                inner
+                    .client
+                    .clone()
+                    .record_step(RecordStepRequest {
+                        step: Some(s.step),
+                        memory_item: Some(ufo_proto::json::object_to_struct(s.memory)),
+                        blobs,
+                        lease_owner: inner.worker.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| status_error("the step could not be recorded", &e))
+            }
+            .await;
+            if let Err(e) = recorded {
+                failure = Some(format!("step {n}: {}", e.message));
+                break;
+            }
+        }
+        let (status, said) = match &failure {
+            None => (SessionStatus::Finished, result.to_owned()),
+            Some(why) => (SessionStatus::Failed, why.clone()),
+        };
+        inner
+            .client
+            .clone()
+            .set_session_status(SetSessionStatusRequest {
+                session_id: session.id.clone(),
+                status: status as i32,
+                result: said,
+                lease_owner: inner.worker.clone(),
+            })
+            .await
+            .map_err(|s| status_error("cannot end the session", &s))?;
+        match failure {
+            None => Ok(session.id),
+            Some(why) => Err(ToolError::new(
+                "unavailable",
+                format!("the session could not be recorded: {why}"),
+            )),
+        }
     }
 
     /// Starts recording a call of `caller` on `executor`: its session (created on first use) and its

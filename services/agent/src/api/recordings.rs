@@ -5,10 +5,17 @@
 //! caller's, kind `demonstration`, where the agents retrieve it like an experience. A recording is its
 //! caller's: another caller's id is not found. Recordings in progress are kept by this agent replica
 //! (the executor holds the steps); the stored demonstration is durable like any knowledge.
+//!
+//! The demonstration is also a session of its owner the viewer and `ufo show` display like a task
+//! (view kind `demonstration`; the session store's kind DIRECT: recorded by the agent, never run by a
+//! runner): one step per action of the person's, agent `Person`, with the action on its control's
+//! selector and the screenshot the executor kept for it (the desktop as the person saw it when the
+//! step was resolved), put in the blob store like any step's. The knowledge item's `task_id` is that
+//! session: reuse follows a demonstration through it (`super::reuse`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Extension;
 use axum::extract::State;
@@ -18,16 +25,21 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 use ufo_common::ErrorCode;
 use ufo_mcp_server::ToolError;
-use ufo_proto::v1::{AddExperienceRequest, KnowledgeKind};
+use ufo_proto::v1::{
+    self as pb, AddExperienceRequest, AgentKind, ArtifactKind, KnowledgeKind, Step,
+};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::AppState;
 use super::auth::Caller;
+use super::direct::WholeStep;
 use super::error::ApiError;
 use super::extract::{Json, Path, Query};
 use super::knowledge::MAX_APP_CHARS;
-use crate::runner::demonstration::{DemoStep, steps, summarise};
+use crate::runner::demonstration::{DemoStep, indexed, steps, summarise};
+use crate::runner::person::PERSON;
+use crate::store::blobs::ArtifactUpload;
 
 /// Longest description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 1000;
@@ -40,6 +52,7 @@ struct Recording {
     app: String,
     description: String,
     started: Instant,
+    started_at: SystemTime,
 }
 
 /// The recordings this agent started and has not stopped.
@@ -149,6 +162,11 @@ pub struct DemonstrationView {
     pub steps: Vec<DemoStep>,
     /// The summary stored (what the agents' prompts quote).
     pub text: String,
+    /// The session that shows it step by step with screenshots (`GET /v1/tasks/{session}/steps`,
+    /// the viewer's `#/task/{session}`, `ufo show {session} --steps`).
+    pub session: String,
+    /// Steps stored with a screenshot.
+    pub screenshots: u32,
 }
 
 fn tool_error(e: ToolError) -> ApiError {
@@ -290,6 +308,7 @@ pub async fn start_recording(
         app: body.app.trim().to_owned(),
         description: body.description.trim().to_owned(),
         started: Instant::now(),
+        started_at: SystemTime::now(),
     };
     let v = view(&id, &r, &result);
     recordings
@@ -353,7 +372,9 @@ pub async fn stop_recording(
             inner.remove(&id);
         }
         let result = result.map_err(tool_error)?;
-        let steps = steps(&events_of(&result));
+        let events = events_of(&result);
+        let shown = indexed(&events);
+        let steps: Vec<DemoStep> = shown.iter().map(|(_, s)| s.clone()).collect();
         tracing::Span::current().record("steps", steps.len());
         if steps.is_empty() {
             return Err(ApiError::new(
@@ -361,6 +382,9 @@ pub async fn stop_recording(
                 "nothing was recorded (0 steps): no demonstration stored",
             ));
         }
+        let (session, screenshots) = store_session(&state, &caller, &r, &id, &events, &shown)
+            .await
+            .map_err(tool_error)?;
         let max = state.tasks.knowledge_experience_chars();
         let text = summarise(&r.description, &r.app, &steps, max);
         let source = format!("recording:{id}");
@@ -370,7 +394,7 @@ pub async fn stop_recording(
             .client()
             .add_experience(AddExperienceRequest {
                 kind: KnowledgeKind::Demonstration.into(),
-                task_id: String::new(),
+                task_id: session.clone(),
                 owner: caller.name.clone(),
                 application: r.app.clone(),
                 title: r.description.clone(),
@@ -396,8 +420,149 @@ pub async fn stop_recording(
                 .to_owned(),
             steps,
             text,
+            session,
+            screenshots,
         }))
     }
     .instrument(span)
     .await
+}
+
+/// How a step's action reads in `ufo show`: `set_edit_text "Gemini 4" on Edit "Project name:"`.
+fn representation(step: &DemoStep) -> String {
+    let mut text = step.action.clone();
+    if let Some(said) = &step.text {
+        text.push_str(&format!(" {said:?}"));
+    }
+    match (&step.selector, step.point) {
+        (Some(sel), _) => text.push_str(&format!(" on {} {:?}", sel.control_type, sel.name)),
+        (None, Some([x, y])) => text.push_str(&format!(" at ({x}, {y})")),
+        (None, None) => {}
+    }
+    text
+}
+
+fn pair(v: &Value) -> Option<[i64; 2]> {
+    let a = v.as_array()?;
+    Some([a.first()?.as_i64()?, a.get(1)?.as_i64()?])
+}
+
+/// What the step acted on in its screenshot's pixels (the viewer draws it): the control's rectangle
+/// and where the pointer was (a click's point, else the control's centre).
+fn acted(step: &DemoStep, event: &Value, origin: [i64; 2]) -> Option<Value> {
+    let r = event["control"]["rect"].as_array()?;
+    let r: Vec<i64> = r.iter().filter_map(Value::as_i64).collect();
+    let [l, t, rt, b] = <[i64; 4]>::try_from(r).ok()?;
+    let [x, y] = pair(&event["point"]).unwrap_or([(l + rt) / 2, (t + b) / 2]);
+    let [ox, oy] = origin;
+    Some(json!([{"function": step.action, "label": "",
+        "rect": [l - ox, t - oy, rt - ox, b - oy], "point": [x - ox, y - oy]}]))
+}
+
+/// Records the demonstration as a session of the caller's, one step per action with its screenshot
+/// (read from the executor, which keeps them until its next recording): its id and how many steps
+/// have a screenshot.
+async fn store_session(
+    state: &AppState,
+    caller: &Caller,
+    r: &Recording,
+    id: &str,
+    events: &[Value],
+    shown: &[(usize, DemoStep)],
+) -> Result<(String, u32), ToolError> {
+    let desktop = state.tasks.desktop();
+    let last = shown.len();
+    let mut whole = Vec::with_capacity(last);
+    let mut screenshots = 0;
+    for (n, (index, step)) in (1..).zip(shown) {
+        let event = events.get(*index).cloned().unwrap_or(Value::Null);
+        let mut artifacts = Vec::new();
+        let mut extra = Map::new();
+        let mut about = json!({"recording": id, "window": step.window, "process": step.process,
+                               "at_ms": step.at_ms, "resolved": event["resolved"]});
+        if let Some(p) = step.point {
+            about["point"] = json!(p);
+        }
+        if event["screenshot"].is_object() {
+            let shot = desktop.record_screenshot(&r.executor, *index).await?;
+            let origin = [i64::from(shot.origin_x), i64::from(shot.origin_y)];
+            if let Some(marks) = acted(step, &event, origin) {
+                extra.insert("acted".into(), marks);
+            }
+            let mut metadata = Map::new();
+            metadata.insert("width".into(), json!(shot.width));
+            metadata.insert("height".into(), json!(shot.height));
+            metadata.insert("origin".into(), json!([shot.origin_x, shot.origin_y]));
+            metadata.insert("scale".into(), json!(shot.scale));
+            metadata.insert("what".into(), json!("desktop, as the person saw it"));
+            artifacts.push(ArtifactUpload {
+                kind: ArtifactKind::CleanScreenshot,
+                content_type: shot.mime.clone(),
+                data: shot.bytes.clone(),
+                metadata,
+            });
+            screenshots += 1;
+        }
+        extra.insert("demonstration".into(), about);
+        let status = if n == last { "FINISH" } else { "CONTINUE" };
+        let representation = representation(step);
+        let at = r.started_at + Duration::from_millis(step.at_ms);
+        let action = pb::Action {
+            function: step.action.clone(),
+            arguments: Some(ufo_proto::json::object_to_struct(step.arguments.clone())),
+            status: "CONTINUE".into(),
+            result: Some(pb::Result {
+                status: pb::ResultStatus::Success as i32,
+                ..Default::default()
+            }),
+            target_name: step
+                .selector
+                .as_ref()
+                .map(|s| s.name.clone())
+                .unwrap_or_default(),
+            representation: representation.clone(),
+            selector: step.selector.as_ref().map(|s| s.to_proto()),
+            ..Default::default()
+        };
+        let comment = format!("the person: {representation}");
+        let row = Step {
+            round: 1,
+            round_step: u32::try_from(n).unwrap_or(u32::MAX),
+            agent_name: PERSON.into(),
+            agent_kind: AgentKind::App as i32,
+            state_before: "CONTINUE".into(),
+            state_after: status.into(),
+            subtask: r.description.clone(),
+            observation: format!("in {:?} ({})", step.window, step.process),
+            comment: comment.clone(),
+            status: status.into(),
+            actions: vec![action],
+            started_at: Some(at.into()),
+            finished_at: Some(at.into()),
+            extra: Some(ufo_proto::json::object_to_struct(extra)),
+            ..Default::default()
+        };
+        let memory = json!({"agent_name": PERSON, "comment": comment, "status": status,
+                            "action_representation": representation});
+        whole.push(WholeStep {
+            step: row,
+            memory: memory.as_object().cloned().unwrap_or_default(),
+            artifacts,
+        });
+    }
+    let config = json!({"executor": r.executor, "direct": true,
+                        "demonstration": {"recording": id, "app": r.app}});
+    let result = format!(
+        "demonstrated by {} (ufo record): {last} steps, {screenshots} with a screenshot",
+        caller.name
+    );
+    let session = desktop
+        .direct()
+        .record_whole(&caller.name, &r.description, config, whole, &result)
+        .instrument(
+            tracing::info_span!("recording.store_session", recording = %id,
+            steps = last, screenshots),
+        )
+        .await?;
+    Ok((session, screenshots))
 }

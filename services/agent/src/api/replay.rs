@@ -2,6 +2,9 @@
 //! (see [`crate::replay`]), and a replay task's view says how many steps the recording decided and how
 //! many fell back to the model.
 //!
+//! A person's demonstration (`ufo record`, a session of kind `demonstration`) is replayed as the agents'
+//! steps that do what the person did ([`crate::runner::demonstration::plan`], the plan reuse follows).
+//!
 //! Who may replay what: a caller replays only the tasks it may see — its own; an admin may replay any
 //! task (it sees them all), and the replay is the admin's. Another caller's task is 404, like a missing
 //! one, so ids do not leak.
@@ -16,6 +19,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::service::{Tasks, task_id};
 use crate::replay::{OnMismatch, ReplaySpec};
+use crate::runner::demonstration;
 use crate::runner::task_config::TaskConfig;
 
 impl Tasks {
@@ -66,16 +70,39 @@ impl Tasks {
             .filter(|r| r.number >= 2)
             .map(|r| r.request)
             .collect();
-        let spec = ReplaySpec::from_steps(
-            &original.id,
-            OnMismatch::from_proto(req.on_mismatch),
-            &steps,
-            follow_ups,
-        );
+        // A person's demonstration (`ufo record`): its steps are the person's, which a task's replay
+        // skips; they become the agents' steps that do the same, as reuse makes them.
+        let shown = original
+            .config
+            .as_ref()
+            .is_some_and(|c| c.fields.contains_key("demonstration"));
+        let spec = if shown {
+            ReplaySpec {
+                of: original.id.clone(),
+                on_mismatch: OnMismatch::from_proto(req.on_mismatch),
+                steps: demonstration::plan(&original.request, &demonstration::from_rows(&steps)),
+                follow_ups: Vec::new(),
+                reuse: None,
+            }
+        } else {
+            ReplaySpec::from_steps(
+                &original.id,
+                OnMismatch::from_proto(req.on_mismatch),
+                &steps,
+                follow_ups,
+            )
+        };
         if spec.steps.is_empty() {
             return Err(ApiError::new(
                 ErrorCode::FailedPrecondition,
-                format!("task {} has no recorded steps to replay", original.id),
+                if shown {
+                    format!(
+                        "demonstration {} has no step an agent can follow",
+                        original.id
+                    )
+                } else {
+                    format!("task {} has no recorded steps to replay", original.id)
+                },
             ));
         }
         if req.request.is_empty() {

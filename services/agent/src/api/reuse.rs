@@ -1,11 +1,14 @@
 //! `POST /v1/tasks` with reuse on (`reuse: true`, or the server's `--reuse`): the caller's closest earlier
 //! finished task becomes the new task's plan (docs/knowledge.md "Reuse", [`crate::replay::reuse`]).
 //!
-//! The candidates are the caller's own experiences retrieved for the request (the session service's
-//! knowledge search, owner-scoped: another caller's task is never a candidate unless an admin shared it
-//! with the caller; failed and bad-rated tasks are never retrieved), each scored by [`similarity`] of its task's request and the new one; the best
-//! at `--reuse-min-score` or above wins. Its recorded steps of round 1 — the data a replay runs — are
-//! copied into the new task's configuration, so any runner replica follows the same plan.
+//! The candidates are the caller's own experiences and demonstrations retrieved for the request (the
+//! session service's knowledge search, owner-scoped: another caller's task or recording is never a
+//! candidate unless an admin shared it with the caller; failed and bad-rated tasks are never retrieved),
+//! each scored by [`similarity`] of its task's request (a demonstration's: what the person said they
+//! show) and the new one; the best at `--reuse-min-score` or above wins. Its plan — an experience's
+//! recorded steps of round 1, the data a replay runs; a demonstration's steps made HostAgent and AppAgent
+//! steps ([`crate::runner::demonstration::plan`]) — is copied into the new task's configuration, so any
+//! runner replica follows the same plan.
 
 use tracing::Instrument as _;
 use ufo_proto::v1::{KnowledgeKind, SearchKnowledgeRequest, SessionStatus, SubmitTaskRequest};
@@ -15,6 +18,7 @@ use super::error::ApiError;
 use super::service::Tasks;
 use crate::replay::reuse::{ReuseInfo, similarity};
 use crate::replay::{OnMismatch, ReplaySpec};
+use crate::runner::demonstration;
 use crate::store::knowledge::QUERY_CHARS;
 
 impl Tasks {
@@ -56,7 +60,10 @@ impl Tasks {
                 query: req.request.chars().take(QUERY_CHARS).collect(),
                 application: String::new(),
                 owner: caller.name.clone(),
-                kinds: vec![KnowledgeKind::Experience.into()],
+                kinds: vec![
+                    KnowledgeKind::Experience.into(),
+                    KnowledgeKind::Demonstration.into(),
+                ],
                 limit: candidates,
                 per_source: None,
             })
@@ -64,7 +71,7 @@ impl Tasks {
             .into_inner()
             .hits;
         span.record("candidates", hits.len());
-        let mut best: Option<(f64, ufo_proto::v1::Session)> = None;
+        let mut best: Option<(f64, ufo_proto::v1::Session, bool)> = None;
         for (shared, item) in hits.into_iter().filter_map(|h| Some((h.shared, h.item?))) {
             // The owner check is the store's; this one keeps it true whatever the store answers: the
             // caller's own task, or another's an admin shared with them (read as its owner's).
@@ -82,12 +89,13 @@ impl Tasks {
                 continue;
             }
             let score = similarity(&session.request, &req.request);
-            tracing::debug!(task = %session.id, score, "reuse candidate");
-            if score >= min_score && best.as_ref().is_none_or(|(s, _)| score > *s) {
-                best = Some((score, session));
+            let shown = item.kind == KnowledgeKind::Demonstration as i32;
+            tracing::debug!(task = %session.id, score, demonstration = shown, "reuse candidate");
+            if score >= min_score && best.as_ref().is_none_or(|(s, _, _)| score > *s) {
+                best = Some((score, session, shown));
             }
         }
-        let Some((score, original)) = best else {
+        let Some((score, original, shown)) = best else {
             return Ok(None);
         };
         // Round 1 only: a follow-up round of the earlier task is another request.
@@ -97,7 +105,17 @@ impl Tasks {
             .into_iter()
             .filter(|s| s.round <= 1)
             .collect();
-        let mut spec = ReplaySpec::from_steps(&original.id, OnMismatch::Model, &steps, Vec::new());
+        let mut spec = if shown {
+            ReplaySpec {
+                of: original.id.clone(),
+                on_mismatch: OnMismatch::Model,
+                steps: demonstration::plan(&original.request, &demonstration::from_rows(&steps)),
+                follow_ups: Vec::new(),
+                reuse: None,
+            }
+        } else {
+            ReplaySpec::from_steps(&original.id, OnMismatch::Model, &steps, Vec::new())
+        };
         if spec.steps.is_empty() {
             return Ok(None);
         }
@@ -108,7 +126,7 @@ impl Tasks {
         span.record("of", original.id.as_str());
         span.record("score", score);
         span.record("steps", spec.steps.len());
-        tracing::info!(of = %original.id, score, "the task reuses an earlier task");
+        tracing::info!(of = %original.id, score, demonstration = shown, "the task reuses an earlier task");
         Ok(Some(spec))
     }
 }

@@ -209,9 +209,8 @@ impl RecordedStep {
     }
 }
 
-#[cfg(test)]
 impl RecordedStep {
-    /// Step `n` of `agent` with `actions`, status CONTINUE and nothing else (for tests).
+    /// Step `n` of `agent` with `actions`, status CONTINUE and nothing else.
     pub fn blank(n: u64, agent: StepAgent, actions: Vec<RecordedAction>) -> Self {
         Self {
             step: n,

@@ -6,6 +6,11 @@
 //! said they show), one subtask in the application, a HostAgent `select_application_window` line each
 //! time the person moves to another window, and one AppAgent line per step. Retrieved like an
 //! experience, a demonstration reads like a finished task of its owner.
+//!
+//! Its steps are also stored as a session (one step per action, `crate::api::recordings`), from which
+//! [`from_rows`] reads them back and [`plan`] makes them the plan a reuse follows: a HostAgent
+//! `select_application_window` step each time the person moved to another window, then one AppAgent
+//! step per action on its control's selector, the last of each window FINISH, and a HostAgent FINISH.
 
 use std::fmt::Write as _;
 
@@ -13,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
+use crate::replay::plan::{RecordedAction, RecordedStep, StepAgent};
 use crate::replay::selector::Selector;
 
 /// Most characters of one typed text quoted in a summary.
@@ -78,57 +84,165 @@ fn selector(control: &Value) -> Selector {
 /// The steps of recorded events (`record_input`'s `events`), in order; windows that opened are not
 /// steps (the next step in them says where it happened).
 pub fn steps(events: &[Value]) -> Vec<DemoStep> {
+    indexed(events).into_iter().map(|(_, s)| s).collect()
+}
+
+/// [`steps`], each with the index of the event it comes from.
+pub fn indexed(events: &[Value]) -> Vec<(usize, DemoStep)> {
     events
         .iter()
-        .filter_map(|e| {
-            let mut arguments = Map::new();
-            let (action, said) = match e.get("kind").and_then(Value::as_str)? {
-                "click" => {
-                    let button = text(e, "button");
-                    if !button.is_empty() && button != "left" {
-                        arguments.insert("button".into(), json!(button));
-                    }
-                    if e.get("double") == Some(&Value::Bool(true)) {
-                        arguments.insert("double".into(), json!(true));
-                    }
-                    ("click_input", None)
-                }
-                "text" => {
-                    let t = text(e, "text");
-                    arguments.insert("text".into(), json!(t));
-                    ("set_edit_text", Some(t))
-                }
-                "keys" => {
-                    let k = text(e, "keys");
-                    arguments.insert("keys".into(), json!(k));
-                    ("keyboard_input", Some(k))
-                }
-                "scroll" => {
-                    let n = e.get("notches").and_then(Value::as_i64).unwrap_or(0);
-                    arguments.insert("wheel_dist".into(), json!(n));
-                    ("wheel_mouse_input", None)
-                }
-                _ => return None,
+        .enumerate()
+        .filter_map(|(i, e)| step(e).map(|s| (i, s)))
+        .collect()
+}
+
+/// The demonstration's steps as its session recorded them (one action each, the window in
+/// `extra.demonstration`).
+pub fn from_rows(rows: &[ufo_proto::v1::Step]) -> Vec<DemoStep> {
+    rows.iter()
+        .filter_map(|row| {
+            let extra = ufo_proto::json::from_optional_struct(row.extra.clone());
+            let about = extra.get("demonstration")?;
+            let action = row.actions.first()?;
+            let arguments = match ufo_proto::json::from_optional_struct(action.arguments.clone()) {
+                Value::Object(m) => m,
+                _ => Map::new(),
             };
-            let window = e.get("window").cloned().unwrap_or(Value::Null);
-            let selector = e.get("control").filter(|c| c.is_object()).map(selector);
-            let point = e
-                .get("point")
-                .and_then(Value::as_array)
-                .filter(|_| selector.is_none())
-                .and_then(|p| Some([p.first()?.as_i64()?, p.get(1)?.as_i64()?]));
+            let said = ["text", "keys"]
+                .iter()
+                .find_map(|k| arguments.get(*k).and_then(Value::as_str))
+                .map(str::to_owned);
             Some(DemoStep {
-                at_ms: e.get("at_ms").and_then(Value::as_u64).unwrap_or(0),
-                action: action.to_owned(),
-                arguments,
-                selector,
+                at_ms: about["at_ms"].as_u64().unwrap_or(0),
+                action: action.function.clone(),
+                selector: action.selector.as_ref().map(Selector::from_proto),
                 text: said,
-                window: text(&window, "title"),
-                process: text(&window, "process"),
-                point,
+                window: text(about, "window"),
+                process: text(about, "process"),
+                point: about
+                    .get("point")
+                    .and_then(Value::as_array)
+                    .and_then(|p| Some([p.first()?.as_i64()?, p.get(1)?.as_i64()?])),
+                arguments,
             })
         })
         .collect()
+}
+
+/// A step of the plan: `agent`'s, with `status` and `subtask`, no action yet.
+fn planned(n: u64, agent: StepAgent, status: &str, subtask: &str) -> RecordedStep {
+    let mut step = RecordedStep::blank(n, agent, Vec::new());
+    step.status = status.to_owned();
+    step.subtask = subtask.to_owned();
+    step
+}
+
+/// The plan a reuse follows for a demonstration of `description` (docs/knowledge.md "Reuse"): per
+/// window the person worked in, a HostAgent step selecting it (by title and program) and assigning
+/// `description`, then an AppAgent step per action (the control found again by its selector; a
+/// click where nothing was listed has none, so the model decides that step), the window's last
+/// FINISH; at the end a HostAgent FINISH whose result is `description`.
+pub fn plan(description: &str, steps: &[DemoStep]) -> Vec<RecordedStep> {
+    let mut out: Vec<RecordedStep> = Vec::new();
+    let mut window: Option<(&str, &str)> = None;
+    let finish_app = |out: &mut Vec<RecordedStep>| {
+        if let Some(last) = out.last_mut().filter(|s| s.agent == StepAgent::App) {
+            last.status = "FINISH".into();
+        }
+    };
+    let next = |out: &Vec<RecordedStep>| out.len() as u64 + 1;
+    for s in steps {
+        let here = (s.window.as_str(), s.process.as_str());
+        if window != Some(here) && !s.window.is_empty() {
+            finish_app(&mut out);
+            window = Some(here);
+            let mut host = planned(next(&out), StepAgent::Host, "ASSIGN", description);
+            host.function = "select_application_window".into();
+            host.actions.push(RecordedAction {
+                function: "select_application_window".into(),
+                arguments: Map::from_iter([("id".to_owned(), json!("0"))]),
+                status: "ASSIGN".into(),
+                selector: Some(Selector {
+                    control_type: "Window".into(),
+                    name: s.window.clone(),
+                    process: s.process.clone(),
+                    ..Selector::default()
+                }),
+                failed: false,
+            });
+            out.push(host);
+        }
+        let mut arguments = s.arguments.clone();
+        // The control is found again by its selector (the id is replaced); keys without a control
+        // go to the focused one.
+        if s.selector.is_some() || s.action != "keyboard_input" {
+            arguments.insert("id".into(), json!("0"));
+        }
+        let mut app = planned(next(&out), StepAgent::App, "CONTINUE", description);
+        app.actions.push(RecordedAction {
+            function: s.action.clone(),
+            arguments,
+            status: "CONTINUE".into(),
+            selector: s.selector.clone(),
+            failed: false,
+        });
+        out.push(app);
+    }
+    finish_app(&mut out);
+    let mut done = planned(next(&out), StepAgent::Host, "FINISH", description);
+    done.result = description.to_owned();
+    out.push(done);
+    out
+}
+
+/// The step of one recorded event, if it is one.
+fn step(e: &Value) -> Option<DemoStep> {
+    let mut arguments = Map::new();
+    let (action, said) = match e.get("kind").and_then(Value::as_str)? {
+        "click" => {
+            let button = text(e, "button");
+            if !button.is_empty() && button != "left" {
+                arguments.insert("button".into(), json!(button));
+            }
+            if e.get("double") == Some(&Value::Bool(true)) {
+                arguments.insert("double".into(), json!(true));
+            }
+            ("click_input", None)
+        }
+        "text" => {
+            let t = text(e, "text");
+            arguments.insert("text".into(), json!(t));
+            ("set_edit_text", Some(t))
+        }
+        "keys" => {
+            let k = text(e, "keys");
+            arguments.insert("keys".into(), json!(k));
+            ("keyboard_input", Some(k))
+        }
+        "scroll" => {
+            let n = e.get("notches").and_then(Value::as_i64).unwrap_or(0);
+            arguments.insert("wheel_dist".into(), json!(n));
+            ("wheel_mouse_input", None)
+        }
+        _ => return None,
+    };
+    let window = e.get("window").cloned().unwrap_or(Value::Null);
+    let selector = e.get("control").filter(|c| c.is_object()).map(selector);
+    let point = e
+        .get("point")
+        .and_then(Value::as_array)
+        .filter(|_| selector.is_none())
+        .and_then(|p| Some([p.first()?.as_i64()?, p.get(1)?.as_i64()?]));
+    Some(DemoStep {
+        at_ms: e.get("at_ms").and_then(Value::as_u64).unwrap_or(0),
+        action: action.to_owned(),
+        arguments,
+        selector,
+        text: said,
+        window: text(&window, "title"),
+        process: text(&window, "process"),
+        point,
+    })
 }
 
 fn quoted(text: &str) -> String {
@@ -262,6 +376,50 @@ mod tests {
             (s[0].window.as_str(), s[0].process.as_str()),
             ("New project", "zenity")
         );
+    }
+
+    #[test]
+    fn a_demonstration_becomes_a_plan_of_host_and_app_steps() {
+        let s = steps(&events());
+        let plan = plan("Name the project Gemini 4", &s);
+        let shape: Vec<(StepAgent, &str, Option<&str>)> = plan
+            .iter()
+            .map(|p| {
+                (
+                    p.agent,
+                    p.status.as_str(),
+                    p.actions.first().map(|a| a.function.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (StepAgent::Host, "ASSIGN", Some("select_application_window")),
+                (StepAgent::App, "CONTINUE", Some("click_input")),
+                (StepAgent::App, "CONTINUE", Some("set_edit_text")),
+                (StepAgent::App, "CONTINUE", Some("keyboard_input")),
+                (StepAgent::App, "CONTINUE", Some("click_input")),
+                (StepAgent::App, "FINISH", Some("click_input")),
+                (StepAgent::Host, "FINISH", None),
+            ]
+        );
+        let window = plan[0].actions[0].selector.as_ref().unwrap();
+        assert_eq!(
+            (window.name.as_str(), window.process.as_str()),
+            ("New project", "zenity")
+        );
+        assert_eq!(plan[0].subtask, "Name the project Gemini 4");
+        assert_eq!(plan[0].function, "select_application_window");
+        // The control is found again by selector (the id replaced); keys without a control go to the
+        // focused one; the typed text is an argument the fill may rewrite.
+        assert_eq!(plan[2].actions[0].arguments["text"], "Gemini 4");
+        assert!(plan[2].actions[0].arguments.contains_key("id"));
+        assert!(!plan[3].actions[0].arguments.contains_key("id"));
+        assert!(plan[5].actions[0].selector.is_none(), "a point-only click");
+        assert_eq!(plan[6].result, "Name the project Gemini 4");
+        let numbers: Vec<u64> = plan.iter().map(|p| p.step).collect();
+        assert_eq!(numbers, [1, 2, 3, 4, 5, 6, 7]);
     }
 
     #[test]

@@ -101,6 +101,21 @@ impl Browser {
             .await;
     }
 
+    /// Signs in to the viewer at `base` on a fresh page with `key` and waits for the task list.
+    pub async fn sign_in(&self, base: &str, key: &str) {
+        self.goto(&format!("{base}/")).await;
+        self.wait(20, "the sign-in form", "document.querySelector('#api-key')")
+            .await;
+        self.type_into("#api-key", key).await;
+        self.click("#signin button[type=submit]").await;
+        self.wait(
+            20,
+            "the task list",
+            "document.querySelector('#tasks') && document.querySelector('#request')",
+        )
+        .await;
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) and returns its value.
     pub async fn js(&self, script: &str, args: Value) -> Value {
         self.call(

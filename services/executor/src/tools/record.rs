@@ -1,7 +1,8 @@
 //! `record_input`: starts, reads and stops the recording of what a person does on the desktop (a human
 //! demonstration, [`crate::record`]). Like `wait_for_change` it is the agent's own tool, never offered
 //! to a model: the agent starts a recording for `ufo record`, reads its steps while it runs and stops
-//! it to store them.
+//! it to store them, then reads each step's screenshot (`screenshot`, one image a call: a recording's
+//! screenshots together would pass a message's bound).
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Cx, Kind, Output, ToolDef, ToolError};
-use crate::record::{RecordedEvent, RecordedWindow, Recording};
+use crate::record::{RecordedEvent, RecordedWindow, Recording, Shared};
 
 /// What `record_input` is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -21,6 +22,9 @@ pub enum RecordAction {
     Poll,
     /// Stop the recording and collect all its steps (also after it ended at its bound).
     Stop,
+    /// The screenshot of step `index` (of the recording, or of the last one stopped until the next
+    /// start), as the command's image.
+    Screenshot,
 }
 
 /// `record_input`.
@@ -38,6 +42,9 @@ pub struct RecordInput {
     /// poll: the index of the first step to return (0: all).
     #[serde(default)]
     pub from: Option<u32>,
+    /// screenshot: the index of the step whose screenshot to return.
+    #[serde(default)]
+    pub index: Option<u32>,
 }
 
 /// What `record_input` answers.
@@ -65,12 +72,21 @@ pub struct RecordReport {
     /// start: the windows on the desktop when it started.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<RecordedWindow>,
+    /// Steps that keep no screenshot because of the executor's `--record-max-screenshots` or
+    /// `--record-max-screenshot-mb`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub screenshots_left_out: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ToolDef for RecordInput {
     const NAME: &'static str = "record_input";
     const DESCRIPTION: &'static str = "Record what a person does on the desktop (clicks, typed text, \
-                                       keys), each step resolved to its control: start, poll, stop.";
+                                       keys), each step resolved to its control and with a \
+                                       screenshot: start, poll, stop, screenshot.";
     const KIND: Kind = Kind::Query;
     type Output = RecordReport;
 
@@ -87,6 +103,12 @@ impl ToolDef for RecordInput {
         }
         if self.action != RecordAction::Poll && self.from.is_some() {
             return Err(ToolError::invalid(Self::NAME, "from is for action poll"));
+        }
+        if (self.action == RecordAction::Screenshot) != self.index.is_some() {
+            return Err(ToolError::invalid(
+                Self::NAME,
+                "index is for action screenshot, which needs it",
+            ));
         }
         match self.action {
             RecordAction::Start => {
@@ -128,6 +150,7 @@ impl ToolDef for RecordInput {
                     limits.clone(),
                     max_events,
                     max_duration,
+                    cx.format,
                 )
                 .await?;
                 let mut slot = exec
@@ -142,6 +165,10 @@ impl ToolDef for RecordInput {
                 }
                 let report = report(&rec, 0, windows);
                 *slot = Some(rec);
+                // The last stopped recording's screenshots are not read any more.
+                if let Ok(mut recorded) = exec.recorded.lock() {
+                    *recorded = None;
+                }
                 Ok(Output::from(report))
             }
             RecordAction::Poll => {
@@ -172,7 +199,8 @@ impl ToolDef for RecordInput {
                 let s = shared
                     .lock()
                     .map_err(|_| ToolError::Recording("its state is unusable".into()))?;
-                Ok(Output::from(RecordReport {
+                let left_out = s.shots_left_out;
+                let report = RecordReport {
                     state: "stopped",
                     ended: s.ended.map(|e| e.as_str()),
                     events: s.events.clone(),
@@ -182,10 +210,75 @@ impl ToolDef for RecordInput {
                     max_events,
                     max_seconds: max_duration.as_secs_f64(),
                     windows: Vec::new(),
-                }))
+                    screenshots_left_out: left_out,
+                };
+                drop(s);
+                if let Ok(mut recorded) = exec.recorded.lock() {
+                    *recorded = Some(shared);
+                }
+                Ok(Output::from(report))
+            }
+            RecordAction::Screenshot => {
+                let index = self.index.unwrap_or_default();
+                let shared = recorded(exec)?;
+                let s = shared
+                    .lock()
+                    .map_err(|_| ToolError::Recording("its state is unusable".into()))?;
+                let event = s.events.get(index as usize).cloned().ok_or_else(|| {
+                    ToolError::invalid(
+                        Self::NAME,
+                        format!(
+                            "the recording has {} steps; no step {index}",
+                            s.events.len()
+                        ),
+                    )
+                })?;
+                let shot = s.shots.get(&(index as usize)).cloned().ok_or_else(|| {
+                    ToolError::Recording(format!("step {index} kept no screenshot"))
+                })?;
+                let report = RecordReport {
+                    state: if s.ended.is_some() {
+                        "stopped"
+                    } else {
+                        "recording"
+                    },
+                    ended: s.ended.map(|e| e.as_str()),
+                    events: vec![event],
+                    from: index,
+                    total: count(s.events.len()),
+                    elapsed_ms: 0,
+                    max_events: 0,
+                    max_seconds: 0.0,
+                    windows: Vec::new(),
+                    screenshots_left_out: s.shots_left_out,
+                };
+                Ok(Output {
+                    result: report,
+                    images: vec![shot],
+                    warnings: Vec::new(),
+                })
             }
         }
     }
+}
+
+/// The steps of the recording running (or ended, not yet collected), else of the last one stopped.
+fn recorded(
+    exec: &crate::executor::Executor,
+) -> Result<std::sync::Arc<std::sync::Mutex<Shared>>, ToolError> {
+    if let Some(rec) = exec
+        .recording
+        .lock()
+        .map_err(|_| ToolError::Recording("its state is unusable".into()))?
+        .as_ref()
+    {
+        return Ok(rec.shared.clone());
+    }
+    exec.recorded
+        .lock()
+        .map_err(|_| ToolError::Recording("its state is unusable".into()))?
+        .clone()
+        .ok_or_else(not_started)
 }
 
 fn not_started() -> ToolError {
@@ -219,7 +312,7 @@ fn ms(d: Duration) -> u64 {
 
 /// The report of a recording that is kept (start, poll): its steps from `from`.
 fn report(rec: &Recording, from: u32, windows: Vec<RecordedWindow>) -> RecordReport {
-    let (events, total, ended) = match rec.shared.lock() {
+    let (events, total, ended, left_out) = match rec.shared.lock() {
         Ok(s) => (
             s.events
                 .get(from as usize..)
@@ -227,8 +320,9 @@ fn report(rec: &Recording, from: u32, windows: Vec<RecordedWindow>) -> RecordRep
                 .unwrap_or_default(),
             count(s.events.len()),
             s.ended,
+            s.shots_left_out,
         ),
-        Err(_) => (Vec::new(), 0, None),
+        Err(_) => (Vec::new(), 0, None, 0),
     };
     RecordReport {
         state: if ended.is_some() {
@@ -244,5 +338,6 @@ fn report(rec: &Recording, from: u32, windows: Vec<RecordedWindow>) -> RecordRep
         max_events: rec.max_events,
         max_seconds: rec.max_duration.as_secs_f64(),
         windows,
+        screenshots_left_out: left_out,
     }
 }

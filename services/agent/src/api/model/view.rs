@@ -186,8 +186,9 @@ impl WaitingForView {
 pub struct TaskView {
     /// Task id (UUID).
     pub id: String,
-    /// `task` (worked on by the runners) or `direct` (an MCP client's own desktop tool calls on one
-    /// executor, each recorded as a step: docs/mcp-server.md).
+    /// `task` (worked on by the runners), `direct` (an MCP client's own desktop tool calls on one
+    /// executor, each recorded as a step: docs/mcp-server.md) or `demonstration` (a person's actions
+    /// recorded by `ufo record`, each a step with its screenshot: docs/knowledge.md).
     pub kind: TaskKind,
     /// The first request.
     pub request: String,
@@ -238,11 +239,22 @@ pub enum TaskKind {
     Task,
     /// An MCP client's desktop tool calls, recorded as they happen; never run by a runner.
     Direct,
+    /// A person's demonstration recorded by `ufo record`: one step per action with its screenshot
+    /// (docs/knowledge.md "Human demonstrations"); never run by a runner.
+    Demonstration,
 }
 
 impl TaskKind {
-    fn from_proto(kind: i32) -> Self {
-        match pb::SessionKind::try_from(kind) {
+    fn of(session: &pb::Session) -> Self {
+        match pb::SessionKind::try_from(session.kind) {
+            Ok(pb::SessionKind::Direct)
+                if session
+                    .config
+                    .as_ref()
+                    .is_some_and(|c| c.fields.contains_key("demonstration")) =>
+            {
+                Self::Demonstration
+            }
             Ok(pb::SessionKind::Direct) => Self::Direct,
             _ => Self::Task,
         }
@@ -489,7 +501,7 @@ impl TaskView {
         let base = format!("/v1/tasks/{id}");
         Self {
             waiting_for: WaitingForView::of(&session),
-            kind: TaskKind::from_proto(session.kind),
+            kind: TaskKind::of(&session),
             request: session.request,
             status: TaskStatus::from_proto(session.status),
             result: session.result,

@@ -434,7 +434,8 @@
     parts.nav.replaceChildren(...[h('a', { href: '#/' }, '← all tasks'), ended ? h('a', { href: `#/task/${task.id}/replay`, id: 'replay-link' }, 'replay') : null, trace].filter(Boolean));
     parts.info.replaceChildren(h('div', {},
       h('h1', {}, task.request),
-      h('div', { class: 'row' }, badge(task.status), waitingFor(task.waiting_for), task.state ? h('code', {}, task.state) : null,
+      h('div', { class: 'row' }, badge(task.status), task.kind === 'demonstration' ? h('span', { class: 'status', id: 'demonstration' }, 'demonstration: a person\'s steps (ufo record)') : null,
+        waitingFor(task.waiting_for), task.state ? h('code', {}, task.state) : null,
         h('span', { class: 'muted' }, `${task.totals.steps} steps · ${money(task.totals.cost)} · ${task.totals.input_tokens + task.totals.output_tokens} tokens · ${task.totals.duration_seconds.toFixed(1)} s · created ${age(task.created_at)}`),
         task.cancel_requested && !ended ? h('span', { class: 'status waiting' }, 'cancel requested') : null),
       task.result ? h('p', { id: 'result' }, h('span', { class: 'label' }, 'result '), task.result) : null,

@@ -393,6 +393,7 @@ async fn a_persons_recording_becomes_their_demonstration_and_only_theirs() {
     )
     .await;
     viewer_shows(&rig, &session).await;
+    ufo_show_steps(&rig, &session).await;
 
     // Retrievable like an experience, for alice only.
     let path = format!(
@@ -489,6 +490,62 @@ async fn check_session(rig: &Rig, session: &str, actions: &[&str]) {
         let (status, v) = rig.call("kb", "GET", &path, None).await;
         assert_eq!(status, 404, "bob sees {path}: {v}");
     }
+}
+
+/// `ufo show <session> --steps` (the real CLI binary): alice sees the person's three steps, each with
+/// its screenshot line and the `ufo screenshot` command; bob's key is refused (not found).
+async fn ufo_show_steps(rig: &Rig, session: &str) {
+    let ufo = ufo_testkit::workspace_binary("ufo").unwrap();
+    let show = |key: &'static str| {
+        let ufo = ufo.clone();
+        let args: Vec<String> = [
+            "--server",
+            &rig.agent.http,
+            "--token",
+            key,
+            "show",
+            session,
+            "--steps",
+        ]
+        .iter()
+        .map(|a| (*a).to_owned())
+        .collect();
+        async move {
+            tokio::process::Command::new(&ufo)
+                .args(&args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .unwrap()
+        }
+    };
+    let out = show("ka").await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("kind     demonstration"), "{stdout}");
+    for n in 1..=3 {
+        assert!(
+            stdout.contains(&format!("(ufo screenshot {session} {n} --kind clean)")),
+            "step {n}: {stdout}"
+        );
+    }
+    assert_eq!(stdout.matches("screenshot: clean").count(), 3, "{stdout}");
+    assert!(stdout.contains("set_edit_text"), "{stdout}");
+    let out = show("kb").await;
+    assert!(
+        !out.status.success(),
+        "bob: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The viewer (headless Chromium) signed in as alice shows the demonstration's three step cards, each

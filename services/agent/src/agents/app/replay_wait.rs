@@ -44,6 +44,7 @@ impl Strategy<AppAgent> for AppReplayWait {
             WINDOW_INFO.provided(),
             TOOL_CATALOG.provided(),
             SETTLE.provided(),
+            LISTED_CONTROLS.provided(),
             CONTROLS.provided(),
             ANNOTATION.provided(),
             CLEAN_PIXELS.provided(),

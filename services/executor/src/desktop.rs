@@ -201,7 +201,8 @@ impl Desktop {
             })
     }
 
-    /// A command for `program` on this desktop, in its own process group, without NO_AT_BRIDGE.
+    /// A command for `program` on this desktop, in its own process group, without NO_AT_BRIDGE, and
+    /// stopped by the kernel when the executor dies (even by SIGKILL, when no `Drop` runs).
     pub(crate) fn command(&self, program: &str) -> Command {
         let mut c = Command::new(program);
         c.env_remove("NO_AT_BRIDGE")
@@ -211,6 +212,14 @@ impl Desktop {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0);
+        // The AT-SPI bus launcher stops the accessibility bus it started when it is asked to quit, and
+        // only then; the other programs have nothing to clean up.
+        let signal = if program == ATSPI_BUS_LAUNCHER {
+            libc::SIGTERM
+        } else {
+            libc::SIGKILL
+        };
+        crate::process::die_with_executor(&mut c, signal);
         c
     }
 
@@ -228,25 +237,25 @@ impl Desktop {
         height: u32,
         number: Option<u32>,
     ) -> Result<(), DesktopError> {
-        let mut child = spawn(
-            Command::new("Xvfb")
-                .args(number.map(|n| format!(":{n}")))
-                .args([
-                    "-displayfd".into(),
-                    "1".into(),
-                    "-screen".into(),
-                    "0".into(),
-                    format!("{width}x{height}x24"),
-                    "-nolisten".into(),
-                    "tcp".into(),
-                    "-noreset".into(),
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .process_group(0),
-            "Xvfb",
-        )?;
+        let mut command = Command::new("Xvfb");
+        command
+            .args(number.map(|n| format!(":{n}")))
+            .args([
+                "-displayfd".into(),
+                "1".into(),
+                "-screen".into(),
+                "0".into(),
+                format!("{width}x{height}x24"),
+                "-nolisten".into(),
+                "tcp".into(),
+                "-noreset".into(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        crate::process::die_with_executor(&mut command, libc::SIGKILL);
+        let mut child = spawn(&mut command, "Xvfb")?;
         let out = child.stdout.take();
         // Recorded first, so the server is stopped (and the read below ends) if the start fails.
         self.children.push(("Xvfb", child));

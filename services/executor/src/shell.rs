@@ -305,7 +305,10 @@ impl ShellConfig {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         #[cfg(target_os = "linux")]
-        command.process_group(0);
+        {
+            command.process_group(0);
+            crate::process::die_with_executor(command.as_std_mut(), libc::SIGKILL);
+        }
         let mut child = command.spawn()?;
         let pid = child.id();
         // However this ends (a dropped future included): what is left of the group is killed and the

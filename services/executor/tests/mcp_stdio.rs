@@ -37,6 +37,31 @@ fn alive(pid: u64) -> bool {
         .is_some_and(|rest| !rest.starts_with('Z'))
 }
 
+/// Every process descending from `root` (its children, theirs, ...), with its command name, read from
+/// `/proc`: what a SIGKILLed `root` must not leave behind.
+fn descendants(root: u64) -> Vec<(u64, String)> {
+    let parents: Vec<(u64, u64, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let pid: u64 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_owned();
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid, name))
+        })
+        .collect();
+    let mut family = vec![];
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for (pid, _, name) in parents.iter().filter(|(_, ppid, _)| *ppid == parent) {
+            family.push((*pid, name.clone()));
+            frontier.push(*pid);
+        }
+    }
+    family
+}
+
 /// Waits (bounded) until process `pid` is gone.
 async fn gone(pid: u64, what: &str) {
     let end = Instant::now() + Duration::from_secs(15);
@@ -270,11 +295,20 @@ async fn an_idle_server_and_one_whose_executor_dies_leave_no_orphan() {
     }
     assert!(alive(pid), "a polled server was killed as idle");
 
-    // The executor dies with SIGKILL: its server goes with it.
+    // The executor dies with SIGKILL: its server goes with it, and so does its headless desktop (the X
+    // server, the session and accessibility buses, the window manager).
+    let family = descendants(executor.0.id().into());
+    let names: Vec<&str> = family.iter().map(|(_, name)| name.as_str()).collect();
+    for expected in ["Xvfb", "dbus-daemon", "xfwm4", "python3"] {
+        assert!(names.contains(&expected), "{expected} not among {names:?}");
+    }
     // SAFETY: kill(2) with the pid of our own child; no memory is touched.
     unsafe { libc::kill(executor.0.id() as i32, libc::SIGKILL) };
     let _ = executor.0.wait();
     gone(pid, "the server of a SIGKILLed executor").await;
+    for (pid, name) in &family {
+        gone(*pid, &format!("{name}, started by a SIGKILLed executor")).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -415,12 +415,13 @@ impl SqlStore {
         lease: Duration,
         start: bool,
     ) -> StoreResult<crate::store::HandOver> {
-        let at = now();
         let asked = std::time::Instant::now();
         let mut tx = self.begin().await?;
         // How long the hand-over waited for a write transaction (SQLite's single writer, a Postgres
         // connection) and how long it then took: issue 36's scheduling overhead is mostly this call.
         let writer_wait_ms = asked.elapsed().as_secs_f64() * 1e3;
+        // The check-in and the claim are dated once the transaction is ours (see `claim_task_impl`).
+        let at = now();
         let outcome: StoreResult<_> = async {
             let Some(row) = Self::check_in_in(&mut tx, &back, at, false).await? else {
                 return Ok(None);

@@ -103,8 +103,10 @@ impl SqlStore {
         reachable: Option<std::collections::HashSet<String>>,
         start: bool,
     ) -> StoreResult<Option<Claim>> {
-        let at = now();
         let mut tx = self.begin().await?;
+        // Read once the transaction is ours: the lease starts when the claim can commit, not before a
+        // wait for SQLite's writer (which would shorten it and date the claim too early).
+        let at = now();
         let outcome = self
             .claim_in(&mut tx, at, &worker, lease, reachable, start)
             .await;

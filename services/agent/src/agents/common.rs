@@ -10,15 +10,20 @@ use serde_json::Value;
 
 use super::action::ActionRecord;
 use super::keys::*;
+use super::response::ReplyProblem;
 use super::settings::AgentSettings;
 use super::tools::{Audience, offered};
 use crate::dispatch::CommandDispatcher;
 use crate::dispatch::tools::ExecutorCatalog;
-use crate::llm::{Asked, ContentPart, ImageData, Message, Role};
+use crate::llm::{
+    Asked, ChatModel, ChatRequest, ContentPart, ImageData, LlmError, Message, ResponseFormat, Role,
+    ask_json,
+};
 use crate::memory::{Memory, MemoryItem};
 use crate::processor::{
-    BuildError, Dependency, Key, LoggingMiddleware, MiddlewareChain, Outputs, ProcessingContext,
-    ProcessingPhase, Provided, Strategy, StrategyError, StrategyRegistry, keys as pkeys,
+    BuildError, Key, LoggingMiddleware, MiddlewareChain, Outputs, ProcessingContext,
+    ProcessingPhase, ProcessingResult, ProcessorTemplate, Provided, Strategy, StrategyError,
+    StrategyRegistry, Values, keys as pkeys,
 };
 use crate::replay::REPLAY_MARK;
 
@@ -56,24 +61,59 @@ impl<D, L, X, M> Phases<D, L, X, M> {
     }
 }
 
-/// The middleware of every agent's processor: logging (spans per run and phase).
-pub fn agent_middleware(chain: &mut MiddlewareChain) {
-    chain.push(Arc::new(LoggingMiddleware));
+/// An agent's processor (seed 004's `ProcessorTemplate`) said by what differs between the HostAgent's
+/// and an AppAgent's: its name, its strategies and its own global inputs. The rest is the same for every
+/// agent and written once, in the [`ProcessorTemplate`] every `AgentProcessor` is: logging middleware
+/// (spans per run and phase), the global inputs every agent's run is given, and the run's local data as
+/// its output.
+pub trait AgentProcessor: Send + Sync {
+    /// The agent whose strategies it runs.
+    type Agent: Sync;
+    /// Its name (logs, spans).
+    const NAME: &'static str;
+
+    /// Registers a strategy per phase (see [`Phases`]).
+    fn strategies(&self, s: &mut StrategyRegistry<Self::Agent>) -> Result<(), BuildError>;
+
+    /// The global inputs of this agent alone, given after those of every agent. Default: none.
+    fn own_inputs(&self) -> Vec<Provided> {
+        Vec::new()
+    }
 }
 
-/// The global inputs every agent's run is given, then `extra`.
-pub fn agent_inputs(extra: &[Provided]) -> Vec<Provided> {
-    let mut inputs = vec![
-        pkeys::REQUEST.provided(),
-        pkeys::SESSION_STEP.provided(),
-        pkeys::ROUND.provided(),
-        pkeys::ROUND_STEP.provided(),
-        DISPATCHER.provided(),
-        BLACKBOARD.provided(),
-        PREVIOUS_SUBTASKS.provided(),
-    ];
-    inputs.extend_from_slice(extra);
-    inputs
+impl<P: AgentProcessor> ProcessorTemplate for P {
+    type Agent = P::Agent;
+    type Output = Values;
+
+    fn name(&self) -> &'static str {
+        P::NAME
+    }
+
+    fn setup_strategies(&self, s: &mut StrategyRegistry<P::Agent>) -> Result<(), BuildError> {
+        self.strategies(s)
+    }
+
+    fn setup_middleware(&self, chain: &mut MiddlewareChain) {
+        chain.push(Arc::new(LoggingMiddleware));
+    }
+
+    fn global_inputs(&self) -> Vec<Provided> {
+        let mut inputs = vec![
+            pkeys::REQUEST.provided(),
+            pkeys::SESSION_STEP.provided(),
+            pkeys::ROUND.provided(),
+            pkeys::ROUND_STEP.provided(),
+            DISPATCHER.provided(),
+            BLACKBOARD.provided(),
+            PREVIOUS_SUBTASKS.provided(),
+        ];
+        inputs.extend(self.own_inputs());
+        inputs
+    }
+
+    fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {
+        ctx.into_local()
+    }
 }
 
 /// The executor's tools (cached by the dispatcher: one ListTools/GetCapabilities per executor, not per
@@ -106,6 +146,24 @@ pub fn blackboard_prompt(
         .map(|b| crate::vision::blackboard_images(b, s.blackboard_images, s.blackboard_image_max))
         .unwrap_or_default();
     Ok((text, images))
+}
+
+/// Asks `model` for the agent's reply to `messages` in `format`, at the configured temperature, asking
+/// again (at most `max_reasks` times) while `validate` refuses the reply.
+pub async fn ask_reply<T>(
+    model: &dyn ChatModel,
+    messages: Vec<Message>,
+    format: ResponseFormat,
+    s: &AgentSettings,
+    validate: impl FnMut(serde_json::Map<String, Value>) -> Result<T, ReplyProblem>,
+) -> Result<Asked<T>, LlmError> {
+    let request = ChatRequest {
+        messages,
+        temperature: s.temperature,
+        max_tokens: None,
+        response_format: format,
+    };
+    ask_json(model, &request, s.max_reasks, validate).await
 }
 
 /// The outputs of an answered model call: the parsed reply under `key`, its text, its cost, and the
@@ -186,25 +244,6 @@ pub fn prompt_messages(
             parts,
         },
     ]
-}
-
-/// What both agents' memory updates read besides their response: the step numbers, the actions, the
-/// cost and the settle wait; `response` and `extra` are the agent's own.
-pub fn memory_dependencies(
-    response: Dependency,
-    extra: impl IntoIterator<Item = Dependency>,
-) -> Vec<Dependency> {
-    let mut deps = vec![
-        pkeys::SESSION_STEP.required("numbers the memory item"),
-        pkeys::ROUND.optional("the round the item belongs to"),
-        pkeys::ROUND_STEP.optional("the step's number within its round"),
-        response,
-        ACTIONS.optional("what was executed"),
-        LLM_TOTALS.optional("the step's cost"),
-        SETTLE.optional("the wait for a settled screen"),
-    ];
-    deps.extend(extra);
-    deps
 }
 
 /// The memory item's core (seeds 000/001 "MEMORY_UPDATE"): the response's fields, the step numbers, the

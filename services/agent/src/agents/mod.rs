@@ -3,6 +3,8 @@
 //!
 //! - [`common`]: what the HostAgent and the AppAgents do alike (processor frame, catalog, blackboard
 //!   prompt part, model-call outputs, memory-update core), written once.
+//! - [`strategy`]: how an agent's strategy is written: its [`strategy::Declaration`] (name, phase, reads,
+//!   writes; fail-fast follows the phase) and its work.
 //! - [`keys`]: typed context keys (global inputs and the strategies' outputs).
 //! - [`settings`]: limits and switches (from the service configuration).
 //! - [`services`]: models, label font and settings shared by every agent of a task.
@@ -24,6 +26,7 @@ pub mod response;
 pub mod services;
 pub mod settings;
 pub mod setup;
+pub mod strategy;
 pub mod target;
 pub mod text;
 pub mod third_party;

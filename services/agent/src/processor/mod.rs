@@ -42,5 +42,5 @@ pub use error::{BuildError, OutputError, ProcessingError, RecordedFailure};
 pub use middleware::{LoggingMiddleware, Middleware, MiddlewareChain, RunInfo};
 pub use phase::ProcessingPhase;
 pub use result::{PhaseResult, ProcessFailure, ProcessOutcome, ProcessingResult};
-pub use strategy::{Dependency, Outputs, Provided, Strategy, StrategyError};
+pub use strategy::{Dependency, Outputs, Provided, Strategy, StrategyError, StrategyResult};
 pub use template::{Processor, ProcessorTemplate, StrategyRegistry};

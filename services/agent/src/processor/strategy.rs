@@ -118,6 +118,9 @@ impl Outputs {
     }
 }
 
+/// What a strategy's work ends with: its outputs, or why it failed.
+pub type StrategyResult = Result<Outputs, StrategyError>;
+
 /// Why a strategy failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StrategyError {
@@ -182,11 +185,7 @@ pub trait Strategy<A: ?Sized>: Send + Sync {
     }
 
     /// Does the work.
-    async fn execute(
-        &self,
-        agent: &A,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError>;
+    async fn execute(&self, agent: &A, ctx: &mut ProcessingContext) -> StrategyResult;
 
     /// The members of a composition (empty for a plain strategy); lets validation name the member.
     fn members(&self) -> &[std::sync::Arc<dyn Strategy<A>>] {

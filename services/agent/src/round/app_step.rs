@@ -18,7 +18,7 @@ use crate::round::control::HeldAction;
 use crate::round::state::{AgentState, AppStatus};
 
 use super::resume::label;
-use super::step::{phases, unfinished};
+use super::step::{phases, ran, unfinished};
 
 impl Round {
     pub(super) async fn app_step(&mut self, key: &str, mut carry: Carry) -> StepOutput {
@@ -31,14 +31,7 @@ impl Round {
             let totals = Default::default();
             return self.finish(row, &[], totals, Map::new(), carry, &AgentState::Error);
         };
-        let (mut local, result, error) = match self.app_proc.process(agent, globals).await {
-            Ok(o) => (o.output, o.result, None),
-            Err(f) => (
-                f.local,
-                f.result,
-                Some(crate::round::failure::user_text(&f.error)),
-            ),
-        };
+        let (mut local, result, error) = ran(self.app_proc.process(agent, globals).await);
         let response = local.take(APP_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
         let totals = local.take(LLM_TOTALS).ok().flatten().unwrap_or_default();
@@ -85,20 +78,13 @@ impl Round {
         } else if let (Some(hold), Some(first)) = (held, response.actions.first()) {
             let first = label(first);
             let target = controls.iter().find(|c| first.as_ref() == Some(&c.label));
-            let info = HeldAction {
-                id: String::new(),
-                agent_name: agent_name.clone(),
-                function: response
-                    .actions
-                    .iter()
-                    .map(|a| a.function.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
-                target_name: target.map(|c| c.name.clone()).unwrap_or_default(),
-                reason: hold.reason(&response.comment),
-                step: self.session_step,
-            };
+            let info = HeldAction::batch(
+                agent_name.clone(),
+                &response.actions,
+                target.map(|c| c.name.clone()).unwrap_or_default(),
+                hold.reason(&response.comment),
+                self.session_step,
+            );
             // Only the controls the held actions name: that is all running them looks up.
             let names = |c: &&TargetInfo| {
                 response
@@ -141,7 +127,9 @@ impl Round {
             extra.insert("warnings".into(), json!(warnings));
         }
         crate::replay::mark(&mut local, &mut extra);
-        let knowledge = super::output::knowledge(&mut local, &mut extra, &agent_name, &app_root);
+        let step = self.session_step;
+        let knowledge =
+            super::output::knowledge(&mut local, &mut extra, &agent_name, &app_root, step);
         let step = v1::Step {
             observation: response.observation.clone(),
             thought: response.thought.clone(),
@@ -154,12 +142,7 @@ impl Round {
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
         let step = record.step.step;
-        if let Some(payload) = knowledge {
-            let kind = v1::EventKind::KnowledgeRetrieved;
-            record
-                .events
-                .push(super::output::draft(kind, payload, step));
-        }
+        record.events.extend(knowledge);
         record.events.extend(warnings.into_iter().map(|message| {
             let payload = json!({"source": "app_agent", "message": message});
             super::output::draft(v1::EventKind::Warning, payload, step)

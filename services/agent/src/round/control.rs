@@ -43,6 +43,27 @@ pub struct HeldAction {
 }
 
 impl HeldAction {
+    /// An AppAgent's (or a third-party agent's) batch held at step `step`: its functions and its actions
+    /// as JSON.
+    pub fn batch(
+        agent_name: String,
+        actions: &[crate::agents::response::ActionSpec],
+        target_name: String,
+        reason: String,
+        step: u64,
+    ) -> Self {
+        let functions: Vec<&str> = actions.iter().map(|a| a.function.as_str()).collect();
+        Self {
+            id: String::new(),
+            agent_name,
+            function: functions.join(", "),
+            arguments_json: serde_json::to_string(actions).unwrap_or_default(),
+            target_name,
+            reason,
+            step,
+        }
+    }
+
     /// As the API shows it.
     pub fn to_proto(&self) -> v1::HeldAction {
         v1::HeldAction {

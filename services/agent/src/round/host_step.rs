@@ -15,25 +15,15 @@ use crate::memory::MemoryItem;
 use crate::round::control::HeldAction;
 use crate::round::state::{AgentState, HostStatus};
 
-use super::step::phases;
+use super::step::{phases, ran};
 
 impl Round {
     pub(super) async fn host_step(&mut self, mut carry: Carry) -> StepOutput {
         self.begin();
         let row = self.row();
         let was = self.active.clone();
-        let (mut local, result, error) = match self
-            .host_proc
-            .process(&self.host, Arc::new(self.globals()))
-            .await
-        {
-            Ok(o) => (o.output, o.result, None),
-            Err(f) => (
-                f.local,
-                f.result,
-                Some(crate::round::failure::user_text(&f.error)),
-            ),
-        };
+        let globals = Arc::new(self.globals());
+        let (mut local, result, error) = ran(self.host_proc.process(&self.host, globals).await);
         let response = local.take(HOST_RESPONSE).ok().flatten().unwrap_or_default();
         let actions = local.take(ACTIONS).ok().flatten().unwrap_or_default();
         let totals = local.take(LLM_TOTALS).ok().flatten().unwrap_or_default();
@@ -95,7 +85,8 @@ impl Round {
             extra.insert("error".into(), json!(e));
         }
         crate::replay::mark(&mut local, &mut extra);
-        let knowledge = super::output::knowledge(&mut local, &mut extra, &self.host.name, "");
+        let (name, step) = (&self.host.name, self.session_step);
+        let knowledge = super::output::knowledge(&mut local, &mut extra, name, "", step);
         let step = v1::Step {
             subtask: response.current_subtask.clone(),
             observation: response.observation.clone(),
@@ -108,13 +99,7 @@ impl Round {
             ..row
         };
         let mut record = self.finish(step, &actions, totals, memory, carry, &after);
-        if let Some(payload) = knowledge {
-            let kind = v1::EventKind::KnowledgeRetrieved;
-            let step = record.step.step;
-            record
-                .events
-                .push(super::output::draft(kind, payload, step));
-        }
+        record.events.extend(knowledge);
         if let Some(d) = desktop {
             record
                 .artifacts

@@ -37,14 +37,16 @@ pub fn draft(kind: ufo_proto::v1::EventKind, payload: serde_json::Value, step: u
 }
 
 /// Moves the knowledge that reached the step's prompt (if any) into the step's `extra.knowledge` (the
-/// items: kind, source, title, score, id) and answers the payload of its KNOWLEDGE_RETRIEVED event:
-/// `{agent, application, items, kinds: {kind: count}, sources, ms}` (docs/knowledge.md "Visible").
+/// items: kind, source, title, score, id) and answers its KNOWLEDGE_RETRIEVED event of step `step`, whose
+/// payload is `{agent, application, items, kinds: {kind: count}, sources, ms}` (docs/knowledge.md
+/// "Visible").
 pub fn knowledge(
     local: &mut crate::processor::Values,
     extra: &mut serde_json::Map<String, serde_json::Value>,
     agent: &str,
     application: &str,
-) -> Option<serde_json::Value> {
+    step: u64,
+) -> Option<EventDraft> {
     let retrieved = local
         .take(crate::agents::keys::KNOWLEDGE_USED)
         .ok()
@@ -70,5 +72,9 @@ pub fn knowledge(
         "knowledge".into(),
         serde_json::to_value(&retrieved.used).unwrap_or_default(),
     );
-    Some(payload)
+    Some(draft(
+        ufo_proto::v1::EventKind::KnowledgeRetrieved,
+        payload,
+        step,
+    ))
 }

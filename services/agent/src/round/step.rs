@@ -14,7 +14,7 @@ use crate::agents::action::ActionRecord;
 use crate::agents::keys::*;
 use crate::llm::Totals;
 use crate::memory::blackboard::entry;
-use crate::processor::{ProcessingResult, Values, keys as pkeys};
+use crate::processor::{ProcessFailure, ProcessOutcome, ProcessingResult, Values, keys as pkeys};
 use crate::round::control::HeldAction;
 use crate::round::state::AgentState;
 
@@ -28,6 +28,20 @@ pub(super) fn phases(r: &ProcessingResult) -> Vec<v1::PhaseTiming> {
             error: p.error.clone().unwrap_or_default(),
         })
         .collect()
+}
+
+/// An agent's processor run as its step records it: the run's local data, its phase results and, for a
+/// run an error stopped, the error as a person reads it.
+pub(super) fn ran(
+    run: Result<ProcessOutcome<Values>, ProcessFailure>,
+) -> (Values, ProcessingResult, Option<String>) {
+    match run {
+        Ok(o) => (o.output, o.result, None),
+        Err(f) => {
+            let error = crate::round::failure::user_text(&f.error);
+            (f.local, f.result, Some(error))
+        }
+    }
 }
 
 /// Whether an AppAgent batch did not do what a FINISH would claim (issue 31): an action failed, or

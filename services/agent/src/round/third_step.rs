@@ -221,20 +221,13 @@ impl Round {
         let after = if let Some(e) = &error {
             self.app_error(&name, e)
         } else if let Some(hold) = held {
-            let info = HeldAction {
-                id: String::new(),
-                agent_name: name.clone(),
-                function: response
-                    .actions
-                    .iter()
-                    .map(|a| a.function.clone())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                arguments_json: serde_json::to_string(&response.actions).unwrap_or_default(),
-                target_name: server.to_owned(),
-                reason: hold.reason(&response.comment),
-                step: self.session_step,
-            };
+            let info = HeldAction::batch(
+                name.clone(),
+                &response.actions,
+                server.to_owned(),
+                hold.reason(&response.comment),
+                self.session_step,
+            );
             let h = Held::App {
                 actions: response.actions.clone(),
                 controls: vec![],

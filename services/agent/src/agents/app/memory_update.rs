@@ -9,50 +9,32 @@ use serde_json::json;
 use super::AppAgent;
 use super::progress::{ACTION_KEY, SCREEN_KEY};
 use crate::agents::action::ActionRecord;
-use crate::agents::common::{memory_dependencies, memory_item, remembered};
+use crate::agents::common::{memory_item, remembered};
 use crate::agents::keys::*;
+use crate::agents::strategy::{AgentStrategy, Declaration};
 use crate::dispatch::{ResultStatus, ToolType};
 use crate::memory::BlackboardImage;
-use crate::processor::{
-    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
-};
+use crate::processor::{ProcessingContext, StrategyResult, keys as pkeys};
 
 /// Records the step: memory item, trajectory, and the screenshot to save when the model asked.
 #[derive(Debug, Clone, Copy)]
 pub struct AppMemoryUpdate;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppMemoryUpdate {
-    fn name(&self) -> &str {
-        "app_memory_update"
-    }
-    fn fail_fast(&self) -> bool {
-        false
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        memory_dependencies(
-            APP_RESPONSE.required("the step's decision"),
-            [
+impl AgentStrategy for AppMemoryUpdate {
+    type Agent = AppAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::memory("app_memory_update", APP_RESPONSE)
+            .reads([
                 SUBTASK.optional("the subtask"),
                 CLEAN_SCREENSHOT.optional("saved when asked"),
                 pkeys::REQUEST.optional("the user's request"),
                 TOOL_CATALOG.optional("each action's tool type"),
                 SCREEN_HASH.optional("the screen the step saw"),
-            ],
-        )
+            ])
+            .writes([SAVED_IMAGE.provided()])
     }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            MEMORY_ITEM.provided(),
-            TRAJECTORY.provided(),
-            SAVED_IMAGE.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let response = ctx.require(APP_RESPONSE)?;
         let step = *ctx.require(pkeys::SESSION_STEP)?;
         let settings = &agent.services.settings;

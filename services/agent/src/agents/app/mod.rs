@@ -12,13 +12,10 @@ use std::sync::Arc;
 
 use crate::agents::target::TargetInfo;
 use crate::memory::Memory;
-use crate::processor::{
-    BuildError, ComposedStrategy, MiddlewareChain, ProcessingContext, ProcessingResult,
-    ProcessorTemplate, Provided, Strategy, StrategyRegistry, Values,
-};
+use crate::processor::{BuildError, ComposedStrategy, Provided, Strategy, StrategyRegistry};
 use crate::vision::Screenshot;
 
-use super::common::{Phases, agent_inputs, agent_middleware};
+use super::common::{AgentProcessor, Phases};
 use super::keys;
 use super::services::AgentServices;
 
@@ -73,15 +70,11 @@ impl AppAgent {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct AppProcessor;
 
-impl ProcessorTemplate for AppProcessor {
+impl AgentProcessor for AppProcessor {
     type Agent = AppAgent;
-    type Output = Values;
+    const NAME: &'static str = "AppAgentProcessor";
 
-    fn name(&self) -> &'static str {
-        "AppAgentProcessor"
-    }
-
-    fn setup_strategies(&self, s: &mut StrategyRegistry<AppAgent>) -> Result<(), BuildError> {
+    fn strategies(&self, s: &mut StrategyRegistry<AppAgent>) -> Result<(), BuildError> {
         let members: Vec<Arc<dyn Strategy<AppAgent>>> = vec![
             Arc::new(strategies::AppScreenshotCapture),
             Arc::new(strategies::AppControlInfo),
@@ -96,15 +89,7 @@ impl ProcessorTemplate for AppProcessor {
         .register(s)
     }
 
-    fn setup_middleware(&self, chain: &mut MiddlewareChain) {
-        agent_middleware(chain);
-    }
-
-    fn global_inputs(&self) -> Vec<Provided> {
-        agent_inputs(&[keys::SUBTASK.provided(), keys::HOST_MESSAGE.provided()])
-    }
-
-    fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {
-        ctx.into_local()
+    fn own_inputs(&self) -> Vec<Provided> {
+        vec![keys::SUBTASK.provided(), keys::HOST_MESSAGE.provided()]
     }
 }

@@ -9,12 +9,11 @@ use std::sync::{Mutex, PoisonError};
 use async_trait::async_trait;
 
 use super::AppAgent;
-use super::strategies::{capture, control_info};
+use super::strategies::{AppControlInfo, AppScreenshotCapture, capture, control_info};
 use crate::agents::keys::*;
+use crate::agents::strategy::{AgentStrategy, Declaration};
 use crate::dispatch::CommandDispatcher;
-use crate::processor::{
-    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
-};
+use crate::processor::{Outputs, ProcessingContext, StrategyError, StrategyResult, keys as pkeys};
 use crate::replay::phase::awaited;
 use crate::replay::plan::StepAgent;
 use crate::replay::wait::{CHANGE_TOOL, REPLAY_WAITED, watch};
@@ -24,38 +23,26 @@ use crate::replay::wait::{CHANGE_TOOL, REPLAY_WAITED, watch};
 pub struct AppReplayWait;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppReplayWait {
-    fn name(&self) -> &str {
-        "app_replay_wait"
+impl AgentStrategy for AppReplayWait {
+    type Agent = AppAgent;
+    /// Writes how long it waited and a whole observation ([`observe`]): what the capture and the
+    /// control info write.
+    fn declaration(&self) -> Declaration {
+        let observation = [
+            AppScreenshotCapture.declaration(),
+            AppControlInfo.declaration(),
+        ];
+        Declaration::data("app_replay_wait")
+            .reads([
+                DISPATCHER.required("watches and lists the window"),
+                CONTROLS.required("the step's first listing"),
+                TOOL_CATALOG.required("whether the executor can watch for changes"),
+                pkeys::SESSION_STEP.optional("the replayed step"),
+            ])
+            .writes([REPLAY_WAITED.provided()])
+            .writes(observation.into_iter().flat_map(|d| d.writes))
     }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            DISPATCHER.required("watches and lists the window"),
-            CONTROLS.required("the step's first listing"),
-            TOOL_CATALOG.required("whether the executor can watch for changes"),
-            pkeys::SESSION_STEP.optional("the replayed step"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            REPLAY_WAITED.provided(),
-            CLEAN_SCREENSHOT.provided(),
-            CLEAN_SHA256.provided(),
-            WINDOW_INFO.provided(),
-            TOOL_CATALOG.provided(),
-            SETTLE.provided(),
-            LISTED_CONTROLS.provided(),
-            CONTROLS.provided(),
-            ANNOTATION.provided(),
-            CLEAN_PIXELS.provided(),
-            WARNINGS.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let services = &agent.services;
         if services.replay.is_none() && services.reuse.is_none() {
             return Ok(Outputs::new());

@@ -12,18 +12,16 @@ use super::progress::{Progress, judge, screen_hash};
 use crate::agents::action::{Precheck, run_actions};
 use crate::agents::app::prompt::{AppPromptInput, messages, with_repeat_counts};
 use crate::agents::common::{
-    answered, blackboard_prompt, failed, offered_names, tool_catalog, with_knowledge,
+    answered, ask_reply, blackboard_prompt, failed, offered_names, tool_catalog, with_knowledge,
 };
 use crate::agents::keys::*;
 use crate::agents::response::{AppResponse, ReplyProblem};
+use crate::agents::strategy::{AgentStrategy, Declaration};
 use crate::agents::target::{ControlSource, TargetInfo, TargetKind};
 use crate::agents::tools::{Audience, function_list};
 use crate::dispatch::{Command, CommandResult};
-use crate::llm::{ChatRequest, ImageData, ask_json};
-use crate::processor::{
-    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
-};
-use crate::replay::REPLAY_MARK;
+use crate::llm::ImageData;
+use crate::processor::{Outputs, ProcessingContext, StrategyError, StrategyResult, keys as pkeys};
 use crate::replay::phase::{self as replay, Phase};
 use crate::vision::image_ops::{crop_rect, fitted_size};
 use crate::vision::{
@@ -53,28 +51,21 @@ fn wants_grounding(settings: &crate::agents::settings::AgentSettings, api: &[Tar
 pub struct AppScreenshotCapture;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppScreenshotCapture {
-    fn name(&self) -> &str {
-        "app_screenshot_capture"
+impl AgentStrategy for AppScreenshotCapture {
+    type Agent = AppAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::data("app_screenshot_capture")
+            .reads([DISPATCHER.required("runs the capture commands")])
+            .writes([
+                CLEAN_SCREENSHOT.provided(),
+                CLEAN_SHA256.provided(),
+                WINDOW_INFO.provided(),
+                TOOL_CATALOG.provided(),
+                SETTLE.provided(),
+                LISTED_CONTROLS.provided(),
+            ])
     }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![DISPATCHER.required("runs the capture commands")]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            CLEAN_SCREENSHOT.provided(),
-            CLEAN_SHA256.provided(),
-            WINDOW_INFO.provided(),
-            TOOL_CATALOG.provided(),
-            SETTLE.provided(),
-            LISTED_CONTROLS.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         capture(agent, ctx.require(DISPATCHER)?.as_ref()).await
     }
 }
@@ -139,32 +130,25 @@ pub(crate) async fn capture(
 pub struct AppControlInfo;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppControlInfo {
-    fn name(&self) -> &str {
-        "app_control_info"
+impl AgentStrategy for AppControlInfo {
+    type Agent = AppAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::data("app_control_info")
+            .reads([
+                CLEAN_SCREENSHOT.required("the image to annotate"),
+                CLEAN_SHA256.optional("names the annotation's source"),
+                WINDOW_INFO.required("the window the controls belong to"),
+                LISTED_CONTROLS.optional("the controls listed in the capture's batch"),
+                DISPATCHER.required("lists the controls when the capture did not"),
+            ])
+            .writes([
+                CONTROLS.provided(),
+                ANNOTATION.provided(),
+                CLEAN_PIXELS.provided(),
+                WARNINGS.provided(),
+            ])
     }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            CLEAN_SCREENSHOT.required("the image to annotate"),
-            CLEAN_SHA256.optional("names the annotation's source"),
-            WINDOW_INFO.required("the window the controls belong to"),
-            LISTED_CONTROLS.optional("the controls listed in the capture's batch"),
-            DISPATCHER.required("lists the controls when the capture did not"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            CONTROLS.provided(),
-            ANNOTATION.provided(),
-            CLEAN_PIXELS.provided(),
-            WARNINGS.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let sha = ctx.get(CLEAN_SHA256)?.cloned();
         let listed = ctx.get(LISTED_CONTROLS)?.cloned();
         control_info(
@@ -280,42 +264,24 @@ pub(crate) async fn control_info(
 pub struct AppLlmInteraction;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppLlmInteraction {
-    fn name(&self) -> &str {
-        "app_llm_interaction"
+impl AgentStrategy for AppLlmInteraction {
+    type Agent = AppAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::model("app_llm_interaction", APP_RESPONSE)
+            .reads([
+                CONTROLS.required("the control list"),
+                CLEAN_SCREENSHOT.required("the clean screenshot"),
+                SUBTASK.required("what to do"),
+                HOST_MESSAGE.optional("advice from the HostAgent"),
+                CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
+                TOOL_CATALOG.required("the functions"),
+            ])
+            .writes([
+                SCREEN_HASH.provided(),
+                crate::replay::REPLAY_STAYS.provided(),
+            ])
     }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            CONTROLS.required("the control list"),
-            CLEAN_SCREENSHOT.required("the clean screenshot"),
-            SUBTASK.required("what to do"),
-            pkeys::REQUEST.required("the user's request"),
-            HOST_MESSAGE.optional("advice from the HostAgent"),
-            PREVIOUS_SUBTASKS.optional("finished subtasks"),
-            BLACKBOARD.optional("shared context"),
-            CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
-            TOOL_CATALOG.required("the functions"),
-            pkeys::SESSION_STEP.optional("the replayed step"),
-            crate::replay::wait::REPLAY_WAITED
-                .optional("how the replayed step waited for its targets"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            APP_RESPONSE.provided(),
-            RESPONSE_TEXT.provided(),
-            LLM_TOTALS.provided(),
-            SCREEN_HASH.provided(),
-            REPLAY_MARK.provided(),
-            crate::replay::REPLAY_STAYS.provided(),
-            KNOWLEDGE_USED.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let s = &agent.services.settings;
         let screen = screen_hash(ctx.require(CLEAN_SCREENSHOT)?);
         let fallback = match replay::app(&agent.services, ctx, agent.memory.last()).await? {
@@ -388,32 +354,28 @@ impl Strategy<AppAgent> for AppLlmInteraction {
         .await;
         let previous_actions = with_repeat_counts(&agent.previous_actions());
         let plan = agent.previous_plan();
-        let request = ChatRequest {
-            messages: messages(AppPromptInput {
-                request: ctx.require(pkeys::REQUEST)?,
-                subtask,
-                host_message: ctx.get(HOST_MESSAGE)?.map_or("", String::as_str),
-                application: &agent.app_root,
-                controls,
-                images: &images,
-                previous_actions: &previous_actions,
-                plan: &plan,
-                previous_subtasks: ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice),
-                blackboard: &blackboard,
-                knowledge: &knowledge.text,
-                functions: &function_list(catalog, Audience::App),
-                blackboard_images: &board_images,
-                no_progress: &no_progress,
-                reused_plan: &fallback.plan,
-            }),
-            temperature: s.temperature,
-            max_tokens: None,
-            response_format: crate::agents::response::app_response_format(),
-        };
-        let mut asked = ask_json(
+        let messages = messages(AppPromptInput {
+            request: ctx.require(pkeys::REQUEST)?,
+            subtask,
+            host_message: ctx.get(HOST_MESSAGE)?.map_or("", String::as_str),
+            application: &agent.app_root,
+            controls,
+            images: &images,
+            previous_actions: &previous_actions,
+            plan: &plan,
+            previous_subtasks: ctx.get(PREVIOUS_SUBTASKS)?.map_or(&[], Vec::as_slice),
+            blackboard: &blackboard,
+            knowledge: &knowledge.text,
+            functions: &function_list(catalog, Audience::App),
+            blackboard_images: &board_images,
+            no_progress: &no_progress,
+            reused_plan: &fallback.plan,
+        });
+        let mut asked = ask_reply(
             agent.services.app_model.as_ref(),
-            &request,
-            s.max_reasks,
+            messages,
+            crate::agents::response::app_response_format(),
+            s,
             |m| {
                 let r = AppResponse::parse(&m)?;
                 for a in &r.actions {
@@ -466,35 +428,25 @@ pub fn batch(response: &AppResponse) -> Vec<(&str, &serde_json::Map<String, serd
 pub struct AppActionExecution;
 
 #[async_trait]
-impl Strategy<AppAgent> for AppActionExecution {
-    fn name(&self) -> &str {
-        "app_action_execution"
+impl AgentStrategy for AppActionExecution {
+    type Agent = AppAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::action("app_action_execution")
+            .reads([
+                APP_RESPONSE.required("the decided actions"),
+                CONTROLS.required("resolves control labels"),
+                CLEAN_SCREENSHOT.required("crops the selected control"),
+                CLEAN_SHA256.optional("names the crop's source"),
+                CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
+                DISPATCHER.required("runs the actions"),
+            ])
+            .writes([
+                ACTIONS.provided(),
+                SELECTED_CONTROL_SCREENSHOT.provided(),
+                SELECTED_CONTROL_RECIPE.provided(),
+            ])
     }
-    fn fail_fast(&self) -> bool {
-        false
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            APP_RESPONSE.required("the decided actions"),
-            CONTROLS.required("resolves control labels"),
-            CLEAN_SCREENSHOT.required("crops the selected control"),
-            CLEAN_SHA256.optional("names the crop's source"),
-            CLEAN_PIXELS.optional("saves decoding the clean screenshot again"),
-            DISPATCHER.required("runs the actions"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            ACTIONS.provided(),
-            SELECTED_CONTROL_SCREENSHOT.provided(),
-            SELECTED_CONTROL_RECIPE.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &AppAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &AppAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let response = ctx.require(APP_RESPONSE)?;
         let s = &agent.services.settings;
         let confirm = response.status == crate::round::state::AppStatus::Confirm;

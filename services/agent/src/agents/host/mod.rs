@@ -8,12 +8,9 @@ pub mod prompt;
 pub mod strategies;
 
 use crate::memory::Memory;
-use crate::processor::{
-    BuildError, MiddlewareChain, ProcessingContext, ProcessingResult, ProcessorTemplate, Provided,
-    StrategyRegistry, Values,
-};
+use crate::processor::{BuildError, StrategyRegistry};
 
-use super::common::{Phases, agent_inputs, agent_middleware};
+use super::common::{AgentProcessor, Phases};
 use super::services::AgentServices;
 
 /// The HostAgent's durable state (everything else is rebuilt each step).
@@ -68,15 +65,11 @@ impl HostAgent {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostProcessor;
 
-impl ProcessorTemplate for HostProcessor {
+impl AgentProcessor for HostProcessor {
     type Agent = HostAgent;
-    type Output = Values;
+    const NAME: &'static str = "HostAgentProcessor";
 
-    fn name(&self) -> &'static str {
-        "HostAgentProcessor"
-    }
-
-    fn setup_strategies(&self, s: &mut StrategyRegistry<HostAgent>) -> Result<(), BuildError> {
+    fn strategies(&self, s: &mut StrategyRegistry<HostAgent>) -> Result<(), BuildError> {
         Phases {
             data: strategies::DesktopDataCollection,
             llm: strategies::HostLlmInteraction,
@@ -84,17 +77,5 @@ impl ProcessorTemplate for HostProcessor {
             memory: strategies::HostMemoryUpdate,
         }
         .register(s)
-    }
-
-    fn setup_middleware(&self, chain: &mut MiddlewareChain) {
-        agent_middleware(chain);
-    }
-
-    fn global_inputs(&self) -> Vec<Provided> {
-        agent_inputs(&[])
-    }
-
-    fn finalize(&self, ctx: ProcessingContext, _result: &ProcessingResult) -> Values {
-        ctx.into_local()
     }
 }

@@ -10,21 +10,18 @@ use super::HostAgent;
 use super::launch::launch_and_wait;
 use crate::agents::action::ActionRecord;
 use crate::agents::common::{
-    Progress, answered, blackboard_prompt, failed, memory_dependencies, memory_item, offered_names,
+    Progress, answered, ask_reply, blackboard_prompt, failed, memory_item, offered_names,
     remembered, tool_catalog, with_knowledge,
 };
 use crate::agents::host::prompt::{HostPromptInput, messages};
 use crate::agents::keys::*;
 use crate::agents::response::{HostResponse, ReplyProblem};
 use crate::agents::settings::AgentSettings;
+use crate::agents::strategy::{AgentStrategy, Declaration};
 use crate::agents::target::{TargetInfo, TargetKind, TargetRegistry};
 use crate::agents::tools::{Audience, check_launch, function_list, launchable};
 use crate::dispatch::{Command, CommandResult, execute_one};
-use crate::llm::{ChatRequest, ask_json};
-use crate::processor::{
-    Dependency, Outputs, ProcessingContext, Provided, Strategy, StrategyError, keys as pkeys,
-};
-use crate::replay::REPLAY_MARK;
+use crate::processor::{Outputs, ProcessingContext, StrategyError, StrategyResult, keys as pkeys};
 use crate::replay::phase::{self as replay, Phase, awaited};
 use crate::replay::plan::StepAgent;
 use crate::replay::wait::{CHANGE_TOOL, REPLAY_WAITED, watch};
@@ -37,33 +34,23 @@ use crate::vision::downscale_png;
 pub struct DesktopDataCollection;
 
 #[async_trait]
-impl Strategy<HostAgent> for DesktopDataCollection {
-    fn name(&self) -> &str {
-        "desktop_data_collection"
+impl AgentStrategy for DesktopDataCollection {
+    type Agent = HostAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::data("desktop_data_collection")
+            .reads([
+                DISPATCHER.required("runs the screenshot and window-list commands"),
+                pkeys::SESSION_STEP.optional("the replayed step, whose window is waited for"),
+            ])
+            .writes([
+                DESKTOP_SCREENSHOT.provided(),
+                TARGET_REGISTRY.provided(),
+                TOOL_CATALOG.provided(),
+                SETTLE.provided(),
+                REPLAY_WAITED.provided(),
+            ])
     }
-    fn fail_fast(&self) -> bool {
-        true
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            DISPATCHER.required("runs the screenshot and window-list commands"),
-            pkeys::SESSION_STEP.optional("the replayed step, whose window is waited for"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            DESKTOP_SCREENSHOT.provided(),
-            TARGET_REGISTRY.provided(),
-            TOOL_CATALOG.provided(),
-            SETTLE.provided(),
-            REPLAY_WAITED.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &HostAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &HostAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let dispatcher = ctx.require(DISPATCHER)?.clone();
         let mut out = collect(agent, dispatcher.as_ref()).await?;
         // A replayed step whose window is not listed yet waits for it (crate::replay::wait).
@@ -212,39 +199,16 @@ fn with_launch_dirs(apps: String, policy: &crate::agents::policy::Policy) -> Str
 pub struct HostLlmInteraction;
 
 #[async_trait]
-impl Strategy<HostAgent> for HostLlmInteraction {
-    fn name(&self) -> &str {
-        "host_llm_interaction"
-    }
-    fn fail_fast(&self) -> bool {
-        true
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
+impl AgentStrategy for HostLlmInteraction {
+    type Agent = HostAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::model("host_llm_interaction", HOST_RESPONSE).reads([
             TARGET_REGISTRY.required("the selectable targets"),
             DESKTOP_SCREENSHOT.required("the desktop image"),
             TOOL_CATALOG.required("the functions and launchable applications"),
-            pkeys::REQUEST.required("the user's request"),
-            PREVIOUS_SUBTASKS.optional("finished subtasks with status and result"),
-            BLACKBOARD.optional("shared context from earlier steps"),
-            pkeys::SESSION_STEP.optional("the replayed step"),
-            REPLAY_WAITED.optional("how the replayed step waited for its window"),
-        ]
+        ])
     }
-    fn provides(&self) -> Vec<Provided> {
-        vec![
-            HOST_RESPONSE.provided(),
-            RESPONSE_TEXT.provided(),
-            LLM_TOTALS.provided(),
-            REPLAY_MARK.provided(),
-            KNOWLEDGE_USED.provided(),
-        ]
-    }
-    async fn execute(
-        &self,
-        agent: &HostAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &HostAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let fallback = match replay::host(&agent.services, ctx).await? {
             Phase::Decided(out) => return Ok(out),
             Phase::Model(fallback) => fallback,
@@ -288,30 +252,26 @@ impl Strategy<HostAgent> for HostLlmInteraction {
             "",
         )
         .await;
-        let request = ChatRequest {
-            messages: messages(HostPromptInput {
-                request: user_request,
-                targets: registry.all(),
-                desktop: Some(&desktop),
-                previous_subtasks: previous,
-                previous_plan: &plan,
-                blackboard: &blackboard,
-                functions: &function_list(catalog, Audience::Host),
-                launchable: &with_launch_dirs(launchable(catalog), &settings.policy),
-                previous_actions: &previous_actions,
-                blackboard_images: &board_images,
-                no_progress: &no_progress,
-                knowledge: &knowledge.text,
-                reused_plan: &fallback.plan,
-            }),
-            temperature: settings.temperature,
-            max_tokens: None,
-            response_format: crate::agents::response::host_response_format(),
-        };
-        let mut asked = ask_json(
+        let messages = messages(HostPromptInput {
+            request: user_request,
+            targets: registry.all(),
+            desktop: Some(&desktop),
+            previous_subtasks: previous,
+            previous_plan: &plan,
+            blackboard: &blackboard,
+            functions: &function_list(catalog, Audience::Host),
+            launchable: &with_launch_dirs(launchable(catalog), &settings.policy),
+            previous_actions: &previous_actions,
+            blackboard_images: &board_images,
+            no_progress: &no_progress,
+            knowledge: &knowledge.text,
+            reused_plan: &fallback.plan,
+        });
+        let mut asked = ask_reply(
             agent.services.host_model.as_ref(),
-            &request,
-            settings.max_reasks,
+            messages,
+            crate::agents::response::host_response_format(),
+            settings,
             |m| {
                 let r = HostResponse::parse(&m)?;
                 if !r.function.is_empty() && !offered.contains(&r.function) {
@@ -431,28 +391,18 @@ pub async fn run_host_function(
 }
 
 #[async_trait]
-impl Strategy<HostAgent> for HostActionExecution {
-    fn name(&self) -> &str {
-        "host_action_execution"
+impl AgentStrategy for HostActionExecution {
+    type Agent = HostAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::action("host_action_execution")
+            .reads([
+                HOST_RESPONSE.required("the decided function"),
+                TARGET_REGISTRY.required("resolves target labels"),
+                DISPATCHER.required("runs the function"),
+            ])
+            .writes([ACTIONS.provided(), SELECTED_TARGET.provided()])
     }
-    fn fail_fast(&self) -> bool {
-        false
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        vec![
-            HOST_RESPONSE.required("the decided function"),
-            TARGET_REGISTRY.required("resolves target labels"),
-            DISPATCHER.required("runs the function"),
-        ]
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![ACTIONS.provided(), SELECTED_TARGET.provided()]
-    }
-    async fn execute(
-        &self,
-        agent: &HostAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &HostAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let response = ctx.require(HOST_RESPONSE)?;
         let confirm = response.status == crate::round::state::HostStatus::Confirm;
         let hold = agent.services.settings.hold(
@@ -490,27 +440,13 @@ impl Strategy<HostAgent> for HostActionExecution {
 pub struct HostMemoryUpdate;
 
 #[async_trait]
-impl Strategy<HostAgent> for HostMemoryUpdate {
-    fn name(&self) -> &str {
-        "host_memory_update"
+impl AgentStrategy for HostMemoryUpdate {
+    type Agent = HostAgent;
+    fn declaration(&self) -> Declaration {
+        Declaration::memory("host_memory_update", HOST_RESPONSE)
+            .reads([SELECTED_TARGET.optional("the selected application")])
     }
-    fn fail_fast(&self) -> bool {
-        false
-    }
-    fn dependencies(&self) -> Vec<Dependency> {
-        memory_dependencies(
-            HOST_RESPONSE.required("the step's decision"),
-            [SELECTED_TARGET.optional("the selected application")],
-        )
-    }
-    fn provides(&self) -> Vec<Provided> {
-        vec![MEMORY_ITEM.provided(), TRAJECTORY.provided()]
-    }
-    async fn execute(
-        &self,
-        agent: &HostAgent,
-        ctx: &mut ProcessingContext,
-    ) -> Result<Outputs, StrategyError> {
+    async fn run(&self, agent: &HostAgent, ctx: &mut ProcessingContext) -> StrategyResult {
         let response = ctx.require(HOST_RESPONSE)?;
         let settings = &agent.services.settings;
         let (mut item, actions) = memory_item(ctx, response, &agent.memory, &agent.name, settings)?;

@@ -65,6 +65,41 @@ pub struct ServiceLimits {
     pub watch_max_fps: u32,
 }
 
+impl ServiceLimits {
+    /// The image format a request asks for (`unspecified` when it names none), with its JPEG quality
+    /// (0: the configured one).
+    fn format(
+        &self,
+        format: i32,
+        jpeg_quality: u32,
+        unspecified: pb::ImageFormat,
+    ) -> Result<Format, Status> {
+        let asked = match pb::ImageFormat::try_from(format) {
+            Ok(pb::ImageFormat::Unspecified) => unspecified,
+            Ok(asked) => asked,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "image_format {format} is not a known format"
+                )));
+            }
+        };
+        Ok(match asked {
+            pb::ImageFormat::Unspecified | pb::ImageFormat::Png => {
+                Format::Png(self.png_compression)
+            }
+            pb::ImageFormat::Jpeg => match jpeg_quality {
+                0 => Format::Jpeg(self.jpeg_quality),
+                q @ 1..=100 => Format::Jpeg(q as u8),
+                q => {
+                    return Err(Status::invalid_argument(format!(
+                        "jpeg_quality {q} is outside 1..=100"
+                    )));
+                }
+            },
+        })
+    }
+}
+
 /// The gRPC service over an [`Executor`].
 #[derive(Clone)]
 pub struct ExecutorService {
@@ -92,26 +127,9 @@ impl ExecutorService {
                 d
             }
         };
-        let format = match pb::ImageFormat::try_from(req.image_format) {
-            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Png) => {
-                Format::Png(self.limits.png_compression)
-            }
-            Ok(pb::ImageFormat::Jpeg) => match req.jpeg_quality {
-                0 => Format::Jpeg(self.limits.jpeg_quality),
-                q @ 1..=100 => Format::Jpeg(q as u8),
-                q => {
-                    return Err(Status::invalid_argument(format!(
-                        "jpeg_quality {q} is outside 1..=100"
-                    )));
-                }
-            },
-            Err(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "image_format {} is not a known format",
-                    req.image_format
-                )));
-            }
-        };
+        let format =
+            self.limits
+                .format(req.image_format, req.jpeg_quality, pb::ImageFormat::Png)?;
         Ok(BatchOptions { deadline, format })
     }
 
@@ -126,24 +144,9 @@ impl ExecutorService {
             }
             f => f,
         };
-        let format = match pb::ImageFormat::try_from(req.image_format) {
-            Ok(pb::ImageFormat::Png) => Format::Png(self.limits.png_compression),
-            Ok(pb::ImageFormat::Unspecified | pb::ImageFormat::Jpeg) => match req.jpeg_quality {
-                0 => Format::Jpeg(self.limits.jpeg_quality),
-                q @ 1..=100 => Format::Jpeg(q as u8),
-                q => {
-                    return Err(Status::invalid_argument(format!(
-                        "jpeg_quality {q} is outside 1..=100"
-                    )));
-                }
-            },
-            Err(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "image_format {} is not a known format",
-                    req.image_format
-                )));
-            }
-        };
+        let format =
+            self.limits
+                .format(req.image_format, req.jpeg_quality, pb::ImageFormat::Jpeg)?;
         Ok(WatchOptions {
             min_interval: Duration::from_secs_f64(1.0 / f64::from(fps)),
             format,
@@ -409,5 +412,43 @@ impl executor_server::Executor for ExecutorService {
             max_message_bytes: self.limits.max_message_bytes as u64,
             allowed_applications: self.executor.app_names(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_format_is_the_asked_one_or_the_callers_default_and_a_bad_one_is_refused() {
+        let limits = ServiceLimits {
+            max_batch: 1,
+            default_deadline: Duration::from_secs(1),
+            max_deadline: Duration::from_secs(1),
+            jpeg_quality: 70,
+            png_compression: PngCompression::Fast,
+            max_message_bytes: 1,
+            watch_fps: 1,
+            watch_max_fps: 1,
+        };
+        let (png, jpeg) = (pb::ImageFormat::Png, pb::ImageFormat::Jpeg);
+        let unspecified = pb::ImageFormat::Unspecified as i32;
+        let ok = |format: pb::ImageFormat, quality, default| {
+            limits.format(format as i32, quality, default).ok()
+        };
+        assert_eq!(ok(png, 50, jpeg), Some(Format::Png(PngCompression::Fast)));
+        assert_eq!(ok(jpeg, 0, png), Some(Format::Jpeg(70)));
+        assert_eq!(ok(jpeg, 100, png), Some(Format::Jpeg(100)));
+        assert_eq!(
+            limits.format(unspecified, 0, png).ok(),
+            Some(Format::Png(PngCompression::Fast))
+        );
+        assert_eq!(
+            limits.format(unspecified, 0, jpeg).ok(),
+            Some(Format::Jpeg(70))
+        );
+        let refused = |format, quality| limits.format(format, quality, png).map_err(|e| e.code());
+        assert_eq!(refused(jpeg as i32, 101), Err(tonic::Code::InvalidArgument));
+        assert_eq!(refused(9, 0), Err(tonic::Code::InvalidArgument));
     }
 }

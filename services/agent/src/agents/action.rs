@@ -118,6 +118,22 @@ impl ActionRecord {
         self.representation_with(ERROR_CHARS)
     }
 
+    /// Sets the memory item's `action` (each of the step's `actions` as JSON) and
+    /// `action_representation` (each one's [`Self::representation_with`] `error_chars`, `; `-separated).
+    pub fn remember<'i>(
+        actions: &[ActionRecord],
+        item: &'i mut crate::memory::MemoryItem,
+        error_chars: usize,
+    ) -> &'i mut crate::memory::MemoryItem {
+        let json: Vec<Value> = actions.iter().map(ActionRecord::to_json).collect();
+        let shown: Vec<String> = actions
+            .iter()
+            .map(|a| a.representation_with(error_chars))
+            .collect();
+        item.set("action", json)
+            .set("action_representation", shown.join("; "))
+    }
+
     /// The action and what happened to it, so the next prompt and the blackboard tell the model:
     /// `click_input on [12]Export [success]`, `texts on [9]Font [success] → "Sans 12"` (a read text is
     /// carried), `set_edit_text on [3]Name [failure: control [3]Name is disabled]`,

@@ -275,21 +275,7 @@ pub fn memory_item<'c>(
     }
     let actions = ctx.get(ACTIONS)?;
     if let Some(actions) = actions {
-        item.set(
-            "action",
-            actions
-                .iter()
-                .map(ActionRecord::to_json)
-                .collect::<Vec<_>>(),
-        );
-        item.set(
-            "action_representation",
-            actions
-                .iter()
-                .map(|a| a.representation_with(s.action_error_chars))
-                .collect::<Vec<_>>()
-                .join("; "),
-        );
+        ActionRecord::remember(actions, &mut item, s.action_error_chars);
     }
     if let Some(totals) = ctx.get(LLM_TOTALS)? {
         item.set("cost", totals.cost);

@@ -26,6 +26,16 @@ pub enum Decision<T> {
     Model(Value),
 }
 
+impl<T> Decision<T> {
+    /// The same decision, its reply (if any) mapped by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Decision<U> {
+        match self {
+            Decision::Replayed(reply, mark) => Decision::Replayed(f(reply), mark),
+            Decision::Model(mark) => Decision::Model(mark),
+        }
+    }
+}
+
 /// A replayed step that cannot go on (`on_mismatch: fail`): the message names the step and the selector.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -118,39 +118,63 @@ fn model(spec: &ReplaySpec, n: u64, mark: Value, totals: Totals) -> Fallback {
     }
 }
 
+/// How a step that may follow a plan is decided.
+#[derive(Debug)]
+pub enum Planned<R> {
+    /// The recording did: the reply, the step's mark, and the calls spent (a reuse's fill).
+    Decided(R, Value, Totals),
+    /// The model does.
+    Model(Fallback),
+}
+
+/// How step `n` is decided: by `decide` on the plan it follows (a replay's, or a reuse's once filled),
+/// by the model when it follows none (no replay or reuse, a failed fill, a step after the plan). `n` is
+/// asked only of a task that replays or reuses.
+async fn planned<R, E>(
+    services: &AgentServices,
+    n: impl FnOnce() -> Result<u64, E>,
+    decide: impl FnOnce(&ReplaySpec, u64) -> Result<Decision<R>, E>,
+) -> Result<Planned<R>, E> {
+    if services.replay.is_none() && services.reuse.is_none() {
+        return Ok(Planned::Model(Fallback::default()));
+    }
+    let n = n()?;
+    let (filled, totals) = fill(services.reuse.as_deref()).await;
+    let Some(spec) = plan(services, &filled, n) else {
+        return Ok(Planned::Model(Fallback {
+            totals,
+            ..Fallback::default()
+        }));
+    };
+    Ok(match decide(spec, n)? {
+        Decision::Replayed(reply, mark) => Planned::Decided(reply, mark, totals),
+        Decision::Model(mark) => Planned::Model(model(spec, n, mark, totals)),
+    })
+}
+
 /// The AppAgent's phase for this step; `previous` is the agent's memory of its step before.
 pub async fn app(
     services: &AgentServices,
     ctx: &ProcessingContext,
     previous: Option<&MemoryItem>,
 ) -> Result<Phase, StrategyError> {
-    if services.replay.is_none() && services.reuse.is_none() {
-        return Ok(Phase::Model(Fallback::default()));
-    }
-    let n = step(ctx)?;
-    let (filled, totals) = fill(services.reuse.as_deref()).await;
-    let Some(spec) = plan(services, &filled, n) else {
-        return Ok(Phase::Model(Fallback {
-            totals,
-            ..Fallback::default()
-        }));
-    };
-    Ok(
-        match decide::app_reply(
-            spec,
-            n,
-            ctx.require(CONTROLS)?,
-            previous,
-            ctx.get(REPLAY_WAITED)?,
-        )
-        .map_err(mismatch)?
-        {
-            Decision::Replayed(reply, mark) => Phase::Decided(
-                outputs(APP_RESPONSE, reply, mark, totals).with(REPLAY_STAYS, spec.stays(n)),
-            ),
-            Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
+    let planned = planned(
+        services,
+        || step(ctx),
+        |spec, n| {
+            let (controls, waited) = (ctx.require(CONTROLS)?, ctx.get(REPLAY_WAITED)?);
+            let decision =
+                decide::app_reply(spec, n, controls, previous, waited).map_err(mismatch)?;
+            Ok(decision.map(|reply| (reply, spec.stays(n))))
         },
     )
+    .await?;
+    Ok(match planned {
+        Planned::Decided((reply, stays), mark, totals) => {
+            Phase::Decided(outputs(APP_RESPONSE, reply, mark, totals).with(REPLAY_STAYS, stays))
+        }
+        Planned::Model(fallback) => Phase::Model(fallback),
+    })
 }
 
 /// The HostAgent's phase for this step.
@@ -158,57 +182,35 @@ pub async fn host(
     services: &AgentServices,
     ctx: &ProcessingContext,
 ) -> Result<Phase, StrategyError> {
-    if services.replay.is_none() && services.reuse.is_none() {
-        return Ok(Phase::Model(Fallback::default()));
-    }
-    let n = step(ctx)?;
-    let (filled, totals) = fill(services.reuse.as_deref()).await;
-    let Some(spec) = plan(services, &filled, n) else {
-        return Ok(Phase::Model(Fallback {
-            totals,
-            ..Fallback::default()
-        }));
-    };
-    let targets = ctx.require(TARGET_REGISTRY)?.all();
-    Ok(
-        match decide::host_reply(spec, n, targets, ctx.get(REPLAY_WAITED)?).map_err(mismatch)? {
-            Decision::Replayed(reply, mark) => {
-                Phase::Decided(outputs(HOST_RESPONSE, reply, mark, totals))
-            }
-            Decision::Model(mark) => Phase::Model(model(spec, n, mark, totals)),
+    let planned = planned(
+        services,
+        || step(ctx),
+        |spec, n| {
+            let targets = ctx.require(TARGET_REGISTRY)?.all();
+            decide::host_reply(spec, n, targets, ctx.get(REPLAY_WAITED)?).map_err(mismatch)
         },
     )
+    .await?;
+    Ok(match planned {
+        Planned::Decided(reply, mark, totals) => {
+            Phase::Decided(outputs(HOST_RESPONSE, reply, mark, totals))
+        }
+        Planned::Model(fallback) => Phase::Model(fallback),
+    })
 }
 
-/// What decides a third-party agent's step of a replay or a reuse (it has no processor pipeline: its
-/// step asks [`third`] first and the model only for [`ThirdPhase::Model`]).
-#[derive(Debug)]
-pub enum ThirdPhase {
-    /// The recording did: the reply, the step's mark, and the calls spent (a reuse's fill).
-    Decided(AppResponse, Value, Totals),
-    /// The model does.
-    Model(Fallback),
-}
-
-/// The third-party agent `server`'s phase for step `n`; `previous` is its memory of its step before.
+/// The third-party agent `server`'s phase for step `n` (it has no processor pipeline: its step asks
+/// this first and the model only for [`Planned::Model`]); `previous` is its memory of its step before.
 pub async fn third(
     services: &AgentServices,
     n: u64,
     server: &str,
     previous: Option<&MemoryItem>,
-) -> Result<ThirdPhase, decide::Mismatch> {
-    if services.replay.is_none() && services.reuse.is_none() {
-        return Ok(ThirdPhase::Model(Fallback::default()));
-    }
-    let (filled, totals) = fill(services.reuse.as_deref()).await;
-    let Some(spec) = plan(services, &filled, n) else {
-        return Ok(ThirdPhase::Model(Fallback {
-            totals,
-            ..Fallback::default()
-        }));
-    };
-    Ok(match decide::third_reply(spec, n, server, previous)? {
-        Decision::Replayed(reply, mark) => ThirdPhase::Decided(reply, mark, totals),
-        Decision::Model(mark) => ThirdPhase::Model(model(spec, n, mark, totals)),
-    })
+) -> Result<Planned<AppResponse>, decide::Mismatch> {
+    planned(
+        services,
+        || Ok(n),
+        |spec, n| decide::third_reply(spec, n, server, previous),
+    )
+    .await
 }

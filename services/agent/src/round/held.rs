@@ -108,23 +108,14 @@ impl Round {
         } else {
             Outcome::Rejected
         };
-        let representation: Vec<String> =
-            actions.iter().map(ActionRecord::representation).collect();
         let mut memory = MemoryItem::new();
         memory
             .set("agent_name", step.agent_name.clone())
             .set("session_step", self.session_step)
             .set("step", self.session_step)
             .set("status", outcome.to_string())
-            .set("confirmation_reason", decision.reason.clone())
-            .set(
-                "action",
-                actions
-                    .iter()
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            )
-            .set("action_representation", representation.join("; "));
+            .set("confirmation_reason", decision.reason.clone());
+        ActionRecord::remember(&actions, &mut memory, crate::agents::action::ERROR_CHARS);
         match &self.active {
             Active::Host => self.host.memory.push(memory.clone()),
             Active::App(k) => {

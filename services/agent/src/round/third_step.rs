@@ -26,7 +26,7 @@ use crate::dispatch::tools::ToolSpec;
 use crate::llm::{ChatRequest, Message, Role, ask_json};
 use crate::memory::MemoryItem;
 use crate::memory::blackboard::entry;
-use crate::replay::phase::{Fallback, ThirdPhase};
+use crate::replay::phase::{Fallback, Planned};
 use crate::round::control::HeldAction;
 
 /// The name a third-party agent's steps are recorded under.
@@ -138,8 +138,8 @@ impl Round {
         )
         .await;
         let (fallback, replayed) = match phase {
-            Ok(ThirdPhase::Model(fallback)) => (fallback, None),
-            Ok(ThirdPhase::Decided(reply, mark, totals)) => (
+            Ok(Planned::Model(fallback)) => (fallback, None),
+            Ok(Planned::Decided(reply, mark, totals)) => (
                 Fallback {
                     mark: Some(mark),
                     totals,
@@ -245,10 +245,6 @@ impl Round {
             )
         };
         self.settle(&was, &after);
-        let representation: Vec<String> = actions
-            .iter()
-            .map(|a| a.representation_with(s.action_error_chars))
-            .collect();
         let mut memory = MemoryItem::new();
         memory
             .set("agent_name", name.clone())
@@ -260,15 +256,8 @@ impl Round {
             .set("plan", json!(response.plan))
             .set("status", status.to_string())
             .set("comment", response.comment.clone())
-            .set("result", response.result.clone())
-            .set(
-                "action",
-                actions
-                    .iter()
-                    .map(ActionRecord::to_json)
-                    .collect::<Vec<_>>(),
-            )
-            .set("action_representation", representation.join("; "));
+            .set("result", response.result.clone());
+        ActionRecord::remember(&actions, &mut memory, s.action_error_chars);
         if let Some(e) = &error {
             memory.set("error", e.clone());
         }

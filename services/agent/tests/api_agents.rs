@@ -6,15 +6,12 @@
 //! recorded step). Runner processes are this test binary re-executed (see `runner_child`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use api_support::{Agent, Session, agent_config, call, eventually};
+use crate::api_support::{Agent, Session, agent_config, call, eventually};
+use crate::common;
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::dispatch::CommandDispatcher;

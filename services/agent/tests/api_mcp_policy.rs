@@ -11,13 +11,10 @@
 //! pattern) refuses it, nothing runs, and the model is told why.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::Arc;
 
-use api_support::{Agent, Session, agent_config, call, eventually};
+use crate::api_support::{Agent, Session, agent_config, call, eventually};
+use crate::common;
 use serde_json::{Value, json};
 use ufo_agent::agents::policy::Policy;
 use ufo_agent::agents::{AgentServices, AgentSettings};

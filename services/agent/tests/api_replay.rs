@@ -5,13 +5,10 @@
 //! another caller's task cannot be replayed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::common;
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::agents::target::Rect;

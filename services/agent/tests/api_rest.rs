@@ -2,9 +2,7 @@
 //! every endpoint, and every error class with its status and code.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
-use api_support::{KEY, Session, agent_config, driver::png, router};
+use crate::api_support::{KEY, Session, agent_config, driver::png, router};
 use axum::Router;
 use axum::body::Body;
 use http::{Request, StatusCode, header};

@@ -4,13 +4,12 @@
 //! [`api_support::driver::ScriptDriver`] standing in for the agents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, Api, KEY, Session, agent_config, eventually};
+use crate::api_support;
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, Api, KEY, Session, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use ufo_proto::v1::agent_service_client::AgentServiceClient;

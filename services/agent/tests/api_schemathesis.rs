@@ -3,9 +3,7 @@
 //! passes when schemathesis exits 0. `UFO_SCHEMATHESIS_EXAMPLES` sets the examples per operation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
-use api_support::{Agent, KEY, Session, agent_config};
+use crate::api_support::{Agent, KEY, Session, agent_config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_failure() {

@@ -4,12 +4,10 @@
 //! ends, and 100 clients on one task all receive every event.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::sync::Arc;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use ufo_proto::v1::StreamStepsRequest;

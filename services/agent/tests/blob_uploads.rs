@@ -9,16 +9,13 @@
 //! blob directory; the executor is the crate's desktop double (the subject here is agent ⇄ session).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::common;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use ufo_agent::agents::{AgentServices, AgentSettings};

@@ -10,14 +10,12 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::{Arc, Mutex};
 
+use crate::common::*;
 use async_trait::async_trait;
 use clap::Parser as _;
-use common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use ufo_agent::agents::policy::Policy;

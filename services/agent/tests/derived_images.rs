@@ -9,15 +9,12 @@
 //! desktop double.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::common;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use ufo_agent::agents::{AgentServices, AgentSettings};

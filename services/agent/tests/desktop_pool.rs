@@ -4,13 +4,11 @@
 //! waits in the queue meanwhile, `waiting_for: {reason: "desktop"}`; `any` and labels pick a free one.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, Api, Session, agent_config, eventually};
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, Api, Session, agent_config, eventually};
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;

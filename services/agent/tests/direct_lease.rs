@@ -8,11 +8,9 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::time::{Duration, Instant};
 
-use api_support::{KEY, Session};
+use crate::api_support::{KEY, Session};
 use serde_json::{Value, json};
 use ufo_proto::v1::{EventKind, GetSessionRequest, SessionStatus};
 use ufo_testkit::{ProcessBuilder, ServiceProcess, free_port};

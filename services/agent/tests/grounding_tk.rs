@@ -8,6 +8,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::tk_form;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -18,8 +19,6 @@ use ufo_agent::vision::Screenshot;
 use ufo_agent::vision::grounding::omniparser::{OmniParserClient, OmniParserOptions};
 use ufo_agent::vision::grounding::{OcrGrounding, OcrOptions, builtin_engine};
 use ufo_agent::vision::iou;
-
-mod tk_form;
 
 fn rect(v: &Value) -> Rect {
     let n = |i: usize| v[i].as_f64().unwrap().round() as i32;

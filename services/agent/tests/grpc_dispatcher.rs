@@ -4,11 +4,9 @@
 //! in-process executor double (the real Linux executor is another issue's).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};

@@ -6,14 +6,12 @@
 //! none may have run twice, and the events must be gapless from 1.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use tonic::{Request, Response, Status};

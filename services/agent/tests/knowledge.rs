@@ -13,13 +13,10 @@
 //! - knowledge off changes nothing else: the same task gets the same prompts and stores nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::Arc;
 
-use api_support::{Agent, Session, agent_config, eventually};
+use crate::api_support::{Agent, Session, agent_config, eventually};
+use crate::common;
 use base64::Engine as _;
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;

@@ -6,7 +6,7 @@
 //!    frame, and the agent process's CPU time (from /proc) over those 10 s.
 //!
 //! ```text
-//! cargo nextest run -p ufo-agent --test live_bench --run-ignored only --no-capture
+//! cargo nextest run -p ufo-agent --test it live_bench:: --run-ignored only --no-capture
 //! ```
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

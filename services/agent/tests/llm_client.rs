@@ -2,8 +2,7 @@
 //! auth headers, Azure routing), retries honouring Retry-After, the backup model, re-asking, and cost.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
+use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 

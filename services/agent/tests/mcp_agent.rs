@@ -5,13 +5,11 @@
 //! faults of a misbehaving server (crash mid-call, hang, garbage; a SIGKILLed agent leaves no orphan).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Map, json};
 use ufo_agent::agents::policy::Policy;
 use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};

@@ -11,12 +11,10 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde_json::{Map, Value, json};
 use ufo_agent::agents::{AgentServices, AgentSettings, HostAgent};
 use ufo_agent::dispatch::CommandDispatcher;

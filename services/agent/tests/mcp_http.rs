@@ -4,12 +4,10 @@
 //! token, or with a CA file that is not one, the server is unavailable with a reason that says which.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::path::Path;
 use std::process::Stdio;
 
-use common::certificates;
+use crate::common::certificates;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};

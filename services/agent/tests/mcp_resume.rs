@@ -7,15 +7,12 @@
 //! the dead agent's server once it is idle and starts the next agent's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use api_support::{Agent, Api, Session, agent_config, eventually};
-use common::{host, target_label, third};
+use crate::api_support::{Agent, Api, Session, agent_config, eventually};
+use crate::common;
+use crate::common::{host, target_label, third};
 use serde_json::json;
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;

@@ -13,16 +13,14 @@
 //! a foreign `Origin` or `Host` → 403, an oversized body → 413.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api_support::{Agent, KEY, Session, agent_config};
+use crate::api_support;
+use crate::api_support::{Agent, KEY, Session, agent_config};
+use crate::common;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 use ufo_agent::agents::AgentSettings;

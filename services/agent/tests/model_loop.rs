@@ -5,11 +5,9 @@
 //! saved screenshots reach the next prompts as images.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::round::{Arrived, RoundEnd};

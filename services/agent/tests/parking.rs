@@ -7,12 +7,11 @@
 //! `cli --test up_parking` shows the same under `ufo up` with the real agents and a stand-in model.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::sync::Arc;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, Api, Session, agent_config};
+use crate::api_support;
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, Api, Session, agent_config};
 use serde_json::json;
 use ufo_proto::v1::{EventKind, WaitReason, WaitingFor};
 

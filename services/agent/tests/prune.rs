@@ -4,9 +4,7 @@
 //! Postgres with a blob directory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
-use api_support::{Agent, Session, agent_config};
+use crate::api_support::{Agent, Session, agent_config};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use ufo_proto::v1::{

@@ -5,12 +5,10 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use clap::Parser as _;
-use common::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use ufo_agent::agents::target::{TargetInfo, TargetKind};

@@ -5,8 +5,6 @@
 //! by then. Handshakes only: the proxy says when the held call arrived, the test releases it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::convert::Infallible;
 use std::path::Path;
 use std::sync::Arc;
@@ -14,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config};
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, KEY, Session, agent_config};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

@@ -12,14 +12,12 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-mod browser_support;
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use api_support::{Agent, Session, agent_config, eventually};
+use crate::api_support::{Agent, Session, agent_config, eventually};
+use crate::browser_support;
+use crate::common;
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::dispatch::CommandDispatcher;

@@ -3,12 +3,10 @@
 //! control at AT-SPI's hidden-control position and the task never ended).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::sync::Arc;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
 use serde_json::{Value, json};
 
 #[tokio::test]

@@ -3,11 +3,9 @@
 //! models refused at submission.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::sync::{Arc, Mutex};
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};

@@ -7,9 +7,7 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use ufo_agent::agents::HostAgent;
 use ufo_agent::memory::Blackboard;

@@ -10,14 +10,13 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, KEY, agent_config, eventually};
+use crate::api_support;
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, KEY, agent_config, eventually};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};

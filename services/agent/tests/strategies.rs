@@ -2,12 +2,10 @@
 //! the fail_fast table, and the processors' dependency chains.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::*;
 use async_trait::async_trait;
-use common::*;
 use serde_json::{Value, json};
 use ufo_agent::agents::action::ActionOutcome;
 use ufo_agent::agents::app::strategies::*;

@@ -15,17 +15,13 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-mod browser_support;
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::api_support::{Agent, KEY, Session, agent_config, eventually};
+use crate::browser_support::Browser;
+use crate::common;
 use base64::Engine as _;
-use browser_support::Browser;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use ufo_agent::runner::{AgentsDriver, TaskDriver};

@@ -10,14 +10,11 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod api_support;
-mod browser_support;
-
 use std::sync::Arc;
 
-use api_support::driver::ScriptDriver;
-use api_support::{Agent, Session, agent_config, eventually};
-use browser_support::Browser;
+use crate::api_support::driver::ScriptDriver;
+use crate::api_support::{Agent, Session, agent_config, eventually};
+use crate::browser_support::Browser;
 use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;

@@ -6,17 +6,15 @@
 //! nothing in the prompt.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/mod.rs"]
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common;
+use crate::common::{app, assign, by_name, host};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use common::{app, assign, by_name, host};
 use serde_json::{Value, json};
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::agents::services::KnowledgeSource;

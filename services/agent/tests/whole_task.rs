@@ -3,11 +3,9 @@
 //! failing middle action stops there with the rest skipped.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use ufo_agent::agents::AgentSettings;
 use ufo_agent::round::{Arrived, RoundEnd};

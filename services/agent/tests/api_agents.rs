@@ -249,7 +249,12 @@ async fn runner_child() {
 
 fn spawn_runner(session: &Session, llm: &ScriptedLlm) -> tokio::process::Child {
     tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "runner_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "api_agents::runner_child",
+            "--nocapture",
+        ])
         .env("UFO_TEST_CHILD_SESSION_URL", &session.url)
         .env("UFO_TEST_CHILD_LLM_URL", llm.base_url())
         .kill_on_drop(true)

@@ -318,11 +318,16 @@ async fn runner_child() {
 
 fn spawn_runner(session: &Session, log: &std::path::Path, block: bool) -> tokio::process::Child {
     let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--ignored", "--exact", "runner_child", "--nocapture"])
-        .env("UFO_TEST_CHILD_SESSION_URL", &session.url)
-        .env("UFO_TEST_CHILD_ACTION_LOG", log)
-        .kill_on_drop(true)
-        .stdout(std::process::Stdio::null());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "api_runner::runner_child",
+        "--nocapture",
+    ])
+    .env("UFO_TEST_CHILD_SESSION_URL", &session.url)
+    .env("UFO_TEST_CHILD_ACTION_LOG", log)
+    .kill_on_drop(true)
+    .stdout(std::process::Stdio::null());
     if block {
         cmd.env("UFO_TEST_CHILD_BLOCK", "1");
     }

@@ -83,7 +83,12 @@ async fn storm_runner_child() {
 
 fn spawn_runner(session: &Session, executor: &str) -> tokio::process::Child {
     tokio::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "storm_runner_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "kill_storm::storm_runner_child",
+            "--nocapture",
+        ])
         .env("UFO_TEST_CHILD_SESSION_URL", &session.url)
         .env("UFO_TEST_CHILD_EXECUTOR", executor)
         .kill_on_drop(true)

@@ -359,7 +359,7 @@ async fn a_sigkilled_agent_leaves_no_orphan_server() {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "child_holding_a_stdio_server",
+            "mcp_agent::child_holding_a_stdio_server",
             "--ignored",
             "--nocapture",
         ])

@@ -137,7 +137,12 @@ async fn mcp_runner_child() {
 fn spawn(session: &Session, mode: &str, dir: &Path, executor: Option<&str>) -> std::process::Child {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap());
     child
-        .args(["--ignored", "--exact", "mcp_runner_child", "--nocapture"])
+        .args([
+            "--ignored",
+            "--exact",
+            "mcp_resume::mcp_runner_child",
+            "--nocapture",
+        ])
         .env("UFO_TEST_CHILD_SESSION_URL", &session.url)
         .env("UFO_TEST_CHILD_MODE", mode)
         .env("UFO_TEST_CHILD_DIR", dir)

@@ -12,6 +12,11 @@ use ufo_agent::{Config, Listeners};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay`, which the bindings do not name: in `mimalloc.h` (v2 and v3) it
+/// comes right before `mi_option_use_numa_nodes`.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t =
+    libmimalloc_sys::mi_option_use_numa_nodes - 1;
+
 fn main() -> anyhow::Result<()> {
     let set = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
     if let Some(message) = ufo_common::agent_env::renamed_in(set) {
@@ -19,6 +24,13 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(2);
     }
     let config = Config::parse();
+    // SAFETY: sets one of mimalloc's options, read at each purge; every value is valid (negative: never).
+    unsafe {
+        libmimalloc_sys::mi_option_set(
+            MI_OPTION_PURGE_DELAY,
+            config.allocator_purge_delay_ms.into(),
+        );
+    }
     // First, before any thread exists: the OCR engine's OpenMP thread limit (a restart when needed).
     #[cfg(all(unix, feature = "ocr"))]
     if config.agents.uses_builtin_ocr()

@@ -36,6 +36,20 @@ pub struct Config {
     #[arg(long, env = "UFO_AGENT_HTTP_LISTEN", default_value = "127.0.0.1:8080")]
     pub http_listen: SocketAddr,
 
+    /// How long memory freed by the process stays with it for reuse before the allocator (mimalloc)
+    /// returns it to the system, in milliseconds (`-1`: never). A step's screenshot buffers are
+    /// megabytes, freed and taken again a few hundred milliseconds later; memory returned meanwhile is
+    /// faulted in and zeroed by the kernel again, on the step's critical path (docs/benchmark.md,
+    /// 2026-11-30). mimalloc's own default is 1000.
+    #[arg(
+        long = "allocator-purge-delay-ms",
+        env = "UFO_AGENT_ALLOCATOR_PURGE_DELAY_MS",
+        default_value_t = 10_000,
+        allow_negative_numbers = true,
+        value_parser = clap::value_parser!(i32).range(-1..)
+    )]
+    pub allocator_purge_delay_ms: i32,
+
     #[command(flatten)]
     pub api: ApiConfig,
 

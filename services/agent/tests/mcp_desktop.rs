@@ -86,7 +86,7 @@ async fn a_desktop_server_runs_through_the_executor_in_a_round_and_ends_with_it(
         Arc::new(GrpcDispatcher::connect_lazy(&url, Some("tok"), 20_000, 64 << 20, None).unwrap());
     let dispatcher = Arc::new(McpDispatcher::new(grpc, hub()));
     // The task's hub: its desktop servers start through this task's executor.
-    let task_hub = dispatcher.mcp_hub().unwrap();
+    let task_hub = dispatcher.hub().clone();
     let llm = ScriptedLlm::start().await.unwrap();
     let services = AgentServices {
         mcp: Some(task_hub.clone()),
@@ -256,7 +256,7 @@ async fn over_a_dial_out_stream_and_its_end_kills_the_server() {
         .unwrap(),
     );
     let dispatcher = McpDispatcher::new(grpc, hub());
-    let task_hub = dispatcher.mcp_hub().unwrap();
+    let task_hub = dispatcher.hub().clone();
     let server = task_hub.server("desk").unwrap();
     let args: Map<String, Value> = json!({"a": 2, "b": 40}).as_object().cloned().unwrap();
     let out = server.call("add", args).await.unwrap();

@@ -16,7 +16,7 @@ use crate::common::{host, target_label, third};
 use serde_json::json;
 use ufo_agent::dispatch::CommandDispatcher;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
-use ufo_agent::mcp::{McpDispatcher, McpHub, McpLimits, McpServersFile};
+use ufo_agent::mcp::{McpHub, McpLimits, McpServersFile};
 use ufo_agent::runner::{AgentsDriver, TaskDriver};
 use ufo_agent::testing::{ScriptedLlm, ScriptedReply};
 use ufo_proto::v1::EventKind;
@@ -121,13 +121,13 @@ async fn mcp_runner_child() {
         ..common::services(&llm, ufo_agent::agents::AgentSettings::default())
     };
     // As the agent does: each task's dispatcher, its desktop servers started through its executor.
-    let driver: Arc<dyn TaskDriver> = Arc::new(AgentsDriver::new(
-        Arc::new(move |_| Ok(services.clone())),
-        Arc::new(move |_| {
-            Ok(Arc::new(McpDispatcher::new(desktop.clone(), hub.clone()))
-                as Arc<dyn CommandDispatcher>)
-        }),
-    ));
+    let driver: Arc<dyn TaskDriver> = Arc::new(
+        AgentsDriver::new(
+            Arc::new(move |_| Ok(services.clone())),
+            Arc::new(move |_| Ok(desktop.clone())),
+        )
+        .with_mcp(hub),
+    );
     let agent = Agent::start(agent_config(&session_url, RUNNER_FLAGS), Some(driver)).await;
     std::fs::write(dir.join(format!("ready-{mode}")), b"").unwrap();
     // Runs until killed by the parent.

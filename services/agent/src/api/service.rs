@@ -8,14 +8,15 @@ use tracing::instrument;
 use ufo_common::ErrorCode;
 use ufo_proto::v1::{
     AddRoundRequest, Artifact, ArtifactKind, Event, EventKind, GetArtifactRequest,
-    GetBlackboardRequest, GetSessionRequest, HeldAction, ListRoundsRequest, ListSessionsRequest,
-    ListStepsRequest, PendingQuestion, Replay, RequestCancelRequest, Round, Session, SessionStatus,
-    Step, SubmitTaskRequest, Task, WatchEventsRequest,
+    GetBlackboardRequest, GetSessionRequest, ListRoundsRequest, ListSessionsRequest,
+    ListStepsRequest, RequestCancelRequest, Session, SessionStatus, Step, SubmitTaskRequest,
+    WatchEventsRequest,
 };
 
 use super::auth::Caller;
 use super::checks::{PriceCheck, no_nul};
 use super::error::ApiError;
+pub use super::model::view::TaskSnapshot;
 use crate::config::ApiConfig;
 use crate::dispatch::registry::{ExecutorConfigError, ExecutorRegistry};
 use crate::round::control::{HeldAction as Held, Next, StepControl};
@@ -26,52 +27,6 @@ use crate::store::knowledge::SessionKnowledge;
 /// First window of newest events read to find a decision on the held action (widened fourfold as needed;
 /// not a limit: the result is exact whatever its size). A hold step writes about four events, a decision one.
 const DECISION_WINDOW: u64 = 16;
-
-/// Everything `GET /v1/tasks/{id}` shows, read from the session service.
-#[derive(Debug, Clone)]
-pub struct TaskSnapshot {
-    /// The session row.
-    pub session: Session,
-    /// Its rounds, in order.
-    pub rounds: Vec<Round>,
-    /// `Agent:STATE` after the newest step; empty when the task is not running.
-    pub state: String,
-    /// Questions waiting for answers.
-    pub pending: Vec<PendingQuestion>,
-    /// The action waiting for a confirmation.
-    pub held: Option<HeldAction>,
-    /// What the newest step decided (stored with it), with the ids of the held action and the questions.
-    pub next: Option<Next>,
-    /// A replay task's origin and counts.
-    pub replay: Option<Replay>,
-    /// A reuse task's origin and counts.
-    pub reuse: Option<ufo_proto::v1::Reuse>,
-}
-
-impl TaskSnapshot {
-    /// The gRPC view.
-    pub fn to_proto(&self) -> Task {
-        Task {
-            id: self.session.id.clone(),
-            request: self.session.request.clone(),
-            status: self.session.status,
-            totals: self.session.totals,
-            rounds: self.session.rounds,
-            state: self.state.clone(),
-            pending_questions: self.pending.clone(),
-            held_action: self.held.clone(),
-            result: self.session.result.clone(),
-            last_seq: self.session.last_seq,
-            replay: self.replay.clone(),
-            reuse: self.reuse.clone(),
-            waiting_for: super::model::view::WaitingForView::of_task(
-                &self.session,
-                self.held.is_some(),
-            )
-            .map(|w| w.to_proto()),
-        }
-    }
-}
 
 /// Why the API's operations cannot be set up.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! The executor's gRPC client as a [`CommandDispatcher`]: commands become `ufo.v1.Command`s (parameters as
 //! `Struct`), screenshots come back as bytes with their transform. One span per batch.
 
+use std::net::Ipv6Addr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,6 +12,7 @@ use ufo_common::grpc::ClientContext;
 use ufo_proto::v1;
 use ufo_proto::v1::executor_client::ExecutorClient;
 
+use super::tools::{ExecutorCatalog, ToolSpec};
 use super::{Command, CommandDispatcher, CommandResult, DispatchError, ResultStatus, ToolType};
 use crate::vision::Screenshot;
 
@@ -94,7 +96,7 @@ impl GrpcDispatcher {
                 .map_err(|e| DispatchError::Address(format!("TLS for {address}: {e}")))?;
         }
         let channel = endpoint.connect_lazy();
-        let label = crate::dispatch::registry::parse_address(address).map_or_else(
+        let label = parse_address(address).map_or_else(
             || "(unparsable address)".to_owned(),
             |(host, port)| match port {
                 Some(p) => format!("{host}:{p}"),
@@ -333,7 +335,7 @@ impl CommandDispatcher for GrpcDispatcher {
         self.catalog
             .get_or_fetch(|| async {
                 super::retry::retrying(self.retry_budget, unavailable, || {
-                    super::tools::fetch(self.client.clone())
+                    fetch_catalog(self.client.clone())
                 })
                 .await
                 .map_err(|e| match e {
@@ -345,4 +347,89 @@ impl CommandDispatcher for GrpcDispatcher {
             })
             .await
     }
+}
+
+/// Asks an executor for its tools and capabilities.
+async fn fetch_catalog(
+    mut client: ExecutorClient<ExecutorTransport>,
+) -> Result<ExecutorCatalog, DispatchError> {
+    let span = tracing::info_span!("executor.catalog");
+    async move {
+        // Both at once: a task's first observation waits for one round trip to its desktop, not two.
+        let mut second = client.clone();
+        let (tools, caps) = tokio::try_join!(
+            async {
+                client
+                    .list_tools(v1::ListToolsRequest {})
+                    .await
+                    .map_err(|s| status_error(&s))
+            },
+            async {
+                second
+                    .get_capabilities(v1::GetCapabilitiesRequest {})
+                    .await
+                    .map_err(|s| status_error(&s))
+            },
+        )?;
+        let (tools, caps) = (tools.into_inner().tools, caps.into_inner());
+        Ok(ExecutorCatalog {
+            tools: tools
+                .into_iter()
+                .map(|t| ToolSpec {
+                    kind: if t.tool_type == v1::ToolType::Action as i32 {
+                        ToolType::Action
+                    } else {
+                        ToolType::DataCollection
+                    },
+                    parameters: t.parameters_schema.map_or(serde_json::Value::Null, |s| {
+                        serde_json::Value::Object(ufo_proto::json::struct_to_map(s))
+                    }),
+                    name: t.name,
+                    description: t.description,
+                })
+                .collect(),
+            allowed_applications: caps.allowed_applications,
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+/// `http(s)://host[:port][/]` split into host and port; `None` when malformed. Hosts are letters, digits,
+/// dots and dashes, or a bracketed IPv6 literal.
+pub fn parse_address(text: &str) -> Option<(String, Option<u16>)> {
+    let rest = text
+        .strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (host, after) = v6.split_once(']')?;
+        host.parse::<Ipv6Addr>().ok()?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (host.to_owned(), port)
+    } else {
+        let (host, port) = match rest.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (rest, None),
+        };
+        let ok = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+        if !ok {
+            return None;
+        }
+        (host.to_ascii_lowercase(), port)
+    };
+    let port = match port {
+        None => None,
+        Some(p) if !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit()) => {
+            Some(p.parse::<u16>().ok()?)
+        }
+        Some(_) => return None,
+    };
+    Some((host, port))
 }

@@ -258,12 +258,6 @@ pub trait CommandDispatcher: Send + Sync {
 
     /// The executor's tools and launch allow-list (cached; see [`tools`]).
     async fn catalog(&self) -> Result<std::sync::Arc<tools::ExecutorCatalog>, DispatchError>;
-
-    /// The MCP servers this dispatcher routes `mcp__` actions to, bound to its task (servers on the
-    /// desktop start through its executor), when it routes them.
-    fn mcp_hub(&self) -> Option<std::sync::Arc<crate::mcp::McpHub>> {
-        None
-    }
 }
 
 /// Runs one command and returns its result.

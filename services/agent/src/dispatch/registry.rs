@@ -161,50 +161,13 @@ pub struct ExecutorRegistry {
     shared_ca: Option<Vec<u8>>,
 }
 
+pub use super::grpc::parse_address;
+
 fn read(path: &Path) -> Result<Vec<u8>, ExecutorConfigError> {
     std::fs::read(path).map_err(|source| ExecutorConfigError::Read {
         path: path.display().to_string(),
         source,
     })
-}
-
-/// `http(s)://host[:port][/]` split into host and port; `None` when malformed. Hosts are letters, digits,
-/// dots and dashes, or a bracketed IPv6 literal.
-pub fn parse_address(text: &str) -> Option<(String, Option<u16>)> {
-    let rest = text
-        .strip_prefix("http://")
-        .or_else(|| text.strip_prefix("https://"))?;
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
-        let (host, after) = v6.split_once(']')?;
-        host.parse::<Ipv6Addr>().ok()?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':')?),
-        };
-        (host.to_owned(), port)
-    } else {
-        let (host, port) = match rest.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (rest, None),
-        };
-        let ok = !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-        if !ok {
-            return None;
-        }
-        (host.to_ascii_lowercase(), port)
-    };
-    let port = match port {
-        None => None,
-        Some(p) if !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit()) => {
-            Some(p.parse::<u16>().ok()?)
-        }
-        Some(_) => return None,
-    };
-    Some((host, port))
 }
 
 /// Host names of cloud instance metadata services.

@@ -11,9 +11,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::Mutex;
-use tracing::Instrument as _;
-use ufo_proto::v1;
-use ufo_proto::v1::executor_client::ExecutorClient;
 
 use super::{DispatchError, ToolType};
 
@@ -86,62 +83,9 @@ impl CatalogCache {
     }
 }
 
-fn rpc_error(s: tonic::Status) -> DispatchError {
-    DispatchError::Rpc {
-        code: s.code(),
-        message: s.message().to_owned(),
-    }
-}
-
 /// Whether an RPC failure means the connection was lost (so the executor may come back changed).
 pub fn is_transport_failure(code: tonic::Code) -> bool {
     matches!(code, tonic::Code::Unavailable | tonic::Code::Unknown)
-}
-
-/// Asks an executor for its tools and capabilities.
-pub(crate) async fn fetch(
-    mut client: ExecutorClient<super::grpc::ExecutorTransport>,
-) -> Result<ExecutorCatalog, DispatchError> {
-    let span = tracing::info_span!("executor.catalog");
-    async move {
-        // Both at once: a task's first observation waits for one round trip to its desktop, not two.
-        let mut second = client.clone();
-        let (tools, caps) = tokio::try_join!(
-            async {
-                client
-                    .list_tools(v1::ListToolsRequest {})
-                    .await
-                    .map_err(rpc_error)
-            },
-            async {
-                second
-                    .get_capabilities(v1::GetCapabilitiesRequest {})
-                    .await
-                    .map_err(rpc_error)
-            },
-        )?;
-        let (tools, caps) = (tools.into_inner().tools, caps.into_inner());
-        Ok(ExecutorCatalog {
-            tools: tools
-                .into_iter()
-                .map(|t| ToolSpec {
-                    kind: if t.tool_type == v1::ToolType::Action as i32 {
-                        ToolType::Action
-                    } else {
-                        ToolType::DataCollection
-                    },
-                    parameters: t.parameters_schema.map_or(Value::Null, |s| {
-                        Value::Object(ufo_proto::json::struct_to_map(s))
-                    }),
-                    name: t.name,
-                    description: t.description,
-                })
-                .collect(),
-            allowed_applications: caps.allowed_applications,
-        })
-    }
-    .instrument(span)
-    .await
 }
 
 #[cfg(test)]

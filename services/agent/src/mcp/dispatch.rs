@@ -92,8 +92,4 @@ impl CommandDispatcher for McpDispatcher {
     async fn catalog(&self) -> Result<Arc<ExecutorCatalog>, DispatchError> {
         self.inner.catalog().await
     }
-
-    fn mcp_hub(&self) -> Option<Arc<McpHub>> {
-        Some(self.hub.clone())
-    }
 }

@@ -64,6 +64,10 @@ pub struct RecordedAction {
     pub failed: bool,
 }
 
+/// The agent name of a person's steps (a takeover's input, a demonstration's actions): recorded like the
+/// agents' steps, never replayed as theirs.
+pub const PERSON: &str = "Person";
+
 /// Which agent took a recorded step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -246,7 +250,7 @@ impl ReplaySpec {
             // A person's input during a takeover is not the agents' to replay (docs/live.md).
             steps: steps
                 .iter()
-                .filter(|s| s.agent_name != crate::runner::person::PERSON)
+                .filter(|s| s.agent_name != PERSON)
                 .map(RecordedStep::from_proto)
                 .collect(),
             follow_ups,

@@ -48,6 +48,8 @@ pub struct AgentsDriver {
     /// How a person's input reaches a task's executor (takeover, docs/live.md): the registry and the
     /// largest message.
     executors: Option<(Arc<crate::dispatch::registry::ExecutorRegistry>, usize)>,
+    /// With `--mcp-servers`: the MCP servers each task's `mcp__` actions go to, bound to its executor.
+    mcp: Option<Arc<crate::mcp::McpHub>>,
 }
 
 impl std::fmt::Debug for AgentsDriver {
@@ -105,7 +107,16 @@ impl AgentsDriver {
             knowledge: None,
             web_search: None,
             executors: None,
+            mcp: None,
         }
+    }
+
+    /// The same driver sending each task's `mcp__` actions to `hub`'s servers (those on the desktop
+    /// started through the task's executor), the rest to the task's dispatcher; the task's agents see
+    /// the hub bound to their executor.
+    pub fn with_mcp(mut self, hub: Arc<crate::mcp::McpHub>) -> Self {
+        self.mcp = Some(hub);
+        self
     }
 
     /// The same driver quoting `web`'s results for each AppAgent subtask (after the knowledge store's
@@ -181,18 +192,12 @@ impl AgentsDriver {
                     if let Some(chars) = shell_output_chars {
                         executor = Arc::new(crate::shell::ShellDispatcher::new(executor, chars));
                     }
-                    // MCP actions go to their servers; everything else to the executor.
-                    match &mcp {
-                        Some(hub) => {
-                            Arc::new(crate::mcp::McpDispatcher::new(executor, hub.clone()))
-                                as Arc<dyn CommandDispatcher>
-                        }
-                        None => executor,
-                    }
+                    executor
                 })
                 .map_err(|e| DriverError::new(format!("cannot reach the executor: {e}")))
         });
         let mut driver = Self::new(services, dispatcher);
+        driver.mcp = mcp;
         driver.web_search = crate::store::web_search::WebSearch::from_args(&config.agents)?;
         driver.executors = Some((
             Arc::new(crate::dispatch::registry::ExecutorRegistry::from_config(
@@ -273,12 +278,15 @@ impl AgentsDriver {
             spec => services.replay = spec.map(Arc::new),
         }
         let replay_ms = lap();
-        let dispatcher = (self.dispatcher)(input.config)?;
-        let dispatcher_ms = lap();
-        // The task's MCP servers: those on the desktop start through this task's executor.
-        if let Some(hub) = dispatcher.mcp_hub() {
-            services.mcp = Some(hub);
+        let mut dispatcher = (self.dispatcher)(input.config)?;
+        // MCP actions go to the task's MCP servers (those on the desktop start through this task's
+        // executor); everything else to the executor.
+        if let Some(hub) = &self.mcp {
+            let routed = crate::mcp::McpDispatcher::new(dispatcher, hub.clone());
+            services.mcp = Some(routed.hub().clone());
+            dispatcher = Arc::new(routed);
         }
+        let dispatcher_ms = lap();
         let gate = Arc::new(IntentGate::new(dispatcher));
         let dispatcher: Arc<dyn CommandDispatcher> = gate.clone();
         let mut host = HostAgent::new(services);

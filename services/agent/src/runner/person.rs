@@ -13,8 +13,7 @@ use crate::dispatch::{CommandResult, ResultStatus};
 use crate::round::control::{Next, StepControl};
 use crate::round::output::StepOutput;
 
-/// The agent name of a person's steps.
-pub const PERSON: &str = "Person";
+pub use crate::replay::plan::PERSON;
 
 /// A mouse click at a screen point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

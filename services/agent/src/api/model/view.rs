@@ -6,7 +6,7 @@ use ufo_proto::v1 as pb;
 use utoipa::ToSchema;
 
 use super::TaskStatus;
-use crate::api::service::TaskSnapshot;
+
 /// Totals of a task.
 #[derive(Debug, Clone, Default, Serialize, ToSchema)]
 pub struct TotalsView {
@@ -714,6 +714,49 @@ impl From<pb::Step> for StepView {
                 .filter_map(|a| screenshot_name(a.kind))
                 .map(str::to_owned)
                 .collect(),
+        }
+    }
+}
+
+/// Everything `GET /v1/tasks/{id}` shows, read from the session service.
+#[derive(Debug, Clone)]
+pub struct TaskSnapshot {
+    /// The session row.
+    pub session: pb::Session,
+    /// Its rounds, in order.
+    pub rounds: Vec<pb::Round>,
+    /// `Agent:STATE` after the newest step; empty when the task is not running.
+    pub state: String,
+    /// Questions waiting for answers.
+    pub pending: Vec<pb::PendingQuestion>,
+    /// The action waiting for a confirmation.
+    pub held: Option<pb::HeldAction>,
+    /// What the newest step decided (stored with it), with the ids of the held action and the questions.
+    pub next: Option<crate::round::control::Next>,
+    /// A replay task's origin and counts.
+    pub replay: Option<pb::Replay>,
+    /// A reuse task's origin and counts.
+    pub reuse: Option<pb::Reuse>,
+}
+
+impl TaskSnapshot {
+    /// The gRPC view.
+    pub fn to_proto(&self) -> pb::Task {
+        pb::Task {
+            id: self.session.id.clone(),
+            request: self.session.request.clone(),
+            status: self.session.status,
+            totals: self.session.totals,
+            rounds: self.session.rounds,
+            state: self.state.clone(),
+            pending_questions: self.pending.clone(),
+            held_action: self.held.clone(),
+            result: self.session.result.clone(),
+            last_seq: self.session.last_seq,
+            replay: self.replay.clone(),
+            reuse: self.reuse.clone(),
+            waiting_for: WaitingForView::of_task(&self.session, self.held.is_some())
+                .map(|w| w.to_proto()),
         }
     }
 }

@@ -115,6 +115,12 @@ pub async fn run(
         llm.push_fn(move |req| reply(req, |r| any_prompt(r, app_steps)));
     }
     let slots = tasks.to_string();
+    // A desktop runs one task at a time (the pool, issue 36): one stand-in declared under as many names
+    // as there are tasks, so the tasks run side by side as the figure says, each on a desktop of its own.
+    let desktops = (0..tasks)
+        .map(|i| format!("desk{i}={}", executor.url()))
+        .collect::<Vec<_>>()
+        .join(",");
     let builder = Cluster::builder()
         .remote_executor(executor.url())
         .llm_base_url(llm.base_url())
@@ -125,6 +131,8 @@ pub async fn run(
             "10",
             "--llm-max-retries",
             "0",
+            "--executors",
+            desktops.as_str(),
         ]);
     let mut cluster = storage.configure(builder)?.start().await?;
     let mut watched = storage.watched(&cluster)?;
@@ -147,6 +155,7 @@ pub async fn run(
             .submit(&NewTask {
                 max_steps: Some(u32::try_from(per_task + 5)?),
                 timeout_seconds: Some(600),
+                executor: Some("any".into()),
                 ..NewTask::request(format!("read the total in Notes ({i})"))
             })
             .await?;

@@ -155,7 +155,12 @@ impl SqlStore {
                     desktops::Fit::NoDesktop => chosen = Some((candidate, None)),
                     desktops::Fit::Desktop(name) => chosen = Some((candidate, Some(name))),
                     desktops::Fit::Wait => {
-                        // Shown as "waiting for a desktop" until a claim gives it one.
+                        // Shown as "waiting for a desktop" until a claim gives it one: written once,
+                        // not again by every claim that passes it over (each claim loop's turn would
+                        // otherwise send one statement per waiting task).
+                        if candidate.try_get::<bool, _>("waiting_for_desktop")? {
+                            continue;
+                        }
                         query(
                             "UPDATE sessions SET waiting_for_desktop = TRUE \
                              WHERE id = $1 AND status = 'queued' AND NOT waiting_for_desktop",

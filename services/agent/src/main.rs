@@ -91,3 +91,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     outcome?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// `MI_OPTION_PURGE_DELAY` is mimalloc's purge delay: before any set it reads that option's default,
+    /// 1000 ms in the mimalloc v3 libmimalloc-sys builds (its `options.c`); a changed order of the
+    /// options enum, or a v2 build (default 10), fails here instead of silently setting another option.
+    #[test]
+    fn the_purge_delay_constant_names_mimallocs_purge_delay() {
+        // SAFETY: reads one of mimalloc's options.
+        let default = unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
+        assert_eq!(default, 1000);
+    }
+}

@@ -19,6 +19,9 @@ use crate::measure::p50_p99;
 use crate::report::{ms, reply};
 use crate::store::Storage;
 
+/// Steps listed with their own span table after the run, largest overhead first.
+const SLOWEST_STEPS: usize = 3;
+
 /// What the overhead run found.
 #[derive(Debug, Default)]
 pub struct Overhead {
@@ -40,6 +43,8 @@ pub struct Overhead {
     pub bytes_per_step: (u64, u64),
     /// Where the time goes: the span table (markdown).
     pub spans: String,
+    /// The steps whose overhead is largest (what p99 reads on a short run), each with its own span table.
+    pub slowest: String,
 }
 
 /// Runs one task of `app_steps + 3` steps and measures it.
@@ -135,6 +140,7 @@ pub async fn run(
             .sum()
     };
     let mut per = BTreeMap::<&str, Vec<Duration>>::new();
+    let mut by_overhead = Vec::new();
     for step in &steps {
         let total = step.duration();
         let exec = under(step, &|s| {
@@ -145,6 +151,7 @@ pub async fn run(
             s.service == "ufo-session" && s.name.starts_with("/ufo.v1.SessionStore/")
         });
         let intent = under(step, &|s| s.name == "runner.intent");
+        by_overhead.push((total.saturating_sub(exec).saturating_sub(chat), *step));
         for (key, value) in [
             ("wall", total),
             ("executor", exec),
@@ -155,6 +162,18 @@ pub async fn run(
         ] {
             per.entry(key).or_default().push(value);
         }
+    }
+    by_overhead.sort_by_key(|(overhead, _)| std::cmp::Reverse(*overhead));
+    let mut slowest = String::new();
+    for (overhead, step) in by_overhead.iter().take(SLOWEST_STEPS) {
+        slowest.push_str(&format!(
+            "\nstep {} (round step {}): overhead {}, wall {}\n\n{}",
+            step.attr("step").unwrap_or("?"),
+            step.attr("round_step").unwrap_or("?"),
+            ms(*overhead),
+            ms(step.duration()),
+            span_table(&spans, &trace, &[*step], 8)
+        ));
     }
     let mut take = |key: &str| p50_p99(per.remove(key).unwrap_or_default());
     Ok(Overhead {
@@ -169,17 +188,19 @@ pub async fn run(
             bytes_after.0.saturating_sub(bytes_before.0) / total_steps.max(1) as u64,
             bytes_after.1.saturating_sub(bytes_before.1) / total_steps.max(1) as u64,
         ),
-        spans: span_table(&spans, &trace, &steps),
+        spans: span_table(&spans, &trace, &steps, 25),
+        slowest,
     })
 }
 
 /// For each span name under the steps, its inclusive time per step (nested spans count in their parents
 /// too) and its self time (minus its direct children; children that ran concurrently can make that an
-/// underestimate, so it is clamped at zero). The 25 largest by self time.
+/// underestimate, so it is clamped at zero). The `rows` largest by self time.
 fn span_table(
     spans: &ufo_testkit::SpanSet,
     trace: &[&CollectedSpan],
     steps: &[&CollectedSpan],
+    rows: usize,
 ) -> String {
     let mut children: HashMap<&str, Duration> = HashMap::new();
     for span in trace {
@@ -210,7 +231,7 @@ fn span_table(
     let mut out = String::from(
         "| span under the steps (service) | inclusive per step | self per step | spans |\n| --- | --- | --- | --- |\n",
     );
-    for ((service, name), (total, own, count)) in ranked.iter().take(25) {
+    for ((service, name), (total, own, count)) in ranked.iter().take(rows) {
         out.push_str(&format!(
             "| {name} ({service}) | {} | {} | {count} |\n",
             ms(per_step(*total)),

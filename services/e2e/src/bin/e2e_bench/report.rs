@@ -187,6 +187,11 @@ pub fn print(results: &[StoreResult], model_delay: Duration, tasks: usize, per_t
                 x.steps,
                 x.spans
             );
+            println!(
+                "The slowest steps by overhead, {}:\n{}",
+                r.kind.label(),
+                x.slowest
+            );
         }
         if let Some(x) = r.throughput.as_ref().filter(|x| !x.statements.is_empty()) {
             println!(

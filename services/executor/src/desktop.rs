@@ -7,7 +7,7 @@
 //! Programs are started without any inherited `NO_AT_BRIDGE` (it would hide them from AT-SPI).
 
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -25,6 +25,51 @@ pub const ATSPI_BUS_LAUNCHER: &str = "/usr/libexec/at-spi-bus-launcher";
 const ATSPI_BUS_NAME: &str = "org.a11y.Bus";
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The runtime directories' name prefix: `ufo-desktop-PID-N` under the temporary directory.
+const RUNTIME_DIR_PREFIX: &str = "ufo-desktop-";
+
+/// Removes the runtime directories under `dir` that desktops of executors no longer running left
+/// behind (a SIGKILLed executor cannot remove its own; its desktop's programs die with it), and says how
+/// many it removed. A directory counts as left behind when the process its name carries is gone
+/// (`/proc/PID` absent) and the directory is this user's; anything else is kept, and a failure to read or
+/// remove one is logged, not returned: starting a desktop must not depend on it.
+pub(crate) fn remove_stale_runtime_dirs(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RUNTIME_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .filter(|(_, n)| n.parse::<u32>().is_ok())
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if !ours || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {
+                tracing::info!(path = %path.display(), pid, "removed a desktop runtime directory its executor left behind");
+                removed += 1;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove a left-behind desktop runtime directory");
+            }
+        }
+    }
+    removed
+}
 
 /// Why a desktop could not start.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +162,9 @@ impl Desktop {
         height: u32,
         preferred: Option<u32>,
     ) -> Result<Self, DesktopError> {
+        remove_stale_runtime_dirs(&std::env::temp_dir());
         let runtime_dir = std::env::temp_dir().join(format!(
-            "ufo-desktop-{}-{}",
+            "{RUNTIME_DIR_PREFIX}{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
@@ -410,6 +456,45 @@ impl Desktop {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_dirs_of_dead_executors_are_removed_and_no_other() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A pid that ran and is gone: a child that exited and was reaped.
+        let mut child = Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        assert!(!Path::new("/proc").join(dead.to_string()).exists());
+        let live = std::process::id();
+        let make = |name: &str| {
+            let p = tmp.path().join(name);
+            std::fs::create_dir_all(p.join("cache")).unwrap();
+            std::fs::write(p.join("cache/bus"), b"x").unwrap();
+            p
+        };
+        let stale = make(&format!("ufo-desktop-{dead}-0"));
+        let stale2 = make(&format!("ufo-desktop-{dead}-7"));
+        let running = make(&format!("ufo-desktop-{live}-0"));
+        let unrelated = [
+            make(&format!("ufo-desktop-{dead}")),
+            make(&format!("ufo-desktop-{dead}-x")),
+            make(&format!("other-{dead}-0")),
+        ];
+        let file = tmp.path().join(format!("ufo-desktop-{dead}-1"));
+        std::fs::write(&file, b"not a directory").unwrap();
+
+        assert_eq!(remove_stale_runtime_dirs(tmp.path()), 2);
+        assert!(!stale.exists() && !stale2.exists());
+        assert!(
+            running.exists(),
+            "a running executor's directory was removed"
+        );
+        for p in unrelated.iter().chain([&file]) {
+            assert!(p.exists(), "{} was removed", p.display());
+        }
+        assert_eq!(remove_stale_runtime_dirs(tmp.path()), 0);
+        assert_eq!(remove_stale_runtime_dirs(&tmp.path().join("absent")), 0);
+    }
 
     /// The accessibility bus address `org.a11y.Bus` gives on `desk`'s session bus.
     async fn atspi_address(desk: &Desktop) -> String {

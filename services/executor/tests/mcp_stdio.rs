@@ -309,6 +309,15 @@ async fn an_idle_server_and_one_whose_executor_dies_leave_no_orphan() {
     for (pid, name) in &family {
         gone(*pid, &format!("{name}, started by a SIGKILLed executor")).await;
     }
+    // Nothing of it is left to remove its desktop's runtime directory: the next desktop to start does
+    // (any executor's; another test's may come first).
+    let left = std::env::temp_dir().join(format!("ufo-desktop-{}-0", executor.0.id()));
+    let (_next, _r) = shared::headless::start(&[]).await;
+    assert!(
+        !left.exists(),
+        "{} outlived the next desktop's start",
+        left.display()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

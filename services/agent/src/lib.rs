@@ -147,7 +147,19 @@ pub struct Listeners {
 
 /// Serves REST and gRPC until `shutdown` fires, then drains and returns. With a `driver` and
 /// `--runner-slots` > 0 the process also runs tasks.
-pub async fn run(
+/// Returned boxed: the service's whole state machine is compiled here, once, in this crate. An `async fn`
+/// would be compiled in each crate that awaits it instead (the binary, every test crate), since an async
+/// function's body is instantiated where it is polled (docs/build-time.md, "Release build, 2026-11-30").
+pub fn run(
+    config: Config,
+    listeners: Listeners,
+    driver: Option<Arc<dyn runner::TaskDriver>>,
+    shutdown: CancellationToken,
+) -> futures::future::BoxFuture<'static, Result<(), RunError>> {
+    Box::pin(serve_all(config, listeners, driver, shutdown))
+}
+
+async fn serve_all(
     config: Config,
     listeners: Listeners,
     driver: Option<Arc<dyn runner::TaskDriver>>,

@@ -27,7 +27,14 @@ pub use error::CliError;
 use std::time::Duration;
 
 /// Runs one parsed command line.
-pub async fn run(cli: Cli) -> Result<Outcome, CliError> {
+/// Returned boxed: the service's whole state machine is compiled here, once, in this crate. An `async fn`
+/// would be compiled in each crate that awaits it instead (the binary, every test crate), since an async
+/// function's body is instantiated where it is polled (docs/build-time.md, "Release build, 2026-11-30").
+pub fn run(cli: Cli) -> futures::future::BoxFuture<'static, Result<Outcome, CliError>> {
+    Box::pin(run_command(cli))
+}
+
+async fn run_command(cli: Cli) -> Result<Outcome, CliError> {
     let mut conn = cli.connection;
     let serves = matches!(cli.command, Command::Up(_) | Command::Doctor(_));
     if conn.token.is_none() && !serves {

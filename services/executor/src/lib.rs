@@ -120,22 +120,32 @@ enum Transport {
 }
 
 /// Serves on `listener` with the platform's backend until `shutdown` fires.
-pub async fn run(
+/// Returned boxed: the service's whole state machine is compiled here, once, in this crate. An `async fn`
+/// would be compiled in each crate that awaits it instead (the binary, every test crate), since an async
+/// function's body is instantiated where it is polled (docs/build-time.md, "Release build, 2026-11-30").
+pub fn run(
     config: Config,
     listener: TcpListener,
     shutdown: CancellationToken,
-) -> Result<(), RunError> {
-    config.validate(listener.local_addr()?)?;
-    let builder = server_builder(config.tls_pem()?)?;
-    run_transport(config, Transport::Listen(builder, listener), shutdown).await
+) -> futures::future::BoxFuture<'static, Result<(), RunError>> {
+    Box::pin(async move {
+        config.validate(listener.local_addr()?)?;
+        let builder = server_builder(config.tls_pem()?)?;
+        run_transport(config, Transport::Listen(builder, listener), shutdown).await
+    })
 }
 
 /// Dials out to the agent of `--connect` (reconnecting until `shutdown` fires) and serves the platform's
-/// backend over that stream.
-pub async fn run_dial_out(config: Config, shutdown: CancellationToken) -> Result<(), RunError> {
-    let settings = dialout::Settings::from_config(&config)?;
-    config.validate(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
-    run_transport(config, Transport::Connect(settings), shutdown).await
+/// backend over that stream. Boxed like [`run`].
+pub fn run_dial_out(
+    config: Config,
+    shutdown: CancellationToken,
+) -> futures::future::BoxFuture<'static, Result<(), RunError>> {
+    Box::pin(async move {
+        let settings = dialout::Settings::from_config(&config)?;
+        config.validate(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        run_transport(config, Transport::Connect(settings), shutdown).await
+    })
 }
 
 /// Dials out with `backend` (tests pass a backend bound to their desktop).

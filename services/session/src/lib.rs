@@ -140,7 +140,18 @@ async fn open_rows(config: &Config, blobs: &dyn BlobStore) -> Result<Arc<dyn Sto
 }
 
 /// Opens the store, then serves on `listener` until `shutdown` fires, drains and returns.
-pub async fn run(
+/// Returned boxed: the service's whole state machine is compiled here, once, in this crate. An `async fn`
+/// would be compiled in each crate that awaits it instead (the binary, every test crate), since an async
+/// function's body is instantiated where it is polled (docs/build-time.md, "Release build, 2026-11-30").
+pub fn run(
+    config: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> futures::future::BoxFuture<'static, Result<(), RunError>> {
+    Box::pin(open_and_serve(config, listener, shutdown))
+}
+
+async fn open_and_serve(
     config: Config,
     listener: TcpListener,
     shutdown: CancellationToken,

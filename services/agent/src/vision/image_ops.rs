@@ -73,9 +73,18 @@ pub fn resize_fast(img: &RgbaImage, w: u32, h: u32) -> Result<RgbaImage, VisionE
     let options = fr::ResizeOptions::new()
         .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear))
         .use_alpha(false);
+    // `resize_typed` on the one pixel type: `resize` dispatches over all 13 and so compiles every pixel
+    // type's SIMD kernels into this crate (a tenth of the agent's machine code; docs/build-time.md).
+    let (Some(src), Some(mut view)) = (
+        src.typed_image::<fr::pixels::U8x4>(),
+        dst.typed_image_mut::<fr::pixels::U8x4>(),
+    ) else {
+        return Err(VisionError::Resize("not an RGBA8 image".into()));
+    };
     fr::Resizer::new()
-        .resize(&src, &mut dst, &options)
+        .resize_typed(&src, &mut view, &options)
         .map_err(|e| VisionError::Resize(e.to_string()))?;
+    drop(view);
     RgbaImage::from_raw(w, h, dst.into_vec())
         .ok_or_else(|| VisionError::Resize("resized buffer has the wrong size".into()))
 }

@@ -23,6 +23,31 @@ pub const BYTES_LEAVE_ROWS: i64 = 42;
 /// Rows read per query while moving bytes out (each holds up to one artifact).
 const MOVE_BATCH: i64 = 16;
 
+// `POSTGRES` and `SQLITE`: each migration file's (version, description, SQL), sorted by version (build.rs).
+include!(concat!(env!("OUT_DIR"), "/migrations.rs"));
+
+/// The migrator of embedded migration files, as `sqlx::migrate!` builds it: each migration's checksum is
+/// the SHA-384 of its SQL, and one whose SQL starts with `-- no-transaction` runs outside a transaction.
+pub fn embedded(files: &'static [(i64, &'static str, &'static str)]) -> Migrator {
+    Migrator {
+        migrations: Cow::Owned(
+            files
+                .iter()
+                .map(|&(version, description, sql)| {
+                    sqlx::migrate::Migration::new(
+                        version,
+                        Cow::Borrowed(description),
+                        sqlx::migrate::MigrationType::Simple,
+                        Cow::Borrowed(sql),
+                        sql.starts_with("-- no-transaction"),
+                    )
+                })
+                .collect(),
+        ),
+        ..Migrator::DEFAULT
+    }
+}
+
 /// `all`'s migrations numbered below `version`.
 pub fn before(all: &Migrator, version: i64) -> Migrator {
     Migrator {
@@ -98,3 +123,43 @@ macro_rules! dialect {
 
 dialect!(run_postgres, move_postgres_bytes, sqlx::PgPool);
 dialect!(run_sqlite, move_sqlite_bytes, sqlx::SqlitePool);
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::Path;
+
+    use sqlx::migrate::Migrator;
+
+    /// The embedded migrators hold what `sqlx` reads from the directories at run time (what
+    /// `sqlx::migrate!` embedded before): the same versions, descriptions, types, SQL, checksums (the
+    /// ones databases already migrated recorded) and no-transaction flags, in the same order.
+    #[tokio::test]
+    async fn the_embedded_migrations_are_sqlxs_reading_of_the_directories() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (embedded, dir) in [
+            (
+                &*crate::store::postgres::MIGRATOR,
+                root.join("../../migrations"),
+            ),
+            (
+                &*crate::store::sqlite::MIGRATOR,
+                root.join("migrations_sqlite"),
+            ),
+        ] {
+            let read = Migrator::new(dir.as_path()).await.unwrap();
+            let fields = |m: &Migrator| {
+                m.iter()
+                    .map(|m| {
+                        let kind = format!("{:?}", m.migration_type);
+                        let text = (m.description.to_string(), kind, m.sql.to_string());
+                        (m.version, text, m.checksum.to_vec(), m.no_tx)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert!(read.iter().count() >= 12, "{}", dir.display());
+            assert_eq!(fields(embedded), fields(&read), "{}", dir.display());
+        }
+    }
+}

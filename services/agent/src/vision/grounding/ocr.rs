@@ -62,9 +62,17 @@ pub fn prepare(img: &RgbaImage, p: Preprocess) -> Result<GrayImage, GroundingErr
         let mut dst = fr::images::Image::new(w * k, h * k, fr::PixelType::U8);
         let options = fr::ResizeOptions::new()
             .resize_alg(fr::ResizeAlg::Convolution(fr::FilterType::Bilinear));
+        // One pixel type (`resize` would compile all 13's kernels into this crate; image_ops::resize_fast).
+        let (Some(src), Some(mut view)) = (
+            src.typed_image::<fr::pixels::U8>(),
+            dst.typed_image_mut::<fr::pixels::U8>(),
+        ) else {
+            return Err(GroundingError::Image("not an 8-bit grey image".into()));
+        };
         fr::Resizer::new()
-            .resize(&src, &mut dst, &options)
+            .resize_typed(&src, &mut view, &options)
             .map_err(|e| GroundingError::Image(e.to_string()))?;
+        drop(view);
         dst.into_vec()
     };
     if p.binarise {

@@ -28,7 +28,8 @@ pub(crate) use batch::StepWriter;
 pub const CHANNEL: &str = "ufo_session_events";
 
 /// Embedded Postgres migrations (`migrations/` at the repository root).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+pub static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
+    std::sync::LazyLock::new(|| crate::store::migrate::embedded(crate::store::migrate::POSTGRES));
 
 /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
 pub(crate) const REFERENCED_BLOBS: &str = "SELECT sha256 FROM artifact_blobs \

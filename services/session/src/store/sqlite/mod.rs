@@ -16,7 +16,8 @@ use crate::store::sql::{Backend, SqlStore};
 use crate::store::{Notifier, StoreError};
 
 /// Embedded SQLite migrations (`services/session/migrations_sqlite/`).
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqlite");
+pub static MIGRATOR: std::sync::LazyLock<sqlx::migrate::Migrator> =
+    std::sync::LazyLock::new(|| crate::store::migrate::embedded(crate::store::migrate::SQLITE));
 
 /// Which of a JSON array of hex SHA-256 have an artifact_blobs row (the blob sweeper's check).
 pub(crate) const REFERENCED_BLOBS: &str =

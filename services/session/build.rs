@@ -8,9 +8,12 @@ use std::error::Error;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// `(version, description, path)` of each migration file in `dir`, as `sqlx`'s `resolve_blocking` reads
-/// them: files named `<version>_<description>.sql`, other entries ignored.
-fn migrations(dir: &Path) -> Result<Vec<(i64, String, PathBuf)>, Box<dyn Error>> {
+/// A migration file: version, description, path.
+type File = (i64, String, PathBuf);
+
+/// Each migration file in `dir`, as `sqlx`'s `resolve_blocking` reads them: files named
+/// `<version>_<description>.sql`, other entries ignored.
+fn migrations(dir: &Path) -> Result<Vec<File>, Box<dyn Error>> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         let entry = entry?;

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tracing::{Instrument as _, instrument};
@@ -157,6 +157,7 @@ impl Desktop {
     #[instrument(skip_all, fields(tool = call.tool, executor = %call.executor,
         session = tracing::field::Empty, step = tracing::field::Empty))]
     pub async fn run(&self, caller: &str, call: &DesktopCall) -> Result<DesktopOutcome, ToolError> {
+        let started = Instant::now();
         let judgement = self
             .policy
             .judge_batch(call.commands.iter().map(|c| (c.tool, &c.parameters)));
@@ -188,7 +189,9 @@ impl Desktop {
         span.record("session", recording.session_id());
         span.record("step", recording.step());
         let recorded = Some((recording.session_id().to_owned(), recording.step()));
+        let begun = Instant::now();
         recording.intent(call).await?;
+        let intended = Instant::now();
         let commands: Vec<Command> = call
             .commands
             .iter()
@@ -206,6 +209,7 @@ impl Desktop {
         // settle wait makes it show the call's outcome).
         let captures = call.commands.iter().any(|c| c.tool.starts_with("capture_"));
         let capture = (!captures).then(|| dispatcher.clone());
+        let sent = Instant::now();
         let results = match dispatcher.execute(commands).await {
             Ok(results) => results,
             Err(e) => {
@@ -225,7 +229,8 @@ impl Desktop {
                 return Err(error);
             }
         };
-        let executor_us = results.iter().map(|r| r.duration_us).sum();
+        let executed = Instant::now();
+        let executor_us: u64 = results.iter().map(|r| r.duration_us).sum();
         let own = call.commands.len().min(results.len());
         let mut artifacts = Vec::new();
         let mut images = Vec::new();
@@ -286,6 +291,17 @@ impl Desktop {
             error: failed.as_ref().map(ToString::to_string),
         };
         self.record_later(recording, call, content, capture);
+        // Where the call's own time went, at debug level (docs/mcp-server.md, "Benchmark"): the
+        // executor's round trip less its reported time is the hop to it.
+        tracing::debug!(
+            policy_and_turn_us = micros(begun - started),
+            intent_us = micros(intended - begun),
+            prepare_us = micros(sent - intended),
+            executor_round_trip_us = micros(executed - sent),
+            executor_us,
+            result_us = micros(executed.elapsed()),
+            "desktop call timing"
+        );
         if let Some(failed) = failed {
             return Err(failed);
         }
@@ -441,6 +457,10 @@ impl Desktop {
 
 /// The capture that follows a call that captures nothing.
 const CAPTURE_DESKTOP: &str = "capture_desktop_screenshot";
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
 
 fn failure(error: String) -> CommandResult {
     CommandResult {

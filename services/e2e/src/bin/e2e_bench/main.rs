@@ -135,6 +135,11 @@ struct Args {
     /// the `--mcp-click` run measures its MCP click side by side, alternating.
     #[arg(long, env = "UFO_BENCH_MCP_CLICK_BASELINE")]
     mcp_click_baseline: Option<PathBuf>,
+    /// Write the `--mcp-click` run's service logs (this build's cluster, then the baseline's) to this
+    /// file after the run, e.g. the agent's per-call `desktop call timing` at
+    /// `UFO_LOG=info,ufo_agent::api::desktop=debug`; with several stores, the last one's run.
+    #[arg(long)]
+    mcp_click_logs: Option<PathBuf>,
 }
 
 #[cfg(target_os = "linux")]
@@ -213,6 +218,7 @@ async fn main() -> anyhow::Result<()> {
                 args.mcp_click_baseline.as_deref().zip(baseline.as_ref()),
                 args.mcp_clicks,
                 args.mcp_warmup,
+                args.mcp_click_logs.as_deref(),
             )
             .await?;
             continue;

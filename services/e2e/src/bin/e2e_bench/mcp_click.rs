@@ -285,6 +285,7 @@ pub async fn run(
     baseline: Option<(&Path, &Storage<'_>)>,
     clicks: usize,
     warmup: usize,
+    logs: Option<&Path>,
 ) -> anyhow::Result<()> {
     let bin_dir: PathBuf = std::env::current_exe()?
         .parent()
@@ -405,6 +406,15 @@ pub async fn run(
         base.is_some(),
     );
 
+    if let Some(path) = logs {
+        let written: String = [Some(&this), base.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|m| format!("===== {} =====\n{}", m.label, m.cluster.logs()))
+            .collect();
+        std::fs::write(path, written)
+            .with_context(|| format!("cannot write the services' logs to {}", path.display()))?;
+    }
     for mcp in [Some(this), base].into_iter().flatten() {
         let Mcp {
             label,

@@ -432,6 +432,88 @@ pub async fn concurrent_claims_never_share_a_desktop(store: Arc<dyn Store>) {
     assert_eq!(total, sessions);
 }
 
+/// A hand-over claims the next waiting task even while other claims run that find nothing to give
+/// (every desktop that fits busy): such a claim locks no waiting task, so it never hides the queue from
+/// the hand-over (on Postgres they used to lock every candidate `FOR UPDATE SKIP LOCKED`, and a
+/// hand-over meanwhile found nothing; issue 36's pool run handed over 19 of 90 desktops).
+pub async fn hand_overs_claim_while_other_claims_find_nothing(store: Arc<dyn Store>) {
+    const HOT: usize = 2;
+    const TASKS: usize = 30;
+    for n in 0..HOT {
+        desktop(&*store, &format!("hot{n}"), &[("lane", "hot")]).await;
+    }
+    for n in 0..3 {
+        desktop(&*store, &format!("cold{n}"), &[]).await;
+    }
+    let hot = || Some(DesktopWant::Labels(labels(&[("lane", "hot")])));
+    for _ in 0..TASKS {
+        wanting(&*store, hot()).await;
+    }
+    let mut first = Vec::new();
+    for n in 0..HOT {
+        let s = claim(&*store, &format!("w{n}"), MINUTE).await.unwrap();
+        first.push((s.desktop.clone(), s.id.parse::<Uuid>().unwrap()));
+    }
+    // This claim finds nothing and flags the rest as waiting; the claims below write nothing.
+    assert!(claim(&*store, "idle", MINUTE).await.is_none());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut idle = Vec::new();
+    for i in 0..3 {
+        let store = Arc::clone(&store);
+        let stop = stop.clone();
+        idle.push(tokio::spawn(async move {
+            let mut claims = 0u64;
+            while !stop.is_cancelled() {
+                let got = claim(&*store, &format!("idle{i}"), MINUTE).await;
+                assert!(got.is_none(), "no desktop that fits is ever free: {got:?}");
+                claims += 1;
+                tokio::task::yield_now().await;
+            }
+            claims
+        }));
+    }
+    let mut handing = Vec::new();
+    for (n, (name, mut task)) in first.into_iter().enumerate() {
+        let store = Arc::clone(&store);
+        handing.push(tokio::spawn(async move {
+            let worker = format!("w{n}");
+            let mut handed = 0;
+            loop {
+                end(&*store, task, &worker).await;
+                let (_, claimed) = store
+                    .check_in_and_claim(back(&name, task, &worker, None), MINUTE, true)
+                    .await
+                    .unwrap();
+                let Some(next) = claimed else {
+                    return handed;
+                };
+                assert_eq!(next.session.desktop, name);
+                task = next.session.id.parse().unwrap();
+                handed += 1;
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut handed = 0;
+    for h in handing {
+        handed += h.await.unwrap();
+    }
+    stop.cancel();
+    let mut idle_claims = 0;
+    for i in idle {
+        idle_claims += i.await.unwrap();
+    }
+    assert!(idle_claims > 0);
+    // Every task after the first two was handed a desktop at a check-in: none was left to the claims.
+    assert_eq!(handed, TASKS - HOT, "hand-overs that claimed");
+    let queued = store
+        .list_sessions(Some(SessionStatus::Queued), None, None, 100)
+        .await
+        .unwrap()
+        .0;
+    assert!(queued.is_empty(), "{} still queued", queued.len());
+}
+
 pub async fn claims_check_out_only_reachable_desktops(store: Arc<dyn Store>) {
     let store = &*store;
     desktop(store, "near", &[]).await;

@@ -51,6 +51,7 @@ macro_rules! every_case {
             desktops_are_checked_out_to_one_session_at_a_time,
             desktop_checkouts_lapse_only_with_their_session,
             concurrent_claims_never_share_a_desktop,
+            hand_overs_claim_while_other_claims_find_nothing,
             claims_check_out_only_reachable_desktops,
             desktop_registrations_are_fenced_by_their_connection,
             concurrent_writers_and_watchers,

@@ -181,6 +181,41 @@ impl Statements {
     }
 }
 
+/// One statement's share of a window, from `pg_stat_statements`.
+#[derive(Debug, Clone)]
+pub struct StatementTime {
+    /// The normalised text.
+    pub query: String,
+    /// Executions.
+    pub calls: u64,
+    /// Time inside Postgres, summed over the calls (lock waits included), in milliseconds.
+    pub total_ms: f64,
+    /// Its mean per call.
+    pub mean_ms: f64,
+}
+
+impl Statements {
+    /// Calls and time per statement text since the reset, most time first.
+    pub async fn read_timed(&self) -> anyhow::Result<Vec<StatementTime>> {
+        let rows: Vec<(String, i64, f64, f64)> = sqlx::query_as(
+            "SELECT s.query, s.calls, s.total_exec_time, s.mean_exec_time FROM pg_stat_statements s \
+             JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.total_exec_time DESC",
+        )
+        .bind(&self.database)
+        .fetch_all(&self.admin)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(query, calls, total_ms, mean_ms)| StatementTime {
+                query,
+                calls: calls.max(0).unsigned_abs(),
+                total_ms,
+                mean_ms,
+            })
+            .collect())
+    }
+}
+
 /// A process's resident memory now (`VmRSS` in /proc/PID/status), in bytes.
 pub fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -50,6 +50,8 @@ use crate::store::Storage;
 const MAX_MESSAGE: usize = 16 * 1024 * 1024;
 /// How many of a handed-over task's first calls the profile shows.
 const FIRST_CALLS: usize = 8;
+/// How many of the statements (most time first) the Postgres table shows.
+const STATEMENTS_SHOWN: usize = 25;
 /// How often the agent's resident memory is sampled while the tasks run.
 const RSS_SAMPLE: Duration = Duration::from_millis(100);
 
@@ -137,6 +139,8 @@ impl CpuWindow {
 /// What the run found.
 #[derive(Debug, Clone, Default)]
 pub struct PoolRun {
+    /// Postgres only: the statements while the tasks ran (`pg_stat_statements`), most time first.
+    pub statements: Vec<crate::measure::StatementTime>,
     /// Stand-ins started.
     pub executors: usize,
     /// Time from starting the stand-ins to all of them connected.
@@ -368,6 +372,12 @@ async fn measure(
             }
         });
         let labels = (p.fitting > 0).then(|| BTreeMap::from([("lane".into(), "hot".into())]));
+        let statements = match (storage.postgres(), storage.database()) {
+            (Some(pg), Some(db)) => {
+                Some(crate::measure::Statements::reset(&pg.admin_url(), db).await?)
+            }
+            _ => None,
+        };
         let before = CpuSample::take(&watched)?;
         let busy_started = Instant::now();
         let mut ids = Vec::with_capacity(p.tasks);
@@ -396,6 +406,9 @@ async fn measure(
             wall: busy_started.elapsed(),
             cpu: CpuSample::take(&watched)?.since(&before),
         };
+        if let Some(statements) = &statements {
+            run.statements = statements.read_timed().await?;
+        }
         sampling.cancel();
         let _ = sampler.await;
         run.rss_busy_peak = peak.load(Ordering::Relaxed);
@@ -1014,6 +1027,21 @@ pub fn print(runs: &[(crate::store::Kind, PoolRun)], p: &Params) {
             print!(" {} |", cell(run));
         }
         println!(" {target} |");
+    }
+    for (kind, run) in runs.iter().filter(|(_, r)| !r.statements.is_empty()) {
+        println!(
+            "\nPostgres statements while the tasks ran, {} (`pg_stat_statements`, most time first):\n",
+            kind.label()
+        );
+        println!("| statement | calls | total ms | mean ms |\n| --- | --- | --- | --- |");
+        for st in run.statements.iter().take(STATEMENTS_SHOWN) {
+            let query: String = st.query.split_whitespace().collect::<Vec<_>>().join(" ");
+            let short: String = query.chars().take(110).collect();
+            println!(
+                "| `{short}` | {} | {:.1} | {:.3} |",
+                st.calls, st.total_ms, st.mean_ms
+            );
+        }
     }
 }
 

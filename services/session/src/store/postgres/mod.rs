@@ -104,23 +104,41 @@ pub(crate) const EXPIRED_DIRECT: &str = "SELECT id, lease_owner, lease_expires_a
         OR (lease_expires_at IS NULL AND $3 IS NOT NULL AND updated_at < $3)) \
     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
 
-/// The claimable tasks (never a direct session) at time $1 in claim order, at most $2 (the claim takes the first one it can
-/// give what it needs: a desktop for a session with a `desktop_want`); rows other claimers hold are skipped, not waited for.
-pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions \
-    WHERE kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
+/// Which sessions are claimable at time $1 (never a direct session).
+macro_rules! claimable {
+    () => {
+        "kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
     OR (status IN ('running', 'waiting') AND parked_for IS NULL \
         AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1)) \
-    ORDER BY queued_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
+    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1))"
+    };
+}
 
-/// The desktops a session may be given at time $1: free ones, and busy ones whose check-out lapsed after
-/// their session ended (the runner died before the check-in; they are reset first); least recently freed
-/// first; rows other claimers hold are skipped.
-pub(crate) const AVAILABLE_DESKTOPS: &str = "SELECT d.name, d.labels, d.state FROM desktops d \
-    LEFT JOIN sessions s ON s.id = d.task_id WHERE NOT d.draining AND (d.state = 'free' \
-    OR (d.state = 'busy' AND d.lease_expires_at < $1 \
-        AND (s.id IS NULL OR s.status IN ('finished', 'failed', 'cancelled')))) \
-    ORDER BY d.freed_at, d.name FOR UPDATE OF d SKIP LOCKED";
+/// The claimable tasks at time $1 in claim order, at most $2 (the claim takes the first one it can give
+/// what it needs: a desktop for a session with a `desktop_want`). Read without a lock: a claim that finds
+/// nothing to give (every desktop that fits busy) locks nothing, so it never hides the queue from a
+/// hand-over or another replica's claim running at the same time; the one it takes it locks with
+/// [`LOCK_CANDIDATE`].
+pub(crate) const CLAIM_CANDIDATES: &str = concat!(
+    "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions WHERE ",
+    claimable!(),
+    " ORDER BY queued_at, id LIMIT $2"
+);
+
+/// Locks candidate $2 of [`CLAIM_CANDIDATES`] if it is still claimable at time $1 (read again, as
+/// committed now); a row another claimer holds is skipped, not waited for.
+pub(crate) const LOCK_CANDIDATE: &str = concat!(
+    "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions \
+     WHERE id = $2 AND ",
+    claimable!(),
+    " FOR UPDATE SKIP LOCKED"
+);
+
+/// Marks queued session $1 as waiting for a desktop unless another claimer holds its row (then that
+/// claim is deciding about it).
+pub(crate) const FLAG_WAITING: &str = "UPDATE sessions SET waiting_for_desktop = TRUE \
+    WHERE id = (SELECT id FROM sessions WHERE id = $1 AND status = 'queued' \
+        AND NOT waiting_for_desktop FOR UPDATE SKIP LOCKED)";
 
 /// Allocates $2 sequence numbers, adds totals and notifies every replica on commit.
 pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \

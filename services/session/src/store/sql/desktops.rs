@@ -19,9 +19,7 @@ use uuid::Uuid;
 
 use super::db::{AsConn, On, Tx, query};
 use super::{SqlStore, now, rows};
-use crate::store::{
-    DesktopCheckIn, DesktopWant, NewDesktop, StoreError, StoreResult, postgres, sqlite,
-};
+use crate::store::{DesktopCheckIn, DesktopWant, NewDesktop, StoreError, StoreResult};
 
 /// How many claimable sessions one claim looks at for one it can give a desktop to. Sessions further
 /// back wait for a later claim; a queue whose first 256 sessions all wait for busy desktops is not
@@ -97,12 +95,10 @@ pub(super) async fn desktop_in(conn: &mut impl AsConn, name: &str) -> StoreResul
     desktop(&row)
 }
 
-/// A desktop that may be checked out, as [`postgres::AVAILABLE_DESKTOPS`] lists it.
+/// A desktop that may be checked out, as [`AVAILABLE_DESKTOPS`] lists it.
 struct Available {
     name: String,
     labels: BTreeMap<String, String>,
-    /// Handed over from a lapsed check-out: reset it first.
-    lapsed: bool,
 }
 
 /// What the claim gives a candidate session.
@@ -133,8 +129,66 @@ impl Pool {
         }
     }
 
+    /// Loads (once per claim) the desktops checked out now and the ones that may be handed out.
+    async fn load(&mut self, tx: &mut Tx) -> StoreResult<()> {
+        if self.held.is_none() {
+            let rows = query("SELECT name, task_id FROM desktops WHERE task_id IS NOT NULL")
+                .fetch_all(tx.conn())
+                .await?;
+            let mut held = std::collections::HashMap::with_capacity(rows.len());
+            for row in &rows {
+                held.insert(row.try_get::<Uuid, _>("task_id")?, row.try_get("name")?);
+            }
+            self.held = Some(held);
+        }
+        if self.available.is_none() {
+            let listed = query(AVAILABLE_DESKTOPS)
+                .bind(now())
+                .fetch_all(tx.conn())
+                .await?;
+            let mut available = Vec::with_capacity(listed.len());
+            for row in &listed {
+                let name: String = row.try_get("name")?;
+                if self.reachable.as_ref().is_some_and(|r| !r.contains(&name)) {
+                    continue;
+                }
+                available.push(Available {
+                    name,
+                    labels: labels_of(&row.try_get::<String, _>("labels")?)?,
+                });
+            }
+            self.available = Some(available);
+        }
+        Ok(())
+    }
+
+    /// Whether [`Pool::fit`] would give a candidate session that wants `want` something as the pool
+    /// stands (read, nothing written or locked): the claim locks a candidate only once it can be given
+    /// what it needs, so claims that find nothing hold no row another claim or a hand-over wants.
+    pub(super) async fn may_fit(
+        &mut self,
+        tx: &mut Tx,
+        id: Uuid,
+        want: Option<&str>,
+    ) -> StoreResult<bool> {
+        let Some(want) = want else {
+            return Ok(true);
+        };
+        let want = want_of(want)?;
+        self.load(tx).await?;
+        if self.held.as_ref().is_some_and(|h| h.contains_key(&id)) {
+            return Ok(true);
+        }
+        Ok(self
+            .available
+            .as_ref()
+            .is_some_and(|a| a.iter().any(|d| want.fits(&d.name, &d.labels))))
+    }
+
     /// Finds (and checks out to `id` for `worker`) a desktop for a candidate session that wants `want`
-    /// (the stored JSON; `None`: no desktop) and last held `last`.
+    /// (the stored JSON; `None`: no desktop) and last held `last`. The desktops were listed without a
+    /// lock: the check-out is fenced on the desktop still being available, and a desktop another claim
+    /// took meanwhile is passed over for the next one that fits.
     pub(super) async fn fit(
         &mut self,
         tx: &mut Tx,
@@ -148,17 +202,8 @@ impl Pool {
             return Ok(Fit::NoDesktop);
         };
         let want = want_of(want)?;
+        self.load(tx).await?;
         // Its runner died mid-task: the session takes its desktop with it.
-        if self.held.is_none() {
-            let rows = query("SELECT name, task_id FROM desktops WHERE task_id IS NOT NULL")
-                .fetch_all(tx.conn())
-                .await?;
-            let mut held = std::collections::HashMap::with_capacity(rows.len());
-            for row in &rows {
-                held.insert(row.try_get::<Uuid, _>("task_id")?, row.try_get("name")?);
-            }
-            self.held = Some(held);
-        }
         if let Some(name) = self.held.as_ref().and_then(|h| h.get(&id)).cloned() {
             // Unless the dead runner's check-in got there first (then it is free like any other).
             let kept = query(
@@ -175,55 +220,53 @@ impl Pool {
                 return Ok(Fit::Desktop(name));
             }
         }
-        if self.available.is_none() {
-            let listed = query(
-                tx.conn()
-                    .dialect()
-                    .pick(postgres::AVAILABLE_DESKTOPS, sqlite::AVAILABLE_DESKTOPS),
-            )
-            .bind(now())
-            .fetch_all(tx.conn())
-            .await?;
-            let mut available = Vec::with_capacity(listed.len());
-            for row in &listed {
-                let name: String = row.try_get("name")?;
-                if self.reachable.as_ref().is_some_and(|r| !r.contains(&name)) {
-                    continue;
-                }
-                available.push(Available {
-                    name,
-                    labels: labels_of(&row.try_get::<String, _>("labels")?)?,
-                    lapsed: row.try_get::<String, _>("state")? == "busy",
-                });
-            }
-            self.available = Some(available);
-        }
         let available = self.available.get_or_insert_with(Vec::new);
-        // The desktop it had before it parked, when it is free and still fits; else the least recently
-        // freed one that fits.
-        let fits = |d: &Available| want.fits(&d.name, &d.labels);
-        let chosen = available
-            .iter()
-            .position(|d| Some(d.name.as_str()) == last && fits(d))
-            .or_else(|| available.iter().position(fits));
-        let Some(index) = chosen else {
-            return Ok(Fit::Wait);
-        };
-        let desktop = available.remove(index);
-        query(
-            "UPDATE desktops SET state = 'busy', task_id = $2, lease_owner = $3, lease_expires_at = $4, \
-             needs_reset = $5 WHERE name = $1",
-        )
-        .bind(&desktop.name)
-        .bind(id)
-        .bind(worker)
-        .bind(until)
-        .bind(desktop.lapsed)
-        .execute(tx.conn())
-        .await?;
-        Ok(Fit::Desktop(desktop.name))
+        loop {
+            // The desktop it had before it parked, when it is free and still fits; else the least
+            // recently freed one that fits.
+            let fits = |d: &Available| want.fits(&d.name, &d.labels);
+            let chosen = available
+                .iter()
+                .position(|d| Some(d.name.as_str()) == last && fits(d))
+                .or_else(|| available.iter().position(fits));
+            let Some(index) = chosen else {
+                return Ok(Fit::Wait);
+            };
+            let desktop = available.remove(index);
+            let taken = query(CHECK_OUT)
+                .bind(&desktop.name)
+                .bind(id)
+                .bind(worker)
+                .bind(until)
+                .bind(now())
+                .execute(tx.conn())
+                .await?;
+            if taken == 1 {
+                return Ok(Fit::Desktop(desktop.name));
+            }
+        }
     }
 }
+
+/// The desktops a session may be given at time $1: free ones, and busy ones whose check-out lapsed after
+/// their session ended (the runner died before the check-in; they are reset first); least recently freed
+/// first. Read without a lock: [`CHECK_OUT`] takes one only if it is still available.
+const AVAILABLE_DESKTOPS: &str = "SELECT d.name, d.labels FROM desktops d \
+    LEFT JOIN sessions s ON s.id = d.task_id WHERE NOT d.draining AND (d.state = 'free' \
+    OR (d.state = 'busy' AND d.lease_expires_at < $1 \
+        AND (s.id IS NULL OR s.status IN ('finished', 'failed', 'cancelled')))) \
+    ORDER BY d.freed_at, d.name";
+
+/// Checks desktop $1 out to session $2 for worker $3 until $4 if it is still available at time $5 as
+/// [`AVAILABLE_DESKTOPS`] lists them (one whose check-out lapsed is marked to be reset first). On Postgres a concurrent check-out of the
+/// same desktop makes this wait for its commit and then re-check the row, so two claims never both take
+/// it; SQLite's single writer serialises them.
+const CHECK_OUT: &str = "UPDATE desktops SET state = 'busy', task_id = $2, lease_owner = $3, \
+    lease_expires_at = $4, needs_reset = CASE WHEN state = 'busy' THEN TRUE ELSE FALSE END \
+    WHERE name = $1 AND NOT draining AND (state = 'free' \
+    OR (state = 'busy' AND lease_expires_at < $5 AND (task_id IS NULL OR NOT EXISTS (SELECT 1 \
+        FROM sessions s WHERE s.id = desktops.task_id \
+        AND s.status NOT IN ('finished', 'failed', 'cancelled')))))";
 
 /// Renews the check-out of session `id`'s desktop with its lease (a no-op without one).
 pub(super) async fn renew_with_session<'e>(

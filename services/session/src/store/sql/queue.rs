@@ -94,6 +94,35 @@ async fn task_start(
     ))
 }
 
+/// A claimable session as the claim reads it.
+struct Candidate {
+    id: Uuid,
+    /// The worker whose lease lapsed, if any.
+    lease_owner: Option<String>,
+    /// Its `desktop_want` (stored JSON).
+    want: Option<String>,
+    /// The desktop it held last.
+    last: Option<String>,
+    /// Already shown as waiting for a desktop.
+    waiting: bool,
+}
+
+impl Candidate {
+    fn of(row: &rows::Row) -> StoreResult<Self> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            lease_owner: row.try_get("lease_owner")?,
+            want: row.try_get("desktop_want")?,
+            last: row.try_get("desktop")?,
+            waiting: row.try_get("waiting_for_desktop")?,
+        })
+    }
+}
+
+/// Marks queued session $1 as waiting for a desktop (a claim passed it over: none that fits is free).
+const FLAG_WAITING: &str = "UPDATE sessions SET waiting_for_desktop = TRUE \
+    WHERE id = $1 AND status = 'queued' AND NOT waiting_for_desktop";
+
 impl SqlStore {
     #[instrument(name = "store.claim_task", skip_all, fields(worker = %worker, session, start, fresh))]
     pub(super) async fn claim_task_impl(
@@ -144,30 +173,55 @@ impl SqlStore {
             let until = expiry(at, lease);
             let mut pool = desktops::Pool::new(reachable);
             let mut chosen = None;
-            for candidate in &candidates {
-                let id: Uuid = candidate.try_get("id")?;
-                let want: Option<String> = candidate.try_get("desktop_want")?;
-                let last: Option<String> = candidate.try_get("desktop")?;
+            for row in &candidates {
+                let candidate = Candidate::of(row)?;
+                let id = candidate.id;
+                if !pool.may_fit(tx, id, candidate.want.as_deref()).await? {
+                    // Shown as "waiting for a desktop" until a claim gives it one: written once, not
+                    // again by every claim that passes it over (each claim loop's turn would otherwise
+                    // send one statement per waiting task).
+                    if !candidate.waiting {
+                        query(self.dialect().pick(postgres::FLAG_WAITING, FLAG_WAITING))
+                            .bind(id)
+                            .execute(tx.conn())
+                            .await?;
+                    }
+                    continue;
+                }
+                // Locked only now that it can be given what it needs (Postgres; SQLite's single writer
+                // has nothing to lock): skipped when another claim holds it or it is no longer claimable.
+                let locked = match self.dialect() {
+                    super::db::Dialect::Postgres => {
+                        let row = query(postgres::LOCK_CANDIDATE)
+                            .bind(at)
+                            .bind(id)
+                            .fetch_optional(tx.conn())
+                            .await?;
+                        match row {
+                            Some(row) => Candidate::of(&row)?,
+                            None => continue,
+                        }
+                    }
+                    super::db::Dialect::Sqlite => candidate,
+                };
                 match pool
-                    .fit(tx, id, want.as_deref(), last.as_deref(), &worker, until)
+                    .fit(
+                        tx,
+                        id,
+                        locked.want.as_deref(),
+                        locked.last.as_deref(),
+                        &worker,
+                        until,
+                    )
                     .await?
                 {
-                    desktops::Fit::NoDesktop => chosen = Some((candidate, None)),
-                    desktops::Fit::Desktop(name) => chosen = Some((candidate, Some(name))),
+                    desktops::Fit::NoDesktop => chosen = Some((locked, None)),
+                    desktops::Fit::Desktop(name) => chosen = Some((locked, Some(name))),
                     desktops::Fit::Wait => {
-                        // Shown as "waiting for a desktop" until a claim gives it one: written once,
-                        // not again by every claim that passes it over (each claim loop's turn would
-                        // otherwise send one statement per waiting task).
-                        if candidate.try_get::<bool, _>("waiting_for_desktop")? {
-                            continue;
+                        // Another claim took the desktop it could have had; this claim holds the row.
+                        if !locked.waiting {
+                            query(FLAG_WAITING).bind(id).execute(tx.conn()).await?;
                         }
-                        query(
-                            "UPDATE sessions SET waiting_for_desktop = TRUE \
-                             WHERE id = $1 AND status = 'queued' AND NOT waiting_for_desktop",
-                        )
-                        .bind(id)
-                        .execute(tx.conn())
-                        .await?;
                         continue;
                     }
                 }
@@ -176,8 +230,8 @@ impl SqlStore {
             let Some((candidate, desktop)) = chosen else {
                 return Ok((None, 0));
             };
-            let id: Uuid = candidate.try_get("id")?;
-            let previous: Option<String> = candidate.try_get("lease_owner")?;
+            let id = candidate.id;
+            let previous = candidate.lease_owner;
             tracing::Span::current().record("session", tracing::field::display(id));
             query(
                 "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \

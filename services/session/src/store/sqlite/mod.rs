@@ -43,15 +43,6 @@ pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want,
     OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1)) \
     ORDER BY queued_at, id LIMIT $2";
 
-/// The desktops a session may be given at time $1: free ones, and busy ones whose check-out lapsed after
-/// their session ended (the runner died before the check-in; they are reset first); least recently freed
-/// first.
-pub(crate) const AVAILABLE_DESKTOPS: &str = "SELECT d.name, d.labels, d.state FROM desktops d \
-    LEFT JOIN sessions s ON s.id = d.task_id WHERE NOT d.draining AND (d.state = 'free' \
-    OR (d.state = 'busy' AND d.lease_expires_at < $1 \
-        AND (s.id IS NULL OR s.status IN ('finished', 'failed', 'cancelled')))) \
-    ORDER BY d.freed_at, d.name";
-
 /// Allocates $2 sequence numbers and adds totals.
 pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
     steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \

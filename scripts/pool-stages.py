@@ -25,8 +25,9 @@ def millis(line: str):
     return m and datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp() * 1000
 
 
-def field(line: str, name: str) -> str:
-    return re.search(name + r"=(\S+)", line).group(1)
+def field(line: str, name: str) -> str | None:
+    m = re.search(name + r"=(\S+)", line)
+    return m.group(1) if m else None
 
 
 def percentile(values, p):
@@ -63,7 +64,9 @@ def main() -> int:
             if desktop in reset_at:
                 handed[task] = {"freed": reset_at[desktop], "answer": t}
         elif "hand-over transaction done" in line:
-            wait, total = float(field(line, "writer_wait_ms")), float(field(line, "total_ms"))
+            # Postgres's hand-over is one statement (`ufo_claim`): no separate wait for a transaction.
+            waited = field(line, "writer_wait_ms")
+            wait, total = float(waited) if waited else 0.0, float(field(line, "total_ms"))
             writer_wait.append(wait)
             transaction.append(total - wait)
         else:

@@ -104,41 +104,13 @@ pub(crate) const EXPIRED_DIRECT: &str = "SELECT id, lease_owner, lease_expires_a
         OR (lease_expires_at IS NULL AND $3 IS NOT NULL AND updated_at < $3)) \
     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED";
 
-/// Which sessions are claimable at time $1 (never a direct session).
-macro_rules! claimable {
-    () => {
-        "kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
-    OR (status IN ('running', 'waiting') AND parked_for IS NULL \
-        AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \
-    OR (status = 'waiting' AND parked_for IS NOT NULL AND parked_until < $1))"
-    };
-}
-
-/// The claimable tasks at time $1 in claim order, at most $2 (the claim takes the first one it can give
-/// what it needs: a desktop for a session with a `desktop_want`). Read without a lock: a claim that finds
-/// nothing to give (every desktop that fits busy) locks nothing, so it never hides the queue from a
-/// hand-over or another replica's claim running at the same time; the one it takes it locks with
-/// [`LOCK_CANDIDATE`].
-pub(crate) const CLAIM_CANDIDATES: &str = concat!(
-    "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions WHERE ",
-    claimable!(),
-    " ORDER BY queued_at, id LIMIT $2"
-);
-
-/// Locks candidate $2 of [`CLAIM_CANDIDATES`] if it is still claimable at time $1 (read again, as
-/// committed now); a row another claimer holds is skipped, not waited for.
-pub(crate) const LOCK_CANDIDATE: &str = concat!(
-    "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions \
-     WHERE id = $2 AND ",
-    claimable!(),
-    " FOR UPDATE SKIP LOCKED"
-);
-
-/// Marks queued session $1 as waiting for a desktop unless another claimer holds its row (then that
-/// claim is deciding about it).
-pub(crate) const FLAG_WAITING: &str = "UPDATE sessions SET waiting_for_desktop = TRUE \
-    WHERE id = (SELECT id FROM sessions WHERE id = $1 AND status = 'queued' \
-        AND NOT waiting_for_desktop FOR UPDATE SKIP LOCKED)";
+/// The claim, and the hand-over (a check-in, then the claim), as one statement: `ufo_claim` of migration
+/// 0045 (its header states the rules, those of the embedded store's claim in `sql/queue.rs`). $1 the
+/// claim's time, $2 the lease's end, $3 the worker, $4 the desktops it reaches (a JSON array, or JSON
+/// null for any), $5 whether to start the task, $6 how many candidates to look at, then the check-in:
+/// $7 the desktop, $8 its session, $9 the broken reason (all NULL for a plain claim). It commits on its
+/// own; no row means the check-in's fence refused it.
+pub(crate) const CLAIM: &str = "SELECT * FROM ufo_claim($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// Allocates $2 sequence numbers, adds totals and notifies every replica on commit.
 pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
@@ -406,6 +378,34 @@ async fn forward(pool: sqlx::PgPool, mut listener: PgListener, notifier: Arc<Not
                 };
                 notifier.wake_all();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ufo_proto::v1::{EventKind, RoundStatus};
+
+    use crate::store::DbEnum as _;
+
+    /// `ufo_claim` writes event kinds and reads round statuses by their stored names: they must be the
+    /// names the store gives them (a renamed kind would otherwise be written as text no reader knows).
+    #[test]
+    fn the_claim_function_uses_the_stored_names_of_kinds_and_statuses() {
+        let sql = include_str!("../../../../../migrations/0045_claim_function.sql");
+        let names = [
+            EventKind::TaskClaimed.db(),
+            EventKind::RoundStarted.db(),
+            EventKind::TaskReleased.db(),
+            EventKind::StepStarted.db(),
+            RoundStatus::Pending.db(),
+            RoundStatus::Running.db(),
+        ];
+        for name in names {
+            assert!(
+                sql.contains(&format!("'{name}'")),
+                "0045_claim_function.sql does not name {name:?}"
+            );
         }
     }
 }

@@ -52,7 +52,7 @@ fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
 }
 
 /// A `desktops` row.
-fn desktop(row: &rows::Row) -> StoreResult<Desktop> {
+pub(super) fn desktop(row: &rows::Row) -> StoreResult<Desktop> {
     let stored: String = row.try_get("state")?;
     let draining: bool = row.try_get("draining")?;
     let state = match stored.as_str() {
@@ -459,6 +459,36 @@ impl SqlStore {
         start: bool,
     ) -> StoreResult<crate::store::HandOver> {
         let asked = std::time::Instant::now();
+        if self.dialect() == super::db::Dialect::Postgres {
+            let reachable = std::collections::HashSet::from([back.name.clone()]);
+            let handed = self
+                .claim_postgres(&back.worker, lease, Some(reachable), start, Some(&back))
+                .await;
+            tracing::debug!(
+                total_ms = asked.elapsed().as_secs_f64() * 1e3,
+                ok = handed.is_ok(),
+                "hand-over transaction done"
+            );
+            let Some((Some(checked_in), claimed)) = handed? else {
+                return Err(self.not_checked_out(&back.name).await);
+            };
+            if let Some((_, id, _)) = &claimed {
+                tracing::Span::current().record("claimed", tracing::field::display(id));
+            }
+            let taken = claimed
+                .as_ref()
+                .is_some_and(|(claim, _, _)| claim.session.desktop == back.name);
+            if back.broken.is_none() && !taken {
+                self.notifier.notify_pool();
+            }
+            return Ok((
+                checked_in,
+                claimed.map(|(claim, id, last_seq)| {
+                    self.notifier.notify(id, last_seq);
+                    claim
+                }),
+            ));
+        }
         let mut tx = self.begin().await?;
         // How long the hand-over waited for a write transaction (SQLite's single writer, a Postgres
         // connection) and how long it then took: issue 36's scheduling overhead is mostly this call.

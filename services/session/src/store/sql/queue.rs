@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tracing::instrument;
-use ufo_proto::v1::{EventKind, Lease, ParkReason, Round, RoundStatus, TaskStart};
+use ufo_proto::v1::{Desktop, EventKind, Lease, ParkReason, Round, RoundStatus, TaskStart};
 use uuid::Uuid;
 
 use super::db::{AsConn as _, query};
@@ -94,6 +94,10 @@ async fn task_start(
     ))
 }
 
+/// What [`SqlStore::claim_postgres`] gives back: the checked-in desktop (with a check-in), and the
+/// claim with its session's id and the last event sequence number to notify.
+pub(super) type PostgresClaim = (Option<Desktop>, Option<(Claim, Uuid, u64)>);
+
 /// A claimable session as the claim reads it.
 struct Candidate {
     id: Uuid,
@@ -132,6 +136,16 @@ impl SqlStore {
         reachable: Option<std::collections::HashSet<String>>,
         start: bool,
     ) -> StoreResult<Option<Claim>> {
+        if self.dialect() == super::db::Dialect::Postgres {
+            let claimed = self
+                .claim_postgres(&worker, lease, reachable, start, None)
+                .await?
+                .and_then(|(_, claimed)| claimed);
+            return Ok(claimed.map(|(claim, id, last_seq)| {
+                self.notifier.notify(id, last_seq);
+                claim
+            }));
+        }
         let mut tx = self.begin().await?;
         // Read once the transaction is ours: the lease starts when the claim can commit, not before a
         // wait for SQLite's writer (which would shorten it and date the claim too early).
@@ -146,10 +160,87 @@ impl SqlStore {
         }))
     }
 
-    /// The claim of [`SqlStore::claim_task_impl`] inside `tx` (also the second half of a hand-over,
-    /// [`SqlStore::check_in_and_claim_impl`]): the claim and the claimed session's id, and the last event
-    /// sequence number to notify once `tx` commits. With `start`, the session's first open round is
-    /// begun and its [`TaskStart`] read in the same transaction.
+    /// The claim on Postgres, after the check-in `back` when given (the hand-over): one call of
+    /// `ufo_claim` (migration 0045), which commits on its own, then the claimed session, its rounds and
+    /// its desktop read back. `None` when the check-in's fence refused it; else the checked-in desktop
+    /// (with `back`) and the claim, its session's id and the last event sequence number to notify.
+    pub(super) async fn claim_postgres(
+        &self,
+        worker: &str,
+        lease: Duration,
+        reachable: Option<std::collections::HashSet<String>>,
+        start: bool,
+        back: Option<&crate::store::DesktopCheckIn>,
+    ) -> StoreResult<Option<PostgresClaim>> {
+        let at = now();
+        let reachable = match reachable {
+            Some(names) => serde_json::Value::from(names.into_iter().collect::<Vec<_>>()),
+            None => serde_json::Value::Null,
+        };
+        let row = query(postgres::CLAIM)
+            .bind(at)
+            .bind(expiry(at, lease))
+            .bind(worker)
+            .bind(sqlx::types::Json(reachable))
+            .bind(start)
+            .bind(desktops::CLAIM_SCAN)
+            .bind(back.map(|b| b.name.as_str()))
+            .bind(back.map(|b| b.session))
+            .bind(back.and_then(|b| b.broken.clone()))
+            .fetch_optional(self.write())
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let checked_in = if row.try_get::<bool, _>("checked_in")? {
+            Some(desktops::desktop(&row)?)
+        } else {
+            None
+        };
+        let Some(id) = row.try_get::<Option<Uuid>, _>("claimed")? else {
+            return Ok(Some((checked_in, None)));
+        };
+        tracing::Span::current().record("session", tracing::field::display(id));
+        let last_seq = super::api_u64(
+            row.try_get::<Option<i64>, _>("claimed_last_seq")?
+                .unwrap_or(0),
+        );
+        let name: Option<String> = row.try_get("claimed_desktop")?;
+        let fresh: Option<bool> = row.try_get("fresh")?;
+        // Read back on one connection, after the claim's commit: the lease is this worker's now.
+        let mut conn = self.read_conn().await?;
+        let session = session_in(&mut conn, id).await?;
+        let start = match fresh {
+            Some(fresh) if start => {
+                tracing::Span::current().record("fresh", fresh);
+                let rounds = query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
+                    .bind(id)
+                    .fetch_all(conn.conn())
+                    .await?
+                    .iter()
+                    .map(rows::round)
+                    .collect::<StoreResult<Vec<Round>>>()?;
+                Some(TaskStart { rounds, fresh })
+            }
+            _ => None,
+        };
+        let desktop = match name {
+            Some(name) => Some(desktops::desktop_in(&mut conn, &name).await?),
+            None => None,
+        };
+        let claim = Claim {
+            session,
+            desktop,
+            start,
+        };
+        Ok(Some((checked_in, Some((claim, id, last_seq)))))
+    }
+
+    /// The claim of [`SqlStore::claim_task_impl`] inside `tx` on the embedded store (also the second
+    /// half of a hand-over, [`SqlStore::check_in_and_claim_impl`]; Postgres does the same in one
+    /// statement, [`SqlStore::claim_postgres`]): the claim and the claimed session's id, and the last
+    /// event sequence number to notify once `tx` commits. With `start`, the session's first open round
+    /// is begun and its [`TaskStart`] read in the same transaction.
     pub(super) async fn claim_in(
         &self,
         tx: &mut super::db::Tx,
@@ -162,10 +253,7 @@ impl SqlStore {
         let worker = worker.to_owned();
         let tx = &mut *tx;
         async {
-            let claim = self
-                .dialect()
-                .pick(postgres::CLAIM_CANDIDATES, sqlite::CLAIM_CANDIDATES);
-            let candidates = query(claim)
+            let candidates = query(sqlite::CLAIM_CANDIDATES)
                 .bind(at)
                 .bind(desktops::CLAIM_SCAN)
                 .fetch_all(tx.conn())
@@ -181,29 +269,15 @@ impl SqlStore {
                     // again by every claim that passes it over (each claim loop's turn would otherwise
                     // send one statement per waiting task).
                     if !candidate.waiting {
-                        query(self.dialect().pick(postgres::FLAG_WAITING, FLAG_WAITING))
+                        query(FLAG_WAITING)
                             .bind(id)
                             .execute(tx.conn())
                             .await?;
                     }
                     continue;
                 }
-                // Locked only now that it can be given what it needs (Postgres; SQLite's single writer
-                // has nothing to lock): skipped when another claim holds it or it is no longer claimable.
-                let locked = match self.dialect() {
-                    super::db::Dialect::Postgres => {
-                        let row = query(postgres::LOCK_CANDIDATE)
-                            .bind(at)
-                            .bind(id)
-                            .fetch_optional(tx.conn())
-                            .await?;
-                        match row {
-                            Some(row) => Candidate::of(&row)?,
-                            None => continue,
-                        }
-                    }
-                    super::db::Dialect::Sqlite => candidate,
-                };
+                // SQLite's single writer: nothing to lock, nothing changed since the read.
+                let locked = candidate;
                 match pool
                     .fit(
                         tx,

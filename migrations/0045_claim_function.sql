@@ -38,6 +38,21 @@ LANGUAGE sql IMMUTABLE AS $fits$
     END
 $fits$;
 
+-- The desktops a claim at p_at may hand out among those reachable (p_reach: a JSON object whose keys are
+-- the names; NULL: any): free ones, and busy ones whose check-out lapsed after their session ended (the
+-- runner died before the check-in; they are reset first). Read without a lock: the check-out takes one
+-- only if it is still available. An object, because `?` finds a key by binary search, while a join with
+-- the names could be planned as a nested loop on a table without statistics.
+CREATE FUNCTION ufo_available_desktops(p_at TIMESTAMPTZ, p_reach JSONB)
+RETURNS TABLE (name TEXT, labels JSONB, freed_at TIMESTAMPTZ)
+LANGUAGE sql STABLE AS $available$
+    SELECT a.name, a.labels::JSONB, a.freed_at
+    FROM desktops a LEFT JOIN sessions o ON o.id = a.task_id
+    WHERE NOT a.draining AND (a.state = 'free' OR (a.state = 'busy' AND a.lease_expires_at < p_at
+            AND (o.id IS NULL OR o.status IN ('finished', 'failed', 'cancelled'))))
+        AND (p_reach IS NULL OR p_reach ? a.name)
+$available$;
+
 CREATE FUNCTION ufo_claim(
     p_at TIMESTAMPTZ,
     p_until TIMESTAMPTZ,
@@ -68,12 +83,19 @@ CREATE FUNCTION ufo_claim(
     claimed_last_seq BIGINT,
     fresh BOOLEAN
 )
-LANGUAGE plpgsql AS $claim$
+LANGUAGE plpgsql
+-- Planned once per connection and reused (as the step-recording functions, migration 0005): the custom
+-- plans of the default mode cost more than these small statements themselves.
+SET plan_cache_mode = force_generic_plan
+AS $claim$
 #variable_conflict use_column
 DECLARE
     v_in desktops%ROWTYPE;
     v_checked_in BOOLEAN := FALSE;
-    v_any BOOLEAN := p_reachable IS NULL OR jsonb_typeof(p_reachable) = 'null';
+    -- The reachable names as the keys of an object (NULL: any).
+    v_reach JSONB := CASE WHEN p_reachable IS NULL OR jsonb_typeof(p_reachable) = 'null' THEN NULL
+        ELSE COALESCE((SELECT jsonb_object_agg(r, TRUE) FROM jsonb_array_elements_text(p_reachable) r),
+            '{}'::JSONB) END;
     v_loaded BOOLEAN := FALSE;
     v_names TEXT[] := '{}';
     v_labels JSONB[] := '{}';
@@ -136,13 +158,9 @@ BEGIN
                 -- The desktops that may be handed out: free ones, and busy ones whose check-out lapsed
                 -- after their session ended; least recently freed first.
                 SELECT COALESCE(array_agg(a.name ORDER BY a.freed_at, a.name), '{}'),
-                       COALESCE(array_agg(a.labels::JSONB ORDER BY a.freed_at, a.name), '{}')
+                       COALESCE(array_agg(a.labels ORDER BY a.freed_at, a.name), '{}')
                 INTO v_names, v_labels
-                FROM desktops a LEFT JOIN sessions o ON o.id = a.task_id
-                WHERE NOT a.draining AND (a.state = 'free' OR (a.state = 'busy'
-                        AND a.lease_expires_at < p_at
-                        AND (o.id IS NULL OR o.status IN ('finished', 'failed', 'cancelled'))))
-                    AND (v_any OR p_reachable ? a.name);
+                FROM ufo_available_desktops(p_at, v_reach) a;
                 SELECT COALESCE(array_agg(d.task_id), '{}') INTO v_held_ids
                 FROM desktops d WHERE d.task_id IS NOT NULL;
                 v_loaded := TRUE;
@@ -195,13 +213,9 @@ BEGIN
         END IF;
         IF NOT v_loaded THEN
             SELECT COALESCE(array_agg(a.name ORDER BY a.freed_at, a.name), '{}'),
-                   COALESCE(array_agg(a.labels::JSONB ORDER BY a.freed_at, a.name), '{}')
+                   COALESCE(array_agg(a.labels ORDER BY a.freed_at, a.name), '{}')
             INTO v_names, v_labels
-            FROM desktops a LEFT JOIN sessions o ON o.id = a.task_id
-            WHERE NOT a.draining AND (a.state = 'free' OR (a.state = 'busy'
-                    AND a.lease_expires_at < p_at
-                    AND (o.id IS NULL OR o.status IN ('finished', 'failed', 'cancelled'))))
-                AND (v_any OR p_reachable ? a.name);
+            FROM ufo_available_desktops(p_at, v_reach) a;
             v_loaded := TRUE;
         END IF;
         LOOP

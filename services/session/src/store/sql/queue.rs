@@ -177,6 +177,11 @@ impl SqlStore {
             Some(names) => serde_json::Value::from(names.into_iter().collect::<Vec<_>>()),
             None => serde_json::Value::Null,
         };
+        let asked = std::time::Instant::now();
+        // One connection for the claim and the reads after it (on Postgres the read and write pools are
+        // one): a second wait for a pooled connection would sit between the claim and its answer.
+        let mut conn = self.read_conn().await?;
+        let acquired = asked.elapsed();
         let row = query(postgres::CLAIM)
             .bind(at)
             .bind(expiry(at, lease))
@@ -187,8 +192,9 @@ impl SqlStore {
             .bind(back.map(|b| b.name.as_str()))
             .bind(back.map(|b| b.session))
             .bind(back.and_then(|b| b.broken.clone()))
-            .fetch_optional(self.write())
+            .fetch_optional(conn.conn())
             .await?;
+        let claimed = asked.elapsed();
         let Some(row) = row else {
             return Ok(None);
         };
@@ -207,8 +213,7 @@ impl SqlStore {
         );
         let name: Option<String> = row.try_get("claimed_desktop")?;
         let fresh: Option<bool> = row.try_get("fresh")?;
-        // Read back on one connection, after the claim's commit: the lease is this worker's now.
-        let mut conn = self.read_conn().await?;
+        // Read back after the claim's commit: the lease is this worker's now.
         let session = session_in(&mut conn, id).await?;
         let start = match fresh {
             Some(fresh) if start => {
@@ -228,6 +233,12 @@ impl SqlStore {
             Some(name) => Some(desktops::desktop_in(&mut conn, &name).await?),
             None => None,
         };
+        tracing::debug!(
+            acquire_ms = acquired.as_secs_f64() * 1e3,
+            claim_ms = (claimed - acquired).as_secs_f64() * 1e3,
+            read_ms = (asked.elapsed() - claimed).as_secs_f64() * 1e3,
+            "claimed on Postgres"
+        );
         let claim = Claim {
             session,
             desktop,

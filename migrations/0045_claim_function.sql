@@ -181,8 +181,7 @@ BEGIN
         END IF;
 
         -- Locked only now, read again: skipped when another claim holds it or it is no longer claimable.
-        SELECT s.id, s.lease_owner AS owner, s.desktop_want AS want, s.desktop AS last,
-            s.waiting_for_desktop AS waiting
+        SELECT s.id, s.lease_owner AS owner, s.desktop AS last, s.waiting_for_desktop AS waiting
         INTO v_l
         FROM sessions s
         WHERE s.id = v_c.id AND s.kind = 'task' AND ((s.status = 'queued' AND NOT s.cancel_requested)
@@ -194,11 +193,12 @@ BEGIN
             CONTINUE candidates;
         END IF;
 
-        IF v_l.want IS NULL THEN
+        -- (Its want is the one read above: `desktop_want` is written once, when the session is created;
+        -- so is v_want, and the pool is loaded when there is one.)
+        IF v_c.want IS NULL THEN
             v_claimed := v_l.id;
             EXIT candidates;
         END IF;
-        v_want := v_l.want::JSONB;
         -- Its runner died mid-task: the session takes its desktop with it (unless the dead runner's
         -- check-in got there first; then that desktop is free like any other).
         SELECT d.name INTO v_held FROM desktops d WHERE d.task_id = v_l.id;
@@ -210,13 +210,6 @@ BEGIN
                 v_desktop := v_held;
                 EXIT candidates;
             END IF;
-        END IF;
-        IF NOT v_loaded THEN
-            SELECT COALESCE(array_agg(a.name ORDER BY a.freed_at, a.name), '{}'),
-                   COALESCE(array_agg(a.labels ORDER BY a.freed_at, a.name), '{}')
-            INTO v_names, v_labels
-            FROM ufo_available_desktops(p_at, v_reach) a;
-            v_loaded := TRUE;
         END IF;
         LOOP
             -- The desktop it held last when available and fitting, else the first that fits.

@@ -127,15 +127,9 @@ BEGIN
             RETURN;
         END IF;
         v_checked_in := TRUE;
-        IF p_broken_reason IS NOT NULL THEN
-            RETURN QUERY SELECT v_in.name, v_in.labels, v_in.state, v_in.draining, v_in.task_id,
-                v_in.lease_owner, v_in.lease_expires_at, v_in.last_heartbeat, v_in.version, v_in.reason,
-                v_in.needs_reset, v_in.freed_at, v_in.generation, TRUE, NULL::UUID, NULL::TEXT,
-                NULL::BIGINT, NULL::BOOLEAN;
-            RETURN;
-        END IF;
     END IF;
 
+    -- A desktop checked in broken is given to nobody: nothing is claimed.
     <<candidates>>
     FOR v_c IN
         SELECT s.id, s.desktop_want AS want, s.desktop AS last, s.waiting_for_desktop AS waiting
@@ -144,7 +138,7 @@ BEGIN
             OR (s.status IN ('running', 'waiting') AND s.parked_for IS NULL
                 AND (s.lease_expires_at IS NULL OR s.lease_expires_at < p_at))
             OR (s.status = 'waiting' AND s.parked_for IS NOT NULL AND s.parked_until < p_at))
-        ORDER BY s.queued_at, s.id LIMIT p_scan
+        ORDER BY s.queued_at, s.id LIMIT CASE WHEN p_broken_reason IS NULL THEN p_scan ELSE 0 END
     LOOP
         -- Whether the pool as it stands could give it what it needs (read, nothing locked).
         IF v_c.want IS NOT NULL THEN
@@ -241,56 +235,52 @@ BEGIN
     END LOOP;
 
     IF v_claimed IS NULL THEN
-        IF v_checked_in THEN
+        -- The desktop checked in free stays free: every replica's pool watchers are woken.
+        IF v_checked_in AND p_broken_reason IS NULL THEN
             PERFORM pg_notify('ufo_pool', '');
         END IF;
-        RETURN QUERY SELECT v_in.name, v_in.labels, v_in.state, v_in.draining, v_in.task_id,
-            v_in.lease_owner, v_in.lease_expires_at, v_in.last_heartbeat, v_in.version, v_in.reason,
-            v_in.needs_reset, v_in.freed_at, v_in.generation, v_checked_in, NULL::UUID, NULL::TEXT,
-            NULL::BIGINT, NULL::BOOLEAN;
-        RETURN;
-    END IF;
+    ELSE
+        UPDATE sessions SET lease_owner = p_worker, lease_expires_at = p_until, updated_at = p_at,
+            parked_for = NULL, parked_until = NULL, waiting_for_desktop = FALSE,
+            desktop = COALESCE(v_desktop, desktop),
+            status = CASE WHEN status = 'queued' THEN 'running' ELSE status END
+        WHERE id = v_claimed;
 
-    UPDATE sessions SET lease_owner = p_worker, lease_expires_at = p_until, updated_at = p_at,
-        parked_for = NULL, parked_until = NULL, waiting_for_desktop = FALSE,
-        desktop = COALESCE(v_desktop, desktop),
-        status = CASE WHEN status = 'queued' THEN 'running' ELSE status END
-    WHERE id = v_claimed;
-
-    IF p_start THEN
-        -- Everything a runner's start reads back: steps, memory, the board, and in the event log the
-        -- releases (counted against --max-releases) and intents (a dead runner's actions to settle).
-        v_recorded := EXISTS (SELECT 1 FROM steps x WHERE x.session_id = v_claimed)
-            OR EXISTS (SELECT 1 FROM memory_items x WHERE x.session_id = v_claimed)
-            OR EXISTS (SELECT 1 FROM blackboard x WHERE x.session_id = v_claimed)
-            OR EXISTS (SELECT 1 FROM events x WHERE x.session_id = v_claimed
-                AND x.kind IN ('task_released', 'step_started'));
-        SELECT r.number, r.status, r.request INTO v_round FROM rounds r
-        WHERE r.session_id = v_claimed AND r.status IN ('pending', 'running')
-        ORDER BY r.number LIMIT 1;
-        IF FOUND AND v_round.status = 'pending' THEN
-            UPDATE rounds SET status = 'running', started_at = p_at
-            WHERE session_id = v_claimed AND number = v_round.number;
-            v_begun := TRUE;
+        IF p_start THEN
+            -- Everything a runner's start reads back: steps, memory, the board, and in the event log the
+            -- releases (counted against --max-releases) and intents (a dead runner's actions to settle).
+            v_recorded := EXISTS (SELECT 1 FROM steps x WHERE x.session_id = v_claimed)
+                OR EXISTS (SELECT 1 FROM memory_items x WHERE x.session_id = v_claimed)
+                OR EXISTS (SELECT 1 FROM blackboard x WHERE x.session_id = v_claimed)
+                OR EXISTS (SELECT 1 FROM events x WHERE x.session_id = v_claimed
+                    AND x.kind IN ('task_released', 'step_started'));
+            SELECT r.number, r.status, r.request INTO v_round FROM rounds r
+            WHERE r.session_id = v_claimed AND r.status IN ('pending', 'running')
+            ORDER BY r.number LIMIT 1;
+            IF FOUND AND v_round.status = 'pending' THEN
+                UPDATE rounds SET status = 'running', started_at = p_at
+                WHERE session_id = v_claimed AND number = v_round.number;
+                v_begun := TRUE;
+            END IF;
         END IF;
-    END IF;
 
-    v_count := CASE WHEN v_begun THEN 2 ELSE 1 END;
-    UPDATE sessions SET last_seq = last_seq + v_count, updated_at = p_at WHERE id = v_claimed
-    RETURNING last_seq INTO v_last_seq;
-    PERFORM pg_notify('ufo_session_events', v_claimed::TEXT || ':' || v_last_seq::TEXT);
-    INSERT INTO events (session_id, seq, kind, payload, step, round, created_at)
-    VALUES (v_claimed, v_last_seq - v_count + 1, 'task_claimed',
-        jsonb_build_object('worker', p_worker, 'previous_owner', v_l.owner, 'desktop', v_desktop),
-        0, 0, p_at);
-    IF v_begun THEN
+        v_count := CASE WHEN v_begun THEN 2 ELSE 1 END;
+        UPDATE sessions SET last_seq = last_seq + v_count, updated_at = p_at WHERE id = v_claimed
+        RETURNING last_seq INTO v_last_seq;
+        PERFORM pg_notify('ufo_session_events', v_claimed::TEXT || ':' || v_last_seq::TEXT);
         INSERT INTO events (session_id, seq, kind, payload, step, round, created_at)
-        VALUES (v_claimed, v_last_seq, 'round_started', jsonb_build_object('request', v_round.request),
-            0, v_round.number, p_at);
-    END IF;
+        VALUES (v_claimed, v_last_seq - v_count + 1, 'task_claimed',
+            jsonb_build_object('worker', p_worker, 'previous_owner', v_l.owner, 'desktop', v_desktop),
+            0, 0, p_at);
+        IF v_begun THEN
+            INSERT INTO events (session_id, seq, kind, payload, step, round, created_at)
+            VALUES (v_claimed, v_last_seq, 'round_started', jsonb_build_object('request', v_round.request),
+                0, v_round.number, p_at);
+        END IF;
 
-    IF v_checked_in AND v_desktop IS DISTINCT FROM p_check_in THEN
-        PERFORM pg_notify('ufo_pool', '');
+        IF v_checked_in AND v_desktop IS DISTINCT FROM p_check_in THEN
+            PERFORM pg_notify('ufo_pool', '');
+        END IF;
     END IF;
     RETURN QUERY SELECT v_in.name, v_in.labels, v_in.state, v_in.draining, v_in.task_id,
         v_in.lease_owner, v_in.lease_expires_at, v_in.last_heartbeat, v_in.version, v_in.reason,

@@ -18,10 +18,15 @@
 -- With p_check_in, desktop p_check_in is first checked in from session p_check_in_session and worker
 -- p_worker (free; broken with p_broken_reason when that is given, and then nothing is claimed), and only
 -- that desktop is offered besides the desktops candidates already hold. No row comes back when the
--- check-in's fence refused it (the desktop is not checked out to that session and worker). Otherwise one
--- row: the checked-in desktop's columns (NULL without a check-in), then whether it was checked in, the
--- claimed session, the desktop it was given, the session's newest sequence number and, with p_start,
--- whether nothing the runner reads back is recorded for it yet (`fresh`).
+-- check-in's fence refused it (the desktop is not checked out to that session and worker). Otherwise
+-- rows of `ufo_claim_row`, each named by its `role` and holding the columns of what it is, so the caller
+-- reads everything it answers with in the same round trip:
+-- * 'outcome' (always): whether a desktop was checked in, the claimed session, the desktop it was given,
+--   the session's newest sequence number and, with p_start, whether nothing the runner reads back is
+--   recorded for it yet (`fresh`);
+-- * 'checked_in': the checked-in desktop as the check-in left it;
+-- * 'session', 'claimed', 'round': the claimed session, its desktop and (with p_start) its rounds in
+--   order, as the claim left them.
 --
 -- p_reachable: a JSON array of the desktop names the claiming worker can reach, or JSON null for any.
 
@@ -53,24 +58,45 @@ LANGUAGE sql STABLE AS $available$
         AND (p_reach IS NULL OR p_reach ? a.name)
 $available$;
 
-CREATE FUNCTION ufo_claim(
-    p_at TIMESTAMPTZ,
-    p_until TIMESTAMPTZ,
-    p_worker TEXT,
-    p_reachable JSONB,
-    p_start BOOLEAN,
-    p_scan BIGINT,
-    p_check_in TEXT,
-    p_check_in_session UUID,
-    p_broken_reason TEXT
-) RETURNS TABLE (
+-- A row of `ufo_claim`'s answer: its role, then the columns of a session (with its place in the queue),
+-- a round and a desktop (the names they share have one type), then the claim's outcome.
+CREATE TYPE ufo_claim_row AS (
+    role TEXT,
+    id UUID,
+    request TEXT,
+    status TEXT,
+    config JSONB,
+    owner TEXT,
+    result TEXT,
+    cancel_requested BOOLEAN,
+    lease_owner TEXT,
+    lease_expires_at TIMESTAMPTZ,
+    rounds BIGINT,
+    last_seq BIGINT,
+    steps BIGINT,
+    cost DOUBLE PRECISION,
+    input_tokens BIGINT,
+    output_tokens BIGINT,
+    created_at TIMESTAMPTZ,
+    updated_at TIMESTAMPTZ,
+    queued_at TIMESTAMPTZ,
+    images_pruned_at TIMESTAMPTZ,
+    parked_for TEXT,
+    parked_until TIMESTAMPTZ,
+    desktop_want TEXT,
+    desktop TEXT,
+    waiting_for_desktop BOOLEAN,
+    kind TEXT,
+    queue_place BIGINT,
+    session_id UUID,
+    number BIGINT,
+    started_at TIMESTAMPTZ,
+    finished_at TIMESTAMPTZ,
     name TEXT,
     labels TEXT,
     state TEXT,
     draining BOOLEAN,
     task_id UUID,
-    lease_owner TEXT,
-    lease_expires_at TIMESTAMPTZ,
     last_heartbeat TIMESTAMPTZ,
     version TEXT,
     reason TEXT,
@@ -82,13 +108,24 @@ CREATE FUNCTION ufo_claim(
     claimed_desktop TEXT,
     claimed_last_seq BIGINT,
     fresh BOOLEAN
-)
+);
+
+CREATE FUNCTION ufo_claim(
+    p_at TIMESTAMPTZ,
+    p_until TIMESTAMPTZ,
+    p_worker TEXT,
+    p_reachable JSONB,
+    p_start BOOLEAN,
+    p_scan BIGINT,
+    p_check_in TEXT,
+    p_check_in_session UUID,
+    p_broken_reason TEXT
+) RETURNS SETOF ufo_claim_row
 LANGUAGE plpgsql
 -- Planned once per connection and reused (as the step-recording functions, migration 0005): the custom
 -- plans of the default mode cost more than these small statements themselves.
 SET plan_cache_mode = force_generic_plan
 AS $claim$
-#variable_conflict use_column
 DECLARE
     v_in desktops%ROWTYPE;
     v_checked_in BOOLEAN := FALSE;
@@ -282,9 +319,26 @@ BEGIN
             PERFORM pg_notify('ufo_pool', '');
         END IF;
     END IF;
-    RETURN QUERY SELECT v_in.name, v_in.labels, v_in.state, v_in.draining, v_in.task_id,
-        v_in.lease_owner, v_in.lease_expires_at, v_in.last_heartbeat, v_in.version, v_in.reason,
-        v_in.needs_reset, v_in.freed_at, v_in.generation, v_checked_in, v_claimed, v_desktop, v_last_seq,
-        CASE WHEN p_start THEN NOT v_recorded END;
+    RETURN NEXT jsonb_populate_record(NULL::ufo_claim_row, jsonb_build_object('role', 'outcome',
+        'checked_in', v_checked_in, 'claimed', v_claimed, 'claimed_desktop', v_desktop,
+        'claimed_last_seq', v_last_seq, 'fresh', CASE WHEN p_start THEN NOT v_recorded END));
+    IF v_checked_in THEN
+        RETURN NEXT jsonb_populate_record(NULL::ufo_claim_row,
+            to_jsonb(v_in) || jsonb_build_object('role', 'checked_in'));
+    END IF;
+    IF v_claimed IS NOT NULL THEN
+        -- Claimed: running or waiting, so not in the queue (place 0).
+        RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
+            to_jsonb(s) || jsonb_build_object('role', 'session', 'queue_place', 0))).*
+            FROM sessions s WHERE s.id = v_claimed;
+        RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
+            to_jsonb(d) || jsonb_build_object('role', 'claimed'))).*
+            FROM desktops d WHERE d.name = v_desktop;
+        IF p_start THEN
+            RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
+                to_jsonb(r) || jsonb_build_object('role', 'round'))).*
+                FROM rounds r WHERE r.session_id = v_claimed ORDER BY r.number;
+        END IF;
+    END IF;
 END
 $claim$;

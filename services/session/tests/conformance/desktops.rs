@@ -627,6 +627,9 @@ pub async fn check_in_and_claim_hands_the_desktop_on(
         d.to_string()
     );
     assert!(!store.get_session(d).await.unwrap().waiting_for_desktop);
+    // What the hand-over answers is what the store holds after it, field for field.
+    assert_eq!(next, store.get_session(d).await.unwrap());
+    assert_eq!(held, store.get_desktop("desk1").await.unwrap());
 
     // d ends: nothing waiting fits desk1 → checked in free, nothing claimed, the pool is signalled.
     signals.mark_unchanged();

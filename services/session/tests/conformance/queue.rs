@@ -602,6 +602,7 @@ pub async fn claims_start_their_session(store: Arc<dyn Store>) {
         ]
     );
     assert_eq!(first.session.last_seq, 3);
+    assert_eq!(first.session, store.get_session(fresh).await.unwrap());
     store
         .begin_round(fresh, 1, Some("w1".into()))
         .await

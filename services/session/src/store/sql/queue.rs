@@ -161,9 +161,10 @@ impl SqlStore {
     }
 
     /// The claim on Postgres, after the check-in `back` when given (the hand-over): one call of
-    /// `ufo_claim` (migration 0045), which commits on its own, then the claimed session, its rounds and
-    /// its desktop read back. `None` when the check-in's fence refused it; else the checked-in desktop
-    /// (with `back`) and the claim, its session's id and the last event sequence number to notify.
+    /// `ufo_claim` (migration 0045), which commits on its own and answers with everything the claim
+    /// returns, in rows named by their role. `None` when the check-in's fence refused it; else the
+    /// checked-in desktop (with `back`) and the claim, its session's id and the last event sequence
+    /// number to notify.
     pub(super) async fn claim_postgres(
         &self,
         worker: &str,
@@ -178,11 +179,7 @@ impl SqlStore {
             None => serde_json::Value::Null,
         };
         let asked = std::time::Instant::now();
-        // One connection for the claim and the reads after it (on Postgres the read and write pools are
-        // one): a second wait for a pooled connection would sit between the claim and its answer.
-        let mut conn = self.read_conn().await?;
-        let acquired = asked.elapsed();
-        let row = query(postgres::CLAIM)
+        let rows = query(postgres::CLAIM)
             .bind(at)
             .bind(expiry(at, lease))
             .bind(worker)
@@ -192,53 +189,54 @@ impl SqlStore {
             .bind(back.map(|b| b.name.as_str()))
             .bind(back.map(|b| b.session))
             .bind(back.and_then(|b| b.broken.clone()))
-            .fetch_optional(conn.conn())
+            .fetch_all(self.write())
             .await?;
-        let claimed = asked.elapsed();
-        let Some(row) = row else {
+        tracing::debug!(
+            claim_ms = asked.elapsed().as_secs_f64() * 1e3,
+            rows = rows.len(),
+            "claimed on Postgres"
+        );
+        let mut outcome = None;
+        let (mut checked_in, mut session, mut desktop, mut rounds) = (None, None, None, Vec::new());
+        for row in &rows {
+            let role: String = row.try_get("role")?;
+            match role.as_str() {
+                "outcome" => outcome = Some(row),
+                "checked_in" => checked_in = Some(desktops::desktop(row)?),
+                "session" => session = Some(rows::session(row)?),
+                "claimed" => desktop = Some(desktops::desktop(row)?),
+                "round" => rounds.push(rows::round(row)?),
+                other => {
+                    return Err(StoreError::Corrupt(format!(
+                        "ufo_claim answered a row of role {other:?}"
+                    )));
+                }
+            }
+        }
+        // No row at all: the check-in's fence refused it.
+        let Some(outcome) = outcome else {
             return Ok(None);
         };
-        let checked_in = if row.try_get::<bool, _>("checked_in")? {
-            Some(desktops::desktop(&row)?)
-        } else {
-            None
-        };
-        let Some(id) = row.try_get::<Option<Uuid>, _>("claimed")? else {
+        let Some(id) = outcome.try_get::<Option<Uuid>, _>("claimed")? else {
             return Ok(Some((checked_in, None)));
         };
         tracing::Span::current().record("session", tracing::field::display(id));
         let last_seq = super::api_u64(
-            row.try_get::<Option<i64>, _>("claimed_last_seq")?
+            outcome
+                .try_get::<Option<i64>, _>("claimed_last_seq")?
                 .unwrap_or(0),
         );
-        let name: Option<String> = row.try_get("claimed_desktop")?;
-        let fresh: Option<bool> = row.try_get("fresh")?;
-        // Read back after the claim's commit: the lease is this worker's now.
-        let session = session_in(&mut conn, id).await?;
+        let session = session.ok_or_else(|| {
+            StoreError::Corrupt(format!("ufo_claim claimed session {id} without its row"))
+        })?;
+        let fresh: Option<bool> = outcome.try_get("fresh")?;
         let start = match fresh {
             Some(fresh) if start => {
                 tracing::Span::current().record("fresh", fresh);
-                let rounds = query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
-                    .bind(id)
-                    .fetch_all(conn.conn())
-                    .await?
-                    .iter()
-                    .map(rows::round)
-                    .collect::<StoreResult<Vec<Round>>>()?;
                 Some(TaskStart { rounds, fresh })
             }
             _ => None,
         };
-        let desktop = match name {
-            Some(name) => Some(desktops::desktop_in(&mut conn, &name).await?),
-            None => None,
-        };
-        tracing::debug!(
-            acquire_ms = acquired.as_secs_f64() * 1e3,
-            claim_ms = (claimed - acquired).as_secs_f64() * 1e3,
-            read_ms = (asked.elapsed() - claimed).as_secs_f64() * 1e3,
-            "claimed on Postgres"
-        );
         let claim = Claim {
             session,
             desktop,

@@ -327,17 +327,18 @@ BEGIN
             to_jsonb(v_in) || jsonb_build_object('role', 'checked_in'));
     END IF;
     IF v_claimed IS NOT NULL THEN
-        -- Claimed: running or waiting, so not in the queue (place 0).
-        RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
-            to_jsonb(s) || jsonb_build_object('role', 'session', 'queue_place', 0))).*
-            FROM sessions s WHERE s.id = v_claimed;
-        RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
-            to_jsonb(d) || jsonb_build_object('role', 'claimed'))).*
-            FROM desktops d WHERE d.name = v_desktop;
+        -- Claimed: running or waiting, so not in the queue (place 0). (`LATERAL`, not `(f(...)).*`,
+        -- which would call the function once per column.)
+        RETURN QUERY SELECT p.* FROM sessions s CROSS JOIN LATERAL jsonb_populate_record(
+                NULL::ufo_claim_row, to_jsonb(s) || jsonb_build_object('role', 'session', 'queue_place', 0)) p
+            WHERE s.id = v_claimed;
+        RETURN QUERY SELECT p.* FROM desktops d CROSS JOIN LATERAL jsonb_populate_record(
+                NULL::ufo_claim_row, to_jsonb(d) || jsonb_build_object('role', 'claimed')) p
+            WHERE d.name = v_desktop;
         IF p_start THEN
-            RETURN QUERY SELECT (jsonb_populate_record(NULL::ufo_claim_row,
-                to_jsonb(r) || jsonb_build_object('role', 'round'))).*
-                FROM rounds r WHERE r.session_id = v_claimed ORDER BY r.number;
+            RETURN QUERY SELECT p.* FROM rounds r CROSS JOIN LATERAL jsonb_populate_record(
+                    NULL::ufo_claim_row, to_jsonb(r) || jsonb_build_object('role', 'round')) p
+                WHERE r.session_id = v_claimed ORDER BY r.number;
         END IF;
     END IF;
 END

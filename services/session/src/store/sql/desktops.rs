@@ -472,22 +472,7 @@ impl SqlStore {
             let Some((Some(checked_in), claimed)) = handed? else {
                 return Err(self.not_checked_out(&back.name).await);
             };
-            if let Some((_, id, _)) = &claimed {
-                tracing::Span::current().record("claimed", tracing::field::display(id));
-            }
-            let taken = claimed
-                .as_ref()
-                .is_some_and(|(claim, _, _)| claim.session.desktop == back.name);
-            if back.broken.is_none() && !taken {
-                self.notifier.notify_pool();
-            }
-            return Ok((
-                checked_in,
-                claimed.map(|(claim, id, last_seq)| {
-                    self.notifier.notify(id, last_seq);
-                    claim
-                }),
-            ));
+            return Ok(self.handed_over(&back, checked_in, claimed));
         }
         let mut tx = self.begin().await?;
         // How long the hand-over waited for a write transaction (SQLite's single writer, a Postgres
@@ -507,9 +492,6 @@ impl SqlStore {
             let (claimed, last_seq) = self
                 .claim_in(&mut tx, at, &back.worker, lease, Some(reachable), start)
                 .await?;
-            if let Some((_, id)) = &claimed {
-                tracing::Span::current().record("claimed", tracing::field::display(id));
-            }
             let taken = claimed
                 .as_ref()
                 .is_some_and(|(claim, _)| claim.session.desktop == back.name);
@@ -529,19 +511,34 @@ impl SqlStore {
         let Some((checked_in, claimed, last_seq)) = settled? else {
             return Err(self.not_checked_out(&back.name).await);
         };
+        let claimed = claimed.map(|(claim, id)| (claim, id, last_seq));
+        Ok(self.handed_over(&back, checked_in, claimed))
+    }
+
+    /// A hand-over's answer once it committed (either store): the pool's watchers are woken when the
+    /// desktop came back free and stays free, the claimed session's watchers with its newest event.
+    fn handed_over(
+        &self,
+        back: &DesktopCheckIn,
+        checked_in: Desktop,
+        claimed: Option<(crate::store::Claim, Uuid, u64)>,
+    ) -> crate::store::HandOver {
+        if let Some((_, id, _)) = &claimed {
+            tracing::Span::current().record("claimed", tracing::field::display(id));
+        }
         let taken = claimed
             .as_ref()
-            .is_some_and(|(claim, _)| claim.session.desktop == back.name);
+            .is_some_and(|(claim, _, _)| claim.session.desktop == back.name);
         if back.broken.is_none() && !taken {
             self.notifier.notify_pool();
         }
-        Ok((
+        (
             checked_in,
-            claimed.map(|(claim, id)| {
+            claimed.map(|(claim, id, last_seq)| {
                 self.notifier.notify(id, last_seq);
                 claim
             }),
-        ))
+        )
     }
 
     #[instrument(name = "store.renew_desktop", skip_all, fields(desktop = %name, session = %session))]

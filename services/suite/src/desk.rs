@@ -80,18 +80,22 @@ pub fn replay_rect(
     };
     let nw = size(w, GROW.0 as i32, hints.min.0, hints.max.0, fit_w);
     let nh = size(h, GROW.1 as i32, hints.min.1, hints.max.1, fit_h);
-    let other_side = |at: i32, len: i32, new: i32, screen: i32, borders: i32| {
-        let outer = new + borders;
+    // The side of the screen the window was not on; when that puts it where it was (a window about
+    // as large as the screen), the other end of the little room there is.
+    let other_side = |at: i32, len: i32, new: i32, screen: i32, (lead, trail): (i32, i32)| {
+        let outer = new + lead + trail;
         let margin = if outer + 2 * EDGE <= screen { EDGE } else { 0 };
-        if at + len / 2 < screen / 2 {
-            (screen - margin - outer).max(0)
+        let (near, far) = (margin, (screen - margin - outer).max(0));
+        let (go, stay) = if at + len / 2 < screen / 2 {
+            (far, near)
         } else {
-            margin
-        }
+            (near, far)
+        };
+        if go + lead == at { stay } else { go }
     };
     (
-        other_side(was[0], w, nw, sw, frame[0] + frame[1]),
-        other_side(was[1], h, nh, sh, frame[2] + frame[3]),
+        other_side(was[0], w, nw, sw, (frame[0], frame[1])),
+        other_side(was[1], h, nh, sh, (frame[2], frame[3])),
         nw as u32,
         nh as u32,
     )
@@ -376,9 +380,12 @@ impl Desk {
             .await?;
         let rect = self.rect_of(command, window)?;
         let (sw, sh) = (self.screen.0 as i32, self.screen.1 as i32);
-        // A window whose minimum size is larger than the screen shows its left (top) part.
-        let too_wide = hints.min.0 + frame[0] + frame[1] > sw;
-        let too_tall = hints.min.1 + frame[2] + frame[3] > sh;
+        // A window whose minimum size is larger than the screen shows its left (top) part. Its
+        // minimum may have grown meanwhile (the widget factory's depends on the page it shows).
+        let now = self.size_hints(command, window)?;
+        let min = (hints.min.0.max(now.min.0), hints.min.1.max(now.min.1));
+        let too_wide = min.0 + frame[0] + frame[1] > sw;
+        let too_tall = min.1 + frame[2] + frame[3] > sh;
         let inside = rect[0] >= 0
             && rect[1] >= 0
             && (rect[2] <= sw || too_wide)
@@ -705,6 +712,16 @@ mod tests {
         };
         let r = replay_rect([0, 0, 1366, 741], screen, factory, frame);
         assert_eq!((r.0, r.1, r.2, r.3), (0, 0, 1366, 766));
+        // The same window recorded at 1366x741 while its minimum was then 1277 wide (it depends on
+        // the page shown), on a desktop without frames: as wide as its minimum and as tall as the
+        // screen, it cannot go to the other side — it moves by the 3 pixels there are (CI, stop 49,
+        // replayed it where it was).
+        let narrower = SizeHints {
+            min: (1277, 741),
+            max: (i32::MAX, i32::MAX),
+        };
+        let r = replay_rect([0, 0, 1366, 741], screen, narrower, [0; 4]);
+        assert_eq!((r.0, r.1, r.2, r.3), (3, 0, 1277, 800));
         // A fixed-size dialog only moves.
         let fixed = SizeHints {
             min: (300, 120),

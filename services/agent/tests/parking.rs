@@ -217,3 +217,64 @@ async fn a_held_action_parks_its_task_until_the_decision() {
     agent.stop().await;
     session.stop().await;
 }
+
+/// An idle runner claims a new task, and a parked task its answer queues again, at once: with a claim
+/// interval of ten minutes, both still run to their end within the test's deadline (the session service
+/// signals the pool for each; before, they waited for the runner's next interval).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_runner_claims_a_new_task_and_an_answered_one_at_once() {
+    let session = Session::start().await;
+    let driver: Arc<dyn ufo_agent::runner::TaskDriver> = Arc::new(ScriptDriver::default());
+    let flags = [
+        "--no-desktop-reset",
+        "--runner-slots",
+        "1",
+        "--claim-interval-ms",
+        "600000",
+    ];
+    let agent = Agent::start(agent_config(&session.url, &flags), Some(driver)).await;
+    let api = Api::new(&agent);
+
+    // The runner's first claim, at its start, found nothing; this task is the only news.
+    let asks = api.submit(json!({"request": "steps=2 ask=1"})).await;
+    let task = api.wait_status(&asks, "waiting").await;
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{asks}/answers"),
+            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    api.wait_status(&asks, "finished").await;
+    let events = session.events(&asks).await;
+    assert_eq!(count(&events, EventKind::TaskParked), 1);
+    assert_eq!(count(&events, EventKind::TaskClaimed), 2);
+    // How long each wait for a claim took, from the store's own event times.
+    let at = |kind: EventKind, nth: usize| {
+        let t = events
+            .iter()
+            .filter(|e| e.kind == kind as i32)
+            .nth(nth)
+            .unwrap()
+            .created_at
+            .unwrap();
+        t.seconds as f64 + f64::from(t.nanos) / 1e9
+    };
+    let answered = events
+        .iter()
+        .find(|e| e.kind == EventKind::QuestionAnswered as i32)
+        .unwrap()
+        .created_at
+        .unwrap();
+    let answered = answered.seconds as f64 + f64::from(answered.nanos) / 1e9;
+    let first = at(EventKind::TaskClaimed, 0) - at(EventKind::TaskCreated, 0);
+    let again = at(EventKind::TaskClaimed, 1) - answered;
+    println!("created → claimed {first:.3} s, answered → claimed again {again:.3} s");
+    assert!(
+        first < 10.0 && again < 10.0,
+        "claimed long after: {first} s, {again} s"
+    );
+    agent.stop().await;
+    session.stop().await;
+}

@@ -55,6 +55,13 @@ async fn check_in_and_claim_hands_the_desktop_on(pool: PgPool) {
     conformance::check_in_and_claim_hands_the_desktop_on(store(&pool).await, replica(&pool)).await;
 }
 
+/// A new task and a woken one signal another store instance through `LISTEN/NOTIFY`.
+#[sqlx::test(migrations = "../../migrations")]
+async fn a_new_task_and_a_woken_one_signal_the_pool(pool: PgPool) {
+    conformance::a_new_task_and_a_woken_one_signal_the_pool(store(&pool).await, replica(&pool))
+        .await;
+}
+
 /// The watcher runs on another store instance (its own listener), so only `LISTEN/NOTIFY` can wake it.
 #[sqlx::test(migrations = "../../migrations")]
 async fn watch_replays_then_follows_and_resumes(pool: PgPool) {

@@ -48,6 +48,19 @@ async fn check_in_and_claim_hands_the_desktop_on() {
     conformance::check_in_and_claim_hands_the_desktop_on(shared, replica).await;
 }
 
+/// One process, one store: a new task and a woken one signal the pool in-process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_task_and_a_woken_one_signal_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = store(&dir).await;
+    let same = Arc::clone(&shared);
+    let replica: conformance::Replica = Box::new(move || {
+        let same = Arc::clone(&same);
+        Box::pin(async move { same })
+    });
+    conformance::a_new_task_and_a_woken_one_signal_the_pool(shared, replica).await;
+}
+
 /// One process, one store: the in-process notifier wakes the watcher.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_replays_then_follows_and_resumes() {

@@ -647,3 +647,89 @@ pub async fn claims_start_their_session(store: Arc<dyn Store>) {
         RoundStatus::Pending as i32
     );
 }
+
+/// What an idle runner must claim signals the pool (`subscribe_pool`, seen by `replica`: another store
+/// on the same database, reached only through Postgres `LISTEN/NOTIFY` there), so it is claimed at once
+/// instead of at the runners' next claim interval: a new task; a parked task queued again by an answer
+/// (`append_events`) or by a decision written with a blackboard entry (`append_blackboard`).
+pub async fn a_new_task_and_a_woken_one_signal_the_pool(
+    store: Arc<dyn Store>,
+    replica: super::Replica,
+) {
+    let other = replica().await;
+    let mut signals = other.subscribe_pool();
+    let hour = Duration::from_secs(3600);
+    signals.mark_unchanged();
+    let asking = session(&*store).await;
+    signalled(&mut signals, "a new task").await;
+
+    let claimed = store.claim_task("w".into(), hour).await.unwrap().unwrap();
+    assert_eq!(claimed.id, asking.to_string());
+    assert!(
+        store
+            .park_task(park(
+                asking,
+                "w",
+                ParkReason::Question,
+                claimed.last_seq,
+                hour
+            ))
+            .await
+            .unwrap()
+    );
+    signals.mark_unchanged();
+    store
+        .append_events(asking, vec![answered(EventKind::QuestionAnswered)], None)
+        .await
+        .unwrap();
+    signalled(&mut signals, "an answer that queues a parked task again").await;
+    assert_eq!(
+        store.get_session(asking).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+
+    let claimed = store.claim_task("w".into(), hour).await.unwrap().unwrap();
+    assert_eq!(claimed.id, asking.to_string());
+    assert!(
+        store
+            .park_task(park(
+                asking,
+                "w",
+                ParkReason::Approval,
+                claimed.last_seq,
+                hour
+            ))
+            .await
+            .unwrap()
+    );
+    signals.mark_unchanged();
+    store
+        .append_blackboard(
+            asking,
+            vec![NewBlackboardEntry {
+                kind: BlackboardKind::Question,
+                value: json!({"question": "which?", "answer": "blue", "answers": 0}),
+                artifact_id: None,
+            }],
+            vec![answered(EventKind::ActionApproved)],
+        )
+        .await
+        .unwrap();
+    signalled(
+        &mut signals,
+        "a decision with a blackboard entry that queues a parked task again",
+    )
+    .await;
+    assert_eq!(
+        store.get_session(asking).await.unwrap().status,
+        SessionStatus::Queued as i32
+    );
+}
+
+/// Waits for the pool's next signal, failing with `what` after [`DEADLINE`].
+async fn signalled(signals: &mut tokio::sync::watch::Receiver<u64>, what: &str) {
+    tokio::time::timeout(DEADLINE, signals.changed())
+        .await
+        .unwrap_or_else(|_| panic!("{what} signals the pool"))
+        .unwrap();
+}

@@ -115,20 +115,23 @@ impl SqlStore {
     ) -> StoreResult<(Vec<BlackboardEntry>, u64)> {
         let at = now();
         let mut tx = self.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
+        let outcome: StoreResult<(_, u64, bool)> = async {
             lock_session(&mut tx, id, None).await?;
-            super::events::wake_parked(&mut tx, id, &events, at).await?;
+            let woken = super::events::wake_parked(&mut tx, id, &events, at).await?;
             let mut stored = Vec::with_capacity(entries.len());
             for entry in &entries {
                 stored.push(insert_entry(&mut tx, id, entry, 0, at).await?);
             }
             let (_, last_seq) = append(&mut tx, id, &events, Totals::default(), at).await?;
-            Ok(((stored, last_seq), last_seq))
+            Ok(((stored, last_seq), last_seq, woken))
         }
         .await;
-        let (value, last_seq) = settle(tx, outcome).await?;
+        let (value, last_seq, woken) = settle(tx, outcome).await?;
         if !events.is_empty() {
             self.notifier.notify(id, last_seq);
+        }
+        if woken {
+            self.notifier.notify_pool();
         }
         Ok(value)
     }

@@ -109,25 +109,32 @@ pub(super) fn stored(id: Uuid, events: &[NewEvent], first: i64, at: DateTime<Utc
 }
 
 /// Queues session `id` again, in its old place, if it is parked and `events` hold an answer or a decision
-/// (inside the caller's transaction, which holds the session's row lock).
+/// (inside the caller's transaction, which holds the session's row lock). Returns whether it did; then
+/// every replica's idle runners are signalled on commit ([`super::desktops::signal_pool`]; the caller
+/// signals this process's after the commit), so the answered task is claimed at once, not at the next
+/// `--claim-interval-ms`.
 pub(super) async fn wake_parked(
     conn: &mut impl AsConn,
     id: Uuid,
     events: &[NewEvent],
     at: DateTime<Utc>,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     if !events.iter().any(|e| crate::store::wakes(e.kind)) {
-        return Ok(());
+        return Ok(false);
     }
-    query(
+    let woken = query(
         "UPDATE sessions SET status = 'queued', parked_for = NULL, parked_until = NULL, updated_at = $2 \
          WHERE id = $1 AND status = 'waiting' AND parked_for IS NOT NULL",
     )
     .bind(id)
     .bind(at)
     .execute(conn.conn())
-    .await?;
-    Ok(())
+    .await?
+        > 0;
+    if woken {
+        super::desktops::signal_pool(conn).await?;
+    }
+    Ok(woken)
 }
 
 /// Locks session `id` for the rest of the transaction and checks the lease; returns its status text.
@@ -163,37 +170,46 @@ impl SqlStore {
         // An answer or a decision may wake a parked session: that takes the row lock and a second
         // statement, so it goes the way of the statements (the same transaction on either database).
         let wakes = events.iter().any(|e| crate::store::wakes(e.kind));
-        let last_seq = match &self.backend {
-            Backend::Postgres { pool, .. } if !wakes => {
-                postgres::append_events(pool, id, &events, lease_owner, at).await?
-            }
+        let (last_seq, woken) = match &self.backend {
+            Backend::Postgres { pool, .. } if !wakes => (
+                postgres::append_events(pool, id, &events, lease_owner, at).await?,
+                false,
+            ),
             Backend::Postgres { .. } | Backend::Sqlite { .. } => {
                 self.append_events_statements(id, &events, lease_owner, at)
                     .await?
             }
         };
         self.notifier.notify(id, api_u64(last_seq));
+        if woken {
+            self.notifier.notify_pool();
+        }
         let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
         Ok(stored(id, &events, first, at))
     }
 
     /// Appends in a transaction of several statements (lock and lease check, sequence bump, insert);
-    /// returns the newest sequence number. SQLite's path; Postgres does it in one statement.
+    /// returns the newest sequence number and whether a parked session was queued again. SQLite's path,
+    /// and Postgres' for an answer or a decision; otherwise Postgres does it in one statement.
     async fn append_events_statements(
         &self,
         id: Uuid,
         events: &[NewEvent],
         lease_owner: Option<&str>,
         at: DateTime<Utc>,
-    ) -> StoreResult<i64> {
+    ) -> StoreResult<(i64, bool)> {
         let mut tx = self.begin().await?;
-        let outcome: StoreResult<u64> = async {
+        let outcome: StoreResult<(u64, bool)> = async {
             lock_session(&mut tx, id, lease_owner).await?;
-            wake_parked(&mut tx, id, events, at).await?;
-            Ok(append(&mut tx, id, events, Totals::default(), at).await?.1)
+            let woken = wake_parked(&mut tx, id, events, at).await?;
+            Ok((
+                append(&mut tx, id, events, Totals::default(), at).await?.1,
+                woken,
+            ))
         }
         .await;
-        Ok(db_int(settle(tx, outcome).await?))
+        let (last_seq, woken) = settle(tx, outcome).await?;
+        Ok((db_int(last_seq), woken))
     }
 
     #[instrument(name = "store.read_events", skip_all, fields(session = %id, from_seq, limit))]

@@ -167,12 +167,22 @@ impl SqlStore {
             1,
         );
         let (_, last_seq) = append(&mut tx, new.id, &[created], Totals::default(), at).await?;
+        // A queued task wakes every replica's idle runners on commit (this process's after it): it is
+        // claimed at once, not at their next `--claim-interval-ms`.
+        if !direct {
+            super::desktops::signal_pool(&mut tx).await?;
+        }
         let session = session_in(&mut tx, new.id).await?;
             Ok((session, last_seq))
         }
         .await;
         let (session, last_seq) = settle(tx, outcome).await?;
-        self.notifier.notify(new.id, last_seq);
+        if last_seq > 0 {
+            self.notifier.notify(new.id, last_seq);
+            if new.kind != SessionKind::Direct {
+                self.notifier.notify_pool();
+            }
+        }
         Ok(session)
     }
 

@@ -321,6 +321,23 @@ pub(super) async fn signal_pool(conn: &mut impl AsConn) -> StoreResult<()> {
     Ok(())
 }
 
+/// Signals the pool (as [`signal_pool`]) for session `id`, new or queued again, wanting `want` (the
+/// stored JSON; `None`: no desktop), when a claim could take it now: it needs no desktop, or one that
+/// fits is available. One that must wait for a desktop is taken at that desktop's check-in (the
+/// hand-over claims it, or the check-in signals), so a burst of such tasks wakes no runner for nothing.
+/// Returns whether it signalled (the caller then signals this process after the commit).
+pub(super) async fn signal_if_claimable(
+    tx: &mut Tx,
+    id: Uuid,
+    want: Option<&str>,
+) -> StoreResult<bool> {
+    let claimable = Pool::new(None).may_fit(tx, id, want).await?;
+    if claimable {
+        signal_pool(tx).await?;
+    }
+    Ok(claimable)
+}
+
 /// The check-in (fenced by session and worker); `RETURNING` the row.
 const CHECK_IN: &str = "UPDATE desktops SET state = CASE WHEN $4 THEN 'broken' ELSE 'free' END, \
     task_id = NULL, lease_owner = NULL, lease_expires_at = NULL, needs_reset = FALSE, reason = $5, \

@@ -10,7 +10,7 @@ use tracing::instrument;
 use ufo_proto::v1::Event;
 use uuid::Uuid;
 
-use super::db::{AsConn, Query, query};
+use super::db::{AsConn, Query, Tx, query};
 use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows, settle};
 use crate::store::{DbEnum as _, NewEvent, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
@@ -109,12 +109,12 @@ pub(super) fn stored(id: Uuid, events: &[NewEvent], first: i64, at: DateTime<Utc
 }
 
 /// Queues session `id` again, in its old place, if it is parked and `events` hold an answer or a decision
-/// (inside the caller's transaction, which holds the session's row lock). Returns whether it did; then
-/// every replica's idle runners are signalled on commit ([`super::desktops::signal_pool`]; the caller
-/// signals this process's after the commit), so the answered task is claimed at once, not at the next
-/// `--claim-interval-ms`.
+/// (inside the caller's transaction, which holds the session's row lock). When a claim could take it
+/// then, every replica's idle runners are signalled on commit
+/// ([`super::desktops::signal_if_claimable`]), so it is claimed at once, not at their next
+/// `--claim-interval-ms`; returns whether they were (the caller signals this process after the commit).
 pub(super) async fn wake_parked(
-    conn: &mut impl AsConn,
+    tx: &mut Tx,
     id: Uuid,
     events: &[NewEvent],
     at: DateTime<Utc>,
@@ -124,17 +124,19 @@ pub(super) async fn wake_parked(
     }
     let woken = query(
         "UPDATE sessions SET status = 'queued', parked_for = NULL, parked_until = NULL, updated_at = $2 \
-         WHERE id = $1 AND status = 'waiting' AND parked_for IS NOT NULL",
+         WHERE id = $1 AND status = 'waiting' AND parked_for IS NOT NULL RETURNING desktop_want",
     )
     .bind(id)
     .bind(at)
-    .execute(conn.conn())
-    .await?
-        > 0;
-    if woken {
-        super::desktops::signal_pool(conn).await?;
+    .fetch_optional(tx.conn())
+    .await?;
+    match woken {
+        Some(row) => {
+            let want: Option<String> = row.try_get("desktop_want")?;
+            super::desktops::signal_if_claimable(tx, id, want.as_deref()).await
+        }
+        None => Ok(false),
     }
-    Ok(woken)
 }
 
 /// Locks session `id` for the rest of the transaction and checks the lease; returns its status text.

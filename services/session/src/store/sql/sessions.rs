@@ -110,7 +110,7 @@ impl SqlStore {
     pub(super) async fn create_session_impl(&self, new: NewSession) -> StoreResult<Session> {
         let at = now();
         let mut tx = self.begin().await?;
-        let outcome: StoreResult<(_, u64)> = async {
+        let outcome: StoreResult<(_, u64, bool)> = async {
         // A direct session runs from its creation (its steps are recorded as an MCP client's calls
         // happen) and no runner ever claims it.
         let direct = new.kind == SessionKind::Direct;
@@ -142,7 +142,7 @@ impl SqlStore {
         if inserted == 0 {
             let existing = self.get_session_impl(new.id).await?;
             return if existing.request == new.request && existing.kind == i32::from(new.kind) {
-                Ok((existing, 0))
+                Ok((existing, 0, false))
             } else {
                 Err(StoreError::AlreadyExists(format!(
                     "session {} exists with another request",
@@ -167,21 +167,23 @@ impl SqlStore {
             1,
         );
         let (_, last_seq) = append(&mut tx, new.id, &[created], Totals::default(), at).await?;
-        // A queued task wakes every replica's idle runners on commit (this process's after it): it is
-        // claimed at once, not at their next `--claim-interval-ms`.
-        if !direct {
-            super::desktops::signal_pool(&mut tx).await?;
-        }
+        // A queued task a claim could take now wakes every replica's idle runners on commit (this
+        // process's after it): it is claimed at once, not at their next `--claim-interval-ms`.
+        let signalled = !direct
+            && super::desktops::signal_if_claimable(
+                &mut tx,
+                new.id,
+                new.desktop.as_ref().map(super::desktops::want_text).as_deref(),
+            )
+            .await?;
         let session = session_in(&mut tx, new.id).await?;
-            Ok((session, last_seq))
+            Ok((session, last_seq, signalled))
         }
         .await;
-        let (session, last_seq) = settle(tx, outcome).await?;
-        if last_seq > 0 {
-            self.notifier.notify(new.id, last_seq);
-            if new.kind != SessionKind::Direct {
-                self.notifier.notify_pool();
-            }
+        let (session, last_seq, signalled) = settle(tx, outcome).await?;
+        self.notifier.notify(new.id, last_seq);
+        if signalled {
+            self.notifier.notify_pool();
         }
         Ok(session)
     }

@@ -36,6 +36,18 @@ async fn start(session: &Session) -> (Agent, Api) {
     (agent, api)
 }
 
+/// Answers `task`'s (`id`'s) first pending question with "notes.txt".
+async fn answer_notes_txt(api: &Api, id: &str, task: &serde_json::Value) {
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/v1/tasks/{id}/answers"),
+            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 fn count(events: &[ufo_proto::v1::Event], kind: EventKind) -> usize {
     events.iter().filter(|e| e.kind == kind as i32).count()
 }
@@ -107,14 +119,7 @@ async fn the_api_says_what_a_task_waits_for_and_its_place_in_the_queue() {
 
     // The answer queues the parked task again, in its old place: first in line.
     let task = api.task(&asks).await;
-    let (status, body) = api
-        .call(
-            reqwest::Method::POST,
-            &format!("/v1/tasks/{asks}/answers"),
-            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    answer_notes_txt(&api, &asks, &task).await;
     let task = api.wait_status(&asks, "queued").await;
     assert_eq!(
         task["waiting_for"],
@@ -238,14 +243,7 @@ async fn an_idle_runner_claims_a_new_task_and_an_answered_one_at_once() {
     // The runner's first claim, at its start, found nothing; this task is the only news.
     let asks = api.submit(json!({"request": "steps=2 ask=1"})).await;
     let task = api.wait_status(&asks, "waiting").await;
-    let (status, body) = api
-        .call(
-            reqwest::Method::POST,
-            &format!("/v1/tasks/{asks}/answers"),
-            Some(json!({"answers": ["notes.txt"], "question_ids": [task["pending_questions"][0]["id"]]})),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    answer_notes_txt(&api, &asks, &task).await;
     api.wait_status(&asks, "finished").await;
     let events = session.events(&asks).await;
     assert_eq!(count(&events, EventKind::TaskParked), 1);

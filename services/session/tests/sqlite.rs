@@ -35,16 +35,21 @@ macro_rules! on_sqlite {
 
 conformance::every_case!(on_sqlite);
 
-/// One process, one store: the in-process notifier signals the pool.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_in_and_claim_hands_the_desktop_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let shared = store(&dir).await;
+/// A store and, as its "replica", the store itself: one process, whose in-process notifier signals.
+fn itself(shared: Arc<dyn Store>) -> (Arc<dyn Store>, conformance::Replica) {
     let same = Arc::clone(&shared);
     let replica: conformance::Replica = Box::new(move || {
         let same = Arc::clone(&same);
         Box::pin(async move { same })
     });
+    (shared, replica)
+}
+
+/// One process, one store: the in-process notifier signals the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_in_and_claim_hands_the_desktop_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (shared, replica) = itself(store(&dir).await);
     conformance::check_in_and_claim_hands_the_desktop_on(shared, replica).await;
 }
 
@@ -52,12 +57,7 @@ async fn check_in_and_claim_hands_the_desktop_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_task_and_a_woken_one_signal_the_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let shared = store(&dir).await;
-    let same = Arc::clone(&shared);
-    let replica: conformance::Replica = Box::new(move || {
-        let same = Arc::clone(&same);
-        Box::pin(async move { same })
-    });
+    let (shared, replica) = itself(store(&dir).await);
     conformance::a_new_task_and_a_woken_one_signal_the_pool(shared, replica).await;
 }
 
@@ -65,12 +65,7 @@ async fn a_new_task_and_a_woken_one_signal_the_pool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_replays_then_follows_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let shared = store(&dir).await;
-    let same = Arc::clone(&shared);
-    let replica: conformance::Replica = Box::new(move || {
-        let same = Arc::clone(&same);
-        Box::pin(async move { same })
-    });
+    let (shared, replica) = itself(store(&dir).await);
     conformance::watch_replays_then_follows_and_resumes(shared, replica).await;
 }
 

@@ -123,6 +123,22 @@ fn park(id: Uuid, worker: &str, reason: ParkReason, seen_seq: u64, until: Durati
     }
 }
 
+/// Appends decision `kind` with a blackboard entry (one transaction) to session `id`.
+async fn decided_with_a_board_entry(store: &dyn Store, id: Uuid, kind: EventKind) {
+    store
+        .append_blackboard(
+            id,
+            vec![NewBlackboardEntry {
+                kind: BlackboardKind::Question,
+                value: json!({"question": "which?", "answer": "blue", "answers": 0}),
+                artifact_id: None,
+            }],
+            vec![answered(kind)],
+        )
+        .await
+        .unwrap();
+}
+
 fn answered(kind: EventKind) -> NewEvent {
     NewEvent {
         kind,
@@ -237,18 +253,7 @@ pub async fn parked_sessions_free_the_queue_until_a_person_acts(store: Arc<dyn S
             .await
             .unwrap()
     );
-    store
-        .append_blackboard(
-            asking,
-            vec![NewBlackboardEntry {
-                kind: BlackboardKind::Question,
-                value: json!({"question": "which?", "answer": "blue", "answers": 0}),
-                artifact_id: None,
-            }],
-            vec![answered(EventKind::ActionRejected)],
-        )
-        .await
-        .unwrap();
+    decided_with_a_board_entry(&*store, asking, EventKind::ActionRejected).await;
     assert_eq!(
         store.get_session(asking).await.unwrap().status,
         SessionStatus::Queued as i32
@@ -658,25 +663,11 @@ pub async fn a_new_task_and_a_woken_one_signal_the_pool(
 ) {
     let other = replica().await;
     let mut signals = other.subscribe_pool();
-    let hour = Duration::from_secs(3600);
     signals.mark_unchanged();
     let asking = session(&*store).await;
     signalled(&mut signals, "a new task").await;
 
-    let claimed = store.claim_task("w".into(), hour).await.unwrap().unwrap();
-    assert_eq!(claimed.id, asking.to_string());
-    assert!(
-        store
-            .park_task(park(
-                asking,
-                "w",
-                ParkReason::Question,
-                claimed.last_seq,
-                hour
-            ))
-            .await
-            .unwrap()
-    );
+    claimed_and_parked(&*store, asking, ParkReason::Question).await;
     signals.mark_unchanged();
     store
         .append_events(asking, vec![answered(EventKind::QuestionAnswered)], None)
@@ -688,33 +679,9 @@ pub async fn a_new_task_and_a_woken_one_signal_the_pool(
         SessionStatus::Queued as i32
     );
 
-    let claimed = store.claim_task("w".into(), hour).await.unwrap().unwrap();
-    assert_eq!(claimed.id, asking.to_string());
-    assert!(
-        store
-            .park_task(park(
-                asking,
-                "w",
-                ParkReason::Approval,
-                claimed.last_seq,
-                hour
-            ))
-            .await
-            .unwrap()
-    );
+    claimed_and_parked(&*store, asking, ParkReason::Approval).await;
     signals.mark_unchanged();
-    store
-        .append_blackboard(
-            asking,
-            vec![NewBlackboardEntry {
-                kind: BlackboardKind::Question,
-                value: json!({"question": "which?", "answer": "blue", "answers": 0}),
-                artifact_id: None,
-            }],
-            vec![answered(EventKind::ActionApproved)],
-        )
-        .await
-        .unwrap();
+    decided_with_a_board_entry(&*store, asking, EventKind::ActionApproved).await;
     signalled(
         &mut signals,
         "a decision with a blackboard entry that queues a parked task again",
@@ -723,6 +690,19 @@ pub async fn a_new_task_and_a_woken_one_signal_the_pool(
     assert_eq!(
         store.get_session(asking).await.unwrap().status,
         SessionStatus::Queued as i32
+    );
+}
+
+/// Claims `id`, the only claimable session, and parks it for `reason` for an hour.
+async fn claimed_and_parked(store: &dyn Store, id: Uuid, reason: ParkReason) {
+    let hour = Duration::from_secs(3600);
+    let claimed = store.claim_task("w".into(), hour).await.unwrap().unwrap();
+    assert_eq!(claimed.id, id.to_string());
+    assert!(
+        store
+            .park_task(park(id, "w", reason, claimed.last_seq, hour))
+            .await
+            .unwrap()
     );
 }
 

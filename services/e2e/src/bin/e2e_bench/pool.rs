@@ -380,17 +380,23 @@ async fn measure(
         };
         let before = CpuSample::take(&watched)?;
         let busy_started = Instant::now();
+        // All at once, each on its own connection: submitted one after another, the first desktops would
+        // free up before the last tasks exist, and those hand-overs would not be measured.
+        let max_steps = u32::try_from(p.app_steps + 8)?;
+        let submissions = (0..p.tasks).map(|i| {
+            let agent = agent.clone();
+            let task = NewTask {
+                executor: Some("any".into()),
+                labels: labels.clone(),
+                max_steps: Some(max_steps),
+                timeout_seconds: Some(p.timeout.as_secs().max(60)),
+                ..NewTask::request(format!("read the total in Notes ({i})"))
+            };
+            tokio::spawn(async move { agent.submit(&task).await })
+        });
         let mut ids = Vec::with_capacity(p.tasks);
-        for i in 0..p.tasks {
-            let task = agent
-                .submit(&NewTask {
-                    executor: Some("any".into()),
-                    labels: labels.clone(),
-                    max_steps: Some(u32::try_from(p.app_steps + 8)?),
-                    timeout_seconds: Some(p.timeout.as_secs().max(60)),
-                    ..NewTask::request(format!("read the total in Notes ({i})"))
-                })
-                .await?;
+        for task in futures::future::join_all(submissions).await {
+            let task = task??;
             ids.push(task["id"].as_str().context("task id")?.to_owned());
         }
         let streams = ids.iter().map(|id| {

@@ -2,10 +2,12 @@
 //!
 //! One producer task per watcher reads the store in pages from the next sequence number it owes the client
 //! and pushes into a bounded channel (the per-watcher buffer). When it has caught up it sleeps on the
-//! store's notification for the session — no polling. Because every delivery comes from a store read that
-//! starts at the last delivered sequence number + 1, a watcher that fell behind (full buffer, missed
-//! wake-ups while busy, a reconnected listener) catches up exactly: nothing is skipped or repeated, and
-//! writers never wait for it.
+//! store's notification for the session — no polling. A commit of this process wakes it with the commit's
+//! events: when they start at the next sequence number it owes, it delivers them as they are, without
+//! reading the store (issue 37: watchers fed from the commit that woke them). Every other delivery comes
+//! from a store read that starts at the last delivered sequence number + 1, so a watcher that fell behind
+//! (full buffer, missed wake-ups while busy, another replica's commits, a reconnected listener) catches up
+//! exactly: nothing is skipped or repeated, and writers never wait for it.
 
 use std::sync::Arc;
 
@@ -39,10 +41,21 @@ pub fn watch(
     options: WatchOptions,
 ) -> mpsc::Receiver<Result<Event, StoreError>> {
     let (tx, rx) = mpsc::channel(options.buffer.max(1));
-    let span = tracing::info_span!("store.watch_events", session = %id, from_seq);
+    let span = tracing::info_span!(
+        "store.watch_events",
+        session = %id,
+        from_seq,
+        fed = tracing::field::Empty,
+        reads = tracing::field::Empty
+    );
     tokio::spawn(
         async move {
-            if let Err(error) = produce(&*store, id, from_seq.max(1), options, &tx).await {
+            let mut counts = Counts::default();
+            let outcome = produce(&*store, id, from_seq.max(1), options, &tx, &mut counts).await;
+            let span = tracing::Span::current();
+            span.record("fed", counts.fed);
+            span.record("reads", counts.reads);
+            if let Err(error) = outcome {
                 let _ = tx.send(Err(error)).await;
             }
         }
@@ -51,12 +64,20 @@ pub fn watch(
     rx
 }
 
+/// How a watcher's deliveries were made: from the commit that woke it, or by reading the store.
+#[derive(Debug, Default)]
+struct Counts {
+    fed: u64,
+    reads: u64,
+}
+
 async fn produce(
     store: &dyn Store,
     id: Uuid,
     mut next: u64,
     options: WatchOptions,
     tx: &mpsc::Sender<Result<Event, StoreError>>,
+    counts: &mut Counts,
 ) -> Result<(), StoreError> {
     // Subscribe before the first read so a commit between the read and the wait still wakes us.
     let mut wakeups = store.subscribe(id);
@@ -75,10 +96,24 @@ async fn produce(
         None => false,
     };
     loop {
-        // Notifications up to here are covered by the read below; one arriving during it wakes us again.
+        // Notifications up to here are covered by what follows; one arriving meanwhile wakes us again.
         let announced = wakeups.mark_seen();
-        let page = store.read_events(id, next, options.page).await?;
-        let full = page.len() >= usize::try_from(options.page).unwrap_or(usize::MAX);
+        // The commit that woke us, when it starts where we stopped: its events as the store would return
+        // them, without reading them back. Otherwise (another replica's commit, commits we missed while
+        // busy) a read from the last delivered sequence number.
+        let (page, full) = match announced.events_from(next) {
+            Some(events) => {
+                counts.fed += 1;
+                (events.to_vec(), false)
+            }
+            None => {
+                counts.reads += 1;
+                let page = store.read_events(id, next, options.page).await?;
+                let full = page.len() >= usize::try_from(options.page).unwrap_or(usize::MAX);
+                (page, full)
+            }
+        };
+        let announced = announced.seq;
         for event in page {
             next = event.seq + 1;
             ended = terminal(&event);

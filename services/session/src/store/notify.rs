@@ -1,20 +1,44 @@
 //! In-process fan-out of "session X has new events" to the watchers of this process.
 //!
 //! Each watched session has one `tokio::sync::watch` channel holding the newest sequence number known to be
-//! committed. Writers (or the Postgres listener) only overwrite that value, so they never wait for a watcher
-//! however slow it is; a watcher that wakes re-reads the store from the last sequence number it delivered,
-//! so nothing is dropped or duplicated whatever it missed while busy.
+//! committed and, when this process committed them, the events of that commit ([`Announced`]). Writers (or
+//! the Postgres listener) only overwrite that value, so they never wait for a watcher however slow it is.
+//! A watcher that wakes takes the commit's events when they start where it stopped, and otherwise re-reads
+//! the store from the last sequence number it delivered, so nothing is dropped or duplicated whatever it
+//! missed while busy, and a watcher that keeps up does not read the store at all.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
+use ufo_proto::v1::Event;
 use uuid::Uuid;
+
+/// What a session's watchers were last told: events up to `seq` are committed, and `events` holds the
+/// last commit's events (ending at `seq`) when this process made it.
+#[derive(Debug, Clone, Default)]
+pub struct Announced {
+    /// The newest sequence number known to be committed (0 before any).
+    pub seq: u64,
+    /// The events of the commit that ended at `seq`, in order, as a read of the store returns them;
+    /// `None` when the announcement came without them (another replica's commit, a wake-up).
+    pub events: Option<Arc<[Event]>>,
+}
+
+impl Announced {
+    /// The announced commit's events when they start exactly at `next` (what a watcher that delivered
+    /// everything before `next` would read next), else `None`.
+    pub fn events_from(&self, next: u64) -> Option<&[Event]> {
+        self.events
+            .as_deref()
+            .filter(|events| events.first().is_some_and(|e| e.seq == next))
+    }
+}
 
 /// Per-session wake-ups for watchers, and one pool-wide wake-up for claimers (issue 36).
 #[derive(Debug)]
 pub struct Notifier {
-    sessions: Mutex<HashMap<Uuid, watch::Sender<u64>>>,
+    sessions: Mutex<HashMap<Uuid, watch::Sender<Announced>>>,
     /// Bumped whenever a waiting session may have become claimable (a desktop freed, registered, made
     /// ready): `WatchPool` streams follow it.
     pool: watch::Sender<u64>,
@@ -37,15 +61,20 @@ impl Notifier {
 
     /// Tells the watchers of `id` that events up to `seq` are committed. Never blocks.
     pub fn notify(&self, id: Uuid, seq: u64) {
-        let sessions = self.lock();
-        if let Some(sender) = sessions.get(&id) {
-            sender.send_if_modified(|known| {
-                let newer = seq > *known;
-                if newer {
-                    *known = seq;
-                }
-                newer
-            });
+        if let Some(sender) = self.lock().get(&id) {
+            announce_to(sender, seq, None);
+        }
+    }
+
+    /// Tells the watchers of `id` that `events` (one commit's, in sequence order, as a read of the store
+    /// returns them) are committed, handing them over so that watchers up to date need not read them
+    /// back. `events` is called only when someone watches the session. Never blocks.
+    pub fn publish(&self, id: Uuid, events: impl FnOnce() -> Vec<Event>) {
+        if let Some(sender) = self.lock().get(&id) {
+            let events: Arc<[Event]> = events().into();
+            if let Some(seq) = events.last().map(|e| e.seq) {
+                announce_to(sender, seq, Some(events));
+            }
         }
     }
 
@@ -72,7 +101,7 @@ impl Notifier {
         let receiver = self
             .lock()
             .entry(id)
-            .or_insert_with(|| watch::channel(0).0)
+            .or_insert_with(|| watch::channel(Announced::default()).0)
             .subscribe();
         Subscription {
             id,
@@ -86,7 +115,7 @@ impl Notifier {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, watch::Sender<u64>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, watch::Sender<Announced>>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts/removes).
         self.sessions
             .lock()
@@ -94,19 +123,37 @@ impl Notifier {
     }
 }
 
+/// Moves `sender`'s announcement on to `seq` (with `events`, the commit's, or none) if `seq` is newer,
+/// waking the watchers. The same `seq` with events where the announcement had none (on Postgres the
+/// listener often hears of this process's own commit first) adds them without waking anyone again: a
+/// watcher woken by the first announcement that has not looked yet takes them.
+fn announce_to(sender: &watch::Sender<Announced>, seq: u64, events: Option<Arc<[Event]>>) {
+    sender.send_if_modified(|known| {
+        if seq > known.seq {
+            *known = Announced { seq, events };
+            true
+        } else {
+            if seq == known.seq && known.events.is_none() {
+                known.events = events;
+            }
+            false
+        }
+    });
+}
+
 /// A watcher's wake-up source for one session; unregisters itself when dropped.
 #[derive(Debug)]
 pub struct Subscription {
     id: Uuid,
-    receiver: watch::Receiver<u64>,
+    receiver: watch::Receiver<Announced>,
     notifier: Arc<Notifier>,
 }
 
 impl Subscription {
-    /// The newest sequence number announced so far (0 before any), marking every notification up to now as
-    /// seen: [`changed`](Self::changed) then waits for a later one.
-    pub fn mark_seen(&mut self) -> u64 {
-        *self.receiver.borrow_and_update()
+    /// The newest announcement so far (sequence number 0 before any), marking every notification up to
+    /// now as seen: [`changed`](Self::changed) then waits for a later one.
+    pub fn mark_seen(&mut self) -> Announced {
+        self.receiver.borrow_and_update().clone()
     }
 
     /// Waits until a notification arrives after the previous call (or after subscribing).

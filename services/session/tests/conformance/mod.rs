@@ -56,6 +56,7 @@ macro_rules! every_case {
             desktop_registrations_are_fenced_by_their_connection,
             concurrent_writers_and_watchers,
             slow_watcher_catches_up,
+            commits_hand_their_events_to_watchers,
             knowledge_documents_replace_and_search,
             knowledge_experiences_are_the_owners_and_never_failed_or_bad,
             knowledge_sharing_reaches_only_the_named_callers,

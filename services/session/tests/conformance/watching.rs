@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::Barrier;
 use ufo_proto::v1::{EventKind, SessionStatus};
-use ufo_session::store::{StatusChange, Store};
+use ufo_session::store::{NewEvent, StatusChange, Store};
 use ufo_session::watch::{WatchOptions, watch};
 use uuid::Uuid;
 
@@ -209,4 +209,76 @@ pub async fn slow_watcher_catches_up(store: Arc<dyn Store>) {
     }
     assert_eq!(got, all_events(&*store, id).await);
     assert_eq!(got.last().unwrap().kind, EventKind::TaskFailed as i32);
+}
+
+/// Issue 37: a commit made by this store hands its events to the session's watchers, exactly as a read
+/// of the store returns them, so that a watcher that keeps up delivers them without reading them back
+/// (`watch` takes them when they start at the next sequence number it owes).
+pub async fn commits_hand_their_events_to_watchers(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let mut wakeups = store.subscribe(id);
+    let _ = wakeups.mark_seen();
+    let appended = store
+        .append_events(
+            id,
+            vec![
+                NewEvent {
+                    kind: EventKind::StepStarted,
+                    payload: json!({"intent": true, "actions": [{"function": "click_input", "x": 0.5}]}),
+                    step: 1,
+                    round: 1,
+                },
+                NewEvent {
+                    kind: EventKind::Warning,
+                    payload: json!({"source": "grounding", "message": "no model answer"}),
+                    step: 1,
+                    round: 1,
+                },
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    let first = appended[0].seq;
+    let announced = wakeups.mark_seen();
+    assert_eq!(announced.seq, appended[1].seq);
+    let fed = announced
+        .events_from(first)
+        .expect("the append hands its events over");
+    assert_eq!(fed, appended.as_slice());
+    assert_eq!(fed, store.read_events(id, first, 100).await.unwrap());
+    assert!(
+        announced.events_from(first + 1).is_none(),
+        "only a watcher that stopped right before them takes them"
+    );
+
+    let recorded = store.record_step(record(id, 1, "fed")).await.unwrap();
+    let announced = wakeups.mark_seen();
+    assert_eq!(announced.seq, recorded.last_seq);
+    let next = appended[1].seq + 1;
+    let fed = announced
+        .events_from(next)
+        .expect("the step hands its events over");
+    let read = store.read_events(id, next, 100).await.unwrap();
+    assert_eq!(fed, read.as_slice());
+    assert_eq!(
+        fed.last().map(|e| e.kind),
+        Some(EventKind::StepFinished.into())
+    );
+
+    // A watcher started now replays from the store and then follows live commits: every event once.
+    let rx = watch(Arc::clone(&store), id, 1, OPTIONS);
+    store.record_step(record(id, 2, "live")).await.unwrap();
+    store
+        .set_session_status(StatusChange {
+            id,
+            status: SessionStatus::Finished,
+            result: "ok".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+    let got = drain(rx).await;
+    assert_gap_free(&got);
+    assert_eq!(got, all_events(&*store, id).await);
 }

@@ -182,12 +182,13 @@ impl SqlStore {
                     .await?
             }
         };
-        self.notifier.notify(id, api_u64(last_seq));
+        let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
+        let stored = stored(id, &events, first, at);
+        self.notifier.publish(id, || stored.clone());
         if woken {
             self.notifier.notify_pool();
         }
-        let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
-        Ok(stored(id, &events, first, at))
+        Ok(stored)
     }
 
     /// Appends in a transaction of several statements (lock and lease check, sequence bump, insert);

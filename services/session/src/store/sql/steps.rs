@@ -277,7 +277,13 @@ impl SqlStore {
                 artifacts,
             } => (last_seq, board, artifacts),
         };
-        self.notifier.notify(id, last_seq);
+        self.notifier.publish(id, || {
+            let mut events = record.events.clone();
+            events.push(write.finished_event());
+            let count = u64::try_from(events.len()).unwrap_or(u64::MAX);
+            let first = i64::try_from(last_seq + 1 - count).unwrap_or(i64::MAX);
+            super::events::stored(id, &events, first, write.at)
+        });
         tracing::Span::current().record("duplicate", false);
         let mut step = record.step;
         step.session_id = id.to_string();

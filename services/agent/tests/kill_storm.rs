@@ -254,6 +254,7 @@ async fn sigkilled_runners_lose_no_executed_action_and_run_none_twice() {
         .watch_events(v1::WatchEventsRequest {
             session_id: id.clone(),
             from_seq: 1,
+            kinds: Vec::new(),
         })
         .await
         .unwrap()

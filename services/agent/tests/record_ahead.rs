@@ -207,6 +207,7 @@ impl Run {
             .watch_events(WatchEventsRequest {
                 session_id: id.into(),
                 from_seq: 1,
+                kinds: Vec::new(),
             })
             .await
             .unwrap()

@@ -196,6 +196,7 @@ async fn assert_history_complete(session_url: &str, id: &str, executor: &Holding
         .watch_events(v1::WatchEventsRequest {
             session_id: id.into(),
             from_seq: 1,
+            kinds: Vec::new(),
         })
         .await
         .unwrap()

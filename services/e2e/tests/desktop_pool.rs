@@ -183,6 +183,7 @@ async fn history(session_url: &str, id: &str) -> (Vec<(i64, String, String)>, i6
         .watch_events(WatchEventsRequest {
             session_id: id.to_owned(),
             from_seq: 1,
+            kinds: Vec::new(),
         })
         .await
         .unwrap()

@@ -211,6 +211,7 @@ async fn delivery(name: &str, writer: &Arc<dyn Store>, watcher_store: Arc<dyn St
         WatchOptions {
             buffer: 64,
             page: 100,
+            kinds: ufo_session::watch::Kinds::ALL,
         },
     );
     let mut h = Histogram::<u64>::new(3).unwrap();

@@ -25,6 +25,50 @@ pub struct WatchOptions {
     pub buffer: usize,
     /// Events read from the store per query.
     pub page: u32,
+    /// The kinds of event sent to the client.
+    pub kinds: Kinds,
+}
+
+/// A set of event kinds: the ones a watcher sends (`WatchEventsRequest.kinds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kinds(u64);
+
+impl Kinds {
+    /// Every kind, including kinds added after this build (the default).
+    pub const ALL: Self = Self(u64::MAX);
+
+    /// Only `kinds`; an empty list means every kind. A value that is no known kind, or UNSPECIFIED, is
+    /// returned as the error.
+    pub fn only(kinds: impl IntoIterator<Item = i32>) -> Result<Self, i32> {
+        let mut set = 0u64;
+        for kind in kinds {
+            match EventKind::try_from(kind) {
+                Ok(EventKind::Unspecified) | Err(_) => return Err(kind),
+                Ok(known) => set |= Self::bit(known as i32),
+            }
+        }
+        Ok(if set == 0 { Self::ALL } else { Self(set) })
+    }
+
+    /// Whether events of `kind` are in the set.
+    pub fn admits(self, kind: i32) -> bool {
+        self.0 & Self::bit(kind) != 0
+    }
+
+    fn bit(kind: i32) -> u64 {
+        // Known kinds are below 64 (the proto's enum has 26); anything else maps to the top bit, which
+        // only `ALL` holds.
+        u32::try_from(kind)
+            .ok()
+            .and_then(|k| 1u64.checked_shl(k.min(63)))
+            .unwrap_or(1 << 63)
+    }
+}
+
+impl Default for Kinds {
+    fn default() -> Self {
+        Self::ALL
+    }
 }
 
 fn terminal(event: &Event) -> bool {
@@ -117,7 +161,7 @@ async fn produce(
         for event in page {
             next = event.seq + 1;
             ended = terminal(&event);
-            if tx.send(Ok(event)).await.is_err() {
+            if options.kinds.admits(event.kind) && tx.send(Ok(event)).await.is_err() {
                 return Ok(());
             }
         }
@@ -132,6 +176,37 @@ async fn produce(
         tokio::select! {
             () = wakeups.changed() => {}
             () = tx.closed() => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_admit_what_was_asked_and_refuse_what_is_no_kind() {
+        assert_eq!(Kinds::only([]), Ok(Kinds::ALL));
+        let asked = [EventKind::CancelRequested, EventKind::QuestionAnswered];
+        let only = Kinds::only(asked.map(|k| k as i32)).unwrap();
+        assert!(only.admits(EventKind::CancelRequested as i32));
+        assert!(only.admits(EventKind::QuestionAnswered as i32));
+        assert!(!only.admits(EventKind::StepFinished as i32));
+        assert!(
+            !only.admits(9_999),
+            "a kind from a newer build is not asked for"
+        );
+        assert!(Kinds::ALL.admits(9_999));
+        assert_eq!(Kinds::only([0]), Err(0));
+        assert_eq!(Kinds::only([3, -1]), Err(-1));
+        assert_eq!(Kinds::only([1_000]), Err(1_000));
+        // Every kind of this build has a bit of its own.
+        for kind in 1..64 {
+            if let Ok(known) = EventKind::try_from(kind) {
+                assert!(kind < 63, "{known:?} needs a wider set");
+                let one = Kinds::only([kind]).unwrap();
+                assert!((1..64).filter(|&k| one.admits(k)).eq([kind]));
+            }
         }
     }
 }

@@ -181,10 +181,22 @@ async fn bad_input_is_rejected_naming_the_field() {
         .watch_events(WatchEventsRequest {
             session_id: unknown.clone(),
             from_seq: 1,
+            kinds: Vec::new(),
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
+    for kinds in [vec![1234], vec![0], vec![-3], vec![1; 65]] {
+        let err = c
+            .watch_events(WatchEventsRequest {
+                session_id: unknown.clone(),
+                from_seq: 1,
+                kinds,
+            })
+            .await
+            .unwrap_err();
+        assert_invalid(err, "kinds");
+    }
     for message in [err.message()] {
         for sql in ["SELECT", "INSERT", "sqlx", "sqlite"] {
             assert!(!message.contains(sql), "{message}");
@@ -247,6 +259,7 @@ async fn a_task_flows_through_the_api_and_pages_are_capped() {
         .watch_events(WatchEventsRequest {
             session_id: claimed.id.clone(),
             from_seq: 0,
+            kinds: Vec::new(),
         })
         .await
         .unwrap()
@@ -310,6 +323,31 @@ async fn a_task_flows_through_the_api_and_pages_are_capped() {
             EventKind::TaskFinished,
         ]
     );
+    // A watcher asking for some kinds is sent those alone, and its stream still ends after the
+    // terminal event, whether it asked for that kind or not.
+    for (asked, sent) in [
+        (
+            vec![EventKind::StepFinished, EventKind::TaskFinished],
+            vec![EventKind::StepFinished, EventKind::TaskFinished],
+        ),
+        (vec![EventKind::RoundStarted], vec![EventKind::RoundStarted]),
+        (vec![EventKind::CancelRequested], vec![]),
+    ] {
+        let mut events = c
+            .watch_events(WatchEventsRequest {
+                session_id: claimed.id.clone(),
+                from_seq: 1,
+                kinds: asked.iter().map(|&k| k.into()).collect(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut kinds = Vec::new();
+        while let Some(event) = events.next().await {
+            kinds.push(EventKind::try_from(event.unwrap().kind).unwrap());
+        }
+        assert_eq!(kinds, sent, "asked for {asked:?}");
+    }
     server.stop().await;
 }
 

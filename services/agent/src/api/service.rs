@@ -558,6 +558,7 @@ impl Tasks {
             .watch_events(WatchEventsRequest {
                 session_id: id,
                 from_seq: from_seq.max(1),
+                kinds: Vec::new(),
             })
             .await?
             .into_inner())

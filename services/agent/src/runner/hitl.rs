@@ -183,6 +183,7 @@ pub async fn decision_in_store(
     let request = ufo_proto::v1::WatchEventsRequest {
         session_id: session_id.to_owned(),
         from_seq: 1,
+        kinds: Vec::new(),
     };
     let mut events = client.clone().watch_events(request).await?.into_inner();
     while let Some(event) = events.next().await {

@@ -214,6 +214,7 @@ pub async fn events_so_far(
     let request = WatchEventsRequest {
         session_id: session_id.to_owned(),
         from_seq: 1,
+        kinds: Vec::new(),
     };
     let mut events = client.watch_events(request).await?.into_inner();
     while let Some(event) = events.next().await {

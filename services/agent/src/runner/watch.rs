@@ -154,6 +154,18 @@ pub async fn keep_lease(
     }
 }
 
+/// The kinds of event [`follow_events`] acts on; the session service sends it no other (a step's own
+/// events would otherwise come back to the runner that wrote them).
+const FOLLOWED: [EventKind; 7] = [
+    EventKind::CancelRequested,
+    EventKind::QuestionAnswered,
+    EventKind::ActionApproved,
+    EventKind::ActionRejected,
+    EventKind::TakeoverRequested,
+    EventKind::PersonInput,
+    EventKind::HandedBack,
+];
+
 /// Follows the session's events from the start (decisions made before a crash count too) until `done`
 /// fires, reconnecting from the last seen sequence number after a failure.
 pub async fn follow_events(
@@ -168,6 +180,7 @@ pub async fn follow_events(
             .watch_events(WatchEventsRequest {
                 session_id: session_id.clone(),
                 from_seq: next_seq,
+                kinds: FOLLOWED.iter().map(|&k| k as i32).collect(),
             })
             .await;
         let mut stream = match stream {

@@ -154,6 +154,7 @@ impl Session {
         let request = ufo_proto::v1::WatchEventsRequest {
             session_id: id.into(),
             from_seq: 1,
+            kinds: Vec::new(),
         };
         let mut stream = self
             .client()

@@ -40,7 +40,7 @@ use crate::store::{
     ArtifactKey, NewArtifact, NewLease, NewSession, PageCursor, ParkTask, RoundEnd, StatusChange,
     Store,
 };
-use crate::watch::{WatchOptions, watch};
+use crate::watch::{Kinds, WatchOptions, watch};
 
 /// Limits the service applies, from the configuration.
 #[derive(Debug, Clone, Copy)]
@@ -497,11 +497,17 @@ impl SessionStore for SessionService {
         let r = request.into_inner();
         let id = uuid("session_id", &r.session_id)?;
         let from_seq = validate::bounded("from_seq", r.from_seq)?;
+        if r.kinds.len() > 64 {
+            return Err(invalid("kinds", "at most 64 kinds"));
+        }
+        let kinds = Kinds::only(r.kinds)
+            .map_err(|kind| invalid("kinds", &format!("{kind} is not an event kind")))?;
         // Unknown sessions fail the call itself rather than the first message.
         self.store.get_session(id).await.map_err(status)?;
         let options = WatchOptions {
             buffer: self.limits.watch_buffer,
             page: self.limits.max_page_size,
+            kinds,
         };
         let events = watch(Arc::clone(&self.store), id, from_seq, options);
         let stream = ReceiverStream::new(events).map(|item| item.map_err(status));

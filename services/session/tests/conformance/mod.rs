@@ -230,4 +230,5 @@ async fn drain(mut rx: tokio::sync::mpsc::Receiver<Result<Event, StoreError>>) -
 const OPTIONS: WatchOptions = WatchOptions {
     buffer: 8,
     page: 50,
+    kinds: ufo_session::watch::Kinds::ALL,
 };

@@ -186,7 +186,11 @@ pub async fn slow_watcher_catches_up(store: Arc<dyn Store>) {
         Arc::clone(&store),
         id,
         1,
-        WatchOptions { buffer: 1, page: 3 },
+        WatchOptions {
+            buffer: 1,
+            page: 3,
+            kinds: ufo_session::watch::Kinds::ALL,
+        },
     );
     for n in 1..=30 {
         store

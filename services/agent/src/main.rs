@@ -24,6 +24,11 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(2);
     }
     let config = Config::parse();
+    if !config.transparent_huge_pages
+        && let Err(e) = ufo_common::memory::disable_transparent_huge_pages()
+    {
+        eprintln!("ufo-agent: cannot turn transparent huge pages off ({e}); going on with them");
+    }
     // SAFETY: sets one of mimalloc's options, read at each purge; every value is valid (negative: never).
     unsafe {
         libmimalloc_sys::mi_option_set(

@@ -8,12 +8,14 @@
 //! - [`names`]: the loose comparison of control names (executor and replay).
 //! - [`tls`]: the one rustls crypto provider (ring) every process installs before it builds a TLS client.
 //! - [`checked`] and [`wire`]: malformed gRPC requests refused as INVALID_ARGUMENT before they are decoded.
+//! - [`memory`]: the process's memory settings (transparent huge pages).
 
 pub mod agent_env;
 pub mod checked;
 pub mod effect;
 pub mod error;
 pub mod grpc;
+pub mod memory;
 pub mod names;
 pub mod shutdown;
 pub mod telemetry;

@@ -14,6 +14,13 @@ pub struct Config {
     #[arg(long, env = "UFO_SESSION_LISTEN", default_value = "127.0.0.1:50053")]
     pub listen: SocketAddr,
 
+    /// Let the kernel back the process's memory with transparent huge pages where the allocator asks for
+    /// them. Off by default: a request's buffers are freed and taken again within milliseconds, and each
+    /// fresh 2 MB page is zeroed whole on its first touch (docs/benchmark.md, 2026-11-30 evening). Linux
+    /// only.
+    #[arg(long, env = "UFO_SESSION_TRANSPARENT_HUGE_PAGES")]
+    pub transparent_huge_pages: bool,
+
     /// Postgres URL of the production store; when absent, the embedded SQLite file at --sqlite-path is used.
     #[arg(long, env = "UFO_SESSION_DATABASE_URL")]
     pub database_url: Option<String>,

@@ -12,6 +12,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> anyhow::Result<()> {
     ufo_common::tls::install_crypto_provider();
     let config = Config::parse();
+    if !config.transparent_huge_pages
+        && let Err(e) = ufo_common::memory::disable_transparent_huge_pages()
+    {
+        eprintln!("ufo-session: cannot turn transparent huge pages off ({e}); going on with them");
+    }
     let mut telemetry = ufo_common::telemetry::init("ufo-session", &config.telemetry)?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

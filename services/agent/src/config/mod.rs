@@ -50,6 +50,13 @@ pub struct Config {
     )]
     pub allocator_purge_delay_ms: i32,
 
+    /// Let the kernel back the process's memory with transparent huge pages where the allocator asks for
+    /// them. Off by default: a step's buffers are freed and taken again within milliseconds, and each
+    /// fresh 2 MB page is zeroed whole on its first touch; the throughput run's CPU per step was about 7 %
+    /// lower with them off (docs/benchmark.md, 2026-11-30 evening). Linux only.
+    #[arg(long, env = "UFO_AGENT_TRANSPARENT_HUGE_PAGES")]
+    pub transparent_huge_pages: bool,
+
     #[command(flatten)]
     pub api: ApiConfig,
 

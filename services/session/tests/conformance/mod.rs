@@ -90,6 +90,19 @@ pub async fn session(store: &dyn Store) -> Uuid {
     id
 }
 
+/// Ends session `id` as FINISHED ("ok"), with no lease to check.
+pub async fn finish(store: &dyn Store, id: Uuid) {
+    store
+        .set_session_status(ufo_session::store::StatusChange {
+            id,
+            status: ufo_proto::v1::SessionStatus::Finished,
+            result: "ok".into(),
+            lease_owner: None,
+        })
+        .await
+        .unwrap();
+}
+
 pub fn step_request(id: Uuid, n: u64, thought: &str) -> RecordStepRequest {
     let s = |v: serde_json::Value| ufo_proto::json::to_struct(v).unwrap();
     RecordStepRequest {

@@ -287,15 +287,7 @@ pub async fn rounds_blackboard_and_artifacts(store: Arc<dyn Store>) {
         store.record_step(record(id, 2, "late")).await,
         Err(StoreError::FailedPrecondition(_))
     ));
-    store
-        .set_session_status(StatusChange {
-            id,
-            status: SessionStatus::Finished,
-            result: "ok".into(),
-            lease_owner: None,
-        })
-        .await
-        .unwrap();
+    finish(&*store, id).await;
     // A follow-up request reopens the session in a new round.
     let second = store.add_round(id, "now print it".into()).await.unwrap();
     assert_eq!(second.number, 2);

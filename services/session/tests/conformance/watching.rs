@@ -39,15 +39,7 @@ pub async fn watch_replays_then_follows_and_resumes(store: Arc<dyn Store>, repli
             for n in 7..=9 {
                 store.record_step(record(id, n, "live")).await.unwrap();
             }
-            store
-                .set_session_status(StatusChange {
-                    id,
-                    status: SessionStatus::Finished,
-                    result: "ok".into(),
-                    lease_owner: None,
-                })
-                .await
-                .unwrap();
+            finish(&*store, id).await;
         })
     };
     got.extend(drain(live).await);
@@ -120,15 +112,7 @@ pub async fn concurrent_writers_and_watchers(store: Arc<dyn Store>) {
         w.await.unwrap();
     }
     for &id in own.iter().chain([&shared]) {
-        store
-            .set_session_status(StatusChange {
-                id,
-                status: SessionStatus::Finished,
-                result: "ok".into(),
-                lease_owner: None,
-            })
-            .await
-            .unwrap();
+        finish(&*store, id).await;
     }
     for ((id, from), rx) in watchers {
         let stored = all_events(&*store, id).await;
@@ -273,15 +257,7 @@ pub async fn commits_hand_their_events_to_watchers(store: Arc<dyn Store>) {
     // A watcher started now replays from the store and then follows live commits: every event once.
     let rx = watch(Arc::clone(&store), id, 1, OPTIONS);
     store.record_step(record(id, 2, "live")).await.unwrap();
-    store
-        .set_session_status(StatusChange {
-            id,
-            status: SessionStatus::Finished,
-            result: "ok".into(),
-            lease_owner: None,
-        })
-        .await
-        .unwrap();
+    finish(&*store, id).await;
     let got = drain(rx).await;
     assert_gap_free(&got);
     assert_eq!(got, all_events(&*store, id).await);

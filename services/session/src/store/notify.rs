@@ -6,6 +6,12 @@
 //! A watcher that wakes takes the commit's events when they start where it stopped, and otherwise re-reads
 //! the store from the last sequence number it delivered, so nothing is dropped or duplicated whatever it
 //! missed while busy, and a watcher that keeps up does not read the store at all.
+//!
+//! On Postgres the `LISTEN` connection also hears of this process's own commits, often before the writer
+//! has handed their events over. A writer therefore says it is [`writing`](Notifier::writing) first: while
+//! a write of this process to a session is in flight, the listener's wake-ups for that session are held
+//! back, and released when the write ends (handed over, failed or cancelled), so a watcher woken by its
+//! own replica's commit takes the commit's events instead of reading them back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,10 +41,21 @@ impl Announced {
     }
 }
 
+/// One watched session: its watchers' channel and this process's writes to it in flight.
+#[derive(Debug)]
+struct Watched {
+    sender: watch::Sender<Announced>,
+    /// Writes of this process to the session between [`Notifier::writing`] and their end.
+    writes: u32,
+    /// The newest sequence number the listener announced while `writes > 0` (0: none), announced when
+    /// the last of them ends.
+    held: u64,
+}
+
 /// Per-session wake-ups for watchers, and one pool-wide wake-up for claimers (issue 36).
 #[derive(Debug)]
 pub struct Notifier {
-    sessions: Mutex<HashMap<Uuid, watch::Sender<Announced>>>,
+    sessions: Mutex<HashMap<Uuid, Watched>>,
     /// Bumped whenever a waiting session may have become claimable (a desktop freed, registered, made
     /// ready): `WatchPool` streams follow it.
     pool: watch::Sender<u64>,
@@ -61,8 +78,37 @@ impl Notifier {
 
     /// Tells the watchers of `id` that events up to `seq` are committed. Never blocks.
     pub fn notify(&self, id: Uuid, seq: u64) {
-        if let Some(sender) = self.lock().get(&id) {
-            announce_to(sender, seq, None);
+        if let Some(watched) = self.lock().get(&id) {
+            announce_to(&watched.sender, seq, None);
+        }
+    }
+
+    /// What the Postgres listener calls for a commit it heard of (any replica's, this one's too): like
+    /// [`notify`](Self::notify), but held back while this process has a write to `id` in flight (see
+    /// [`writing`](Self::writing)). Never blocks.
+    pub fn notify_heard(&self, id: Uuid, seq: u64) {
+        if let Some(watched) = self.lock().get_mut(&id) {
+            if watched.writes > 0 {
+                watched.held = watched.held.max(seq);
+            } else {
+                announce_to(&watched.sender, seq, None);
+            }
+        }
+    }
+
+    /// Marks a write of this process to `id` as in flight until the returned guard is handed the
+    /// commit's events ([`Writing::publish`]) or dropped (the write failed or was cancelled): meanwhile
+    /// the listener's wake-ups for `id` wait ([`notify_heard`](Self::notify_heard)). Nothing is marked
+    /// when no one watches `id`.
+    pub fn writing(self: &Arc<Self>, id: Uuid) -> Writing {
+        let marked = self.lock().get_mut(&id).is_some_and(|watched| {
+            watched.writes += 1;
+            true
+        });
+        Writing {
+            notifier: Arc::clone(self),
+            id,
+            marked,
         }
     }
 
@@ -70,18 +116,15 @@ impl Notifier {
     /// returns them) are committed, handing them over so that watchers up to date need not read them
     /// back. `events` is called only when someone watches the session. Never blocks.
     pub fn publish(&self, id: Uuid, events: impl FnOnce() -> Vec<Event>) {
-        if let Some(sender) = self.lock().get(&id) {
-            let events: Arc<[Event]> = events().into();
-            if let Some(seq) = events.last().map(|e| e.seq) {
-                announce_to(sender, seq, Some(events));
-            }
+        if let Some(watched) = self.lock().get(&id) {
+            publish_to(&watched.sender, events);
         }
     }
 
     /// Wakes every watcher (after notifications may have been lost, e.g. a reconnected listener).
     pub fn wake_all(&self) {
-        for sender in self.lock().values() {
-            sender.send_modify(|_| {});
+        for watched in self.lock().values() {
+            watched.sender.send_modify(|_| {});
         }
         self.notify_pool();
     }
@@ -101,7 +144,12 @@ impl Notifier {
         let receiver = self
             .lock()
             .entry(id)
-            .or_insert_with(|| watch::channel(Announced::default()).0)
+            .or_insert_with(|| Watched {
+                sender: watch::channel(Announced::default()).0,
+                writes: 0,
+                held: 0,
+            })
+            .sender
             .subscribe();
         Subscription {
             id,
@@ -115,11 +163,55 @@ impl Notifier {
         self.lock().len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, watch::Sender<Announced>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Watched>> {
         // A panic while holding this lock cannot leave the map inconsistent (single inserts/removes).
         self.sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A write of this process to one session in flight ([`Notifier::writing`]).
+#[derive(Debug)]
+#[must_use = "the listener's wake-ups wait only while the guard lives"]
+pub struct Writing {
+    notifier: Arc<Notifier>,
+    id: Uuid,
+    /// Whether the session was watched when the write began (and `writes` counted it).
+    marked: bool,
+}
+
+impl Writing {
+    /// The write committed `events` (see [`Notifier::publish`]): hands them to the watchers, then
+    /// releases any wake-up held back meanwhile.
+    pub fn publish(self, events: impl FnOnce() -> Vec<Event>) {
+        self.notifier.publish(self.id, events);
+        // Drop releases.
+    }
+}
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        if !self.marked {
+            return;
+        }
+        let mut sessions = self.notifier.lock();
+        // A subscription keeps the entry while a watcher lives; once the last one is gone nothing waits.
+        if let Some(watched) = sessions.get_mut(&self.id) {
+            watched.writes = watched.writes.saturating_sub(1);
+            if watched.writes == 0 && watched.held > 0 {
+                let held = std::mem::take(&mut watched.held);
+                announce_to(&watched.sender, held, None);
+            }
+        }
+    }
+}
+
+/// Announces `events` (one commit's) on `sender`; `events` is called here.
+fn publish_to(sender: &watch::Sender<Announced>, events: impl FnOnce() -> Vec<Event>) {
+    let events: Arc<[Event]> = events().into();
+    if let Some(seq) = events.last().map(|e| e.seq) {
+        announce_to(sender, seq, Some(events));
     }
 }
 
@@ -170,7 +262,7 @@ impl Drop for Subscription {
         // This subscription's receiver is still alive here, hence "1".
         if sessions
             .get(&self.id)
-            .is_some_and(|sender| sender.receiver_count() <= 1)
+            .is_some_and(|watched| watched.sender.receiver_count() <= 1)
         {
             sessions.remove(&self.id);
         }
@@ -194,5 +286,66 @@ mod tests {
         assert_eq!(notifier.watched_sessions(), 1);
         drop(first);
         assert_eq!(notifier.watched_sessions(), 0);
+    }
+
+    fn event(seq: u64) -> Event {
+        Event {
+            seq,
+            ..Event::default()
+        }
+    }
+
+    #[test]
+    fn heard_commits_wait_for_the_writes_in_flight() {
+        let notifier = Notifier::new();
+        let id = Uuid::new_v4();
+        assert!(
+            !notifier.writing(id).marked,
+            "nobody watches: nothing to mark"
+        );
+        let mut sub = notifier.subscribe(id);
+
+        // This process's own commit: the listener hears it first, the writer hands the events over.
+        let writing = notifier.writing(id);
+        notifier.notify_heard(id, 1);
+        assert!(!sub.receiver.has_changed().unwrap(), "held while writing");
+        writing.publish(|| vec![event(1)]);
+        assert!(sub.receiver.has_changed().unwrap());
+        let seen = sub.mark_seen();
+        assert_eq!(seen.events_from(1).map(<[Event]>::len), Some(1));
+
+        // A write that fails or is cancelled releases what was heard meanwhile.
+        let writing = notifier.writing(id);
+        notifier.notify_heard(id, 2);
+        notifier.notify_heard(id, 3);
+        assert!(!sub.receiver.has_changed().unwrap());
+        drop(writing);
+        let seen = sub.mark_seen();
+        assert_eq!((seen.seq, seen.events.is_none()), (3, true));
+
+        // Another replica's commit heard during this process's write: released with the write's own
+        // announcement, which wakes once; the watcher, owed 4, reads 4 and 5 from the store.
+        let writing = notifier.writing(id);
+        notifier.notify_heard(id, 4);
+        writing.publish(|| vec![event(5)]);
+        let seen = sub.mark_seen();
+        assert_eq!(seen.seq, 5);
+        assert!(seen.events_from(4).is_none());
+        assert!(
+            !sub.receiver.has_changed().unwrap(),
+            "4 is older: no second wake-up"
+        );
+
+        // Two writes in flight: the heard commit waits for both.
+        let (a, b) = (notifier.writing(id), notifier.writing(id));
+        notifier.notify_heard(id, 6);
+        drop(a);
+        assert!(!sub.receiver.has_changed().unwrap());
+        drop(b);
+        assert_eq!(sub.mark_seen().seq, 6);
+
+        // Without a write in flight the listener wakes at once.
+        notifier.notify_heard(id, 7);
+        assert_eq!(sub.mark_seen().seq, 7);
     }
 }

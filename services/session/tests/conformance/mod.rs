@@ -57,6 +57,7 @@ macro_rules! every_case {
             concurrent_writers_and_watchers,
             slow_watcher_catches_up,
             commits_hand_their_events_to_watchers,
+            own_commits_wake_watchers_with_their_events,
             knowledge_documents_replace_and_search,
             knowledge_experiences_are_the_owners_and_never_failed_or_bad,
             knowledge_sharing_reaches_only_the_named_callers,

@@ -262,3 +262,60 @@ pub async fn commits_hand_their_events_to_watchers(store: Arc<dyn Store>) {
     assert_gap_free(&got);
     assert_eq!(got, all_events(&*store, id).await);
 }
+
+/// Issue 37: a watcher woken by a commit of this process finds the commit's events in the wake-up, even
+/// on Postgres, where the `LISTEN` connection hears of the same commit, often before the writer hands
+/// the events over: that wake-up waits until the write has ended. Each woken watcher looks at once, as
+/// `watch` does; a look that finds no events would be a read of the store.
+pub async fn own_commits_wake_watchers_with_their_events(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let mut wakeups = store.subscribe(id);
+    let _ = wakeups.mark_seen();
+    for step in 1..=20 {
+        let looking = tokio::spawn(async move {
+            wakeups.changed().await;
+            let announced = wakeups.mark_seen();
+            (announced, wakeups)
+        });
+        let appended = store
+            .append_events(
+                id,
+                vec![NewEvent {
+                    kind: EventKind::StepStarted,
+                    payload: json!({"intent": true}),
+                    step,
+                    round: 1,
+                }],
+                None,
+            )
+            .await
+            .unwrap();
+        let (announced, back) = looking.await.unwrap();
+        wakeups = back;
+        assert_eq!(
+            announced.events_from(appended[0].seq),
+            Some(appended.as_slice()),
+            "append {step}: the first wake-up carries the commit's events"
+        );
+    }
+    // A listener's wake-up held back during a write is released when the write ends, also when the
+    // write fails: a refused append (a lease the caller does not hold) leaves no watcher waiting.
+    let refused = store
+        .append_events(
+            id,
+            vec![NewEvent {
+                kind: EventKind::Warning,
+                payload: json!({}),
+                step: 21,
+                round: 1,
+            }],
+            Some("someone-else".into()),
+        )
+        .await;
+    assert!(refused.is_err());
+    finish(&*store, id).await;
+    let rx = watch(Arc::clone(&store), id, 1, OPTIONS);
+    let got = drain(rx).await;
+    assert_gap_free(&got);
+    assert_eq!(got, all_events(&*store, id).await);
+}

@@ -361,7 +361,7 @@ async fn forward(pool: sqlx::PgPool, mut listener: PgListener, notifier: Arc<Not
                 if let Some((id, seq)) = notification.payload().split_once(':')
                     && let (Ok(id), Ok(seq)) = (id.parse(), seq.parse())
                 {
-                    notifier.notify(id, seq);
+                    notifier.notify_heard(id, seq);
                 }
             }
             Ok(None) | Err(_) => {

@@ -172,6 +172,7 @@ impl SqlStore {
         // An answer or a decision may wake a parked session: that takes the row lock and a second
         // statement, so it goes the way of the statements (the same transaction on either database).
         let wakes = events.iter().any(|e| crate::store::wakes(e.kind));
+        let writing = self.notifier.writing(id);
         let (last_seq, woken) = match &self.backend {
             Backend::Postgres { pool, .. } if !wakes => (
                 postgres::append_events(pool, id, &events, lease_owner, at).await?,
@@ -184,7 +185,7 @@ impl SqlStore {
         };
         let first = last_seq - i64::try_from(events.len()).unwrap_or(i64::MAX) + 1;
         let stored = stored(id, &events, first, at);
-        self.notifier.publish(id, || stored.clone());
+        writing.publish(|| stored.clone());
         if woken {
             self.notifier.notify_pool();
         }

@@ -255,6 +255,7 @@ impl SqlStore {
             actions: &actions,
             at: now(),
         };
+        let writing = self.notifier.writing(id);
         let recorded = match &self.backend {
             Backend::Postgres { steps, .. } => postgres::record_step(steps, &write).await?,
             Backend::Sqlite { .. } => self.record_step_statements(&write).await?,
@@ -277,7 +278,7 @@ impl SqlStore {
                 artifacts,
             } => (last_seq, board, artifacts),
         };
-        self.notifier.publish(id, || {
+        writing.publish(|| {
             let mut events = record.events.clone();
             events.push(write.finished_event());
             let count = u64::try_from(events.len()).unwrap_or(u64::MAX);

@@ -1397,3 +1397,153 @@ async fn the_tasks_extension_hands_run_task_over_as_a_task_to_poll_answer_and_ca
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
     rig.stop().await;
 }
+
+/// A client of the current revision (2026-07-28: no session, each request carrying its version) gets a
+/// call whose first message is its answer as one JSON body, not an SSE stream (one write, no priming
+/// event, no stream to parse; what `e2e-bench --mcp-click` times), and rmcp's own client, discovering
+/// the revision, works with that end to end. A call that reports progress first (`run_task`) still
+/// streams. Keys hold as for sessions: none → 401, another caller's task → "not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn current_revision_calls_are_answered_as_json_and_only_progress_streams() {
+    use rmcp::model::{CallToolRequestParams, ProtocolVersion};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
+
+    let rig = Rig::start().await;
+    let url = format!("{}/mcp", rig.agent.http);
+    let http = ufo_testkit::http_client();
+    let post = |key: Option<&str>, id: u64, method: &str, name: &str, arguments: Value| {
+        // Id 4 asks for progress.
+        let mut meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "raw-current", "version": "0"}});
+        if id == 4 {
+            meta["progressToken"] = json!("p4");
+        }
+        let mut request = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", name);
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.json(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {
+            "name": name, "arguments": arguments, "_meta": meta}}),
+        )
+    };
+    let content_type = |r: &reqwest::Response| {
+        r.headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+
+    let listed = post(Some(KEY), 1, "tools/call", "list_tasks", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    assert!(
+        content_type(&listed).starts_with("application/json"),
+        "{listed:?}"
+    );
+    let body: Value = listed.json().await.unwrap();
+    assert_eq!(body["id"], 1, "{body}");
+    assert_eq!(body["result"]["isError"], false, "{body}");
+
+    // A tool error is an answer too: one JSON body with the REST wording.
+    let missing = post(
+        Some(KEY),
+        2,
+        "tools/call",
+        "get_task",
+        json!({"task_id": "00000000-0000-4000-8000-000000000000"}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert!(content_type(&missing).starts_with("application/json"));
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["result"]["isError"], true, "{body}");
+    assert_eq!(
+        body["result"]["structuredContent"]["code"], "not_found",
+        "{body}"
+    );
+
+    let refused = post(None, 3, "tools/call", "list_tasks", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+
+    // rmcp's client of the current revision: the tools, a task run to its end over the stream.
+    let client = ()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::with_client(
+                ufo_testkit::http_client(),
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(KEY),
+            ),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "run_task"), "{tools:?}");
+    rig.llm.push_json(&common::host(
+        "FINISH",
+        json!({"result": "opened the report", "comment": "done"}),
+    ));
+    let mut run = CallToolRequestParams::new("run_task");
+    run.arguments = json!({"request": "open the report", "max_steps": 10})
+        .as_object()
+        .cloned();
+    let ran = client.call_tool(run).await.unwrap();
+    assert_ne!(ran.is_error, Some(true), "{ran:?}");
+    let outcome = ran.structured_content.unwrap();
+    assert_eq!(outcome["status"], "finished", "{outcome}");
+    let id = outcome["task_id"].as_str().unwrap().to_owned();
+
+    // The same task's run, followed raw: progress comes first, so the answer streams.
+    let followed = post(
+        Some(KEY),
+        4,
+        "tools/call",
+        "follow_task",
+        json!({"task_id": id}),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(followed.status(), 200);
+    let kind = content_type(&followed);
+    let text = followed.text().await.unwrap();
+    assert!(kind.starts_with("text/event-stream"), "{kind}: {text}");
+    assert!(text.contains("notifications/progress"), "{text}");
+    assert!(text.contains("opened the report"), "{text}");
+    // Another caller: "not found", as over REST.
+    let theirs = post(
+        Some(OTHER_KEY),
+        5,
+        "tools/call",
+        "get_task",
+        json!({"task_id": id}),
+    )
+    .send()
+    .await
+    .unwrap();
+    let body: Value = theirs.json().await.unwrap();
+    assert_eq!(
+        body["result"]["structuredContent"]["code"], "not_found",
+        "{body}"
+    );
+    client.cancel().await.ok();
+    rig.stop().await;
+}

@@ -365,6 +365,11 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(config.mcp_max_body_bytes)
+        // Clients of the 2026-07-28 revision (stateless, served request by request) get a call whose
+        // first message is its answer (a desktop tool, `list_tasks`, a refusal) as one JSON body; a call
+        // that reports progress or asks first (`run_task`) still streams. Sessions (older revisions)
+        // always stream, as rmcp serves them.
+        .with_json_response(true)
         .with_sse_keep_alive(Some(std::time::Duration::from_secs(
             config.mcp_keepalive_seconds,
         )))

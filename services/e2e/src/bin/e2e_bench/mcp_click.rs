@@ -5,8 +5,11 @@
 //! processes. In alternation, N times each after warm-up rounds:
 //!
 //! - **executor**: `click_input` on mousepad's text view sent straight to the executor (gRPC);
-//! - **MCP**: `tools/call click` from an rmcp client over streamable HTTP to the agent's `/mcp` (auth,
-//!   policy, the intent, the executor, the step recorded in the caller's direct session);
+//! - **MCP**: `tools/call click` from an rmcp client of the current revision (2026-07-28: no session,
+//!   each request self-contained, a call's answer as one JSON body) over streamable HTTP to the agent's
+//!   `/mcp` (auth, policy, the intent, the executor, the step recorded in the caller's direct session);
+//! - **MCP, session**: the same from a client of the 2025-11-25 revision (`initialize`, a session, every
+//!   answer an SSE stream);
 //! - with `--mcp-click-baseline DIR`, the same MCP click on an agent built from another commit (its
 //!   binaries in DIR), and the executor batch that agent's click ran (`click_input` +
 //!   `capture_desktop_screenshot`).
@@ -29,10 +32,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use rmcp::ServiceExt as _;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
 use serde_json::{Value, json};
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus};
@@ -56,7 +60,10 @@ struct Timing {
 struct Mcp {
     label: String,
     cluster: Cluster,
+    /// A client of the current revision (2026-07-28).
     client: RunningService<rmcp::RoleClient, ()>,
+    /// A client of the 2025-11-25 revision, with a session.
+    session: RunningService<rmcp::RoleClient, ()>,
     rest: AgentClient,
     control: String,
     /// The store's own client and a session of the bench's for the intent-alone measurement.
@@ -151,12 +158,22 @@ impl Mcp {
             ])
             .start()
             .await?;
-        let transport = StreamableHttpClientTransport::with_client(
-            ufo_testkit::http_client(),
-            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", cluster.rest_url))
-                .auth_header(cluster.api_key.clone()),
-        );
-        let client = ().serve(transport).await?;
+        let transport = || {
+            StreamableHttpClientTransport::with_client(
+                ufo_testkit::http_client(),
+                StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", cluster.rest_url))
+                    .auth_header(cluster.api_key.clone()),
+            )
+        };
+        let client = ()
+            .serve_with_lifecycle(
+                transport(),
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await?;
+        let session = ().serve(transport()).await?;
         let controls = call(
             &client,
             "list_controls",
@@ -187,6 +204,7 @@ impl Mcp {
             label: label.to_owned(),
             cluster,
             client,
+            session,
             rest,
             control,
             store,
@@ -236,12 +254,12 @@ impl Mcp {
         })
     }
 
-    /// One click: its timing (the executor's time as the agent reported it, when it does) once its
-    /// step is recorded.
-    async fn click(&self) -> anyhow::Result<Timing> {
+    /// One click from `client`: its timing (the executor's time as the agent reported it, when it
+    /// does) once its step is recorded.
+    async fn click(&self, client: &RunningService<rmcp::RoleClient, ()>) -> anyhow::Result<Timing> {
         let t = Instant::now();
         let clicked = call(
-            &self.client,
+            client,
             "click",
             json!({"executor": "desk", "control": self.control}),
         )
@@ -360,6 +378,7 @@ pub async fn run(
     let mut bare = Vec::new();
     let mut batch = Vec::new();
     let mut ours = Vec::new();
+    let mut sessions = Vec::new();
     let mut theirs = Vec::new();
     let mut framing = Vec::new();
     let mut intent = Vec::new();
@@ -369,17 +388,18 @@ pub async fn run(
         // binaries on both sides: ≈ 0.9 ms p50, docs/mcp-server.md): the two builds take it in turn.
         let base_first = round % 2 == 1;
         let early = match &base {
-            Some(base) if base_first => Some(base.click().await?),
+            Some(base) if base_first => Some(base.click(&base.client).await?),
             _ => None,
         };
-        let m = this.click().await?;
+        let m = this.click(&this.client).await?;
+        let s = this.click(&this.session).await?;
         let f = this.framing().await?;
         let i = this.intent(round as u64 + 1).await?;
         let (t, e) = match &base {
             Some(base) => {
                 let t = match early {
                     Some(t) => t,
-                    None => base.click().await?,
+                    None => base.click(&base.client).await?,
                 };
                 let e = execute(
                     direct.as_ref(),
@@ -396,6 +416,7 @@ pub async fn run(
         if round >= warmup {
             bare.push(b);
             ours.push(m);
+            sessions.push(s);
             framing.push(f);
             intent.push(i);
             theirs.extend(t);
@@ -408,6 +429,7 @@ pub async fn run(
         &Paths {
             bare: &bare,
             ours: &ours,
+            sessions: &sessions,
             batch: &batch,
             theirs: &theirs,
             framing: &framing,
@@ -430,9 +452,11 @@ pub async fn run(
             label,
             mut cluster,
             client,
+            session,
             ..
         } = mcp;
         client.cancel().await.ok();
+        session.cancel().await.ok();
         cluster
             .stop()
             .await
@@ -471,6 +495,7 @@ fn row(name: &str, timings: &[Timing]) -> (f64, f64) {
 struct Paths<'a> {
     bare: &'a [Timing],
     ours: &'a [Timing],
+    sessions: &'a [Timing],
     batch: &'a [Timing],
     theirs: &'a [Timing],
     framing: &'a [Timing],
@@ -488,7 +513,14 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     let (_, direct_ov) = row("executor: `click_input` over gRPC", paths.bare);
-    let (ours_rt, ours_ov) = row("MCP `click` (this build)", paths.ours);
+    let (ours_rt, ours_ov) = row(
+        "MCP `click` (this build; 2026-07-28, stateless)",
+        paths.ours,
+    );
+    row(
+        "MCP `click` (this build; 2025-11-25, a session: SSE answers)",
+        paths.sessions,
+    );
     let (_, framing_ov) = row(
         "MCP `click` refused on its arguments (HTTP, auth, MCP; no store, no executor)",
         paths.framing,
@@ -502,7 +534,10 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
             "executor: `click_input` + `capture_desktop_screenshot` over gRPC",
             paths.batch,
         );
-        let (theirs_rt, theirs_ov) = row("MCP `click` (baseline build)", paths.theirs);
+        let (theirs_rt, theirs_ov) = row(
+            "MCP `click` (baseline build; 2026-07-28, stateless)",
+            paths.theirs,
+        );
         println!();
         println!(
             "MCP click round trip p50: baseline {theirs_rt:.1} ms, this build {ours_rt:.1} ms: {:.2}x; overhead p50: baseline {theirs_ov:.2} ms, this build {ours_ov:.2} ms",

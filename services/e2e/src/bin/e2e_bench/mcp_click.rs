@@ -5,11 +5,12 @@
 //! processes. In alternation, N times each after warm-up rounds:
 //!
 //! - **executor**: `click_input` on mousepad's text view sent straight to the executor (gRPC);
-//! - **MCP**: `tools/call click` from an rmcp client of the current revision (2026-07-28: no session,
-//!   each request self-contained, a call's answer as one JSON body) over streamable HTTP to the agent's
-//!   `/mcp` (auth, policy, the intent, the executor, the step recorded in the caller's direct session);
-//! - **MCP, session**: the same from a client of the 2025-11-25 revision (`initialize`, a session, every
-//!   answer an SSE stream);
+//! - **MCP**: `tools/call click` from an rmcp client of the 2025-11-25 revision (`initialize`, a
+//!   session, every answer an SSE stream: what desktop clients and the Python SDK speak) over streamable
+//!   HTTP to the agent's `/mcp` (auth, policy, the intent, the executor, the step recorded in the
+//!   caller's direct session);
+//! - **MCP, current revision**: the same from a client of 2026-07-28 (no session, each request
+//!   self-contained; a call's answer as one JSON body);
 //! - with `--mcp-click-baseline DIR`, the same MCP click on an agent built from another commit (its
 //!   binaries in DIR), and the executor batch that agent's click ran (`click_input` +
 //!   `capture_desktop_screenshot`).
@@ -20,7 +21,8 @@
 //!   straight to `ufo-session` (the statement the agent commits before a click acts), on a session of
 //!   the bench's own.
 //!
-//! Each call's overhead is taken inside that call: its round trip minus the time the executor reported
+//! Every MCP click is timed right after a bare executor click (the order of the MCP paths turns round
+//! by round). Each call's overhead is taken inside that call: its round trip minus the time the executor reported
 //! for the call's commands (`Result.duration_us`; an MCP click returns it as `executor_us`), so the
 //! screen's settle wait and the capture, which vary by tens of milliseconds from call to call, drop out.
 //! Between calls the bench waits until the MCP call's step is recorded (its screenshot and record run
@@ -60,10 +62,11 @@ struct Timing {
 struct Mcp {
     label: String,
     cluster: Cluster,
-    /// A client of the current revision (2026-07-28).
+    /// A client of the 2025-11-25 revision, with a session (what the desktop clients and the Python
+    /// SDK speak).
     client: RunningService<rmcp::RoleClient, ()>,
-    /// A client of the 2025-11-25 revision, with a session.
-    session: RunningService<rmcp::RoleClient, ()>,
+    /// A client of the current revision (2026-07-28): no session, each request self-contained.
+    current: RunningService<rmcp::RoleClient, ()>,
     rest: AgentClient,
     control: String,
     /// The store's own client and a session of the bench's for the intent-alone measurement.
@@ -165,7 +168,8 @@ impl Mcp {
                     .auth_header(cluster.api_key.clone()),
             )
         };
-        let client = ()
+        let client = ().serve(transport()).await?;
+        let current = ()
             .serve_with_lifecycle(
                 transport(),
                 ClientLifecycleMode::Discover {
@@ -173,7 +177,6 @@ impl Mcp {
                 },
             )
             .await?;
-        let session = ().serve(transport()).await?;
         let controls = call(
             &client,
             "list_controls",
@@ -204,7 +207,7 @@ impl Mcp {
             label: label.to_owned(),
             cluster,
             client,
-            session,
+            current,
             rest,
             control,
             store,
@@ -378,45 +381,51 @@ pub async fn run(
     let mut bare = Vec::new();
     let mut batch = Vec::new();
     let mut ours = Vec::new();
-    let mut sessions = Vec::new();
+    let mut current = Vec::new();
     let mut theirs = Vec::new();
     let mut framing = Vec::new();
     let mut intent = Vec::new();
     for round in 0..warmup + clicks {
-        let b = execute(direct.as_ref(), vec![click(&this.control)]).await?;
-        // The slot right after the bare executor click measures slower (an A/A run with the same
-        // binaries on both sides: ≈ 0.9 ms p50, docs/mcp-server.md): the two builds take it in turn.
-        let base_first = round % 2 == 1;
-        let early = match &base {
-            Some(base) if base_first => Some(base.click(&base.client).await?),
-            _ => None,
-        };
-        let m = this.click(&this.client).await?;
-        let s = this.click(&this.session).await?;
+        // Each MCP click comes right after a bare executor click, as an MCP client's next call comes
+        // after its model's thinking: the first call after the 300 ms the executor's click waits for
+        // the screen measures ≈ 0.9 ms slower than one right after another call (an A/A run,
+        // docs/mcp-server.md), so every path is timed in that slot; the order turns round by round.
+        let mut clickers = vec![(0, &this, &this.client), (1, &this, &this.current)];
+        if let Some(base) = &base {
+            clickers.push((2, base, &base.client));
+        }
+        let n = clickers.len();
+        clickers.rotate_left(round % n);
+        let mut clicked = [None; 3];
+        let mut bares = Vec::new();
+        for (which, mcp, client) in clickers {
+            bares.push(execute(direct.as_ref(), vec![click(&this.control)]).await?);
+            clicked[which] = Some(mcp.click(client).await?);
+        }
+        let [m, c, t] = clicked;
+        let (m, c) = (
+            m.context("this build's click")?,
+            c.context("the current-revision click")?,
+        );
         let f = this.framing().await?;
         let i = this.intent(round as u64 + 1).await?;
-        let (t, e) = match &base {
-            Some(base) => {
-                let t = match early {
-                    Some(t) => t,
-                    None => base.click(&base.client).await?,
-                };
-                let e = execute(
+        let e = match &base {
+            Some(_) => Some(
+                execute(
                     direct.as_ref(),
                     vec![
                         click(&this.control),
                         Command::observe("capture_desktop_screenshot", json!({})),
                     ],
                 )
-                .await?;
-                (Some(t), Some(e))
-            }
-            None => (None, None),
+                .await?,
+            ),
+            None => None,
         };
         if round >= warmup {
-            bare.push(b);
+            bare.extend(bares);
             ours.push(m);
-            sessions.push(s);
+            current.push(c);
             framing.push(f);
             intent.push(i);
             theirs.extend(t);
@@ -429,7 +438,7 @@ pub async fn run(
         &Paths {
             bare: &bare,
             ours: &ours,
-            sessions: &sessions,
+            current: &current,
             batch: &batch,
             theirs: &theirs,
             framing: &framing,
@@ -452,11 +461,11 @@ pub async fn run(
             label,
             mut cluster,
             client,
-            session,
+            current,
             ..
         } = mcp;
         client.cancel().await.ok();
-        session.cancel().await.ok();
+        current.cancel().await.ok();
         cluster
             .stop()
             .await
@@ -495,7 +504,7 @@ fn row(name: &str, timings: &[Timing]) -> (f64, f64) {
 struct Paths<'a> {
     bare: &'a [Timing],
     ours: &'a [Timing],
-    sessions: &'a [Timing],
+    current: &'a [Timing],
     batch: &'a [Timing],
     theirs: &'a [Timing],
     framing: &'a [Timing],
@@ -513,13 +522,10 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     let (_, direct_ov) = row("executor: `click_input` over gRPC", paths.bare);
-    let (ours_rt, ours_ov) = row(
-        "MCP `click` (this build; 2026-07-28, stateless)",
-        paths.ours,
-    );
+    let (ours_rt, ours_ov) = row("MCP `click` (this build; a 2025-11-25 session)", paths.ours);
     row(
-        "MCP `click` (this build; 2025-11-25, a session: SSE answers)",
-        paths.sessions,
+        "MCP `click` (this build; 2026-07-28, stateless)",
+        paths.current,
     );
     let (_, framing_ov) = row(
         "MCP `click` refused on its arguments (HTTP, auth, MCP; no store, no executor)",
@@ -535,7 +541,7 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
             paths.batch,
         );
         let (theirs_rt, theirs_ov) = row(
-            "MCP `click` (baseline build; 2026-07-28, stateless)",
+            "MCP `click` (baseline build; a 2025-11-25 session)",
             paths.theirs,
         );
         println!();

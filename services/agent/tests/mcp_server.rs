@@ -1400,7 +1400,7 @@ async fn the_tasks_extension_hands_run_task_over_as_a_task_to_poll_answer_and_ca
 
 /// A client of the current revision (2026-07-28: no session, each request carrying its version) gets a
 /// call whose first message is its answer as one JSON body, not an SSE stream (one write, no priming
-/// event, no stream to parse; what `e2e-bench --mcp-click` times), and rmcp's own client, discovering
+/// event, no stream to parse; `e2e-bench --mcp-click` times such a client too), and rmcp's own client, discovering
 /// the revision, works with that end to end. A call that reports progress first (`run_task`) still
 /// streams. Keys hold as for sessions: none → 401, another caller's task → "not found".
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -40,11 +40,7 @@ impl ufo_testkit::executor::TestExecutor for Adapter {
             .map(|c| Command {
                 tool_name: c.tool_name,
                 parameters: ufo_proto::json::struct_to_map(c.parameters.unwrap_or_default()),
-                tool_type: if c.tool_type == v1::ToolType::Action as i32 {
-                    ToolType::Action
-                } else {
-                    ToolType::DataCollection
-                },
+                tool_type: ToolType::from_wire(c.tool_type),
                 call_id: c.call_id,
             })
             .collect();

@@ -17,6 +17,7 @@ pub mod error;
 pub mod grpc;
 pub mod memory;
 pub mod names;
+pub mod process;
 pub mod shutdown;
 pub mod telemetry;
 pub mod tls;

@@ -91,11 +91,7 @@ impl ufo_testkit::executor::TestExecutor for StandIn {
             .commands
             .into_iter()
             .map(|c| Command {
-                tool_type: if c.tool_type == pb::ToolType::Action as i32 {
-                    ToolType::Action
-                } else {
-                    ToolType::DataCollection
-                },
+                tool_type: ToolType::from_wire(c.tool_type),
                 tool_name: c.tool_name,
                 parameters: c
                     .parameters

@@ -265,7 +265,7 @@ impl Desktop {
         } else {
             libc::SIGKILL
         };
-        crate::process::die_with_executor(&mut c, signal);
+        ufo_common::process::die_with_parent(&mut c, signal);
         c
     }
 
@@ -300,7 +300,7 @@ impl Desktop {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .process_group(0);
-        crate::process::die_with_executor(&mut command, libc::SIGKILL);
+        ufo_common::process::die_with_parent(&mut command, libc::SIGKILL);
         let mut child = spawn(&mut command, "Xvfb")?;
         let out = child.stdout.take();
         // Recorded first, so the server is stopped (and the read below ends) if the start fails.

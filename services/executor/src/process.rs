@@ -784,36 +784,12 @@ fn guard_child(cmd: &mut tokio::process::Command) {
     #[cfg(target_os = "linux")]
     {
         cmd.process_group(0);
-        die_with_executor(cmd.as_std_mut(), libc::SIGKILL);
+        ufo_common::process::die_with_parent(cmd.as_std_mut(), libc::SIGKILL);
     }
     #[cfg(windows)]
     {
         // CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW
         cmd.creation_flags(0x0000_0200 | 0x0800_0000);
-    }
-}
-
-/// Asks the kernel to send the child `signal` when the thread that starts it ends (`PR_SET_PDEATHSIG`),
-/// and sends it at once if the executor already died between fork and exec. Callers start children from
-/// threads that live as long as the executor (the runtime's), so a SIGKILLed executor leaves no
-/// orphan behind: neither the programs it launched nor its headless desktop's X server and buses.
-#[cfg(target_os = "linux")]
-pub(crate) fn die_with_executor(cmd: &mut std::process::Command, signal: libc::c_int) {
-    use std::os::unix::process::CommandExt as _;
-    // SAFETY: getpid(2) is async-signal-safe.
-    let parent = unsafe { libc::getpid() };
-    // SAFETY: the closure runs in the forked child before exec and calls only the async-signal-safe
-    // prctl(2), getppid(2) and raise(3).
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::raise(signal);
-            }
-            Ok(())
-        });
     }
 }
 

@@ -307,7 +307,7 @@ impl ShellConfig {
         #[cfg(target_os = "linux")]
         {
             command.process_group(0);
-            crate::process::die_with_executor(command.as_std_mut(), libc::SIGKILL);
+            ufo_common::process::die_with_parent(command.as_std_mut(), libc::SIGKILL);
         }
         let mut child = command.spawn()?;
         let pid = child.id();

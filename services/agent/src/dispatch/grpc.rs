@@ -196,10 +196,7 @@ fn to_proto(c: Command) -> v1::Command {
     v1::Command {
         tool_name: c.tool_name,
         parameters: Some(ufo_proto::json::object_to_struct(c.parameters)),
-        tool_type: match c.tool_type {
-            ToolType::DataCollection => v1::ToolType::DataCollection,
-            ToolType::Action => v1::ToolType::Action,
-        } as i32,
+        tool_type: v1::ToolType::from(c.tool_type) as i32,
         call_id: c.call_id,
     }
 }
@@ -376,11 +373,7 @@ async fn fetch_catalog(
             tools: tools
                 .into_iter()
                 .map(|t| ToolSpec {
-                    kind: if t.tool_type == v1::ToolType::Action as i32 {
-                        ToolType::Action
-                    } else {
-                        ToolType::DataCollection
-                    },
+                    kind: ToolType::from_wire(t.tool_type),
                     parameters: t.parameters_schema.map_or(serde_json::Value::Null, |s| {
                         serde_json::Value::Object(ufo_proto::json::struct_to_map(s))
                     }),

@@ -22,6 +22,26 @@ pub enum ToolType {
     Action,
 }
 
+impl ToolType {
+    /// The kind a wire value (`ufo.v1.ToolType`) names: anything but ACTION observes.
+    pub fn from_wire(value: i32) -> Self {
+        if value == ufo_proto::v1::ToolType::Action as i32 {
+            Self::Action
+        } else {
+            Self::DataCollection
+        }
+    }
+}
+
+impl From<ToolType> for ufo_proto::v1::ToolType {
+    fn from(kind: ToolType) -> Self {
+        match kind {
+            ToolType::DataCollection => Self::DataCollection,
+            ToolType::Action => Self::Action,
+        }
+    }
+}
+
 /// One tool call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Command {

@@ -672,24 +672,7 @@ fn guard_child(cmd: &mut tokio::process::Command) {
     #[cfg(unix)]
     cmd.process_group(0);
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: getpid(2) is async-signal-safe.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: the closure runs in the forked child before exec and calls only the async-signal-safe
-        // prctl(2), getppid(2) and raise(3).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The agent died between fork and prctl: the signal will never come.
-                if libc::getppid() != parent {
-                    libc::raise(libc::SIGKILL);
-                }
-                Ok(())
-            });
-        }
-    }
+    ufo_common::process::die_with_parent(cmd.as_std_mut(), libc::SIGKILL);
 }
 
 /// Why initialising a connection failed, down to the innermost cause: rmcp keeps the transport's error

@@ -173,10 +173,7 @@ impl FakeDesktop {
             .map(|t| v1::ToolSpec {
                 name: t.name,
                 description: t.description,
-                tool_type: match t.kind {
-                    crate::dispatch::ToolType::Action => v1::ToolType::Action,
-                    crate::dispatch::ToolType::DataCollection => v1::ToolType::DataCollection,
-                } as i32,
+                tool_type: v1::ToolType::from(t.kind) as i32,
                 parameters_schema: ufo_proto::json::to_struct(t.parameters).ok(),
                 result_schema: None,
             })

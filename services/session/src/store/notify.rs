@@ -112,15 +112,6 @@ impl Notifier {
         }
     }
 
-    /// Tells the watchers of `id` that `events` (one commit's, in sequence order, as a read of the store
-    /// returns them) are committed, handing them over so that watchers up to date need not read them
-    /// back. `events` is called only when someone watches the session. Never blocks.
-    pub fn publish(&self, id: Uuid, events: impl FnOnce() -> Vec<Event>) {
-        if let Some(watched) = self.lock().get(&id) {
-            publish_to(&watched.sender, events);
-        }
-    }
-
     /// Wakes every watcher (after notifications may have been lost, e.g. a reconnected listener).
     pub fn wake_all(&self) {
         for watched in self.lock().values() {
@@ -182,11 +173,14 @@ pub struct Writing {
 }
 
 impl Writing {
-    /// The write committed `events` (see [`Notifier::publish`]): hands them to the watchers, then
-    /// releases any wake-up held back meanwhile.
+    /// The write committed `events` (one commit's, in sequence order, as a read of the store returns
+    /// them): hands them to the session's watchers so that watchers up to date need not read them back,
+    /// then (on drop) releases any wake-up held back meanwhile. `events` is called only when someone
+    /// watches the session. Never blocks.
     pub fn publish(self, events: impl FnOnce() -> Vec<Event>) {
-        self.notifier.publish(self.id, events);
-        // Drop releases.
+        if let Some(watched) = self.notifier.lock().get(&self.id) {
+            publish_to(&watched.sender, events);
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! exactly the types it saw before: `uuid`, `bigint`, `timestamptz`, `jsonb`, `bytea` for Postgres.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::pool::PoolConnection;
@@ -15,9 +16,11 @@ use sqlx::postgres::{PgArguments, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::types::Json;
 use sqlx::{
-    ColumnIndex, Decode, PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, SqlitePool,
-    Transaction, Type,
+    ColumnIndex, Decode, PgConnection, PgPool, Postgres, Sqlite, SqliteConnection, Transaction,
+    Type,
 };
+
+use crate::store::sqlite::lend::{Connections, Lent, WriteTx};
 use uuid::Uuid;
 
 /// Which database a connection talks to: picks the statements that differ.
@@ -141,7 +144,8 @@ pub(crate) fn query(sql: &str) -> Query<'_> {
 pub(crate) enum On<'e> {
     PostgresPool(&'e PgPool),
     Postgres(&'e mut PgConnection),
-    SqlitePool(&'e SqlitePool),
+    /// A connection lent for this statement alone.
+    SqlitePool(&'e Arc<Connections>),
     Sqlite(&'e mut SqliteConnection),
 }
 
@@ -152,7 +156,12 @@ macro_rules! run {
         match $on.into() {
             On::PostgresPool(pool) => $map($self.postgres().$method(pool).await?, Row::Postgres),
             On::Postgres(conn) => $map($self.postgres().$method(conn).await?, Row::Postgres),
-            On::SqlitePool(pool) => $map($self.sqlite().$method(pool).await?, Row::Sqlite),
+            On::SqlitePool(set) => {
+                let mut lent = set.lend().await?;
+                let outcome = $self.sqlite().$method(lent.conn()).await;
+                lent.note(&outcome);
+                $map(outcome?, Row::Sqlite)
+            }
             On::Sqlite(conn) => $map($self.sqlite().$method(conn).await?, Row::Sqlite),
         }
     };
@@ -202,7 +211,12 @@ impl<'q> Query<'q> {
         Ok(match on.into() {
             On::PostgresPool(pool) => self.postgres().execute(pool).await?.rows_affected(),
             On::Postgres(conn) => self.postgres().execute(conn).await?.rows_affected(),
-            On::SqlitePool(pool) => self.sqlite().execute(pool).await?.rows_affected(),
+            On::SqlitePool(set) => {
+                let mut lent = set.lend().await?;
+                let outcome = self.sqlite().execute(lent.conn()).await;
+                lent.note(&outcome);
+                outcome?.rows_affected()
+            }
             On::Sqlite(conn) => self.sqlite().execute(conn).await?.rows_affected(),
         })
     }
@@ -293,7 +307,7 @@ impl AsConn for Conn<'_> {
 /// A write transaction of either database.
 pub(crate) enum Tx {
     Postgres(Transaction<'static, Postgres>),
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(WriteTx),
 }
 
 impl Tx {
@@ -318,7 +332,7 @@ impl AsConn for Tx {
     fn conn(&mut self) -> Conn<'_> {
         match self {
             Tx::Postgres(tx) => Conn::Postgres(tx),
-            Tx::Sqlite(tx) => Conn::Sqlite(tx),
+            Tx::Sqlite(tx) => Conn::Sqlite(tx.conn()),
         }
     }
 }
@@ -326,14 +340,14 @@ impl AsConn for Tx {
 /// A connection taken from a read pool for several statements.
 pub(crate) enum PoolConn {
     Postgres(PoolConnection<Postgres>),
-    Sqlite(PoolConnection<Sqlite>),
+    Sqlite(Lent),
 }
 
 impl AsConn for PoolConn {
     fn conn(&mut self) -> Conn<'_> {
         match self {
             PoolConn::Postgres(c) => Conn::Postgres(c),
-            PoolConn::Sqlite(c) => Conn::Sqlite(c),
+            PoolConn::Sqlite(c) => Conn::Sqlite(c.conn()),
         }
     }
 }

@@ -43,10 +43,10 @@ pub(crate) enum Backend {
         pool: sqlx::PgPool,
         steps: StepWriter,
     },
-    /// A single writer connection (SQLite allows one writer at a time) and a pool of readers.
+    /// A single writer connection (SQLite allows one writer at a time) and a set of readers.
     Sqlite {
-        write: sqlx::SqlitePool,
-        read: sqlx::SqlitePool,
+        write: Arc<crate::store::sqlite::lend::Connections>,
+        read: Arc<crate::store::sqlite::lend::Connections>,
     },
 }
 
@@ -107,7 +107,9 @@ impl SqlStore {
     async fn begin(&self) -> Result<Tx, sqlx::Error> {
         Ok(match &self.backend {
             Backend::Postgres { pool, .. } => Tx::Postgres(pool.begin().await?),
-            Backend::Sqlite { write, .. } => Tx::Sqlite(write.begin().await?),
+            Backend::Sqlite { write, .. } => {
+                Tx::Sqlite(crate::store::sqlite::lend::WriteTx::begin(write.lend().await?).await?)
+            }
         })
     }
 
@@ -115,7 +117,7 @@ impl SqlStore {
     async fn read_conn(&self) -> Result<PoolConn, sqlx::Error> {
         Ok(match &self.backend {
             Backend::Postgres { pool, .. } => PoolConn::Postgres(pool.acquire().await?),
-            Backend::Sqlite { read, .. } => PoolConn::Sqlite(read.acquire().await?),
+            Backend::Sqlite { read, .. } => PoolConn::Sqlite(read.lend().await?),
         })
     }
 }

@@ -1,8 +1,8 @@
 //! The embedded SQLite store: the zero-setup default (one local file).
 //!
-//! SQLite allows one writer at a time, so writes go through a pool of exactly one connection (no
-//! "database is locked" lock upgrades) while reads use a separate pool in WAL mode and never wait for the
-//! writer. Watchers of this process wake through the in-process [`Notifier`] after each commit. The
+//! SQLite allows one writer at a time, so writes go through exactly one connection (no "database is
+//! locked" lock upgrades) while reads use separate connections in WAL mode and never wait for the writer.
+//! Both are lent by [`lend`], not by sqlx's pool (which pings a connection at every return). Watchers of this process wake through the in-process [`Notifier`] after each commit. The
 //! statements below are the ones SQLite needs in its own words; everything else is the shared SQL of
 //! `sql/`, which also writes steps, artifacts and events statement by statement in one transaction here.
 
@@ -11,6 +11,8 @@ use std::str::FromStr as _;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+pub(crate) mod lend;
 
 use crate::store::sql::{Backend, SqlStore};
 use crate::store::{Notifier, StoreError};
@@ -62,15 +64,16 @@ pub async fn open(
         .synchronous(SqliteSynchronous::Normal)
         .foreign_keys(true)
         .busy_timeout(Duration::from_secs(10));
-    let write = SqlitePoolOptions::new()
+    let migrating = SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(options.clone())
         .await?;
-    crate::store::migrate::run_sqlite(&MIGRATOR, &write, blobs).await?;
-    let read = SqlitePoolOptions::new()
-        .max_connections(read_connections.max(1))
-        .connect_with(options.read_only(true))
-        .await?;
+    crate::store::migrate::run_sqlite(&MIGRATOR, &migrating, blobs).await?;
+    migrating.close().await;
+    let write = lend::Connections::new(options.clone(), 1);
+    let read = lend::Connections::new(options.read_only(true), read_connections);
+    // Open the writer now: a file that cannot be written fails the start, not the first call.
+    drop(write.lend().await?);
     Ok(SqlStore {
         backend: Backend::Sqlite { write, read },
         notifier: Notifier::new(),

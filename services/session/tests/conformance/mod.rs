@@ -61,6 +61,7 @@ macro_rules! every_case {
             knowledge_documents_replace_and_search,
             knowledge_experiences_are_the_owners_and_never_failed_or_bad,
             knowledge_sharing_reaches_only_the_named_callers,
+            the_largest_batches_are_stored_whole,
         );
     };
 }

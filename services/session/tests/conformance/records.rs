@@ -502,6 +502,97 @@ pub async fn cancel_and_status(store: Arc<dyn Store>) {
     );
 }
 
+/// Requests at the largest batch the service can be configured to take (`--max-batch` up to 100,000)
+/// are stored whole, on both databases: multi-row inserts stay within each database's bound-value limit
+/// (SQLite 32,766, Postgres 65,535) whatever the batch.
+pub async fn the_largest_batches_are_stored_whole(store: Arc<dyn Store>) {
+    const EVENTS: usize = 10_000;
+    const ARTIFACTS: usize = 1_100;
+    let id = session(&*store).await;
+    let drafts: Vec<NewEvent> = (0..EVENTS)
+        .map(|i| NewEvent {
+            kind: EventKind::StepStarted,
+            payload: json!({"i": i}),
+            step: 0,
+            round: 1,
+        })
+        .collect();
+    let appended = store.append_events(id, drafts, None).await.unwrap();
+    let seqs: Vec<u64> = appended.iter().map(|e| e.seq).collect();
+    let first = seqs[0];
+    assert!(
+        seqs.iter().zip(first..).all(|(seq, want)| *seq == want),
+        "one run of sequence numbers"
+    );
+    assert_eq!(seqs.len(), EVENTS);
+
+    // A batch that wakes a parked session goes through the statements on Postgres too.
+    let mut drafts: Vec<NewEvent> = (0..EVENTS)
+        .map(|i| NewEvent {
+            kind: EventKind::StepStarted,
+            payload: json!({"i": i}),
+            step: 0,
+            round: 1,
+        })
+        .collect();
+    drafts[0].kind = EventKind::QuestionAnswered;
+    let appended = store.append_events(id, drafts, None).await.unwrap();
+    assert_eq!(appended.len(), EVENTS);
+    assert_eq!(appended[EVENTS - 1].seq, first + 2 * EVENTS as u64 - 1);
+
+    let mut request = step_request(id, 1, "many artifacts");
+    for i in 0..ARTIFACTS {
+        let data = format!("pixels {i}");
+        request.blobs.push(
+            put_blob(
+                &*store,
+                ArtifactKind::CleanScreenshot,
+                data.as_bytes(),
+                json!({"width": 2, "height": 1}),
+            )
+            .await,
+        );
+    }
+    let step_events: Vec<_> = (0..EVENTS)
+        .map(|i| ufo_proto::v1::EventDraft {
+            kind: EventKind::StepFinished.into(),
+            payload: Some(ufo_proto::json::to_struct(json!({"i": i})).unwrap()),
+            step: 1,
+            round: 1,
+        })
+        .collect();
+    request.events = step_events;
+    let limits = validate::Limits {
+        max_batch: 100_000,
+        ..LIMITS
+    };
+    let done = store
+        .record_step(validate::record_step(request, limits).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(done.step.artifacts.len(), ARTIFACTS);
+    assert_eq!(
+        done.last_seq,
+        first + 3 * EVENTS as u64,
+        "the step's events follow the batches, with the step's own event"
+    );
+    let stored = store.get_step(id, 1).await.unwrap();
+    assert_eq!(
+        stored.artifacts.len(),
+        ARTIFACTS,
+        "every artifact row is stored"
+    );
+    let mut read = 0;
+    let mut from = first;
+    loop {
+        let page = store.read_events(id, from, 1_000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        from = last.seq + 1;
+        read += page.len();
+    }
+    assert_eq!(read, 3 * EVENTS + 1, "every event is stored");
+}
+
 /// A step referencing `artifacts` (kind, bytes), each put into the store's blob store first.
 async fn with_artifacts(
     store: &dyn Store,

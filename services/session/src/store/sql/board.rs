@@ -7,10 +7,10 @@ use tracing::instrument;
 use ufo_proto::v1::{Artifact, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind};
 use uuid::Uuid;
 
-use super::db::{AsConn, query};
+use super::db::{AsConn, Query, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
-use super::{SqlStore, db_int, now, rows, settle};
+use super::{ROWS_PER_INSERT, SqlStore, db_int, now, rows, settle, values_sql};
 use crate::store::{
     ArtifactKey, DbEnum as _, NewArtifact, NewBlackboardEntry, NewEvent, StepArtifact, StoreError,
     StoreResult,
@@ -42,37 +42,49 @@ pub(super) async fn insert_entry(
     rows::blackboard_entry(&row)
 }
 
-/// Stores a blob's row (hash and size, once per content) and a reference to it from (session, step, kind),
-/// in the caller's transaction. (SQLite's path; Postgres does the same in `ufo_record_steps`.)
-pub(super) async fn insert_artifact(
+/// Stores the rows of `artifacts` in the caller's transaction: each blob's row (hash and size, once per
+/// content) and a reference to it from (session, step, kind); both skip what is already there. Two
+/// multi-row statements per [`ROWS_PER_INSERT`] artifacts. (SQLite's steps and every single artifact;
+/// Postgres records a step's in `ufo_record_steps`.)
+pub(super) async fn insert_artifacts(
     conn: &mut impl AsConn,
     session_id: Uuid,
     step: u64,
-    artifact: &StepArtifact,
+    artifacts: &[StepArtifact],
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
-    query(
-        "INSERT INTO artifact_blobs (sha256, size, created_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (sha256) DO NOTHING",
-    )
-    .bind(&artifact.blob.sha256)
-    .bind(i64::try_from(artifact.blob.size).unwrap_or(i64::MAX))
-    .bind(at)
-    .execute(conn.conn())
-    .await?;
-    query(
-        "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
-    )
-    .bind(session_id)
-    .bind(db_int(step))
-    .bind(artifact.kind.db())
-    .bind(&artifact.blob.sha256)
-    .bind(&artifact.content_type)
-    .bind(SqlJson(&artifact.metadata))
-    .bind(at)
-    .execute(conn.conn())
-    .await?;
+    for chunk in artifacts.chunks(ROWS_PER_INSERT) {
+        let mut blobs = Query::owned(values_sql(
+            "INSERT INTO artifact_blobs (sha256, size, created_at) VALUES",
+            3,
+            chunk.len(),
+            "ON CONFLICT (sha256) DO NOTHING",
+        ));
+        for artifact in chunk {
+            blobs = blobs
+                .bind(&artifact.blob.sha256)
+                .bind(i64::try_from(artifact.blob.size).unwrap_or(i64::MAX))
+                .bind(at);
+        }
+        blobs.execute(conn.conn()).await?;
+        let mut rows = Query::owned(values_sql(
+            "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) VALUES",
+            7,
+            chunk.len(),
+            "ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
+        ));
+        for artifact in chunk {
+            rows = rows
+                .bind(session_id)
+                .bind(db_int(step))
+                .bind(artifact.kind.db())
+                .bind(&artifact.blob.sha256)
+                .bind(&artifact.content_type)
+                .bind(SqlJson(&artifact.metadata))
+                .bind(at);
+        }
+        rows.execute(conn.conn()).await?;
+    }
     Ok(())
 }
 
@@ -151,7 +163,14 @@ impl SqlStore {
         let mut tx = self.begin().await?;
         let outcome: StoreResult<_> = async {
             session_in(&mut tx, session_id).await?;
-            insert_artifact(&mut tx, session_id, step, &artifact, now()).await?;
+            insert_artifacts(
+                &mut tx,
+                session_id,
+                step,
+                std::slice::from_ref(&artifact),
+                now(),
+            )
+            .await?;
             let row = query(
                 "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
                  FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \

@@ -11,7 +11,9 @@ use ufo_proto::v1::Event;
 use uuid::Uuid;
 
 use super::db::{AsConn, Query, Tx, query};
-use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows, settle};
+use super::{
+    Backend, ROWS_PER_INSERT, SqlStore, api_u64, check_lease, db_int, now, rows, settle, values_sql,
+};
 use crate::store::{DbEnum as _, NewEvent, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
 
@@ -54,36 +56,29 @@ pub(super) async fn append(
         return Ok((Vec::new(), api_u64(last_seq)));
     }
     let first = last_seq - count + 1;
-    let mut insert = Query::owned(insert_events_sql(events.len()));
-    for (event, seq) in events.iter().zip(first..) {
-        insert = insert
-            .bind(id)
-            .bind(seq)
-            .bind(event.kind.db())
-            .bind(SqlJson(&event.payload))
-            .bind(db_int(event.step))
-            .bind(i64::from(event.round))
-            .bind(at);
+    for (chunk, chunk_first) in events
+        .chunks(ROWS_PER_INSERT)
+        .zip((first..).step_by(ROWS_PER_INSERT))
+    {
+        let mut insert = Query::owned(values_sql(
+            "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) VALUES",
+            7,
+            chunk.len(),
+            "",
+        ));
+        for (event, seq) in chunk.iter().zip(chunk_first..) {
+            insert = insert
+                .bind(id)
+                .bind(seq)
+                .bind(event.kind.db())
+                .bind(SqlJson(&event.payload))
+                .bind(db_int(event.step))
+                .bind(i64::from(event.round))
+                .bind(at);
+        }
+        insert.execute(conn.conn()).await?;
     }
-    insert.execute(conn.conn()).await?;
     Ok((stored(id, events, first, at), api_u64(last_seq)))
-}
-
-/// The multi-row insert of `count` events, seven values each.
-fn insert_events_sql(count: usize) -> String {
-    const COLUMNS: usize = 7;
-    let rows: Vec<String> = (0..count)
-        .map(|row| {
-            let params: Vec<String> = (1..=COLUMNS)
-                .map(|column| format!("${}", row * COLUMNS + column))
-                .collect();
-            format!("({})", params.join(", "))
-        })
-        .collect();
-    format!(
-        "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) VALUES {}",
-        rows.join(", ")
-    )
 }
 
 /// `events` as stored for session `id`, the first with sequence number `first`.

@@ -140,6 +140,33 @@ async fn settle<T>(tx: Tx, outcome: StoreResult<T>) -> StoreResult<T> {
     }
 }
 
+/// Rows per multi-row insert. A request may carry up to `--max-batch` (at most 100,000) events or
+/// artifacts; one statement binds at most 32,766 values on SQLite and 65,535 on Postgres, so larger
+/// batches are inserted in statements of this many rows (7,000 values for events).
+const ROWS_PER_INSERT: usize = 1_000;
+
+/// `{head} ($1, .., $columns), ($columns+1, ..), .. {tail}`: a multi-row insert of `rows` rows.
+fn values_sql(head: &str, columns: usize, rows: usize, tail: &str) -> String {
+    use std::fmt::Write as _;
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows * columns * 6);
+    sql.push_str(head);
+    for row in 0..rows {
+        sql.push_str(if row == 0 { " (" } else { ", (" });
+        for column in 1..=columns {
+            if column > 1 {
+                sql.push_str(", ");
+            }
+            let _ = write!(sql, "${}", row * columns + column);
+        }
+        sql.push(')');
+    }
+    if !tail.is_empty() {
+        sql.push(' ');
+        sql.push_str(tail);
+    }
+    sql
+}
+
 /// The current time at the databases' common precision (microseconds), so values read back compare equal
 /// and SQLite's text timestamps sort chronologically.
 fn now() -> DateTime<Utc> {

@@ -9,7 +9,7 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
-use super::board::{insert_artifact, insert_entry};
+use super::board::{insert_artifacts, insert_entry};
 use super::db::{AsConn, query};
 use super::events::{Totals, append};
 use super::sessions::session_in;
@@ -223,9 +223,7 @@ impl SqlStore {
                 }
                 Some(_) => {}
             }
-            for a in &record.artifacts {
-                insert_artifact(&mut tx, id, s.step, a, w.at).await?;
-            }
+            insert_artifacts(&mut tx, id, s.step, &record.artifacts, w.at).await?;
             let (last_seq, board) = write_step_statements(&mut tx, w).await?;
             let artifacts = if record.artifacts.is_empty() {
                 Vec::new()

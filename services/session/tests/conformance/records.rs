@@ -509,15 +509,17 @@ pub async fn the_largest_batches_are_stored_whole(store: Arc<dyn Store>) {
     const EVENTS: usize = 10_000;
     const ARTIFACTS: usize = 1_100;
     let id = session(&*store).await;
-    let drafts: Vec<NewEvent> = (0..EVENTS)
-        .map(|i| NewEvent {
-            kind: EventKind::StepStarted,
-            payload: json!({"i": i}),
-            step: 0,
-            round: 1,
-        })
-        .collect();
-    let appended = store.append_events(id, drafts, None).await.unwrap();
+    let drafts = || -> Vec<NewEvent> {
+        (0..EVENTS)
+            .map(|i| NewEvent {
+                kind: EventKind::StepStarted,
+                payload: json!({"i": i}),
+                step: 0,
+                round: 1,
+            })
+            .collect()
+    };
+    let appended = store.append_events(id, drafts(), None).await.unwrap();
     let seqs: Vec<u64> = appended.iter().map(|e| e.seq).collect();
     let first = seqs[0];
     assert!(
@@ -527,16 +529,9 @@ pub async fn the_largest_batches_are_stored_whole(store: Arc<dyn Store>) {
     assert_eq!(seqs.len(), EVENTS);
 
     // A batch that wakes a parked session goes through the statements on Postgres too.
-    let mut drafts: Vec<NewEvent> = (0..EVENTS)
-        .map(|i| NewEvent {
-            kind: EventKind::StepStarted,
-            payload: json!({"i": i}),
-            step: 0,
-            round: 1,
-        })
-        .collect();
-    drafts[0].kind = EventKind::QuestionAnswered;
-    let appended = store.append_events(id, drafts, None).await.unwrap();
+    let mut answered = drafts();
+    answered[0].kind = EventKind::QuestionAnswered;
+    let appended = store.append_events(id, answered, None).await.unwrap();
     assert_eq!(appended.len(), EVENTS);
     assert_eq!(appended[EVENTS - 1].seq, first + 2 * EVENTS as u64 - 1);
 

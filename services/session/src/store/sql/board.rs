@@ -7,7 +7,7 @@ use tracing::instrument;
 use ufo_proto::v1::{Artifact, ArtifactRef, Blackboard, BlackboardEntry, BlackboardKind};
 use uuid::Uuid;
 
-use super::db::{AsConn, Query, query};
+use super::db::{AsConn, Batch, Query, query};
 use super::events::{Totals, append, lock_session};
 use super::sessions::session_in;
 use super::{ROWS_PER_INSERT, SqlStore, db_int, now, rows, settle, values_sql};
@@ -26,7 +26,20 @@ pub(super) async fn insert_entry(
     step: i64,
     at: DateTime<Utc>,
 ) -> StoreResult<BlackboardEntry> {
-    let row = query(
+    let row = entry_statement(id, entry, step, at)
+        .fetch_one(conn.conn())
+        .await?;
+    rows::blackboard_entry(&row)
+}
+
+/// [`insert_entry`]'s statement (it returns the entry as stored).
+pub(super) fn entry_statement<'q>(
+    id: Uuid,
+    entry: &'q NewBlackboardEntry,
+    step: i64,
+    at: DateTime<Utc>,
+) -> Query<'q> {
+    query(
         "INSERT INTO blackboard (session_id, kind, idx, value, artifact_id, step, created_at) \
          SELECT $1, $2, COALESCE(MAX(idx) + 1, 0), $3, $4, $5, $6 FROM blackboard \
          WHERE session_id = $1 AND kind = $2 RETURNING *",
@@ -37,9 +50,6 @@ pub(super) async fn insert_entry(
     .bind(entry.artifact_id.as_deref())
     .bind(step)
     .bind(at)
-    .fetch_one(conn.conn())
-    .await?;
-    rows::blackboard_entry(&row)
 }
 
 /// Stores the rows of `artifacts` in the caller's transaction: each blob's row (hash and size, once per
@@ -53,6 +63,22 @@ pub(super) async fn insert_artifacts(
     artifacts: &[StepArtifact],
     at: DateTime<Utc>,
 ) -> StoreResult<()> {
+    let mut batch = Batch::default();
+    artifact_statements(&mut batch, session_id, step, artifacts, at);
+    batch.run(conn).await?;
+    Ok(())
+}
+
+/// Adds [`insert_artifacts`]' statements to `batch`; returns the indexes of the reference inserts, whose
+/// rows are the references they added (as [`rows::artifact_ref`] reads them; not those already there).
+pub(super) fn artifact_statements<'q>(
+    batch: &mut Batch<'q>,
+    session_id: Uuid,
+    step: u64,
+    artifacts: &'q [StepArtifact],
+    at: DateTime<Utc>,
+) -> Vec<usize> {
+    let mut references = Vec::new();
     for chunk in artifacts.chunks(ROWS_PER_INSERT) {
         let mut blobs = Query::owned(values_sql(
             "INSERT INTO artifact_blobs (sha256, size, created_at) VALUES",
@@ -66,12 +92,14 @@ pub(super) async fn insert_artifacts(
                 .bind(i64::try_from(artifact.blob.size).unwrap_or(i64::MAX))
                 .bind(at);
         }
-        blobs.execute(conn.conn()).await?;
+        batch.push(blobs);
         let mut rows = Query::owned(values_sql(
             "INSERT INTO artifacts (session_id, step, kind, sha256, content_type, metadata, created_at) VALUES",
             7,
             chunk.len(),
-            "ON CONFLICT (session_id, step, kind, sha256) DO NOTHING",
+            "ON CONFLICT (session_id, step, kind, sha256) DO NOTHING \
+             RETURNING session_id, step, kind, sha256, content_type, metadata, \
+             (SELECT b.size FROM artifact_blobs b WHERE b.sha256 = artifacts.sha256) AS size",
         ));
         for artifact in chunk {
             rows = rows
@@ -83,9 +111,9 @@ pub(super) async fn insert_artifacts(
                 .bind(SqlJson(&artifact.metadata))
                 .bind(at);
         }
-        rows.execute(conn.conn()).await?;
+        references.push(batch.push(rows));
     }
-    Ok(())
+    references
 }
 
 impl SqlStore {

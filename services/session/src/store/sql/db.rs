@@ -243,6 +243,108 @@ impl<'q> Query<'q> {
     }
 }
 
+/// The most values one SQLite command binds: SQLite numbers a statement's parameters up to 32,766, and
+/// a [`Batch`]'s statements share one numbering.
+const SQLITE_MAX_VALUES: usize = 32_766;
+
+/// Statements run in order inside the caller's transaction, each statement's rows returned apart. On
+/// SQLite they go to the connection's worker thread as one command (one round trip between the threads
+/// instead of one per statement; larger batches in as few commands as SQLite's parameter limit allows),
+/// and the first failing statement stops the rest. On Postgres they run one by one.
+#[derive(Debug, Default)]
+pub(crate) struct Batch<'q> {
+    statements: Vec<Query<'q>>,
+}
+
+impl<'q> Batch<'q> {
+    /// Adds a statement; returns its index in [`Batch::run`]'s result.
+    pub(crate) fn push(&mut self, statement: Query<'q>) -> usize {
+        self.statements.push(statement);
+        self.statements.len() - 1
+    }
+
+    /// Runs the statements; returns each one's rows, in order.
+    pub(crate) async fn run(self, conn: &mut impl AsConn) -> Result<Vec<Vec<Row>>, sqlx::Error> {
+        let mut rows = Vec::with_capacity(self.statements.len());
+        match conn.conn() {
+            Conn::Postgres(c) => {
+                for statement in &self.statements {
+                    let found = statement.postgres().fetch_all(&mut *c).await?;
+                    rows.push(found.into_iter().map(Row::Postgres).collect());
+                }
+            }
+            Conn::Sqlite(c) => {
+                let mut statements = self.statements.iter().peekable();
+                while statements.peek().is_some() {
+                    let mut sql = String::new();
+                    let mut values: Vec<&Value<'q>> = Vec::new();
+                    let mut count = 0;
+                    while let Some(next) = statements.peek() {
+                        if count > 0 && values.len() + next.values.len() > SQLITE_MAX_VALUES {
+                            break;
+                        }
+                        renumber(&next.sql, values.len(), &mut sql);
+                        sql.push_str(";\n");
+                        values.extend(next.values.iter());
+                        count += 1;
+                        statements.next();
+                    }
+                    let command = values
+                        .into_iter()
+                        .fold(sqlx::query(&sql), |q, v| v.bind_sqlite(q));
+                    let mut results = sqlx::Executor::fetch_many(&mut *c, command);
+                    let mut current = Vec::new();
+                    while let Some(result) = futures::TryStreamExt::try_next(&mut results).await? {
+                        match result {
+                            sqlx::Either::Right(row) => current.push(Row::Sqlite(row)),
+                            sqlx::Either::Left(_) => rows.push(std::mem::take(&mut current)),
+                        }
+                    }
+                }
+                // Every statement ends with a result: fewer means the command stopped early (sqlx 0.8
+                // runs every statement of a multi-statement query; a later version may not).
+                if rows.len() != self.statements.len() {
+                    return Err(sqlx::Error::Protocol(format!(
+                        "a batch of {} statements returned {} results",
+                        self.statements.len(),
+                        rows.len()
+                    )));
+                }
+            }
+        }
+        Ok(rows)
+    }
+}
+
+/// Appends `sql` to `out` with each `$n` placeholder (outside quotes) moved up by `offset`.
+fn renumber(sql: &str, offset: usize, out: &mut String) {
+    let mut quote: Option<char> = None;
+    let mut chars = sql.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '$') if chars.peek().is_some_and(|(_, d)| d.is_ascii_digit()) => {
+                let start = i + 1;
+                let mut end = start;
+                while let Some((j, d)) = chars.peek().copied() {
+                    if !d.is_ascii_digit() {
+                        break;
+                    }
+                    end = j + d.len_utf8();
+                    chars.next();
+                }
+                let n: usize = sql[start..end].parse().unwrap_or(0);
+                out.push('$');
+                out.push_str(&(n + offset).to_string());
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+}
+
 /// A result row of either database.
 pub(crate) enum Row {
     Postgres(PgRow),
@@ -328,6 +430,36 @@ impl Tx {
     }
 }
 
+impl Tx {
+    /// Runs `batch` and commits, returning each statement's rows; on failure rolls back and returns the
+    /// error. On SQLite the `COMMIT` ends the batch's (last) command, so it costs no round trip of its own.
+    pub(crate) async fn commit_with(
+        mut self,
+        mut batch: Batch<'_>,
+    ) -> Result<Vec<Vec<Row>>, sqlx::Error> {
+        let commit = matches!(self, Tx::Sqlite(_)).then(|| batch.push(query("COMMIT")));
+        match batch.run(&mut self).await {
+            Ok(mut rows) => match (self, commit) {
+                (Tx::Sqlite(tx), Some(commit)) => {
+                    tx.ended_by_caller();
+                    rows.truncate(commit);
+                    Ok(rows)
+                }
+                (tx, _) => {
+                    tx.commit().await?;
+                    Ok(rows)
+                }
+            },
+            Err(error) => {
+                if let Err(rollback) = self.rollback().await {
+                    tracing::warn!(error = %rollback, "rollback failed");
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
 impl AsConn for Tx {
     fn conn(&mut self) -> Conn<'_> {
         match self {
@@ -349,5 +481,213 @@ impl AsConn for PoolConn {
             PoolConn::Postgres(c) => Conn::Postgres(c),
             PoolConn::Sqlite(c) => Conn::Sqlite(c.conn()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::str::FromStr as _;
+
+    use sqlx::sqlite::SqliteConnectOptions;
+
+    use super::*;
+    use crate::store::sqlite::lend::WriteTx;
+
+    async fn table(dir: &tempfile::TempDir) -> Arc<Connections> {
+        let options = SqliteConnectOptions::from_str("sqlite://")
+            .unwrap()
+            .filename(dir.path().join("batch.sqlite3"))
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let set = Connections::new(options, 1);
+        query("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT UNIQUE)")
+            .execute(&set)
+            .await
+            .unwrap();
+        set
+    }
+
+    async fn ids(set: &Arc<Connections>) -> Vec<i64> {
+        query("SELECT id FROM t ORDER BY id")
+            .fetch_all(set)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.try_get(0).unwrap())
+            .collect()
+    }
+
+    impl<'e> From<&'e Arc<Connections>> for On<'e> {
+        fn from(set: &'e Arc<Connections>) -> Self {
+            On::SqlitePool(set)
+        }
+    }
+
+    #[test]
+    fn placeholders_move_up_outside_quotes() {
+        let mut out = String::new();
+        renumber(
+            "SELECT '$1', $1, \"$2\", json_extract(x, '$.a'), $12 FROM t WHERE a = $2",
+            30,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "SELECT '$1', $31, \"$2\", json_extract(x, '$.a'), $42 FROM t WHERE a = $32"
+        );
+    }
+
+    /// Each statement's rows come back apart, in order; the statements share one numbering of values
+    /// (each written with its own `$1..`); the first failure stops the rest of the batch.
+    #[tokio::test]
+    async fn a_batch_returns_each_statements_rows_and_stops_at_the_first_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut batch = Batch::default();
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4) RETURNING id")
+                .bind(1_i64)
+                .bind("a")
+                .bind(2_i64)
+                .bind("b"),
+        );
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(3_i64)
+                .bind("c"),
+        );
+        batch.push(query("SELECT v FROM t WHERE id >= $1 ORDER BY id").bind(2_i64));
+        let rows = batch.run(&mut tx).await.unwrap();
+        assert_eq!(rows.len(), 3);
+        let first: Vec<i64> = rows[0].iter().map(|r| r.try_get(0).unwrap()).collect();
+        assert_eq!(first, [1, 2]);
+        assert!(rows[1].is_empty());
+        let third: Vec<String> = rows[2].iter().map(|r| r.try_get(0).unwrap()).collect();
+        assert_eq!(third, ["b", "c"]);
+
+        let mut failing = Batch::default();
+        failing.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(4_i64)
+                .bind("d"),
+        );
+        failing.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(5_i64)
+                .bind("a"),
+        );
+        failing.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(6_i64)
+                .bind("f"),
+        );
+        let Err(error) = failing.run(&mut tx).await else {
+            panic!("a batch with a failing statement succeeded");
+        };
+        assert!(error.to_string().contains("UNIQUE"), "{error}");
+        let after: Vec<i64> = query("SELECT id FROM t ORDER BY id")
+            .fetch_all(tx.conn())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.try_get(0).unwrap())
+            .collect();
+        assert_eq!(
+            after,
+            [1, 2, 3, 4],
+            "the statement after the failure never ran"
+        );
+        tx.rollback().await.unwrap();
+        assert!(ids(&set).await.is_empty());
+    }
+
+    /// More values than one SQLite statement may number go in several commands, all in order.
+    #[tokio::test]
+    async fn a_batch_beyond_sqlites_parameter_limit_runs_in_several_commands() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut batch = Batch::default();
+        let rows_per_statement = 5_000_i64;
+        for s in 0..4_i64 {
+            let mut sql = String::from("INSERT INTO t (id, v) VALUES ");
+            for r in 0..rows_per_statement {
+                if r > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("(${}, ${})", 2 * r + 1, 2 * r + 2));
+            }
+            sql.push_str(" RETURNING id");
+            let mut q = Query::owned(sql);
+            for r in 0..rows_per_statement {
+                let id = s * rows_per_statement + r;
+                q = q.bind(id).bind(format!("v{id}"));
+            }
+            batch.push(q);
+        }
+        let rows = batch.run(&mut tx).await.unwrap();
+        assert_eq!(rows.len(), 4);
+        for (s, found) in (0_i64..).zip(&rows) {
+            let first: i64 = found[0].try_get(0).unwrap();
+            assert_eq!((found.len(), first), (5_000, s * rows_per_statement));
+        }
+        tx.commit().await.unwrap();
+        assert_eq!(ids(&set).await.len(), 20_000);
+    }
+
+    /// On SQLite the `COMMIT` rides in the batch: committed when it all ran, nothing kept when a
+    /// statement failed, and the connection lent afresh either way.
+    #[tokio::test]
+    async fn commit_with_commits_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut batch = Batch::default();
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2) RETURNING v")
+                .bind(1_i64)
+                .bind("a"),
+        );
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(2_i64)
+                .bind("b"),
+        );
+        let rows = tx.commit_with(batch).await.unwrap();
+        assert_eq!(rows.len(), 2, "the COMMIT's own result is not returned");
+        assert_eq!(ids(&set).await, [1, 2]);
+
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut batch = Batch::default();
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(3_i64)
+                .bind("c"),
+        );
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(4_i64)
+                .bind("a"),
+        );
+        assert!(tx.commit_with(batch).await.is_err());
+        assert_eq!(
+            ids(&set).await,
+            [1, 2],
+            "nothing of the failed batch is kept"
+        );
+
+        let tx = Tx::Sqlite(WriteTx::begun_by_caller(set.lend().await.unwrap()));
+        let mut batch = Batch::default();
+        batch.push(query("BEGIN"));
+        batch.push(
+            query("INSERT INTO t (id, v) VALUES ($1, $2)")
+                .bind(5_i64)
+                .bind("e"),
+        );
+        tx.commit_with(batch).await.unwrap();
+        assert_eq!(ids(&set).await, [1, 2, 5]);
     }
 }

@@ -10,9 +10,9 @@ use tracing::instrument;
 use ufo_proto::v1::Event;
 use uuid::Uuid;
 
-use super::db::{AsConn, Query, Tx, query};
+use super::db::{AsConn, Batch, Dialect, Query, Row, Tx, query};
 use super::{
-    Backend, ROWS_PER_INSERT, SqlStore, api_u64, check_lease, db_int, now, rows, settle, values_sql,
+    Backend, ROWS_PER_INSERT, SqlStore, api_u64, check_lease, db_int, now, rows, values_sql,
 };
 use crate::store::{DbEnum as _, NewEvent, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
@@ -60,25 +60,92 @@ pub(super) async fn append(
         .chunks(ROWS_PER_INSERT)
         .zip((first..).step_by(ROWS_PER_INSERT))
     {
-        let mut insert = Query::owned(values_sql(
-            "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) VALUES",
-            7,
-            chunk.len(),
-            "",
-        ));
-        for (event, seq) in chunk.iter().zip(chunk_first..) {
-            insert = insert
-                .bind(id)
-                .bind(seq)
-                .bind(event.kind.db())
-                .bind(SqlJson(&event.payload))
-                .bind(db_int(event.step))
-                .bind(i64::from(event.round))
-                .bind(at);
-        }
-        insert.execute(conn.conn()).await?;
+        insert_events(id, chunk, chunk_first, at)
+            .execute(conn.conn())
+            .await?;
     }
     Ok((stored(id, events, first, at), api_u64(last_seq)))
+}
+
+/// Where a batched append's sequence bump is in its [`Batch`], and what it must return.
+pub(super) struct Appended {
+    bump: usize,
+    last_seq: i64,
+}
+
+impl Appended {
+    /// The session's newest sequence number after the batch ran; the bump returning another one (which the
+    /// caller's writer lock rules out) is an error, and so is a missing session.
+    pub(super) fn last_seq(&self, id: Uuid, results: &[Vec<Row>]) -> StoreResult<i64> {
+        let bumped: i64 = results
+            .get(self.bump)
+            .and_then(|rows| rows.first())
+            .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
+            .try_get(0)?;
+        if bumped != self.last_seq {
+            return Err(StoreError::Corrupt(format!(
+                "session {id}: sequence {bumped} after an append, {} expected",
+                self.last_seq
+            )));
+        }
+        Ok(self.last_seq)
+    }
+}
+
+/// Adds to `batch` the statements that append `events` (and add `totals`) to session `id`, whose newest
+/// sequence number the caller read as `last_seq` in a transaction that holds the session's writer lock
+/// (so the events' numbers are known before the statements run).
+pub(super) fn append_in<'q>(
+    batch: &mut Batch<'q>,
+    dialect: Dialect,
+    id: Uuid,
+    events: &'q [NewEvent],
+    totals: Totals,
+    at: DateTime<Utc>,
+    last_seq: i64,
+) -> Appended {
+    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let bump = batch.push(
+        query(dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION))
+            .bind(id)
+            .bind(count)
+            .bind(totals.steps)
+            .bind(totals.cost)
+            .bind(totals.input_tokens)
+            .bind(totals.output_tokens)
+            .bind(at),
+    );
+    for (chunk, chunk_first) in events
+        .chunks(ROWS_PER_INSERT)
+        .zip((last_seq + 1..).step_by(ROWS_PER_INSERT))
+    {
+        batch.push(insert_events(id, chunk, chunk_first, at));
+    }
+    Appended {
+        bump,
+        last_seq: last_seq + count,
+    }
+}
+
+/// One multi-row insert of `events`, numbered from `first`.
+fn insert_events<'q>(id: Uuid, events: &'q [NewEvent], first: i64, at: DateTime<Utc>) -> Query<'q> {
+    let mut insert = Query::owned(values_sql(
+        "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) VALUES",
+        7,
+        events.len(),
+        "",
+    ));
+    for (event, seq) in events.iter().zip(first..) {
+        insert = insert
+            .bind(id)
+            .bind(seq)
+            .bind(event.kind.db())
+            .bind(SqlJson(&event.payload))
+            .bind(db_int(event.step))
+            .bind(i64::from(event.round))
+            .bind(at);
+    }
+    insert
 }
 
 /// `events` as stored for session `id`, the first with sequence number `first`.
@@ -197,18 +264,42 @@ impl SqlStore {
         lease_owner: Option<&str>,
         at: DateTime<Utc>,
     ) -> StoreResult<(i64, bool)> {
-        let mut tx = self.begin().await?;
-        let outcome: StoreResult<(u64, bool)> = async {
-            lock_session(&mut tx, id, lease_owner).await?;
-            let woken = wake_parked(&mut tx, id, events, at).await?;
-            Ok((
-                append(&mut tx, id, events, Totals::default(), at).await?.1,
-                woken,
-            ))
+        let lock = self
+            .dialect()
+            .pick(postgres::LOCK_SESSION, sqlite::LOCK_SESSION);
+        let (mut tx, session) = self.begin_with(query(lock).bind(id)).await?;
+        let checked: StoreResult<(i64, bool)> = async {
+            let session = session
+                .first()
+                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+            let owner: Option<String> = session.try_get("lease_owner")?;
+            check_lease(id, owner.as_deref(), lease_owner)?;
+            let last_seq: i64 = session.try_get("last_seq")?;
+            Ok((last_seq, wake_parked(&mut tx, id, events, at).await?))
         }
         .await;
-        let (last_seq, woken) = settle(tx, outcome).await?;
-        Ok((db_int(last_seq), woken))
+        let (last_seq, woken) = match checked {
+            Ok(checked) => checked,
+            Err(e) => {
+                if let Err(rollback) = tx.rollback().await {
+                    tracing::warn!(error = %rollback, "rollback failed");
+                }
+                return Err(e);
+            }
+        };
+        let mut batch = Batch::default();
+        let dialect = self.dialect();
+        let appended = append_in(
+            &mut batch,
+            dialect,
+            id,
+            events,
+            Totals::default(),
+            at,
+            last_seq,
+        );
+        let results = tx.commit_with(batch).await?;
+        Ok((appended.last_seq(id, &results)?, woken))
     }
 
     #[instrument(name = "store.read_events", skip_all, fields(session = %id, from_seq, limit))]

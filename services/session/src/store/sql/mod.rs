@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 
 use crate::store::postgres::StepWriter;
 use crate::store::{Notifier, StoreError, StoreResult};
-use db::{Dialect, On, PoolConn, Tx};
+use db::{Batch, Dialect, On, PoolConn, Query, Row, Tx, query};
 
 /// The database a [`SqlStore`] runs on, with what only that database has.
 pub(crate) enum Backend {
@@ -111,6 +111,32 @@ impl SqlStore {
                 Tx::Sqlite(crate::store::sqlite::lend::WriteTx::begin(write.lend().await?).await?)
             }
         })
+    }
+
+    /// Begins a write transaction with `first` as its first statement; returns the transaction and
+    /// `first`'s rows (on failure, rolled back). On SQLite `BEGIN` and `first` go to the writer as one
+    /// command.
+    async fn begin_with(&self, first: Query<'_>) -> Result<(Tx, Vec<Row>), sqlx::Error> {
+        let mut tx = match &self.backend {
+            Backend::Postgres { .. } => self.begin().await?,
+            Backend::Sqlite { write, .. } => Tx::Sqlite(
+                crate::store::sqlite::lend::WriteTx::begun_by_caller(write.lend().await?),
+            ),
+        };
+        let mut batch = Batch::default();
+        if matches!(tx, Tx::Sqlite(_)) {
+            batch.push(query("BEGIN"));
+        }
+        let at = batch.push(first);
+        match batch.run(&mut tx).await {
+            Ok(mut rows) => Ok((tx, rows.swap_remove(at))),
+            Err(error) => {
+                if let Err(rollback) = tx.rollback().await {
+                    tracing::debug!(error = %rollback, "rollback after a failed first statement");
+                }
+                Err(error)
+            }
+        }
     }
 
     /// A read connection for several statements.

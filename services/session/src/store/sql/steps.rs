@@ -9,11 +9,11 @@ use ufo_proto::v1::{
 };
 use uuid::Uuid;
 
-use super::board::{insert_artifacts, insert_entry};
-use super::db::{AsConn, query};
-use super::events::{Totals, append};
+use super::board::{artifact_statements, entry_statement};
+use super::db::{AsConn, Batch, Dialect, Row, query};
+use super::events::{Appended, Totals, append_in};
 use super::sessions::session_in;
-use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows, settle};
+use super::{Backend, SqlStore, api_u64, check_lease, db_int, now, rows};
 use crate::store::postgres;
 use crate::store::step_json::{actions_from_json, actions_to_json, phases_to_json};
 use crate::store::{
@@ -36,7 +36,7 @@ async fn artifacts_of(
     let found = query(
         "SELECT a.session_id, a.step, a.kind, a.sha256, a.content_type, a.metadata, b.size \
          FROM artifacts a JOIN artifact_blobs b ON b.sha256 = a.sha256 \
-         WHERE a.session_id = $1 AND a.step >= $2 AND a.step <= $3 ORDER BY a.step, a.created_at, a.kind",
+         WHERE a.session_id = $1 AND a.step >= $2 AND a.step <= $3 ORDER BY a.step, a.created_at, a.kind, a.sha256",
     )
     .bind(id)
     .bind(from)
@@ -80,16 +80,19 @@ impl StepWrite<'_> {
 /// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
 /// events and totals. Returns the newest sequence number and the blackboard entries as stored. (SQLite's
 /// path; Postgres does the same in its stored function, see `postgres::record_step`.)
-async fn write_step_statements(
-    conn: &mut impl AsConn,
-    w: &StepWrite<'_>,
-) -> StoreResult<(u64, Vec<BlackboardEntry>)> {
+fn step_statements<'q>(
+    batch: &mut Batch<'q>,
+    w: &'q StepWrite<'q>,
+    events: &'q [NewEvent],
+    last_seq: i64,
+) -> (Vec<usize>, Appended) {
     let record = w.record;
     let s = &record.step;
     let id = record.session_id;
     let step_no = db_int(s.step);
     let at = w.at;
-    query(
+    batch.push(
+        query(
             "INSERT INTO steps (session_id, step, round, round_step, agent_name, agent_kind, state_before, \
              state_after, subtask, observation, thought, plan, comment, status, actions, phases, cost, \
              input_tokens, output_tokens, started_at, finished_at, extra, content_hash, recorded_at) \
@@ -119,35 +122,35 @@ async fn write_step_statements(
         .bind(ts_of(&s.finished_at))
         .bind(SqlJson(ufo_proto::json::from_optional_struct(s.extra.clone())))
         .bind(record.content_hash.as_slice())
-        .bind(at)
-        .execute(conn.conn())
-        .await?;
-    query("INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $3, $4)")
+        .bind(at),
+    );
+    batch.push(
+        query(
+            "INSERT INTO memory_items (session_id, step, agent_name, item) VALUES ($1, $2, $3, $4)",
+        )
         .bind(id)
         .bind(step_no)
         .bind(&s.agent_name)
-        .bind(SqlJson(&record.memory_item))
-        .execute(conn.conn())
-        .await?;
-    let mut board = Vec::with_capacity(record.blackboard.len());
-    for entry in &record.blackboard {
-        board.push(insert_entry(conn, id, entry, step_no, at).await?);
-    }
-    query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
-        .bind(id)
-        .bind(i64::from(s.round))
-        .execute(conn.conn())
-        .await?;
-    let mut events = record.events.clone();
-    events.push(w.finished_event());
+        .bind(SqlJson(&record.memory_item)),
+    );
+    let board = record
+        .blackboard
+        .iter()
+        .map(|entry| batch.push(entry_statement(id, entry, step_no, at)))
+        .collect();
+    batch.push(
+        query("UPDATE rounds SET steps = steps + 1 WHERE session_id = $1 AND number = $2")
+            .bind(id)
+            .bind(i64::from(s.round)),
+    );
     let totals = Totals {
         steps: 1,
         cost: s.cost,
         input_tokens: db_int(s.input_tokens),
         output_tokens: db_int(s.output_tokens),
     };
-    let (_, last_seq) = append(conn, id, &events, totals, at).await?;
-    Ok((last_seq, board))
+    let appended = append_in(batch, Dialect::Sqlite, id, events, totals, at, last_seq);
+    (board, appended)
 }
 
 /// What recording a step did (both backends' paths end here).
@@ -167,77 +170,124 @@ pub(crate) enum Recorded {
 
 /// What recording step $2 of round $3 needs to check (no row lock: SQLite's single writer connection
 /// already serialises transactions).
-const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, st.content_hash, \
+const READ_FOR_STEP: &str = "SELECT s.status, s.lease_owner, s.last_seq, st.content_hash, \
     r.status AS round_status FROM sessions s \
     LEFT JOIN steps st ON st.session_id = s.id AND st.step = $2 \
     LEFT JOIN rounds r ON r.session_id = s.id AND r.number = $3 \
     WHERE s.id = $1";
 
+/// What [`READ_FOR_STEP`] found, checked: `None` when the identical step is recorded already, the
+/// session's newest sequence number when the step may be written.
+fn step_head(head: &Row, record: &StepRecord) -> StoreResult<Option<i64>> {
+    let id = record.session_id;
+    let s = &record.step;
+    if let Some(existing) = head.try_get::<Option<Vec<u8>>, _>("content_hash")? {
+        if existing.as_slice() != record.content_hash.as_slice() {
+            return Err(StoreError::AlreadyExists(format!(
+                "step {} of session {id} was recorded with different content",
+                s.step
+            )));
+        }
+        return Ok(None);
+    }
+    let owner: Option<String> = head.try_get("lease_owner")?;
+    check_lease(id, owner.as_deref(), record.lease_owner.as_deref())?;
+    let status: String = head.try_get("status")?;
+    if SessionStatus::from_db(&status).is_none_or(is_terminal) {
+        return Err(StoreError::FailedPrecondition(format!(
+            "session {id} has ended ({status})"
+        )));
+    }
+    match head.try_get::<Option<String>, _>("round_status")? {
+        None => {
+            return Err(StoreError::NotFound(format!(
+                "round {} of session {id}",
+                s.round
+            )));
+        }
+        Some(r) if r != "running" => {
+            return Err(StoreError::FailedPrecondition(format!(
+                "round {} of session {id} is {r}, not running",
+                s.round
+            )));
+        }
+        Some(_) => {}
+    }
+    Ok(Some(head.try_get("last_seq")?))
+}
+
 impl SqlStore {
-    /// Records a step in a transaction, statement by statement: checks, artifact references, the write.
-    /// (SQLite's path; Postgres does the same in one call of a stored function, see
+    /// Records a step in a transaction of two commands: `BEGIN` with the checks' read, then every write
+    /// with the `COMMIT` ([`Batch`]). (SQLite's path; Postgres does the same in one call of a stored function, see
     /// `postgres::record_step`.)
     async fn record_step_statements(&self, w: &StepWrite<'_>) -> StoreResult<Recorded> {
         let record = w.record;
         let id = record.session_id;
         let s = &record.step;
-        let step_no = db_int(s.step);
-        let mut tx = self.begin().await?;
-        let outcome: StoreResult<Recorded> = async {
-            let head = query(READ_FOR_STEP)
-                .bind(id)
-                .bind(step_no)
-                .bind(i64::from(s.round))
-                .fetch_optional(tx.conn())
-                .await?
-                .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
-            if let Some(existing) = head.try_get::<Option<Vec<u8>>, _>("content_hash")? {
-                if existing.as_slice() != record.content_hash.as_slice() {
-                    return Err(StoreError::AlreadyExists(format!(
-                        "step {} of session {id} was recorded with different content",
-                        s.step
-                    )));
+        let (tx, head) = self
+            .begin_with(
+                query(READ_FOR_STEP)
+                    .bind(id)
+                    .bind(db_int(s.step))
+                    .bind(i64::from(s.round)),
+            )
+            .await?;
+        let last_seq = match head.first().map(|head| step_head(head, record)) {
+            Some(Ok(Some(last_seq))) => last_seq,
+            outcome => {
+                // Nothing was written: a duplicate, a refusal, or no such session.
+                if let Err(e) = tx.rollback().await {
+                    tracing::warn!(error = %e, "rollback failed");
                 }
-                return Ok(Recorded::Duplicate);
+                return match outcome {
+                    Some(Ok(_)) => Ok(Recorded::Duplicate),
+                    Some(Err(e)) => Err(e),
+                    None => Err(StoreError::NotFound(format!("session {id}"))),
+                };
             }
-            let owner: Option<String> = head.try_get("lease_owner")?;
-            check_lease(id, owner.as_deref(), record.lease_owner.as_deref())?;
-            let status: String = head.try_get("status")?;
-            if SessionStatus::from_db(&status).is_none_or(is_terminal) {
-                return Err(StoreError::FailedPrecondition(format!(
-                    "session {id} has ended ({status})"
-                )));
-            }
-            match head.try_get::<Option<String>, _>("round_status")? {
-                None => {
-                    return Err(StoreError::NotFound(format!(
-                        "round {} of session {id}",
-                        s.round
-                    )));
-                }
-                Some(r) if r != "running" => {
-                    return Err(StoreError::FailedPrecondition(format!(
-                        "round {} of session {id} is {r}, not running",
-                        s.round
-                    )));
-                }
-                Some(_) => {}
-            }
-            insert_artifacts(&mut tx, id, s.step, &record.artifacts, w.at).await?;
-            let (last_seq, board) = write_step_statements(&mut tx, w).await?;
-            let artifacts = if record.artifacts.is_empty() {
-                Vec::new()
-            } else {
-                artifacts_of(&mut tx, id, step_no, step_no).await?
-            };
-            Ok(Recorded::New {
-                last_seq,
-                board,
-                artifacts,
+        };
+        let mut events = record.events.clone();
+        events.push(w.finished_event());
+        let mut batch = Batch::default();
+        let references = artifact_statements(&mut batch, id, s.step, &record.artifacts, w.at);
+        let (entries, appended) = step_statements(&mut batch, w, &events, last_seq);
+        let results = tx.commit_with(batch).await?;
+        let last_seq = api_u64(appended.last_seq(id, &results)?);
+        let board = entries
+            .iter()
+            .map(|&i| {
+                let row = results
+                    .get(i)
+                    .and_then(|rows| rows.first())
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "session {id}: a blackboard entry not returned"
+                        ))
+                    })?;
+                rows::blackboard_entry(row)
             })
-        }
-        .await;
-        settle(tx, outcome).await
+            .collect::<StoreResult<Vec<_>>>()?;
+        // In the order reading them back gives (`artifacts_of`).
+        let mut added = references
+            .iter()
+            .filter_map(|&i| results.get(i))
+            .flatten()
+            .map(|row| {
+                let kind: String = row.try_get("kind")?;
+                let sha256: String = row.try_get("sha256")?;
+                Ok(((kind, sha256), row))
+            })
+            .collect::<StoreResult<Vec<((String, String), &Row)>>>()?;
+        added.sort_by(|a, b| a.0.cmp(&b.0));
+        let artifacts = added
+            .into_iter()
+            .map(|(_, row)| rows::artifact_ref(row))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Recorded::New {
+            last_seq,
+            board,
+            artifacts,
+        })
     }
 
     #[instrument(name = "store.record_step", skip_all,

@@ -158,6 +158,19 @@ impl WriteTx {
         Ok(Self { lent })
     }
 
+    /// A transaction on `lent` whose `BEGIN` the caller sends itself, as the first statement of its first
+    /// command (one round trip fewer). Until [`WriteTx::ended_by_caller`] it counts as open: dropped, or
+    /// when `BEGIN` failed, it is rolled back when the connection is next lent.
+    pub(crate) fn begun_by_caller(mut lent: Lent) -> Self {
+        lent.held().in_transaction = true;
+        Self { lent }
+    }
+
+    /// The caller's own `COMMIT` (the last statement of its last command) succeeded.
+    pub(crate) fn ended_by_caller(mut self) {
+        self.lent.held().in_transaction = false;
+    }
+
     /// The transaction's connection.
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
         self.lent.conn()

@@ -146,7 +146,33 @@ pub(crate) enum On<'e> {
     Postgres(&'e mut PgConnection),
     /// A connection lent for this statement alone.
     SqlitePool(&'e Arc<Connections>),
-    Sqlite(&'e mut SqliteConnection),
+    Sqlite(SqliteConn<'e>),
+}
+
+/// A SQLite connection borrowed for one command, with, for a transaction, whether its `BEGIN` is still
+/// to be sent: the command then starts with it (see [`WriteTx`]).
+pub(crate) struct SqliteConn<'c> {
+    conn: &'c mut SqliteConnection,
+    begin: Option<&'c mut bool>,
+}
+
+impl<'c> SqliteConn<'c> {
+    /// The connection, with no `BEGIN` to send.
+    fn plain(conn: &'c mut SqliteConnection) -> Self {
+        Self { conn, begin: None }
+    }
+
+    /// Whether this command must start with `BEGIN`.
+    fn leads(&self) -> bool {
+        self.begin.as_deref().copied().unwrap_or(false)
+    }
+
+    fn reborrow(&mut self) -> SqliteConn<'_> {
+        SqliteConn {
+            conn: self.conn,
+            begin: self.begin.as_deref_mut(),
+        }
+    }
 }
 
 /// Runs `$q` (a sqlx query built for the database of `$on`) with the executor method `$method`, mapping a
@@ -162,9 +188,87 @@ macro_rules! run {
                 lent.note(&outcome);
                 $map(outcome?, Row::Sqlite)
             }
-            On::Sqlite(conn) => $map($self.sqlite().$method(conn).await?, Row::Sqlite),
+            On::Sqlite(c) if c.leads() => $map(
+                lead(c, &$self).await.and_then(|rows| $method(rows))?,
+                Row::Sqlite,
+            ),
+            On::Sqlite(c) => $map($self.sqlite().$method(c.conn).await?, Row::Sqlite),
         }
     };
+}
+
+/// Runs `query` as the first statement of its transaction's first command, after `BEGIN`; returns its
+/// rows and how many rows it changed.
+async fn lead(c: SqliteConn<'_>, query: &Query<'_>) -> Result<(Vec<SqliteRow>, u64), sqlx::Error> {
+    let mut results = run_sqlite(c, &[query]).await?;
+    results
+        .pop()
+        .ok_or_else(|| sqlx::Error::Protocol("a statement returned no result".into()))
+}
+
+/// [`sqlx::Executor::fetch_one`] over [`lead`]'s rows.
+fn fetch_one((rows, _): (Vec<SqliteRow>, u64)) -> Result<SqliteRow, sqlx::Error> {
+    rows.into_iter().next().ok_or(sqlx::Error::RowNotFound)
+}
+
+/// [`sqlx::Executor::fetch_optional`] over [`lead`]'s rows.
+#[allow(clippy::unnecessary_wraps)]
+fn fetch_optional((rows, _): (Vec<SqliteRow>, u64)) -> Result<Option<SqliteRow>, sqlx::Error> {
+    Ok(rows.into_iter().next())
+}
+
+/// [`sqlx::Executor::fetch_all`] over [`lead`]'s rows.
+#[allow(clippy::unnecessary_wraps)]
+fn fetch_all((rows, _): (Vec<SqliteRow>, u64)) -> Result<Vec<SqliteRow>, sqlx::Error> {
+    Ok(rows)
+}
+
+/// Runs `statements` on a SQLite connection in as few commands as its parameter limit allows (each
+/// statement written with its own `$1..`), the first command led by `BEGIN` when the transaction's is still
+/// to be sent; returns each statement's rows and changed-row count. The first failing statement stops the
+/// rest.
+async fn run_sqlite(
+    mut c: SqliteConn<'_>,
+    statements: &[&Query<'_>],
+) -> Result<Vec<(Vec<SqliteRow>, u64)>, sqlx::Error> {
+    let mut results = Vec::with_capacity(statements.len());
+    let mut statements = statements.iter().peekable();
+    while statements.peek().is_some() {
+        let lead = c.leads();
+        let mut sql = String::from(if lead { "BEGIN;\n" } else { "" });
+        let mut values: Vec<&Value<'_>> = Vec::new();
+        let mut count = 0;
+        while let Some(next) = statements.peek() {
+            if count > 0 && values.len() + next.values.len() > SQLITE_MAX_VALUES {
+                break;
+            }
+            renumber(&next.sql, values.len(), &mut sql);
+            sql.push_str(";\n");
+            values.extend(next.values.iter());
+            count += 1;
+            statements.next();
+        }
+        let command = values
+            .into_iter()
+            .fold(sqlx::query(&sql), |q, v| v.bind_sqlite(q));
+        let mut stream = sqlx::Executor::fetch_many(&mut *c.conn, command);
+        // `BEGIN`'s own result comes first; the worker ran it once anything came back.
+        let mut skip = lead;
+        let mut rows = Vec::new();
+        while let Some(result) = futures::TryStreamExt::try_next(&mut stream).await? {
+            if let Some(begin) = c.begin.as_deref_mut() {
+                *begin = false;
+            }
+            match result {
+                sqlx::Either::Right(row) => rows.push(row),
+                sqlx::Either::Left(_) if skip => skip = false,
+                sqlx::Either::Left(done) => {
+                    results.push((std::mem::take(&mut rows), done.rows_affected()));
+                }
+            }
+        }
+    }
+    Ok(results)
 }
 
 fn one<R>(row: R, wrap: fn(R) -> Row) -> Row {
@@ -217,7 +321,8 @@ impl<'q> Query<'q> {
                 lent.note(&outcome);
                 outcome?.rows_affected()
             }
-            On::Sqlite(conn) => self.sqlite().execute(conn).await?.rows_affected(),
+            On::Sqlite(c) if c.leads() => lead(c, &self).await?.1,
+            On::Sqlite(c) => self.sqlite().execute(c.conn).await?.rows_affected(),
         })
     }
 
@@ -274,33 +379,12 @@ impl<'q> Batch<'q> {
                 }
             }
             Conn::Sqlite(c) => {
-                let mut statements = self.statements.iter().peekable();
-                while statements.peek().is_some() {
-                    let mut sql = String::new();
-                    let mut values: Vec<&Value<'q>> = Vec::new();
-                    let mut count = 0;
-                    while let Some(next) = statements.peek() {
-                        if count > 0 && values.len() + next.values.len() > SQLITE_MAX_VALUES {
-                            break;
-                        }
-                        renumber(&next.sql, values.len(), &mut sql);
-                        sql.push_str(";\n");
-                        values.extend(next.values.iter());
-                        count += 1;
-                        statements.next();
-                    }
-                    let command = values
-                        .into_iter()
-                        .fold(sqlx::query(&sql), |q, v| v.bind_sqlite(q));
-                    let mut results = sqlx::Executor::fetch_many(&mut *c, command);
-                    let mut current = Vec::new();
-                    while let Some(result) = futures::TryStreamExt::try_next(&mut results).await? {
-                        match result {
-                            sqlx::Either::Right(row) => current.push(Row::Sqlite(row)),
-                            sqlx::Either::Left(_) => rows.push(std::mem::take(&mut current)),
-                        }
-                    }
-                }
+                let statements: Vec<&Query<'q>> = self.statements.iter().collect();
+                rows = run_sqlite(c, &statements)
+                    .await?
+                    .into_iter()
+                    .map(|(found, _)| found.into_iter().map(Row::Sqlite).collect())
+                    .collect();
                 // Every statement ends with a result: fewer means the command stopped early (sqlx 0.8
                 // runs every statement of a multi-statement query; a later version may not).
                 if rows.len() != self.statements.len() {
@@ -368,7 +452,7 @@ impl Row {
 /// One connection of either database, borrowed.
 pub(crate) enum Conn<'c> {
     Postgres(&'c mut PgConnection),
-    Sqlite(&'c mut SqliteConnection),
+    Sqlite(SqliteConn<'c>),
 }
 
 impl Conn<'_> {
@@ -401,7 +485,7 @@ impl AsConn for Conn<'_> {
     fn conn(&mut self) -> Conn<'_> {
         match self {
             Conn::Postgres(c) => Conn::Postgres(c),
-            Conn::Sqlite(c) => Conn::Sqlite(c),
+            Conn::Sqlite(c) => Conn::Sqlite(c.reborrow()),
         }
     }
 }
@@ -464,7 +548,13 @@ impl AsConn for Tx {
     fn conn(&mut self) -> Conn<'_> {
         match self {
             Tx::Postgres(tx) => Conn::Postgres(tx),
-            Tx::Sqlite(tx) => Conn::Sqlite(tx.conn()),
+            Tx::Sqlite(tx) => {
+                let (conn, begin) = tx.parts();
+                Conn::Sqlite(SqliteConn {
+                    conn,
+                    begin: Some(begin),
+                })
+            }
         }
     }
 }
@@ -479,7 +569,7 @@ impl AsConn for PoolConn {
     fn conn(&mut self) -> Conn<'_> {
         match self {
             PoolConn::Postgres(c) => Conn::Postgres(c),
-            PoolConn::Sqlite(c) => Conn::Sqlite(c.conn()),
+            PoolConn::Sqlite(c) => Conn::Sqlite(SqliteConn::plain(c.conn())),
         }
     }
 }
@@ -545,7 +635,7 @@ mod tests {
     async fn a_batch_returns_each_statements_rows_and_stops_at_the_first_failure() {
         let dir = tempfile::tempdir().unwrap();
         let set = table(&dir).await;
-        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let mut batch = Batch::default();
         batch.push(
             query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4) RETURNING id")
@@ -609,7 +699,7 @@ mod tests {
     async fn a_batch_beyond_sqlites_parameter_limit_runs_in_several_commands() {
         let dir = tempfile::tempdir().unwrap();
         let set = table(&dir).await;
-        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let mut batch = Batch::default();
         let rows_per_statement = 5_000_i64;
         for s in 0..4_i64 {
@@ -638,13 +728,60 @@ mod tests {
         assert_eq!(ids(&set).await.len(), 20_000);
     }
 
+    /// A transaction's `BEGIN` rides in its first command, whatever sends it: undone on rollback, and a
+    /// statement's changed-row count is its own (not `BEGIN`'s, which SQLite reports as the last one's).
+    #[tokio::test]
+    async fn begin_leads_the_first_statement() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        let changed = query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4)")
+            .bind(1_i64)
+            .bind("a")
+            .bind(2_i64)
+            .bind("b")
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        assert_eq!(changed, 2);
+        tx.rollback().await.unwrap();
+        assert!(
+            ids(&set).await.is_empty(),
+            "the insert ran inside the transaction"
+        );
+
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4)")
+            .bind(1_i64)
+            .bind("a")
+            .bind(2_i64)
+            .bind("b")
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        let changed = query("UPDATE t SET v = v WHERE id = $1")
+            .bind(-1_i64)
+            .execute(tx.conn())
+            .await
+            .unwrap();
+        assert_eq!(changed, 0, "not the previous command's count");
+        let row = query("SELECT count(*) FROM t")
+            .fetch_one(tx.conn())
+            .await
+            .unwrap();
+        assert_eq!(row.try_get::<i64, _>(0).unwrap(), 2);
+        tx.commit().await.unwrap();
+    }
+
     /// On SQLite the `COMMIT` rides in the batch: committed when it all ran, nothing kept when a
     /// statement failed, and the connection lent afresh either way.
     #[tokio::test]
     async fn commit_with_commits_all_or_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let set = table(&dir).await;
-        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let mut batch = Batch::default();
         batch.push(
             query("INSERT INTO t (id, v) VALUES ($1, $2) RETURNING v")
@@ -660,7 +797,7 @@ mod tests {
         assert_eq!(rows.len(), 2, "the COMMIT's own result is not returned");
         assert_eq!(ids(&set).await, [1, 2]);
 
-        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()).await.unwrap());
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let mut batch = Batch::default();
         batch.push(
             query("INSERT INTO t (id, v) VALUES ($1, $2)")
@@ -679,9 +816,8 @@ mod tests {
             "nothing of the failed batch is kept"
         );
 
-        let tx = Tx::Sqlite(WriteTx::begun_by_caller(set.lend().await.unwrap()));
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let mut batch = Batch::default();
-        batch.push(query("BEGIN"));
         batch.push(
             query("INSERT INTO t (id, v) VALUES ($1, $2)")
                 .bind(5_i64)

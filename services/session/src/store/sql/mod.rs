@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 
 use crate::store::postgres::StepWriter;
 use crate::store::{Notifier, StoreError, StoreResult};
-use db::{Batch, Dialect, On, PoolConn, Query, Row, Tx, query};
+use db::{AsConn as _, Dialect, On, PoolConn, Query, Row, Tx};
 
 /// The database a [`SqlStore`] runs on, with what only that database has.
 pub(crate) enum Backend {
@@ -107,32 +107,21 @@ impl SqlStore {
     async fn begin(&self) -> Result<Tx, sqlx::Error> {
         Ok(match &self.backend {
             Backend::Postgres { pool, .. } => Tx::Postgres(pool.begin().await?),
-            Backend::Sqlite { write, .. } => {
-                Tx::Sqlite(crate::store::sqlite::lend::WriteTx::begin(write.lend().await?).await?)
-            }
+            Backend::Sqlite { write, .. } => Tx::Sqlite(
+                crate::store::sqlite::lend::WriteTx::begin(write.lend().await?),
+            ),
         })
     }
 
     /// Begins a write transaction with `first` as its first statement; returns the transaction and
-    /// `first`'s rows (on failure, rolled back). On SQLite `BEGIN` and `first` go to the writer as one
-    /// command.
+    /// `first`'s rows (on failure, rolled back).
     async fn begin_with(&self, first: Query<'_>) -> Result<(Tx, Vec<Row>), sqlx::Error> {
-        let mut tx = match &self.backend {
-            Backend::Postgres { .. } => self.begin().await?,
-            Backend::Sqlite { write, .. } => Tx::Sqlite(
-                crate::store::sqlite::lend::WriteTx::begun_by_caller(write.lend().await?),
-            ),
-        };
-        let mut batch = Batch::default();
-        if matches!(tx, Tx::Sqlite(_)) {
-            batch.push(query("BEGIN"));
-        }
-        let at = batch.push(first);
-        match batch.run(&mut tx).await {
-            Ok(mut rows) => Ok((tx, rows.swap_remove(at))),
+        let mut tx = self.begin().await?;
+        match first.fetch_all(tx.conn()).await {
+            Ok(rows) => Ok((tx, rows)),
             Err(error) => {
                 if let Err(rollback) = tx.rollback().await {
-                    tracing::debug!(error = %rollback, "rollback after a failed first statement");
+                    tracing::warn!(error = %rollback, "rollback failed");
                 }
                 Err(error)
             }

@@ -144,36 +144,35 @@ impl Drop for Lent {
     }
 }
 
-/// A transaction on a lent connection. Dropped before it ended, it is rolled back when the connection
-/// is next lent.
+/// A transaction on a lent connection. Its `BEGIN` is not sent on its own: it leads the transaction's
+/// first command (see [`WriteTx::parts`]), one round trip fewer. Dropped before it ended, it is rolled
+/// back when the connection is next lent.
 pub(crate) struct WriteTx {
     lent: Lent,
+    /// `BEGIN` must lead the next command.
+    begin_pending: bool,
 }
 
 impl WriteTx {
-    /// Begins a transaction on `lent`.
-    pub(crate) async fn begin(mut lent: Lent) -> Result<Self, sqlx::Error> {
+    /// Begins a transaction on `lent` (nothing is sent yet).
+    pub(crate) fn begin(mut lent: Lent) -> Self {
         lent.held().in_transaction = true;
-        lent.run("BEGIN").await?;
-        Ok(Self { lent })
+        Self {
+            lent,
+            begin_pending: true,
+        }
     }
 
-    /// A transaction on `lent` whose `BEGIN` the caller sends itself, as the first statement of its first
-    /// command (one round trip fewer). Until [`WriteTx::ended_by_caller`] it counts as open: dropped, or
-    /// when `BEGIN` failed, it is rolled back when the connection is next lent.
-    pub(crate) fn begun_by_caller(mut lent: Lent) -> Self {
-        lent.held().in_transaction = true;
-        Self { lent }
-    }
-
-    /// The caller's own `COMMIT` (the last statement of its last command) succeeded.
-    pub(crate) fn ended_by_caller(mut self) {
-        self.lent.held().in_transaction = false;
-    }
-
-    /// The transaction's connection.
-    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
-        self.lent.conn()
+    /// The transaction's connection, and whether its next command must start with `BEGIN` (whoever
+    /// sends that command clears the flag).
+    pub(crate) fn parts(&mut self) -> (&mut SqliteConnection, &mut bool) {
+        let conn = &mut self
+            .lent
+            .held
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a lent connection is present until dropped"))
+            .conn;
+        (conn, &mut self.begin_pending)
     }
 
     /// Commits.
@@ -186,8 +185,15 @@ impl WriteTx {
         self.end("ROLLBACK").await
     }
 
+    /// The caller's own `COMMIT` (the last statement of its last command) succeeded.
+    pub(crate) fn ended_by_caller(mut self) {
+        self.lent.held().in_transaction = false;
+    }
+
     async fn end(mut self, sql: &'static str) -> Result<(), sqlx::Error> {
-        self.lent.run(sql).await?;
+        if !self.begin_pending {
+            self.lent.run(sql).await?;
+        }
         self.lent.held().in_transaction = false;
         Ok(())
     }
@@ -209,6 +215,15 @@ mod tests {
             .filename(dir.path().join("lend.sqlite3"))
             .create_if_missing(true)
             .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+    }
+
+    /// A transaction whose `BEGIN` was sent (the store sends it with its first statement).
+    async fn begun(set: &Arc<Connections>) -> WriteTx {
+        let mut tx = WriteTx::begin(set.lend().await.unwrap());
+        let (conn, pending) = tx.parts();
+        sqlx::query("BEGIN").execute(conn).await.unwrap();
+        *pending = false;
+        tx
     }
 
     async fn count(set: &Arc<Connections>) -> i64 {
@@ -261,25 +276,25 @@ mod tests {
             .unwrap();
         drop(lent);
 
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         sqlx::query("INSERT INTO t VALUES (1)")
-            .execute(tx.conn())
+            .execute(tx.parts().0)
             .await
             .unwrap();
         drop(tx);
         assert_eq!(count(&set).await, 0, "the dropped transaction left no row");
 
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         sqlx::query("INSERT INTO t VALUES (2)")
-            .execute(tx.conn())
+            .execute(tx.parts().0)
             .await
             .unwrap();
         tx.rollback().await.unwrap();
         assert_eq!(count(&set).await, 0);
 
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         sqlx::query("INSERT INTO t VALUES (3)")
-            .execute(tx.conn())
+            .execute(tx.parts().0)
             .await
             .unwrap();
         tx.commit().await.unwrap();
@@ -287,16 +302,16 @@ mod tests {
 
         // A transaction whose statement was cancelled mid-flight, then dropped: the next borrower can
         // begin a transaction of its own (none is left open) and sees only committed rows.
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         {
-            let insert = sqlx::query("INSERT INTO t VALUES (4)").execute(tx.conn());
+            let insert = sqlx::query("INSERT INTO t VALUES (4)").execute(tx.parts().0);
             futures::pin_mut!(insert);
             let _ = futures::poll!(insert);
         }
         drop(tx);
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         let rows: i64 = sqlx::query("SELECT count(*) FROM t")
-            .fetch_one(tx.conn())
+            .fetch_one(tx.parts().0)
             .await
             .unwrap()
             .get(0);
@@ -313,9 +328,9 @@ mod tests {
         let mut lent = set.lend().await.unwrap();
         lent.held().in_transaction = true;
         drop(lent);
-        let mut tx = WriteTx::begin(set.lend().await.unwrap()).await.unwrap();
+        let mut tx = begun(&set).await;
         sqlx::query("CREATE TABLE t (v INTEGER)")
-            .execute(tx.conn())
+            .execute(tx.parts().0)
             .await
             .unwrap();
         tx.commit().await.unwrap();

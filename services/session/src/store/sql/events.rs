@@ -36,10 +36,27 @@ pub(super) async fn append(
     at: DateTime<Utc>,
 ) -> StoreResult<(Vec<Event>, u64)> {
     let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-    let bump = conn
-        .conn()
-        .dialect()
-        .pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION);
+    let dialect = conn.conn().dialect();
+    if dialect == Dialect::Sqlite && !events.is_empty() {
+        // One command: the bump, then the events numbered from the bumped row.
+        let mut batch = Batch::default();
+        let bump = batch.push(bump_session(dialect, id, count, totals, at));
+        for (chunk, first_index) in events
+            .chunks(ROWS_PER_INSERT)
+            .zip((0..).step_by(ROWS_PER_INSERT))
+        {
+            batch.push(insert_events_after_bump(id, chunk, count - first_index, at));
+        }
+        let results = batch.run(conn).await?;
+        let last_seq: i64 = results
+            .get(bump)
+            .and_then(|rows| rows.first())
+            .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
+            .try_get(0)?;
+        let first = last_seq - count + 1;
+        return Ok((stored(id, events, first, at), api_u64(last_seq)));
+    }
+    let bump = dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION);
     let last_seq: i64 = query(bump)
         .bind(id)
         .bind(count)
@@ -125,6 +142,65 @@ pub(super) fn append_in<'q>(
         bump,
         last_seq: last_seq + count,
     }
+}
+
+/// The statement bumping session `id`'s sequence by `count` and adding `totals`; returns the new
+/// `last_seq`.
+fn bump_session<'q>(
+    dialect: Dialect,
+    id: Uuid,
+    count: i64,
+    totals: Totals,
+    at: DateTime<Utc>,
+) -> Query<'q> {
+    query(dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION))
+        .bind(id)
+        .bind(count)
+        .bind(totals.steps)
+        .bind(totals.cost)
+        .bind(totals.input_tokens)
+        .bind(totals.output_tokens)
+        .bind(at)
+}
+
+/// A multi-row insert of `events` run right after the bump of session `id` (SQLite): each takes its
+/// number from the bumped `last_seq`, the first `last_seq - back + 1`, the next one more (the newest
+/// event's `back` is 1). Inserts nothing when the session is missing.
+fn insert_events_after_bump<'q>(
+    id: Uuid,
+    events: &'q [NewEvent],
+    back: i64,
+    at: DateTime<Utc>,
+) -> Query<'q> {
+    use std::fmt::Write as _;
+    let mut sql = String::from(
+        "INSERT INTO events (session_id, seq, kind, payload, step, round, created_at) \
+         SELECT s.id, s.last_seq - v.column1 + 1, v.column2, v.column3, v.column4, v.column5, $2 \
+         FROM sessions s, (VALUES ",
+    );
+    for row in 0..events.len() {
+        let n = 3 + row * 5;
+        let _ = write!(
+            sql,
+            "{}(${n}, ${}, ${}, ${}, ${})",
+            if row == 0 { "" } else { ", " },
+            n + 1,
+            n + 2,
+            n + 3,
+            n + 4
+        );
+    }
+    sql.push_str(") v WHERE s.id = $1");
+    let mut insert = Query::owned(sql).bind(id).bind(at);
+    for (event, back) in events.iter().zip((0..=back).rev()) {
+        insert = insert
+            .bind(back)
+            .bind(event.kind.db())
+            .bind(SqlJson(&event.payload))
+            .bind(db_int(event.step))
+            .bind(i64::from(event.round));
+    }
+    insert
 }
 
 /// One multi-row insert of `events`, numbered from `first`.

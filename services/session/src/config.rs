@@ -55,6 +55,13 @@ pub struct Config {
     #[arg(long, env = "UFO_SESSION_AUTH_TOKEN")]
     pub auth_token: Option<String>,
 
+    /// Threads of the service's async runtime. Default: 1 with the embedded SQLite store (its single
+    /// writer is the bound, and one thread spends ~15 % less CPU on the same work: docs/benchmark.md,
+    /// 2026-12-01), one per core with Postgres.
+    #[arg(long, env = "UFO_SESSION_RUNTIME_THREADS",
+        value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub runtime_threads: Option<u16>,
+
     /// Maximum database connections (Postgres pool; SQLite read pool).
     #[arg(long, env = "UFO_SESSION_POOL_SIZE", default_value_t = 16,
         value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -327,6 +334,7 @@ impl std::fmt::Debug for Config {
                 "auth_token",
                 &self.auth_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("runtime_threads", &self.runtime_threads())
             .field("pool_size", &self.pool_size)
             .field("max_page_size", &self.max_page_size)
             .field("lease_default_ms", &self.lease_default_ms)
@@ -339,6 +347,16 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
+    /// The async runtime's thread count: `--runtime-threads`, else 1 on SQLite and one per core on
+    /// Postgres.
+    pub fn runtime_threads(&self) -> usize {
+        match (self.runtime_threads, &self.database_url) {
+            (Some(n), _) => usize::from(n),
+            (None, None) => 1,
+            (None, Some(_)) => std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+
     /// Every flag at its default (or its `UFO_SESSION_*` environment value): a base for tests and embedding.
     pub fn defaults() -> Self {
         Self::parse_from(["ufo-session"])

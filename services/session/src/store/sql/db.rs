@@ -20,7 +20,7 @@ use sqlx::{
     Type,
 };
 
-use crate::store::sqlite::lend::{Connections, Lent, WriteTx};
+use crate::store::sqlite::lend::{Begin, Connections, Lent, WriteTx};
 use uuid::Uuid;
 
 /// Which database a connection talks to: picks the statements that differ.
@@ -153,7 +153,7 @@ pub(crate) enum On<'e> {
 /// to be sent: the command then starts with it (see [`WriteTx`]).
 pub(crate) struct SqliteConn<'c> {
     conn: &'c mut SqliteConnection,
-    begin: Option<&'c mut bool>,
+    begin: Option<&'c mut Begin>,
 }
 
 impl<'c> SqliteConn<'c> {
@@ -164,7 +164,7 @@ impl<'c> SqliteConn<'c> {
 
     /// Whether this command must start with `BEGIN`.
     fn leads(&self) -> bool {
-        self.begin.as_deref().copied().unwrap_or(false)
+        self.begin.as_deref().is_some_and(|b| *b != Begin::Ran)
     }
 
     fn reborrow(&mut self) -> SqliteConn<'_> {
@@ -251,13 +251,16 @@ async fn run_sqlite(
         let command = values
             .into_iter()
             .fold(sqlx::query(&sql), |q, v| v.bind_sqlite(q));
+        if let (true, Some(begin)) = (lead, c.begin.as_deref_mut()) {
+            *begin = Begin::Sent;
+        }
         let mut stream = sqlx::Executor::fetch_many(&mut *c.conn, command);
         // `BEGIN`'s own result comes first; the worker ran it once anything came back.
         let mut skip = lead;
         let mut rows = Vec::new();
         while let Some(result) = futures::TryStreamExt::try_next(&mut stream).await? {
-            if let Some(begin) = c.begin.as_deref_mut() {
-                *begin = false;
+            if let (true, Some(begin)) = (skip, c.begin.as_deref_mut()) {
+                *begin = Begin::Ran;
             }
             match result {
                 sqlx::Either::Right(row) => rows.push(row),
@@ -728,6 +731,44 @@ mod tests {
         assert_eq!(ids(&set).await.len(), 20_000);
     }
 
+    fn two_rows() -> Query<'static> {
+        query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4)")
+            .bind(1_i64)
+            .bind("a")
+            .bind(2_i64)
+            .bind("b")
+    }
+
+    /// A transaction that sent nothing ends without a command; one whose first command was sent but
+    /// never answered (its caller gone: the worker runs the `BEGIN`, finds no one listening and stops) is
+    /// still ended, so the connection's next transaction begins cleanly.
+    #[tokio::test]
+    async fn begin_unsent_or_unanswered() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        tx.commit().await.unwrap();
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        tx.rollback().await.unwrap();
+
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        {
+            let insert = two_rows().execute(tx.conn());
+            futures::pin_mut!(insert);
+            let _ = futures::poll!(insert);
+        }
+        tx.rollback().await.unwrap();
+        assert!(
+            ids(&set).await.is_empty(),
+            "nothing of the unanswered command is kept"
+        );
+        let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        two_rows().execute(tx.conn()).await.unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(ids(&set).await, [1, 2]);
+        assert_eq!(set.idle(), 1);
+    }
+
     /// A transaction's `BEGIN` rides in its first command, whatever sends it: undone on rollback, and a
     /// statement's changed-row count is its own (not `BEGIN`'s, which SQLite reports as the last one's).
     #[tokio::test]
@@ -735,14 +776,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let set = table(&dir).await;
         let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
-        let changed = query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4)")
-            .bind(1_i64)
-            .bind("a")
-            .bind(2_i64)
-            .bind("b")
-            .execute(tx.conn())
-            .await
-            .unwrap();
+        let changed = two_rows().execute(tx.conn()).await.unwrap();
         assert_eq!(changed, 2);
         tx.rollback().await.unwrap();
         assert!(
@@ -751,14 +785,7 @@ mod tests {
         );
 
         let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
-        query("INSERT INTO t (id, v) VALUES ($1, $2), ($3, $4)")
-            .bind(1_i64)
-            .bind("a")
-            .bind(2_i64)
-            .bind("b")
-            .execute(tx.conn())
-            .await
-            .unwrap();
+        two_rows().execute(tx.conn()).await.unwrap();
         tx.commit().await.unwrap();
         let mut tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
         let changed = query("UPDATE t SET v = v WHERE id = $1")

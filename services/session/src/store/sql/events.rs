@@ -56,15 +56,7 @@ pub(super) async fn append(
         let first = last_seq - count + 1;
         return Ok((stored(id, events, first, at), api_u64(last_seq)));
     }
-    let bump = dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION);
-    let last_seq: i64 = query(bump)
-        .bind(id)
-        .bind(count)
-        .bind(totals.steps)
-        .bind(totals.cost)
-        .bind(totals.input_tokens)
-        .bind(totals.output_tokens)
-        .bind(at)
+    let last_seq: i64 = bump_session(dialect, id, count, totals, at)
         .fetch_optional(conn.conn())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
@@ -122,16 +114,7 @@ pub(super) fn append_in<'q>(
     last_seq: i64,
 ) -> Appended {
     let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-    let bump = batch.push(
-        query(dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION))
-            .bind(id)
-            .bind(count)
-            .bind(totals.steps)
-            .bind(totals.cost)
-            .bind(totals.input_tokens)
-            .bind(totals.output_tokens)
-            .bind(at),
-    );
+    let bump = batch.push(bump_session(dialect, id, count, totals, at));
     for (chunk, chunk_first) in events
         .chunks(ROWS_PER_INSERT)
         .zip((last_seq + 1..).step_by(ROWS_PER_INSERT))

@@ -49,10 +49,14 @@ impl Connections {
     /// Lends a connection: an idle one, or a new one while fewer than `size` are open. Waits for a
     /// returned one otherwise, at most [`WAIT`].
     pub(crate) async fn lend(self: &Arc<Self>) -> Result<Lent, sqlx::Error> {
-        let permit = tokio::time::timeout(WAIT, Arc::clone(&self.permits).acquire_owned())
-            .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)?
-            .map_err(|_| sqlx::Error::PoolClosed)?;
+        // A free connection is lent without arming the timer.
+        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => tokio::time::timeout(WAIT, Arc::clone(&self.permits).acquire_owned())
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)?
+                .map_err(|_| sqlx::Error::PoolClosed)?,
+        };
         let idle = self
             .idle
             .lock()
@@ -85,7 +89,7 @@ impl Connections {
 
     /// How many connections are open and idle (tests).
     #[cfg(test)]
-    fn idle(&self) -> usize {
+    pub(crate) fn idle(&self) -> usize {
         self.idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -144,13 +148,23 @@ impl Drop for Lent {
     }
 }
 
+/// Where a transaction's `BEGIN` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Begin {
+    /// Not sent yet: it leads the transaction's next command.
+    Pending,
+    /// Sent at the head of a command that has not answered (or failed before it did): it may have run.
+    Sent,
+    /// Ran: its command's first result came back.
+    Ran,
+}
+
 /// A transaction on a lent connection. Its `BEGIN` is not sent on its own: it leads the transaction's
 /// first command (see [`WriteTx::parts`]), one round trip fewer. Dropped before it ended, it is rolled
 /// back when the connection is next lent.
 pub(crate) struct WriteTx {
     lent: Lent,
-    /// `BEGIN` must lead the next command.
-    begin_pending: bool,
+    begin: Begin,
 }
 
 impl WriteTx {
@@ -159,20 +173,20 @@ impl WriteTx {
         lent.held().in_transaction = true;
         Self {
             lent,
-            begin_pending: true,
+            begin: Begin::Pending,
         }
     }
 
-    /// The transaction's connection, and whether its next command must start with `BEGIN` (whoever
-    /// sends that command clears the flag).
-    pub(crate) fn parts(&mut self) -> (&mut SqliteConnection, &mut bool) {
+    /// The transaction's connection, and where its `BEGIN` is (whoever sends a command while it is not
+    /// [`Begin::Ran`] puts it at the head and moves it on).
+    pub(crate) fn parts(&mut self) -> (&mut SqliteConnection, &mut Begin) {
         let conn = &mut self
             .lent
             .held
             .as_mut()
             .unwrap_or_else(|| unreachable!("a lent connection is present until dropped"))
             .conn;
-        (conn, &mut self.begin_pending)
+        (conn, &mut self.begin)
     }
 
     /// Commits.
@@ -190,8 +204,10 @@ impl WriteTx {
         self.lent.held().in_transaction = false;
     }
 
+    /// Nothing to end when nothing was sent; otherwise `sql` (its failure leaves the connection marked
+    /// "maybe in a transaction", rolled back when next lent).
     async fn end(mut self, sql: &'static str) -> Result<(), sqlx::Error> {
-        if !self.begin_pending {
+        if self.begin != Begin::Pending {
             self.lent.run(sql).await?;
         }
         self.lent.held().in_transaction = false;
@@ -222,7 +238,7 @@ mod tests {
         let mut tx = WriteTx::begin(set.lend().await.unwrap());
         let (conn, pending) = tx.parts();
         sqlx::query("BEGIN").execute(conn).await.unwrap();
-        *pending = false;
+        *pending = Begin::Ran;
         tx
     }
 

@@ -77,9 +77,10 @@ impl StepWrite<'_> {
     }
 }
 
-/// Writes a checked step statement by statement: step row, memory item, blackboard entries, round count,
-/// events and totals. Returns the newest sequence number and the blackboard entries as stored. (SQLite's
-/// path; Postgres does the same in its stored function, see `postgres::record_step`.)
+/// Adds to `batch` the statements writing a checked step: step row, memory item, blackboard entries,
+/// round count, `events` (numbered after `last_seq`) and totals. Returns the indexes of the blackboard
+/// inserts (each returns its entry as stored) and the append's place. (SQLite's path; Postgres does the
+/// same in its stored function, see `postgres::record_step`.)
 fn step_statements<'q>(
     batch: &mut Batch<'q>,
     w: &'q StepWrite<'q>,

@@ -697,6 +697,28 @@ mod tests {
         assert!(ids(&set).await.is_empty());
     }
 
+    /// Values a caller controls are bound, never spliced into the batch's text: placeholders, quotes,
+    /// semicolons and NUL in them come back verbatim, and the statements after them still run.
+    #[tokio::test]
+    async fn hostile_values_stay_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = table(&dir).await;
+        let hostile = ["$1", "'; DROP TABLE t; --", "\"$2\"; COMMIT; BEGIN", "a\0b"];
+        let tx = Tx::Sqlite(WriteTx::begin(set.lend().await.unwrap()));
+        let mut batch = Batch::default();
+        for (id, v) in (1_i64..).zip(hostile) {
+            batch.push(
+                query("INSERT INTO t (id, v) VALUES ($1, $2) RETURNING v")
+                    .bind(id)
+                    .bind(v),
+            );
+        }
+        let rows = tx.commit_with(batch).await.unwrap();
+        let back: Vec<String> = rows.iter().map(|r| r[0].try_get(0).unwrap()).collect();
+        assert_eq!(back, hostile);
+        assert_eq!(ids(&set).await, [1, 2, 3, 4]);
+    }
+
     /// More values than one SQLite statement may number go in several commands, all in order.
     #[tokio::test]
     async fn a_batch_beyond_sqlites_parameter_limit_runs_in_several_commands() {

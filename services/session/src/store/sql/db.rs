@@ -242,7 +242,11 @@ async fn run_sqlite(
             if count > 0 && values.len() + next.values.len() > SQLITE_MAX_VALUES {
                 break;
             }
-            renumber(&next.sql, values.len(), &mut sql);
+            if values.is_empty() {
+                sql.push_str(&next.sql);
+            } else {
+                renumber(&next.sql, values.len(), &mut sql);
+            }
             sql.push_str(";\n");
             values.extend(next.values.iter());
             count += 1;
@@ -515,6 +519,14 @@ impl Tx {
             Tx::Sqlite(tx) => tx.rollback().await,
         }
     }
+
+    /// Rolls back after a failure, before its error goes up (so the locks are released first); a
+    /// rollback that fails too is logged, and the connection is rolled back when next used.
+    pub(crate) async fn abandon(self) {
+        if let Err(e) = self.rollback().await {
+            tracing::warn!(error = %e, "rollback failed");
+        }
+    }
 }
 
 impl Tx {
@@ -538,9 +550,7 @@ impl Tx {
                 }
             },
             Err(error) => {
-                if let Err(rollback) = self.rollback().await {
-                    tracing::warn!(error = %rollback, "rollback failed");
-                }
+                self.abandon().await;
                 Err(error)
             }
         }

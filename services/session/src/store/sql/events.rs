@@ -48,11 +48,7 @@ pub(super) async fn append(
             batch.push(insert_events_after_bump(id, chunk, count - first_index, at));
         }
         let results = batch.run(conn).await?;
-        let last_seq: i64 = results
-            .get(bump)
-            .and_then(|rows| rows.first())
-            .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
-            .try_get(0)?;
+        let last_seq = bumped(id, &results, bump)?;
         let first = last_seq - count + 1;
         return Ok((stored(id, events, first, at), api_u64(last_seq)));
     }
@@ -76,6 +72,15 @@ pub(super) async fn append(
     Ok((stored(id, events, first, at), api_u64(last_seq)))
 }
 
+/// The `last_seq` the sequence bump at `bump` in a batch's `results` returned; none: no such session.
+fn bumped(id: Uuid, results: &[Vec<Row>], bump: usize) -> StoreResult<i64> {
+    Ok(results
+        .get(bump)
+        .and_then(|rows| rows.first())
+        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
+        .try_get(0)?)
+}
+
 /// Where a batched append's sequence bump is in its [`Batch`], and what it must return.
 pub(super) struct Appended {
     bump: usize,
@@ -86,11 +91,7 @@ impl Appended {
     /// The session's newest sequence number after the batch ran; the bump returning another one (which the
     /// caller's writer lock rules out) is an error, and so is a missing session.
     pub(super) fn last_seq(&self, id: Uuid, results: &[Vec<Row>]) -> StoreResult<i64> {
-        let bumped: i64 = results
-            .get(self.bump)
-            .and_then(|rows| rows.first())
-            .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?
-            .try_get(0)?;
+        let bumped = bumped(id, results, self.bump)?;
         if bumped != self.last_seq {
             return Err(StoreError::Corrupt(format!(
                 "session {id}: sequence {bumped} after an append, {} expected",
@@ -340,9 +341,7 @@ impl SqlStore {
         let (last_seq, woken) = match checked {
             Ok(checked) => checked,
             Err(e) => {
-                if let Err(rollback) = tx.rollback().await {
-                    tracing::warn!(error = %rollback, "rollback failed");
-                }
+                tx.abandon().await;
                 return Err(e);
             }
         };

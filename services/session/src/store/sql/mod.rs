@@ -120,9 +120,7 @@ impl SqlStore {
         match first.fetch_all(tx.conn()).await {
             Ok(rows) => Ok((tx, rows)),
             Err(error) => {
-                if let Err(rollback) = tx.rollback().await {
-                    tracing::warn!(error = %rollback, "rollback failed");
-                }
+                tx.abandon().await;
                 Err(error)
             }
         }
@@ -147,9 +145,7 @@ async fn settle<T>(tx: Tx, outcome: StoreResult<T>) -> StoreResult<T> {
             Ok(value)
         }
         Err(error) => {
-            if let Err(rollback) = tx.rollback().await {
-                tracing::warn!(error = %rollback, "rollback failed; the connection is discarded");
-            }
+            tx.abandon().await;
             Err(error)
         }
     }

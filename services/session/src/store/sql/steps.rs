@@ -237,9 +237,7 @@ impl SqlStore {
             Some(Ok(Some(last_seq))) => last_seq,
             outcome => {
                 // Nothing was written: a duplicate, a refusal, or no such session.
-                if let Err(e) = tx.rollback().await {
-                    tracing::warn!(error = %e, "rollback failed");
-                }
+                tx.abandon().await;
                 return match outcome {
                     Some(Ok(_)) => Ok(Recorded::Duplicate),
                     Some(Err(e)) => Err(e),

@@ -4,6 +4,13 @@
 //! Level 2 (zlib-rs) is the default because a screenshot is stored with every step and may cross a
 //! network: a 1280×800 gtk3-widget-factory window is 100 KB instead of fdeflate's 162 KB, for about
 //! 1.8× the encoding time (4.4 vs 2.5 ms; docs/blob-store.md, "Screenshot encoding").
+//!
+//! A zlib level filters every row with `Up` (the row above subtracted), not the adaptive choice among
+//! all five filters: on a 1920×1080 gtk3-widget-factory desktop at level 2, 112 instead of 108 KiB
+//! (+4 %), encoded in 0.6–0.7× the time and *decoded by the agent* in 0.5× (4.8 vs 9.9 ms), because
+//! undoing `Up` is one vector add per row while `Paeth`, which the adaptive choice picks for most rows,
+//! is a serial predictor per byte (docs/benchmark.md, "PNG row filter"). fdeflate's fast output keeps
+//! the adaptive choice: without it, its simple compressor makes `Up` rows 2.5× larger.
 
 use image::ImageEncoder;
 use image::codecs::jpeg::JpegEncoder;
@@ -84,6 +91,14 @@ impl Format {
 #[error("cannot encode the screenshot")]
 pub struct EncodeError(#[from] image::ImageError);
 
+/// The row filter used with `compression` (see the module's doc).
+fn filter(compression: CompressionType) -> FilterType {
+    match compression {
+        CompressionType::Fast => FilterType::Adaptive,
+        _ => FilterType::Up,
+    }
+}
+
 /// Encodes `capture` as `format`.
 pub fn encode(capture: &Capture, format: Format) -> Result<Vec<u8>, EncodeError> {
     // PNG output is about a tenth of the raw size or less; reserve that to avoid regrowth.
@@ -94,7 +109,7 @@ pub fn encode(capture: &Capture, format: Format) -> Result<Vec<u8>, EncodeError>
                 PngCompression::Fast => CompressionType::Fast,
                 PngCompression::Level(level) => CompressionType::Level(level.clamp(1, 9)),
             };
-            PngEncoder::new_with_quality(&mut out, compression, FilterType::Adaptive).write_image(
+            PngEncoder::new_with_quality(&mut out, compression, filter(compression)).write_image(
                 &capture.rgb,
                 capture.width,
                 capture.height,
@@ -150,5 +165,59 @@ mod tests {
         let jpg = encode(&cap, Format::Jpeg(80)).unwrap();
         let img = image::load_from_memory(&jpg).unwrap();
         assert_eq!((img.width(), img.height()), (w, h));
+    }
+
+    /// The filter-type byte that starts each row of `png`'s image data (8-bit RGB, not interlaced).
+    fn row_filters(png: &[u8], width: usize) -> Vec<u8> {
+        use std::io::Read as _;
+        let mut idat = Vec::new();
+        let mut at = 8;
+        while at + 8 <= png.len() {
+            let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+            if &png[at + 4..at + 8] == b"IDAT" {
+                idat.extend_from_slice(&png[at + 8..at + 8 + len]);
+            }
+            at += 12 + len;
+        }
+        let mut raw = Vec::new();
+        flate2::read::ZlibDecoder::new(&idat[..])
+            .read_to_end(&mut raw)
+            .unwrap();
+        raw.chunks(1 + width * 3).map(|row| row[0]).collect()
+    }
+
+    #[test]
+    fn zlib_levels_filter_rows_with_up_and_fast_adapts() {
+        // A screen-like image: flat panels, a gradient, and noisy "text" rows.
+        let (w, h) = (96u32, 48u32);
+        let rgb: Vec<u8> = (0..w * h)
+            .flat_map(|i| {
+                let (x, y) = (i % w, i / w);
+                let v = if y % 12 < 3 {
+                    ((x * 37 + y * 11) % 256) as u8
+                } else {
+                    (x * 2) as u8
+                };
+                [v, v / 2, 200]
+            })
+            .collect();
+        let cap = Capture {
+            width: w,
+            height: h,
+            rgb,
+            origin: Point { x: 0, y: 0 },
+        };
+        for level in [1, 2, 9] {
+            let png = encode(&cap, Format::Png(PngCompression::Level(level))).unwrap();
+            let filters = row_filters(&png, w as usize);
+            assert_eq!(filters.len(), h as usize);
+            assert!(
+                filters.iter().all(|f| *f == 2),
+                "level {level}: {filters:?}"
+            );
+        }
+        let fast = encode(&cap, Format::Png(PngCompression::Fast)).unwrap();
+        let filters = row_filters(&fast, w as usize);
+        assert!(filters.iter().any(|f| *f != 2), "fast: {filters:?}");
     }
 }

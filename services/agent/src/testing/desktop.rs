@@ -5,7 +5,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use image::{Rgba, RgbaImage};
+use image::{Rgb, RgbImage};
 use serde_json::{Value, json};
 
 use crate::agents::target::Rect;
@@ -98,17 +98,33 @@ fn cached_png(s: &mut State, w: u32, h: u32, origin: (i32, i32)) -> Screenshot {
         .clone()
 }
 
+/// A plain `w`×`h` screenshot encoded as the executor encodes one by default (`ufo_executor::encode`:
+/// 8-bit RGB, `Up` rows, zlib level 2), so what the agent decodes here costs what a real capture does.
 fn png(w: u32, h: u32, origin: (i32, i32)) -> Screenshot {
-    let img = RgbaImage::from_pixel(w.max(1), h.max(1), Rgba([235, 235, 235, 255]));
-    Screenshot::from_rgba(&img, origin.0, origin.1).unwrap_or(Screenshot {
+    use image::ImageEncoder as _;
+    use image::codecs::png::{CompressionType, FilterType, PngEncoder};
+    let (w, h) = (w.max(1), h.max(1));
+    let img = RgbImage::from_pixel(w, h, Rgb([235, 235, 235]));
+    let mut bytes = Vec::new();
+    let (width, height) =
+        match PngEncoder::new_with_quality(&mut bytes, CompressionType::Level(2), FilterType::Up)
+            .write_image(img.as_raw(), w, h, image::ExtendedColorType::Rgb8)
+        {
+            Ok(()) => (w, h),
+            Err(_) => {
+                bytes.clear();
+                (0, 0)
+            }
+        };
+    Screenshot {
         mime: "image/png".into(),
-        bytes: bytes::Bytes::new(),
-        width: 0,
-        height: 0,
-        origin_x: 0,
-        origin_y: 0,
+        bytes: bytes.into(),
+        width,
+        height,
+        origin_x: origin.0,
+        origin_y: origin.1,
         scale: 1.0,
-    })
+    }
 }
 
 fn window_json(w: &FakeWindow) -> Value {

@@ -17,7 +17,7 @@ use tracing::instrument;
 use ufo_proto::v1::{Desktop, DesktopChange, DesktopState};
 use uuid::Uuid;
 
-use super::db::{AsConn, On, Tx, query};
+use super::db::{AsConn, On, Query, Tx, query};
 use super::{SqlStore, now, rows};
 use crate::store::{DesktopCheckIn, DesktopWant, NewDesktop, StoreError, StoreResult};
 
@@ -87,12 +87,16 @@ pub(super) fn desktop(row: &rows::Row) -> StoreResult<Desktop> {
 
 /// Desktop `name`, read inside the caller's transaction (it exists: the caller checked it out).
 pub(super) async fn desktop_in(conn: &mut impl AsConn, name: &str) -> StoreResult<Desktop> {
-    let row = query("SELECT * FROM desktops WHERE name = $1")
-        .bind(name)
+    let row = desktop_query(name)
         .fetch_optional(conn.conn())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("desktop {name}")))?;
     desktop(&row)
+}
+
+/// The statement reading desktop `name` as [`desktop`] parses it.
+pub(super) fn desktop_query(name: &str) -> Query<'_> {
+    query("SELECT * FROM desktops WHERE name = $1").bind(name)
 }
 
 /// A desktop that may be checked out, as [`AVAILABLE_DESKTOPS`] lists it.

@@ -14,12 +14,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 use tracing::instrument;
-use ufo_proto::v1::{Desktop, EventKind, Lease, ParkReason, Round, RoundStatus, TaskStart};
+use ufo_proto::v1::{Desktop, EventKind, Lease, ParkReason, Round, TaskStart};
 use uuid::Uuid;
 
-use super::db::{AsConn as _, query};
-use super::events::{Totals, append, lock_session};
-use super::sessions::session_in;
+use super::db::{AsConn as _, Batch, query};
+use super::events::{Totals, append, append_in, lock_session};
+use super::sessions::session_query;
 use super::{SqlStore, db_int, desktops, now, rows, settle};
 use crate::store::{Claim, DbEnum as _, NewEvent, ParkTask, StoreError, StoreResult};
 use crate::store::{postgres, sqlite};
@@ -28,70 +28,89 @@ pub(super) fn expiry(at: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     at + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX)
 }
 
-/// What the runner of session `id`, claimed in `tx` now, needs to start it ([`TaskStart`]): its rounds,
-/// the first open one begun when it was pending (the ROUND_STARTED event to append after the claim's
-/// own, as `BeginRound` appends it), and whether nothing it would read back is recorded yet.
-async fn task_start(
-    tx: &mut super::db::Tx,
-    id: Uuid,
-    at: DateTime<Utc>,
-) -> StoreResult<(TaskStart, Option<NewEvent>)> {
-    // Everything a runner's start reads back: steps, memory, the board, and in the event log the
-    // releases (counted against --max-releases) and intents (a dead runner's actions to settle).
-    let recorded: bool = query(
-        "SELECT (EXISTS (SELECT 1 FROM steps WHERE session_id = $1) \
-         OR EXISTS (SELECT 1 FROM memory_items WHERE session_id = $1) \
-         OR EXISTS (SELECT 1 FROM blackboard WHERE session_id = $1) \
-         OR EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND kind IN ($2, $3))) AS recorded",
-    )
-    .bind(id)
-    .bind(EventKind::TaskReleased.db())
-    .bind(EventKind::StepStarted.db())
-    .fetch_one(tx.conn())
-    .await?
-    .try_get("recorded")?;
-    tracing::Span::current().record("fresh", !recorded);
-    let mut rounds = query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number")
-        .bind(id)
-        .fetch_all(tx.conn())
-        .await?
-        .iter()
-        .map(rows::round)
-        .collect::<StoreResult<Vec<Round>>>()?;
-    let open = rounds.iter_mut().find(|r| {
-        matches!(
-            RoundStatus::try_from(r.status),
-            Ok(RoundStatus::Pending | RoundStatus::Running)
-        )
-    });
-    let mut begun = None;
-    if let Some(round) = open
-        && round.status == RoundStatus::Pending as i32
-    {
-        query(
-            "UPDATE rounds SET status = 'running', started_at = $3 WHERE session_id = $1 AND number = $2",
-        )
-        .bind(id)
-        .bind(i64::from(round.number))
-        .bind(at)
-        .execute(tx.conn())
-        .await?;
-        round.status = RoundStatus::Running as i32;
-        round.started_at = Some(rows::ts(at));
-        begun = Some(NewEvent {
-            kind: EventKind::RoundStarted,
-            payload: json!({ "request": round.request }),
-            step: 0,
-            round: round.number,
-        });
-    }
-    Ok((
-        TaskStart {
+/// The statements of a claim after its choice, as [`SqlStore::claim_in`] adds them to its first batch:
+/// what the runner of session `id` needs to start it ([`TaskStart`]): whether nothing it would read back
+/// is recorded yet, the first open round begun when it was pending, and the rounds after that.
+struct StartQueries {
+    recorded: usize,
+    begun: usize,
+    rounds: usize,
+}
+
+impl StartQueries {
+    fn push<'q>(batch: &mut Batch<'q>, id: Uuid, at: DateTime<Utc>) -> Self {
+        // Everything a runner's start reads back: steps, memory, the board, and in the event log the
+        // releases (counted against --max-releases) and intents (a dead runner's actions to settle).
+        let recorded = batch.push(
+            query(
+                "SELECT (EXISTS (SELECT 1 FROM steps WHERE session_id = $1) \
+                 OR EXISTS (SELECT 1 FROM memory_items WHERE session_id = $1) \
+                 OR EXISTS (SELECT 1 FROM blackboard WHERE session_id = $1) \
+                 OR EXISTS (SELECT 1 FROM events WHERE session_id = $1 AND kind IN ($2, $3))) AS recorded",
+            )
+            .bind(id)
+            .bind(EventKind::TaskReleased.db())
+            .bind(EventKind::StepStarted.db()),
+        );
+        // The first open round (pending or running) is begun when it is pending.
+        let begun = batch.push(
+            query(
+                "UPDATE rounds SET status = 'running', started_at = $2 \
+                 WHERE session_id = $1 AND status = 'pending' AND number = (SELECT MIN(number) \
+                 FROM rounds WHERE session_id = $1 AND status IN ('pending', 'running')) RETURNING number",
+            )
+            .bind(id)
+            .bind(at),
+        );
+        let rounds = batch
+            .push(query("SELECT * FROM rounds WHERE session_id = $1 ORDER BY number").bind(id));
+        Self {
+            recorded,
+            begun,
             rounds,
-            fresh: !recorded,
-        },
-        begun,
-    ))
+        }
+    }
+
+    /// The [`TaskStart`] from the batch's `results`, and the ROUND_STARTED event to append after the
+    /// claim's own (as `BeginRound` appends it) when a round was begun.
+    fn read(&self, results: &[Vec<rows::Row>]) -> StoreResult<(TaskStart, Option<NewEvent>)> {
+        let one = |at: usize| {
+            results
+                .get(at)
+                .ok_or_else(|| StoreError::Corrupt(format!("the claim's batch has no result {at}")))
+        };
+        let recorded: bool = one(self.recorded)?
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("the claim's start read no row".into()))?
+            .try_get("recorded")?;
+        tracing::Span::current().record("fresh", !recorded);
+        let begun = match one(self.begun)?.first() {
+            Some(row) => Some(
+                u32::try_from(row.try_get::<i64, _>("number")?)
+                    .map_err(|_| StoreError::Corrupt("a round number out of range".into()))?,
+            ),
+            None => None,
+        };
+        let rounds = one(self.rounds)?
+            .iter()
+            .map(rows::round)
+            .collect::<StoreResult<Vec<Round>>>()?;
+        let event = begun
+            .and_then(|number| rounds.iter().find(|r| r.number == number))
+            .map(|round| NewEvent {
+                kind: EventKind::RoundStarted,
+                payload: json!({ "request": round.request }),
+                step: 0,
+                round: round.number,
+            });
+        Ok((
+            TaskStart {
+                rounds,
+                fresh: !recorded,
+            },
+            event,
+        ))
+    }
 }
 
 /// What [`SqlStore::claim_postgres`] gives back: the checked-in desktop (with a check-in), and the
@@ -103,6 +122,8 @@ struct Candidate {
     id: Uuid,
     /// The worker whose lease lapsed, if any.
     lease_owner: Option<String>,
+    /// Its newest event's sequence number.
+    last_seq: i64,
     /// Its `desktop_want` (stored JSON).
     want: Option<String>,
     /// The desktop it held last.
@@ -116,6 +137,7 @@ impl Candidate {
         Ok(Self {
             id: row.try_get("id")?,
             lease_owner: row.try_get("lease_owner")?,
+            last_seq: row.try_get("last_seq")?,
             want: row.try_get("desktop_want")?,
             last: row.try_get("desktop")?,
             waiting: row.try_get("waiting_for_desktop")?,
@@ -316,37 +338,64 @@ impl SqlStore {
             let id = candidate.id;
             let previous = candidate.lease_owner;
             tracing::Span::current().record("session", tracing::field::display(id));
-            query(
-                "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
-             parked_for = NULL, parked_until = NULL, waiting_for_desktop = FALSE, \
-             desktop = COALESCE($5, desktop), \
-             status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
-            )
-            .bind(id)
-            .bind(&worker)
-            .bind(until)
-            .bind(at)
-            .bind(desktop.clone())
-            .execute(tx.conn())
-            .await?;
+            // Two commands from here: the claim with its start's reads, then the events and the rows
+            // the claim returns.
+            let mut batch = Batch::default();
+            batch.push(
+                query(
+                    "UPDATE sessions SET lease_owner = $2, lease_expires_at = $3, updated_at = $4, \
+                 parked_for = NULL, parked_until = NULL, waiting_for_desktop = FALSE, \
+                 desktop = COALESCE($5, desktop), \
+                 status = CASE WHEN status = 'queued' THEN 'running' ELSE status END WHERE id = $1",
+                )
+                .bind(id)
+                .bind(&worker)
+                .bind(until)
+                .bind(at)
+                .bind(desktop.clone()),
+            );
+            let starting = start.then(|| StartQueries::push(&mut batch, id, at));
+            let results = batch.run(tx).await?;
             let mut events = vec![NewEvent {
                 kind: EventKind::TaskClaimed,
                 payload: json!({ "worker": worker, "previous_owner": previous, "desktop": desktop }),
                 step: 0,
                 round: 0,
             }];
-            let start = if start {
-                let (start, begun) = task_start(tx, id, at).await?;
-                events.extend(begun);
-                Some(start)
-            } else {
-                None
-            };
-            let (_, last_seq) = append(tx, id, &events, Totals::default(), at).await?;
-            let session = session_in(tx, id).await?;
-            let desktop = match desktop {
-                Some(name) => Some(desktops::desktop_in(tx, &name).await?),
+            let start = match starting {
+                Some(queries) => {
+                    let (start, begun) = queries.read(&results)?;
+                    events.extend(begun);
+                    Some(start)
+                }
                 None => None,
+            };
+            let mut batch = Batch::default();
+            let appended = append_in(
+                &mut batch,
+                super::db::Dialect::Sqlite,
+                id,
+                &events,
+                Totals::default(),
+                at,
+                candidate.last_seq,
+            );
+            let session_at = batch.push(session_query(id));
+            let desktop_at = desktop.as_deref().map(|name| batch.push(desktops::desktop_query(name)));
+            let results = batch.run(tx).await?;
+            let last_seq = super::api_u64(appended.last_seq(id, &results)?);
+            let row = |at: usize, what: &str| {
+                results
+                    .get(at)
+                    .and_then(|rows| rows.first())
+                    .ok_or_else(|| StoreError::NotFound(what.to_owned()))
+            };
+            let session = rows::session(row(session_at, &format!("session {id}"))?)?;
+            let desktop = match (desktop_at, &desktop) {
+                (Some(at), Some(name)) => {
+                    Some(desktops::desktop(row(at, &format!("desktop {name}"))?)?)
+                }
+                _ => None,
             };
             let claimed = Claim {
                 session,

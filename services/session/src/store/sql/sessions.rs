@@ -37,14 +37,19 @@ const QUEUE_PLACE: &str = "CASE WHEN s.status = 'queued' THEN (SELECT COUNT(*) F
 
 /// The session row, read inside the caller's transaction.
 pub(super) async fn session_in(conn: &mut impl AsConn, id: Uuid) -> StoreResult<Session> {
-    let row = Query::owned(format!(
+    let row = session_query(id)
+        .fetch_optional(conn.conn())
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+    rows::session(&row)
+}
+
+/// The statement reading session `id` as [`rows::session`] parses it (with its place in the queue).
+pub(super) fn session_query<'q>(id: Uuid) -> Query<'q> {
+    Query::owned(format!(
         "SELECT s.*, {QUEUE_PLACE} FROM sessions s WHERE s.id = $1"
     ))
     .bind(id)
-    .fetch_optional(conn.conn())
-    .await?
-    .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
-    rows::session(&row)
 }
 
 async fn round_in(conn: &mut impl AsConn, id: Uuid, number: u32) -> StoreResult<Round> {

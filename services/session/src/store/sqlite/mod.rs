@@ -38,7 +38,7 @@ pub(crate) const EXPIRED_DIRECT: &str = "SELECT id, lease_owner, lease_expires_a
 
 /// The claimable tasks (never a direct session) at time $1 in claim order, at most $2 (the claim takes the first one it can
 /// give what it needs: a desktop for a session with a `desktop_want`).
-pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, desktop_want, desktop, status, waiting_for_desktop FROM sessions \
+pub(crate) const CLAIM_CANDIDATES: &str = "SELECT id, lease_owner, last_seq, desktop_want, desktop, status, waiting_for_desktop FROM sessions \
     WHERE kind = 'task' AND ((status = 'queued' AND NOT cancel_requested) \
     OR (status IN ('running', 'waiting') AND parked_for IS NULL \
         AND (lease_expires_at IS NULL OR lease_expires_at < $1)) \

@@ -43,6 +43,7 @@ macro_rules! every_case {
             rounds_blackboard_and_artifacts,
             cancel_and_status,
             leases_expire_and_renewals_hold,
+            appends_are_fenced_by_the_lease,
             parked_sessions_free_the_queue_until_a_person_acts,
             direct_sessions_are_never_claimed,
             expired_direct_sessions_end_with_the_reason,

@@ -83,6 +83,77 @@ pub async fn leases_expire_and_renewals_hold(store: Arc<dyn Store>) {
     ));
 }
 
+/// An append under a lease (the agent's intent before it acts) writes only while that worker holds
+/// the session: another worker's gets `LeaseLost`, a missing session `NotFound`, and neither writes an
+/// event or moves the sequence, whatever the batch's size (more rows than one insert takes too).
+pub async fn appends_are_fenced_by_the_lease(store: Arc<dyn Store>) {
+    let id = session(&*store).await;
+    let claimed = store
+        .claim_task("a".into(), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, id.to_string());
+    let before = store.read_events(id, 1, 100_000).await.unwrap();
+    let last = before.last().map_or(0, |e| e.seq);
+    let intents = |n: usize| -> Vec<NewEvent> {
+        (0..n)
+            .map(|i| NewEvent {
+                kind: EventKind::StepStarted,
+                payload: json!({"intent": true, "i": i}),
+                step: 1,
+                round: 1,
+            })
+            .collect()
+    };
+    for n in [1, 1_500] {
+        assert!(
+            matches!(
+                store.append_events(id, intents(n), Some("b".into())).await,
+                Err(StoreError::LeaseLost(_))
+            ),
+            "{n} events under another worker's lease"
+        );
+        assert!(
+            matches!(
+                store
+                    .append_events(Uuid::new_v4(), intents(n), Some("a".into()))
+                    .await,
+                Err(StoreError::NotFound(_))
+            ),
+            "{n} events to no session, under a lease"
+        );
+        assert!(
+            matches!(
+                store.append_events(Uuid::new_v4(), intents(n), None).await,
+                Err(StoreError::NotFound(_))
+            ),
+            "{n} events to no session"
+        );
+    }
+    assert_eq!(
+        store.read_events(id, 1, 100_000).await.unwrap(),
+        before,
+        "refused appends write nothing"
+    );
+    let mine = store
+        .append_events(id, intents(1_500), Some("a".into()))
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 1_500);
+    assert_eq!(mine[0].seq, last + 1, "numbered right after the last event");
+    let unfenced = store.append_events(id, intents(2), None).await.unwrap();
+    assert_eq!(unfenced[0].seq, last + 1_501);
+    let all = store.read_events(id, 1, 100_000).await.unwrap();
+    assert_gap_free(&all);
+    assert_eq!(all.len() as u64, last + 1_502);
+    assert_eq!(
+        store.get_session(id).await.unwrap().last_seq,
+        last + 1_502,
+        "the session's sequence counts every stored event"
+    );
+}
+
 pub async fn concurrent_claims_never_share(store: Arc<dyn Store>) {
     for _ in 0..12 {
         session(&*store).await;

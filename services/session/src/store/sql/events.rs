@@ -45,7 +45,13 @@ pub(super) async fn append(
             .chunks(ROWS_PER_INSERT)
             .zip((0..).step_by(ROWS_PER_INSERT))
         {
-            batch.push(insert_events_after_bump(id, chunk, count - first_index, at));
+            batch.push(insert_events_after_bump(
+                id,
+                chunk,
+                count - first_index,
+                at,
+                None,
+            ));
         }
         let results = batch.run(conn).await?;
         let last_seq = bumped(id, &results, bump)?;
@@ -149,12 +155,15 @@ fn bump_session<'q>(
 
 /// A multi-row insert of `events` run right after the bump of session `id` (SQLite): each takes its
 /// number from the bumped `last_seq`, the first `last_seq - back + 1`, the next one more (the newest
-/// event's `back` is 1). Inserts nothing when the session is missing.
+/// event's `back` is 1). Inserts nothing when the session is missing, nor, with a `fence`, unless that
+/// worker holds the session's lease (the condition of [`sqlite::BUMP_SESSION_FENCED`], which ran in the
+/// same transaction: both statements write or neither does).
 fn insert_events_after_bump<'q>(
     id: Uuid,
     events: &'q [NewEvent],
     back: i64,
     at: DateTime<Utc>,
+    fence: Option<&'q str>,
 ) -> Query<'q> {
     use std::fmt::Write as _;
     let mut sql = String::from(
@@ -175,6 +184,9 @@ fn insert_events_after_bump<'q>(
         );
     }
     sql.push_str(") v WHERE s.id = $1");
+    if fence.is_some() {
+        let _ = write!(sql, " AND s.lease_owner = ${}", 3 + events.len() * 5);
+    }
     let mut insert = Query::owned(sql).bind(id).bind(at);
     for (event, back) in events.iter().zip((0..=back).rev()) {
         insert = insert
@@ -184,7 +196,10 @@ fn insert_events_after_bump<'q>(
             .bind(db_int(event.step))
             .bind(i64::from(event.round));
     }
-    insert
+    match fence {
+        Some(worker) => insert.bind(worker),
+        None => insert,
+    }
 }
 
 /// One multi-row insert of `events`, numbered from `first`.
@@ -300,6 +315,11 @@ impl SqlStore {
                 postgres::append_events(pool, id, &events, lease_owner, at).await?,
                 false,
             ),
+            Backend::Sqlite { .. } if !wakes => (
+                self.append_events_sqlite(id, &events, lease_owner, at)
+                    .await?,
+                false,
+            ),
             Backend::Postgres { .. } | Backend::Sqlite { .. } => {
                 self.append_events_statements(id, &events, lease_owner, at)
                     .await?
@@ -314,9 +334,66 @@ impl SqlStore {
         Ok(stored)
     }
 
+    /// Appends on SQLite in one command (`BEGIN`, the sequence bump, the inserts, `COMMIT`), fenced by
+    /// `lease_owner` in the statements themselves; returns the newest sequence number. Only when nothing
+    /// was written does a read tell a missing session from a lease another worker holds.
+    async fn append_events_sqlite(
+        &self,
+        id: Uuid,
+        events: &[NewEvent],
+        lease_owner: Option<&str>,
+        at: DateTime<Utc>,
+    ) -> StoreResult<i64> {
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let totals = Totals::default();
+        let mut batch = Batch::default();
+        let bump = match lease_owner {
+            None => bump_session(Dialect::Sqlite, id, count, totals, at),
+            Some(worker) => query(sqlite::BUMP_SESSION_FENCED)
+                .bind(id)
+                .bind(count)
+                .bind(totals.steps)
+                .bind(totals.cost)
+                .bind(totals.input_tokens)
+                .bind(totals.output_tokens)
+                .bind(at)
+                .bind(worker),
+        };
+        let bump = batch.push(bump);
+        for (chunk, first_index) in events
+            .chunks(ROWS_PER_INSERT)
+            .zip((0..).step_by(ROWS_PER_INSERT))
+        {
+            batch.push(insert_events_after_bump(
+                id,
+                chunk,
+                count - first_index,
+                at,
+                lease_owner,
+            ));
+        }
+        let results = self.begin().await?.commit_with(batch).await?;
+        if let Some(row) = results.get(bump).and_then(|rows| rows.first()) {
+            return Ok(row.try_get(0)?);
+        }
+        let session = query("SELECT lease_owner FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.read())
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("session {id}")))?;
+        let owner: Option<String> = session.try_get("lease_owner")?;
+        check_lease(id, owner.as_deref(), lease_owner)?;
+        // The write found no session, or the lease elsewhere, and the read saw it come back: either way
+        // nothing was written, as the write's own moment says.
+        Err(match lease_owner {
+            Some(_) => StoreError::LeaseLost(id.to_string()),
+            None => StoreError::NotFound(format!("session {id}")),
+        })
+    }
+
     /// Appends in a transaction of several statements (lock and lease check, sequence bump, insert);
-    /// returns the newest sequence number and whether a parked session was queued again. SQLite's path,
-    /// and Postgres' for an answer or a decision; otherwise Postgres does it in one statement.
+    /// returns the newest sequence number and whether a parked session was queued again: an answer's or a
+    /// decision's path (either database); otherwise each database appends in one command.
     async fn append_events_statements(
         &self,
         id: Uuid,

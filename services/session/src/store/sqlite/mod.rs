@@ -50,6 +50,12 @@ pub(crate) const BUMP_SESSION: &str = "UPDATE sessions SET last_seq = last_seq +
     steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
     output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 RETURNING last_seq";
 
+/// [`BUMP_SESSION`] only while worker $8 holds the lease: no row when it does not (or no such session).
+pub(crate) const BUMP_SESSION_FENCED: &str = "UPDATE sessions SET last_seq = last_seq + $2, \
+    steps = steps + $3, cost = cost + $4, input_tokens = input_tokens + $5, \
+    output_tokens = output_tokens + $6, updated_at = $7 WHERE id = $1 AND lease_owner = $8 \
+    RETURNING last_seq";
+
 /// Opens (creating if needed) the SQLite file at `path`, runs the migrations (moving bytes rows still
 /// carry into `blobs`, [`crate::store::migrate`]).
 pub async fn open(

@@ -40,6 +40,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
 use serde_json::{Value, json};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
 use ufo_agent::dispatch::grpc::GrpcDispatcher;
 use ufo_agent::dispatch::{Command, CommandDispatcher, ResultStatus};
 use ufo_client::AgentClient;
@@ -118,6 +120,22 @@ async fn call(
     result
         .structured_content
         .with_context(|| format!("{name} answered without structured content"))
+}
+
+/// A gRPC call that does nothing (`grpc.health.v1.Health/Check`) on the executor at `url`: what one
+/// round trip through tonic, hyper and the kernel costs on this machine, with no work on either side.
+async fn floor(health: &HealthClient<tonic::transport::Channel>) -> anyhow::Result<Timing> {
+    let t = Instant::now();
+    health
+        .clone()
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await?;
+    Ok(Timing {
+        round_trip: t.elapsed().as_secs_f64() * 1e3,
+        executor: 0.0,
+    })
 }
 
 /// The headless executor, serving with mousepad allowed.
@@ -358,6 +376,12 @@ pub async fn run(
         },
     )
     .await?;
+    let health = HealthClient::new(
+        tonic::transport::Endpoint::from_shared(url.clone())?
+            .tcp_nodelay(true)
+            .connect()
+            .await?,
+    );
     let this = Mcp::start("this build", storage, None, &url, &window).await?;
     let base = match baseline {
         Some((dir, s)) => Some(Mcp::start("baseline", s, Some(dir), &url, &window).await?),
@@ -385,6 +409,7 @@ pub async fn run(
     let mut theirs = Vec::new();
     let mut framing = Vec::new();
     let mut intent = Vec::new();
+    let mut empty = Vec::new();
     for round in 0..warmup + clicks {
         // Each MCP click comes right after a bare executor click, as an MCP client's next call comes
         // after its model's thinking: the first call after the 300 ms the executor's click waits for
@@ -409,6 +434,9 @@ pub async fn run(
         );
         let f = this.framing().await?;
         let i = this.intent(round as u64 + 1).await?;
+        // The empty call in the MCP clicks' slot: right after the executor's wait for the screen.
+        execute(direct.as_ref(), vec![click(&this.control)]).await?;
+        let h = floor(&health).await?;
         let e = match &base {
             Some(_) => Some(
                 execute(
@@ -428,6 +456,7 @@ pub async fn run(
             current.push(c);
             framing.push(f);
             intent.push(i);
+            empty.push(h);
             theirs.extend(t);
             batch.extend(e);
         }
@@ -443,6 +472,7 @@ pub async fn run(
             theirs: &theirs,
             framing: &framing,
             intent: &intent,
+            empty: &empty,
         },
         base.is_some(),
     );
@@ -509,6 +539,7 @@ struct Paths<'a> {
     theirs: &'a [Timing],
     framing: &'a [Timing],
     intent: &'a [Timing],
+    empty: &'a [Timing],
 }
 
 fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
@@ -535,6 +566,10 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
         "the intent alone: `AppendEvents` straight to ufo-session",
         paths.intent,
     );
+    let (_, empty_ov) = row(
+        "a gRPC call that does nothing: `grpc.health.v1.Health/Check` to ufo-executor",
+        paths.empty,
+    );
     if baseline {
         row(
             "executor: `click_input` + `capture_desktop_screenshot` over gRPC",
@@ -557,5 +592,8 @@ fn report(clicks: usize, warmup: usize, paths: &Paths<'_>, baseline: bool) {
     println!(
         "its parts, p50 of each measured alone: MCP framing {framing_ov:.2} ms, the intent's write {intent_ov:.2} ms, the executor hop {direct_ov:.2} ms; the rest (the agent's own work) ≈ {:.2} ms",
         ours_ov - framing_ov - intent_ov - direct_ov
+    );
+    println!(
+        "the floor: a gRPC call that does nothing takes {empty_ov:.2} ms here; the click makes two (the intent, the executor) inside one MCP call"
     );
 }

@@ -39,20 +39,7 @@ pub(super) async fn append(
     let dialect = conn.conn().dialect();
     if dialect == Dialect::Sqlite && !events.is_empty() {
         // One command: the bump, then the events numbered from the bumped row.
-        let mut batch = Batch::default();
-        let bump = batch.push(bump_session(dialect, id, count, totals, at));
-        for (chunk, first_index) in events
-            .chunks(ROWS_PER_INSERT)
-            .zip((0..).step_by(ROWS_PER_INSERT))
-        {
-            batch.push(insert_events_after_bump(
-                id,
-                chunk,
-                count - first_index,
-                at,
-                None,
-            ));
-        }
+        let (batch, bump) = sqlite_append(id, events, totals, at, None);
         let results = batch.run(conn).await?;
         let last_seq = bumped(id, &results, bump)?;
         let first = last_seq - count + 1;
@@ -134,6 +121,37 @@ pub(super) fn append_in<'q>(
     }
 }
 
+/// SQLite's append of `events` (and `totals`) to session `id` as one batch: the sequence bump (only while
+/// `fence` holds the session's lease, when given), then the inserts numbered from the bumped row; returns
+/// the batch and the bump's place in it (no row there: nothing was written).
+fn sqlite_append<'q>(
+    id: Uuid,
+    events: &'q [NewEvent],
+    totals: Totals,
+    at: DateTime<Utc>,
+    fence: Option<&'q str>,
+) -> (Batch<'q>, usize) {
+    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let mut batch = Batch::default();
+    let bump = batch.push(match fence {
+        None => bump_session(Dialect::Sqlite, id, count, totals, at),
+        Some(worker) => bump_with(sqlite::BUMP_SESSION_FENCED, id, count, totals, at).bind(worker),
+    });
+    for (chunk, first_index) in events
+        .chunks(ROWS_PER_INSERT)
+        .zip((0..).step_by(ROWS_PER_INSERT))
+    {
+        batch.push(insert_events_after_bump(
+            id,
+            chunk,
+            count - first_index,
+            at,
+            fence,
+        ));
+    }
+    (batch, bump)
+}
+
 /// The statement bumping session `id`'s sequence by `count` and adding `totals`; returns the new
 /// `last_seq`.
 fn bump_session<'q>(
@@ -143,7 +161,24 @@ fn bump_session<'q>(
     totals: Totals,
     at: DateTime<Utc>,
 ) -> Query<'q> {
-    query(dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION))
+    bump_with(
+        dialect.pick(postgres::BUMP_SESSION, sqlite::BUMP_SESSION),
+        id,
+        count,
+        totals,
+        at,
+    )
+}
+
+/// `sql`, a sequence bump taking `$1..$7` as [`sqlite::BUMP_SESSION`] does, with those bound.
+fn bump_with<'q>(
+    sql: &'q str,
+    id: Uuid,
+    count: i64,
+    totals: Totals,
+    at: DateTime<Utc>,
+) -> Query<'q> {
+    query(sql)
         .bind(id)
         .bind(count)
         .bind(totals.steps)
@@ -344,34 +379,7 @@ impl SqlStore {
         lease_owner: Option<&str>,
         at: DateTime<Utc>,
     ) -> StoreResult<i64> {
-        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let totals = Totals::default();
-        let mut batch = Batch::default();
-        let bump = match lease_owner {
-            None => bump_session(Dialect::Sqlite, id, count, totals, at),
-            Some(worker) => query(sqlite::BUMP_SESSION_FENCED)
-                .bind(id)
-                .bind(count)
-                .bind(totals.steps)
-                .bind(totals.cost)
-                .bind(totals.input_tokens)
-                .bind(totals.output_tokens)
-                .bind(at)
-                .bind(worker),
-        };
-        let bump = batch.push(bump);
-        for (chunk, first_index) in events
-            .chunks(ROWS_PER_INSERT)
-            .zip((0..).step_by(ROWS_PER_INSERT))
-        {
-            batch.push(insert_events_after_bump(
-                id,
-                chunk,
-                count - first_index,
-                at,
-                lease_owner,
-            ));
-        }
+        let (batch, bump) = sqlite_append(id, events, Totals::default(), at, lease_owner);
         let results = self.begin().await?.commit_with(batch).await?;
         if let Some(row) = results.get(bump).and_then(|rows| rows.first()) {
             return Ok(row.try_get(0)?);
